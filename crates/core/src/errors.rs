@@ -1,0 +1,92 @@
+//! Kinds of failure a run counts, so a report can say *how* a run failed.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// Name resolution failed or the network was unreachable.
+    Unreachable,
+    /// The peer actively refused the connection (TCP RST on connect, ICMP port unreachable).
+    Refused,
+    /// No progress within the configured timeout.
+    Timeout,
+    /// Certificate verification or another TLS handshake failure.
+    Tls,
+    /// The peer speaks none of the application protocols offered.
+    Alpn,
+    /// HTTP/2, HTTP/3 or QUIC protocol violation.
+    Protocol,
+    /// The peer reset the stream or the connection.
+    Reset,
+    /// The response was not 2xx.
+    Status,
+    /// Fewer body bytes than announced or requested.
+    ShortBody,
+    /// More body bytes than announced or requested.
+    LongBody,
+    /// Any other I/O failure.
+    Io,
+}
+
+impl ErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Unreachable => "unreachable",
+            ErrorKind::Refused => "refused",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Tls => "tls",
+            ErrorKind::Alpn => "alpn",
+            ErrorKind::Protocol => "protocol",
+            ErrorKind::Reset => "reset",
+            ErrorKind::Status => "status",
+            ErrorKind::ShortBody => "short_body",
+            ErrorKind::LongBody => "long_body",
+            ErrorKind::Io => "io",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Error counts by kind; kinds that never happened are absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ErrorCounts(pub BTreeMap<ErrorKind, u64>);
+
+impl ErrorCounts {
+    pub fn add(&mut self, kind: ErrorKind) {
+        *self.0.entry(kind).or_default() += 1;
+    }
+
+    pub fn merge(&mut self, other: &ErrorCounts) {
+        for (k, v) in &other.0 {
+            *self.0.entry(*k).or_default() += v;
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.0.values().sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Display for ErrorCounts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("none");
+        }
+        let parts: Vec<String> = self.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        f.write_str(&parts.join(" "))
+    }
+}

@@ -1,0 +1,200 @@
+//! Latency histograms: HdrHistogram in microseconds, 3 significant digits, exported with a
+//! percentile summary and the standard compressed V2 encoding (base64), which existing
+//! HdrHistogram tools decode and which merges losslessly across runs and hosts.
+
+use std::time::Duration;
+
+use base64::Engine;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+pub const SIGNIFICANT_DIGITS: u8 = 3;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HistogramError {
+    #[error("histogram encoding is not valid base64: {0}")]
+    Base64(#[from] base64::DecodeError),
+    #[error("histogram encoding is not a valid V2 histogram: {0}")]
+    Decode(String),
+    #[error("histograms cannot be merged: {0}")]
+    Merge(String),
+}
+
+/// A latency histogram in microseconds.
+#[derive(Debug, Clone)]
+pub struct LatencyHistogram {
+    inner: Histogram<u64>,
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PartialEq for LatencyHistogram {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner == other.inner
+    }
+}
+
+impl LatencyHistogram {
+    pub fn new() -> Self {
+        let mut inner = Histogram::new(SIGNIFICANT_DIGITS).expect("3 significant digits is valid");
+        inner.auto(true);
+        Self { inner }
+    }
+
+    pub fn record(&mut self, d: Duration) {
+        let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.inner
+            .record(us)
+            .expect("auto-resizing histogram accepts every u64");
+    }
+
+    pub fn len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+
+    pub fn merge(&mut self, other: &LatencyHistogram) -> Result<(), HistogramError> {
+        self.inner
+            .add(&other.inner)
+            .map_err(|e| HistogramError::Merge(format!("{e:?}")))
+    }
+
+    /// Value at quantile `q` (0..=1), in microseconds; `None` when empty.
+    pub fn quantile_us(&self, q: f64) -> Option<u64> {
+        (!self.is_empty()).then(|| self.inner.value_at_quantile(q))
+    }
+
+    pub fn summary(&self) -> PercentileSummary {
+        let q = |q| self.quantile_us(q);
+        let non_empty = !self.is_empty();
+        PercentileSummary {
+            count: self.len(),
+            min_us: non_empty.then(|| self.inner.min()),
+            mean_us: non_empty.then(|| self.inner.mean()),
+            stdev_us: non_empty.then(|| self.inner.stdev()),
+            p50_us: q(0.5),
+            p90_us: q(0.9),
+            p99_us: q(0.99),
+            p999_us: q(0.999),
+            max_us: non_empty.then(|| self.inner.max()),
+        }
+    }
+
+    /// Compressed V2 encoding (`HISTFAAA...`), base64.
+    pub fn encode(&self) -> String {
+        let mut buf = Vec::new();
+        V2DeflateSerializer::new()
+            .serialize(&self.inner, &mut buf)
+            .expect("serializing to a Vec cannot fail");
+        base64::engine::general_purpose::STANDARD.encode(buf)
+    }
+
+    pub fn decode(encoded: &str) -> Result<Self, HistogramError> {
+        let bytes = base64::engine::general_purpose::STANDARD.decode(encoded.trim())?;
+        let mut inner: Histogram<u64> = Deserializer::new()
+            .deserialize(&mut bytes.as_slice())
+            .map_err(|e| HistogramError::Decode(format!("{e:?}")))?;
+        inner.auto(true);
+        Ok(Self { inner })
+    }
+}
+
+/// Percentiles in microseconds; every field is `null` for an empty histogram (never NaN).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PercentileSummary {
+    pub count: u64,
+    pub min_us: Option<u64>,
+    pub mean_us: Option<f64>,
+    pub stdev_us: Option<f64>,
+    pub p50_us: Option<u64>,
+    pub p90_us: Option<u64>,
+    pub p99_us: Option<u64>,
+    pub p999_us: Option<u64>,
+    pub max_us: Option<u64>,
+}
+
+/// What a histogram looks like in the JSON report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistogramExport {
+    pub unit: String,
+    #[serde(flatten)]
+    pub summary: PercentileSummary,
+    /// Standard HdrHistogram V2 compressed encoding, base64.
+    pub hdr: String,
+}
+
+impl From<&LatencyHistogram> for HistogramExport {
+    fn from(h: &LatencyHistogram) -> Self {
+        Self {
+            unit: "us".into(),
+            summary: h.summary(),
+            hdr: h.encode(),
+        }
+    }
+}
+
+impl HistogramExport {
+    pub fn histogram(&self) -> Result<LatencyHistogram, HistogramError> {
+        LatencyHistogram::decode(&self.hdr)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn empty_summary_has_nulls_not_nan() {
+        let h = LatencyHistogram::new();
+        let json = serde_json::to_string(&HistogramExport::from(&h)).unwrap();
+        assert!(json.contains("\"p50_us\":null"), "{json}");
+        assert!(!json.contains("NaN"));
+    }
+
+    #[test]
+    fn percentiles_within_three_digits() {
+        let mut h = LatencyHistogram::new();
+        for us in 1..=10_000u64 {
+            h.record(Duration::from_micros(us));
+        }
+        let s = h.summary();
+        assert_eq!(s.count, 10_000);
+        let p50 = s.p50_us.unwrap() as f64;
+        assert!((p50 - 5000.0).abs() / 5000.0 < 0.001, "{p50}");
+        assert!(HistogramExport::from(&h).hdr.starts_with("HISTFAAA"));
+    }
+
+    proptest! {
+        #[test]
+        fn encoding_round_trips_and_merge_adds(
+            a in proptest::collection::vec(0u64..10_000_000, 0..200),
+            b in proptest::collection::vec(0u64..10_000_000, 0..200),
+        ) {
+            let mut ha = LatencyHistogram::new();
+            a.iter().for_each(|&v| ha.record(Duration::from_micros(v)));
+            let mut hb = LatencyHistogram::new();
+            b.iter().for_each(|&v| hb.record(Duration::from_micros(v)));
+
+            let decoded = LatencyHistogram::decode(&ha.encode()).unwrap();
+            prop_assert!(decoded == ha);
+
+            let mut merged = decoded;
+            merged.merge(&LatencyHistogram::decode(&hb.encode()).unwrap()).unwrap();
+            prop_assert_eq!(merged.len(), (a.len() + b.len()) as u64);
+            let all_max = a.iter().chain(b.iter()).max().copied();
+            if let Some(m) = all_max {
+                let got = merged.summary().max_us.unwrap();
+                prop_assert!(got >= m && (got - m) as f64 <= m as f64 * 0.001 + 1.0);
+            }
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! qbench-core: the pure model shared by the qbench client, server and shaper.
+//!
+//! Nothing here touches sockets, spawns processes or reads a clock: time is passed in.
+
+pub mod errors;
+pub mod histogram;
+pub mod recorder;
+pub mod report;
+pub mod stats;
+pub mod units;
+pub mod workload;
+
+pub use errors::{ErrorCounts, ErrorKind};
+pub use histogram::{HistogramExport, LatencyHistogram, PercentileSummary};
+pub use recorder::{HandshakeInfo, ObjectOutcome, Recorder};
+pub use report::{CpuTimes, Environment, Report, RunCpu, RunReport, Summary, ToolInfo};
+pub use stats::Stats;
+pub use units::{ByteSize, Rate};
+pub use workload::Workload;

@@ -1,0 +1,275 @@
+//! The sans-IO recorder: transports tell it what happened and when (`now` is a monotonic
+//! offset chosen by the caller); it never reads a clock, so it is tested with hand-built times.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::errors::{ErrorCounts, ErrorKind};
+use crate::histogram::{HistogramExport, LatencyHistogram};
+use crate::report::{ObjectCounts, RunReport};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnId(usize);
+
+/// What the handshake negotiated.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandshakeInfo {
+    pub alpn: Option<String>,
+    /// TLS session resumption was used.
+    pub resumed: bool,
+    /// 0-RTT data was sent and accepted by the server.
+    pub early_data_accepted: bool,
+}
+
+/// One connection as it appears in the report. Times are microseconds since the run started.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionRecord {
+    pub started_us: u64,
+    /// Connect + TLS (h1/h2) or QUIC handshake confirmed / 0-RTT accepted (h3).
+    pub handshake_us: Option<u64>,
+    #[serde(flatten)]
+    pub info: HandshakeInfo,
+    pub error: Option<ErrorKind>,
+}
+
+/// How one object fetch went, as measured by a transport.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectOutcome {
+    /// Request sent.
+    pub sent: Duration,
+    /// Response headers received.
+    pub headers: Option<Duration>,
+    /// Last body byte received, or the moment of failure.
+    pub done: Duration,
+    /// Payload bytes received.
+    pub body_bytes: u64,
+    pub error: Option<(ErrorKind, String)>,
+}
+
+#[derive(Debug)]
+pub struct Recorder {
+    index: u32,
+    started: Duration,
+    requested: u64,
+    conns: Vec<ConnectionRecord>,
+    completed: u64,
+    failed: u64,
+    first_request: Option<Duration>,
+    last_byte: Option<Duration>,
+    payload_bytes: u64,
+    latency: LatencyHistogram,
+    ttfb: LatencyHistogram,
+    errors: ErrorCounts,
+    first_error: Option<String>,
+}
+
+fn us(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+impl Recorder {
+    /// `now` is when the client starts connecting: the start of page load time.
+    pub fn new(index: u32, requested: u64, now: Duration) -> Self {
+        Self {
+            index,
+            started: now,
+            requested,
+            conns: Vec::new(),
+            completed: 0,
+            failed: 0,
+            first_request: None,
+            last_byte: None,
+            payload_bytes: 0,
+            latency: LatencyHistogram::new(),
+            ttfb: LatencyHistogram::new(),
+            errors: ErrorCounts::default(),
+            first_error: None,
+        }
+    }
+
+    fn since_start(&self, now: Duration) -> Duration {
+        now.saturating_sub(self.started)
+    }
+
+    pub fn connection_started(&mut self, now: Duration) -> ConnId {
+        self.conns.push(ConnectionRecord {
+            started_us: us(self.since_start(now)),
+            handshake_us: None,
+            info: HandshakeInfo::default(),
+            error: None,
+        });
+        ConnId(self.conns.len() - 1)
+    }
+
+    /// A connection reused from an earlier run: no handshake in this run.
+    pub fn connection_reused(&mut self, info: HandshakeInfo) {
+        self.conns.push(ConnectionRecord {
+            started_us: 0,
+            handshake_us: None,
+            info,
+            error: None,
+        });
+    }
+
+    pub fn handshake_done(&mut self, id: ConnId, now: Duration, info: HandshakeInfo) {
+        let started = self.started + Duration::from_micros(self.conns[id.0].started_us);
+        let c = &mut self.conns[id.0];
+        c.handshake_us = Some(us(now.saturating_sub(started)));
+        c.info = info;
+    }
+
+    pub fn connection_failed(&mut self, id: ConnId, kind: ErrorKind, message: &str) {
+        self.conns[id.0].error = Some(kind);
+        self.error(kind, message);
+    }
+
+    /// A failure not tied to one object or connection (e.g. a closing error).
+    pub fn error(&mut self, kind: ErrorKind, message: &str) {
+        self.errors.add(kind);
+        if self.first_error.is_none() {
+            self.first_error = Some(format!("{kind}: {message}"));
+        }
+    }
+
+    pub fn object(&mut self, o: ObjectOutcome) {
+        self.first_request = Some(self.first_request.map_or(o.sent, |f| f.min(o.sent)));
+        self.payload_bytes += o.body_bytes;
+        if let Some(h) = o.headers {
+            self.ttfb.record(h.saturating_sub(o.sent));
+        }
+        match o.error {
+            None => {
+                self.completed += 1;
+                self.latency.record(o.done.saturating_sub(o.sent));
+                self.last_byte = Some(self.last_byte.map_or(o.done, |l| l.max(o.done)));
+            }
+            Some((kind, message)) => {
+                self.failed += 1;
+                self.error(kind, &message);
+            }
+        }
+    }
+
+    pub fn finish(self, now: Duration) -> RunReport {
+        let complete = self.completed == self.requested && self.errors.is_empty();
+        let plt_us = complete
+            .then(|| self.last_byte.map(|l| us(self.since_start(l))))
+            .flatten();
+        let goodput_bps = match (self.first_request, self.last_byte) {
+            (Some(f), Some(l)) if l > f && self.payload_bytes > 0 => {
+                Some(self.payload_bytes as f64 * 8.0 / (l - f).as_secs_f64())
+            }
+            _ => None,
+        };
+        let handshakes: Vec<u64> = self.conns.iter().filter_map(|c| c.handshake_us).collect();
+        RunReport {
+            index: self.index,
+            complete,
+            duration_us: us(self.since_start(now)),
+            handshake_us: (!handshakes.is_empty())
+                .then(|| handshakes.iter().sum::<u64>() / handshakes.len() as u64),
+            plt_us,
+            goodput_bps,
+            payload_bytes: self.payload_bytes,
+            objects: ObjectCounts {
+                requested: self.requested,
+                completed: self.completed,
+                failed: self.failed,
+                not_started: self.requested - self.completed - self.failed,
+            },
+            connections: self.conns,
+            errors: self.errors,
+            first_error: self.first_error,
+            object_latency: HistogramExport::from(&self.latency),
+            ttfb: HistogramExport::from(&self.ttfb),
+            cpu: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    fn ok(sent: u64, headers: u64, done: u64, bytes: u64) -> ObjectOutcome {
+        ObjectOutcome {
+            sent: ms(sent),
+            headers: Some(ms(headers)),
+            done: ms(done),
+            body_bytes: bytes,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn complete_run_has_plt_goodput_and_histograms() {
+        let mut r = Recorder::new(0, 2, ms(1000));
+        let c = r.connection_started(ms(1000));
+        r.handshake_done(c, ms(1010), HandshakeInfo::default());
+        r.object(ok(1010, 1015, 1030, 1000));
+        r.object(ok(1011, 1016, 1040, 1500));
+        let rep = r.finish(ms(1041));
+        assert!(rep.complete);
+        assert_eq!(rep.handshake_us, Some(10_000));
+        assert_eq!(rep.plt_us, Some(40_000));
+        assert_eq!(rep.payload_bytes, 2500);
+        // 2500 B over 30 ms (first request 1010 -> last byte 1040).
+        let g = rep.goodput_bps.unwrap();
+        assert!((g - 2500.0 * 8.0 / 0.030).abs() < 1e-6, "{g}");
+        assert_eq!(rep.object_latency.summary.count, 2);
+        assert_eq!(rep.ttfb.summary.count, 2);
+        // HdrHistogram reports the highest value equivalent at 3 significant digits.
+        assert!((5000..=5005).contains(&rep.ttfb.summary.max_us.unwrap()));
+        assert_eq!(rep.duration_us, 41_000);
+    }
+
+    #[test]
+    fn failures_make_run_incomplete_and_are_counted_by_kind() {
+        let mut r = Recorder::new(3, 4, ms(0));
+        let c = r.connection_started(ms(0));
+        r.handshake_done(c, ms(1), HandshakeInfo::default());
+        r.object(ok(1, 2, 3, 10));
+        r.object(ObjectOutcome {
+            sent: ms(1),
+            headers: Some(ms(2)),
+            done: ms(4),
+            body_bytes: 5,
+            error: Some((ErrorKind::ShortBody, "5 of 10 bytes".into())),
+        });
+        r.error(ErrorKind::Reset, "stream reset");
+        let rep = r.finish(ms(5));
+        assert!(!rep.complete);
+        assert_eq!(rep.index, 3);
+        assert_eq!(rep.plt_us, None);
+        assert_eq!(rep.objects.completed, 1);
+        assert_eq!(rep.objects.failed, 1);
+        assert_eq!(rep.objects.not_started, 2);
+        assert_eq!(rep.errors.0[&ErrorKind::ShortBody], 1);
+        assert_eq!(rep.errors.0[&ErrorKind::Reset], 1);
+        assert_eq!(
+            rep.first_error.as_deref(),
+            Some("short_body: 5 of 10 bytes")
+        );
+        assert_eq!(rep.object_latency.summary.count, 1);
+        assert_eq!(rep.payload_bytes, 15);
+    }
+
+    #[test]
+    fn failed_connection_counts_once() {
+        let mut r = Recorder::new(0, 200, ms(0));
+        let c = r.connection_started(ms(0));
+        r.connection_failed(c, ErrorKind::Refused, "connection refused");
+        let rep = r.finish(ms(1));
+        assert_eq!(rep.errors.total(), 1);
+        assert_eq!(rep.objects.not_started, 200);
+        assert_eq!(rep.goodput_bps, None);
+        assert_eq!(rep.connections[0].error, Some(ErrorKind::Refused));
+        let json = serde_json::to_string(&rep).unwrap();
+        assert!(!json.contains("NaN"));
+    }
+}

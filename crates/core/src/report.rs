@@ -1,0 +1,204 @@
+//! The versioned JSON run report. Field names are part of the public interface: change them
+//! only together with `SCHEMA_VERSION`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::errors::ErrorCounts;
+use crate::histogram::{HistogramError, HistogramExport, LatencyHistogram};
+use crate::recorder::ConnectionRecord;
+use crate::stats::Stats;
+
+pub const SCHEMA: &str = "qbench.run-report";
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuTimes {
+    pub user_s: f64,
+    pub sys_s: f64,
+}
+
+impl CpuTimes {
+    pub fn total_s(&self) -> f64 {
+        self.user_s + self.sys_s
+    }
+
+    /// `self - earlier`, clamped at zero (tick-based sources can step unevenly).
+    pub fn since(&self, earlier: &CpuTimes) -> CpuTimes {
+        CpuTimes {
+            user_s: (self.user_s - earlier.user_s).max(0.0),
+            sys_s: (self.sys_s - earlier.sys_s).max(0.0),
+        }
+    }
+}
+
+/// CPU spent during one run by the client and (when in-process) the server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunCpu {
+    pub client: CpuTimes,
+    /// `null` when the server is not in this process.
+    pub server: Option<CpuTimes>,
+    /// Payload bytes per CPU-second of client + server (client only for remote servers).
+    pub payload_bytes_per_cpu_s: Option<f64>,
+}
+
+impl RunCpu {
+    pub fn new(client: CpuTimes, server: Option<CpuTimes>, payload_bytes: u64) -> Self {
+        let total = client.total_s() + server.map_or(0.0, |s| s.total_s());
+        RunCpu {
+            client,
+            server,
+            payload_bytes_per_cpu_s: (total > 0.0).then(|| payload_bytes as f64 / total),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectCounts {
+    pub requested: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub not_started: u64,
+}
+
+/// One run: one set of fresh connections (unless reused) fetching the whole workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    pub index: u32,
+    pub complete: bool,
+    pub duration_us: u64,
+    /// Mean handshake time over the run's new connections.
+    pub handshake_us: Option<u64>,
+    /// Page load time: client starts connecting -> last byte of the last object.
+    pub plt_us: Option<u64>,
+    /// Payload bits per second between the first request sent and the last byte received.
+    pub goodput_bps: Option<f64>,
+    pub payload_bytes: u64,
+    pub objects: ObjectCounts,
+    pub connections: Vec<ConnectionRecord>,
+    pub errors: ErrorCounts,
+    pub first_error: Option<String>,
+    pub object_latency: HistogramExport,
+    pub ttfb: HistogramExport,
+    pub cpu: Option<RunCpu>,
+}
+
+/// Facts about the machine a report was produced on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Environment {
+    pub hostname: Option<String>,
+    pub kernel: Option<String>,
+    pub cpu_model: Option<String>,
+    pub cores: Option<usize>,
+    /// `net.core.{r,w}mem_{max,default}` and friends, as read from /proc/sys.
+    pub sysctls: BTreeMap<String, String>,
+    /// Versions of the protocol stacks this binary was built with.
+    pub crates: BTreeMap<String, String>,
+}
+
+/// Figures over all runs of a report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub runs: usize,
+    pub complete_runs: usize,
+    pub plt_us: Stats,
+    pub handshake_us: Stats,
+    pub goodput_bps: Stats,
+    pub payload_bytes: u64,
+    pub objects_completed: u64,
+    pub objects_per_s: Stats,
+    pub errors: ErrorCounts,
+    /// All runs' object latencies merged.
+    pub object_latency: HistogramExport,
+    pub ttfb: HistogramExport,
+}
+
+impl Summary {
+    pub fn of(runs: &[RunReport]) -> Result<Self, HistogramError> {
+        let mut latency = LatencyHistogram::new();
+        let mut ttfb = LatencyHistogram::new();
+        let mut errors = ErrorCounts::default();
+        for r in runs {
+            latency.merge(&r.object_latency.histogram()?)?;
+            ttfb.merge(&r.ttfb.histogram()?)?;
+            errors.merge(&r.errors);
+        }
+        let collect = |f: &dyn Fn(&RunReport) -> Option<f64>| -> Vec<f64> {
+            runs.iter().filter_map(f).collect()
+        };
+        Ok(Summary {
+            runs: runs.len(),
+            complete_runs: runs.iter().filter(|r| r.complete).count(),
+            plt_us: Stats::of(&collect(&|r| r.plt_us.map(|v| v as f64))),
+            handshake_us: Stats::of(&collect(&|r| r.handshake_us.map(|v| v as f64))),
+            goodput_bps: Stats::of(&collect(&|r| r.goodput_bps)),
+            payload_bytes: runs.iter().map(|r| r.payload_bytes).sum(),
+            objects_completed: runs.iter().map(|r| r.objects.completed).sum(),
+            objects_per_s: Stats::of(&collect(&|r| {
+                r.plt_us
+                    .filter(|&p| p > 0)
+                    .map(|p| r.objects.completed as f64 / (p as f64 / 1e6))
+            })),
+            errors,
+            object_latency: HistogramExport::from(&latency),
+            ttfb: HistogramExport::from(&ttfb),
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolInfo {
+    pub name: String,
+    pub version: String,
+}
+
+/// The whole JSON document `--json` writes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub schema: String,
+    pub schema_version: u32,
+    pub tool: ToolInfo,
+    /// Wall-clock start, RFC 3339 (the only wall-clock figure in the report).
+    pub started_at: String,
+    pub command: Vec<String>,
+    /// The validated configuration the run used.
+    pub config: serde_json::Value,
+    pub environment: Environment,
+    /// True when every run fetched every object without error.
+    pub complete: bool,
+    /// Set when the run stopped before all runs were attempted (e.g. target unreachable).
+    pub aborted: Option<String>,
+    pub summary: Summary,
+    pub runs: Vec<RunReport>,
+}
+
+impl Report {
+    pub fn new(
+        tool: ToolInfo,
+        started_at: String,
+        command: Vec<String>,
+        config: serde_json::Value,
+        environment: Environment,
+        runs: Vec<RunReport>,
+        expected_runs: usize,
+        aborted: Option<String>,
+    ) -> Result<Self, HistogramError> {
+        let summary = Summary::of(&runs)?;
+        let complete =
+            aborted.is_none() && runs.len() == expected_runs && runs.iter().all(|r| r.complete);
+        Ok(Report {
+            schema: SCHEMA.into(),
+            schema_version: SCHEMA_VERSION,
+            tool,
+            started_at,
+            command,
+            config,
+            environment,
+            complete,
+            aborted,
+            summary,
+            runs,
+        })
+    }
+}

@@ -1,0 +1,46 @@
+//! The hyper response body: chunks of the shared payload buffer, or a short fixed text.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Frame, SizeHint};
+
+use crate::payload::Chunks;
+
+#[derive(Debug)]
+pub enum PayloadBody {
+    Chunks(Chunks),
+    Once(Option<Bytes>),
+}
+
+impl http_body::Body for PayloadBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let next = match self.get_mut() {
+            PayloadBody::Chunks(c) => c.next(),
+            PayloadBody::Once(b) => b.take(),
+        };
+        Poll::Ready(next.map(|b| Ok(Frame::data(b))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            PayloadBody::Chunks(c) => c.remaining() == 0,
+            PayloadBody::Once(b) => b.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            PayloadBody::Chunks(c) => SizeHint::with_exact(c.remaining()),
+            PayloadBody::Once(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+        }
+    }
+}

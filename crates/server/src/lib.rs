@@ -1,0 +1,254 @@
+//! qbench-server: the matched server. HTTP/3 (quinn + h3) on UDP and HTTP/2 + HTTP/1.1
+//! (hyper + tokio-rustls) on TCP, on the same port number, behind one rustls configuration,
+//! serving `GET /bytes/{n}` from one shared buffer.
+
+pub mod body;
+pub mod cpu;
+pub mod h3srv;
+pub mod options;
+pub mod payload;
+pub mod routes;
+pub mod standalone;
+pub mod tcpsrv;
+pub mod tls;
+
+use std::io;
+use std::net::{SocketAddr, TcpListener as StdTcpListener, UdpSocket};
+use std::sync::Arc;
+
+use qbench_core::CpuTimes;
+use socket2::{Domain, Protocol as SockProto, Socket, Type};
+
+pub use options::{Protocol, ServerOptions};
+pub use tls::Identity;
+
+/// Requested UDP socket buffer size; the kernel caps it at `net.core.{r,w}mem_max`.
+pub const UDP_BUFFER: usize = 4 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: SocketAddr, source: io::Error },
+    #[error("QUIC rejected the TLS configuration: {0}")]
+    Quic(String),
+    #[error("--protocols is empty: nothing to serve")]
+    NoProtocols,
+    #[error("starting the server runtime: {0}")]
+    Runtime(io::Error),
+    #[error("writing the certificate to {path}: {source}")]
+    WriteCert {
+        path: std::path::PathBuf,
+        source: io::Error,
+    },
+    #[error("waiting for a signal: {0}")]
+    Signal(io::Error),
+}
+
+/// A bound, not yet running server. Binding needs a tokio runtime context.
+pub struct Server {
+    opts: Arc<ServerOptions>,
+    identity: Identity,
+    tcp: Option<(tokio::net::TcpListener, tokio_rustls::TlsAcceptor)>,
+    quic: Option<quinn::Endpoint>,
+    addr: SocketAddr,
+}
+
+fn udp_socket(addr: SocketAddr) -> io::Result<UdpSocket> {
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(SockProto::UDP))?;
+    // Best effort: an unprivileged process gets at most the sysctl maximum.
+    let _ = s.set_recv_buffer_size(UDP_BUFFER);
+    let _ = s.set_send_buffer_size(UDP_BUFFER);
+    s.bind(&addr.into())?;
+    Ok(s.into())
+}
+
+fn tcp_listener(addr: SocketAddr) -> io::Result<StdTcpListener> {
+    let l = StdTcpListener::bind(addr)?;
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
+/// Binds TCP and UDP on one port number; with port 0, retries until both get the same one.
+fn bind_pair(
+    addr: SocketAddr,
+    tcp: bool,
+    udp: bool,
+) -> Result<(Option<StdTcpListener>, Option<UdpSocket>, SocketAddr), ServerError> {
+    let bind_err = |source| ServerError::Bind { addr, source };
+    let mut last_err = None;
+    for _ in 0..32 {
+        let t = if tcp {
+            Some(tcp_listener(addr).map_err(bind_err)?)
+        } else {
+            None
+        };
+        let port_addr = match &t {
+            Some(l) => l.local_addr().map_err(bind_err)?,
+            None => addr,
+        };
+        if !udp {
+            return Ok((t, None, port_addr));
+        }
+        match udp_socket(port_addr) {
+            Ok(u) => {
+                let local = u.local_addr().map_err(bind_err)?;
+                return Ok((t, Some(u), local));
+            }
+            Err(e) if addr.port() == 0 && e.kind() == io::ErrorKind::AddrInUse => {
+                last_err = Some(e)
+            }
+            Err(e) => return Err(bind_err(e)),
+        }
+    }
+    Err(bind_err(last_err.unwrap_or_else(|| {
+        io::Error::from(io::ErrorKind::AddrInUse)
+    })))
+}
+
+impl Server {
+    pub fn bind(opts: ServerOptions, identity: Identity) -> Result<Self, ServerError> {
+        let (h1, h2, h3) = (
+            opts.serves(Protocol::H1),
+            opts.serves(Protocol::H2),
+            opts.serves(Protocol::H3),
+        );
+        if !(h1 || h2 || h3) {
+            return Err(ServerError::NoProtocols);
+        }
+        let (tcp, udp, addr) = bind_pair(opts.listen, h1 || h2, h3)?;
+        let tcp = match tcp {
+            Some(l) => {
+                let mut alpn = Vec::new();
+                if h2 {
+                    alpn.push(tls::ALPN_H2.to_vec());
+                }
+                if h1 {
+                    alpn.push(tls::ALPN_H1.to_vec());
+                }
+                let cfg = tls::server_config(&identity, alpn, false)?;
+                let listener = tokio::net::TcpListener::from_std(l)
+                    .map_err(|source| ServerError::Bind { addr, source })?;
+                Some((listener, tokio_rustls::TlsAcceptor::from(cfg)))
+            }
+            None => None,
+        };
+        let quic = match udp {
+            Some(sock) => {
+                let cfg = tls::server_config(&identity, vec![tls::ALPN_H3.to_vec()], true)?;
+                let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(cfg)
+                    .map_err(|e| ServerError::Quic(e.to_string()))?;
+                let mut sc = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+                sc.transport_config(Arc::new(h3srv::transport(&opts)));
+                let ep = quinn::Endpoint::new(
+                    quinn::EndpointConfig::default(),
+                    Some(sc),
+                    sock,
+                    Arc::new(quinn::TokioRuntime),
+                )
+                .map_err(|source| ServerError::Bind { addr, source })?;
+                Some(ep)
+            }
+            None => None,
+        };
+        Ok(Server {
+            opts: Arc::new(opts),
+            identity,
+            tcp,
+            quic,
+            addr,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn cert_pem(&self) -> &str {
+        &self.identity.pem
+    }
+
+    /// Serves until the returned future is dropped.
+    pub async fn run(self) {
+        let tcp = self
+            .tcp
+            .map(|(l, a)| tcpsrv::serve(l, a, self.opts.clone()));
+        let quic = self
+            .quic
+            .map(|ep| h3srv::serve(ep, self.opts.clone(), true));
+        match (tcp, quic) {
+            (Some(t), Some(q)) => {
+                tokio::join!(t, q);
+            }
+            (Some(t), None) => t.await,
+            (None, Some(q)) => q.await,
+            (None, None) => {}
+        }
+    }
+}
+
+pub fn identity_for(opts: &ServerOptions) -> Result<Identity, ServerError> {
+    Ok(match (&opts.cert, &opts.key) {
+        (Some(c), Some(k)) => Identity::from_files(c, k)?,
+        _ => Identity::self_signed(&opts.cert_names)?,
+    })
+}
+
+/// A server on its own runtime and threads inside this process, so its CPU time can be told
+/// apart from the client's. Stops when dropped.
+pub struct InProcess {
+    addr: SocketAddr,
+    cert_pem: String,
+    threads: cpu::ThreadGroup,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl InProcess {
+    pub fn start(opts: ServerOptions, worker_threads: usize) -> Result<Self, ServerError> {
+        let identity = identity_for(&opts)?;
+        let threads = cpu::ThreadGroup::default();
+        let reg = threads.clone();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(worker_threads.max(1))
+            .thread_name("qbench-server")
+            .enable_all()
+            .on_thread_start(move || reg.register_current())
+            .build()
+            .map_err(ServerError::Runtime)?;
+        let server = {
+            let _ctx = rt.enter();
+            Server::bind(opts, identity)?
+        };
+        let addr = server.local_addr();
+        let cert_pem = server.cert_pem().to_string();
+        rt.spawn(server.run());
+        Ok(InProcess {
+            addr,
+            cert_pem,
+            threads,
+            runtime: Some(rt),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn cert_pem(&self) -> &str {
+        &self.cert_pem
+    }
+
+    /// CPU used by the server's threads so far.
+    pub fn cpu(&self) -> CpuTimes {
+        self.threads.cpu()
+    }
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}

@@ -1,0 +1,31 @@
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+use qbench_server::standalone::{serve_until_signal, DEFAULT_CERT_OUT};
+use qbench_server::ServerOptions;
+
+/// The matched qbench server: HTTP/3 on UDP and HTTP/2 + HTTP/1.1 on TCP, same port,
+/// serving GET /bytes/{n}.
+#[derive(Debug, Parser)]
+#[command(name = "qbench-server", version)]
+struct Cli {
+    #[command(flatten)]
+    server: ServerOptions,
+
+    /// Where to write the generated certificate (PEM) for clients' --ca
+    #[arg(long, default_value = DEFAULT_CERT_OUT)]
+    cert_out: PathBuf,
+}
+
+#[tokio::main]
+async fn main() {
+    let cli = Cli::parse();
+    let result = serve_until_signal(cli.server, &cli.cert_out)
+        .await
+        .context("qbench-server");
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,84 @@
+//! Server settings, shared by `qbench-server`, `qbench serve` and the in-process server.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::routes::DEFAULT_MAX_OBJECT;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Protocol {
+    #[value(name = "h1")]
+    H1,
+    #[value(name = "h2")]
+    H2,
+    #[value(name = "h3")]
+    H3,
+}
+
+impl Protocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::H1 => "h1",
+            Protocol::H2 => "h2",
+            Protocol::H3 => "h3",
+        }
+    }
+}
+
+/// Settings of the matched server.
+#[derive(Debug, Clone, Args)]
+pub struct ServerOptions {
+    /// Address to listen on: h3 on UDP and h2 + http/1.1 on TCP share this port
+    #[arg(long, default_value = "127.0.0.1:4433")]
+    pub listen: SocketAddr,
+
+    /// Protocols to serve (comma-separated)
+    #[arg(long, value_delimiter = ',', default_value = "h1,h2,h3")]
+    pub protocols: Vec<Protocol>,
+
+    /// Largest object `/bytes/{n}` will serve, in bytes
+    #[arg(long, default_value_t = DEFAULT_MAX_OBJECT)]
+    pub max_object: u64,
+
+    /// Concurrent request streams allowed per connection (h2 and h3)
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_streams: u32,
+
+    /// Largest request header section accepted, in bytes (h1, h2 and h3)
+    #[arg(long, default_value_t = 16 * 1024, value_parser = clap::value_parser!(u32).range(1024..))]
+    pub max_header_bytes: u32,
+
+    /// PEM certificate chain (with --key); a self-signed one is generated otherwise
+    #[arg(long, requires = "key")]
+    pub cert: Option<PathBuf>,
+
+    /// PEM private key for --cert
+    #[arg(long, requires = "cert")]
+    pub key: Option<PathBuf>,
+
+    /// Extra DNS names or IP addresses for the generated certificate
+    #[arg(long = "cert-name", value_name = "NAME")]
+    pub cert_names: Vec<String>,
+}
+
+impl ServerOptions {
+    pub fn serves(&self, p: Protocol) -> bool {
+        self.protocols.contains(&p)
+    }
+
+    /// Loopback on an ephemeral port, all protocols: the in-process default.
+    pub fn loopback() -> Self {
+        ServerOptions {
+            listen: "127.0.0.1:0".parse().expect("valid literal address"),
+            protocols: vec![Protocol::H1, Protocol::H2, Protocol::H3],
+            max_object: DEFAULT_MAX_OBJECT,
+            max_streams: 256,
+            max_header_bytes: 16 * 1024,
+            cert: None,
+            key: None,
+            cert_names: Vec::new(),
+        }
+    }
+}

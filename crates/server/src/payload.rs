@@ -1,0 +1,82 @@
+//! Response bodies come from one shared static buffer: a response of n bytes is a sequence of
+//! reference-counted slices of it, so serving costs no allocation proportional to n.
+
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+
+/// Size of the shared buffer, and the largest chunk handed to a transport at once.
+pub const CHUNK: usize = 256 * 1024;
+
+/// The body of `/bytes/{n}` is this 64-byte pattern repeated, so any client can check content.
+pub const PATTERN: &[u8; 64] =
+    b"qbench-payload:0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJK\r\n";
+
+fn shared() -> &'static Bytes {
+    static BUF: OnceLock<Bytes> = OnceLock::new();
+    BUF.get_or_init(|| {
+        let v: Vec<u8> = PATTERN.iter().copied().cycle().take(CHUNK).collect();
+        Bytes::from(v)
+    })
+}
+
+/// Chunks of a response body of `len` bytes. `CHUNK` is a multiple of the pattern length, so
+/// the concatenation is the pattern repeated.
+#[derive(Debug, Clone)]
+pub struct Chunks {
+    remaining: u64,
+}
+
+impl Chunks {
+    pub fn new(len: u64) -> Self {
+        Chunks { remaining: len }
+    }
+
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+}
+
+impl Iterator for Chunks {
+    type Item = Bytes;
+
+    fn next(&mut self) -> Option<Bytes> {
+        if self.remaining == 0 {
+            return None;
+        }
+        let n = self.remaining.min(CHUNK as u64) as usize;
+        self.remaining -= n as u64;
+        Some(shared().slice(..n))
+    }
+}
+
+/// The expected byte at offset `i` of any `/bytes/{n}` body.
+pub fn expected_byte(i: u64) -> u8 {
+    PATTERN[(i % PATTERN.len() as u64) as usize]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_cover_exact_length_with_pattern() {
+        for len in [0u64, 1, 63, 64, CHUNK as u64, CHUNK as u64 * 3 + 17] {
+            let mut offset = 0u64;
+            for c in Chunks::new(len) {
+                for (i, b) in c.iter().enumerate() {
+                    assert_eq!(*b, expected_byte(offset + i as u64));
+                }
+                offset += c.len() as u64;
+            }
+            assert_eq!(offset, len);
+        }
+    }
+
+    #[test]
+    fn chunks_share_one_buffer() {
+        let a = Chunks::new(10).next().unwrap();
+        let b = Chunks::new(10).next().unwrap();
+        assert_eq!(a.as_ptr(), b.as_ptr());
+    }
+}

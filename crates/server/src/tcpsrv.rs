@@ -1,0 +1,73 @@
+//! HTTP/2 and HTTP/1.1 over TLS over TCP, picked by ALPN.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Method, Request, Response};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use crate::body::PayloadBody;
+use crate::options::ServerOptions;
+use crate::payload::Chunks;
+use crate::routes::{route, Route};
+use crate::tls::ALPN_H2;
+
+/// HTTP/2 windows large enough that flow control never caps a loopback transfer
+/// (the protocol default of 64 KB would).
+pub const H2_STREAM_WINDOW: u32 = 16 * 1024 * 1024;
+pub const H2_CONN_WINDOW: u32 = 64 * 1024 * 1024;
+
+fn respond(req: &Request<Incoming>, opts: &ServerOptions) -> Response<PayloadBody> {
+    let r = route(req.method(), req.uri().path(), opts.max_object);
+    let head_only = req.method() == Method::HEAD;
+    let (parts, ()) = r.head().into_parts();
+    let body = match r {
+        _ if head_only => PayloadBody::Once(None),
+        Route::Bytes(n) => PayloadBody::Chunks(Chunks::new(n)),
+        Route::Text(_, t) => PayloadBody::Once(Some(Bytes::from_static(t.as_bytes()))),
+    };
+    Response::from_parts(parts, body)
+}
+
+pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, opts: Arc<ServerOptions>) {
+    loop {
+        let Ok((tcp, _peer)) = listener.accept().await else {
+            continue;
+        };
+        let _ = tcp.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        let opts = opts.clone();
+        tokio::spawn(async move {
+            let Ok(tls) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let is_h2 = tls.get_ref().1.alpn_protocol() == Some(ALPN_H2);
+            let io = TokioIo::new(tls);
+            let svc_opts = opts.clone();
+            let svc = service_fn(move |req: Request<Incoming>| {
+                let resp = respond(&req, &svc_opts);
+                async move { Ok::<_, Infallible>(resp) }
+            });
+            if is_h2 {
+                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .initial_stream_window_size(H2_STREAM_WINDOW)
+                    .initial_connection_window_size(H2_CONN_WINDOW)
+                    .max_concurrent_streams(opts.max_streams)
+                    .max_header_list_size(opts.max_header_bytes)
+                    .max_send_buf_size(4 * 1024 * 1024)
+                    .serve_connection(io, svc)
+                    .await;
+            } else {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .max_buf_size(opts.max_header_bytes.max(8192) as usize)
+                    .serve_connection(io, svc)
+                    .await;
+            }
+        });
+    }
+}
