@@ -1,1 +1,11 @@
+//! qbench: the client library behind the `qbench` binary.
 
+pub mod app;
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod env;
+pub mod output;
+pub mod runner;
+pub mod tls;
+pub mod transport;

@@ -16,8 +16,10 @@ pub struct ConnId(usize);
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HandshakeInfo {
     pub alpn: Option<String>,
-    /// TLS session resumption was used.
-    pub resumed: bool,
+    /// The client offered a stored TLS session ticket.
+    pub resumption_offered: bool,
+    /// The server accepted the resumption; `None` where the stack cannot tell (quinn without 0-RTT).
+    pub resumed: Option<bool>,
     /// 0-RTT data was sent and accepted by the server.
     pub early_data_accepted: bool,
 }

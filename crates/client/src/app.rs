@@ -1,0 +1,275 @@
+//! The benchmark command: start or find the server, build the transport, run, report.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use qbench_core::{CpuTimes, Report, RunCpu, RunReport, ToolInfo};
+use qbench_server::cpu::process_cpu;
+use qbench_server::{InProcess, ServerOptions};
+
+use crate::cli::Proto;
+use crate::clock::Clock;
+use crate::config::{Config, Origin, Target};
+use crate::output::{summary, JsonSink};
+use crate::runner::{run_once, Plan};
+use crate::tls::{client_config, ticket_store, Trust};
+use crate::transport::h1::H1;
+use crate::transport::h2::H2;
+use crate::transport::h3::H3;
+use crate::transport::tcp::TlsTcp;
+use crate::transport::{Endpoint, ObjectReq, Transport};
+
+/// What the command ends with: the report, and whether every run was complete.
+pub struct Outcome {
+    pub complete: bool,
+    pub error: Option<String>,
+}
+
+struct Peer {
+    origin: Origin,
+    endpoint: Endpoint,
+    trust: Trust,
+    server: Option<InProcess>,
+    description: String,
+}
+
+async fn resolve(origin: &Origin) -> anyhow::Result<std::net::SocketAddr> {
+    let mut addrs = tokio::net::lookup_host((origin.host.as_str(), origin.port))
+        .await
+        .with_context(|| format!("unreachable: cannot resolve {}", origin.host))?;
+    addrs
+        .next()
+        .with_context(|| format!("unreachable: {} has no address", origin.host))
+}
+
+fn trust_from(cfg: &Config) -> anyhow::Result<Trust> {
+    if cfg.insecure {
+        return Ok(Trust::Insecure);
+    }
+    match &cfg.ca {
+        Some(path) => Ok(Trust::Pem {
+            origin: path.display().to_string(),
+            pem: std::fs::read_to_string(path)
+                .with_context(|| format!("--ca: cannot read {}", path.display()))?,
+        }),
+        None => Ok(Trust::System),
+    }
+}
+
+async fn peer(cfg: &Config) -> anyhow::Result<Peer> {
+    let (origin, trust, server, description) = match &cfg.target {
+        Target::InProcess => {
+            let server = InProcess::start(ServerOptions::loopback(), cfg.server_threads as usize)
+                .context("starting the in-process server")?;
+            let origin = Origin {
+                host: "127.0.0.1".into(),
+                port: server.local_addr().port(),
+            };
+            let trust = Trust::Pem {
+                origin: "in-process server".into(),
+                pem: server.cert_pem().to_string(),
+            };
+            (
+                origin,
+                trust,
+                Some(server),
+                "in-process qbench-server".to_string(),
+            )
+        }
+        Target::Server { origin } => (
+            origin.clone(),
+            trust_from(cfg)?,
+            None,
+            "qbench-server".into(),
+        ),
+        Target::Urls { origin, .. } => (origin.clone(), trust_from(cfg)?, None, "URLs".into()),
+    };
+    let addr = resolve(&origin).await?;
+    Ok(Peer {
+        endpoint: Endpoint {
+            addr,
+            server_name: origin.host.clone(),
+            timeout: cfg.timeout,
+        },
+        origin,
+        trust,
+        server,
+        description,
+    })
+}
+
+fn progress_bar(total: u64) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} objects {per_sec} eta {eta}")
+            .expect("valid template"),
+    );
+    if std::io::stderr().is_terminal() {
+        // Only runs longer than a second get a bar.
+        let b = bar.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            if !b.is_finished() {
+                b.set_draw_target(ProgressDrawTarget::stderr());
+            }
+        });
+    }
+    bar
+}
+
+struct Ctx<'a> {
+    cfg: &'a Config,
+    plan: Plan,
+    clock: Clock,
+    server: Option<&'a InProcess>,
+    started_at: String,
+    command: Vec<String>,
+    sink: &'a JsonSink,
+}
+
+impl Ctx<'_> {
+    fn report(&self, runs: Vec<RunReport>, aborted: Option<String>) -> anyhow::Result<Report> {
+        Ok(Report::new(
+            ToolInfo {
+                name: "qbench".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
+            self.started_at.clone(),
+            self.command.clone(),
+            serde_json::to_value(self.cfg)?,
+            crate::env::collect(),
+            runs,
+            self.cfg.runs as usize,
+            aborted,
+        )?)
+    }
+
+    fn cpu_now(&self) -> (CpuTimes, Option<CpuTimes>) {
+        (process_cpu(), self.server.map(|s| s.cpu()))
+    }
+
+    async fn run_all<T: Transport>(&self, t: &T) -> anyhow::Result<(Report, Option<String>)> {
+        let bar = progress_bar(self.plan.requests.len() as u64 * u64::from(self.cfg.runs));
+        let mut runs = Vec::new();
+        let mut warm = None;
+        let mut aborted = None;
+        for i in 0..self.cfg.runs {
+            let (p0, s0) = self.cpu_now();
+            let (mut rep, w) = run_once(t, i, &self.plan, self.clock, warm.take(), &bar).await;
+            let (p1, s1) = self.cpu_now();
+            let server = s0.zip(s1).map(|(a, b)| b.since(&a));
+            let process = p1.since(&p0);
+            let client = match server {
+                Some(s) => process.since(&s),
+                None => process,
+            };
+            rep.cpu = Some(RunCpu::new(client, server, rep.payload_bytes));
+            let no_connection = rep.connections.iter().all(|c| c.error.is_some());
+            runs.push(rep);
+            warm = w;
+            self.sink.write_partial(&self.report(runs.clone(), None)?)?;
+            if no_connection {
+                aborted = Some("no connection could be established; remaining runs skipped".into());
+                break;
+            }
+        }
+        bar.finish_and_clear();
+        let first_error = runs.iter().find_map(|r| {
+            r.first_error
+                .as_ref()
+                .map(|e| format!("run {}: {e}", r.index))
+        });
+        Ok((self.report(runs, aborted)?, first_error))
+    }
+}
+
+pub async fn run(cfg: Config, command: Vec<String>) -> anyhow::Result<Outcome> {
+    let started_at = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
+    let sink = JsonSink::new(cfg.json.clone());
+    let clock = Clock::start();
+    let peer = peer(&cfg).await?;
+    let requests = cfg
+        .requests(&peer.origin)
+        .into_iter()
+        .map(|(uri, expected_len)| Arc::new(ObjectReq { uri, expected_len }))
+        .collect();
+    let ctx = Ctx {
+        cfg: &cfg,
+        plan: Plan {
+            requests,
+            connections: cfg.connections as usize,
+            streams: cfg.streams.map(|s| s as usize),
+            reuse: cfg.reuse,
+        },
+        clock,
+        server: peer.server.as_ref(),
+        started_at,
+        command,
+        sink: &sink,
+    };
+    let tickets = cfg.resume.then(ticket_store);
+    let alpn = match cfg.proto {
+        Proto::H1 => qbench_server::tls::ALPN_H1,
+        Proto::H2 => qbench_server::tls::ALPN_H2,
+        Proto::H3 => qbench_server::tls::ALPN_H3,
+    };
+    let tls = client_config(&peer.trust, alpn, tickets.clone(), cfg.zero_rtt)?;
+    let ep = peer.endpoint.clone();
+    let (report, first_error) = match cfg.proto {
+        Proto::H1 => {
+            let t = H1 {
+                tcp: TlsTcp::new(ep, tls, tickets, alpn, false),
+                clock,
+            };
+            ctx.run_all(&t).await?
+        }
+        Proto::H2 => {
+            let t = H2 {
+                tcp: TlsTcp::new(ep, tls, tickets, alpn, true),
+                clock,
+            };
+            ctx.run_all(&t).await?
+        }
+        Proto::H3 => {
+            let t = H3::new(ep, tls, tickets, cfg.zero_rtt, clock)
+                .map_err(|e| anyhow::anyhow!("{}: {}", e.kind, e.message))?;
+            let r = ctx.run_all(&t).await?;
+            t.wait_idle().await;
+            r
+        }
+    };
+    sink.write_final(&report)?;
+    let headline = format!(
+        "qbench {} -> {} ({}), {} over {} connection(s), {} run(s)",
+        cfg.proto.as_str(),
+        peer.origin.authority(),
+        peer.description,
+        cfg.objects.as_ref().map_or_else(
+            || format!("{} URL fetches", cfg.total_objects),
+            |w| w.to_string()
+        ),
+        cfg.connections,
+        cfg.runs
+    );
+    let text = summary(&report, &headline);
+    if sink.is_stdout() {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+    let error = (!report.complete).then(|| {
+        report
+            .aborted
+            .clone()
+            .map(|a| format!("{a}: {}", first_error.clone().unwrap_or_default()))
+            .or(first_error)
+            .unwrap_or_else(|| "run incomplete".into())
+    });
+    Ok(Outcome {
+        complete: report.complete,
+        error,
+    })
+}

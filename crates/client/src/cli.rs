@@ -1,0 +1,134 @@
+//! Command-line flags as typed by the user; `config` turns them into a validated `Config`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use qbench_core::Workload;
+use qbench_server::standalone::DEFAULT_CERT_OUT;
+use qbench_server::ServerOptions;
+use serde::Serialize;
+
+/// Load generator comparing HTTP/3 (QUIC) with HTTP/2 and HTTP/1.1 (TLS over TCP).
+///
+/// Without --target or --url, qbench starts the matched server in-process on loopback.
+#[derive(Debug, Parser)]
+#[command(name = "qbench", version, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the matched server (same as the qbench-server binary)
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub server: ServerOptions,
+
+    /// Where to write the generated certificate (PEM) for clients' --ca
+    #[arg(long, default_value = DEFAULT_CERT_OUT)]
+    pub cert_out: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Proto {
+    /// HTTP/1.1 over TLS 1.3 over TCP
+    H1,
+    /// HTTP/2 over TLS 1.3 over TCP
+    H2,
+    /// HTTP/3 over QUIC
+    H3,
+}
+
+impl Proto {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Proto::H1 => "h1",
+            Proto::H2 => "h2",
+            Proto::H3 => "h3",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Protocol to benchmark
+    #[arg(long, value_enum, default_value = "h3")]
+    pub proto: Proto,
+
+    /// Objects to fetch from a qbench server: COUNTxSIZE[,...], e.g. 200x5KB, 1x210MB,
+    /// 10x100KB,1x1MB. KB/MB/GB are decimal, KiB/MiB/GiB binary [default: 200x5KB]
+    #[arg(long, value_name = "LIST", conflicts_with = "urls")]
+    pub objects: Option<Workload>,
+
+    /// A qbench-server to benchmark, as https://HOST:PORT (default: in-process on loopback)
+    #[arg(long, value_name = "URL", conflicts_with = "urls")]
+    pub target: Option<String>,
+
+    /// Fetch this resource from any HTTPS server instead of a qbench server (repeatable;
+    /// all URLs must share one host and port). Bodies are checked against content-length
+    #[arg(long = "url", value_name = "URL")]
+    pub urls: Vec<String>,
+
+    /// With --url: fetch each URL this many times per run
+    #[arg(long, default_value_t = 1, requires = "urls",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
+
+    /// Trust this PEM certificate (e.g. the one qbench-server wrote) instead of system roots
+    #[arg(long, value_name = "PEM")]
+    pub ca: Option<PathBuf>,
+
+    /// Accept any server certificate. Recorded in the report; never use for real traffic
+    #[arg(long, conflicts_with = "ca")]
+    pub insecure: bool,
+
+    /// Concurrent requests per connection [default: all at once for h2/h3; h1 is always 1]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub streams: Option<u32>,
+
+    /// Connections per run; objects are spread over them round-robin
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub connections: u32,
+
+    /// Repetitions, each with fresh connections (see --reuse)
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
+
+    /// Keep the first run's connections open for later runs (warm connections)
+    #[arg(long)]
+    pub reuse: bool,
+
+    /// Resume TLS sessions in runs after the first (session tickets)
+    #[arg(long)]
+    pub resume: bool,
+
+    /// Send requests as QUIC 0-RTT early data in runs after the first (h3; implies --resume)
+    #[arg(long = "0rtt")]
+    pub zero_rtt: bool,
+
+    /// Give up on a connection or object after this long without progress (e.g. 10s, 500ms)
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+
+    /// Write the JSON report here after every run ("-" for stdout, then nothing else goes there)
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<String>,
+
+    /// Worker threads of the client runtime
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub client_threads: u32,
+
+    /// Worker threads of the in-process server
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub server_threads: u32,
+}

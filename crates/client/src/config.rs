@@ -1,0 +1,221 @@
+//! One validated configuration, built once from the flags and never re-validated.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use http::Uri;
+use qbench_core::Workload;
+use serde::Serialize;
+
+use crate::cli::{Proto, RunArgs};
+
+#[derive(Debug, thiserror::Error)]
+#[error("{flag}: {message}")]
+pub struct ConfigError {
+    pub flag: &'static str,
+    pub message: String,
+}
+
+fn bad(flag: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        flag,
+        message: message.into(),
+    }
+}
+
+/// Host and port of an HTTPS origin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Origin {
+    pub host: String,
+    pub port: u16,
+}
+
+impl Origin {
+    /// `host:port` with IPv6 literals bracketed, as in a URI authority.
+    pub fn authority(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Target {
+    /// The matched server, started in this process on loopback.
+    InProcess,
+    /// A remote qbench-server: objects are `/bytes/{n}`.
+    Server { origin: Origin },
+    /// Arbitrary resources on any HTTPS server.
+    Urls {
+        origin: Origin,
+        urls: Vec<String>,
+        repeat: u32,
+    },
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    pub proto: Proto,
+    pub target: Target,
+    /// `None` with `--url`.
+    pub objects: Option<Workload>,
+    pub total_objects: u64,
+    /// Concurrent requests per connection; `None` = all at once.
+    pub streams: Option<u32>,
+    pub connections: u32,
+    pub runs: u32,
+    pub reuse: bool,
+    pub resume: bool,
+    pub zero_rtt: bool,
+    pub insecure: bool,
+    pub ca: Option<PathBuf>,
+    #[serde(serialize_with = "ser_ms")]
+    pub timeout: Duration,
+    pub json: Option<String>,
+    pub client_threads: u32,
+    pub server_threads: u32,
+}
+
+fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_millis() as u64)
+}
+
+fn parse_origin(flag: &'static str, text: &str) -> Result<(Origin, Uri), ConfigError> {
+    let uri: Uri = text
+        .parse()
+        .map_err(|e| bad(flag, format!("`{text}` is not a URL: {e}")))?;
+    if uri.scheme_str() != Some("https") {
+        return Err(bad(flag, format!("`{text}` must start with https://")));
+    }
+    let auth = uri
+        .authority()
+        .ok_or_else(|| bad(flag, format!("`{text}` has no host")))?;
+    let host = auth.host().trim_start_matches('[').trim_end_matches(']');
+    Ok((
+        Origin {
+            host: host.to_string(),
+            port: auth.port_u16().unwrap_or(443),
+        },
+        uri,
+    ))
+}
+
+impl Config {
+    pub fn from_args(a: RunArgs) -> Result<Self, ConfigError> {
+        if a.timeout.is_zero() {
+            return Err(bad("--timeout", "must be greater than zero"));
+        }
+        if a.proto == Proto::H1 && a.streams.is_some_and(|s| s > 1) {
+            return Err(bad(
+                "--streams",
+                "HTTP/1.1 carries one request at a time per connection; use --connections",
+            ));
+        }
+        if a.zero_rtt && a.proto != Proto::H3 {
+            return Err(bad("--0rtt", "0-RTT is measured for h3 only"));
+        }
+        if a.reuse && (a.resume || a.zero_rtt) {
+            return Err(bad(
+                "--reuse",
+                "reused connections make no new handshakes, so --resume/--0rtt would do nothing",
+            ));
+        }
+        let (target, objects, total) = if !a.urls.is_empty() {
+            let mut origin = None;
+            for u in &a.urls {
+                let (o, uri) = parse_origin("--url", u)?;
+                if uri.path_and_query().is_none() {
+                    return Err(bad("--url", format!("`{u}` has no path")));
+                }
+                match &origin {
+                    None => origin = Some(o),
+                    Some(first) if *first != o => {
+                        return Err(bad(
+                            "--url",
+                            format!("all URLs must share one host and port; `{u}` differs"),
+                        ))
+                    }
+                    Some(_) => {}
+                }
+            }
+            let total = a.urls.len() as u64 * u64::from(a.repeat);
+            let target = Target::Urls {
+                origin: origin.expect("at least one URL"),
+                urls: a.urls.clone(),
+                repeat: a.repeat,
+            };
+            (target, None, total)
+        } else {
+            let w = a
+                .objects
+                .unwrap_or_else(|| "200x5KB".parse().expect("default workload parses"));
+            let target = match &a.target {
+                Some(t) => {
+                    let (origin, uri) = parse_origin("--target", t)?;
+                    if !matches!(uri.path(), "" | "/") {
+                        return Err(bad(
+                            "--target",
+                            "takes a server's origin only (https://HOST:PORT); use --url for paths",
+                        ));
+                    }
+                    Target::Server { origin }
+                }
+                None => Target::InProcess,
+            };
+            let total = w.total_objects();
+            (target, Some(w), total)
+        };
+        if u64::from(a.connections) > total {
+            return Err(bad(
+                "--connections",
+                format!(
+                    "{} connections for {total} objects would leave some idle",
+                    a.connections
+                ),
+            ));
+        }
+        Ok(Config {
+            proto: a.proto,
+            target,
+            objects,
+            total_objects: total,
+            streams: match a.proto {
+                Proto::H1 => Some(1),
+                _ => a.streams,
+            },
+            connections: a.connections,
+            runs: a.runs,
+            reuse: a.reuse,
+            resume: a.resume || a.zero_rtt,
+            zero_rtt: a.zero_rtt,
+            insecure: a.insecure,
+            ca: a.ca,
+            timeout: a.timeout,
+            json: a.json,
+            client_threads: a.client_threads,
+            server_threads: a.server_threads,
+        })
+    }
+
+    /// Request URIs in order, given the origin actually connected to.
+    pub fn requests(&self, origin: &Origin) -> Vec<(Uri, Option<u64>)> {
+        let base = format!("https://{}", origin.authority());
+        match (&self.target, &self.objects) {
+            (Target::Urls { urls, repeat, .. }, _) => (0..*repeat)
+                .flat_map(|_| urls.iter())
+                .map(|u| (u.parse().expect("validated URL"), None))
+                .collect(),
+            (_, Some(w)) => w
+                .sizes()
+                .map(|n| {
+                    let uri = format!("{base}/bytes/{n}").parse().expect("valid URI");
+                    (uri, Some(n))
+                })
+                .collect(),
+            (_, None) => Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! Exporters: the JSON report (rewritten after every run so partial results survive a crash)
+//! and the human summary.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Context;
+use qbench_core::{HistogramExport, Rate, Report, Stats};
+
+/// Where `--json` goes. A file is replaced atomically (temp file + rename) after every run;
+/// stdout is written once, at the end.
+pub struct JsonSink {
+    target: Option<String>,
+}
+
+impl JsonSink {
+    pub fn new(target: Option<String>) -> Self {
+        JsonSink { target }
+    }
+
+    pub fn is_stdout(&self) -> bool {
+        self.target.as_deref() == Some("-")
+    }
+
+    pub fn write_partial(&self, report: &Report) -> anyhow::Result<()> {
+        match self.target.as_deref() {
+            Some(path) if path != "-" => write_file(Path::new(path), report),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn write_final(&self, report: &Report) -> anyhow::Result<()> {
+        match self.target.as_deref() {
+            None => Ok(()),
+            Some("-") => {
+                let mut out = std::io::stdout().lock();
+                serde_json::to_writer_pretty(&mut out, report)?;
+                writeln!(out)?;
+                Ok(())
+            }
+            Some(path) => write_file(Path::new(path), report),
+        }
+    }
+}
+
+fn write_file(path: &Path, report: &Report) -> anyhow::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path.file_name().context("--json names no file")?;
+    let tmp = dir.join(format!(".{}.tmp", name.to_string_lossy()));
+    let text = serde_json::to_vec_pretty(report)?;
+    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming onto {}", path.display()))?;
+    Ok(())
+}
+
+fn dur_us(us: f64) -> String {
+    if us >= 1e6 {
+        format!("{:.3} s", us / 1e6)
+    } else if us >= 1e3 {
+        format!("{:.2} ms", us / 1e3)
+    } else {
+        format!("{us:.0} us")
+    }
+}
+
+fn stat_line(s: &Stats, fmt: impl Fn(f64) -> String) -> String {
+    match (s.median, s.n) {
+        (None, _) => "-".into(),
+        (Some(m), 1) => fmt(m),
+        (Some(m), n) => format!(
+            "median {}  mean {}  sd {}  (n={n})",
+            fmt(m),
+            fmt(s.mean.unwrap_or(m)),
+            s.sd.map_or("-".into(), &fmt),
+        ),
+    }
+}
+
+fn hist_line(h: &HistogramExport) -> String {
+    let s = &h.summary;
+    let f = |v: Option<u64>| v.map_or("-".into(), |v| dur_us(v as f64));
+    format!(
+        "p50 {}  p90 {}  p99 {}  max {}  (n={})",
+        f(s.p50_us),
+        f(s.p90_us),
+        f(s.p99_us),
+        f(s.max_us),
+        s.count
+    )
+}
+
+/// The readable summary: one figure per line, medians over runs.
+pub fn summary(report: &Report, headline: &str) -> String {
+    let s = &report.summary;
+    let mut out = format!("{headline}\n");
+    let mut line = |k: &str, v: String| out.push_str(&format!("  {k:<15}{v}\n"));
+    line("handshake", stat_line(&s.handshake_us, dur_us));
+    line("PLT", stat_line(&s.plt_us, dur_us));
+    line(
+        "goodput",
+        stat_line(&s.goodput_bps, |b| Rate(b.round() as u64).to_string()),
+    );
+    line(
+        "objects/s",
+        stat_line(&s.objects_per_s, |v| format!("{v:.0}")),
+    );
+    let requested: u64 = report.runs.iter().map(|r| r.objects.requested).sum();
+    line(
+        "objects",
+        format!(
+            "{}/{} ok, {} payload bytes, {}/{} runs complete",
+            s.objects_completed, requested, s.payload_bytes, s.complete_runs, s.runs
+        ),
+    );
+    line("latency", hist_line(&s.object_latency));
+    line("TTFB", hist_line(&s.ttfb));
+    let cpu: Vec<_> = report.runs.iter().filter_map(|r| r.cpu.as_ref()).collect();
+    if !cpu.is_empty() {
+        let client: f64 = cpu.iter().map(|c| c.client.total_s()).sum();
+        let server: Option<f64> = cpu
+            .iter()
+            .map(|c| c.server.map(|s| s.total_s()))
+            .sum::<Option<f64>>();
+        let total = client + server.unwrap_or(0.0);
+        let per = (total > 0.0)
+            .then(|| {
+                format!(
+                    "; {:.1} MB payload per CPU-second",
+                    s.payload_bytes as f64 / total / 1e6
+                )
+            })
+            .unwrap_or_default();
+        line(
+            "CPU",
+            format!(
+                "client {client:.3} s{}{per}",
+                server.map_or(String::new(), |v| format!(", server {v:.3} s"))
+            ),
+        );
+    }
+    line("errors", s.errors.to_string());
+    if report.config.get("insecure") == Some(&serde_json::Value::Bool(true)) {
+        line(
+            "WARNING",
+            "--insecure: the server certificate was NOT verified".into(),
+        );
+    }
+    out
+}

@@ -1,0 +1,121 @@
+//! Drives a workload over a transport and feeds the recorder.
+
+use std::sync::{Arc, Mutex};
+
+use futures_util::future::join_all;
+use indicatif::ProgressBar;
+use qbench_core::{HandshakeInfo, Recorder, RunReport};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::clock::Clock;
+use crate::transport::{Conn, ObjectReq, Transport};
+
+pub struct Plan {
+    pub requests: Vec<Arc<ObjectReq>>,
+    pub connections: usize,
+    /// Concurrent requests per connection; `None` = all at once.
+    pub streams: Option<usize>,
+    pub reuse: bool,
+}
+
+/// Connections kept open between runs with `--reuse`.
+pub struct Warm<C> {
+    conns: Vec<(C, HandshakeInfo)>,
+}
+
+fn lock(rec: &Mutex<Recorder>) -> std::sync::MutexGuard<'_, Recorder> {
+    rec.lock().expect("recorder lock")
+}
+
+/// One run. Returns the report and, with `plan.reuse`, the connections to reuse.
+pub async fn run_once<T: Transport>(
+    transport: &T,
+    index: u32,
+    plan: &Plan,
+    clock: Clock,
+    warm: Option<Warm<T::Conn>>,
+    progress: &ProgressBar,
+) -> (RunReport, Option<Warm<T::Conn>>) {
+    let rec = Arc::new(Mutex::new(Recorder::new(
+        index,
+        plan.requests.len() as u64,
+        clock.now(),
+    )));
+    let mut tasks = JoinSet::new();
+    let conns: Vec<(T::Conn, HandshakeInfo)> = match warm {
+        Some(w) => {
+            for (_, info) in &w.conns {
+                lock(&rec).connection_reused(info.clone());
+            }
+            w.conns
+        }
+        None => {
+            let attempts = (0..plan.connections).map(|_| {
+                let id = lock(&rec).connection_started(clock.now());
+                async move { (id, transport.connect().await) }
+            });
+            let mut up = Vec::new();
+            for (id, result) in join_all(attempts).await {
+                match result {
+                    Ok(c) => {
+                        match c.zero_rtt {
+                            Some(accepted) => {
+                                let rec = rec.clone();
+                                let mut info = c.info.clone();
+                                tasks.spawn(async move {
+                                    info.early_data_accepted = accepted.await;
+                                    lock(&rec).handshake_done(id, clock.now(), info);
+                                });
+                            }
+                            None => lock(&rec).handshake_done(id, c.done, c.info.clone()),
+                        }
+                        up.push((c.conn, c.info));
+                    }
+                    Err(e) => lock(&rec).connection_failed(id, e.kind, &e.message),
+                }
+            }
+            up
+        }
+    };
+
+    if !conns.is_empty() {
+        let k = conns.len();
+        for (ci, (conn, _)) in conns.iter().enumerate() {
+            let sem = plan.streams.map(|s| Arc::new(Semaphore::new(s)));
+            for req in plan.requests.iter().skip(ci).step_by(k) {
+                let (conn, req, rec, sem, bar) = (
+                    conn.clone(),
+                    req.clone(),
+                    rec.clone(),
+                    sem.clone(),
+                    progress.clone(),
+                );
+                tasks.spawn(async move {
+                    let _permit = match &sem {
+                        Some(s) => Some(s.clone().acquire_owned().await.expect("never closed")),
+                        None => None,
+                    };
+                    let outcome = conn.fetch(req).await;
+                    bar.inc(1);
+                    lock(&rec).object(outcome);
+                });
+            }
+        }
+    }
+    while tasks.join_next().await.is_some() {}
+    let report = Arc::try_unwrap(rec)
+        .map_err(|_| ())
+        .expect("all tasks finished")
+        .into_inner()
+        .expect("recorder lock")
+        .finish(clock.now());
+    let keep = plan.reuse && !conns.is_empty() && report.complete;
+    if keep {
+        return (report, Some(Warm { conns }));
+    }
+    for (c, _) in &conns {
+        c.close().await;
+    }
+    (report, None)
+}

@@ -1,0 +1,180 @@
+//! Maps errors from every layer (io, rustls, quinn, h3, h2, hyper) to one `ErrorKind`.
+
+use std::error::Error as StdError;
+use std::io;
+
+use qbench_core::ErrorKind;
+
+/// TLS alert no_application_protocol (RFC 7301), as a QUIC CRYPTO_ERROR code 0x100 + 120.
+const QUIC_CRYPTO_NO_ALPN: u64 = 0x100 + 120;
+
+fn io_kind(e: &io::Error) -> Option<ErrorKind> {
+    use io::ErrorKind as K;
+    Some(match e.kind() {
+        K::ConnectionRefused => ErrorKind::Refused,
+        K::TimedOut => ErrorKind::Timeout,
+        K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe => ErrorKind::Reset,
+        K::UnexpectedEof => ErrorKind::Reset,
+        K::NetworkUnreachable | K::HostUnreachable | K::AddrNotAvailable => ErrorKind::Unreachable,
+        _ => return None,
+    })
+}
+
+fn rustls_kind(e: &rustls::Error) -> ErrorKind {
+    match e {
+        rustls::Error::NoApplicationProtocol
+        | rustls::Error::AlertReceived(rustls::AlertDescription::NoApplicationProtocol) => {
+            ErrorKind::Alpn
+        }
+        _ => ErrorKind::Tls,
+    }
+}
+
+fn quic_code_kind(code: u64) -> ErrorKind {
+    match code {
+        QUIC_CRYPTO_NO_ALPN => ErrorKind::Alpn,
+        0x100..=0x1ff => ErrorKind::Tls,
+        _ => ErrorKind::Protocol,
+    }
+}
+
+fn quinn_kind(e: &quinn::ConnectionError) -> ErrorKind {
+    use quinn::ConnectionError as C;
+    match e {
+        C::TimedOut => ErrorKind::Timeout,
+        C::TransportError(t) => quic_code_kind(u64::from(t.code)),
+        C::ConnectionClosed(c) => quic_code_kind(u64::from(c.error_code)),
+        C::ApplicationClosed(_) | C::Reset => ErrorKind::Reset,
+        C::VersionMismatch | C::CidsExhausted => ErrorKind::Protocol,
+        C::LocallyClosed => ErrorKind::Io,
+    }
+}
+
+fn h3_conn_kind(e: &h3::error::ConnectionError) -> Option<ErrorKind> {
+    use h3::error::ConnectionError as C;
+    use h3::quic::ConnectionErrorIncoming as I;
+    match e {
+        C::Timeout | C::Remote(I::Timeout) => Some(ErrorKind::Timeout),
+        C::Remote(I::Undefined(inner)) => inner
+            .downcast_ref::<quinn::ConnectionError>()
+            .map(quinn_kind),
+        C::Remote(I::ApplicationClose { .. }) => Some(ErrorKind::Reset),
+        _ => Some(ErrorKind::Protocol),
+    }
+}
+
+fn h3_stream_kind(e: &h3::error::StreamError) -> Option<ErrorKind> {
+    use h3::error::StreamError as S;
+    match e {
+        S::RemoteTerminate { .. } | S::RemoteClosing => Some(ErrorKind::Reset),
+        S::ConnectionError(c) => h3_conn_kind(c),
+        S::HeaderTooBig { .. } | S::StreamError { .. } => Some(ErrorKind::Protocol),
+        _ => None,
+    }
+}
+
+fn h2_kind(e: &h2::Error) -> Option<ErrorKind> {
+    if let Some(io) = e.get_io() {
+        return io_kind(io);
+    }
+    if e.is_reset() || e.is_go_away() && e.is_remote() {
+        return Some(ErrorKind::Reset);
+    }
+    Some(ErrorKind::Protocol)
+}
+
+fn one(e: &(dyn StdError + 'static)) -> Option<ErrorKind> {
+    if let Some(e) = e.downcast_ref::<rustls::Error>() {
+        return Some(rustls_kind(e));
+    }
+    if let Some(e) = e.downcast_ref::<quinn::ConnectionError>() {
+        return Some(quinn_kind(e));
+    }
+    if let Some(e) = e.downcast_ref::<h3::error::StreamError>() {
+        return h3_stream_kind(e);
+    }
+    if let Some(e) = e.downcast_ref::<h3::error::ConnectionError>() {
+        return h3_conn_kind(e);
+    }
+    if let Some(e) = e.downcast_ref::<h2::Error>() {
+        return h2_kind(e);
+    }
+    if let Some(e) = e.downcast_ref::<io::Error>() {
+        // rustls errors travel inside io::Error(InvalidData) through tokio-rustls.
+        if let Some(inner) = e.get_ref() {
+            if let Some(k) = one(inner) {
+                return Some(k);
+            }
+        }
+        return io_kind(e);
+    }
+    None
+}
+
+/// The most specific kind found along the error's source chain.
+pub fn classify(e: &(dyn StdError + 'static)) -> ErrorKind {
+    let mut cur = Some(e);
+    let mut fallback = None;
+    while let Some(err) = cur {
+        if let Some(k) = one(err) {
+            return k;
+        }
+        if fallback.is_none() {
+            if let Some(h) = err.downcast_ref::<hyper::Error>() {
+                if h.is_parse() || h.is_user() {
+                    fallback = Some(ErrorKind::Protocol);
+                } else if h.is_incomplete_message() || h.is_closed() || h.is_canceled() {
+                    fallback = Some(ErrorKind::Reset);
+                } else if h.is_timeout() {
+                    fallback = Some(ErrorKind::Timeout);
+                }
+            }
+        }
+        cur = err.source();
+    }
+    fallback.unwrap_or(ErrorKind::Io)
+}
+
+/// The error and its causes on one line.
+pub fn one_line(e: &(dyn StdError + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut cur = e.source();
+    while let Some(err) = cur {
+        let s = err.to_string();
+        if !parts.iter().any(|p| p.contains(&s)) {
+            parts.push(s);
+        }
+        cur = err.source();
+    }
+    parts.join(": ").replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_errors() {
+        let e = io::Error::from(io::ErrorKind::ConnectionRefused);
+        assert_eq!(classify(&e), ErrorKind::Refused);
+        let tls = io::Error::new(
+            io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
+        );
+        assert_eq!(classify(&tls), ErrorKind::Tls);
+        let alpn = io::Error::new(
+            io::ErrorKind::InvalidData,
+            rustls::Error::NoApplicationProtocol,
+        );
+        assert_eq!(classify(&alpn), ErrorKind::Alpn);
+    }
+
+    #[test]
+    fn quic_crypto_codes() {
+        assert_eq!(quic_code_kind(0x178), ErrorKind::Alpn);
+        assert_eq!(quic_code_kind(0x12a), ErrorKind::Tls);
+        assert_eq!(quic_code_kind(0x0a), ErrorKind::Protocol);
+        let e = quinn::ConnectionError::TimedOut;
+        assert_eq!(classify(&e), ErrorKind::Timeout);
+    }
+}

@@ -1,0 +1,115 @@
+//! HTTP/1.1 over TLS 1.3 over TCP (hyper): one request at a time per connection, no pipelining,
+//! like a browser; use `--connections` for parallelism.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use qbench_core::ObjectOutcome;
+use tokio::sync::Mutex;
+
+use super::tcp::TlsTcp;
+use super::{step, Conn, Connected, FetchError, ObjectReq, Progress, Transport};
+use crate::clock::Clock;
+
+pub struct H1 {
+    pub tcp: TlsTcp,
+    pub clock: Clock,
+}
+
+#[derive(Clone)]
+pub struct H1Conn {
+    send: Arc<Mutex<http1::SendRequest<Empty<Bytes>>>>,
+    clock: Clock,
+    timeout: std::time::Duration,
+}
+
+impl Transport for H1 {
+    type Conn = H1Conn;
+
+    async fn connect(&self) -> Result<Connected<H1Conn>, FetchError> {
+        let (tls, info) = self.tcp.connect().await?;
+        let done = self.clock.now();
+        let timeout = self.tcp.endpoint.timeout;
+        let (send, conn) = step(
+            "HTTP/1.1 handshake",
+            timeout,
+            http1::Builder::new().handshake(TokioIo::new(tls)),
+        )
+        .await?;
+        tokio::spawn(conn);
+        Ok(Connected {
+            conn: H1Conn {
+                send: Arc::new(Mutex::new(send)),
+                clock: self.clock,
+                timeout,
+            },
+            info,
+            done,
+            zero_rtt: None,
+        })
+    }
+}
+
+impl H1Conn {
+    async fn fetch_inner(
+        &self,
+        send: &mut http1::SendRequest<Empty<Bytes>>,
+        req: &ObjectReq,
+        p: &mut Progress<'_>,
+    ) -> Result<(), FetchError> {
+        step("HTTP/1.1 connection ready", self.timeout, send.ready()).await?;
+        let host = req
+            .uri
+            .authority()
+            .map(|a| a.as_str().to_string())
+            .unwrap_or_default();
+        let path = req
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_else(|| "/".into());
+        let request = http::Request::get(path)
+            .header(http::header::HOST, host)
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| FetchError::from_err("building request", &e))?;
+        let resp = step(
+            "waiting for response headers",
+            self.timeout,
+            send.send_request(request),
+        )
+        .await?;
+        p.headers(resp.status(), resp.headers())?;
+        let mut body = resp.into_body();
+        loop {
+            match step("reading response body", self.timeout, async {
+                body.frame().await.transpose()
+            })
+            .await?
+            {
+                Some(f) => {
+                    if let Some(d) = f.data_ref() {
+                        p.data(d.len())?;
+                    }
+                }
+                None => return Ok(()),
+            }
+        }
+    }
+}
+
+impl Conn for H1Conn {
+    async fn fetch(&self, req: Arc<ObjectReq>) -> ObjectOutcome {
+        // The lock is the HTTP/1.1 rule: the next request waits for this response to end.
+        let mut send = self.send.lock().await;
+        let mut p = Progress::start(&self.clock, &req);
+        match self.fetch_inner(&mut send, &req, &mut p).await {
+            Ok(()) => p.finish(),
+            Err(e) => p.fail(e),
+        }
+    }
+
+    async fn close(&self) {}
+}

@@ -1,0 +1,109 @@
+//! HTTP/2 over TLS 1.3 over TCP (hyper).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper::client::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use qbench_core::ObjectOutcome;
+
+use super::tcp::TlsTcp;
+use super::{step, Conn, Connected, FetchError, ObjectReq, Progress, Transport};
+use crate::clock::Clock;
+
+/// Receive windows large enough that flow control never caps a loopback transfer.
+pub const STREAM_WINDOW: u32 = 16 * 1024 * 1024;
+pub const CONN_WINDOW: u32 = 64 * 1024 * 1024;
+/// Largest DATA frame the server may send us: fewer frames per byte.
+pub const MAX_FRAME: u32 = 256 * 1024;
+
+pub struct H2 {
+    pub tcp: TlsTcp,
+    pub clock: Clock,
+}
+
+#[derive(Clone)]
+pub struct H2Conn {
+    send: http2::SendRequest<Empty<Bytes>>,
+    clock: Clock,
+    timeout: std::time::Duration,
+}
+
+impl Transport for H2 {
+    type Conn = H2Conn;
+
+    async fn connect(&self) -> Result<Connected<H2Conn>, FetchError> {
+        let (tls, info) = self.tcp.connect().await?;
+        let done = self.clock.now();
+        let timeout = self.tcp.endpoint.timeout;
+        let (send, conn) = step(
+            "HTTP/2 handshake",
+            timeout,
+            http2::Builder::new(TokioExecutor::new())
+                .initial_stream_window_size(STREAM_WINDOW)
+                .initial_connection_window_size(CONN_WINDOW)
+                .max_frame_size(MAX_FRAME)
+                .max_concurrent_reset_streams(1024)
+                .handshake(TokioIo::new(tls)),
+        )
+        .await?;
+        tokio::spawn(conn);
+        Ok(Connected {
+            conn: H2Conn {
+                send,
+                clock: self.clock,
+                timeout,
+            },
+            info,
+            done,
+            zero_rtt: None,
+        })
+    }
+}
+
+impl H2Conn {
+    async fn fetch_inner(&self, req: &ObjectReq, p: &mut Progress<'_>) -> Result<(), FetchError> {
+        let mut send = self.send.clone();
+        step("HTTP/2 connection ready", self.timeout, send.ready()).await?;
+        let request = http::Request::get(req.uri.clone())
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| FetchError::from_err("building request", &e))?;
+        let resp = step(
+            "waiting for response headers",
+            self.timeout,
+            send.send_request(request),
+        )
+        .await?;
+        p.headers(resp.status(), resp.headers())?;
+        let mut body = resp.into_body();
+        loop {
+            let frame = step("reading response body", self.timeout, async {
+                body.frame().await.transpose()
+            })
+            .await?;
+            match frame {
+                Some(f) => {
+                    if let Some(d) = f.data_ref() {
+                        p.data(d.len())?;
+                    }
+                }
+                None => return Ok(()),
+            }
+        }
+    }
+}
+
+impl Conn for H2Conn {
+    async fn fetch(&self, req: Arc<ObjectReq>) -> ObjectOutcome {
+        let mut p = Progress::start(&self.clock, &req);
+        match self.fetch_inner(&req, &mut p).await {
+            Ok(()) => p.finish(),
+            Err(e) => p.fail(e),
+        }
+    }
+
+    async fn close(&self) {
+        // Dropping the last SendRequest sends GOAWAY and ends the connection task.
+    }
+}

@@ -1,0 +1,203 @@
+//! HTTP/3 over QUIC (quinn + h3), all requests of a connection multiplexed as streams.
+
+use std::future::Future;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes};
+use qbench_core::{ErrorKind, HandshakeInfo, ObjectOutcome};
+use socket2::{Domain, Protocol, Socket, Type};
+
+use super::{step, Conn, Connected, Endpoint, FetchError, ObjectReq, Progress, Transport};
+use crate::clock::Clock;
+use crate::tls::TicketStore;
+
+/// Per-stream receive window: large enough that flow control never caps a loopback transfer.
+pub const STREAM_WINDOW: u32 = 16 * 1024 * 1024;
+/// Largest response header section accepted.
+pub const MAX_HEADER_BYTES: u64 = 64 * 1024;
+
+pub struct H3 {
+    endpoint: quinn::Endpoint,
+    target: Endpoint,
+    clock: Clock,
+    zero_rtt: bool,
+    tickets: Option<Arc<TicketStore>>,
+}
+
+#[derive(Clone)]
+pub struct H3Conn {
+    conn: quinn::Connection,
+    send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+    clock: Clock,
+    timeout: Duration,
+}
+
+/// Resolves with whether the server accepted 0-RTT, once the handshake completes.
+pub type ZeroRtt = Pin<Box<dyn Future<Output = bool> + Send>>;
+
+fn transport(timeout: Duration) -> quinn::TransportConfig {
+    let mut t = quinn::TransportConfig::default();
+    t.stream_receive_window(quinn::VarInt::from_u32(STREAM_WINDOW));
+    t.max_idle_timeout(timeout.try_into().ok());
+    t
+}
+
+fn udp_socket(peer: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+    let local: SocketAddr = match peer {
+        SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    let s = Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))?;
+    let _ = s.set_recv_buffer_size(qbench_server::UDP_BUFFER);
+    let _ = s.set_send_buffer_size(qbench_server::UDP_BUFFER);
+    s.bind(&local.into())?;
+    Ok(s.into())
+}
+
+impl H3 {
+    /// Needs a tokio runtime context.
+    pub fn new(
+        target: Endpoint,
+        tls: rustls::ClientConfig,
+        tickets: Option<Arc<TicketStore>>,
+        zero_rtt: bool,
+        clock: Clock,
+    ) -> Result<Self, FetchError> {
+        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
+            .map_err(|e| FetchError::new(ErrorKind::Tls, format!("QUIC TLS config: {e}")))?;
+        let mut cc = quinn::ClientConfig::new(Arc::new(crypto));
+        cc.transport_config(Arc::new(transport(target.timeout)));
+        let sock = udp_socket(target.addr)
+            .map_err(|e| FetchError::from_err("binding a UDP socket", &e))?;
+        let mut endpoint = quinn::Endpoint::new(
+            quinn::EndpointConfig::default(),
+            None,
+            sock,
+            Arc::new(quinn::TokioRuntime),
+        )
+        .map_err(|e| FetchError::from_err("creating the QUIC endpoint", &e))?;
+        endpoint.set_default_client_config(cc);
+        Ok(H3 {
+            endpoint,
+            target,
+            clock,
+            zero_rtt,
+            tickets,
+        })
+    }
+
+    /// Returns the connection and, when 0-RTT was attempted, the acceptance future.
+    async fn handshake(&self) -> Result<(quinn::Connection, Option<ZeroRtt>), FetchError> {
+        let t = &self.target;
+        let connecting = self.endpoint.connect(t.addr, &t.server_name).map_err(|e| {
+            FetchError::new(
+                ErrorKind::Unreachable,
+                format!("QUIC connect to {}: {e}", t.addr),
+            )
+        })?;
+        let what = format!("QUIC handshake with {} ({})", t.server_name, t.addr);
+        if self.zero_rtt {
+            match connecting.into_0rtt() {
+                Ok((conn, accepted)) => return Ok((conn, Some(Box::pin(accepted)))),
+                Err(connecting) => return Ok((step(&what, t.timeout, connecting).await?, None)),
+            }
+        }
+        Ok((step(&what, t.timeout, connecting).await?, None))
+    }
+}
+
+impl Transport for H3 {
+    type Conn = H3Conn;
+
+    async fn connect(&self) -> Result<Connected<H3Conn>, FetchError> {
+        let taken_before = self.tickets.as_ref().map(|s| s.tickets_taken());
+        let (conn, zero_rtt) = self.handshake().await?;
+        let done = self.clock.now();
+        let alpn = conn
+            .handshake_data()
+            .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
+            .and_then(|d| d.protocol)
+            .map(|p| String::from_utf8_lossy(&p).into_owned());
+        let timeout = self.target.timeout;
+        let (mut driver, send) = step(
+            "HTTP/3 connection setup",
+            timeout,
+            h3::client::builder()
+                .max_field_section_size(MAX_HEADER_BYTES)
+                .build::<_, _, Bytes>(h3_quinn::Connection::new(conn.clone())),
+        )
+        .await?;
+        tokio::spawn(async move {
+            let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+        });
+        let info = HandshakeInfo {
+            alpn,
+            resumption_offered: match (taken_before, &self.tickets) {
+                (Some(b), Some(s)) => s.tickets_taken() > b,
+                _ => false,
+            },
+            resumed: zero_rtt.is_some().then_some(true),
+            early_data_accepted: false,
+        };
+        Ok(Connected {
+            conn: H3Conn {
+                conn,
+                send,
+                clock: self.clock,
+                timeout,
+            },
+            info,
+            done,
+            zero_rtt,
+        })
+    }
+}
+
+impl H3Conn {
+    async fn fetch_inner(&self, req: &ObjectReq, p: &mut Progress<'_>) -> Result<(), FetchError> {
+        let mut send = self.send.clone();
+        let request = http::Request::get(req.uri.clone())
+            .body(())
+            .map_err(|e| FetchError::from_err("building request", &e))?;
+        let mut stream = step("sending request", self.timeout, send.send_request(request)).await?;
+        step("finishing request", self.timeout, stream.finish()).await?;
+        let resp = step(
+            "waiting for response headers",
+            self.timeout,
+            stream.recv_response(),
+        )
+        .await?;
+        p.headers(resp.status(), resp.headers())?;
+        loop {
+            match step("reading response body", self.timeout, stream.recv_data()).await? {
+                Some(buf) => p.data(buf.remaining())?,
+                None => return Ok(()),
+            }
+        }
+    }
+}
+
+impl Conn for H3Conn {
+    async fn fetch(&self, req: Arc<ObjectReq>) -> ObjectOutcome {
+        let mut p = Progress::start(&self.clock, &req);
+        match self.fetch_inner(&req, &mut p).await {
+            Ok(()) => p.finish(),
+            Err(e) => p.fail(e),
+        }
+    }
+
+    async fn close(&self) {
+        // H3_NO_ERROR
+        self.conn.close(quinn::VarInt::from_u32(0x100), b"done");
+    }
+}
+
+impl H3 {
+    /// Lets the peer see our CONNECTION_CLOSE before the endpoint goes away.
+    pub async fn wait_idle(&self) {
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.endpoint.wait_idle()).await;
+    }
+}

@@ -1,0 +1,207 @@
+//! HTTP/1.1, HTTP/2 and HTTP/3 behind one small pair of traits: a `Transport` makes
+//! connections, a `Conn` is a cheap, cloneable handle that fetches one object.
+
+pub mod classify;
+pub mod h1;
+pub mod h2;
+pub mod h3;
+pub mod tcp;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::Uri;
+use qbench_core::{ErrorKind, HandshakeInfo, ObjectOutcome};
+
+use crate::clock::Clock;
+
+/// One object to fetch.
+#[derive(Debug, Clone)]
+pub struct ObjectReq {
+    pub uri: Uri,
+    /// Body length the request asks for (`/bytes/{n}`); `None` for arbitrary URLs, where
+    /// the response's content-length is checked instead.
+    pub expected_len: Option<u64>,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct FetchError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl FetchError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        FetchError {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// Classifies `e` by its source chain; `what` names the step that failed.
+    pub fn from_err(what: &str, e: &(dyn std::error::Error + 'static)) -> Self {
+        FetchError {
+            kind: classify::classify(e),
+            message: format!("{what}: {}", classify::one_line(e)),
+        }
+    }
+
+    pub fn timeout(what: &str, after: Duration) -> Self {
+        FetchError::new(
+            ErrorKind::Timeout,
+            format!(
+                "{what}: no progress for {}",
+                humantime::format_duration(after)
+            ),
+        )
+    }
+}
+
+/// Where and how to connect; shared by every connection of a run.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub addr: SocketAddr,
+    /// TLS server name (SNI and certificate check).
+    pub server_name: String,
+    pub timeout: Duration,
+}
+
+/// A connection that finished its handshake.
+pub struct Connected<C> {
+    pub conn: C,
+    pub info: HandshakeInfo,
+    /// When the handshake completed, on the run clock.
+    pub done: Duration,
+    /// With 0-RTT, requests go out before the handshake completes; this resolves to whether
+    /// the server accepted the early data, and the handshake is recorded when it does.
+    pub zero_rtt: Option<h3::ZeroRtt>,
+}
+
+pub trait Transport: Send + Sync + 'static {
+    type Conn: Conn;
+
+    fn connect(&self) -> impl Future<Output = Result<Connected<Self::Conn>, FetchError>> + Send;
+}
+
+pub trait Conn: Clone + Send + Sync + 'static {
+    fn fetch(&self, req: Arc<ObjectReq>) -> impl Future<Output = ObjectOutcome> + Send;
+
+    /// Graceful close; waits briefly for the peer.
+    fn close(&self) -> impl Future<Output = ()> + Send;
+}
+
+/// Runs `fut` with the idle timeout, naming the step in the error.
+pub async fn step<T, E>(
+    what: &str,
+    after: Duration,
+    fut: impl Future<Output = Result<T, E>>,
+) -> Result<T, FetchError>
+where
+    E: std::error::Error + 'static,
+{
+    match tokio::time::timeout(after, fut).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(FetchError::from_err(what, &e)),
+        Err(_) => Err(FetchError::timeout(what, after)),
+    }
+}
+
+/// Accumulates one response; every transport reports through it so checks are identical.
+pub struct Progress<'a> {
+    clock: &'a Clock,
+    req: &'a ObjectReq,
+    sent: Duration,
+    headers: Option<Duration>,
+    content_length: Option<u64>,
+    bytes: u64,
+}
+
+impl<'a> Progress<'a> {
+    pub fn start(clock: &'a Clock, req: &'a ObjectReq) -> Self {
+        Progress {
+            clock,
+            req,
+            sent: clock.now(),
+            headers: None,
+            content_length: None,
+            bytes: 0,
+        }
+    }
+
+    /// Response head arrived; a non-2xx status is an error of kind `status`.
+    pub fn headers(
+        &mut self,
+        status: http::StatusCode,
+        headers: &http::HeaderMap,
+    ) -> Result<(), FetchError> {
+        self.headers = Some(self.clock.now());
+        self.content_length = headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
+        if !status.is_success() {
+            return Err(FetchError::new(
+                ErrorKind::Status,
+                format!("{} answered {status}", self.req.uri),
+            ));
+        }
+        if let (Some(want), Some(cl)) = (self.req.expected_len, self.content_length) {
+            if want != cl {
+                let kind = if cl < want {
+                    ErrorKind::ShortBody
+                } else {
+                    ErrorKind::LongBody
+                };
+                return Err(FetchError::new(
+                    kind,
+                    format!("{}: content-length {cl}, requested {want}", self.req.uri),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn data(&mut self, n: usize) -> Result<(), FetchError> {
+        self.bytes += n as u64;
+        match self.expected() {
+            Some(want) if self.bytes > want => Err(FetchError::new(
+                ErrorKind::LongBody,
+                format!("{}: more than {want} body bytes", self.req.uri),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn expected(&self) -> Option<u64> {
+        self.req.expected_len.or(self.content_length)
+    }
+
+    /// The body ended: checks the byte count and produces the outcome.
+    pub fn finish(self) -> ObjectOutcome {
+        let err = match self.expected() {
+            Some(want) if self.bytes < want => Some(FetchError::new(
+                ErrorKind::ShortBody,
+                format!("{}: {} of {want} body bytes", self.req.uri, self.bytes),
+            )),
+            _ => None,
+        };
+        self.outcome(err)
+    }
+
+    pub fn fail(self, e: FetchError) -> ObjectOutcome {
+        self.outcome(Some(e))
+    }
+
+    pub fn outcome(self, err: Option<FetchError>) -> ObjectOutcome {
+        ObjectOutcome {
+            sent: self.sent,
+            headers: self.headers,
+            done: self.clock.now(),
+            body_bytes: self.bytes,
+            error: err.map(|e| (e.kind, e.message)),
+        }
+    }
+}
