@@ -172,7 +172,7 @@ impl Ctx<'_> {
             warm = w;
             self.sink.write_partial(&self.report(runs.clone(), None)?)?;
             if no_connection {
-                aborted = Some("no connection could be established; remaining runs skipped".into());
+                aborted = Some("no connection could be established".into());
                 break;
             }
         }
@@ -260,13 +260,14 @@ pub async fn run(cfg: Config, command: Vec<String>) -> anyhow::Result<Outcome> {
     } else {
         print!("{text}");
     }
+    let skipped = report.runs.len() < cfg.runs as usize;
     let error = (!report.complete).then(|| {
-        report
-            .aborted
-            .clone()
-            .map(|a| format!("{a}: {}", first_error.clone().unwrap_or_default()))
-            .or(first_error)
-            .unwrap_or_else(|| "run incomplete".into())
+        let e = first_error.unwrap_or_else(|| "run incomplete".into());
+        if skipped {
+            format!("{e} (no connection could be established; remaining runs skipped)")
+        } else {
+            e
+        }
     });
     Ok(Outcome {
         complete: report.complete,

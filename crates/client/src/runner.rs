@@ -62,9 +62,8 @@ pub async fn run_once<T: Transport>(
                         match c.zero_rtt {
                             Some(accepted) => {
                                 let rec = rec.clone();
-                                let mut info = c.info.clone();
                                 tasks.spawn(async move {
-                                    info.early_data_accepted = accepted.await;
+                                    let info = accepted.await;
                                     lock(&rec).handshake_done(id, clock.now(), info);
                                 });
                             }

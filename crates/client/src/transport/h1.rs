@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
-use qbench_core::ObjectOutcome;
+use qbench_core::{ErrorKind, ObjectOutcome};
 use tokio::sync::Mutex;
 
 use super::tcp::TlsTcp;
@@ -84,11 +84,16 @@ impl H1Conn {
         p.headers(resp.status(), resp.headers())?;
         let mut body = resp.into_body();
         loop {
-            match step("reading response body", self.timeout, async {
+            let frame = step("reading response body", self.timeout, async {
                 body.frame().await.transpose()
             })
-            .await?
-            {
+            .await
+            .map_err(|e| match e.kind {
+                // HTTP/1.1 has no stream reset: a connection closed mid-body is a short body.
+                ErrorKind::Reset => FetchError::new(ErrorKind::ShortBody, e.message),
+                _ => e,
+            })?;
+            match frame {
                 Some(f) => {
                     if let Some(d) = f.data_ref() {
                         p.data(d.len())?;

@@ -35,8 +35,16 @@ pub struct H3Conn {
     timeout: Duration,
 }
 
-/// Resolves with whether the server accepted 0-RTT, once the handshake completes.
-pub type ZeroRtt = Pin<Box<dyn Future<Output = bool> + Send>>;
+/// Resolves, once the handshake completes, to the handshake facts including whether the
+/// server accepted the 0-RTT data.
+pub type ZeroRtt = Pin<Box<dyn Future<Output = HandshakeInfo> + Send>>;
+
+fn alpn_of(conn: &quinn::Connection) -> Option<String> {
+    conn.handshake_data()
+        .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
+        .and_then(|d| d.protocol)
+        .map(|p| String::from_utf8_lossy(&p).into_owned())
+}
 
 fn transport(timeout: Duration) -> quinn::TransportConfig {
     let mut t = quinn::TransportConfig::default();
@@ -90,7 +98,9 @@ impl H3 {
     }
 
     /// Returns the connection and, when 0-RTT was attempted, the acceptance future.
-    async fn handshake(&self) -> Result<(quinn::Connection, Option<ZeroRtt>), FetchError> {
+    async fn handshake(
+        &self,
+    ) -> Result<(quinn::Connection, Option<quinn::ZeroRttAccepted>), FetchError> {
         let t = &self.target;
         let connecting = self.endpoint.connect(t.addr, &t.server_name).map_err(|e| {
             FetchError::new(
@@ -101,7 +111,7 @@ impl H3 {
         let what = format!("QUIC handshake with {} ({})", t.server_name, t.addr);
         if self.zero_rtt {
             match connecting.into_0rtt() {
-                Ok((conn, accepted)) => return Ok((conn, Some(Box::pin(accepted)))),
+                Ok((conn, accepted)) => return Ok((conn, Some(accepted))),
                 Err(connecting) => return Ok((step(&what, t.timeout, connecting).await?, None)),
             }
         }
@@ -116,11 +126,6 @@ impl Transport for H3 {
         let taken_before = self.tickets.as_ref().map(|s| s.tickets_taken());
         let (conn, zero_rtt) = self.handshake().await?;
         let done = self.clock.now();
-        let alpn = conn
-            .handshake_data()
-            .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
-            .and_then(|d| d.protocol)
-            .map(|p| String::from_utf8_lossy(&p).into_owned());
         let timeout = self.target.timeout;
         let (mut driver, send) = step(
             "HTTP/3 connection setup",
@@ -134,7 +139,7 @@ impl Transport for H3 {
             let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
         });
         let info = HandshakeInfo {
-            alpn,
+            alpn: alpn_of(&conn),
             resumption_offered: match (taken_before, &self.tickets) {
                 (Some(b), Some(s)) => s.tickets_taken() > b,
                 _ => false,
@@ -142,6 +147,14 @@ impl Transport for H3 {
             resumed: zero_rtt.is_some().then_some(true),
             early_data_accepted: false,
         };
+        let zero_rtt = zero_rtt.map(|accepted| {
+            let (conn, mut info) = (conn.clone(), info.clone());
+            Box::pin(async move {
+                info.early_data_accepted = accepted.await;
+                info.alpn = alpn_of(&conn);
+                info
+            }) as ZeroRtt
+        });
         Ok(Connected {
             conn: H3Conn {
                 conn,

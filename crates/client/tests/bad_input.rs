@@ -1,0 +1,86 @@
+//! Every bad-input path: a one-line error naming the flag, a non-zero exit, no report.
+
+use assert_cmd::Command;
+
+fn rejected(args: &[&str], flag: &str) {
+    let out = Command::cargo_bin("qbench")
+        .unwrap()
+        .args(args)
+        .timeout(std::time::Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{args:?} was accepted");
+    assert!(out.stdout.is_empty(), "{args:?} printed a report");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let first = err.lines().next().unwrap_or_default();
+    assert!(first.starts_with("error:"), "{args:?}: {err}");
+    assert!(
+        first.contains(flag),
+        "{args:?}: first line should name {flag}: {first}"
+    );
+}
+
+#[test]
+fn malformed_objects() {
+    rejected(&["--objects", "200x5kb"], "--objects");
+    rejected(&["--objects", "ax5KB"], "--objects");
+    rejected(&["--objects", "200x"], "--objects");
+    rejected(&["--objects", ""], "--objects");
+    rejected(&["--objects", "1x5KB,,"], "--objects");
+}
+
+#[test]
+fn zero_counts() {
+    rejected(&["--objects", "0x5KB"], "--objects");
+    rejected(&["--connections", "0"], "--connections");
+    rejected(&["--runs", "0"], "--runs");
+    rejected(&["--streams", "0"], "--streams");
+    rejected(
+        &["--url", "https://127.0.0.1:9/x", "--repeat", "0"],
+        "--repeat",
+    );
+    rejected(&["--timeout", "0s"], "--timeout");
+}
+
+#[test]
+fn unknown_or_contradictory_options() {
+    rejected(&["--proto", "h4"], "--proto");
+    rejected(&["--timeout", "soon"], "--timeout");
+    rejected(&["--proto", "h1", "--streams", "4"], "--streams");
+    rejected(&["--proto", "h2", "--0rtt"], "--0rtt");
+    rejected(&["--reuse", "--resume", "--runs", "2"], "--reuse");
+    rejected(
+        &["--objects", "2x1KB", "--connections", "3"],
+        "--connections",
+    );
+    rejected(&["--insecure", "--ca", "x.pem"], "--insecure");
+    rejected(
+        &["--url", "https://127.0.0.1:9/a", "--objects", "1x1KB"],
+        "--objects",
+    );
+}
+
+#[test]
+fn bad_targets() {
+    rejected(&["--target", "http://127.0.0.1:9"], "--target");
+    rejected(&["--target", "https://127.0.0.1:9/bytes/1"], "--target");
+    rejected(&["--target", "not a url"], "--target");
+    rejected(
+        &[
+            "--url",
+            "https://127.0.0.1:9/a",
+            "--url",
+            "https://127.0.0.1:10/b",
+        ],
+        "--url",
+    );
+    rejected(
+        &[
+            "--target",
+            "https://127.0.0.1:9",
+            "--ca",
+            "/nonexistent/ca.pem",
+        ],
+        "--ca",
+    );
+}

@@ -1,0 +1,76 @@
+//! Helpers shared by the integration tests: run the real binary and read its JSON report.
+#![allow(dead_code)]
+
+use std::process::Output;
+
+use assert_cmd::Command;
+use qbench_core::LatencyHistogram;
+use serde_json::Value;
+
+pub struct Run {
+    pub code: Option<i32>,
+    pub stderr: String,
+    pub json: Option<Value>,
+}
+
+/// Runs `qbench ARGS --json -` and parses the report, if any.
+pub fn qbench(args: &[&str]) -> Run {
+    let out: Output = Command::cargo_bin("qbench")
+        .expect("qbench binary built")
+        .args(args)
+        .args(["--json", "-"])
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .expect("qbench runs");
+    Run {
+        code: out.status.code(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        json: serde_json::from_slice(&out.stdout).ok(),
+    }
+}
+
+/// Every run fetched `objects` objects and `bytes` payload bytes, and the histograms agree.
+pub fn assert_complete(run: &Run, runs: usize, objects: u64, bytes: u64) {
+    assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
+    let r = run.json.as_ref().expect("JSON report on stdout");
+    assert_eq!(r["schema"], "qbench.run-report");
+    assert_eq!(r["complete"], true);
+    let list = r["runs"].as_array().unwrap();
+    assert_eq!(list.len(), runs);
+    for rr in list {
+        assert_eq!(rr["complete"], true);
+        assert_eq!(rr["payload_bytes"], bytes);
+        assert_eq!(rr["objects"]["completed"], objects);
+        assert_eq!(rr["objects"]["failed"], 0);
+        assert_eq!(rr["object_latency"]["count"], objects);
+        assert_eq!(rr["ttfb"]["count"], objects);
+        let h = LatencyHistogram::decode(rr["object_latency"]["hdr"].as_str().unwrap()).unwrap();
+        assert_eq!(h.len(), objects);
+        assert!(rr["plt_us"].as_u64().unwrap() > 0);
+        assert!(rr["errors"].as_object().unwrap().is_empty());
+        let cpu = &rr["cpu"];
+        assert!(cpu["client"]["user_s"].as_f64().is_some());
+    }
+    let s = &r["summary"];
+    assert_eq!(s["payload_bytes"], bytes * runs as u64);
+    assert_eq!(s["object_latency"]["count"], objects * runs as u64);
+}
+
+/// The run failed with exactly one error of `kind`, and still wrote its report.
+pub fn assert_failed_with(run: &Run, kind: &str) {
+    assert_eq!(run.code, Some(1), "stderr: {}", run.stderr);
+    let r = run
+        .json
+        .as_ref()
+        .expect("partial JSON report still written");
+    assert_eq!(r["complete"], false);
+    let errors = &r["summary"]["errors"];
+    assert!(
+        errors[kind].as_u64().unwrap_or(0) >= 1,
+        "expected {kind} in {errors}; stderr: {}",
+        run.stderr
+    );
+    let last = run.stderr.trim_end().lines().last().unwrap_or_default();
+    assert!(last.starts_with("error: "), "stderr: {}", run.stderr);
+    assert!(last.contains(kind), "error line names the kind: {last}");
+}

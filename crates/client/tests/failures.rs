@@ -1,0 +1,255 @@
+//! Runs that start but fail: the error kind is counted, the partial report is written, and
+//! the exit status is non-zero. Peers here are loopback sockets this test owns.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, UdpSocket};
+use std::sync::Arc;
+use std::thread;
+
+use common::{assert_failed_with, qbench};
+use qbench_server::{InProcess, Protocol, ServerOptions};
+
+fn free_tcp_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn refused_connection() {
+    let port = free_tcp_port();
+    let target = format!("https://127.0.0.1:{port}");
+    for proto in ["h2", "h1"] {
+        let r = qbench(&[
+            "--proto",
+            proto,
+            "--target",
+            &target,
+            "--insecure",
+            "--runs",
+            "3",
+        ]);
+        assert_failed_with(&r, "refused");
+        let j = r.json.unwrap();
+        assert_eq!(j["runs"].as_array().unwrap().len(), 1, "later runs skipped");
+        assert_eq!(j["runs"][0]["objects"]["not_started"], 200);
+        assert!(j["aborted"].is_string());
+    }
+}
+
+#[test]
+fn certificate_not_trusted() {
+    let server = InProcess::start(ServerOptions::loopback(), 1).unwrap();
+    let target = format!("https://127.0.0.1:{}", server.local_addr().port());
+    for proto in ["h3", "h2"] {
+        // No --ca: the generated certificate is not in the system store.
+        let r = qbench(&["--proto", proto, "--target", &target, "--objects", "1x1KB"]);
+        assert_failed_with(&r, "tls");
+    }
+}
+
+#[test]
+fn insecure_is_loud_and_recorded() {
+    let server = InProcess::start(ServerOptions::loopback(), 1).unwrap();
+    let target = format!("https://127.0.0.1:{}", server.local_addr().port());
+    let r = qbench(&[
+        "--proto",
+        "h3",
+        "--target",
+        &target,
+        "--objects",
+        "2x1KB",
+        "--insecure",
+    ]);
+    common::assert_complete(&r, 1, 2, 2_000);
+    assert_eq!(r.json.unwrap()["config"]["insecure"], true);
+    assert!(r.stderr.contains("NOT verified"), "{}", r.stderr);
+}
+
+#[test]
+fn alpn_mismatch() {
+    let mut opts = ServerOptions::loopback();
+    opts.protocols = vec![Protocol::H1, Protocol::H3];
+    let server = InProcess::start(opts, 1).unwrap();
+    let target = format!("https://127.0.0.1:{}", server.local_addr().port());
+    let r = qbench(&[
+        "--proto",
+        "h2",
+        "--target",
+        &target,
+        "--insecure",
+        "--objects",
+        "1x1KB",
+    ]);
+    assert_failed_with(&r, "alpn");
+
+    let mut opts = ServerOptions::loopback();
+    opts.protocols = vec![Protocol::H2];
+    let server = InProcess::start(opts, 1).unwrap();
+    let target = format!("https://127.0.0.1:{}", server.local_addr().port());
+    let r = qbench(&[
+        "--proto",
+        "h1",
+        "--target",
+        &target,
+        "--insecure",
+        "--objects",
+        "1x1KB",
+    ]);
+    assert_failed_with(&r, "alpn");
+}
+
+#[test]
+fn silent_peers_time_out() {
+    // Accepts TCP and never speaks TLS.
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let holder = thread::spawn(move || {
+        let (_conn, _) = tcp.accept().unwrap();
+        thread::sleep(std::time::Duration::from_secs(2));
+    });
+    let target = format!("https://127.0.0.1:{port}");
+    let r = qbench(&[
+        "--proto",
+        "h2",
+        "--target",
+        &target,
+        "--insecure",
+        "--timeout",
+        "300ms",
+    ]);
+    assert_failed_with(&r, "timeout");
+    holder.join().unwrap();
+
+    // A UDP socket that never answers a QUIC Initial.
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let target = format!("https://127.0.0.1:{}", udp.local_addr().unwrap().port());
+    let r = qbench(&[
+        "--proto",
+        "h3",
+        "--target",
+        &target,
+        "--insecure",
+        "--timeout",
+        "300ms",
+    ]);
+    assert_failed_with(&r, "timeout");
+}
+
+/// A TLS HTTP/1.1 peer that answers every request with `respond(path)` and then closes.
+fn faulty_h1_server(respond: fn(&str) -> Vec<u8>) -> (u16, tempfile::TempDir) {
+    let id = qbench_server::Identity::self_signed(&[]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ca.pem"), &id.pem).unwrap();
+    let cfg = qbench_server::tls::server_config(&id, vec![b"http/1.1".to_vec()], false).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for tcp in listener.incoming().flatten() {
+            let conn = rustls::ServerConnection::new(Arc::clone(&cfg)).unwrap();
+            let mut tls = rustls::StreamOwned::new(conn, tcp);
+            let mut reader = BufReader::new(&mut tls);
+            let mut request_line = String::new();
+            if reader.read_line(&mut request_line).is_err() {
+                continue;
+            }
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok() && line != "\r\n" && !line.is_empty() {
+                line.clear();
+            }
+            let path = request_line
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or("/")
+                .to_string();
+            let _ = tls.write_all(&respond(&path));
+            tls.conn.send_close_notify();
+            let _ = tls.flush();
+        }
+    });
+    (port, dir)
+}
+
+fn head(len: usize) -> Vec<u8> {
+    format!("HTTP/1.1 200 OK\r\ncontent-length: {len}\r\nconnection: close\r\n\r\n").into_bytes()
+}
+
+#[test]
+fn short_and_long_bodies_are_errors() {
+    // Announces the requested length but closes halfway.
+    let (port, dir) = faulty_h1_server(|path| {
+        let n: usize = path.trim_start_matches("/bytes/").parse().unwrap_or(0);
+        let mut v = head(n);
+        v.extend(std::iter::repeat_n(b'x', n / 2));
+        v
+    });
+    let ca = dir.path().join("ca.pem");
+    let target = format!("https://127.0.0.1:{port}");
+    let r = qbench(&[
+        "--proto",
+        "h1",
+        "--target",
+        &target,
+        "--ca",
+        ca.to_str().unwrap(),
+        "--objects",
+        "1x1000B",
+    ]);
+    assert_failed_with(&r, "short_body");
+    assert_eq!(r.json.unwrap()["runs"][0]["payload_bytes"], 500);
+
+    // Sends more than was asked for.
+    let (port, dir) = faulty_h1_server(|path| {
+        let n: usize = path.trim_start_matches("/bytes/").parse().unwrap_or(0);
+        let mut v = head(n + 10);
+        v.extend(std::iter::repeat_n(b'x', n + 10));
+        v
+    });
+    let ca = dir.path().join("ca.pem");
+    let target = format!("https://127.0.0.1:{port}");
+    let r = qbench(&[
+        "--proto",
+        "h1",
+        "--target",
+        &target,
+        "--ca",
+        ca.to_str().unwrap(),
+        "--objects",
+        "1x1000B",
+    ]);
+    assert_failed_with(&r, "long_body");
+
+    // Arbitrary URLs are checked against content-length.
+    let (port, dir) = faulty_h1_server(|_| {
+        let mut v = head(100);
+        v.extend(std::iter::repeat_n(b'x', 40));
+        v
+    });
+    let ca = dir.path().join("ca.pem");
+    let url = format!("https://127.0.0.1:{port}/file");
+    let r = qbench(&["--proto", "h1", "--url", &url, "--ca", ca.to_str().unwrap()]);
+    assert_failed_with(&r, "short_body");
+}
+
+#[test]
+fn http_error_status_is_counted() {
+    let server = InProcess::start(ServerOptions::loopback(), 1).unwrap();
+    let url = format!("https://127.0.0.1:{}/missing", server.local_addr().port());
+    for proto in ["h3", "h2", "h1"] {
+        let r = qbench(&[
+            "--proto",
+            proto,
+            "--url",
+            &url,
+            "--insecure",
+            "--repeat",
+            "3",
+        ]);
+        assert_failed_with(&r, "status");
+        assert_eq!(r.json.unwrap()["summary"]["errors"]["status"], 3);
+    }
+}
