@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use qbench_core::{CpuTimes, Report, RunCpu, RunReport, ToolInfo};
+use qbench_core::{CpuTimes, Report, ReportMeta, RunCpu, RunReport, ToolInfo};
 use qbench_server::cpu::process_cpu;
 use qbench_server::{InProcess, ServerOptions};
 
@@ -87,7 +87,10 @@ async fn peer(cfg: &Config) -> anyhow::Result<Peer> {
         ),
         Target::Urls { origin, .. } => (origin.clone(), trust_from(cfg)?, None, "URLs".into()),
     };
-    let addr = resolve(&origin).await?;
+    let addr = match cfg.connect_to {
+        Some(a) if server.is_none() => a,
+        _ => resolve(&origin).await?,
+    };
     Ok(Peer {
         endpoint: Endpoint {
             addr,
@@ -125,22 +128,14 @@ struct Ctx<'a> {
     plan: Plan,
     clock: Clock,
     server: Option<&'a InProcess>,
-    started_at: String,
-    command: Vec<String>,
+    meta: ReportMeta,
     sink: &'a JsonSink,
 }
 
 impl Ctx<'_> {
     fn report(&self, runs: Vec<RunReport>, aborted: Option<String>) -> anyhow::Result<Report> {
         Ok(Report::new(
-            ToolInfo {
-                name: "qbench".into(),
-                version: env!("CARGO_PKG_VERSION").into(),
-            },
-            self.started_at.clone(),
-            self.command.clone(),
-            serde_json::to_value(self.cfg)?,
-            crate::env::collect(),
+            self.meta.clone(),
             runs,
             self.cfg.runs as usize,
             aborted,
@@ -206,8 +201,16 @@ pub async fn run(cfg: Config, command: Vec<String>) -> anyhow::Result<Outcome> {
         },
         clock,
         server: peer.server.as_ref(),
-        started_at,
-        command,
+        meta: ReportMeta {
+            tool: ToolInfo {
+                name: "qbench".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
+            started_at,
+            command,
+            config: serde_json::to_value(&cfg)?,
+            environment: crate::env::collect(),
+        },
         sink: &sink,
     };
     let tickets = cfg.resume.then(ticket_store);

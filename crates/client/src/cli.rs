@@ -84,6 +84,11 @@ pub struct RunArgs {
           value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
 
+    /// Connect to this address instead of resolving the URL's host, which is still used
+    /// for TLS (SNI, certificate check) and the :authority header, like curl's --connect-to
+    #[arg(long, value_name = "IP:PORT")]
+    pub connect_to: Option<std::net::SocketAddr>,
+
     /// Trust this PEM certificate (e.g. the one qbench-server wrote) instead of system roots
     #[arg(long, value_name = "PEM")]
     pub ca: Option<PathBuf>,

@@ -72,7 +72,8 @@ pub struct Config {
     pub zero_rtt: bool,
     pub insecure: bool,
     pub ca: Option<PathBuf>,
-    #[serde(serialize_with = "ser_ms")]
+    pub connect_to: Option<std::net::SocketAddr>,
+    #[serde(rename = "timeout_ms", serialize_with = "ser_ms")]
     pub timeout: Duration,
     pub json: Option<String>,
     pub client_threads: u32,
@@ -122,6 +123,9 @@ impl Config {
                 "--reuse",
                 "reused connections make no new handshakes, so --resume/--0rtt would do nothing",
             ));
+        }
+        if a.connect_to.is_some() && a.target.is_none() && a.urls.is_empty() {
+            return Err(bad("--connect-to", "needs --target or --url"));
         }
         let (target, objects, total) = if !a.urls.is_empty() {
             let mut origin = None;
@@ -193,6 +197,7 @@ impl Config {
             zero_rtt: a.zero_rtt,
             insecure: a.insecure,
             ca: a.ca,
+            connect_to: a.connect_to,
             timeout: a.timeout,
             json: a.json,
             client_threads: a.client_threads,

@@ -125,14 +125,12 @@ pub fn summary(report: &Report, headline: &str) -> String {
             .map(|c| c.server.map(|s| s.total_s()))
             .sum::<Option<f64>>();
         let total = client + server.unwrap_or(0.0);
-        let per = (total > 0.0)
-            .then(|| {
-                format!(
-                    "; {:.1} MB payload per CPU-second",
-                    s.payload_bytes as f64 / total / 1e6
-                )
-            })
-            .unwrap_or_default();
+        let per = if total > 0.0 {
+            let mb = s.payload_bytes as f64 / total / 1e6;
+            format!("; {mb:.1} MB payload per CPU-second")
+        } else {
+            String::new()
+        };
         line(
             "CPU",
             format!(

@@ -84,3 +84,12 @@ fn bad_targets() {
         "--ca",
     );
 }
+
+#[test]
+fn connect_to_needs_a_remote() {
+    rejected(&["--connect-to", "127.0.0.1:9"], "--connect-to");
+    rejected(
+        &["--connect-to", "nowhere", "--target", "https://localhost:9"],
+        "--connect-to",
+    );
+}

@@ -173,17 +173,30 @@ pub struct Report {
     pub runs: Vec<RunReport>,
 }
 
+/// What a report says about how it was produced, fixed before the first run.
+#[derive(Debug, Clone)]
+pub struct ReportMeta {
+    pub tool: ToolInfo,
+    pub started_at: String,
+    pub command: Vec<String>,
+    pub config: serde_json::Value,
+    pub environment: Environment,
+}
+
 impl Report {
     pub fn new(
-        tool: ToolInfo,
-        started_at: String,
-        command: Vec<String>,
-        config: serde_json::Value,
-        environment: Environment,
+        meta: ReportMeta,
         runs: Vec<RunReport>,
         expected_runs: usize,
         aborted: Option<String>,
     ) -> Result<Self, HistogramError> {
+        let ReportMeta {
+            tool,
+            started_at,
+            command,
+            config,
+            environment,
+        } = meta;
         let summary = Summary::of(&runs)?;
         let complete =
             aborted.is_none() && runs.len() == expected_runs && runs.iter().all(|r| r.complete);

@@ -1,0 +1,138 @@
+//! Interop: qbench against Debian's caddy serving files over HTTP/1.1, HTTP/2 and HTTP/3 on
+//! loopback. The README's test command installs caddy; a missing caddy fails this test.
+
+mod common;
+
+use std::io::Read;
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{assert_complete, qbench};
+
+struct Caddy(Child);
+
+impl Drop for Caddy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A port free on both TCP and UDP, so caddy can serve h3 and h2 on the same number.
+fn free_port_pair() -> u16 {
+    loop {
+        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = tcp.local_addr().unwrap().port();
+        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+fn file_bytes(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn caddy_serves_files_over_h1_h2_h3() {
+    let caddy = which("caddy").expect(
+        "caddy is not installed: run the README's test command, which installs it (apt-get install caddy)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let www = dir.path().join("www");
+    std::fs::create_dir(&www).unwrap();
+    std::fs::write(www.join("big.bin"), file_bytes(2_000_000, 7)).unwrap();
+    std::fs::write(www.join("small.bin"), file_bytes(5_000, 11)).unwrap();
+
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let cert = dir.path().join("cert.pem");
+    let key = dir.path().join("key.pem");
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
+
+    let port = free_port_pair();
+    let caddyfile = dir.path().join("Caddyfile");
+    std::fs::write(
+        &caddyfile,
+        format!(
+            "{{\n\tadmin off\n\tauto_https off\n\tservers {{\n\t\tprotocols h1 h2 h3\n\t}}\n}}\n\
+             https://localhost:{port} {{\n\tbind 127.0.0.1\n\ttls {cert} {key}\n\troot * {www}\n\tfile_server\n}}\n",
+            cert = cert.display(),
+            key = key.display(),
+            www = www.display(),
+        ),
+    )
+    .unwrap();
+    let home = dir.path().to_str().unwrap();
+    let mut child = Command::new(caddy)
+        .args(["run", "--adapter", "caddyfile", "--config"])
+        .arg(&caddyfile)
+        .env("HOME", home)
+        .env("XDG_DATA_HOME", home)
+        .env("XDG_CONFIG_HOME", home)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            panic!("caddy exited with {status}: {err}");
+        }
+        assert!(Instant::now() < deadline, "caddy did not start listening");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _guard = Caddy(child);
+
+    let big = format!("https://localhost:{port}/big.bin");
+    let small = format!("https://localhost:{port}/small.bin");
+    let connect = format!("127.0.0.1:{port}");
+    for proto in ["h3", "h2", "h1"] {
+        let r = qbench(&[
+            "--proto",
+            proto,
+            "--url",
+            &big,
+            "--url",
+            &small,
+            "--repeat",
+            "3",
+            "--connect-to",
+            &connect,
+            "--ca",
+            cert.to_str().unwrap(),
+        ]);
+        assert_complete(&r, 1, 6, 3 * 2_005_000);
+        let alpn = &r.json.as_ref().unwrap()["runs"][0]["connections"][0]["alpn"];
+        let want = match proto {
+            "h3" => "h3",
+            "h2" => "h2",
+            _ => "http/1.1",
+        };
+        assert_eq!(alpn, want);
+    }
+}
+
+fn which(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| std::path::Path::new(d).join(name))
+        .find(|p| p.is_file())
+}

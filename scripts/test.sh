@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Every check CI runs: formatting, lints and the whole test suite, including the interop tests.
+# Installs the third-party peers the tests talk to (Debian's caddy) when they are missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+sudo_if_needed() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+missing=()
+command -v caddy >/dev/null 2>&1 || missing+=(caddy)
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "installing test peers: ${missing[*]}"
+  sudo_if_needed apt-get update -qq
+  sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if command -v rustup >/dev/null 2>&1; then
+  rustup component add rustfmt clippy >/dev/null 2>&1 || true
+fi
+
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo test --workspace --locked
