@@ -189,7 +189,13 @@ pub async fn run(cfg: Config, command: Vec<String>) -> anyhow::Result<Outcome> {
     let requests = cfg
         .requests(&peer.origin)
         .into_iter()
-        .map(|(uri, expected_len)| Arc::new(ObjectReq { uri, expected_len }))
+        .map(|(uri, expected_len)| {
+            Arc::new(ObjectReq {
+                uri,
+                expected_len,
+                verify: cfg.verify,
+            })
+        })
         .collect();
     let ctx = Ctx {
         cfg: &cfg,

@@ -121,6 +121,11 @@ pub struct RunArgs {
     #[arg(long = "0rtt")]
     pub zero_rtt: bool,
 
+    /// Check body content: qbench-server objects byte for byte against the payload pattern;
+    /// URLs by SHA-256, equal across fetches and listed in the report. Costs client CPU
+    #[arg(long)]
+    pub verify: bool,
+
     /// Give up on a connection or object after this long without progress (e.g. 10s, 500ms)
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,

@@ -71,6 +71,7 @@ pub struct Config {
     pub resume: bool,
     pub zero_rtt: bool,
     pub insecure: bool,
+    pub verify: bool,
     pub ca: Option<PathBuf>,
     pub connect_to: Option<std::net::SocketAddr>,
     #[serde(rename = "timeout_ms", serialize_with = "ser_ms")]
@@ -196,6 +197,7 @@ impl Config {
             resume: a.resume || a.zero_rtt,
             zero_rtt: a.zero_rtt,
             insecure: a.insecure,
+            verify: a.verify,
             ca: a.ca,
             connect_to: a.connect_to,
             timeout: a.timeout,

@@ -9,3 +9,4 @@ pub mod output;
 pub mod runner;
 pub mod tls;
 pub mod transport;
+pub mod verify;

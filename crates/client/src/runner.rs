@@ -4,12 +4,13 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::future::join_all;
 use indicatif::ProgressBar;
-use qbench_core::{HandshakeInfo, Recorder, RunReport};
+use qbench_core::{ErrorKind, HandshakeInfo, Recorder, RunReport};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::clock::Clock;
 use crate::transport::{Conn, ObjectReq, Transport};
+use crate::verify::DigestBook;
 
 pub struct Plan {
     pub requests: Vec<Arc<ObjectReq>>,
@@ -43,6 +44,7 @@ pub async fn run_once<T: Transport>(
         clock.now(),
     )));
     let mut tasks = JoinSet::new();
+    let book = Arc::new(DigestBook::default());
     let conns: Vec<(T::Conn, HandshakeInfo)> = match warm {
         Some(w) => {
             for (_, info) in &w.conns {
@@ -83,32 +85,52 @@ pub async fn run_once<T: Transport>(
         for (ci, (conn, _)) in conns.iter().enumerate() {
             let sem = plan.streams.map(|s| Arc::new(Semaphore::new(s)));
             for req in plan.requests.iter().skip(ci).step_by(k) {
-                let (conn, req, rec, sem, bar) = (
+                let (conn, req, rec, sem, bar, book) = (
                     conn.clone(),
                     req.clone(),
                     rec.clone(),
                     sem.clone(),
                     progress.clone(),
+                    book.clone(),
                 );
                 tasks.spawn(async move {
                     let _permit = match &sem {
                         Some(s) => Some(s.clone().acquire_owned().await.expect("never closed")),
                         None => None,
                     };
-                    let outcome = conn.fetch(req).await;
+                    let mut fetched = conn.fetch(req.clone()).await;
+                    if let Some(d) = &fetched.digest {
+                        if let Some(prev) = book.record(&req.uri.to_string(), d) {
+                            fetched.outcome.error = Some((
+                                ErrorKind::BodyMismatch,
+                                format!(
+                                    "{}: sha256 {d} differs from an earlier fetch's {prev}",
+                                    req.uri
+                                ),
+                            ));
+                        }
+                    }
                     bar.inc(1);
-                    lock(&rec).object(outcome);
+                    lock(&rec).object(fetched.outcome);
                 });
             }
         }
     }
     while tasks.join_next().await.is_some() {}
-    let report = Arc::try_unwrap(rec)
+    let mut report = Arc::try_unwrap(rec)
         .map_err(|_| ())
         .expect("all tasks finished")
         .into_inner()
         .expect("recorder lock")
         .finish(clock.now());
+    if plan
+        .requests
+        .iter()
+        .any(|r| r.verify && r.expected_len.is_none())
+    {
+        let book = Arc::try_unwrap(book).expect("all tasks finished");
+        report.digests = Some(book.into_map());
+    }
     let keep = plan.reuse && !conns.is_empty() && report.complete;
     if keep {
         return (report, Some(Warm { conns }));

@@ -50,8 +50,10 @@ fn caddy_serves_files_over_h1_h2_h3() {
     let dir = tempfile::tempdir().unwrap();
     let www = dir.path().join("www");
     std::fs::create_dir(&www).unwrap();
-    std::fs::write(www.join("big.bin"), file_bytes(2_000_000, 7)).unwrap();
-    std::fs::write(www.join("small.bin"), file_bytes(5_000, 11)).unwrap();
+    let big_body = file_bytes(2_000_000, 7);
+    let small_body = file_bytes(5_000, 11);
+    std::fs::write(www.join("big.bin"), &big_body).unwrap();
+    std::fs::write(www.join("small.bin"), &small_body).unwrap();
 
     let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
     let cert = dir.path().join("cert.pem");
@@ -117,8 +119,13 @@ fn caddy_serves_files_over_h1_h2_h3() {
             &connect,
             "--ca",
             cert.to_str().unwrap(),
+            "--verify",
         ]);
         assert_complete(&r, 1, 6, 3 * 2_005_000);
+        // Byte-identical: every fetch hashed to the file's own digest.
+        let digests = &r.json.as_ref().unwrap()["runs"][0]["digests"];
+        assert_eq!(digests[&big], sha256_hex(&big_body), "{proto}");
+        assert_eq!(digests[&small], sha256_hex(&small_body), "{proto}");
         let alpn = &r.json.as_ref().unwrap()["runs"][0]["connections"][0]["alpn"];
         let want = match proto {
             "h3" => "h3",
@@ -135,4 +142,12 @@ fn which(name: &str) -> Option<std::path::PathBuf> {
         .split(':')
         .map(|d| std::path::Path::new(d).join(name))
         .find(|p| p.is_file())
+}
+
+fn sha256_hex(data: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }

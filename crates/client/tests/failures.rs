@@ -253,3 +253,44 @@ fn http_error_status_is_counted() {
         assert_eq!(r.json.unwrap()["summary"]["errors"]["status"], 3);
     }
 }
+
+#[test]
+fn verify_catches_wrong_content() {
+    // Right length, wrong bytes.
+    let (port, dir) = faulty_h1_server(|path| {
+        let n: usize = path.trim_start_matches("/bytes/").parse().unwrap_or(0);
+        let mut v = head(n);
+        v.extend(std::iter::repeat_n(b'x', n));
+        v
+    });
+    let ca = dir.path().join("ca.pem");
+    let target = format!("https://127.0.0.1:{port}");
+    let ca = ca.to_str().unwrap();
+    let plain = qbench(&[
+        "--proto",
+        "h1",
+        "--target",
+        &target,
+        "--ca",
+        ca,
+        "--objects",
+        "1x100B",
+    ]);
+    assert_eq!(
+        plain.code,
+        Some(0),
+        "without --verify only sizes are checked"
+    );
+    let r = qbench(&[
+        "--proto",
+        "h1",
+        "--target",
+        &target,
+        "--ca",
+        ca,
+        "--objects",
+        "1x100B",
+        "--verify",
+    ]);
+    assert_failed_with(&r, "body_mismatch");
+}

@@ -137,3 +137,12 @@ fn report_carries_environment_and_no_nan() {
     assert!(j["runs"][0]["cpu"]["server"]["user_s"].is_number());
     assert!(!serde_json::to_string(j).unwrap().contains("NaN"));
 }
+
+#[test]
+fn verify_checks_every_byte_of_the_payload() {
+    for proto in ["h3", "h2", "h1"] {
+        let r = qbench(&["--proto", proto, "--objects", "3x300KB,5x1B", "--verify"]);
+        assert_complete(&r, 1, 8, 900_005);
+        assert_eq!(r.json.as_ref().unwrap()["config"]["verify"], true);
+    }
+}

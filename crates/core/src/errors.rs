@@ -28,6 +28,8 @@ pub enum ErrorKind {
     ShortBody,
     /// More body bytes than announced or requested.
     LongBody,
+    /// Body content differs from what was expected (`--verify`).
+    BodyMismatch,
     /// Any other I/O failure.
     Io,
 }
@@ -45,6 +47,7 @@ impl ErrorKind {
             ErrorKind::Status => "status",
             ErrorKind::ShortBody => "short_body",
             ErrorKind::LongBody => "long_body",
+            ErrorKind::BodyMismatch => "body_mismatch",
             ErrorKind::Io => "io",
         }
     }

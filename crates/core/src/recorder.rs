@@ -186,6 +186,7 @@ impl Recorder {
             object_latency: HistogramExport::from(&self.latency),
             ttfb: HistogramExport::from(&self.ttfb),
             cpu: None,
+            digests: None,
         }
     }
 }

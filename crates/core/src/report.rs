@@ -82,6 +82,8 @@ pub struct RunReport {
     pub object_latency: HistogramExport,
     pub ttfb: HistogramExport,
     pub cpu: Option<RunCpu>,
+    /// With `--verify` on URLs: SHA-256 (hex) of each URL's body.
+    pub digests: Option<BTreeMap<String, String>>,
 }
 
 /// Facts about the machine a report was produced on.

@@ -7,11 +7,11 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
-use qbench_core::{ErrorKind, ObjectOutcome};
+use qbench_core::ErrorKind;
 use tokio::sync::Mutex;
 
 use super::tcp::TlsTcp;
-use super::{step, Conn, Connected, FetchError, ObjectReq, Progress, Transport};
+use super::{step, Conn, Connected, FetchError, Fetched, ObjectReq, Progress, Transport};
 use crate::clock::Clock;
 
 pub struct H1 {
@@ -96,7 +96,7 @@ impl H1Conn {
             match frame {
                 Some(f) => {
                     if let Some(d) = f.data_ref() {
-                        p.data(d.len())?;
+                        p.data(d)?;
                     }
                 }
                 None => return Ok(()),
@@ -106,7 +106,7 @@ impl H1Conn {
 }
 
 impl Conn for H1Conn {
-    async fn fetch(&self, req: Arc<ObjectReq>) -> ObjectOutcome {
+    async fn fetch(&self, req: Arc<ObjectReq>) -> Fetched {
         // The lock is the HTTP/1.1 rule: the next request waits for this response to end.
         let mut send = self.send.lock().await;
         let mut p = Progress::start(&self.clock, &req);

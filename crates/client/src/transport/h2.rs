@@ -6,10 +6,9 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use qbench_core::ObjectOutcome;
 
 use super::tcp::TlsTcp;
-use super::{step, Conn, Connected, FetchError, ObjectReq, Progress, Transport};
+use super::{step, Conn, Connected, FetchError, Fetched, ObjectReq, Progress, Transport};
 use crate::clock::Clock;
 
 /// Receive windows large enough that flow control never caps a loopback transfer.
@@ -85,7 +84,7 @@ impl H2Conn {
             match frame {
                 Some(f) => {
                     if let Some(d) = f.data_ref() {
-                        p.data(d.len())?;
+                        p.data(d)?;
                     }
                 }
                 None => return Ok(()),
@@ -95,7 +94,7 @@ impl H2Conn {
 }
 
 impl Conn for H2Conn {
-    async fn fetch(&self, req: Arc<ObjectReq>) -> ObjectOutcome {
+    async fn fetch(&self, req: Arc<ObjectReq>) -> Fetched {
         let mut p = Progress::start(&self.clock, &req);
         match self.fetch_inner(&req, &mut p).await {
             Ok(()) => p.finish(),

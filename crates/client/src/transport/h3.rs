@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
-use qbench_core::{ErrorKind, HandshakeInfo, ObjectOutcome};
+use qbench_core::{ErrorKind, HandshakeInfo};
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::{step, Conn, Connected, Endpoint, FetchError, ObjectReq, Progress, Transport};
+use super::{step, Conn, Connected, Endpoint, FetchError, Fetched, ObjectReq, Progress, Transport};
 use crate::clock::Clock;
 use crate::tls::TicketStore;
 
@@ -186,7 +186,13 @@ impl H3Conn {
         p.headers(resp.status(), resp.headers())?;
         loop {
             match step("reading response body", self.timeout, stream.recv_data()).await? {
-                Some(buf) => p.data(buf.remaining())?,
+                Some(mut buf) => {
+                    while buf.has_remaining() {
+                        let n = buf.chunk().len();
+                        p.data(buf.chunk())?;
+                        buf.advance(n);
+                    }
+                }
                 None => return Ok(()),
             }
         }
@@ -194,7 +200,7 @@ impl H3Conn {
 }
 
 impl Conn for H3Conn {
-    async fn fetch(&self, req: Arc<ObjectReq>) -> ObjectOutcome {
+    async fn fetch(&self, req: Arc<ObjectReq>) -> Fetched {
         let mut p = Progress::start(&self.clock, &req);
         match self.fetch_inner(&req, &mut p).await {
             Ok(()) => p.finish(),

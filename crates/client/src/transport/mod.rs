@@ -16,6 +16,7 @@ use http::Uri;
 use qbench_core::{ErrorKind, HandshakeInfo, ObjectOutcome};
 
 use crate::clock::Clock;
+use crate::verify::Check;
 
 /// One object to fetch.
 #[derive(Debug, Clone)]
@@ -24,6 +25,14 @@ pub struct ObjectReq {
     /// Body length the request asks for (`/bytes/{n}`); `None` for arbitrary URLs, where
     /// the response's content-length is checked instead.
     pub expected_len: Option<u64>,
+    /// Check body content (`--verify`).
+    pub verify: bool,
+}
+
+/// What a fetch produced: its measurements and, for hashed bodies, the digest.
+pub struct Fetched {
+    pub outcome: ObjectOutcome,
+    pub digest: Option<String>,
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -87,7 +96,7 @@ pub trait Transport: Send + Sync + 'static {
 }
 
 pub trait Conn: Clone + Send + Sync + 'static {
-    fn fetch(&self, req: Arc<ObjectReq>) -> impl Future<Output = ObjectOutcome> + Send;
+    fn fetch(&self, req: Arc<ObjectReq>) -> impl Future<Output = Fetched> + Send;
 
     /// Graceful close; waits briefly for the peer.
     fn close(&self) -> impl Future<Output = ()> + Send;
@@ -117,6 +126,7 @@ pub struct Progress<'a> {
     headers: Option<Duration>,
     content_length: Option<u64>,
     bytes: u64,
+    check: Option<Check>,
 }
 
 impl<'a> Progress<'a> {
@@ -128,6 +138,10 @@ impl<'a> Progress<'a> {
             headers: None,
             content_length: None,
             bytes: 0,
+            check: req.verify.then(|| match req.expected_len {
+                Some(_) => Check::pattern(),
+                None => Check::digest(),
+            }),
         }
     }
 
@@ -164,8 +178,11 @@ impl<'a> Progress<'a> {
         Ok(())
     }
 
-    pub fn data(&mut self, n: usize) -> Result<(), FetchError> {
-        self.bytes += n as u64;
+    pub fn data(&mut self, chunk: &[u8]) -> Result<(), FetchError> {
+        self.bytes += chunk.len() as u64;
+        if let Some(c) = &mut self.check {
+            c.update(chunk);
+        }
         match self.expected() {
             Some(want) if self.bytes > want => Err(FetchError::new(
                 ErrorKind::LongBody,
@@ -179,27 +196,47 @@ impl<'a> Progress<'a> {
         self.req.expected_len.or(self.content_length)
     }
 
-    /// The body ended: checks the byte count and produces the outcome.
-    pub fn finish(self) -> ObjectOutcome {
-        let err = match self.expected() {
-            Some(want) if self.bytes < want => Some(FetchError::new(
+    /// The body ended: checks byte count and content, and produces the outcome.
+    pub fn finish(mut self) -> Fetched {
+        let done = self.clock.now();
+        let mut digest = None;
+        let err = match (self.expected(), self.check.take().map(Check::finish)) {
+            (Some(want), _) if self.bytes < want => Some(FetchError::new(
                 ErrorKind::ShortBody,
                 format!("{}: {} of {want} body bytes", self.req.uri, self.bytes),
             )),
+            (_, Some(Err(at))) => Some(FetchError::new(
+                ErrorKind::BodyMismatch,
+                format!(
+                    "{}: body differs from the payload at byte {at}",
+                    self.req.uri
+                ),
+            )),
+            (_, Some(Ok(d))) => {
+                digest = d;
+                None
+            }
             _ => None,
         };
-        self.outcome(err)
+        Fetched {
+            outcome: self.outcome_at(done, err),
+            digest,
+        }
     }
 
-    pub fn fail(self, e: FetchError) -> ObjectOutcome {
-        self.outcome(Some(e))
+    pub fn fail(self, e: FetchError) -> Fetched {
+        let done = self.clock.now();
+        Fetched {
+            outcome: self.outcome_at(done, Some(e)),
+            digest: None,
+        }
     }
 
-    pub fn outcome(self, err: Option<FetchError>) -> ObjectOutcome {
+    fn outcome_at(&self, done: Duration, err: Option<FetchError>) -> ObjectOutcome {
         ObjectOutcome {
             sent: self.sent,
             headers: self.headers,
-            done: self.clock.now(),
+            done,
             body_bytes: self.bytes,
             error: err.map(|e| (e.kind, e.message)),
         }
