@@ -1,0 +1,78 @@
+//! Unreachable targets, from inside a network namespace this test creates: it has no routes
+//! (not even an up loopback), so every connect fails locally and no packet leaves.
+//! Needs root, as CI has.
+
+mod common;
+
+use std::process::Command;
+
+use serde_json::Value;
+
+struct Netns(String);
+
+impl Netns {
+    fn new() -> Self {
+        let name = format!("qb-test-unreach-{}", std::process::id());
+        let ok = Command::new("ip")
+            .args(["netns", "add", &name])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(
+            ok,
+            "creating a network namespace needs root and iproute2 (CI runs as root)"
+        );
+        Netns(name)
+    }
+
+    fn qbench(&self, args: &[&str]) -> (Option<i32>, String, Option<Value>) {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.0, env!("CARGO_BIN_EXE_qbench")])
+            .args(args)
+            .args(["--json", "-", "--timeout", "2s"])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            serde_json::from_slice(&out.stdout).ok(),
+        )
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+#[test]
+fn no_route_is_unreachable() {
+    let ns = Netns::new();
+    for proto in ["h2", "h1"] {
+        let (code, stderr, json) = ns.qbench(&[
+            "--proto",
+            proto,
+            "--target",
+            "https://198.18.0.1:4433",
+            "--insecure",
+        ]);
+        assert_eq!(code, Some(1), "{stderr}");
+        let j = json.expect("partial report written");
+        assert_eq!(j["complete"], false);
+        assert_eq!(j["summary"]["errors"]["unreachable"], 1, "{stderr}");
+        assert!(
+            stderr.trim_end().ends_with(")") || stderr.contains("unreachable"),
+            "{stderr}"
+        );
+    }
+    // Name resolution cannot reach any resolver from here either.
+    let (code, stderr, json) = ns.qbench(&["--target", "https://qbench.invalid:4433"]);
+    assert_eq!(code, Some(1));
+    assert!(json.is_none(), "no run started");
+    let last = stderr.trim_end().lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("error: unreachable: cannot resolve qbench.invalid"),
+        "{stderr}"
+    );
+}
