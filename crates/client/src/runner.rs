@@ -9,7 +9,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::clock::Clock;
-use crate::transport::{Conn, ObjectReq, Transport};
+use crate::transport::{fetch, Conn, ObjectReq, Transport};
 use crate::verify::DigestBook;
 
 pub struct Plan {
@@ -98,7 +98,7 @@ pub async fn run_once<T: Transport>(
                         Some(s) => Some(s.clone().acquire_owned().await.expect("never closed")),
                         None => None,
                     };
-                    let mut fetched = conn.fetch(req.clone()).await;
+                    let mut fetched = fetch(&conn, &clock, &req).await;
                     if let Some(d) = &fetched.digest {
                         if let Some(prev) = book.record(&req.uri.to_string(), d) {
                             fetched.outcome.error = Some((

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use http::Uri;
 use http_body_util::{BodyExt, Empty};
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
@@ -11,7 +12,7 @@ use qbench_core::ErrorKind;
 use tokio::sync::Mutex;
 
 use super::tcp::TlsTcp;
-use super::{step, Conn, Connected, FetchError, Fetched, ObjectReq, Progress, Transport};
+use super::{step, Conn, Connected, FetchError, Sink, Transport};
 use crate::clock::Clock;
 
 pub struct H1 {
@@ -22,7 +23,6 @@ pub struct H1 {
 #[derive(Clone)]
 pub struct H1Conn {
     send: Arc<Mutex<http1::SendRequest<Empty<Bytes>>>>,
-    clock: Clock,
     timeout: std::time::Duration,
 }
 
@@ -43,7 +43,6 @@ impl Transport for H1 {
         Ok(Connected {
             conn: H1Conn {
                 send: Arc::new(Mutex::new(send)),
-                clock: self.clock,
                 timeout,
             },
             info,
@@ -54,20 +53,18 @@ impl Transport for H1 {
 }
 
 impl H1Conn {
-    async fn fetch_inner(
+    async fn exchange_inner<S: Sink>(
         &self,
         send: &mut http1::SendRequest<Empty<Bytes>>,
-        req: &ObjectReq,
-        p: &mut Progress<'_>,
+        uri: &Uri,
+        p: &mut S,
     ) -> Result<(), FetchError> {
         step("HTTP/1.1 connection ready", self.timeout, send.ready()).await?;
-        let host = req
-            .uri
+        let host = uri
             .authority()
             .map(|a| a.as_str().to_string())
             .unwrap_or_default();
-        let path = req
-            .uri
+        let path = uri
             .path_and_query()
             .map(|p| p.as_str().to_string())
             .unwrap_or_else(|| "/".into());
@@ -75,6 +72,7 @@ impl H1Conn {
             .header(http::header::HOST, host)
             .body(Empty::<Bytes>::new())
             .map_err(|e| FetchError::from_err("building request", &e))?;
+        p.sending();
         let resp = step(
             "waiting for response headers",
             self.timeout,
@@ -106,14 +104,10 @@ impl H1Conn {
 }
 
 impl Conn for H1Conn {
-    async fn fetch(&self, req: Arc<ObjectReq>) -> Fetched {
+    async fn exchange<S: Sink>(&self, uri: &Uri, sink: &mut S) -> Result<(), FetchError> {
         // The lock is the HTTP/1.1 rule: the next request waits for this response to end.
         let mut send = self.send.lock().await;
-        let mut p = Progress::start(&self.clock, &req);
-        match self.fetch_inner(&mut send, &req, &mut p).await {
-            Ok(()) => p.finish(),
-            Err(e) => p.fail(e),
-        }
+        self.exchange_inner(&mut send, uri, sink).await
     }
 
     async fn close(&self) {}

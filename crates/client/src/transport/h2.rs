@@ -1,14 +1,13 @@
 //! HTTP/2 over TLS 1.3 over TCP (hyper).
 
-use std::sync::Arc;
-
 use bytes::Bytes;
+use http::Uri;
 use http_body_util::{BodyExt, Empty};
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
 use super::tcp::TlsTcp;
-use super::{step, Conn, Connected, FetchError, Fetched, ObjectReq, Progress, Transport};
+use super::{step, Conn, Connected, FetchError, Sink, Transport};
 use crate::clock::Clock;
 
 /// Receive windows large enough that flow control never caps a loopback transfer.
@@ -25,7 +24,6 @@ pub struct H2 {
 #[derive(Clone)]
 pub struct H2Conn {
     send: http2::SendRequest<Empty<Bytes>>,
-    clock: Clock,
     timeout: std::time::Duration,
 }
 
@@ -49,11 +47,7 @@ impl Transport for H2 {
         .await?;
         tokio::spawn(conn);
         Ok(Connected {
-            conn: H2Conn {
-                send,
-                clock: self.clock,
-                timeout,
-            },
+            conn: H2Conn { send, timeout },
             info,
             done,
             zero_rtt: None,
@@ -62,12 +56,13 @@ impl Transport for H2 {
 }
 
 impl H2Conn {
-    async fn fetch_inner(&self, req: &ObjectReq, p: &mut Progress<'_>) -> Result<(), FetchError> {
+    async fn exchange_inner<S: Sink>(&self, uri: &Uri, p: &mut S) -> Result<(), FetchError> {
         let mut send = self.send.clone();
         step("HTTP/2 connection ready", self.timeout, send.ready()).await?;
-        let request = http::Request::get(req.uri.clone())
+        let request = http::Request::get(uri.clone())
             .body(Empty::<Bytes>::new())
             .map_err(|e| FetchError::from_err("building request", &e))?;
+        p.sending();
         let resp = step(
             "waiting for response headers",
             self.timeout,
@@ -94,12 +89,8 @@ impl H2Conn {
 }
 
 impl Conn for H2Conn {
-    async fn fetch(&self, req: Arc<ObjectReq>) -> Fetched {
-        let mut p = Progress::start(&self.clock, &req);
-        match self.fetch_inner(&req, &mut p).await {
-            Ok(()) => p.finish(),
-            Err(e) => p.fail(e),
-        }
+    async fn exchange<S: Sink>(&self, uri: &Uri, sink: &mut S) -> Result<(), FetchError> {
+        self.exchange_inner(uri, sink).await
     }
 
     async fn close(&self) {

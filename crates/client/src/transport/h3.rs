@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
+use http::Uri;
 use qbench_core::{ErrorKind, HandshakeInfo};
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::{step, Conn, Connected, Endpoint, FetchError, Fetched, ObjectReq, Progress, Transport};
+use super::{step, Conn, Connected, Endpoint, FetchError, Sink, Transport};
 use crate::clock::Clock;
 use crate::tls::TicketStore;
 
@@ -31,7 +32,6 @@ pub struct H3 {
 pub struct H3Conn {
     conn: quinn::Connection,
     send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
-    clock: Clock,
     timeout: Duration,
 }
 
@@ -159,7 +159,6 @@ impl Transport for H3 {
             conn: H3Conn {
                 conn,
                 send,
-                clock: self.clock,
                 timeout,
             },
             info,
@@ -170,11 +169,13 @@ impl Transport for H3 {
 }
 
 impl H3Conn {
-    async fn fetch_inner(&self, req: &ObjectReq, p: &mut Progress<'_>) -> Result<(), FetchError> {
+    async fn exchange_inner<S: Sink>(&self, uri: &Uri, p: &mut S) -> Result<(), FetchError> {
         let mut send = self.send.clone();
-        let request = http::Request::get(req.uri.clone())
+        let request = http::Request::get(uri.clone())
             .body(())
             .map_err(|e| FetchError::from_err("building request", &e))?;
+        // Includes any wait for stream credit (MAX_STREAMS): h3 opens and sends in one call.
+        p.sending();
         let mut stream = step("sending request", self.timeout, send.send_request(request)).await?;
         step("finishing request", self.timeout, stream.finish()).await?;
         let resp = step(
@@ -200,12 +201,8 @@ impl H3Conn {
 }
 
 impl Conn for H3Conn {
-    async fn fetch(&self, req: Arc<ObjectReq>) -> Fetched {
-        let mut p = Progress::start(&self.clock, &req);
-        match self.fetch_inner(&req, &mut p).await {
-            Ok(()) => p.finish(),
-            Err(e) => p.fail(e),
-        }
+    async fn exchange<S: Sink>(&self, uri: &Uri, sink: &mut S) -> Result<(), FetchError> {
+        self.exchange_inner(uri, sink).await
     }
 
     async fn close(&self) {

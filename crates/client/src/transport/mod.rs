@@ -9,7 +9,6 @@ pub mod tcp;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use http::Uri;
@@ -95,11 +94,78 @@ pub trait Transport: Send + Sync + 'static {
     fn connect(&self) -> impl Future<Output = Result<Connected<Self::Conn>, FetchError>> + Send;
 }
 
-pub trait Conn: Clone + Send + Sync + 'static {
-    fn fetch(&self, req: Arc<ObjectReq>) -> impl Future<Output = Fetched> + Send;
+/// Receives one response as a transport reads it.
+pub trait Sink: Send {
+    /// The request is about to be sent (after any wait for a stream or the connection).
+    fn sending(&mut self) {}
+    fn headers(
+        &mut self,
+        status: http::StatusCode,
+        headers: &http::HeaderMap,
+    ) -> Result<(), FetchError>;
+    fn data(&mut self, chunk: &[u8]) -> Result<(), FetchError>;
+}
 
-    /// Graceful close; waits briefly for the peer.
+pub trait Conn: Clone + Send + Sync + 'static {
+    /// `GET uri` on this connection, feeding the response to `sink`.
+    fn exchange<S: Sink>(
+        &self,
+        uri: &Uri,
+        sink: &mut S,
+    ) -> impl Future<Output = Result<(), FetchError>> + Send;
+
+    /// Graceful close.
     fn close(&self) -> impl Future<Output = ()> + Send;
+}
+
+/// Fetches one object, measuring and checking it.
+pub async fn fetch<C: Conn>(conn: &C, clock: &Clock, req: &ObjectReq) -> Fetched {
+    let mut p = Progress::start(clock, req);
+    match conn.exchange(&req.uri, &mut p).await {
+        Ok(()) => p.finish(),
+        Err(e) => p.fail(e),
+    }
+}
+
+/// Collects a small response body (telemetry), refusing more than `limit` bytes.
+struct Collect {
+    body: Vec<u8>,
+    limit: usize,
+    uri: String,
+}
+
+impl Sink for Collect {
+    fn headers(&mut self, status: http::StatusCode, _: &http::HeaderMap) -> Result<(), FetchError> {
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(FetchError::new(
+                ErrorKind::Status,
+                format!("{} answered {status}", self.uri),
+            ))
+        }
+    }
+
+    fn data(&mut self, chunk: &[u8]) -> Result<(), FetchError> {
+        if self.body.len() + chunk.len() > self.limit {
+            return Err(FetchError::new(
+                ErrorKind::LongBody,
+                format!("{}: more than {} bytes", self.uri, self.limit),
+            ));
+        }
+        self.body.extend_from_slice(chunk);
+        Ok(())
+    }
+}
+
+pub async fn get_body<C: Conn>(conn: &C, uri: &Uri, limit: usize) -> Result<Vec<u8>, FetchError> {
+    let mut sink = Collect {
+        body: Vec::new(),
+        limit,
+        uri: uri.to_string(),
+    };
+    conn.exchange(uri, &mut sink).await?;
+    Ok(sink.body)
 }
 
 /// Runs `fut` with the idle timeout, naming the step in the error.
@@ -129,24 +195,13 @@ pub struct Progress<'a> {
     check: Option<Check>,
 }
 
-impl<'a> Progress<'a> {
-    pub fn start(clock: &'a Clock, req: &'a ObjectReq) -> Self {
-        Progress {
-            clock,
-            req,
-            sent: clock.now(),
-            headers: None,
-            content_length: None,
-            bytes: 0,
-            check: req.verify.then(|| match req.expected_len {
-                Some(_) => Check::pattern(),
-                None => Check::digest(),
-            }),
-        }
+impl Sink for Progress<'_> {
+    fn sending(&mut self) {
+        self.sent = self.clock.now();
     }
 
     /// Response head arrived; a non-2xx status is an error of kind `status`.
-    pub fn headers(
+    fn headers(
         &mut self,
         status: http::StatusCode,
         headers: &http::HeaderMap,
@@ -178,7 +233,7 @@ impl<'a> Progress<'a> {
         Ok(())
     }
 
-    pub fn data(&mut self, chunk: &[u8]) -> Result<(), FetchError> {
+    fn data(&mut self, chunk: &[u8]) -> Result<(), FetchError> {
         self.bytes += chunk.len() as u64;
         if let Some(c) = &mut self.check {
             c.update(chunk);
@@ -189,6 +244,23 @@ impl<'a> Progress<'a> {
                 format!("{}: more than {want} body bytes", self.req.uri),
             )),
             _ => Ok(()),
+        }
+    }
+}
+
+impl<'a> Progress<'a> {
+    pub fn start(clock: &'a Clock, req: &'a ObjectReq) -> Self {
+        Progress {
+            clock,
+            req,
+            sent: clock.now(),
+            headers: None,
+            content_length: None,
+            bytes: 0,
+            check: req.verify.then(|| match req.expected_len {
+                Some(_) => Check::pattern(),
+                None => Check::digest(),
+            }),
         }
     }
 
