@@ -2,11 +2,13 @@
 //!
 //! Nothing here touches sockets, spawns processes or reads a clock: time is passed in.
 
+pub mod ccstate;
 pub mod errors;
 pub mod histogram;
 pub mod recorder;
 pub mod report;
 pub mod stats;
+pub mod telemetry;
 pub mod units;
 pub mod workload;
 
