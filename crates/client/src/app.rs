@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use qbench_core::ccstate::StateMachine;
+use qbench_core::telemetry::Timeline;
 use qbench_core::{CpuTimes, Report, ReportMeta, RunCpu, RunReport, ToolInfo};
 use qbench_server::cpu::process_cpu;
 use qbench_server::{InProcess, ServerOptions};
@@ -62,7 +64,8 @@ fn trust_from(cfg: &Config) -> anyhow::Result<Trust> {
 async fn peer(cfg: &Config) -> anyhow::Result<Peer> {
     let (origin, trust, server, description) = match &cfg.target {
         Target::InProcess => {
-            let server = InProcess::start(ServerOptions::loopback(), cfg.server_threads as usize)
+            let opts = cfg.server.clone().unwrap_or_else(ServerOptions::loopback);
+            let server = InProcess::start(opts, cfg.server_threads as usize)
                 .context("starting the in-process server")?;
             let origin = Origin {
                 host: "127.0.0.1".into(),
@@ -96,6 +99,7 @@ async fn peer(cfg: &Config) -> anyhow::Result<Peer> {
             addr,
             server_name: origin.host.clone(),
             timeout: cfg.timeout,
+            rwnd: cfg.rwnd.map(|r| r as u32),
         },
         origin,
         trust,
@@ -204,6 +208,15 @@ pub async fn run(cfg: Config, command: Vec<String>) -> anyhow::Result<Outcome> {
             connections: cfg.connections as usize,
             streams: cfg.streams.map(|s| s as usize),
             reuse: cfg.reuse,
+            telemetry_uri: cfg.telemetry.then(|| {
+                format!(
+                    "https://{}{}",
+                    peer.origin.authority(),
+                    qbench_server::telemetry::PATH
+                )
+                .parse()
+                .expect("valid URI")
+            }),
         },
         clock,
         server: peer.server.as_ref(),
@@ -251,6 +264,7 @@ pub async fn run(cfg: Config, command: Vec<String>) -> anyhow::Result<Outcome> {
         }
     };
     sink.write_final(&report)?;
+    write_cc_outputs(&cfg, &report)?;
     let headline = format!(
         "qbench {} -> {} ({}), {} over {} connection(s), {} run(s)",
         cfg.proto.as_str(),
@@ -282,4 +296,42 @@ pub async fn run(cfg: Config, command: Vec<String>) -> anyhow::Result<Outcome> {
         complete: report.complete,
         error,
     })
+}
+
+/// `--state-graph` (all runs' connections) and `--plot` (first run).
+fn write_cc_outputs(cfg: &Config, report: &Report) -> anyhow::Result<()> {
+    let title = format!(
+        "{} {}{}",
+        cfg.proto.as_str(),
+        cfg.cc.unwrap_or("server default cc"),
+        cfg.cwnd_cap
+            .map_or(String::new(), |c| format!(", cwnd cap {c} packets"))
+    );
+    let timelines: Vec<&Timeline> = report
+        .runs
+        .iter()
+        .flat_map(|r| r.telemetry.iter().flatten())
+        .collect();
+    if let Some(path) = &cfg.state_graph {
+        anyhow::ensure!(
+            !timelines.is_empty(),
+            "--state-graph: the server sent no telemetry"
+        );
+        let dot = StateMachine::infer(&timelines).to_dot(&title);
+        std::fs::write(path, dot)
+            .with_context(|| format!("--state-graph: writing {}", path.display()))?;
+    }
+    if let Some(path) = &cfg.plot {
+        let first = report.runs.first().and_then(|r| r.telemetry.as_ref());
+        let lines: Vec<(String, &Timeline)> = first
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, t)| (format!("{} {} connection {i}", t.transport, t.cc), t))
+            .collect();
+        anyhow::ensure!(!lines.is_empty(), "--plot: the server sent no telemetry");
+        let svg = crate::plot::cwnd_chart(&format!("cwnd over time: {title}"), &lines);
+        std::fs::write(path, svg).with_context(|| format!("--plot: writing {}", path.display()))?;
+    }
+    Ok(())
 }

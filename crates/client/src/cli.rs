@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use qbench_core::Workload;
+use qbench_core::{ByteSize, Workload};
+use qbench_server::cc::CcAlgo;
 use qbench_server::standalone::DEFAULT_CERT_OUT;
 use qbench_server::ServerOptions;
 use serde::Serialize;
@@ -133,6 +134,40 @@ pub struct RunArgs {
     /// Write the JSON report here after every run ("-" for stdout, then nothing else goes there)
     #[arg(long, value_name = "FILE")]
     pub json: Option<String>,
+
+    /// Congestion controller of the in-process server's senders (h3: quinn; h1/h2: the
+    /// kernel's TCP_CONGESTION) [default: cubic]. For a remote server, set it there
+    #[arg(long, value_enum)]
+    pub cc: Option<CcAlgo>,
+
+    /// Cap the sender's congestion window at this many packets (h3; the IMC'17 MACW)
+    #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub cwnd_cap: Option<u32>,
+
+    /// Initial congestion window of the sender, in packets of 1200 bytes (h3)
+    #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub initial_cwnd: Option<u32>,
+
+    /// Cap the client's receive window: QUIC stream and connection windows, HTTP/2 windows,
+    /// TCP SO_RCVBUF and TCP_WINDOW_CLAMP (e.g. 64KiB)
+    #[arg(long, value_name = "BYTES")]
+    pub rwnd: Option<ByteSize>,
+
+    /// Interval at which the in-process server samples sender telemetry; 0 turns it off
+    #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
+    pub sample_interval: Duration,
+
+    /// Do not fetch sender telemetry from the server after each run
+    #[arg(long)]
+    pub no_telemetry: bool,
+
+    /// Write the inferred congestion-control state machine as Graphviz (all runs)
+    #[arg(long, value_name = "FILE.dot")]
+    pub state_graph: Option<PathBuf>,
+
+    /// Draw the sender's congestion window over time (first run) as SVG
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
 
     /// Worker threads of the client runtime
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]

@@ -7,6 +7,8 @@ use http::Uri;
 use qbench_core::Workload;
 use serde::Serialize;
 
+use qbench_server::{Protocol, ServerOptions};
+
 use crate::cli::{Proto, RunArgs};
 
 #[derive(Debug, thiserror::Error)]
@@ -77,8 +79,24 @@ pub struct Config {
     #[serde(rename = "timeout_ms", serialize_with = "ser_ms")]
     pub timeout: Duration,
     pub json: Option<String>,
+    /// Sender congestion control of the in-process server; `None` for remote servers.
+    pub cc: Option<&'static str>,
+    pub cwnd_cap: Option<u32>,
+    pub initial_cwnd: Option<u32>,
+    pub rwnd: Option<u64>,
+    #[serde(rename = "sample_interval_us", serialize_with = "ser_us")]
+    pub sample_interval: Duration,
+    pub telemetry: bool,
+    pub state_graph: Option<PathBuf>,
+    pub plot: Option<PathBuf>,
+    #[serde(skip)]
+    pub server: Option<ServerOptions>,
     pub client_threads: u32,
     pub server_threads: u32,
+}
+
+fn ser_us<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_micros() as u64)
 }
 
 fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -173,6 +191,63 @@ impl Config {
             let total = w.total_objects();
             (target, Some(w), total)
         };
+        let in_process = matches!(target, Target::InProcess);
+        let is_urls = matches!(target, Target::Urls { .. });
+        for (flag, given) in [
+            ("--cc", a.cc.is_some()),
+            ("--cwnd-cap", a.cwnd_cap.is_some()),
+            ("--initial-cwnd", a.initial_cwnd.is_some()),
+        ] {
+            if given && !in_process {
+                return Err(bad(
+                    flag,
+                    "applies to the in-process server; pass it to qbench-server",
+                ));
+            }
+        }
+        if a.proto != Proto::H3 {
+            for (flag, given) in [
+                ("--cwnd-cap", a.cwnd_cap.is_some()),
+                ("--initial-cwnd", a.initial_cwnd.is_some()),
+            ] {
+                if given {
+                    return Err(bad(
+                        flag,
+                        "capping a TCP sender needs route metrics, which the kernel does not keep on loopback; only h3 can be capped here",
+                    ));
+                }
+            }
+        }
+        if a.rwnd
+            .is_some_and(|r| r.0 < 1024 || r.0 > u64::from(u32::MAX))
+        {
+            return Err(bad("--rwnd", "must be between 1KiB and 4GiB"));
+        }
+        if (a.state_graph.is_some() || a.plot.is_some())
+            && (a.no_telemetry || a.sample_interval.is_zero() || is_urls)
+        {
+            let flag = if a.state_graph.is_some() {
+                "--state-graph"
+            } else {
+                "--plot"
+            };
+            return Err(bad(flag, "needs telemetry from a qbench server (not with --url, --no-telemetry or --sample-interval 0)"));
+        }
+        let server = in_process.then(|| {
+            let mut o = ServerOptions::loopback();
+            o.protocols = vec![match a.proto {
+                Proto::H1 => Protocol::H1,
+                Proto::H2 => Protocol::H2,
+                Proto::H3 => Protocol::H3,
+            }];
+            if let Some(cc) = a.cc {
+                o.cc = cc;
+            }
+            o.cwnd_cap = a.cwnd_cap;
+            o.initial_cwnd = a.initial_cwnd;
+            o.sample_interval = a.sample_interval;
+            o
+        });
         if u64::from(a.connections) > total {
             return Err(bad(
                 "--connections",
@@ -202,6 +277,15 @@ impl Config {
             connect_to: a.connect_to,
             timeout: a.timeout,
             json: a.json,
+            cc: server.as_ref().map(|o| o.cc.as_str()),
+            cwnd_cap: a.cwnd_cap,
+            initial_cwnd: a.initial_cwnd,
+            rwnd: a.rwnd.map(|r| r.0),
+            sample_interval: a.sample_interval,
+            telemetry: !(a.no_telemetry || is_urls || in_process && a.sample_interval.is_zero()),
+            state_graph: a.state_graph,
+            plot: a.plot,
+            server,
             client_threads: a.client_threads,
             server_threads: a.server_threads,
         })

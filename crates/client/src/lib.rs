@@ -6,6 +6,7 @@ pub mod clock;
 pub mod config;
 pub mod env;
 pub mod output;
+pub mod plot;
 pub mod runner;
 pub mod tls;
 pub mod transport;

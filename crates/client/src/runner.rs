@@ -3,13 +3,16 @@
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::join_all;
+use http::Uri;
 use indicatif::ProgressBar;
+use qbench_core::ccstate::StateMachine;
+use qbench_core::telemetry::Timeline;
 use qbench_core::{ErrorKind, HandshakeInfo, Recorder, RunReport};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::clock::Clock;
-use crate::transport::{fetch, Conn, ObjectReq, Transport};
+use crate::transport::{fetch, get_body, Conn, ObjectReq, Transport};
 use crate::verify::DigestBook;
 
 pub struct Plan {
@@ -18,6 +21,8 @@ pub struct Plan {
     /// Concurrent requests per connection; `None` = all at once.
     pub streams: Option<usize>,
     pub reuse: bool,
+    /// Where to fetch each connection's sender telemetry after the run.
+    pub telemetry_uri: Option<Uri>,
 }
 
 /// Connections kept open between runs with `--reuse`.
@@ -131,6 +136,14 @@ pub async fn run_once<T: Transport>(
         let book = Arc::try_unwrap(book).expect("all tasks finished");
         report.digests = Some(book.into_map());
     }
+    if let Some(uri) = &plan.telemetry_uri {
+        let timelines = fetch_telemetry(conns.iter().map(|(c, _)| c), uri).await;
+        if !timelines.is_empty() {
+            let refs: Vec<&Timeline> = timelines.iter().collect();
+            report.cc_states = Some(StateMachine::infer(&refs));
+            report.telemetry = Some(timelines);
+        }
+    }
     let keep = plan.reuse && !conns.is_empty() && report.complete;
     if keep {
         return (report, Some(Warm { conns }));
@@ -139,4 +152,24 @@ pub async fn run_once<T: Transport>(
         c.close().await;
     }
     (report, None)
+}
+
+/// Largest telemetry body accepted: 60k samples of a few hundred bytes.
+const TELEMETRY_LIMIT: usize = 64 * 1024 * 1024;
+
+async fn fetch_telemetry<'a, C: Conn>(
+    conns: impl Iterator<Item = &'a C>,
+    uri: &Uri,
+) -> Vec<Timeline> {
+    let mut out = Vec::new();
+    for c in conns {
+        match get_body(c, uri, TELEMETRY_LIMIT).await {
+            Ok(body) => match serde_json::from_slice::<Timeline>(&body) {
+                Ok(t) => out.push(t),
+                Err(e) => eprintln!("warning: telemetry from {uri} is not a timeline: {e}"),
+            },
+            Err(e) => eprintln!("warning: no telemetry from {uri}: {}", e.message),
+        }
+    }
+    out
 }

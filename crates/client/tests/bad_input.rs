@@ -93,3 +93,19 @@ fn connect_to_needs_a_remote() {
         "--connect-to",
     );
 }
+
+#[test]
+fn congestion_control_options() {
+    rejected(&["--proto", "h2", "--cwnd-cap", "10"], "--cwnd-cap");
+    rejected(&["--proto", "h1", "--initial-cwnd", "10"], "--initial-cwnd");
+    rejected(&["--cwnd-cap", "0"], "--cwnd-cap");
+    rejected(&["--cc", "vegas"], "--cc");
+    rejected(&["--cc", "bbr", "--target", "https://127.0.0.1:9"], "--cc");
+    rejected(&["--rwnd", "10"], "--rwnd");
+    rejected(&["--rwnd", "5kb"], "--rwnd");
+    rejected(
+        &["--url", "https://127.0.0.1:9/a", "--state-graph", "x.dot"],
+        "--state-graph",
+    );
+    rejected(&["--no-telemetry", "--plot", "x.svg"], "--plot");
+}

@@ -187,6 +187,8 @@ impl Recorder {
             ttfb: HistogramExport::from(&self.ttfb),
             cpu: None,
             digests: None,
+            telemetry: None,
+            cc_states: None,
         }
     }
 }

@@ -5,10 +5,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::ccstate::StateMachine;
 use crate::errors::ErrorCounts;
 use crate::histogram::{HistogramError, HistogramExport, LatencyHistogram};
 use crate::recorder::ConnectionRecord;
 use crate::stats::Stats;
+use crate::telemetry::Timeline;
 
 pub const SCHEMA: &str = "qbench.run-report";
 pub const SCHEMA_VERSION: u32 = 1;
@@ -84,6 +86,10 @@ pub struct RunReport {
     pub cpu: Option<RunCpu>,
     /// With `--verify` on URLs: SHA-256 (hex) of each URL's body.
     pub digests: Option<BTreeMap<String, String>>,
+    /// Sender telemetry per connection, fetched from a qbench server after the run.
+    pub telemetry: Option<Vec<Timeline>>,
+    /// Congestion-control states inferred from `telemetry`.
+    pub cc_states: Option<StateMachine>,
 }
 
 /// Facts about the machine a report was produced on.

@@ -8,7 +8,8 @@ use http::Method;
 
 use crate::options::ServerOptions;
 use crate::payload::Chunks;
-use crate::routes::{route, Route};
+use crate::routes::{route, Body};
+use crate::telemetry::watch_quic;
 
 /// quinn transport settings for the sending side of bulk transfers.
 pub fn transport(opts: &ServerOptions) -> quinn::TransportConfig {
@@ -22,6 +23,11 @@ pub fn transport(opts: &ServerOptions) -> quinn::TransportConfig {
             .expect("30 s fits a QUIC idle timeout"),
     ));
     t.send_window(64 * 1024 * 1024);
+    t.congestion_controller_factory(crate::cc::quic_factory(
+        opts.cc,
+        opts.initial_window_bytes(),
+        opts.cwnd_cap.map(u64::from),
+    ));
     t
 }
 
@@ -49,6 +55,11 @@ pub async fn serve(endpoint: quinn::Endpoint, opts: Arc<ServerOptions>, early_da
 }
 
 async fn serve_connection(conn: quinn::Connection, opts: Arc<ServerOptions>) {
+    // The cap in bytes is reported at the connection's MTU by the sampler's controller view.
+    let cap = opts
+        .cwnd_cap
+        .map(|p| u64::from(p) * u64::from(conn.stats().path.current_mtu));
+    let telemetry = watch_quic(&conn, opts.cc.as_str(), cap, opts.sample_interval);
     let built = h3::server::builder()
         .max_field_section_size(u64::from(opts.max_header_bytes))
         .build::<_, Bytes>(h3_quinn::Connection::new(conn))
@@ -56,30 +67,27 @@ async fn serve_connection(conn: quinn::Connection, opts: Arc<ServerOptions>) {
     let Ok(mut h3conn) = built else { return };
     // Ends on peer close, H3_NO_ERROR or a connection error; nothing to report server-side.
     while let Ok(Some(resolver)) = h3conn.accept().await {
-        let opts = opts.clone();
+        let (opts, telemetry) = (opts.clone(), telemetry.clone());
         tokio::spawn(async move {
             let Ok((req, mut stream)) = resolver.resolve_request().await else {
                 return;
             };
             let r = route(req.method(), req.uri().path(), opts.max_object);
-            if stream.send_response(r.head()).await.is_err() {
+            let (head, body) = r.respond(telemetry.as_ref());
+            if stream.send_response(head).await.is_err() {
                 return;
             }
             if req.method() != Method::HEAD {
-                match r {
-                    Route::Bytes(n) => {
+                match body {
+                    Body::Payload(n) => {
                         for chunk in Chunks::new(n) {
                             if stream.send_data(chunk).await.is_err() {
                                 return;
                             }
                         }
                     }
-                    Route::Text(_, t) => {
-                        if stream
-                            .send_data(Bytes::from_static(t.as_bytes()))
-                            .await
-                            .is_err()
-                        {
+                    Body::Bytes(b) => {
+                        if stream.send_data(b).await.is_err() {
                             return;
                         }
                     }

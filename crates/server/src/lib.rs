@@ -3,6 +3,7 @@
 //! serving `GET /bytes/{n}` from one shared buffer.
 
 pub mod body;
+pub mod cc;
 pub mod cpu;
 pub mod h3srv;
 pub mod options;
@@ -10,6 +11,7 @@ pub mod payload;
 pub mod routes;
 pub mod standalone;
 pub mod tcpsrv;
+pub mod telemetry;
 pub mod tls;
 
 use std::io;
@@ -44,6 +46,10 @@ pub enum ServerError {
     },
     #[error("waiting for a signal: {0}")]
     Signal(io::Error),
+    #[error(transparent)]
+    Cc(#[from] cc::CcError),
+    #[error("{flag}: applies to the QUIC sender only; TCP windows cannot be capped from inside the process on loopback (the kernel keeps no route metrics there). Serve h3 alone (--protocols h3)")]
+    TcpCap { flag: &'static str },
 }
 
 /// A bound, not yet running server. Binding needs a tokio runtime context.
@@ -116,6 +122,17 @@ impl Server {
         );
         if !(h1 || h2 || h3) {
             return Err(ServerError::NoProtocols);
+        }
+        if h1 || h2 {
+            cc::check_tcp(opts.cc)?;
+            if opts.cwnd_cap.is_some() {
+                return Err(ServerError::TcpCap { flag: "--cwnd-cap" });
+            }
+            if opts.initial_cwnd.is_some() {
+                return Err(ServerError::TcpCap {
+                    flag: "--initial-cwnd",
+                });
+            }
         }
         let (tcp, udp, addr) = bind_pair(opts.listen, h1 || h2, h3)?;
         let tcp = match tcp {

@@ -2,9 +2,11 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
 
+use crate::cc::CcAlgo;
 use crate::routes::DEFAULT_MAX_OBJECT;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -61,11 +63,32 @@ pub struct ServerOptions {
     /// Extra DNS names or IP addresses for the generated certificate
     #[arg(long = "cert-name", value_name = "NAME")]
     pub cert_names: Vec<String>,
+
+    /// Congestion controller of the server's senders: quinn's for h3, TCP_CONGESTION for h1/h2
+    #[arg(long, value_enum, default_value = "cubic")]
+    pub cc: CcAlgo,
+
+    /// Cap the QUIC sender's congestion window at this many packets (the IMC'17 MACW)
+    #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub cwnd_cap: Option<u32>,
+
+    /// Initial congestion window of the QUIC sender, in packets of 1200 bytes
+    #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub initial_cwnd: Option<u32>,
+
+    /// Sample sender telemetry (cwnd, RTT, losses...) this often; 0 turns it off
+    #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
+    pub sample_interval: Duration,
 }
 
 impl ServerOptions {
     pub fn serves(&self, p: Protocol) -> bool {
         self.protocols.contains(&p)
+    }
+
+    /// Cap in bytes as the telemetry reports it, at QUIC's initial 1200-byte packets.
+    pub fn initial_window_bytes(&self) -> Option<u64> {
+        self.initial_cwnd.map(|p| u64::from(p) * 1200)
     }
 
     /// Loopback on an ephemeral port, all protocols: the in-process default.
@@ -79,6 +102,10 @@ impl ServerOptions {
             cert: None,
             key: None,
             cert_names: Vec::new(),
+            cc: CcAlgo::Cubic,
+            cwnd_cap: None,
+            initial_cwnd: None,
+            sample_interval: Duration::from_millis(10),
         }
     }
 }

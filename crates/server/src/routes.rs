@@ -9,6 +9,8 @@ pub const DEFAULT_MAX_OBJECT: u64 = 10_000_000_000;
 pub enum Route {
     /// `GET /bytes/{n}`: n bytes of the shared pattern.
     Bytes(u64),
+    /// `GET /_qbench/telemetry`: this connection's sender timeline (JSON).
+    Telemetry,
     /// Anything else: a short text body with this status.
     Text(StatusCode, &'static str),
 }
@@ -16,6 +18,9 @@ pub enum Route {
 pub fn route(method: &Method, path: &str, max_object: u64) -> Route {
     if method != Method::GET && method != Method::HEAD {
         return Route::Text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
+    }
+    if path == crate::telemetry::PATH {
+        return Route::Telemetry;
     }
     match path.strip_prefix("/bytes/") {
         Some(n) => match n.parse::<u64>() {
@@ -35,17 +40,11 @@ pub fn route(method: &Method, path: &str, max_object: u64) -> Route {
 }
 
 impl Route {
-    pub fn body_len(&self) -> u64 {
-        match self {
-            Route::Bytes(n) => *n,
-            Route::Text(_, t) => t.len() as u64,
-        }
-    }
-
-    /// Response head shared by every HTTP version.
-    pub fn head(&self) -> Response<()> {
+    /// Response head shared by every HTTP version; `len` is the body length.
+    pub fn head_with_len(&self, len: u64) -> Response<()> {
         let (status, ctype) = match self {
             Route::Bytes(_) => (StatusCode::OK, "application/octet-stream"),
+            Route::Telemetry => (StatusCode::OK, "application/json"),
             Route::Text(s, _) => (*s, "text/plain"),
         };
         let mut resp = Response::new(());
@@ -53,9 +52,41 @@ impl Route {
         let h = resp.headers_mut();
         h.insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        h.insert(header::CONTENT_LENGTH, HeaderValue::from(self.body_len()));
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
         resp
     }
+
+    /// The head and body of a response on a connection with telemetry `t` (if sampled).
+    pub fn respond(
+        self,
+        t: Option<&std::sync::Arc<crate::telemetry::ConnTelemetry>>,
+    ) -> (Response<()>, Body) {
+        let body = match self {
+            Route::Bytes(n) => Body::Payload(n),
+            Route::Telemetry => match crate::telemetry::body(t) {
+                Some(b) => Body::Bytes(b),
+                None => {
+                    let off =
+                        Route::Text(StatusCode::NOT_FOUND, "telemetry is off on this server\n");
+                    return off.respond(None);
+                }
+            },
+            Route::Text(_, text) => Body::Bytes(bytes::Bytes::from_static(text.as_bytes())),
+        };
+        let len = match &body {
+            Body::Payload(n) => *n,
+            Body::Bytes(b) => b.len() as u64,
+        };
+        (self.head_with_len(len), body)
+    }
+}
+
+/// What follows the head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body {
+    /// n bytes of the shared payload.
+    Payload(u64),
+    Bytes(bytes::Bytes),
 }
 
 #[cfg(test)]
@@ -70,20 +101,29 @@ mod tests {
         );
         assert_eq!(route(&Method::GET, "/bytes/0", 10), Route::Bytes(0));
         let too_big = route(&Method::GET, "/bytes/11", 10);
-        assert_eq!(too_big.head().status(), StatusCode::PAYLOAD_TOO_LARGE);
         assert_eq!(
-            route(&Method::GET, "/bytes/x", 10).head().status(),
+            too_big.respond(None).0.status(),
+            StatusCode::PAYLOAD_TOO_LARGE
+        );
+        assert_eq!(
+            route(&Method::GET, "/bytes/x", 10).respond(None).0.status(),
             StatusCode::BAD_REQUEST
         );
         assert_eq!(
-            route(&Method::POST, "/bytes/1", 10).head().status(),
+            route(&Method::POST, "/bytes/1", 10)
+                .respond(None)
+                .0
+                .status(),
             StatusCode::METHOD_NOT_ALLOWED
         );
         assert_eq!(
-            route(&Method::GET, "/nope", 10).head().status(),
+            route(&Method::GET, "/nope", 10).respond(None).0.status(),
             StatusCode::NOT_FOUND
         );
-        let head = Route::Bytes(42).head();
+        let (head, body) = Route::Bytes(42).respond(None);
+        assert_eq!(body, Body::Payload(42));
+        let (off, _) = route(&Method::GET, "/_qbench/telemetry", 10).respond(None);
+        assert_eq!(off.status(), StatusCode::NOT_FOUND);
         assert_eq!(head.headers()[header::CONTENT_LENGTH], "42");
         assert_eq!(head.headers()[header::CACHE_CONTROL], "no-store");
     }

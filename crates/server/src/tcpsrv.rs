@@ -3,7 +3,6 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -12,9 +11,11 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use crate::body::PayloadBody;
+use crate::cc::set_tcp;
 use crate::options::ServerOptions;
 use crate::payload::Chunks;
-use crate::routes::{route, Route};
+use crate::routes::{route, Body};
+use crate::telemetry::{watch_tcp, ConnTelemetry};
 use crate::tls::ALPN_H2;
 
 /// HTTP/2 windows large enough that flow control never caps a loopback transfer
@@ -22,14 +23,18 @@ use crate::tls::ALPN_H2;
 pub const H2_STREAM_WINDOW: u32 = 16 * 1024 * 1024;
 pub const H2_CONN_WINDOW: u32 = 64 * 1024 * 1024;
 
-fn respond(req: &Request<Incoming>, opts: &ServerOptions) -> Response<PayloadBody> {
+fn respond(
+    req: &Request<Incoming>,
+    opts: &ServerOptions,
+    telemetry: Option<&Arc<ConnTelemetry>>,
+) -> Response<PayloadBody> {
     let r = route(req.method(), req.uri().path(), opts.max_object);
-    let head_only = req.method() == Method::HEAD;
-    let (parts, ()) = r.head().into_parts();
-    let body = match r {
-        _ if head_only => PayloadBody::Once(None),
-        Route::Bytes(n) => PayloadBody::Chunks(Chunks::new(n)),
-        Route::Text(_, t) => PayloadBody::Once(Some(Bytes::from_static(t.as_bytes()))),
+    let (head, body) = r.respond(telemetry);
+    let (parts, ()) = head.into_parts();
+    let body = match body {
+        _ if req.method() == Method::HEAD => PayloadBody::Once(None),
+        Body::Payload(n) => PayloadBody::Chunks(Chunks::new(n)),
+        Body::Bytes(b) => PayloadBody::Once(Some(b)),
     };
     Response::from_parts(parts, body)
 }
@@ -40,17 +45,21 @@ pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, opts: Arc<Serve
             continue;
         };
         let _ = tcp.set_nodelay(true);
+        // Checked at start-up; a failure here would only mean the kernel changed under us.
+        let _ = set_tcp(&tcp, opts.cc);
         let acceptor = acceptor.clone();
         let opts = opts.clone();
         tokio::spawn(async move {
-            let Ok(tls) = acceptor.accept(tcp).await else {
+            let tracked = watch_tcp(tcp, opts.cc.tcp_name(), None, opts.sample_interval);
+            let telemetry = tracked.telemetry();
+            let Ok(tls) = acceptor.accept(tracked).await else {
                 return;
             };
             let is_h2 = tls.get_ref().1.alpn_protocol() == Some(ALPN_H2);
             let io = TokioIo::new(tls);
             let svc_opts = opts.clone();
             let svc = service_fn(move |req: Request<Incoming>| {
-                let resp = respond(&req, &svc_opts);
+                let resp = respond(&req, &svc_opts, telemetry.as_ref());
                 async move { Ok::<_, Infallible>(resp) }
             });
             if is_h2 {

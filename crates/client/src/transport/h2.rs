@@ -34,12 +34,13 @@ impl Transport for H2 {
         let (tls, info) = self.tcp.connect().await?;
         let done = self.clock.now();
         let timeout = self.tcp.endpoint.timeout;
+        let rwnd = self.tcp.endpoint.rwnd;
         let (send, conn) = step(
             "HTTP/2 handshake",
             timeout,
             http2::Builder::new(TokioExecutor::new())
-                .initial_stream_window_size(STREAM_WINDOW)
-                .initial_connection_window_size(CONN_WINDOW)
+                .initial_stream_window_size(rwnd.unwrap_or(STREAM_WINDOW))
+                .initial_connection_window_size(rwnd.unwrap_or(CONN_WINDOW))
                 .max_frame_size(MAX_FRAME)
                 .max_concurrent_reset_streams(1024)
                 .handshake(TokioIo::new(tls)),

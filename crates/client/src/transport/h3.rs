@@ -46,9 +46,12 @@ fn alpn_of(conn: &quinn::Connection) -> Option<String> {
         .map(|p| String::from_utf8_lossy(&p).into_owned())
 }
 
-fn transport(timeout: Duration) -> quinn::TransportConfig {
+fn transport(timeout: Duration, rwnd: Option<u32>) -> quinn::TransportConfig {
     let mut t = quinn::TransportConfig::default();
-    t.stream_receive_window(quinn::VarInt::from_u32(STREAM_WINDOW));
+    t.stream_receive_window(quinn::VarInt::from_u32(rwnd.unwrap_or(STREAM_WINDOW)));
+    if let Some(r) = rwnd {
+        t.receive_window(quinn::VarInt::from_u32(r));
+    }
     t.max_idle_timeout(timeout.try_into().ok());
     t
 }
@@ -77,7 +80,7 @@ impl H3 {
         let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
             .map_err(|e| FetchError::new(ErrorKind::Tls, format!("QUIC TLS config: {e}")))?;
         let mut cc = quinn::ClientConfig::new(Arc::new(crypto));
-        cc.transport_config(Arc::new(transport(target.timeout)));
+        cc.transport_config(Arc::new(transport(target.timeout, target.rwnd)));
         let sock = udp_socket(target.addr)
             .map_err(|e| FetchError::from_err("binding a UDP socket", &e))?;
         let mut endpoint = quinn::Endpoint::new(
@@ -177,7 +180,19 @@ impl H3Conn {
         // Includes any wait for stream credit (MAX_STREAMS): h3 opens and sends in one call.
         p.sending();
         let mut stream = step("sending request", self.timeout, send.send_request(request)).await?;
-        step("finishing request", self.timeout, stream.finish()).await?;
+        // RFC 9114 4.1.2: a server that has its answer may stop reading the request with
+        // H3_NO_ERROR; the response that follows is complete and must be read.
+        step("finishing request", self.timeout, async {
+            match stream.finish().await {
+                Err(h3::error::StreamError::RemoteTerminate { code })
+                    if code == h3::error::Code::H3_NO_ERROR =>
+                {
+                    Ok(())
+                }
+                other => other,
+            }
+        })
+        .await?;
         let resp = step(
             "waiting for response headers",
             self.timeout,

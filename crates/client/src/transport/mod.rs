@@ -75,6 +75,8 @@ pub struct Endpoint {
     /// TLS server name (SNI and certificate check).
     pub server_name: String,
     pub timeout: Duration,
+    /// Receive-window cap in bytes (`--rwnd`).
+    pub rwnd: Option<u32>,
 }
 
 /// A connection that finished its handshake.

@@ -4,12 +4,43 @@ use std::sync::Arc;
 
 use qbench_core::{ErrorKind, HandshakeInfo};
 use rustls::pki_types::ServerName;
-use tokio::net::TcpStream;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+
+use tokio::net::{TcpSocket, TcpStream};
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 use super::{step, Endpoint, FetchError};
 use crate::tls::TicketStore;
+
+/// Connects, with the receive window capped first when asked: SO_RCVBUF (which also turns
+/// off receive-buffer autotuning) and TCP_WINDOW_CLAMP.
+async fn connect(addr: SocketAddr, rwnd: Option<u32>) -> std::io::Result<TcpStream> {
+    let Some(rwnd) = rwnd else {
+        return TcpStream::connect(addr).await;
+    };
+    let sock = match addr {
+        SocketAddr::V4(_) => TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => TcpSocket::new_v6()?,
+    };
+    sock.set_recv_buffer_size(rwnd)?;
+    let clamp = rwnd as libc::c_int;
+    // SAFETY: a c_int option value with its exact size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_WINDOW_CLAMP,
+            (&clamp as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    sock.connect(addr).await
+}
 
 pub struct TlsTcp {
     pub endpoint: Endpoint,
@@ -48,7 +79,7 @@ impl TlsTcp {
         let tcp = step(
             &format!("TCP connect to {}", ep.addr),
             ep.timeout,
-            TcpStream::connect(ep.addr),
+            connect(ep.addr, ep.rwnd),
         )
         .await?;
         tcp.set_nodelay(true)

@@ -1,0 +1,209 @@
+//! Small SVG charts written directly: a line chart is all a cwnd timeline needs.
+
+use std::fmt::Write as _;
+
+use qbench_core::telemetry::Timeline;
+
+pub struct Series {
+    pub label: String,
+    /// (x, y) in chart units.
+    pub points: Vec<(f64, f64)>,
+}
+
+const PALETTE: [&str; 6] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf",
+];
+const W: f64 = 800.0;
+const H: f64 = 450.0;
+const LEFT: f64 = 80.0;
+const RIGHT: f64 = 20.0;
+const TOP: f64 = 40.0;
+const BOTTOM: f64 = 60.0;
+
+/// Tick spacing of 1, 2 or 5 times a power of ten giving about `n` ticks up to `max`.
+fn tick_step(max: f64, n: f64) -> f64 {
+    if max <= 0.0 {
+        return 1.0;
+    }
+    let raw = max / n;
+    let pow = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * pow)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * pow)
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// A line chart; `hline` draws a labelled horizontal reference (e.g. a cap).
+pub fn line_chart(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    hline: Option<(f64, &str)>,
+) -> String {
+    let all = series.iter().flat_map(|s| s.points.iter());
+    let x_max = all.clone().map(|p| p.0).fold(0.0, f64::max);
+    let y_max = all
+        .map(|p| p.1)
+        .chain(hline.map(|h| h.0))
+        .fold(0.0, f64::max);
+    let (xs, ys) = (tick_step(x_max, 8.0), tick_step(y_max * 1.05, 6.0));
+    let x_top = (x_max / xs).ceil().max(1.0) * xs;
+    let y_top = (y_max * 1.05 / ys).ceil().max(1.0) * ys;
+    let px = |x: f64| LEFT + x / x_top * (W - LEFT - RIGHT);
+    let py = |y: f64| H - BOTTOM - y / y_top * (H - TOP - BOTTOM);
+
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="Helvetica, Arial, sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(o, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        o,
+        r#"<text x="{}" y="24" text-anchor="middle" font-size="15">{}</text>"#,
+        W / 2.0,
+        esc(title)
+    );
+    let mut x = 0.0;
+    while x <= x_top + xs / 2.0 {
+        let _ = writeln!(
+            o,
+            r##"<line x1="{0:.1}" y1="{1}" x2="{0:.1}" y2="{2}" stroke="#e5e5e5"/><text x="{0:.1}" y="{3}" text-anchor="middle">{4}</text>"##,
+            px(x),
+            TOP,
+            H - BOTTOM,
+            H - BOTTOM + 18.0,
+            x
+        );
+        x += xs;
+    }
+    let mut y = 0.0;
+    while y <= y_top + ys / 2.0 {
+        let _ = writeln!(
+            o,
+            r##"<line x1="{1}" y1="{0:.1}" x2="{2}" y2="{0:.1}" stroke="#e5e5e5"/><text x="{3}" y="{4:.1}" text-anchor="end">{5}</text>"##,
+            py(y),
+            LEFT,
+            W - RIGHT,
+            LEFT - 6.0,
+            py(y) + 4.0,
+            y
+        );
+        y += ys;
+    }
+    let _ = writeln!(
+        o,
+        r##"<rect x="{LEFT}" y="{TOP}" width="{}" height="{}" fill="none" stroke="#333"/>"##,
+        W - LEFT - RIGHT,
+        H - TOP - BOTTOM
+    );
+    let _ = writeln!(
+        o,
+        r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+        (LEFT + W - RIGHT) / 2.0,
+        H - 15.0,
+        esc(x_label)
+    );
+    let _ = writeln!(
+        o,
+        r#"<text transform="translate(20 {}) rotate(-90)" text-anchor="middle">{}</text>"#,
+        (TOP + H - BOTTOM) / 2.0,
+        esc(y_label)
+    );
+    if let Some((v, label)) = hline {
+        let _ = writeln!(
+            o,
+            r##"<line x1="{LEFT}" y1="{0:.1}" x2="{1}" y2="{0:.1}" stroke="#555" stroke-dasharray="6 4"/><text x="{2}" y="{3:.1}" text-anchor="end" fill="#555">{4}</text>"##,
+            py(v),
+            W - RIGHT,
+            W - RIGHT - 4.0,
+            py(v) - 4.0,
+            esc(label)
+        );
+    }
+    for (i, s) in series.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        let pts: Vec<String> = s
+            .points
+            .iter()
+            .map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y)))
+            .collect();
+        let _ = writeln!(
+            o,
+            r#"<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{}"/>"#,
+            pts.join(" ")
+        );
+        let ly = TOP + 16.0 + 16.0 * i as f64;
+        let _ = writeln!(
+            o,
+            r#"<line x1="{0}" y1="{1}" x2="{2}" y2="{1}" stroke="{color}" stroke-width="3"/><text x="{3}" y="{4}">{5}</text>"#,
+            LEFT + 12.0,
+            ly,
+            LEFT + 32.0,
+            LEFT + 38.0,
+            ly + 4.0,
+            esc(&s.label)
+        );
+    }
+    o.push_str("</svg>\n");
+    o
+}
+
+/// cwnd (KB) over time (ms), one line per timeline; the cap, if any, as a dashed line.
+pub fn cwnd_chart(title: &str, timelines: &[(String, &Timeline)]) -> String {
+    let series: Vec<Series> = timelines
+        .iter()
+        .map(|(label, t)| Series {
+            label: label.clone(),
+            points: t
+                .samples
+                .iter()
+                .map(|s| (s.t_us as f64 / 1000.0, s.cwnd_bytes as f64 / 1000.0))
+                .collect(),
+        })
+        .collect();
+    let cap = timelines
+        .iter()
+        .find_map(|(_, t)| t.cwnd_cap_bytes)
+        .map(|c| (c as f64 / 1000.0, "cwnd cap"));
+    line_chart(
+        title,
+        "time since connection start (ms)",
+        "congestion window (KB)",
+        &series,
+        cap,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_round() {
+        assert_eq!(tick_step(100.0, 5.0), 20.0);
+        assert_eq!(tick_step(7.0, 8.0), 1.0);
+        assert_eq!(tick_step(0.0, 8.0), 1.0);
+    }
+
+    #[test]
+    fn chart_has_one_polyline_per_series_and_the_cap() {
+        let s = |l: &str| Series {
+            label: l.into(),
+            points: vec![(0.0, 1.0), (10.0, 5.0)],
+        };
+        let svg = line_chart("t <1>", "x", "y", &[s("a"), s("b")], Some((4.0, "cap")));
+        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert!(svg.contains("stroke-dasharray"));
+        assert!(svg.contains("t &lt;1&gt;"));
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    }
+}

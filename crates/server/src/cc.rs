@@ -1,0 +1,299 @@
+//! Congestion control for the server's senders: quinn controllers (wrapped so the window can
+//! be capped and observed) and the kernel's TCP_CONGESTION.
+
+use std::any::Any;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::Instant;
+
+use quinn::congestion::{
+    BbrConfig, Controller, ControllerFactory, ControllerMetrics, CubicConfig, NewRenoConfig,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CcAlgo {
+    Cubic,
+    #[value(name = "newreno")]
+    NewReno,
+    Bbr,
+}
+
+impl CcAlgo {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CcAlgo::Cubic => "cubic",
+            CcAlgo::NewReno => "newreno",
+            CcAlgo::Bbr => "bbr",
+        }
+    }
+
+    /// The Linux name of the same algorithm.
+    pub fn tcp_name(self) -> &'static str {
+        match self {
+            CcAlgo::Cubic => "cubic",
+            CcAlgo::NewReno => "reno",
+            CcAlgo::Bbr => "bbr",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CcError {
+    #[error("--cc {wanted}: this kernel's TCP offers only `{available}` (net.ipv4.tcp_available_congestion_control); try `modprobe tcp_{wanted}`")]
+    Unavailable { wanted: String, available: String },
+    #[error("--cc {wanted}: not permitted for this user (net.ipv4.tcp_allowed_congestion_control is `{allowed}`)")]
+    NotAllowed { wanted: String, allowed: String },
+    #[error("setting TCP_CONGESTION to {name}: {source}")]
+    Set {
+        name: String,
+        source: std::io::Error,
+    },
+}
+
+fn sysctl(name: &str) -> String {
+    std::fs::read_to_string(format!("/proc/sys/net/ipv4/{name}"))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// Fails before any traffic when the kernel cannot run `algo` for TCP.
+pub fn check_tcp(algo: CcAlgo) -> Result<(), CcError> {
+    let name = algo.tcp_name();
+    let available = sysctl("tcp_available_congestion_control");
+    if !available.split_whitespace().any(|a| a == name) {
+        return Err(CcError::Unavailable {
+            wanted: name.into(),
+            available,
+        });
+    }
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let allowed = sysctl("tcp_allowed_congestion_control");
+    if !root && !allowed.split_whitespace().any(|a| a == name) {
+        return Err(CcError::NotAllowed {
+            wanted: name.into(),
+            allowed,
+        });
+    }
+    Ok(())
+}
+
+pub fn set_tcp(sock: &impl AsRawFd, algo: CcAlgo) -> Result<(), CcError> {
+    let name = algo.tcp_name();
+    // SAFETY: the buffer and its length describe a valid byte string for the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(CcError::Set {
+            name: name.into(),
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    Ok(())
+}
+
+/// Wraps a quinn controller: clamps its window to a cap (in packets of the current MTU) and
+/// keeps the counters the telemetry sampler reads through `Connection::congestion_state`.
+pub struct Instrumented {
+    inner: Box<dyn Controller>,
+    cap_packets: Option<u64>,
+    mtu: u64,
+    pub in_flight: u64,
+    pub app_limited: bool,
+    pub congestion_events: u64,
+    pub persistent_congestion: u64,
+}
+
+impl Instrumented {
+    pub fn cap_bytes(&self) -> Option<u64> {
+        self.cap_packets.map(|p| p * self.mtu)
+    }
+
+    pub fn mtu(&self) -> u64 {
+        self.mtu
+    }
+
+    /// The wrapped controller's own window, before the cap.
+    pub fn uncapped_window(&self) -> u64 {
+        self.inner.window()
+    }
+}
+
+impl Controller for Instrumented {
+    fn on_sent(&mut self, now: Instant, bytes: u64, last_packet_number: u64) {
+        self.in_flight += bytes;
+        self.inner.on_sent(now, bytes, last_packet_number);
+    }
+
+    fn on_ack(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        bytes: u64,
+        app_limited: bool,
+        rtt: &quinn_proto::RttEstimator,
+    ) {
+        self.inner.on_ack(now, sent, bytes, app_limited, rtt);
+    }
+
+    fn on_end_acks(
+        &mut self,
+        now: Instant,
+        in_flight: u64,
+        app_limited: bool,
+        largest_packet_num_acked: Option<u64>,
+    ) {
+        self.in_flight = in_flight;
+        self.app_limited = app_limited;
+        self.inner
+            .on_end_acks(now, in_flight, app_limited, largest_packet_num_acked);
+    }
+
+    fn on_congestion_event(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        is_persistent_congestion: bool,
+        lost_bytes: u64,
+    ) {
+        self.congestion_events += 1;
+        if is_persistent_congestion {
+            self.persistent_congestion += 1;
+        }
+        self.in_flight = self.in_flight.saturating_sub(lost_bytes);
+        self.inner
+            .on_congestion_event(now, sent, is_persistent_congestion, lost_bytes);
+    }
+
+    fn on_mtu_update(&mut self, new_mtu: u16) {
+        self.mtu = u64::from(new_mtu);
+        self.inner.on_mtu_update(new_mtu);
+    }
+
+    fn window(&self) -> u64 {
+        let w = self.inner.window();
+        self.cap_bytes().map_or(w, |c| w.min(c))
+    }
+
+    fn metrics(&self) -> ControllerMetrics {
+        let mut m = self.inner.metrics();
+        m.congestion_window = self.window();
+        m
+    }
+
+    fn clone_box(&self) -> Box<dyn Controller> {
+        Box::new(Instrumented {
+            inner: self.inner.clone_box(),
+            cap_packets: self.cap_packets,
+            mtu: self.mtu,
+            in_flight: self.in_flight,
+            app_limited: self.app_limited,
+            congestion_events: self.congestion_events,
+            persistent_congestion: self.persistent_congestion,
+        })
+    }
+
+    fn initial_window(&self) -> u64 {
+        let w = self.inner.initial_window();
+        self.cap_bytes().map_or(w, |c| w.min(c))
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+struct InstrumentedFactory {
+    inner: Arc<dyn ControllerFactory + Send + Sync>,
+    cap_packets: Option<u64>,
+}
+
+impl ControllerFactory for InstrumentedFactory {
+    fn build(self: Arc<Self>, now: Instant, current_mtu: u16) -> Box<dyn Controller> {
+        Box::new(Instrumented {
+            inner: self.inner.clone().build(now, current_mtu),
+            cap_packets: self.cap_packets,
+            mtu: u64::from(current_mtu),
+            in_flight: 0,
+            app_limited: false,
+            congestion_events: 0,
+            persistent_congestion: 0,
+        })
+    }
+}
+
+/// The controller factory for quinn's TransportConfig. `initial_window` is in bytes.
+pub fn quic_factory(
+    algo: CcAlgo,
+    initial_window: Option<u64>,
+    cap_packets: Option<u64>,
+) -> Arc<dyn ControllerFactory + Send + Sync> {
+    let inner: Arc<dyn ControllerFactory + Send + Sync> = match algo {
+        CcAlgo::Cubic => {
+            let mut c = CubicConfig::default();
+            if let Some(w) = initial_window {
+                c.initial_window(w);
+            }
+            Arc::new(c)
+        }
+        CcAlgo::NewReno => {
+            let mut c = NewRenoConfig::default();
+            if let Some(w) = initial_window {
+                c.initial_window(w);
+            }
+            Arc::new(c)
+        }
+        CcAlgo::Bbr => {
+            let mut c = BbrConfig::default();
+            if let Some(w) = initial_window {
+                c.initial_window(w);
+            }
+            Arc::new(c)
+        }
+    };
+    Arc::new(InstrumentedFactory { inner, cap_packets })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cap_clamps_window_and_tracks_events() {
+        let f = quic_factory(CcAlgo::Cubic, Some(100 * 1200), Some(10));
+        let mut c = f.build(Instant::now(), 1200);
+        assert_eq!(c.window(), 10 * 1200);
+        assert_eq!(c.initial_window(), 10 * 1200);
+        let now = Instant::now();
+        c.on_mtu_update(1400);
+        assert_eq!(c.window(), 10 * 1400);
+        c.on_sent(now, 5000, 1);
+        c.on_congestion_event(now, now, true, 1000);
+        // Persistent congestion collapses the window to the minimum, under the cap.
+        assert_eq!(c.window(), 2 * 1400);
+        let snap = c.clone_box().into_any().downcast::<Instrumented>().unwrap();
+        assert_eq!(snap.congestion_events, 1);
+        assert_eq!(snap.persistent_congestion, 1);
+        assert_eq!(snap.in_flight, 4000);
+        // Without a cap the controller's own window shows through.
+        let free = quic_factory(CcAlgo::NewReno, Some(50_000), None).build(now, 1200);
+        assert_eq!(free.window(), 50_000);
+    }
+
+    #[test]
+    fn kernel_names() {
+        assert_eq!(CcAlgo::NewReno.tcp_name(), "reno");
+        assert!(
+            check_tcp(CcAlgo::Cubic).is_ok()
+                || !sysctl("tcp_available_congestion_control").contains("cubic")
+        );
+    }
+}
