@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every check CI runs: formatting, lints and the whole test suite, including the interop tests.
-# Installs the third-party peers the tests talk to (Debian's caddy) when they are missing.
+# Installs what the tests need when it is missing: Debian's caddy (interop peer), and for the
+# emulated-link tests iproute2, nftables, ethtool and ping. Those tests need root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +11,10 @@ sudo_if_needed() {
 
 missing=()
 command -v caddy >/dev/null 2>&1 || missing+=(caddy)
+command -v ping >/dev/null 2>&1 || missing+=(iputils-ping)
+command -v nft >/dev/null 2>&1 || missing+=(nftables)
+command -v ethtool >/dev/null 2>&1 || missing+=(ethtool)
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "installing test peers: ${missing[*]}"
   sudo_if_needed apt-get update -qq

@@ -10,7 +10,8 @@ use qbench_core::ccstate::StateMachine;
 use qbench_core::telemetry::Timeline;
 use qbench_core::{CpuTimes, Report, ReportMeta, RunCpu, RunReport, ToolInfo};
 use qbench_server::cpu::process_cpu;
-use qbench_server::{InProcess, ServerOptions};
+use qbench_server::InProcess;
+use qbench_shaper::Topology;
 
 use crate::cli::Proto;
 use crate::clock::Clock;
@@ -30,11 +31,54 @@ pub struct Outcome {
     pub error: Option<String>,
 }
 
+/// What must exist before the client runtime starts: the emulated link and the in-process
+/// server inside it. Building it moves the calling thread into the client namespace, so the
+/// client runtime's threads, created afterwards, live there too.
+pub struct Prepared {
+    /// Dropped before `link`, so the server stops before its namespace goes.
+    server: Option<InProcess>,
+    server_host: String,
+    link: Option<Topology>,
+}
+
+impl Prepared {
+    pub fn new(cfg: &Config) -> anyhow::Result<Prepared> {
+        let Some(opts) = cfg.server.clone() else {
+            return Ok(Prepared {
+                server: None,
+                server_host: String::new(),
+                link: None,
+            });
+        };
+        let threads = cfg.server_threads as usize;
+        let (Some(spec), Some(topts)) = (&cfg.link, &cfg.link_options) else {
+            let server =
+                InProcess::start(opts, threads).context("starting the in-process server")?;
+            return Ok(Prepared {
+                server: Some(server),
+                server_host: "127.0.0.1".into(),
+                link: None,
+            });
+        };
+        let link = Topology::up(spec.clone(), topts).context("--link")?;
+        let (server_ns, client_ns) = (link.names().server.clone(), link.names().client.clone());
+        let server = InProcess::start_in(opts, threads, move || {
+            qbench_shaper::netns::enter(&server_ns).map_err(|e| e.to_string())
+        })
+        .context("starting the in-process server in the server namespace")?;
+        qbench_shaper::netns::enter(&client_ns).context("--link: entering the client namespace")?;
+        Ok(Prepared {
+            server: Some(server),
+            server_host: qbench_shaper::plan::SERVER_ADDR.into(),
+            link: Some(link),
+        })
+    }
+}
+
 struct Peer {
     origin: Origin,
     endpoint: Endpoint,
     trust: Trust,
-    server: Option<InProcess>,
     description: String,
 }
 
@@ -61,37 +105,31 @@ fn trust_from(cfg: &Config) -> anyhow::Result<Trust> {
     }
 }
 
-async fn peer(cfg: &Config) -> anyhow::Result<Peer> {
-    let (origin, trust, server, description) = match &cfg.target {
-        Target::InProcess => {
-            let opts = cfg.server.clone().unwrap_or_else(ServerOptions::loopback);
-            let server = InProcess::start(opts, cfg.server_threads as usize)
-                .context("starting the in-process server")?;
+async fn peer(cfg: &Config, prepared: &Prepared) -> anyhow::Result<Peer> {
+    let (origin, trust, description) = match (&cfg.target, &prepared.server) {
+        (Target::InProcess, Some(server)) => {
             let origin = Origin {
-                host: "127.0.0.1".into(),
+                host: prepared.server_host.clone(),
                 port: server.local_addr().port(),
             };
             let trust = Trust::Pem {
                 origin: "in-process server".into(),
                 pem: server.cert_pem().to_string(),
             };
-            (
-                origin,
-                trust,
-                Some(server),
-                "in-process qbench-server".to_string(),
-            )
+            let what = match &cfg.link {
+                Some(l) => format!("in-process qbench-server behind link {}", l.text),
+                None => "in-process qbench-server".to_string(),
+            };
+            (origin, trust, what)
         }
-        Target::Server { origin } => (
-            origin.clone(),
-            trust_from(cfg)?,
-            None,
-            "qbench-server".into(),
-        ),
-        Target::Urls { origin, .. } => (origin.clone(), trust_from(cfg)?, None, "URLs".into()),
+        (Target::InProcess, None) => anyhow::bail!("the in-process server was not started"),
+        (Target::Server { origin }, _) => {
+            (origin.clone(), trust_from(cfg)?, "qbench-server".into())
+        }
+        (Target::Urls { origin, .. }, _) => (origin.clone(), trust_from(cfg)?, "URLs".into()),
     };
     let addr = match cfg.connect_to {
-        Some(a) if server.is_none() => a,
+        Some(a) if prepared.server.is_none() => a,
         _ => resolve(&origin).await?,
     };
     Ok(Peer {
@@ -103,7 +141,6 @@ async fn peer(cfg: &Config) -> anyhow::Result<Peer> {
         },
         origin,
         trust,
-        server,
         description,
     })
 }
@@ -132,18 +169,21 @@ struct Ctx<'a> {
     plan: Plan,
     clock: Clock,
     server: Option<&'a InProcess>,
+    link: Option<&'a Topology>,
+    /// Make one connection before the runs (primes the TCP metrics cache for a window cap).
+    prime: bool,
     meta: ReportMeta,
     sink: &'a JsonSink,
 }
 
 impl Ctx<'_> {
     fn report(&self, runs: Vec<RunReport>, aborted: Option<String>) -> anyhow::Result<Report> {
-        Ok(Report::new(
-            self.meta.clone(),
-            runs,
-            self.cfg.runs as usize,
-            aborted,
-        )?)
+        let mut r = Report::new(self.meta.clone(), runs, self.cfg.runs as usize, aborted)?;
+        r.link = self
+            .link
+            .map(|l| serde_json::to_value(l.report()))
+            .transpose()?;
+        Ok(r)
     }
 
     fn cpu_now(&self) -> (CpuTimes, Option<CpuTimes>) {
@@ -151,6 +191,11 @@ impl Ctx<'_> {
     }
 
     async fn run_all<T: Transport>(&self, t: &T) -> anyhow::Result<(Report, Option<String>)> {
+        if self.prime {
+            t.prime()
+                .await
+                .map_err(|e| anyhow::anyhow!("priming connection: {}: {}", e.kind, e.message))?;
+        }
         let bar = progress_bar(self.plan.requests.len() as u64 * u64::from(self.cfg.runs));
         let mut runs = Vec::new();
         let mut warm = None;
@@ -185,11 +230,15 @@ impl Ctx<'_> {
     }
 }
 
-pub async fn run(cfg: Config, command: Vec<String>) -> anyhow::Result<Outcome> {
+pub async fn run(
+    cfg: Config,
+    command: Vec<String>,
+    prepared: &Prepared,
+) -> anyhow::Result<Outcome> {
     let started_at = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
     let sink = JsonSink::new(cfg.json.clone());
     let clock = Clock::start();
-    let peer = peer(&cfg).await?;
+    let peer = peer(&cfg, prepared).await?;
     let requests = cfg
         .requests(&peer.origin)
         .into_iter()
@@ -219,7 +268,12 @@ pub async fn run(cfg: Config, command: Vec<String>) -> anyhow::Result<Outcome> {
             }),
         },
         clock,
-        server: peer.server.as_ref(),
+        server: prepared.server.as_ref(),
+        link: prepared.link.as_ref(),
+        prime: cfg
+            .link_options
+            .as_ref()
+            .is_some_and(|o| o.tcp_cwnd_cap.is_some()),
         meta: ReportMeta {
             tool: ToolInfo {
                 name: "qbench".into(),

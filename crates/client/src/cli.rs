@@ -4,10 +4,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use qbench_core::link::LinkSpec;
 use qbench_core::{ByteSize, Workload};
 use qbench_server::cc::CcAlgo;
 use qbench_server::standalone::DEFAULT_CERT_OUT;
 use qbench_server::ServerOptions;
+use qbench_shaper::{BackendChoice, Offloads};
 use serde::Serialize;
 
 /// Load generator comparing HTTP/3 (QUIC) with HTTP/2 and HTTP/1.1 (TLS over TCP).
@@ -168,6 +170,25 @@ pub struct RunArgs {
     /// Draw the sender's congestion window over time (first run) as SVG
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+
+    /// Run client and in-process server in network namespaces with an emulated link between
+    /// them, e.g. rate=100mbit,rtt=36ms,loss=1% (fields: rate, rtt, delay, jitter, loss,
+    /// reorder, queue, mtu; up./down. prefixes; rate=50..150mbit/1s or rate=trace:FILE). Root
+    #[arg(long, value_name = "SPEC")]
+    pub link: Option<LinkSpec>,
+
+    /// How to emulate the link: netem where the kernel has it, else tc + nftables + a
+    /// userspace delay path
+    #[arg(long, value_enum, default_value = "auto", requires = "link")]
+    pub backend: BackendChoice,
+
+    /// GSO/TSO/GRO on the link's veth interfaces
+    #[arg(long, value_enum, default_value = "default", requires = "link")]
+    pub offloads: Offloads,
+
+    /// Print the commands --link would run, as a shell script, and exit
+    #[arg(long, requires = "link")]
+    pub dry_run: bool,
 
     /// Worker threads of the client runtime
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]

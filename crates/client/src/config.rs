@@ -7,7 +7,9 @@ use http::Uri;
 use qbench_core::Workload;
 use serde::Serialize;
 
+use qbench_core::link::LinkSpec;
 use qbench_server::{Protocol, ServerOptions};
+use qbench_shaper::TopologyOptions;
 
 use crate::cli::{Proto, RunArgs};
 
@@ -91,6 +93,10 @@ pub struct Config {
     pub plot: Option<PathBuf>,
     #[serde(skip)]
     pub server: Option<ServerOptions>,
+    pub link: Option<LinkSpec>,
+    #[serde(skip)]
+    pub link_options: Option<TopologyOptions>,
+    pub dry_run: bool,
     pub client_threads: u32,
     pub server_threads: u32,
 }
@@ -205,7 +211,14 @@ impl Config {
                 ));
             }
         }
-        if a.proto != Proto::H3 {
+        if a.link.is_some() && !in_process {
+            return Err(bad("--link", "runs the in-process server behind the link; it cannot be used with --target or --url"));
+        }
+        // Across a link, a TCP window cap is a route metric on the server's namespace.
+        let tcp_cap = (a.proto != Proto::H3 && a.link.is_some())
+            .then_some(a.cwnd_cap)
+            .flatten();
+        if a.proto != Proto::H3 && a.link.is_none() {
             for (flag, given) in [
                 ("--cwnd-cap", a.cwnd_cap.is_some()),
                 ("--initial-cwnd", a.initial_cwnd.is_some()),
@@ -213,7 +226,7 @@ impl Config {
                 if given {
                     return Err(bad(
                         flag,
-                        "capping a TCP sender needs route metrics, which the kernel does not keep on loopback; only h3 can be capped here",
+                        "a TCP sender is capped through route metrics, which the kernel does not keep on loopback: use --link, or h3",
                     ));
                 }
             }
@@ -243,8 +256,15 @@ impl Config {
             if let Some(cc) = a.cc {
                 o.cc = cc;
             }
-            o.cwnd_cap = a.cwnd_cap;
-            o.initial_cwnd = a.initial_cwnd;
+            if a.proto == Proto::H3 {
+                o.cwnd_cap = a.cwnd_cap;
+                o.initial_cwnd = a.initial_cwnd;
+            }
+            if a.link.is_some() {
+                let addr = qbench_shaper::plan::SERVER_ADDR;
+                o.listen = format!("{addr}:0").parse().expect("valid literal address");
+                o.cert_names.push(addr.to_string());
+            }
             o.sample_interval = a.sample_interval;
             o
         });
@@ -286,6 +306,15 @@ impl Config {
             state_graph: a.state_graph,
             plot: a.plot,
             server,
+            link_options: a.link.as_ref().map(|_| TopologyOptions {
+                backend: a.backend,
+                offloads: a.offloads,
+                tcp_cwnd_cap: tcp_cap,
+                tcp_initial_cwnd: (a.proto != Proto::H3).then_some(a.initial_cwnd).flatten(),
+                id: None,
+            }),
+            link: a.link,
+            dry_run: a.dry_run,
             client_threads: a.client_threads,
             server_threads: a.server_threads,
         })

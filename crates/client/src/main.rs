@@ -2,6 +2,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
+use qbench::app::Prepared;
 use qbench::cli::{Cli, Command};
 use qbench::config::Config;
 
@@ -14,6 +15,32 @@ fn runtime(workers: u32) -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the client runtime")
 }
 
+fn benchmark(args: qbench::cli::RunArgs) -> anyhow::Result<()> {
+    let cfg = Config::from_args(args)?;
+    if let (true, Some(link), Some(opts)) = (cfg.dry_run, &cfg.link, &cfg.link_options) {
+        let (backend, script) = qbench_shaper::topology::dry_run(link, opts);
+        println!("# backend: {backend:?}\n{script}");
+        return Ok(());
+    }
+    // The link and server come first: building them moves this thread into the client
+    // namespace, where the runtime's threads must be created.
+    let prepared = Prepared::new(&cfg)?;
+    let rt = runtime(cfg.client_threads)?;
+    let command: Vec<String> = std::env::args().collect();
+    let outcome = rt.block_on(async {
+        tokio::select! {
+            r = qbench::app::run(cfg, command, &prepared) => r,
+            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+        }
+    });
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    drop(prepared);
+    match outcome?.error {
+        Some(e) => Err(anyhow::anyhow!(e)),
+        None => Ok(()),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -24,17 +51,7 @@ fn main() -> ExitCode {
             ))
             .context("qbench serve")
         }),
-        None => (|| {
-            let cfg = Config::from_args(cli.run)?;
-            let rt = runtime(cfg.client_threads)?;
-            let command: Vec<String> = std::env::args().collect();
-            let outcome = rt.block_on(qbench::app::run(cfg, command))?;
-            rt.shutdown_timeout(std::time::Duration::from_secs(1));
-            match outcome.error {
-                Some(e) => Err(anyhow::anyhow!(e)),
-                None => Ok(()),
-            }
-        })(),
+        None => benchmark(cli.run),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

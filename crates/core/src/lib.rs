@@ -5,6 +5,7 @@
 pub mod ccstate;
 pub mod errors;
 pub mod histogram;
+pub mod link;
 pub mod recorder;
 pub mod report;
 pub mod stats;

@@ -177,6 +177,8 @@ pub struct Report {
     pub complete: bool,
     /// Set when the run stopped before all runs were attempted (e.g. target unreachable).
     pub aborted: Option<String>,
+    /// The emulated link (spec, backend, commands run, forwarder counters), with `--link`.
+    pub link: Option<serde_json::Value>,
     pub summary: Summary,
     pub runs: Vec<RunReport>,
 }
@@ -218,6 +220,7 @@ impl Report {
             environment,
             complete,
             aborted,
+            link: None,
             summary,
             runs,
         })

@@ -48,9 +48,74 @@ impl Stats {
     }
 }
 
+/// Welch's unequal-variances t-test of two samples (two-sided).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Welch {
+    pub t: f64,
+    /// Welch-Satterthwaite degrees of freedom.
+    pub df: f64,
+    pub p: f64,
+}
+
+/// `None` when either sample has fewer than two values or both have zero variance.
+pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
+    use statrs::distribution::{ContinuousCDF, StudentsT};
+    let (sa, sb) = (Stats::of(a), Stats::of(b));
+    let (ma, mb) = (sa.mean?, sb.mean?);
+    let (va, vb) = (sa.sd?.powi(2), sb.sd?.powi(2));
+    let (na, nb) = (sa.n as f64, sb.n as f64);
+    let (qa, qb) = (va / na, vb / nb);
+    let se2 = qa + qb;
+    if se2 <= 0.0 {
+        return None;
+    }
+    let t = (ma - mb) / se2.sqrt();
+    let df = se2.powi(2) / (qa.powi(2) / (na - 1.0) + qb.powi(2) / (nb - 1.0));
+    let dist = StudentsT::new(0.0, 1.0, df).ok()?;
+    let p = 2.0 * (1.0 - dist.cdf(t.abs()));
+    Some(Welch { t, df, p })
+}
+
+/// Jain's fairness index of per-flow throughputs: 1 when equal, 1/n when one flow has all.
+pub fn jain(x: &[f64]) -> Option<f64> {
+    let sum: f64 = x.iter().sum();
+    let sq: f64 = x.iter().map(|v| v * v).sum();
+    (!x.is_empty() && sq > 0.0).then(|| sum * sum / (x.len() as f64 * sq))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn welch_matches_scipy() {
+        // scipy.stats.ttest_ind(a, b, equal_var=False) 1.17.1
+        let a = [
+            812.0, 790.5, 845.2, 801.1, 830.0, 795.7, 808.3, 822.9, 815.4, 799.8,
+        ];
+        let b = [
+            760.2, 771.9, 748.3, 790.0, 755.5, 765.1, 780.7, 759.9, 770.3, 752.6,
+        ];
+        let w = welch(&a, &b).unwrap();
+        assert!((w.t - 6.924_582_863_250_035).abs() < 1e-9, "{w:?}");
+        assert!((w.df - 16.886_033_306_494_717).abs() < 1e-9, "{w:?}");
+        assert!((w.p - 2.548_744_314_582_955e-6).abs() < 1e-12, "{w:?}");
+        let c = [1.0, 2.0, 3.0, 4.0];
+        let d = [1.5, 2.5, 2.0, 3.5, 4.0, 1.0];
+        let w = welch(&c, &d).unwrap();
+        assert!((w.t - 0.104_144_068_409_178_53).abs() < 1e-9, "{w:?}");
+        assert!((w.p - 0.920_427_062_719_431_9).abs() < 1e-9, "{w:?}");
+        assert!(welch(&[1.0], &b).is_none());
+        assert!(welch(&[2.0, 2.0], &[2.0, 2.0]).is_none());
+    }
+
+    #[test]
+    fn jain_index() {
+        assert_eq!(jain(&[5.0, 5.0, 5.0]), Some(1.0));
+        assert!((jain(&[1.0, 0.0, 0.0, 0.0]).unwrap() - 0.25).abs() < 1e-12);
+        assert!((jain(&[3.0, 1.0]).unwrap() - 0.8).abs() < 1e-12);
+        assert_eq!(jain(&[]), None);
+    }
 
     #[test]
     fn matches_reference_values() {

@@ -48,6 +48,8 @@ pub enum ServerError {
     Signal(io::Error),
     #[error(transparent)]
     Cc(#[from] cc::CcError),
+    #[error("placing the server: {0}")]
+    Enter(String),
     #[error("{flag}: applies to the QUIC sender only; TCP windows cannot be capped from inside the process on loopback (the kernel keeps no route metrics there). Serve h3 alone (--protocols h3)")]
     TcpCap { flag: &'static str },
 }
@@ -223,6 +225,25 @@ pub struct InProcess {
 
 impl InProcess {
     pub fn start(opts: ServerOptions, worker_threads: usize) -> Result<Self, ServerError> {
+        Self::build(opts, worker_threads)
+    }
+
+    /// Starts the server from a new thread that first runs `enter` (e.g. a `setns` into a
+    /// network namespace): the runtime's threads, created there, inherit what it set up.
+    pub fn start_in(
+        opts: ServerOptions,
+        worker_threads: usize,
+        enter: impl FnOnce() -> Result<(), String> + Send + 'static,
+    ) -> Result<Self, ServerError> {
+        std::thread::spawn(move || {
+            enter().map_err(ServerError::Enter)?;
+            Self::build(opts, worker_threads)
+        })
+        .join()
+        .map_err(|_| ServerError::Enter("server start thread panicked".into()))?
+    }
+
+    fn build(opts: ServerOptions, worker_threads: usize) -> Result<Self, ServerError> {
         let identity = identity_for(&opts)?;
         let threads = cpu::ThreadGroup::default();
         let reg = threads.clone();

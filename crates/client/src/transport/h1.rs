@@ -5,14 +5,14 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::Uri;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::Empty;
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use qbench_core::ErrorKind;
 use tokio::sync::Mutex;
 
 use super::tcp::TlsTcp;
-use super::{step, Conn, Connected, FetchError, Sink, Transport};
+use super::{hyper_exchange, step, Conn, Connected, FetchError, Sink, Transport};
 use crate::clock::Clock;
 
 pub struct H1 {
@@ -28,6 +28,10 @@ pub struct H1Conn {
 
 impl Transport for H1 {
     type Conn = H1Conn;
+
+    async fn prime(&self) -> Result<(), FetchError> {
+        self.tcp.prime().await
+    }
 
     async fn connect(&self) -> Result<Connected<H1Conn>, FetchError> {
         let (tls, info) = self.tcp.connect().await?;
@@ -72,34 +76,14 @@ impl H1Conn {
             .header(http::header::HOST, host)
             .body(Empty::<Bytes>::new())
             .map_err(|e| FetchError::from_err("building request", &e))?;
-        p.sending();
-        let resp = step(
-            "waiting for response headers",
-            self.timeout,
-            send.send_request(request),
-        )
-        .await?;
-        p.headers(resp.status(), resp.headers())?;
-        let mut body = resp.into_body();
-        loop {
-            let frame = step("reading response body", self.timeout, async {
-                body.frame().await.transpose()
-            })
-            .await
-            .map_err(|e| match e.kind {
+        hyper_exchange(send.send_request(request), self.timeout, p, |e| {
+            match e.kind {
                 // HTTP/1.1 has no stream reset: a connection closed mid-body is a short body.
                 ErrorKind::Reset => FetchError::new(ErrorKind::ShortBody, e.message),
                 _ => e,
-            })?;
-            match frame {
-                Some(f) => {
-                    if let Some(d) = f.data_ref() {
-                        p.data(d)?;
-                    }
-                }
-                None => return Ok(()),
             }
-        }
+        })
+        .await
     }
 }
 

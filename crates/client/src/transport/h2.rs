@@ -2,12 +2,12 @@
 
 use bytes::Bytes;
 use http::Uri;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::Empty;
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
 use super::tcp::TlsTcp;
-use super::{step, Conn, Connected, FetchError, Sink, Transport};
+use super::{hyper_exchange, step, Conn, Connected, FetchError, Sink, Transport};
 use crate::clock::Clock;
 
 /// Receive windows large enough that flow control never caps a loopback transfer.
@@ -29,6 +29,10 @@ pub struct H2Conn {
 
 impl Transport for H2 {
     type Conn = H2Conn;
+
+    async fn prime(&self) -> Result<(), FetchError> {
+        self.tcp.prime().await
+    }
 
     async fn connect(&self) -> Result<Connected<H2Conn>, FetchError> {
         let (tls, info) = self.tcp.connect().await?;
@@ -63,29 +67,7 @@ impl H2Conn {
         let request = http::Request::get(uri.clone())
             .body(Empty::<Bytes>::new())
             .map_err(|e| FetchError::from_err("building request", &e))?;
-        p.sending();
-        let resp = step(
-            "waiting for response headers",
-            self.timeout,
-            send.send_request(request),
-        )
-        .await?;
-        p.headers(resp.status(), resp.headers())?;
-        let mut body = resp.into_body();
-        loop {
-            let frame = step("reading response body", self.timeout, async {
-                body.frame().await.transpose()
-            })
-            .await?;
-            match frame {
-                Some(f) => {
-                    if let Some(d) = f.data_ref() {
-                        p.data(d)?;
-                    }
-                }
-                None => return Ok(()),
-            }
-        }
+        hyper_exchange(send.send_request(request), self.timeout, p, |e| e).await
     }
 }
 

@@ -125,6 +125,12 @@ impl H3 {
 impl Transport for H3 {
     type Conn = H3Conn;
 
+    async fn prime(&self) -> Result<(), FetchError> {
+        let c = self.connect().await?;
+        c.conn.close().await;
+        Ok(())
+    }
+
     async fn connect(&self) -> Result<Connected<H3Conn>, FetchError> {
         let taken_before = self.tickets.as_ref().map(|s| s.tickets_taken());
         let (conn, zero_rtt) = self.handshake().await?;

@@ -94,6 +94,10 @@ pub trait Transport: Send + Sync + 'static {
     type Conn: Conn;
 
     fn connect(&self) -> impl Future<Output = Result<Connected<Self::Conn>, FetchError>> + Send;
+
+    /// One complete connection, opened and closed, before measuring (primes the kernel's
+    /// TCP metrics cache, through which a route's locked cwnd takes effect).
+    fn prime(&self) -> impl Future<Output = Result<(), FetchError>> + Send;
 }
 
 /// Receives one response as a transport reads it.
@@ -118,6 +122,41 @@ pub trait Conn: Clone + Send + Sync + 'static {
 
     /// Graceful close.
     fn close(&self) -> impl Future<Output = ()> + Send;
+}
+
+/// Sends a prepared hyper request and feeds the response to `sink`; shared by h1 and h2.
+/// `body_error` adjusts errors that happen after the response head arrived.
+pub async fn hyper_exchange<S, F>(
+    send: F,
+    timeout: Duration,
+    sink: &mut S,
+    body_error: fn(FetchError) -> FetchError,
+) -> Result<(), FetchError>
+where
+    S: Sink,
+    F: Future<Output = Result<http::Response<hyper::body::Incoming>, hyper::Error>>,
+{
+    use http_body_util::BodyExt;
+
+    sink.sending();
+    let resp = step("waiting for response headers", timeout, send).await?;
+    sink.headers(resp.status(), resp.headers())?;
+    let mut body = resp.into_body();
+    loop {
+        let frame = step("reading response body", timeout, async {
+            body.frame().await.transpose()
+        })
+        .await
+        .map_err(body_error)?;
+        match frame {
+            Some(f) => {
+                if let Some(d) = f.data_ref() {
+                    sink.data(d)?;
+                }
+            }
+            None => return Ok(()),
+        }
+    }
 }
 
 /// Fetches one object, measuring and checking it.

@@ -68,6 +68,28 @@ impl TlsTcp {
         }
     }
 
+    /// Connects, completes TLS and closes both directions, waiting for the server's FIN.
+    pub async fn prime(&self) -> Result<(), FetchError> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut tls, _) = self.connect().await?;
+        let t = self.endpoint.timeout;
+        step("closing the priming connection", t, tls.shutdown()).await?;
+        let mut sink = [0u8; 1024];
+        // Read until EOF: the server has closed its side, and saved its TCP metrics. A server
+        // that closes without close_notify is fine here.
+        let drain = async {
+            loop {
+                match tls.read(&mut sink).await {
+                    Ok(0) => return Ok(()),
+                    Ok(_) => continue,
+                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        step("closing the priming connection", t, drain).await
+    }
+
     pub async fn connect(&self) -> Result<(TlsStream<TcpStream>, HandshakeInfo), FetchError> {
         let ep = &self.endpoint;
         let name = ServerName::try_from(ep.server_name.clone()).map_err(|e| {

@@ -1,0 +1,254 @@
+//! qbench across emulated links in real network namespaces (root, as CI runs): the shaper
+//! delivers what it was asked for, measured from outside it, and leaves nothing behind.
+
+mod common;
+
+use std::process::Command;
+use std::sync::Mutex;
+
+use common::{assert_complete, qbench};
+use serde_json::Value;
+
+/// One link at a time: parallel topologies would share the two CPUs and skew the rates.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn ours() -> Vec<String> {
+    std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| {
+                    n.starts_with("qb-")
+                        && !n.starts_with("qb-test")
+                        && !n.starts_with("qb-fwdtest")
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn goodput(r: &common::Run) -> f64 {
+    r.json.as_ref().unwrap()["runs"][0]["goodput_bps"]
+        .as_f64()
+        .unwrap()
+}
+
+#[test]
+fn rate_is_what_was_asked() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = ours();
+    for (rate, bps, size) in [
+        ("10mbit", 10e6, "4MB"),
+        ("100mbit", 100e6, "25MB"),
+        ("1gbit", 1e9, "200MB"),
+    ] {
+        let link = format!("rate={rate}");
+        let r = qbench(&[
+            "--proto",
+            "h2",
+            "--objects",
+            &format!("1x{size}"),
+            "--link",
+            &link,
+        ]);
+        let bytes = size.trim_end_matches("MB").parse::<u64>().unwrap() * 1_000_000;
+        assert_complete(&r, 1, 1, bytes);
+        let ratio = goodput(&r) / bps;
+        // tc counts L2 bytes: TCP payload tops out at ~95-96% of the rate.
+        assert!(
+            (0.92..=0.99).contains(&ratio),
+            "{rate}: goodput is {ratio:.3} of the rate"
+        );
+        let link = &r.json.as_ref().unwrap()["link"];
+        assert!(link["backend"].is_string());
+        assert!(link["notes"][0].as_str().unwrap().contains("L2"));
+        eprintln!(
+            "rate {rate}: goodput {:.1}% of the configured rate",
+            ratio * 100.0
+        );
+    }
+    assert_eq!(ours(), before, "namespaces left behind");
+}
+
+fn ping(ns: &str, args: &[&str]) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "ping"])
+        .args(args)
+        .arg("198.18.2.2")
+        .output()
+        .expect("ping runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `f` while `qbench-shaper up SPEC` holds a link; returns its client namespace too.
+fn with_link<T>(spec: &str, f: impl FnOnce(&str) -> T) -> T {
+    let shaper = assert_cmd::cargo::cargo_bin("qbench-shaper");
+    let id = format!("{:x}", std::process::id() & 0xffff);
+    let mut child = Command::new(shaper)
+        .args(["up", spec, "--id", &id])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("qbench-shaper built");
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    assert!(first.starts_with("link up"), "{first}");
+    let out = f(&format!("qb-{id}-c"));
+    // SAFETY: plain kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+    out
+}
+
+fn rtts(ping_out: &str) -> Vec<f64> {
+    ping_out
+        .lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|t| t.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+#[test]
+fn added_rtt_and_jitter() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let out = with_link("rtt=40ms", |c| ping(c, &["-c", "10", "-i", "0.1"]));
+    let r = rtts(&out);
+    assert_eq!(r.len(), 10, "{out}");
+    for v in &r {
+        // Within 5% (or 0.5 ms) of the request, plus the veths' own fraction of a millisecond.
+        assert!(*v >= 40.0 && *v <= 42.0 + 0.5, "rtt {v} ms: {out}");
+    }
+    let out = with_link("rtt=40ms,jitter=10ms", |c| {
+        ping(c, &["-c", "40", "-i", "0.05"])
+    });
+    let r = rtts(&out);
+    let (lo, hi) = r
+        .iter()
+        .fold((f64::MAX, 0f64), |(a, b), v| (a.min(*v), b.max(*v)));
+    assert!(lo >= 40.0 && hi <= 62.0, "{lo}..{hi}: {out}");
+    assert!(hi - lo > 4.0, "jitter visible: {lo}..{hi}");
+}
+
+#[test]
+fn loss_within_binomial_bounds() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let n = 1000.0;
+    let out = with_link("loss=5%", |c| {
+        ping(c, &["-c", "1000", "-i", "0.002", "-W", "1", "-q"])
+    });
+    let received: f64 = out
+        .split(" received")
+        .next()
+        .and_then(|s| s.rsplit(", ").next())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no summary: {out}"));
+    // An echo survives both directions: p = 1 - 0.95^2.
+    let p = 1.0 - 0.95f64 * 0.95;
+    let lost = (n - received) / n;
+    let sigma = (p * (1.0 - p) / n).sqrt();
+    assert!(
+        (lost - p).abs() < 4.0 * sigma,
+        "lost {lost:.4}, expected {p:.4} +- {:.4}",
+        4.0 * sigma
+    );
+}
+
+fn samples(run: &Value) -> Vec<Value> {
+    run["telemetry"][0]["samples"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[test]
+fn window_cap_bounds_throughput_for_both_protocols() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (cap, rtt_s) = (10.0, 0.020);
+    for proto in ["h2", "h3"] {
+        let r = qbench(&[
+            "--proto",
+            proto,
+            "--objects",
+            "1x2MB",
+            "--link",
+            "rate=1gbit,rtt=20ms",
+            "--cwnd-cap",
+            "10",
+        ]);
+        assert_complete(&r, 1, 1, 2_000_000);
+        let run = &r.json.as_ref().unwrap()["runs"][0];
+        let s = samples(run);
+        assert!(!s.is_empty());
+        let mss = s
+            .iter()
+            .map(|x| x["mss_bytes"].as_u64().unwrap())
+            .max()
+            .unwrap() as f64;
+        for x in &s {
+            let cwnd = x["cwnd_bytes"].as_u64().unwrap() as f64;
+            assert!(
+                cwnd <= cap * mss,
+                "{proto}: cwnd {cwnd} above {cap} x {mss}: {x}"
+            );
+        }
+        // Physics: at most W x MSS per RTT.
+        let bound = cap * mss * 8.0 / rtt_s;
+        assert!(
+            goodput(&r) <= bound * 1.05,
+            "{proto}: {} > {bound}",
+            goodput(&r)
+        );
+        eprintln!(
+            "{proto}: cap {cap} x {mss} B over 20 ms: goodput {:.2} Mbit/s, bound {:.2}",
+            goodput(&r) / 1e6,
+            bound / 1e6
+        );
+    }
+}
+
+#[test]
+fn dry_run_changes_nothing() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = ours();
+    let out = assert_cmd::Command::cargo_bin("qbench")
+        .unwrap()
+        .args(["--link", "rate=10mbit,rtt=10ms", "--dry-run"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let script = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        script.contains("ip netns add qb-ID-r") && script.contains("tbf rate 10000000bit"),
+        "{script}"
+    );
+    assert_eq!(ours(), before);
+}
+
+#[test]
+fn interrupted_run_leaves_nothing() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = ours();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_qbench"))
+        .args([
+            "--proto",
+            "h2",
+            "--objects",
+            "1x100MB",
+            "--link",
+            "rate=10mbit,rtt=10ms",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_ne!(ours(), before, "the link was up");
+    // SAFETY: plain kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    assert_eq!(ours(), before, "namespaces left behind after SIGINT");
+}

@@ -1,0 +1,431 @@
+//! Emulated link specifications: `rate=100mbit,rtt=36ms,loss=1%`, with per-direction
+//! overrides (`up.rate=10mbit`, `down.delay=5ms`) and variable rates
+//! (`rate=50..150mbit/1s`, `rate=trace:FILE`). "up" is client -> server.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::units::{ByteSize, Rate, UnitError};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LinkError {
+    #[error("link field `{field}`: {message}")]
+    Field { field: String, message: String },
+    #[error("link: `{0}` is not FIELD=VALUE")]
+    Syntax(String),
+    #[error("link: unknown field `{0}` (rate, rtt, delay, jitter, loss, reorder, queue, mtu; up./down. prefixes)")]
+    Unknown(String),
+    #[error("rate trace line {line}: {message}")]
+    Trace { line: usize, message: String },
+}
+
+fn field_err(field: &str, message: impl fmt::Display) -> LinkError {
+    LinkError::Field {
+        field: field.into(),
+        message: message.to_string(),
+    }
+}
+
+/// A rate that may change over time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RateSpec {
+    Fixed {
+        bps: Rate,
+    },
+    /// Uniformly random in [min, max], drawn anew every `period` (IMC'17 Figure 11).
+    Random {
+        min: Rate,
+        max: Rate,
+        #[serde(with = "dur_us")]
+        period: Duration,
+    },
+    /// (time since start, rate) steps read from a file, mahimahi-style.
+    Trace {
+        path: String,
+    },
+}
+
+impl RateSpec {
+    /// The highest rate the link can take, for sizing queues and checking backends.
+    pub fn peak(&self) -> Option<Rate> {
+        match self {
+            RateSpec::Fixed { bps } => Some(*bps),
+            RateSpec::Random { max, .. } => Some(*max),
+            RateSpec::Trace { .. } => None,
+        }
+    }
+}
+
+/// Queue size at the bottleneck, in bytes or as time at the link rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Queue {
+    Bytes(ByteSize),
+    #[serde(with = "dur_us")]
+    Time(Duration),
+}
+
+impl Queue {
+    pub fn bytes_at(&self, rate: Rate) -> u64 {
+        match self {
+            Queue::Bytes(b) => b.0,
+            Queue::Time(t) => (rate.0 as f64 / 8.0 * t.as_secs_f64()).round() as u64,
+        }
+    }
+}
+
+mod dur_us {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_micros() as u64)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_micros)
+    }
+}
+
+/// One direction of the link, as the router's egress toward that direction's receiver applies it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Direction {
+    pub rate: Option<RateSpec>,
+    #[serde(with = "dur_us")]
+    pub delay: Duration,
+    #[serde(with = "dur_us")]
+    pub jitter: Duration,
+    /// Whether jitter may reorder packets (netem's behaviour); `None` = yes when jitter > 0.
+    pub reorder: Option<bool>,
+    /// Drop probability, 0..=1.
+    pub loss: f64,
+    pub queue: Option<Queue>,
+}
+
+impl Direction {
+    pub fn reorders(&self) -> bool {
+        self.reorder.unwrap_or(!self.jitter.is_zero())
+    }
+
+    pub fn needs_delay_path(&self) -> bool {
+        !self.delay.is_zero() || !self.jitter.is_zero()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct LinkSpec {
+    /// Client -> server.
+    pub up: Direction,
+    /// Server -> client.
+    pub down: Direction,
+    pub mtu: Option<u32>,
+    /// The text it was parsed from, for reports.
+    pub text: String,
+}
+
+fn parse_duration(field: &str, v: &str) -> Result<Duration, LinkError> {
+    let v = v.trim();
+    let (num, mult) = if let Some(n) = v.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = v.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = v.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        return Err(field_err(field, format!("`{v}` needs a unit: us, ms or s")));
+    };
+    let x: f64 = num
+        .parse()
+        .map_err(|_| field_err(field, format!("`{v}` is not a duration")))?;
+    if !(x.is_finite() && x >= 0.0) {
+        return Err(field_err(field, format!("`{v}` must be zero or more")));
+    }
+    Ok(Duration::from_secs_f64(x * mult))
+}
+
+fn parse_rate(field: &str, v: &str) -> Result<Rate, LinkError> {
+    let r: Rate = v.parse().map_err(|e: UnitError| field_err(field, e))?;
+    if r.0 == 0 {
+        return Err(field_err(field, "must be more than 0"));
+    }
+    Ok(r)
+}
+
+fn parse_rate_spec(field: &str, v: &str) -> Result<RateSpec, LinkError> {
+    if let Some(path) = v.strip_prefix("trace:") {
+        if path.is_empty() {
+            return Err(field_err(field, "trace: needs a file path"));
+        }
+        return Ok(RateSpec::Trace { path: path.into() });
+    }
+    let Some((lo, rest)) = v.split_once("..") else {
+        return Ok(RateSpec::Fixed {
+            bps: parse_rate(field, v)?,
+        });
+    };
+    let (hi, period) = rest
+        .split_once('/')
+        .ok_or_else(|| field_err(field, "a range needs a period: MIN..MAXunit/PERIOD"))?;
+    let max = parse_rate(field, hi)?;
+    // `50..150mbit`: the lower bound borrows the upper bound's unit when it has none.
+    let lo_full = if lo.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        let unit: String = hi
+            .chars()
+            .skip_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        format!("{lo}{unit}")
+    } else {
+        lo.to_string()
+    };
+    let min = parse_rate(field, &lo_full)?;
+    if min > max {
+        return Err(field_err(field, "range minimum exceeds its maximum"));
+    }
+    let period = parse_duration(field, period)?;
+    if period.is_zero() {
+        return Err(field_err(field, "period must be more than 0"));
+    }
+    Ok(RateSpec::Random { min, max, period })
+}
+
+fn parse_loss(field: &str, v: &str) -> Result<f64, LinkError> {
+    let (num, scale) = match v.strip_suffix('%') {
+        Some(n) => (n, 0.01),
+        None => (v, 1.0),
+    };
+    let x: f64 = num.parse().map_err(|_| {
+        field_err(
+            field,
+            format!("`{v}` is not a probability (e.g. 1% or 0.01)"),
+        )
+    })?;
+    let p = x * scale;
+    if !(0.0..=1.0).contains(&p) {
+        return Err(field_err(field, format!("`{v}` is outside 0..100%")));
+    }
+    Ok(p)
+}
+
+fn parse_queue(field: &str, v: &str) -> Result<Queue, LinkError> {
+    if v.ends_with('s') && !v.ends_with("B") {
+        return Ok(Queue::Time(parse_duration(field, v)?));
+    }
+    let b: ByteSize = v.parse().map_err(|e: UnitError| field_err(field, e))?;
+    if b.0 == 0 {
+        return Err(field_err(field, "must be more than 0"));
+    }
+    Ok(Queue::Bytes(b))
+}
+
+fn parse_bool(field: &str, v: &str) -> Result<bool, LinkError> {
+    match v {
+        "on" | "yes" | "true" | "1" => Ok(true),
+        "off" | "no" | "false" | "0" => Ok(false),
+        _ => Err(field_err(field, format!("`{v}` is not on/off"))),
+    }
+}
+
+fn apply(d: &mut Direction, key: &str, field: &str, v: &str) -> Result<(), LinkError> {
+    match key {
+        "rate" => d.rate = Some(parse_rate_spec(field, v)?),
+        "delay" => d.delay = parse_duration(field, v)?,
+        "jitter" => d.jitter = parse_duration(field, v)?,
+        "loss" => d.loss = parse_loss(field, v)?,
+        "reorder" => d.reorder = Some(parse_bool(field, v)?),
+        "queue" => d.queue = Some(parse_queue(field, v)?),
+        _ => return Err(LinkError::Unknown(field.into())),
+    }
+    Ok(())
+}
+
+impl FromStr for LinkSpec {
+    type Err = LinkError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut spec = LinkSpec {
+            text: s.trim().to_string(),
+            ..LinkSpec::default()
+        };
+        // Both-direction fields first, so `up.`/`down.` overrides win wherever they appear.
+        let mut overrides = Vec::new();
+        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (k, v) = item
+                .split_once('=')
+                .ok_or_else(|| LinkError::Syntax(item.into()))?;
+            let (k, v) = (k.trim(), v.trim());
+            if let Some(key) = k.strip_prefix("up.") {
+                overrides.push((true, key.to_string(), k.to_string(), v.to_string()));
+            } else if let Some(key) = k.strip_prefix("down.") {
+                overrides.push((false, key.to_string(), k.to_string(), v.to_string()));
+            } else if k == "rtt" {
+                let half = parse_duration(k, v)? / 2;
+                spec.up.delay = half;
+                spec.down.delay = half;
+            } else if k == "mtu" {
+                let m: u32 = v
+                    .parse()
+                    .map_err(|_| field_err(k, format!("`{v}` is not a whole number")))?;
+                if !(576..=65535).contains(&m) {
+                    return Err(field_err(k, "must be between 576 and 65535"));
+                }
+                spec.mtu = Some(m);
+            } else {
+                apply(&mut spec.up, k, k, v)?;
+                apply(&mut spec.down, k, k, v)?;
+            }
+        }
+        for (up, key, field, v) in overrides {
+            let d = if up { &mut spec.up } else { &mut spec.down };
+            apply(d, &key, &field, &v)?;
+        }
+        Ok(spec)
+    }
+}
+
+impl LinkSpec {
+    /// Round-trip time the link adds.
+    pub fn added_rtt(&self) -> Duration {
+        self.up.delay + self.down.delay
+    }
+
+    pub fn directions(&self) -> [(&'static str, &Direction); 2] {
+        [("up", &self.up), ("down", &self.down)]
+    }
+}
+
+/// Parses a rate trace: one `SECONDS RATE` pair per line (`#` comments), times increasing.
+pub fn parse_trace(text: &str) -> Result<Vec<(Duration, Rate)>, LinkError> {
+    let mut out: Vec<(Duration, Rate)> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let err = |m: String| LinkError::Trace {
+            line: i + 1,
+            message: m,
+        };
+        let mut parts = line.split_whitespace();
+        let (Some(t), Some(r), None) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(err("expected `SECONDS RATE`".into()));
+        };
+        let t: f64 = t
+            .parse()
+            .map_err(|_| err(format!("`{t}` is not seconds")))?;
+        if !(t.is_finite() && t >= 0.0) {
+            return Err(err(format!("`{t}` is not a time")));
+        }
+        let r = parse_rate("rate", r).map_err(|e| err(e.to_string()))?;
+        let at = Duration::from_secs_f64(t);
+        if out.last().is_some_and(|(prev, _)| *prev >= at) {
+            return Err(err("times must increase".into()));
+        }
+        out.push((at, r));
+    }
+    if out.is_empty() {
+        return Err(LinkError::Trace {
+            line: 0,
+            message: "no entries".into(),
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_papers_links() {
+        let l: LinkSpec = "rate=100mbit,rtt=36ms,loss=1%".parse().unwrap();
+        assert_eq!(
+            l.up.rate,
+            Some(RateSpec::Fixed {
+                bps: Rate(100_000_000)
+            })
+        );
+        assert_eq!(l.up.delay, Duration::from_millis(18));
+        assert_eq!(l.down.delay, Duration::from_millis(18));
+        assert_eq!(l.added_rtt(), Duration::from_millis(36));
+        assert!((l.down.loss - 0.01).abs() < 1e-12);
+
+        let v: LinkSpec = "rate=50..150mbit/1s".parse().unwrap();
+        assert_eq!(
+            v.down.rate,
+            Some(RateSpec::Random {
+                min: Rate(50_000_000),
+                max: Rate(150_000_000),
+                period: Duration::from_secs(1)
+            })
+        );
+        let j: LinkSpec = "rtt=112ms,jitter=10ms".parse().unwrap();
+        assert!(j.up.reorders());
+        let q: LinkSpec = "rate=5mbit,queue=30KB,down.queue=50ms".parse().unwrap();
+        assert_eq!(q.up.queue.unwrap().bytes_at(Rate(5_000_000)), 30_000);
+        assert_eq!(q.down.queue.unwrap().bytes_at(Rate(5_000_000)), 31_250);
+    }
+
+    #[test]
+    fn direction_overrides_win_in_any_order() {
+        let l: LinkSpec = "up.rate=10mbit,rate=100mbit,down.delay=5ms,delay=1ms,mtu=1400"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            l.up.rate,
+            Some(RateSpec::Fixed {
+                bps: Rate(10_000_000)
+            })
+        );
+        assert_eq!(
+            l.down.rate,
+            Some(RateSpec::Fixed {
+                bps: Rate(100_000_000)
+            })
+        );
+        assert_eq!(l.up.delay, Duration::from_millis(1));
+        assert_eq!(l.down.delay, Duration::from_millis(5));
+        assert_eq!(l.mtu, Some(1400));
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        insta::assert_snapshot!([
+            "rate=fast",
+            "rate=100mbps",
+            "rtt=36",
+            "loss=150%",
+            "bandwidth=1gbit",
+            "rate",
+            "rate=150..50mbit/1s",
+            "rate=50..150mbit",
+            "up.colour=red",
+            "mtu=100",
+            "queue=0B",
+            "reorder=maybe",
+        ]
+        .iter()
+        .map(|s| format!("{s}: {}", s.parse::<LinkSpec>().unwrap_err()))
+        .collect::<Vec<_>>()
+        .join("\n"));
+    }
+
+    #[test]
+    fn traces() {
+        let t = parse_trace("# t rate\n0 10mbit\n1.5 20mbit\n").unwrap();
+        assert_eq!(
+            t,
+            vec![
+                (Duration::ZERO, Rate(10_000_000)),
+                (Duration::from_millis(1500), Rate(20_000_000))
+            ]
+        );
+        assert!(parse_trace("1 10mbit\n0 5mbit").is_err());
+        assert!(parse_trace("").is_err());
+        assert!(parse_trace("0 10mb").is_err());
+    }
+}

@@ -1,0 +1,17 @@
+//! qbench-shaper: emulated links between network namespaces.
+//!
+//! LinkSpec -> plan (a pure list of commands) -> executor (runs ip/tc/nft, records what it
+//! did) -> `Topology`, an RAII guard over client, router and server namespaces. Kernels
+//! without netem get a userspace TUN forwarder for delay, jitter and reordering.
+
+pub mod exec;
+pub mod forwarder;
+pub mod netns;
+pub mod plan;
+pub mod probe;
+pub mod rate;
+pub mod topology;
+pub mod tun;
+
+pub use plan::{Backend, Names, Offloads};
+pub use topology::{cleanup, BackendChoice, LinkReport, Topology, TopologyOptions};

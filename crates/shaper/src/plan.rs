@@ -1,0 +1,623 @@
+//! LinkSpec -> the exact commands that build the topology and its impairments. Pure: the
+//! executor runs the list, `--dry-run` prints it.
+
+use std::fmt;
+use std::time::Duration;
+
+use qbench_core::link::{Direction, LinkSpec, RateSpec};
+use qbench_core::units::Rate;
+use serde::Serialize;
+
+/// Addresses from the benchmarking range 198.18.0.0/15 (RFC 2544).
+pub const CLIENT_ADDR: &str = "198.18.1.2";
+pub const ROUTER_CLIENT_SIDE: &str = "198.18.1.1";
+pub const ROUTER_SERVER_SIDE: &str = "198.18.2.1";
+pub const SERVER_ADDR: &str = "198.18.2.2";
+
+/// Interface names inside the namespaces (unique per namespace, so fixed).
+pub const CLIENT_IF: &str = "qb-c0";
+pub const SERVER_IF: &str = "qb-s0";
+/// Router side facing the client: egress here is the *down* direction.
+pub const ROUTER_TO_CLIENT: &str = "qb-rc";
+/// Router side facing the server: egress here is the *up* direction.
+pub const ROUTER_TO_SERVER: &str = "qb-rs";
+pub const TUN_UP: &str = "qb-tup";
+pub const TUN_DOWN: &str = "qb-tdn";
+const TABLE_UP: &str = "100";
+const TABLE_DOWN: &str = "101";
+
+/// The UDP/TCP buffer sizes set inside the endpoint namespaces, so they are not the bottleneck.
+pub const ENDPOINT_SYSCTLS: &[(&str, &str)] = &[
+    ("net.ipv4.tcp_rmem", "4096 131072 67108864"),
+    ("net.ipv4.tcp_wmem", "4096 65536 67108864"),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// tbf + netem on the router (kernels with sch_netem).
+    Netem,
+    /// tbf for rate, nftables for loss, a userspace TUN forwarder for delay and jitter.
+    Userspace,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Offloads {
+    /// Leave GSO/TSO/GRO as the kernel sets them on veth.
+    Default,
+    On,
+    Off,
+}
+
+/// The three namespaces of one topology.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Names {
+    pub id: String,
+    pub client: String,
+    pub router: String,
+    pub server: String,
+}
+
+impl Names {
+    pub fn new(id: &str) -> Self {
+        Names {
+            id: id.into(),
+            client: format!("qb-{id}-c"),
+            router: format!("qb-{id}-r"),
+            server: format!("qb-{id}-s"),
+        }
+    }
+
+    /// Whether `ns` looks like one of ours (`qb-<hex id>-c|r|s`).
+    pub fn is_ours(ns: &str) -> bool {
+        let Some(rest) = ns.strip_prefix("qb-") else {
+            return false;
+        };
+        let Some((id, role)) = rest.rsplit_once('-') else {
+            return false;
+        };
+        !id.is_empty()
+            && id.chars().all(|c| c.is_ascii_hexdigit())
+            && matches!(role, "c" | "r" | "s")
+    }
+}
+
+/// One command, optionally inside a namespace (`ip netns exec NS ...`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cmd {
+    pub ns: Option<String>,
+    pub argv: Vec<String>,
+    /// Text fed to the command's standard input (nft -f -).
+    pub stdin: Option<String>,
+}
+
+impl Cmd {
+    fn new(ns: Option<&str>, argv: &[&str]) -> Self {
+        Cmd {
+            ns: ns.map(str::to_string),
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            stdin: None,
+        }
+    }
+
+    /// The full argv as run from the root namespace.
+    pub fn full_argv(&self) -> Vec<String> {
+        match &self.ns {
+            Some(ns) => ["ip", "netns", "exec", ns]
+                .iter()
+                .map(|s| s.to_string())
+                .chain(self.argv.iter().cloned())
+                .collect(),
+            None => self.argv.clone(),
+        }
+    }
+}
+
+impl fmt::Display for Cmd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let quoted: Vec<String> = self
+            .full_argv()
+            .iter()
+            .map(|a| {
+                if a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./:=,".contains(c))
+                {
+                    a.clone()
+                } else {
+                    format!("'{}'", a.replace('\'', "'\\''"))
+                }
+            })
+            .collect();
+        write!(f, "{}", quoted.join(" "))?;
+        if let Some(input) = &self.stdin {
+            write!(f, " <<'EOF'\n{}EOF", input)?;
+        }
+        Ok(())
+    }
+}
+
+/// What the plan needs besides the link.
+#[derive(Debug, Clone)]
+pub struct PlanOptions {
+    pub backend: Backend,
+    pub offloads: Offloads,
+    /// nftables is present (else the userspace forwarder drops packets itself).
+    pub nft: bool,
+    /// TCP cwnd cap in packets, applied on the server's route toward the client.
+    pub tcp_cwnd_cap: Option<u32>,
+    /// TCP initial window in packets, on the same route.
+    pub tcp_initial_cwnd: Option<u32>,
+}
+
+/// tbf's burst: enough for the timer granularity at this rate, at least a few full packets.
+pub fn tbf_burst(rate: Rate, mtu: u32) -> u64 {
+    let per_ms = rate.0 / 8 / 1000;
+    per_ms.max(u64::from(mtu) * 4)
+}
+
+/// Queue in bytes when the spec sets none: 50 ms at the rate, at least 64 KiB.
+pub fn default_queue(rate: Rate) -> u64 {
+    (rate.0 / 8 / 20).max(64 * 1024)
+}
+
+fn tbf(ns: &str, dev: &str, d: &Direction, mtu: u32) -> Option<Cmd> {
+    let rate = d.rate.as_ref()?.peak().or(match d.rate.as_ref()? {
+        RateSpec::Trace { .. } => Some(Rate(1_000_000_000)),
+        _ => None,
+    })?;
+    let limit = d
+        .queue
+        .map_or_else(|| default_queue(rate), |q| q.bytes_at(rate))
+        .max(u64::from(mtu) * 2);
+    let (r, b, l) = (
+        format!("{}bit", rate.0),
+        tbf_burst(rate, mtu).to_string(),
+        limit.to_string(),
+    );
+    Some(Cmd::new(
+        Some(ns),
+        &[
+            "tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", "tbf", "rate", &r,
+            "burst", &b, "limit", &l,
+        ],
+    ))
+}
+
+fn us(d: Duration) -> String {
+    format!("{}us", d.as_micros())
+}
+
+fn netem(ns: &str, dev: &str, d: &Direction, has_tbf: bool) -> Option<Cmd> {
+    if !d.needs_delay_path() && d.loss == 0.0 {
+        return None;
+    }
+    let parent: Vec<&str> = if has_tbf {
+        vec!["parent", "1:1", "handle", "10:"]
+    } else {
+        vec!["root", "handle", "10:"]
+    };
+    let mut argv: Vec<String> = ["tc", "qdisc", "replace", "dev", dev]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    argv.extend(parent.iter().map(|s| s.to_string()));
+    argv.extend(
+        ["netem", "limit", "100000", "delay"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    argv.push(us(d.delay));
+    if !d.jitter.is_zero() {
+        argv.push(us(d.jitter));
+    }
+    if d.loss > 0.0 {
+        argv.push("loss".into());
+        argv.push(format!("{}%", d.loss * 100.0));
+    }
+    let a: Vec<&str> = argv.iter().map(String::as_str).collect();
+    Some(Cmd::new(Some(ns), &a))
+}
+
+fn nft_loss(names: &Names, link: &LinkSpec) -> Option<Cmd> {
+    let mut rules = String::new();
+    for (dev, d) in [(ROUTER_TO_SERVER, &link.up), (ROUTER_TO_CLIENT, &link.down)] {
+        if d.loss > 0.0 {
+            // numgen draws 0..999999 per packet; matching oifname counts each packet once,
+            // also when it crosses the router twice through the TUN path.
+            let threshold = (d.loss * 1_000_000.0).round() as u64;
+            rules.push_str(&format!(
+                "    oifname \"{dev}\" numgen random mod 1000000 < {threshold} counter drop\n"
+            ));
+        }
+    }
+    if rules.is_empty() {
+        return None;
+    }
+    let script = format!(
+        "table inet qb_link {{\n  chain forward {{\n    type filter hook forward priority 0; policy accept;\n{rules}  }}\n}}\n"
+    );
+    Some(Cmd {
+        ns: Some(names.router.clone()),
+        argv: vec!["nft".into(), "-f".into(), "-".into()],
+        stdin: Some(script),
+    })
+}
+
+/// Namespaces, veths, addresses, routes and forwarding: the topology without impairments.
+fn topology(n: &Names, mtu: Option<u32>, offloads: Offloads) -> Vec<Cmd> {
+    let (c, r, s) = (n.client.as_str(), n.router.as_str(), n.server.as_str());
+    let mut v = vec![
+        Cmd::new(None, &["ip", "netns", "add", c]),
+        Cmd::new(None, &["ip", "netns", "add", r]),
+        Cmd::new(None, &["ip", "netns", "add", s]),
+        Cmd::new(
+            None,
+            &[
+                "ip",
+                "-n",
+                r,
+                "link",
+                "add",
+                ROUTER_TO_CLIENT,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                CLIENT_IF,
+                "netns",
+                c,
+            ],
+        ),
+        Cmd::new(
+            None,
+            &[
+                "ip",
+                "-n",
+                r,
+                "link",
+                "add",
+                ROUTER_TO_SERVER,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                SERVER_IF,
+                "netns",
+                s,
+            ],
+        ),
+    ];
+    let ends = [
+        (c, CLIENT_IF, "198.18.1.2/24"),
+        (r, ROUTER_TO_CLIENT, "198.18.1.1/24"),
+        (r, ROUTER_TO_SERVER, "198.18.2.1/24"),
+        (s, SERVER_IF, "198.18.2.2/24"),
+    ];
+    for (ns, dev, addr) in ends {
+        v.push(Cmd::new(
+            None,
+            &["ip", "-n", ns, "addr", "add", addr, "dev", dev],
+        ));
+        if let Some(m) = mtu {
+            v.push(Cmd::new(
+                None,
+                &[
+                    "ip",
+                    "-n",
+                    ns,
+                    "link",
+                    "set",
+                    "dev",
+                    dev,
+                    "mtu",
+                    &m.to_string(),
+                ],
+            ));
+        }
+        let state = match offloads {
+            Offloads::Default => None,
+            Offloads::On => Some("on"),
+            Offloads::Off => Some("off"),
+        };
+        if let Some(st) = state {
+            v.push(Cmd::new(
+                Some(ns),
+                &["ethtool", "-K", dev, "gso", st, "tso", st, "gro", st],
+            ));
+        }
+        v.push(Cmd::new(
+            None,
+            &["ip", "-n", ns, "link", "set", "dev", dev, "up"],
+        ));
+    }
+    for ns in [c, r, s] {
+        v.push(Cmd::new(
+            None,
+            &["ip", "-n", ns, "link", "set", "dev", "lo", "up"],
+        ));
+    }
+    v.push(Cmd::new(
+        None,
+        &[
+            "ip",
+            "-n",
+            c,
+            "route",
+            "add",
+            "default",
+            "via",
+            ROUTER_CLIENT_SIDE,
+        ],
+    ));
+    v.push(Cmd::new(
+        None,
+        &[
+            "ip",
+            "-n",
+            s,
+            "route",
+            "add",
+            "default",
+            "via",
+            ROUTER_SERVER_SIDE,
+        ],
+    ));
+    v.push(Cmd::new(
+        Some(r),
+        &["sysctl", "-qw", "net.ipv4.ip_forward=1"],
+    ));
+    for ns in [c, s] {
+        for (k, val) in ENDPOINT_SYSCTLS {
+            v.push(Cmd::new(
+                Some(ns),
+                &["sysctl", "-qw", &format!("{k}={val}")],
+            ));
+        }
+    }
+    v
+}
+
+/// The userspace delay path: one TUN per direction, policy routing into it, and a blackhole
+/// fallback so that a dead forwarder drops traffic instead of passing it unimpaired.
+fn tun_path(n: &Names) -> Vec<Cmd> {
+    let r = n.router.as_str();
+    let mut v = Vec::new();
+    for key in ["all", "default", ROUTER_TO_CLIENT, ROUTER_TO_SERVER] {
+        v.push(Cmd::new(
+            Some(r),
+            &["sysctl", "-qw", &format!("net.ipv4.conf.{key}.rp_filter=0")],
+        ));
+    }
+    for (tun, from, table) in [
+        (TUN_UP, ROUTER_TO_CLIENT, TABLE_UP),
+        (TUN_DOWN, ROUTER_TO_SERVER, TABLE_DOWN),
+    ] {
+        v.push(Cmd::new(
+            None,
+            &[
+                "ip", "-n", r, "tuntap", "add", "dev", tun, "mode", "tun", "vnet_hdr",
+            ],
+        ));
+        v.push(Cmd::new(
+            None,
+            &[
+                "ip",
+                "-n",
+                r,
+                "link",
+                "set",
+                "dev",
+                tun,
+                "txqueuelen",
+                "10000",
+            ],
+        ));
+        v.push(Cmd::new(
+            Some(r),
+            &[
+                "sysctl",
+                "-qw",
+                &format!("net.ipv6.conf.{tun}.disable_ipv6=1"),
+            ],
+        ));
+        v.push(Cmd::new(
+            Some(r),
+            &["sysctl", "-qw", &format!("net.ipv4.conf.{tun}.rp_filter=0")],
+        ));
+        v.push(Cmd::new(
+            None,
+            &["ip", "-n", r, "link", "set", "dev", tun, "up"],
+        ));
+        v.push(Cmd::new(
+            None,
+            &[
+                "ip",
+                "-n",
+                r,
+                "route",
+                "add",
+                "blackhole",
+                "default",
+                "table",
+                table,
+                "metric",
+                "100",
+            ],
+        ));
+        v.push(Cmd::new(
+            None,
+            &[
+                "ip", "-n", r, "route", "add", "default", "dev", tun, "table", table, "metric",
+                "10",
+            ],
+        ));
+        v.push(Cmd::new(
+            None,
+            &[
+                "ip", "-n", r, "rule", "add", "iif", from, "lookup", table, "pref", "100",
+            ],
+        ));
+    }
+    v
+}
+
+/// Every command that brings the link up, in order.
+pub fn up(names: &Names, link: &LinkSpec, opts: &PlanOptions) -> Vec<Cmd> {
+    let mtu = link.mtu.unwrap_or(1500);
+    let mut v = topology(names, link.mtu, opts.offloads);
+    let r = names.router.as_str();
+    let dirs = [(ROUTER_TO_SERVER, &link.up), (ROUTER_TO_CLIENT, &link.down)];
+    match opts.backend {
+        Backend::Netem => {
+            for (dev, d) in dirs {
+                let t = tbf(r, dev, d, mtu);
+                let has_tbf = t.is_some();
+                v.extend(t);
+                v.extend(netem(r, dev, d, has_tbf));
+            }
+        }
+        Backend::Userspace => {
+            for (dev, d) in dirs {
+                v.extend(tbf(r, dev, d, mtu));
+            }
+            if opts.nft {
+                v.extend(nft_loss(names, link));
+            }
+            if link.up.needs_delay_path()
+                || link.down.needs_delay_path()
+                || (!opts.nft && (link.up.loss > 0.0 || link.down.loss > 0.0))
+            {
+                v.extend(tun_path(names));
+            }
+        }
+    }
+    if opts.tcp_cwnd_cap.is_some() || opts.tcp_initial_cwnd.is_some() {
+        v.extend(tcp_route_metrics(
+            names,
+            opts.tcp_cwnd_cap,
+            opts.tcp_initial_cwnd,
+        ));
+    }
+    v
+}
+
+/// The TCP congestion-window cap (a locked `cwnd` metric) and initial window (`initcwnd`) on
+/// the server's route toward the client. The kernel applies a locked cwnd through its TCP
+/// metrics cache, so the cache is flushed here and the first connection afterwards primes it.
+pub fn tcp_route_metrics(n: &Names, cap: Option<u32>, initcwnd: Option<u32>) -> Vec<Cmd> {
+    let s = n.server.as_str();
+    let mut argv: Vec<String> = [
+        "ip",
+        "-n",
+        s,
+        "route",
+        "replace",
+        "198.18.1.0/24",
+        "via",
+        ROUTER_SERVER_SIDE,
+        "dev",
+        SERVER_IF,
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    if let Some(c) = cap {
+        argv.extend(["cwnd".into(), "lock".into(), c.to_string()]);
+    }
+    if let Some(i) = initcwnd {
+        argv.extend(["initcwnd".into(), i.to_string()]);
+    }
+    vec![
+        Cmd {
+            ns: None,
+            argv,
+            stdin: None,
+        },
+        Cmd::new(None, &["ip", "-n", s, "tcp_metrics", "flush", "all"]),
+    ]
+}
+
+/// Tearing down is deleting the namespaces: every veth, TUN, qdisc and nft table in them goes.
+pub fn down(names: &Names) -> Vec<Cmd> {
+    [&names.client, &names.router, &names.server]
+        .iter()
+        .map(|ns| Cmd::new(None, &["ip", "netns", "del", ns]))
+        .collect()
+}
+
+/// `tc qdisc change` lines for a new rate on one direction's egress (for `tc -batch -`).
+pub fn rate_change_line(dev: &str, rate: Rate, queue_bytes: u64, mtu: u32) -> String {
+    format!(
+        "qdisc change dev {dev} root handle 1: tbf rate {}bit burst {} limit {}\n",
+        rate.0,
+        tbf_burst(rate, mtu),
+        queue_bytes.max(u64::from(mtu) * 2)
+    )
+}
+
+/// The shell script `--dry-run` prints.
+pub fn script(cmds: &[Cmd]) -> String {
+    let mut s = String::from("#!/bin/sh\nset -e\n");
+    for c in cmds {
+        s.push_str(&c.to_string());
+        s.push('\n');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(backend: Backend) -> PlanOptions {
+        PlanOptions {
+            backend,
+            offloads: Offloads::Default,
+            nft: true,
+            tcp_cwnd_cap: None,
+            tcp_initial_cwnd: None,
+        }
+    }
+
+    #[test]
+    fn userspace_plan() {
+        let link: LinkSpec = "rate=100mbit,rtt=36ms,loss=1%,up.rate=10mbit"
+            .parse()
+            .unwrap();
+        insta::assert_snapshot!(script(&up(
+            &Names::new("a1b2"),
+            &link,
+            &opts(Backend::Userspace)
+        )));
+    }
+
+    #[test]
+    fn netem_plan_and_cap() {
+        let link: LinkSpec = "rate=5mbit,rtt=112ms,jitter=10ms,queue=30KB"
+            .parse()
+            .unwrap();
+        let mut o = opts(Backend::Netem);
+        o.tcp_cwnd_cap = Some(430);
+        o.offloads = Offloads::Off;
+        insta::assert_snapshot!(script(&up(&Names::new("ff00"), &link, &o)));
+    }
+
+    #[test]
+    fn rate_only_needs_no_tun() {
+        let link: LinkSpec = "rate=1gbit".parse().unwrap();
+        let cmds = up(&Names::new("1"), &link, &opts(Backend::Userspace));
+        assert!(!cmds.iter().any(|c| c.argv.contains(&"tuntap".to_string())));
+        assert!(cmds.iter().any(|c| c.argv.contains(&"tbf".to_string())));
+    }
+
+    #[test]
+    fn names_we_own() {
+        assert!(Names::is_ours("qb-a1b2-r"));
+        assert!(!Names::is_ours("qb-a1b2-x"));
+        assert!(!Names::is_ours("docker0"));
+        assert!(!Names::is_ours("qb--c"));
+        assert!(!Names::is_ours("qb-zz-c"));
+        assert_eq!(down(&Names::new("a1")).len(), 3);
+    }
+}

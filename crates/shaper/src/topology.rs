@@ -1,0 +1,243 @@
+//! The emulated path as an RAII guard: client, router and server namespaces with the link's
+//! impairments on the router. Dropping it stops the forwarders and deletes the namespaces.
+
+use qbench_core::link::LinkSpec;
+use serde::Serialize;
+
+use crate::exec::{ExecError, Executor};
+use crate::forwarder::{Forwarder, ForwarderStats, Impairment};
+use crate::netns::{self, NetnsError};
+use crate::plan::{
+    self, Backend, Names, Offloads, PlanOptions, ROUTER_TO_CLIENT, ROUTER_TO_SERVER, TUN_DOWN,
+    TUN_UP,
+};
+use crate::probe::{probe, Capabilities, ProbeError};
+use crate::rate::{RateChange, RateController, RateError, Varying};
+use crate::tun::Tun;
+
+/// Note attached to every report: what a tbf rate means for goodput.
+pub const L2_NOTE: &str =
+    "tc counts L2 bytes: TCP goodput tops out near 95-96% of the configured rate";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ShaperError {
+    #[error(transparent)]
+    Probe(#[from] ProbeError),
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    #[error(transparent)]
+    Netns(#[from] NetnsError),
+    #[error(transparent)]
+    Rate(#[from] RateError),
+    #[error("starting the userspace forwarder on {tun}: {source}")]
+    Forwarder { tun: String, source: std::io::Error },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum BackendChoice {
+    #[default]
+    Auto,
+    Netem,
+    Userspace,
+}
+
+#[derive(Debug, Clone)]
+pub struct TopologyOptions {
+    pub backend: BackendChoice,
+    pub offloads: Offloads,
+    pub tcp_cwnd_cap: Option<u32>,
+    pub tcp_initial_cwnd: Option<u32>,
+    /// Namespace id; random when `None`.
+    pub id: Option<String>,
+}
+
+/// What the report says about the link.
+#[derive(Debug, Clone, Serialize)]
+pub struct LinkReport {
+    pub spec: LinkSpec,
+    pub backend: Backend,
+    pub capabilities: Capabilities,
+    pub namespaces: Names,
+    pub commands: Vec<String>,
+    pub forwarders: Vec<(String, ForwarderStats)>,
+    pub rate_changes: Vec<RateChange>,
+    pub notes: Vec<String>,
+}
+
+pub struct Topology {
+    names: Names,
+    link: LinkSpec,
+    backend: Backend,
+    caps: Capabilities,
+    executed: Vec<String>,
+    forwarders: Vec<(String, Forwarder)>,
+    rates: Option<RateController>,
+}
+
+fn random_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("{:x}", std::process::id().rotate_left(12) ^ nanos)
+}
+
+fn impairment(d: &qbench_core::link::Direction, loss_here: bool) -> Impairment {
+    Impairment {
+        delay: d.delay,
+        jitter: d.jitter,
+        reorder: d.reorders(),
+        loss: if loss_here { d.loss } else { 0.0 },
+    }
+}
+
+/// The backend and plan options for this machine's capabilities.
+fn plan_options(opts: &TopologyOptions, caps: &Capabilities) -> PlanOptions {
+    PlanOptions {
+        backend: match opts.backend {
+            BackendChoice::Auto => caps.auto_backend(),
+            BackendChoice::Netem => Backend::Netem,
+            BackendChoice::Userspace => Backend::Userspace,
+        },
+        offloads: opts.offloads,
+        nft: caps.nft,
+        tcp_cwnd_cap: opts.tcp_cwnd_cap,
+        tcp_initial_cwnd: opts.tcp_initial_cwnd,
+    }
+}
+
+/// The plan this link would run, for `--dry-run` (probes the kernel, changes nothing).
+pub fn dry_run(link: &LinkSpec, opts: &TopologyOptions) -> (Backend, String) {
+    let plan_opts = plan_options(opts, &probe());
+    let names = Names::new(opts.id.as_deref().unwrap_or("ID"));
+    (
+        plan_opts.backend,
+        plan::script(&plan::up(&names, link, &plan_opts)),
+    )
+}
+
+impl Topology {
+    pub fn up(link: LinkSpec, opts: &TopologyOptions) -> Result<Topology, ShaperError> {
+        let caps = probe();
+        let plan_opts = plan_options(opts, &caps);
+        let backend = plan_opts.backend;
+        caps.check(backend, opts.offloads != Offloads::Default)?;
+        let names = Names::new(&opts.id.clone().unwrap_or_else(random_id));
+        let mut topo = Topology {
+            names: names.clone(),
+            link: link.clone(),
+            backend,
+            caps,
+            executed: Vec::new(),
+            forwarders: Vec::new(),
+            rates: None,
+        };
+        // From here on, Drop tears down whatever part was built.
+        let mut exec = Executor::default();
+        let result = exec.run_all(&plan::up(&names, &link, &plan_opts));
+        topo.executed = exec.done;
+        result?;
+        if backend == Backend::Userspace {
+            topo.start_forwarders(!plan_opts.nft)?;
+        }
+        let mtu = link.mtu.unwrap_or(1500);
+        let mut varying = Vec::new();
+        for (dir, dev, d) in [
+            ("up", ROUTER_TO_SERVER, &link.up),
+            ("down", ROUTER_TO_CLIENT, &link.down),
+        ] {
+            if let Some(spec) = &d.rate {
+                varying.extend(Varying::new(dir, dev, spec, d.queue)?);
+            }
+        }
+        topo.rates = RateController::start(&names.router, varying, mtu)?;
+        Ok(topo)
+    }
+
+    fn start_forwarders(&mut self, loss_here: bool) -> Result<(), ShaperError> {
+        let plan_has_tun = self.executed.iter().any(|c| c.contains("tuntap"));
+        if !plan_has_tun {
+            return Ok(());
+        }
+        let router = self.names.router.clone();
+        let dirs = [
+            (TUN_UP, impairment(&self.link.up, loss_here)),
+            (TUN_DOWN, impairment(&self.link.down, loss_here)),
+        ];
+        // Forwarder threads inherit the namespace of the thread that starts them.
+        let started =
+            std::thread::spawn(move || -> Result<Vec<(String, Forwarder)>, ShaperError> {
+                netns::enter(&router)?;
+                let mut out = Vec::new();
+                for (tun, imp) in dirs {
+                    let fwd = Tun::open(tun, true)
+                        .and_then(|t| Forwarder::start(t, imp))
+                        .map_err(|source| ShaperError::Forwarder {
+                            tun: tun.into(),
+                            source,
+                        })?;
+                    out.push((tun.to_string(), fwd));
+                }
+                Ok(out)
+            })
+            .join()
+            .expect("forwarder start thread does not panic")?;
+        self.forwarders = started;
+        Ok(())
+    }
+
+    pub fn names(&self) -> &Names {
+        &self.names
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    pub fn report(&self) -> LinkReport {
+        LinkReport {
+            spec: self.link.clone(),
+            backend: self.backend,
+            capabilities: self.caps.clone(),
+            namespaces: self.names.clone(),
+            commands: self.executed.clone(),
+            forwarders: self
+                .forwarders
+                .iter()
+                .map(|(n, f)| (n.clone(), f.stats()))
+                .collect(),
+            rate_changes: self.rates.as_ref().map(|r| r.changes()).unwrap_or_default(),
+            notes: vec![L2_NOTE.to_string()],
+        }
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        self.rates = None;
+        for (_, f) in self.forwarders.drain(..) {
+            f.stop();
+        }
+        for c in plan::down(&self.names) {
+            let _ = crate::exec::run(&c);
+        }
+    }
+}
+
+/// Deletes every namespace named like ours (`qb-<hex>-c|r|s`); touches nothing else.
+pub fn cleanup() -> Vec<String> {
+    let mut removed = Vec::new();
+    for ns in netns::list() {
+        if Names::is_ours(&ns) {
+            let del = plan::Cmd {
+                ns: None,
+                argv: vec!["ip".into(), "netns".into(), "del".into(), ns.clone()],
+                stdin: None,
+            };
+            if crate::exec::run(&del).is_ok() {
+                removed.push(ns);
+            }
+        }
+    }
+    removed
+}
