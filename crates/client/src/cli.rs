@@ -29,7 +29,99 @@ pub struct Cli {
 pub enum Command {
     /// Run the matched server (same as the qbench-server binary)
     Serve(ServeArgs),
+    /// Compare two configurations in back-to-back rounds: PLT statistics, percent difference
+    /// and Welch's t-test (IMC'17 method)
+    Compare(Box<CompareArgs>),
 }
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    /// The two protocols, A,B (e.g. h2,h3) [default: --proto for both, told apart by a./b. options]
+    #[arg(long, value_delimiter = ',', value_name = "A,B")]
+    pub protos: Vec<Proto>,
+
+    /// Rounds; each runs A and B once with fresh connections, alternating which goes first
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(2..))]
+    pub rounds: u32,
+
+    #[command(flatten)]
+    pub a: SideA,
+
+    #[command(flatten)]
+    pub b: SideB,
+}
+
+/// Options that differ between the two sides of a comparison.
+#[derive(Debug, Clone, Default)]
+pub struct SideOverrides {
+    pub cc: Option<CcAlgo>,
+    pub cwnd_cap: Option<u32>,
+    pub initial_cwnd: Option<u32>,
+    pub rwnd: Option<ByteSize>,
+    pub connections: Option<u32>,
+    pub streams: Option<u32>,
+}
+
+macro_rules! side_args {
+    ($name:ident, $cc:literal, $cap:literal, $init:literal, $rwnd:literal, $conns:literal, $streams:literal) => {
+        #[derive(Debug, Args)]
+        pub struct $name {
+            /// --cc for this side
+            #[arg(long = $cc, id = $cc, value_enum)]
+            pub cc: Option<CcAlgo>,
+            /// --cwnd-cap for this side
+            #[arg(long = $cap, id = $cap, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
+            pub cwnd_cap: Option<u32>,
+            /// --initial-cwnd for this side
+            #[arg(long = $init, id = $init, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
+            pub initial_cwnd: Option<u32>,
+            /// --rwnd for this side
+            #[arg(long = $rwnd, id = $rwnd, value_name = "BYTES")]
+            pub rwnd: Option<ByteSize>,
+            /// --connections for this side
+            #[arg(long = $conns, id = $conns, value_parser = clap::value_parser!(u32).range(1..=1024))]
+            pub connections: Option<u32>,
+            /// --streams for this side
+            #[arg(long = $streams, id = $streams, value_parser = clap::value_parser!(u32).range(1..))]
+            pub streams: Option<u32>,
+        }
+
+        impl From<&$name> for SideOverrides {
+            fn from(s: &$name) -> Self {
+                SideOverrides {
+                    cc: s.cc,
+                    cwnd_cap: s.cwnd_cap,
+                    initial_cwnd: s.initial_cwnd,
+                    rwnd: s.rwnd,
+                    connections: s.connections,
+                    streams: s.streams,
+                }
+            }
+        }
+    };
+}
+
+side_args!(
+    SideA,
+    "a.cc",
+    "a.cwnd-cap",
+    "a.initial-cwnd",
+    "a.rwnd",
+    "a.connections",
+    "a.streams"
+);
+side_args!(
+    SideB,
+    "b.cc",
+    "b.cwnd-cap",
+    "b.initial-cwnd",
+    "b.rwnd",
+    "b.connections",
+    "b.streams"
+);
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -62,7 +154,7 @@ impl Proto {
     }
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Protocol to benchmark
     #[arg(long, value_enum, default_value = "h3")]

@@ -3,11 +3,14 @@
 pub mod app;
 pub mod cli;
 pub mod clock;
+pub mod compare;
 pub mod config;
 pub mod env;
 pub mod output;
 pub mod plot;
+pub mod prepare;
 pub mod runner;
+pub mod side;
 pub mod tls;
 pub mod transport;
 pub mod verify;

@@ -2,9 +2,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use qbench::app::Prepared;
 use qbench::cli::{Cli, Command};
 use qbench::config::Config;
+use qbench::prepare::Prepared;
 
 fn runtime(workers: u32) -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
@@ -24,7 +24,7 @@ fn benchmark(args: qbench::cli::RunArgs) -> anyhow::Result<()> {
     }
     // The link and server come first: building them moves this thread into the client
     // namespace, where the runtime's threads must be created.
-    let prepared = Prepared::new(&cfg)?;
+    let prepared = Prepared::new(&[&cfg])?;
     let rt = runtime(cfg.client_threads)?;
     let command: Vec<String> = std::env::args().collect();
     let outcome = rt.block_on(async {
@@ -41,6 +41,25 @@ fn benchmark(args: qbench::cli::RunArgs) -> anyhow::Result<()> {
     }
 }
 
+fn compare(args: qbench::cli::CompareArgs) -> anyhow::Result<()> {
+    let plan = qbench::compare::Plan::from_args(args)?;
+    let prepared = Prepared::new(&[&plan.a, &plan.b])?;
+    let rt = runtime(plan.a.client_threads)?;
+    let command: Vec<String> = std::env::args().collect();
+    let outcome = rt.block_on(async {
+        tokio::select! {
+            r = qbench::compare::run(&plan, &prepared, command) => r,
+            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+        }
+    });
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    drop(prepared);
+    match outcome? {
+        Some(e) => Err(anyhow::anyhow!(e)),
+        None => Ok(()),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -51,6 +70,7 @@ fn main() -> ExitCode {
             ))
             .context("qbench serve")
         }),
+        Some(Command::Compare(c)) => compare(*c),
         None => benchmark(cli.run),
     };
     match result {

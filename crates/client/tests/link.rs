@@ -80,27 +80,17 @@ fn ping(ns: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Runs `f` while `qbench-shaper up SPEC` holds a link; returns its client namespace too.
+/// Runs `f` with the client namespace of a link built by the shaper library.
 fn with_link<T>(spec: &str, f: impl FnOnce(&str) -> T) -> T {
-    let shaper = assert_cmd::cargo::cargo_bin("qbench-shaper");
-    let id = format!("{:x}", std::process::id() & 0xffff);
-    let mut child = Command::new(shaper)
-        .args(["up", spec, "--id", &id])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("qbench-shaper built");
-    let mut first = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
-        &mut first,
-    )
-    .unwrap();
-    assert!(first.starts_with("link up"), "{first}");
-    let out = f(&format!("qb-{id}-c"));
-    // SAFETY: plain kill(2) on our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    assert!(child.wait().unwrap().success());
-    out
+    let opts = qbench_shaper::TopologyOptions {
+        backend: qbench_shaper::BackendChoice::Auto,
+        offloads: qbench_shaper::Offloads::Default,
+        tcp_cwnd_cap: None,
+        tcp_initial_cwnd: None,
+        id: None,
+    };
+    let topo = qbench_shaper::Topology::up(spec.parse().unwrap(), &opts).expect("link up (root)");
+    f(&topo.names().client)
 }
 
 fn rtts(ping_out: &str) -> Vec<f64> {

@@ -3,6 +3,7 @@
 //! Nothing here touches sockets, spawns processes or reads a clock: time is passed in.
 
 pub mod ccstate;
+pub mod compare;
 pub mod errors;
 pub mod histogram;
 pub mod link;

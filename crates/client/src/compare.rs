@@ -1,0 +1,223 @@
+//! `qbench compare`: two configurations, back to back, round after round.
+
+use anyhow::Context;
+use qbench_core::compare::{CompareReport, Verdict};
+use qbench_core::Stats;
+
+use crate::app::progress_bar;
+use crate::cli::{CompareArgs, Proto, RunArgs, SideOverrides};
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::prepare::Prepared;
+use crate::side::Side;
+
+/// The two validated configurations and how to call them.
+pub struct Plan {
+    pub a: Config,
+    pub b: Config,
+    pub labels: (String, String),
+    pub rounds: u32,
+    pub json: Option<String>,
+}
+
+fn side_args(base: &RunArgs, proto: Proto, o: &SideOverrides) -> RunArgs {
+    let mut a = base.clone();
+    a.proto = proto;
+    a.json = None;
+    a.cc = o.cc.or(a.cc);
+    a.cwnd_cap = o.cwnd_cap.or(a.cwnd_cap);
+    a.initial_cwnd = o.initial_cwnd.or(a.initial_cwnd);
+    a.rwnd = o.rwnd.or(a.rwnd);
+    a.connections = o.connections.unwrap_or(a.connections);
+    a.streams = o.streams.or(a.streams);
+    a
+}
+
+fn label(proto: Proto, o: &SideOverrides) -> String {
+    let mut parts = vec![proto.as_str().to_string()];
+    if let Some(c) = o.cc {
+        parts.push(format!("cc={}", c.as_str()));
+    }
+    if let Some(c) = o.cwnd_cap {
+        parts.push(format!("cwnd-cap={c}"));
+    }
+    if let Some(c) = o.initial_cwnd {
+        parts.push(format!("initial-cwnd={c}"));
+    }
+    if let Some(r) = o.rwnd {
+        parts.push(format!("rwnd={r}"));
+    }
+    if let Some(c) = o.connections {
+        parts.push(format!("connections={c}"));
+    }
+    if let Some(s) = o.streams {
+        parts.push(format!("streams={s}"));
+    }
+    parts.join(" ")
+}
+
+impl Plan {
+    pub fn from_args(args: CompareArgs) -> anyhow::Result<Plan> {
+        let base = args.run;
+        anyhow::ensure!(base.runs == 1, "--runs: a comparison repeats in --rounds");
+        anyhow::ensure!(!base.reuse, "--reuse: every round uses fresh connections");
+        anyhow::ensure!(
+            base.plot.is_none() && base.state_graph.is_none(),
+            "--plot/--state-graph: run the sides one at a time for those"
+        );
+        let (pa, pb) = match args.protos.as_slice() {
+            [] => (base.proto, base.proto),
+            [a, b] => (*a, *b),
+            _ => anyhow::bail!("--protos: give exactly two, as A,B"),
+        };
+        let (oa, ob) = (SideOverrides::from(&args.a), SideOverrides::from(&args.b));
+        let labels = (label(pa, &oa), label(pb, &ob));
+        anyhow::ensure!(
+            labels.0 != labels.1,
+            "--protos: both sides are `{}`; compare two protocols or set a./b. options",
+            labels.0
+        );
+        let a = Config::from_args(side_args(&base, pa, &oa)).context("side A")?;
+        let b = Config::from_args(side_args(&base, pb, &ob)).context("side B")?;
+        let route = |c: &Config| {
+            c.link_options
+                .as_ref()
+                .map(|o| (o.tcp_cwnd_cap, o.tcp_initial_cwnd))
+                .filter(|m| *m != (None, None))
+        };
+        if let (Some(x), Some(y)) = (route(&a), route(&b)) {
+            anyhow::ensure!(
+                x == y,
+                "--a.cwnd-cap/--b.cwnd-cap: TCP windows are capped on the one route both sides share; compare TCP caps in separate runs"
+            );
+        }
+        Ok(Plan {
+            a,
+            b,
+            labels,
+            rounds: args.rounds,
+            json: base.json,
+        })
+    }
+}
+
+fn ms(us: Option<f64>) -> String {
+    us.map_or("-".into(), |v| format!("{:.2} ms", v / 1000.0))
+}
+
+fn table(r: &CompareReport) -> String {
+    let c = &r.comparison;
+    let mut out = format!(
+        "qbench compare: A = {}, B = {}, {} rounds, alternating first\n",
+        r.label_a, r.label_b, r.rounds
+    );
+    out.push_str(&format!("  {:<16}{:>16}{:>16}\n", "", "A", "B"));
+    let row = |name: &str, f: &dyn Fn(&Stats) -> Option<f64>| {
+        format!(
+            "  {:<16}{:>16}{:>16}\n",
+            name,
+            ms(f(&c.plt_us_a)),
+            ms(f(&c.plt_us_b))
+        )
+    };
+    out.push_str(&row("PLT mean", &|s| s.mean));
+    out.push_str(&row("PLT median", &|s| s.median));
+    out.push_str(&row("PLT sd", &|s| s.sd));
+    out.push_str(&format!(
+        "  {:<16}{:>16}{:>16}\n",
+        "complete runs",
+        format!("{}/{}", r.a.summary.complete_runs, r.rounds),
+        format!("{}/{}", r.b.summary.complete_runs, r.rounds)
+    ));
+    let diff = c
+        .plt_diff_pct
+        .map_or("-".into(), |d| format!("{d:+.1}% (positive: B faster)"));
+    out.push_str(&format!("  PLT difference  {diff}\n"));
+    if let Some(w) = &c.welch {
+        out.push_str(&format!(
+            "  Welch's t-test  t = {:.3}, df = {:.1}, p = {:.3e}\n",
+            w.t, w.df, w.p
+        ));
+    }
+    let verdict = match c.verdict {
+        Verdict::AFaster => format!("A ({}) is faster, significant at p < 0.01", r.label_a),
+        Verdict::BFaster => format!("B ({}) is faster, significant at p < 0.01", r.label_b),
+        Verdict::Inconclusive => "inconclusive (not significant at p < 0.01)".into(),
+    };
+    out.push_str(&format!("  verdict         {verdict}\n"));
+    out
+}
+
+fn write_json(path: &str, r: &CompareReport) -> anyhow::Result<()> {
+    let text = serde_json::to_vec_pretty(r)?;
+    if path == "-" {
+        use std::io::Write;
+        let mut o = std::io::stdout().lock();
+        o.write_all(&text)?;
+        writeln!(o)?;
+        return Ok(());
+    }
+    let p = std::path::Path::new(path);
+    let tmp = p.with_extension("json.tmp");
+    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, p).with_context(|| format!("renaming onto {path}"))
+}
+
+/// Runs the rounds; returns the first error when a side had incomplete runs.
+pub async fn run(
+    plan: &Plan,
+    prepared: &Prepared,
+    command: Vec<String>,
+) -> anyhow::Result<Option<String>> {
+    let clock = Clock::start();
+    let server = |i: usize| prepared.servers.get(i).and_then(Option::as_ref);
+    let mut a = Side::new(&plan.a, server(0), prepared, command.clone(), clock).await?;
+    let mut b = Side::new(&plan.b, server(1), prepared, command, clock).await?;
+    a.prime_if_needed().await?;
+    b.prime_if_needed().await?;
+    let bar = progress_bar((a.objects() + b.objects()) * u64::from(plan.rounds));
+    let mut first = Vec::new();
+    let rounds = plan.rounds as usize;
+    let build = |a: &Side, b: &Side, first: &[String]| -> anyhow::Result<CompareReport> {
+        Ok(CompareReport::new(
+            plan.rounds,
+            plan.labels.clone(),
+            first.to_vec(),
+            a.report(rounds, None)?,
+            b.report(rounds, None)?,
+        ))
+    };
+    for round in 0..plan.rounds {
+        let a_first = round % 2 == 0;
+        first.push(if a_first { "a" } else { "b" }.to_string());
+        if a_first {
+            a.run(round, &bar).await;
+            b.run(round, &bar).await;
+        } else {
+            b.run(round, &bar).await;
+            a.run(round, &bar).await;
+        }
+        if let Some(path) = plan.json.as_deref().filter(|p| *p != "-") {
+            write_json(path, &build(&a, &b, &first)?)?;
+        }
+    }
+    bar.finish_and_clear();
+    a.finish().await;
+    b.finish().await;
+    let report = build(&a, &b, &first)?;
+    if let Some(path) = &plan.json {
+        write_json(path, &report)?;
+    }
+    let text = table(&report);
+    if plan.json.as_deref() == Some("-") {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+    Ok((!report.complete).then(|| {
+        a.first_error()
+            .map(|e| format!("A: {e}"))
+            .or_else(|| b.first_error().map(|e| format!("B: {e}")))
+            .unwrap_or_else(|| "incomplete rounds".into())
+    }))
+}

@@ -1,0 +1,149 @@
+//! What exists before the client runtime starts (the emulated link and the in-process
+//! servers inside it), and how the client reaches a server.
+
+use std::net::SocketAddr;
+
+use anyhow::Context;
+use qbench_server::InProcess;
+use qbench_shaper::Topology;
+
+use crate::config::{Config, Origin, Target};
+use crate::tls::Trust;
+use crate::transport::Endpoint;
+
+/// Built before the client runtime: building it moves the calling thread into the client
+/// namespace (with `--link`), so the runtime's threads, created afterwards, live there too.
+pub struct Prepared {
+    /// One in-process server per configuration under test (`None` for remote targets).
+    /// Declared before `link` so the servers stop before their namespace goes.
+    pub servers: Vec<Option<InProcess>>,
+    server_host: String,
+    pub link: Option<Topology>,
+}
+
+impl Prepared {
+    /// `cfgs` share one link (the first one's); each gets its own in-process server.
+    pub fn new(cfgs: &[&Config]) -> anyhow::Result<Prepared> {
+        let first = cfgs.first().context("nothing to run")?;
+        let link = match (&first.link, &first.link_options) {
+            (Some(spec), Some(opts)) => {
+                // TCP window settings are route metrics: whichever side asks for them.
+                let mut opts = opts.clone();
+                let tcp = cfgs.iter().filter_map(|c| c.link_options.as_ref());
+                opts.tcp_cwnd_cap = tcp.clone().find_map(|o| o.tcp_cwnd_cap);
+                opts.tcp_initial_cwnd = tcp.clone().find_map(|o| o.tcp_initial_cwnd);
+                Some(Topology::up(spec.clone(), &opts).context("--link")?)
+            }
+            _ => None,
+        };
+        let mut servers = Vec::new();
+        for cfg in cfgs {
+            let Some(opts) = cfg.server.clone() else {
+                servers.push(None);
+                continue;
+            };
+            let threads = cfg.server_threads as usize;
+            let server = match &link {
+                Some(l) => {
+                    let ns = l.names().server.clone();
+                    InProcess::start_in(opts, threads, move || {
+                        qbench_shaper::netns::enter(&ns).map_err(|e| e.to_string())
+                    })
+                    .context("starting the in-process server in the server namespace")?
+                }
+                None => {
+                    InProcess::start(opts, threads).context("starting the in-process server")?
+                }
+            };
+            servers.push(Some(server));
+        }
+        let server_host = match &link {
+            Some(l) => {
+                qbench_shaper::netns::enter(&l.names().client)
+                    .context("--link: entering the client namespace")?;
+                qbench_shaper::plan::SERVER_ADDR.to_string()
+            }
+            None => "127.0.0.1".into(),
+        };
+        Ok(Prepared {
+            servers,
+            server_host,
+            link,
+        })
+    }
+}
+
+/// Where and how the client connects, with what it trusts.
+pub struct Peer {
+    pub origin: Origin,
+    pub endpoint: Endpoint,
+    pub trust: Trust,
+    pub description: String,
+}
+
+async fn resolve(origin: &Origin) -> anyhow::Result<SocketAddr> {
+    let mut addrs = tokio::net::lookup_host((origin.host.as_str(), origin.port))
+        .await
+        .with_context(|| format!("unreachable: cannot resolve {}", origin.host))?;
+    addrs
+        .next()
+        .with_context(|| format!("unreachable: {} has no address", origin.host))
+}
+
+fn trust_from(cfg: &Config) -> anyhow::Result<Trust> {
+    if cfg.insecure {
+        return Ok(Trust::Insecure);
+    }
+    match &cfg.ca {
+        Some(path) => Ok(Trust::Pem {
+            origin: path.display().to_string(),
+            pem: std::fs::read_to_string(path)
+                .with_context(|| format!("--ca: cannot read {}", path.display()))?,
+        }),
+        None => Ok(Trust::System),
+    }
+}
+
+pub async fn peer(
+    cfg: &Config,
+    server: Option<&InProcess>,
+    prepared: &Prepared,
+) -> anyhow::Result<Peer> {
+    let (origin, trust, description) = match (&cfg.target, server) {
+        (Target::InProcess, Some(server)) => {
+            let origin = Origin {
+                host: prepared.server_host.clone(),
+                port: server.local_addr().port(),
+            };
+            let trust = Trust::Pem {
+                origin: "in-process server".into(),
+                pem: server.cert_pem().to_string(),
+            };
+            let what = match &cfg.link {
+                Some(l) => format!("in-process qbench-server behind link {}", l.text),
+                None => "in-process qbench-server".to_string(),
+            };
+            (origin, trust, what)
+        }
+        (Target::InProcess, None) => anyhow::bail!("the in-process server was not started"),
+        (Target::Server { origin }, _) => {
+            (origin.clone(), trust_from(cfg)?, "qbench-server".into())
+        }
+        (Target::Urls { origin, .. }, _) => (origin.clone(), trust_from(cfg)?, "URLs".into()),
+    };
+    let addr = match cfg.connect_to {
+        Some(a) if server.is_none() => a,
+        _ => resolve(&origin).await?,
+    };
+    Ok(Peer {
+        endpoint: Endpoint {
+            addr,
+            server_name: origin.host.clone(),
+            timeout: cfg.timeout,
+            rwnd: cfg.rwnd.map(|r| r as u32),
+        },
+        origin,
+        trust,
+        description,
+    })
+}

@@ -1,0 +1,214 @@
+//! One configuration under test, ready to run again and again: its transport, request plan,
+//! CPU accounting and the report its runs add up to.
+
+use std::sync::Arc;
+
+use qbench_core::{CpuTimes, Report, ReportMeta, RunCpu, RunReport, ToolInfo};
+use qbench_server::cpu::process_cpu;
+use qbench_server::InProcess;
+use qbench_shaper::Topology;
+
+use crate::cli::Proto;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::prepare::{peer, Peer, Prepared};
+use crate::runner::{run_once, Plan, Warm};
+use crate::tls::{client_config, ticket_store};
+use crate::transport::h1::{H1Conn, H1};
+use crate::transport::h2::{H2Conn, H2};
+use crate::transport::h3::{H3Conn, H3};
+use crate::transport::tcp::TlsTcp;
+use crate::transport::{ObjectReq, Transport};
+
+/// The three transports, each with the connections it keeps warm for `--reuse`.
+enum AnyTransport {
+    H1(H1, Option<Warm<H1Conn>>),
+    H2(H2, Option<Warm<H2Conn>>),
+    H3(H3, Option<Warm<H3Conn>>),
+}
+
+pub struct Side<'a> {
+    pub cfg: &'a Config,
+    pub peer: Peer,
+    plan: Plan,
+    transport: AnyTransport,
+    clock: Clock,
+    server: Option<&'a InProcess>,
+    link: Option<&'a Topology>,
+    meta: ReportMeta,
+    pub runs: Vec<RunReport>,
+}
+
+impl<'a> Side<'a> {
+    pub async fn new(
+        cfg: &'a Config,
+        server: Option<&'a InProcess>,
+        prepared: &'a Prepared,
+        command: Vec<String>,
+        clock: Clock,
+    ) -> anyhow::Result<Side<'a>> {
+        let started_at = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
+        let peer = peer(cfg, server, prepared).await?;
+        let requests = cfg
+            .requests(&peer.origin)
+            .into_iter()
+            .map(|(uri, expected_len)| {
+                Arc::new(ObjectReq {
+                    uri,
+                    expected_len,
+                    verify: cfg.verify,
+                })
+            })
+            .collect();
+        let plan = Plan {
+            requests,
+            connections: cfg.connections as usize,
+            streams: cfg.streams.map(|s| s as usize),
+            reuse: cfg.reuse,
+            telemetry_uri: cfg.telemetry.then(|| {
+                format!(
+                    "https://{}{}",
+                    peer.origin.authority(),
+                    qbench_server::telemetry::PATH
+                )
+                .parse()
+                .expect("valid URI")
+            }),
+        };
+        let tickets = cfg.resume.then(ticket_store);
+        let alpn = match cfg.proto {
+            Proto::H1 => qbench_server::tls::ALPN_H1,
+            Proto::H2 => qbench_server::tls::ALPN_H2,
+            Proto::H3 => qbench_server::tls::ALPN_H3,
+        };
+        let tls = client_config(&peer.trust, alpn, tickets.clone(), cfg.zero_rtt)?;
+        let ep = peer.endpoint.clone();
+        let transport = match cfg.proto {
+            Proto::H1 => AnyTransport::H1(
+                H1 {
+                    tcp: TlsTcp::new(ep, tls, tickets, alpn, false),
+                    clock,
+                },
+                None,
+            ),
+            Proto::H2 => AnyTransport::H2(
+                H2 {
+                    tcp: TlsTcp::new(ep, tls, tickets, alpn, true),
+                    clock,
+                },
+                None,
+            ),
+            Proto::H3 => AnyTransport::H3(
+                H3::new(ep, tls, tickets, cfg.zero_rtt, clock)
+                    .map_err(|e| anyhow::anyhow!("{}: {}", e.kind, e.message))?,
+                None,
+            ),
+        };
+        Ok(Side {
+            cfg,
+            peer,
+            plan,
+            transport,
+            clock,
+            server,
+            link: prepared.link.as_ref(),
+            meta: ReportMeta {
+                tool: ToolInfo {
+                    name: "qbench".into(),
+                    version: env!("CARGO_PKG_VERSION").into(),
+                },
+                started_at,
+                command,
+                config: serde_json::to_value(cfg)?,
+                environment: crate::env::collect(),
+            },
+            runs: Vec::new(),
+        })
+    }
+
+    /// Objects per run.
+    pub fn objects(&self) -> u64 {
+        self.plan.requests.len() as u64
+    }
+
+    /// With a TCP window cap across a link: one connection before measuring, so the kernel's
+    /// TCP metrics cache holds the route's locked cwnd.
+    pub async fn prime_if_needed(&self) -> anyhow::Result<()> {
+        let needed = self
+            .cfg
+            .link_options
+            .as_ref()
+            .is_some_and(|o| o.tcp_cwnd_cap.is_some());
+        if !needed {
+            return Ok(());
+        }
+        let r = match &self.transport {
+            AnyTransport::H1(t, _) => t.prime().await,
+            AnyTransport::H2(t, _) => t.prime().await,
+            AnyTransport::H3(t, _) => t.prime().await,
+        };
+        r.map_err(|e| anyhow::anyhow!("priming connection: {}: {}", e.kind, e.message))
+    }
+
+    fn cpu_now(&self) -> (CpuTimes, Option<CpuTimes>) {
+        (process_cpu(), self.server.map(|s| s.cpu()))
+    }
+
+    /// One run; its report is appended to `runs` and returned.
+    pub async fn run(&mut self, index: u32, bar: &indicatif::ProgressBar) -> &RunReport {
+        let (p0, s0) = self.cpu_now();
+        let (plan, clock) = (&self.plan, self.clock);
+        let mut rep = match &mut self.transport {
+            AnyTransport::H1(t, warm) => {
+                let (r, w) = run_once(t, index, plan, clock, warm.take(), bar).await;
+                *warm = w;
+                r
+            }
+            AnyTransport::H2(t, warm) => {
+                let (r, w) = run_once(t, index, plan, clock, warm.take(), bar).await;
+                *warm = w;
+                r
+            }
+            AnyTransport::H3(t, warm) => {
+                let (r, w) = run_once(t, index, plan, clock, warm.take(), bar).await;
+                *warm = w;
+                r
+            }
+        };
+        let (p1, s1) = self.cpu_now();
+        let server = s0.zip(s1).map(|(a, b)| b.since(&a));
+        let process = p1.since(&p0);
+        let client = match server {
+            Some(s) => process.since(&s),
+            None => process,
+        };
+        rep.cpu = Some(RunCpu::new(client, server, rep.payload_bytes));
+        self.runs.push(rep);
+        self.runs.last().expect("just pushed")
+    }
+
+    pub fn report(&self, expected_runs: usize, aborted: Option<String>) -> anyhow::Result<Report> {
+        let mut r = Report::new(self.meta.clone(), self.runs.clone(), expected_runs, aborted)?;
+        r.link = self
+            .link
+            .map(|l| serde_json::to_value(l.report()))
+            .transpose()?;
+        Ok(r)
+    }
+
+    /// The first error of any run, for the one-line message.
+    pub fn first_error(&self) -> Option<String> {
+        self.runs.iter().find_map(|r| {
+            r.first_error
+                .as_ref()
+                .map(|e| format!("run {}: {e}", r.index))
+        })
+    }
+
+    /// Lets QUIC peers see our CONNECTION_CLOSE before the endpoint goes away.
+    pub async fn finish(&self) {
+        if let AnyTransport::H3(t, _) = &self.transport {
+            t.wait_idle().await;
+        }
+    }
+}

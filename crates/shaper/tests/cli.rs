@@ -1,0 +1,117 @@
+//! qbench-shaper as a user runs it (root, as CI): it builds what it says, cleans up after a
+//! killed holder, and never touches namespaces it did not create.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_qbench-shaper");
+
+/// `cleanup` removes every link on the machine and `up` probes with a throwaway namespace:
+/// these tests must not overlap.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn namespaces() -> Vec<String> {
+    qbench_shaper::netns::list()
+}
+
+/// Only namespaces named like ours: other tests on the machine create and delete theirs.
+fn ours() -> Vec<String> {
+    let mut v: Vec<String> = namespaces()
+        .into_iter()
+        .filter(|n| qbench_shaper::Names::is_ours(n))
+        .collect();
+    v.sort();
+    v
+}
+
+struct Foreign(String);
+
+impl Drop for Foreign {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+#[test]
+fn killed_holder_is_cleaned_up_and_foreign_namespaces_are_left_alone() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pid = std::process::id();
+    // Look like ours but are not: not hex, not a c/r/s role.
+    let foreign: Vec<Foreign> = [format!("qb-keep{pid}-x"), format!("qb-zz{pid}-c")]
+        .into_iter()
+        .map(|n| {
+            assert!(
+                Command::new("ip")
+                    .args(["netns", "add", &n])
+                    .status()
+                    .unwrap()
+                    .success(),
+                "needs root"
+            );
+            Foreign(n)
+        })
+        .collect();
+    let id = format!("{:x}", 0xa000_0000u32 | (pid & 0xffff));
+    let mut up = Command::new(BIN)
+        .args(["up", "rate=10mbit,rtt=10ms", "--id", &id])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(up.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("link up"), "{line}");
+    let mine = [
+        format!("qb-{id}-c"),
+        format!("qb-{id}-r"),
+        format!("qb-{id}-s"),
+    ];
+    assert!(mine.iter().all(|n| namespaces().contains(n)));
+    up.kill().unwrap();
+    up.wait().unwrap();
+    assert!(
+        mine.iter().all(|n| namespaces().contains(n)),
+        "a killed holder leaves its link"
+    );
+
+    let out = Command::new(BIN).arg("cleanup").output().unwrap();
+    assert!(out.status.success());
+    let now = namespaces();
+    assert!(
+        mine.iter().all(|n| !now.contains(n)),
+        "cleanup removed the link: {now:?}"
+    );
+    assert!(
+        foreign.iter().all(|f| now.contains(&f.0)),
+        "cleanup left foreign namespaces: {now:?}"
+    );
+}
+
+#[test]
+fn dry_run_and_bad_input() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = ours();
+    let out = Command::new(BIN)
+        .args(["up", "rate=10mbit,loss=1%", "--dry-run"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let script = String::from_utf8_lossy(&out.stdout);
+    assert!(script.contains("tbf rate 10000000bit"), "{script}");
+    assert_eq!(ours(), before);
+
+    let out = Command::new(BIN)
+        .args(["up", "rate=10mbit,bandwidth=1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bandwidth"));
+
+    let out = Command::new(BIN)
+        .args(["down", "--id", "fffffff0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no link with id"));
+}
