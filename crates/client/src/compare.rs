@@ -62,8 +62,8 @@ impl Plan {
         anyhow::ensure!(base.runs == 1, "--runs: a comparison repeats in --rounds");
         anyhow::ensure!(!base.reuse, "--reuse: every round uses fresh connections");
         anyhow::ensure!(
-            base.plot.is_none() && base.state_graph.is_none(),
-            "--plot/--state-graph: run the sides one at a time for those"
+            base.state_graph.is_none(),
+            "--state-graph: run the sides one at a time for their state machines"
         );
         let (pa, pb) = match args.protos.as_slice() {
             [] => (base.proto, base.proto),
@@ -148,6 +148,27 @@ fn table(r: &CompareReport) -> String {
     out
 }
 
+/// `--plot`: both sides' cwnd over time in the first round, on one chart.
+fn plot_both(path: &std::path::Path, r: &CompareReport) -> anyhow::Result<()> {
+    let mut lines = Vec::new();
+    for (label, rep) in [(&r.label_a, &r.a), (&r.label_b, &r.b)] {
+        let first = rep.runs.first().and_then(|run| run.telemetry.as_ref());
+        for (i, t) in first.into_iter().flatten().enumerate() {
+            lines.push((
+                format!("{label}: {} {} connection {i}", t.transport, t.cc),
+                t,
+            ));
+        }
+    }
+    anyhow::ensure!(!lines.is_empty(), "--plot: the servers sent no telemetry");
+    let title = format!(
+        "cwnd over time, first round: {} vs {}",
+        r.label_a, r.label_b
+    );
+    let svg = crate::plot::cwnd_chart(&title, &lines);
+    std::fs::write(path, svg).with_context(|| format!("--plot: writing {}", path.display()))
+}
+
 fn write_json(path: &str, r: &CompareReport) -> anyhow::Result<()> {
     let text = serde_json::to_vec_pretty(r)?;
     if path == "-" {
@@ -207,6 +228,9 @@ pub async fn run(
     let report = build(&a, &b, &first)?;
     if let Some(path) = &plan.json {
         write_json(path, &report)?;
+    }
+    if let Some(path) = &plan.a.plot {
+        plot_both(path, &report)?;
     }
     let text = table(&report);
     if plan.json.as_deref() == Some("-") {

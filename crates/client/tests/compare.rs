@@ -76,6 +76,26 @@ fn per_side_options_reach_their_side_only() {
 }
 
 #[test]
+fn plot_puts_both_sides_on_one_chart() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("cwnd.svg");
+    let (code, stderr, _) = compare(&[
+        "--protos",
+        "h2,h3",
+        "--objects",
+        "1x1MB",
+        "--rounds",
+        "2",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let text = std::fs::read_to_string(svg).unwrap();
+    assert_eq!(text.matches("<polyline").count(), 2, "one line per side");
+    assert!(text.contains("h2: tcp") && text.contains("h3: quic"));
+}
+
+#[test]
 fn bad_comparisons_are_refused() {
     for (args, flag) in [
         (&["--protos", "h2"][..], "--protos"),
@@ -84,6 +104,10 @@ fn bad_comparisons_are_refused() {
         (&["--proto", "h3"][..], "both sides"),
         (&["--protos", "h2,h3", "--reuse"][..], "--reuse"),
         (&["--protos", "h2,h3", "--a.cc", "vegas"][..], "--a.cc"),
+        (
+            &["--protos", "h2,h3", "--state-graph", "x.dot"][..],
+            "--state-graph",
+        ),
     ] {
         let (code, stderr, json) = compare(args);
         assert_ne!(code, Some(0), "{args:?} accepted");

@@ -547,11 +547,13 @@ pub fn down(names: &Names) -> Vec<Cmd> {
 }
 
 /// `tc qdisc change` lines for a new rate on one direction's egress (for `tc -batch -`).
-pub fn rate_change_line(dev: &str, rate: Rate, queue_bytes: u64, mtu: u32) -> String {
+/// The burst must stay that of the schedule's peak rate: a packet queued under a larger burst
+/// would never fit a smaller bucket, and tbf would stall behind it for good.
+pub fn rate_change_line(dev: &str, rate: Rate, peak: Rate, queue_bytes: u64, mtu: u32) -> String {
     format!(
         "qdisc change dev {dev} root handle 1: tbf rate {}bit burst {} limit {}\n",
         rate.0,
-        tbf_burst(rate, mtu),
+        tbf_burst(peak, mtu),
         queue_bytes.max(u64::from(mtu) * 2)
     )
 }

@@ -54,6 +54,14 @@ enum Schedule {
 }
 
 impl Varying {
+    /// The highest rate the schedule sets.
+    fn peak(&self) -> Rate {
+        match &self.schedule {
+            Schedule::Random { max, .. } => *max,
+            Schedule::Steps(steps) => steps.iter().map(|(_, r)| *r).max().unwrap_or(Rate(1)),
+        }
+    }
+
     /// `None` for a fixed rate. Trace files are read and checked here, before any change.
     pub fn new(
         direction: &'static str,
@@ -114,7 +122,7 @@ fn write_line(stdin: &mut ChildStdin, v: &Varying, rate: Rate, mtu: u32) -> std:
     let queue = v
         .queue
         .map_or_else(|| default_queue(rate), |q| q.bytes_at(rate));
-    stdin.write_all(rate_change_line(v.dev, rate, queue, mtu).as_bytes())?;
+    stdin.write_all(rate_change_line(v.dev, rate, v.peak(), queue, mtu).as_bytes())?;
     stdin.flush()
 }
 
