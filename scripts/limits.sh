@@ -34,7 +34,7 @@ median_json() { # FILE FIELD: median over runs of a run-report field
   python3 -c "import json,statistics,sys; r=json.load(open(sys.argv[1])); v=[x[sys.argv[2]] for x in r['runs'] if x[sys.argv[2]] is not None]; print(statistics.median(v))" "$1" "$2"
 }
 cpu_json() { # FILE: median CPU seconds (client + server) per run
-  python3 -c "import json,statistics,sys; r=json.load(open(sys.argv[1])); print('%.2f' % statistics.median([x['cpu']['client']['user_s']+x['cpu']['client']['sys_s']+((x['cpu']['server'] or {}).get('user_s',0)+(x['cpu']['server'] or {}).get('sys_s',0)) for x in r['runs']])))" "$1"
+  python3 -c "import json,statistics,sys; r=json.load(open(sys.argv[1])); print('%.2f' % statistics.median([x['cpu']['client']['user_s']+x['cpu']['client']['sys_s']+((x['cpu']['server'] or {}).get('user_s',0)+(x['cpu']['server'] or {}).get('sys_s',0)) for x in r['runs']]))" "$1"
 }
 iperf_gbps() { # iperf3 JSON on stdin
   python3 -c "import json,sys; print(json.load(sys.stdin)['end']['sum_received']['bits_per_second']/1e9)"
