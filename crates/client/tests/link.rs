@@ -107,6 +107,7 @@ fn added_rtt_and_jitter() {
     let out = with_link("rtt=40ms", |c| ping(c, &["-c", "10", "-i", "0.1"]));
     let r = rtts(&out);
     assert_eq!(r.len(), 10, "{out}");
+    eprintln!("rtt=40ms: ping RTTs {r:?} ms");
     for v in &r {
         // Within 5% (or 0.5 ms) of the request, plus the veths' own fraction of a millisecond.
         assert!(*v >= 40.0 && *v <= 42.0 + 0.5, "rtt {v} ms: {out}");
@@ -138,6 +139,11 @@ fn loss_within_binomial_bounds() {
     // An echo survives both directions: p = 1 - 0.95^2.
     let p = 1.0 - 0.95f64 * 0.95;
     let lost = (n - received) / n;
+    eprintln!(
+        "loss=5% each way: {:.2}% of 1000 echoes lost (expected {:.2}%)",
+        lost * 100.0,
+        p * 100.0
+    );
     let sigma = (p * (1.0 - p) / n).sqrt();
     assert!(
         (lost - p).abs() < 4.0 * sigma,
@@ -323,4 +329,39 @@ fn report_says_when_the_delay_path_may_limit_the_link() {
         );
         assert!(link["forwarders"].as_array().unwrap().len() == 2);
     }
+}
+
+#[test]
+fn tcp_initial_window_and_offloads_off() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = qbench(&[
+        "--proto",
+        "h2",
+        "--objects",
+        "1x200KB",
+        "--link",
+        "rtt=20ms",
+        "--initial-cwnd",
+        "4",
+        "--offloads",
+        "off",
+    ]);
+    assert_complete(&r, 1, 1, 200_000);
+    let j = r.json.as_ref().unwrap();
+    let s = samples(&j["runs"][0]);
+    let first = &s[0];
+    // The server's first sample, right after accept, shows the route's initcwnd.
+    assert_eq!(
+        first["cwnd_bytes"].as_u64().unwrap(),
+        4 * first["mss_bytes"].as_u64().unwrap(),
+        "{first}"
+    );
+    let cmds = j["link"]["commands"].as_array().unwrap();
+    assert!(cmds.iter().any(|c| c
+        .as_str()
+        .unwrap()
+        .contains("ethtool -K qb-rc gso off tso off gro off")));
+    assert!(cmds
+        .iter()
+        .any(|c| c.as_str().unwrap().contains("initcwnd 4")));
 }
