@@ -21,6 +21,16 @@ pub struct Outcome {
     pub error: Option<String>,
 }
 
+/// The client's tokio runtime.
+pub fn runtime(workers: u32) -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers as usize)
+        .thread_name("qbench-client")
+        .enable_all()
+        .build()
+        .context("starting the client runtime")
+}
+
 /// A progress bar on stderr, shown only when stderr is a terminal and the work lasts > 1 s.
 pub fn progress_bar(total: u64) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());

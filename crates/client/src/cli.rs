@@ -32,6 +32,18 @@ pub enum Command {
     /// Compare two configurations in back-to-back rounds: PLT statistics, percent difference
     /// and Welch's t-test (IMC'17 method)
     Compare(Box<CompareArgs>),
+    /// Run every cell of a scenario file as a comparison, one JSON file per cell (resumable)
+    Sweep(SweepArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// Scenario file (TOML), e.g. scenarios/smoke.toml
+    pub scenario: PathBuf,
+
+    /// Directory for the per-cell results; finished cells found there are not run again
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, Args)]

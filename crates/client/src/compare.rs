@@ -23,6 +23,10 @@ pub struct Plan {
 fn side_args(base: &RunArgs, proto: Proto, o: &SideOverrides) -> RunArgs {
     let mut a = base.clone();
     a.proto = proto;
+    // 0-RTT is QUIC's: a TCP side keeps TLS resumption (--resume) but sends no early data.
+    if proto != Proto::H3 {
+        a.zero_rtt = false;
+    }
     a.json = None;
     a.cc = o.cc.or(a.cc);
     a.cwnd_cap = o.cwnd_cap.or(a.cwnd_cap);
@@ -189,7 +193,7 @@ pub async fn run(
     plan: &Plan,
     prepared: &Prepared,
     command: Vec<String>,
-) -> anyhow::Result<Option<String>> {
+) -> anyhow::Result<(CompareReport, Option<String>)> {
     let clock = Clock::start();
     let server = |i: usize| prepared.servers.get(i).and_then(Option::as_ref);
     let mut a = Side::new(&plan.a, server(0), prepared, command.clone(), clock).await?;
@@ -238,10 +242,30 @@ pub async fn run(
     } else {
         print!("{text}");
     }
-    Ok((!report.complete).then(|| {
+    let error = (!report.complete).then(|| {
         a.first_error()
             .map(|e| format!("A: {e}"))
             .or_else(|| b.first_error().map(|e| format!("B: {e}")))
             .unwrap_or_else(|| "incomplete rounds".into())
-    }))
+    });
+    Ok((report, error))
+}
+
+/// Builds the link and servers, runs the rounds on a fresh runtime, and tears it all down;
+/// SIGINT stops it cleanly.
+pub fn run_blocking(
+    plan: &Plan,
+    command: Vec<String>,
+) -> anyhow::Result<(CompareReport, Option<String>)> {
+    let prepared = Prepared::new(&[&plan.a, &plan.b])?;
+    let rt = crate::app::runtime(plan.a.client_threads)?;
+    let outcome = rt.block_on(async {
+        tokio::select! {
+            r = run(plan, &prepared, command) => r,
+            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+        }
+    });
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    drop(prepared);
+    outcome
 }

@@ -11,6 +11,7 @@ pub mod plot;
 pub mod prepare;
 pub mod runner;
 pub mod side;
+pub mod sweep;
 pub mod tls;
 pub mod transport;
 pub mod verify;

@@ -2,18 +2,10 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
+use qbench::app::runtime;
 use qbench::cli::{Cli, Command};
 use qbench::config::Config;
 use qbench::prepare::Prepared;
-
-fn runtime(workers: u32) -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers as usize)
-        .thread_name("qbench-client")
-        .enable_all()
-        .build()
-        .context("starting the client runtime")
-}
 
 fn benchmark(args: qbench::cli::RunArgs) -> anyhow::Result<()> {
     let cfg = Config::from_args(args)?;
@@ -43,18 +35,8 @@ fn benchmark(args: qbench::cli::RunArgs) -> anyhow::Result<()> {
 
 fn compare(args: qbench::cli::CompareArgs) -> anyhow::Result<()> {
     let plan = qbench::compare::Plan::from_args(args)?;
-    let prepared = Prepared::new(&[&plan.a, &plan.b])?;
-    let rt = runtime(plan.a.client_threads)?;
     let command: Vec<String> = std::env::args().collect();
-    let outcome = rt.block_on(async {
-        tokio::select! {
-            r = qbench::compare::run(&plan, &prepared, command) => r,
-            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
-        }
-    });
-    rt.shutdown_timeout(std::time::Duration::from_secs(1));
-    drop(prepared);
-    match outcome? {
+    match qbench::compare::run_blocking(&plan, command)?.1 {
         Some(e) => Err(anyhow::anyhow!(e)),
         None => Ok(()),
     }
@@ -71,6 +53,7 @@ fn main() -> ExitCode {
             .context("qbench serve")
         }),
         Some(Command::Compare(c)) => compare(*c),
+        Some(Command::Sweep(s)) => qbench::sweep::sweep(s),
         None => benchmark(cli.run),
     };
     match result {

@@ -9,6 +9,7 @@ pub mod histogram;
 pub mod link;
 pub mod recorder;
 pub mod report;
+pub mod scenario;
 pub mod stats;
 pub mod telemetry;
 pub mod units;

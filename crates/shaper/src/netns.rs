@@ -44,3 +44,23 @@ pub fn list() -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// The calling thread's current network namespace, to come back to with `restore`.
+pub fn current() -> Result<File, NetnsError> {
+    File::open("/proc/thread-self/ns/net").map_err(|source| NetnsError::Open {
+        name: "(current)".into(),
+        source,
+    })
+}
+
+pub fn restore(ns: &File) -> Result<(), NetnsError> {
+    // SAFETY: setns on a valid namespace fd affects only the calling thread.
+    let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+    if rc != 0 {
+        return Err(NetnsError::Enter {
+            name: "(saved)".into(),
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,110 @@
+//! `qbench sweep`: shipped scenarios are valid, cells run and resume, bad files are refused
+//! before anything runs.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use qbench_core::scenario::Scenario;
+
+fn sweep(file: &Path, out: &Path) -> (bool, String, String) {
+    let o = Command::cargo_bin("qbench")
+        .unwrap()
+        .args(["sweep"])
+        .arg(file)
+        .arg("--out")
+        .arg(out)
+        .timeout(std::time::Duration::from_secs(300))
+        .output()
+        .unwrap();
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn shipped_scenarios_expand_into_valid_comparisons() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let path = e.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.starts_with('#'),
+            "{}: starts with a comment naming the experiment",
+            path.display()
+        );
+        let s = Scenario::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        for cell in s.cells().unwrap() {
+            qbench::sweep::plan_for(&cell)
+                .unwrap_or_else(|e| panic!("{}: {:?}: {e:#}", path.display(), cell.params));
+        }
+        n += 1;
+    }
+    assert!(n >= 8, "scenario files found: {n}");
+}
+
+#[test]
+fn cells_run_once_and_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tiny.toml");
+    std::fs::write(
+        &file,
+        "# tiny\nname = \"tiny\"\n[base]\nprotos = \"h2,h3\"\nrounds = 2\n[axes]\nobjects = [\"1x1KB\", \"3x2KB\"]\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let (ok, stdout, stderr) = sweep(&file, &out);
+    assert!(ok, "{stderr}");
+    let cells: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(cells.len(), 2, "{cells:?}");
+    for c in &cells {
+        let j: serde_json::Value = serde_json::from_slice(&std::fs::read(c).unwrap()).unwrap();
+        assert_eq!(j["schema"], "qbench.sweep-cell");
+        assert_eq!(j["report"]["complete"], true);
+        assert_eq!(j["report"]["a"]["runs"].as_array().unwrap().len(), 2);
+    }
+    assert!(stdout.contains("2 cells (2 run, 0 skipped)"), "{stdout}");
+    let (ok, stdout, stderr) = sweep(&file, &out);
+    assert!(ok);
+    assert!(stdout.contains("(0 run, 2 skipped)"), "{stdout}");
+    assert_eq!(stderr.matches("skipped").count(), 2, "{stderr}");
+}
+
+#[test]
+fn smoke_scenario_runs_across_emulated_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/smoke.toml");
+    let (ok, stdout, stderr) = sweep(&file, dir.path());
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("4 cells (4 run, 0 skipped)"), "{stdout}");
+    eprintln!("{stdout}");
+}
+
+#[test]
+fn bad_scenarios_are_refused_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    for (text, needle) in [
+        (
+            "name = \"x\"\n[base]\nprotos = \"h2,h3\"\nbandwith = 1\n",
+            "line 4",
+        ),
+        ("name = \"x\"\n[base]\nprotos = \"h2,h4\"\n", "--protos"),
+        (
+            "name = \"x\"\n[base]\nprotos = \"h2,h3\"\n[axes]\nrate = [\"fast\"]\n",
+            "rate",
+        ),
+    ] {
+        let file = dir.path().join("bad.toml");
+        std::fs::write(&file, text).unwrap();
+        let out = dir.path().join("never");
+        let (ok, _, stderr) = sweep(&file, &out);
+        assert!(!ok);
+        assert!(stderr.contains(needle), "{needle}: {stderr}");
+        assert!(!out.exists(), "nothing ran");
+    }
+}
