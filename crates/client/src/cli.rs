@@ -34,6 +34,18 @@ pub enum Command {
     Compare(Box<CompareArgs>),
     /// Run every cell of a scenario file as a comparison, one JSON file per cell (resumable)
     Sweep(SweepArgs),
+    /// Turn a sweep's results into heatmaps (HTML + SVG) like the IMC'17 figures
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A `qbench sweep --out` directory
+    pub dir: PathBuf,
+
+    /// Where to write the page; heatmap-N.svg files go next to it
+    #[arg(long, value_name = "FILE")]
+    pub html: PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -9,6 +9,7 @@ pub mod env;
 pub mod output;
 pub mod plot;
 pub mod prepare;
+pub mod report;
 pub mod runner;
 pub mod side;
 pub mod sweep;

@@ -54,6 +54,7 @@ fn main() -> ExitCode {
         }),
         Some(Command::Compare(c)) => compare(*c),
         Some(Command::Sweep(s)) => qbench::sweep::sweep(s),
+        Some(Command::Report(r)) => qbench::report::report(r),
         None => benchmark(cli.run),
     };
     match result {

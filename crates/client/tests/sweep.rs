@@ -73,6 +73,21 @@ fn cells_run_once_and_resume() {
     assert!(ok);
     assert!(stdout.contains("(0 run, 2 skipped)"), "{stdout}");
     assert_eq!(stderr.matches("skipped").count(), 2, "{stderr}");
+
+    let page = dir.path().join("report.html");
+    let o = Command::cargo_bin("qbench")
+        .unwrap()
+        .args(["report"])
+        .arg(&out)
+        .arg("--html")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<svg") && html.contains("1x1KB") && html.contains("3x2KB"));
+    assert_eq!(html.matches("<tr><td").count(), 2, "one table row per cell");
+    assert!(dir.path().join("heatmap-0.svg").exists());
 }
 
 #[test]

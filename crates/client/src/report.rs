@@ -1,0 +1,319 @@
+//! `qbench report`: a sweep's cell files as heatmaps of percent PLT difference (IMC'17
+//! Figures 6-8 and 15: red = QUIC faster, blue = TCP faster, white = not significant), a table
+//! of every cell, and the environment and commands, as one HTML page plus SVG files.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Context;
+use qbench_core::compare::Verdict;
+
+use crate::cli::ReportArgs;
+use crate::sweep::CellFile;
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Percent difference oriented so that positive means the QUIC side was faster (B faster
+/// when neither or both sides are QUIC); `None` when not significant.
+fn quic_gain(f: &CellFile) -> Option<f64> {
+    let c = &f.report.comparison;
+    let d = c.plt_diff_pct?;
+    if c.verdict == Verdict::Inconclusive {
+        return None;
+    }
+    let (a_quic, b_quic) = (
+        f.report.label_a.starts_with("h3"),
+        f.report.label_b.starts_with("h3"),
+    );
+    Some(if a_quic && !b_quic { -d } else { d })
+}
+
+fn color(gain: Option<f64>) -> String {
+    match gain {
+        None => "#ffffff".into(),
+        Some(g) => {
+            let t = (g.abs() / 50.0).min(1.0);
+            let fade = (255.0 * (1.0 - 0.85 * t)) as u8;
+            if g > 0.0 {
+                format!("#ff{fade:02x}{fade:02x}")
+            } else {
+                format!("#{fade:02x}{fade:02x}ff")
+            }
+        }
+    }
+}
+
+/// Sorts axis values numerically where they have a number in front (5mbit < 10mbit).
+fn sort_key(v: &str) -> (f64, String) {
+    let num: String = v
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    let scale = if v.contains("gbit") || v.contains("GB") {
+        1e9
+    } else if v.contains("mbit") || v.contains("MB") {
+        1e6
+    } else if v.contains("kbit") || v.contains("KB") {
+        1e3
+    } else {
+        1.0
+    };
+    let lead = v.split('x').next().unwrap_or("");
+    let count: f64 = if v.contains('x') {
+        lead.parse().unwrap_or(1.0)
+    } else {
+        1.0
+    };
+    let size: f64 = v
+        .rsplit('x')
+        .next()
+        .map(|s| {
+            s.chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect::<String>()
+        })
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0.0);
+    let value = if v.contains('x') {
+        count * size * scale
+    } else {
+        num.parse::<f64>().unwrap_or(0.0) * scale
+    };
+    (value, v.to_string())
+}
+
+fn sorted(values: BTreeSet<String>) -> Vec<String> {
+    let mut v: Vec<String> = values.into_iter().collect();
+    v.sort_by(|a, b| {
+        let (x, y) = (sort_key(a), sort_key(b));
+        x.0.total_cmp(&y.0).then(x.1.cmp(&y.1))
+    });
+    v
+}
+
+/// One heatmap: `y` axis values as rows, `x` as columns.
+fn heatmap(title: &str, x: &str, y: &str, cells: &[&CellFile]) -> String {
+    let xs = sorted(
+        cells
+            .iter()
+            .filter_map(|c| c.cell.params.get(x).cloned())
+            .collect(),
+    );
+    let ys = sorted(
+        cells
+            .iter()
+            .filter_map(|c| c.cell.params.get(y).cloned())
+            .collect(),
+    );
+    let (cw, ch, left, top) = (90.0, 40.0, 110.0, 60.0);
+    let w = left + cw * xs.len() as f64 + 20.0;
+    let h = top + ch * ys.len() as f64 + 50.0;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="Helvetica, Arial, sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(
+        o,
+        r#"<rect width="100%" height="100%" fill="white"/><text x="{}" y="22" text-anchor="middle" font-size="14">{}</text>"#,
+        w / 2.0,
+        esc(title)
+    );
+    for (i, xv) in xs.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+            left + cw * (i as f64 + 0.5),
+            top - 8.0,
+            esc(xv)
+        );
+    }
+    for (j, yv) in ys.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
+            left - 8.0,
+            top + ch * (j as f64 + 0.5) + 4.0,
+            esc(yv)
+        );
+        for (i, xv) in xs.iter().enumerate() {
+            let cell = cells
+                .iter()
+                .find(|c| c.cell.params.get(x) == Some(xv) && c.cell.params.get(y) == Some(yv));
+            let (fill, text) = match cell {
+                Some(c) => {
+                    let d = c.report.comparison.plt_diff_pct;
+                    let g = quic_gain(c);
+                    (
+                        color(g),
+                        d.map_or("-".into(), |_| {
+                            g.map_or("n.s.".into(), |g| format!("{g:+.0}%"))
+                        }),
+                    )
+                }
+                None => ("#eeeeee".into(), String::new()),
+            };
+            let (cx, cy) = (left + cw * i as f64, top + ch * j as f64);
+            let _ = writeln!(
+                o,
+                r##"<rect x="{cx}" y="{cy}" width="{cw}" height="{ch}" fill="{fill}" stroke="#999"/><text x="{}" y="{}" text-anchor="middle">{}</text>"##,
+                cx + cw / 2.0,
+                cy + ch / 2.0 + 4.0,
+                esc(&text)
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        r#"<text x="{}" y="{}" text-anchor="middle">{} (rows: {})</text>"#,
+        left + cw * xs.len() as f64 / 2.0,
+        h - 18.0,
+        esc(x),
+        esc(y)
+    );
+    o.push_str("</svg>\n");
+    o
+}
+
+pub fn report(args: ReportArgs) -> anyhow::Result<()> {
+    let mut cells: Vec<CellFile> = Vec::new();
+    for e in
+        std::fs::read_dir(&args.dir).with_context(|| format!("reading {}", args.dir.display()))?
+    {
+        let path = e?.path();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if name.starts_with("cell-") && name.ends_with(".json") {
+            let f: CellFile = serde_json::from_slice(&std::fs::read(&path)?)
+                .with_context(|| format!("{} is not a sweep cell", path.display()))?;
+            cells.push(f);
+        }
+    }
+    anyhow::ensure!(
+        !cells.is_empty(),
+        "{}: no cell-*.json files (run `qbench sweep` first)",
+        args.dir.display()
+    );
+    let name = cells[0].scenario.clone();
+    // Axes that vary; rate x objects first, as in the paper's figures.
+    let mut varying: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for c in &cells {
+        for (k, v) in &c.cell.params {
+            varying.entry(k.clone()).or_default().insert(v.clone());
+        }
+    }
+    varying.retain(|_, v| v.len() > 1);
+    let mut keys: Vec<String> = varying.keys().cloned().collect();
+    keys.sort_by_key(|k| match k.as_str() {
+        "objects" => 0,
+        "rate" => 1,
+        _ => 2,
+    });
+    let (x, y) = match keys.as_slice() {
+        [a, b, ..] => (a.clone(), b.clone()),
+        [a] => (a.clone(), String::new()),
+        [] => (String::new(), String::new()),
+    };
+    let others: Vec<String> = keys.iter().skip(2).cloned().collect();
+    let mut groups: BTreeMap<String, Vec<&CellFile>> = BTreeMap::new();
+    for c in &cells {
+        let key = others
+            .iter()
+            .map(|k| format!("{k}={}", c.cell.params.get(k).cloned().unwrap_or_default()))
+            .collect::<Vec<_>>()
+            .join(" ");
+        groups.entry(key).or_default().push(c);
+    }
+    let out_dir = args
+        .html
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut html = String::new();
+    let _ = writeln!(html, "<!doctype html><html><head><meta charset=\"utf-8\"><title>qbench: {}</title><style>body{{font-family:Helvetica,Arial,sans-serif;margin:2em;max-width:1100px}}table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#f4f4f4}}code{{font-size:12px}}</style></head><body>", esc(&name));
+    let _ = writeln!(html, "<h1>qbench sweep: {}</h1><p>{} cells. Percent difference in mean page load time per cell; <span style=\"color:#c00\">red: QUIC faster</span>, <span style=\"color:#00c\">blue: TCP faster</span>, white: not significant (Welch's t-test, p &ge; 0.01).</p>", esc(&name), cells.len());
+    for (i, (group, members)) in groups.iter().enumerate() {
+        let title = if group.is_empty() {
+            name.clone()
+        } else {
+            format!("{name}: {group}")
+        };
+        let svg = heatmap(&title, &x, if y.is_empty() { &x } else { &y }, members);
+        let file = out_dir.join(format!("heatmap-{i}.svg"));
+        std::fs::write(&file, &svg).with_context(|| format!("writing {}", file.display()))?;
+        html.push_str(&svg);
+    }
+    let _ = writeln!(html, "<h2>Cells</h2><table><tr><th>cell</th><th>A</th><th>B</th><th>mean PLT A (ms)</th><th>mean PLT B (ms)</th><th>diff (B faster +)</th><th>p</th><th>verdict</th></tr>");
+    for c in &cells {
+        let r = &c.report;
+        let m =
+            |s: &qbench_core::Stats| s.mean.map_or("-".into(), |v| format!("{:.1}", v / 1000.0));
+        let _ = writeln!(html, "<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&c.cell.params.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")),
+            esc(&r.label_a), esc(&r.label_b), m(&r.comparison.plt_us_a), m(&r.comparison.plt_us_b),
+            r.comparison.plt_diff_pct.map_or("-".into(), |d| format!("{d:+.1}%")),
+            r.comparison.welch.as_ref().map_or("-".into(), |w| format!("{:.2e}", w.p)),
+            esc(&match r.comparison.verdict {
+                Verdict::AFaster => format!("{} faster", r.label_a),
+                Verdict::BFaster => format!("{} faster", r.label_b),
+                Verdict::Inconclusive => "inconclusive".to_string(),
+            }));
+    }
+    html.push_str("</table>");
+    let env = serde_json::to_string_pretty(&cells[0].report.a.environment)?;
+    let _ = writeln!(
+        html,
+        "<h2>Environment</h2><pre>{}</pre><h2>Commands</h2><ul>",
+        esc(&env)
+    );
+    for c in &cells {
+        let _ = writeln!(
+            html,
+            "<li><code>qbench compare {}</code></li>",
+            esc(&c.cell.args.join(" "))
+        );
+    }
+    html.push_str("</ul></body></html>\n");
+    std::fs::write(&args.html, html).with_context(|| format!("writing {}", args.html.display()))?;
+    println!(
+        "wrote {} ({} cells, {} heatmap(s))",
+        args.html.display(),
+        cells.len(),
+        groups.len()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn axis_values_sort_by_magnitude() {
+        let v: BTreeSet<String> = ["100mbit", "5mbit", "10mbit", "1gbit"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(sorted(v), ["5mbit", "10mbit", "100mbit", "1gbit"]);
+        let o: BTreeSet<String> = ["1x10MB", "1x5KB", "200x10KB", "1x100KB"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(sorted(o), ["1x5KB", "1x100KB", "200x10KB", "1x10MB"]);
+    }
+
+    #[test]
+    fn colors() {
+        assert_eq!(color(None), "#ffffff");
+        assert!(color(Some(30.0)).starts_with("#ff"));
+        assert!(color(Some(-30.0)).ends_with("ff"));
+    }
+}
