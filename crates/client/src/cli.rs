@@ -36,6 +36,42 @@ pub enum Command {
     Sweep(SweepArgs),
     /// Turn a sweep's results into heatmaps (HTML + SVG) like the IMC'17 figures
     Report(ReportArgs),
+    /// Run several flows at once through one bottleneck: per-flow throughput and Jain's
+    /// fairness index (IMC'17 Table 4)
+    Compete(Box<CompeteArgs>),
+}
+
+#[derive(Debug, Args)]
+pub struct CompeteArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    /// Flows as PROTO:COUNT[,...], e.g. h3:1,h2:2 (each fetches --objects on its own connection)
+    #[arg(long, value_name = "SPEC", value_parser = parse_flows)]
+    pub flows: Flows,
+}
+
+/// Protocols and how many flows of each.
+#[derive(Debug, Clone)]
+pub struct Flows(pub Vec<(Proto, u32)>);
+
+fn parse_flows(s: &str) -> Result<Flows, String> {
+    s.split(',')
+        .map(|item| {
+            let (p, n) = item.split_once(':').unwrap_or((item, "1"));
+            let proto = Proto::from_str(p.trim(), true)
+                .map_err(|_| format!("`{p}` is not h1, h2 or h3"))?;
+            let n: u32 = n
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{n}` is not a flow count"))?;
+            if n == 0 || n > 64 {
+                return Err(format!("`{item}`: 1 to 64 flows per protocol"));
+            }
+            Ok((proto, n))
+        })
+        .collect::<Result<Vec<_>, String>>()
+        .map(Flows)
 }
 
 #[derive(Debug, Args)]

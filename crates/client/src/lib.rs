@@ -4,6 +4,7 @@ pub mod app;
 pub mod cli;
 pub mod clock;
 pub mod compare;
+pub mod compete;
 pub mod config;
 pub mod env;
 pub mod output;

@@ -55,6 +55,7 @@ fn main() -> ExitCode {
         Some(Command::Compare(c)) => compare(*c),
         Some(Command::Sweep(s)) => qbench::sweep::sweep(s),
         Some(Command::Report(r)) => qbench::report::report(r),
+        Some(Command::Compete(c)) => qbench::compete::compete(*c),
         None => benchmark(cli.run),
     };
     match result {

@@ -1,0 +1,71 @@
+//! `qbench compete`: flows share one emulated bottleneck (root, as CI runs).
+
+use assert_cmd::Command;
+
+#[test]
+fn flows_share_a_bottleneck() {
+    let out = Command::cargo_bin("qbench")
+        .unwrap()
+        .args([
+            "compete",
+            "--flows",
+            "h3:1,h2:1",
+            "--objects",
+            "1x1MB",
+            "--link",
+            "rate=20mbit,rtt=10ms",
+            "--json",
+            "-",
+        ])
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["schema"], "qbench.compete-report");
+    let flows = j["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 2);
+    let mut total = 0.0;
+    for f in flows {
+        assert_eq!(f["report"]["runs"][0]["payload_bytes"], 1_000_000);
+        assert!(!f["throughput"].as_array().unwrap().is_empty());
+        total += f["goodput_bps"].as_f64().unwrap();
+    }
+    // Each flow's goodput is measured over its own transfer, so the sum may exceed the rate
+    // once one finishes early; each alone cannot.
+    assert!(flows
+        .iter()
+        .all(|f| f["goodput_bps"].as_f64().unwrap() <= 20e6));
+    assert!(total > 0.0);
+    let jain = j["jain_index"].as_f64().unwrap();
+    assert!(jain > 0.5 && jain <= 1.0, "{jain}");
+    assert!(stderr.contains("Jain's index"));
+}
+
+#[test]
+fn competitions_need_a_link_and_two_flows() {
+    for (args, needle) in [
+        (&["compete", "--flows", "h3:1,h2:1"][..], "--link"),
+        (
+            &["compete", "--flows", "h3:1", "--link", "rate=10mbit"][..],
+            "--flows",
+        ),
+        (
+            &["compete", "--flows", "h4:1", "--link", "rate=10mbit"][..],
+            "--flows",
+        ),
+    ] {
+        let out = Command::cargo_bin("qbench")
+            .unwrap()
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.lines().next().unwrap_or("").contains(needle),
+            "{args:?}: {err}"
+        );
+    }
+}
