@@ -34,6 +34,12 @@ fn tick_step(max: f64, n: f64) -> f64 {
         .unwrap_or(10.0 * pow)
 }
 
+/// A tick label without float noise: as many decimals as the step needs.
+fn tick(v: f64, step: f64) -> String {
+    let decimals = (-step.log10().floor()).max(0.0) as usize;
+    format!("{v:.decimals$}")
+}
+
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -81,7 +87,7 @@ pub fn line_chart(
             TOP,
             H - BOTTOM,
             H - BOTTOM + 18.0,
-            x
+            tick(x, xs)
         );
         x += xs;
     }
@@ -95,7 +101,7 @@ pub fn line_chart(
             W - RIGHT,
             LEFT - 6.0,
             py(y) + 4.0,
-            y
+            tick(y, ys)
         );
         y += ys;
     }
@@ -186,6 +192,12 @@ pub fn cwnd_chart(title: &str, timelines: &[(String, &Timeline)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tick_labels_have_no_float_noise() {
+        assert_eq!(tick(0.1 + 0.2 + 0.3, 0.2), "0.6");
+        assert_eq!(tick(40.0, 20.0), "40");
+    }
 
     #[test]
     fn ticks_are_round() {

@@ -9,7 +9,11 @@ use std::path::Path;
 use anyhow::Context;
 use qbench_core::compare::Verdict;
 
+use qbench_core::ccstate::StateMachine;
+use qbench_core::telemetry::Timeline;
+
 use crate::cli::ReportArgs;
+use crate::plot::{cwnd_chart, line_chart, Series};
 use crate::sweep::CellFile;
 
 fn esc(s: &str) -> String {
@@ -181,6 +185,90 @@ fn heatmap(title: &str, x: &str, y: &str, cells: &[&CellFile]) -> String {
     o
 }
 
+/// Object-latency CDFs of both sides, their first round's cwnd, and the inferred state shares.
+fn cell_details(i: usize, c: &CellFile) -> anyhow::Result<String> {
+    let r = &c.report;
+    let title = c
+        .cell
+        .params
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut html = format!(
+        "<h3>{}</h3><div style=\"display:flex;flex-wrap:wrap;gap:1em\">",
+        esc(&title)
+    );
+    let mut series = Vec::new();
+    for (label, rep) in [(&r.label_a, &r.a), (&r.label_b, &r.b)] {
+        let h = rep.summary.object_latency.histogram()?;
+        series.push(Series {
+            label: format!("{label} (n={})", h.len()),
+            points: h
+                .cdf(100)
+                .into_iter()
+                .map(|(us, q)| (us as f64 / 1000.0, q))
+                .collect(),
+        });
+    }
+    html.push_str(&line_chart(
+        &format!("object latency CDF, cell {i}"),
+        "object latency (ms)",
+        "fraction of objects",
+        &series,
+        None,
+    ));
+    let mut lines = Vec::new();
+    for (label, rep) in [(&r.label_a, &r.a), (&r.label_b, &r.b)] {
+        if let Some(t) = rep
+            .runs
+            .first()
+            .and_then(|run| run.telemetry.as_ref())
+            .and_then(|t| t.first())
+        {
+            lines.push((format!("{label}: {} {}", t.transport, t.cc), t));
+        }
+    }
+    if !lines.is_empty() {
+        html.push_str(&cwnd_chart(&format!("cwnd, first round, cell {i}"), &lines));
+    }
+    html.push_str("</div><table><tr><th>side</th>");
+    let states = [
+        "Init",
+        "SlowStart",
+        "CongestionAvoidance",
+        "CaMaxed",
+        "ApplicationLimited",
+        "Recovery",
+        "RetransmissionTimeout",
+    ];
+    for st in states {
+        let _ = write!(html, "<th>{st}</th>");
+    }
+    html.push_str("</tr>");
+    for (label, rep) in [(&r.label_a, &r.a), (&r.label_b, &r.b)] {
+        let timelines: Vec<&Timeline> = rep
+            .runs
+            .iter()
+            .flat_map(|run| run.telemetry.iter().flatten())
+            .collect();
+        let m = StateMachine::infer(&timelines);
+        let fr = serde_json::to_value(&m.time_fraction)?;
+        let _ = write!(html, "<tr><td>{}</td>", esc(label));
+        for st in states {
+            let v = fr.get(st).and_then(|v| v.as_f64());
+            let _ = write!(
+                html,
+                "<td>{}</td>",
+                v.map_or("-".into(), |v| format!("{:.1}%", v * 100.0))
+            );
+        }
+        html.push_str("</tr>");
+    }
+    html.push_str("</table>");
+    Ok(html)
+}
+
 pub fn report(args: ReportArgs) -> anyhow::Result<()> {
     let mut cells: Vec<CellFile> = Vec::new();
     for e in
@@ -268,6 +356,10 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
             }));
     }
     html.push_str("</table>");
+    html.push_str("<h2>Per cell</h2>");
+    for (i, c) in cells.iter().enumerate() {
+        html.push_str(&cell_details(i, c)?);
+    }
     let env = serde_json::to_string_pretty(&cells[0].report.a.environment)?;
     let _ = writeln!(
         html,
@@ -284,7 +376,7 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
     html.push_str("</ul></body></html>\n");
     std::fs::write(&args.html, html).with_context(|| format!("writing {}", args.html.display()))?;
     println!(
-        "wrote {} ({} cells, {} heatmap(s))",
+        "wrote {} ({} cells, {} heatmap(s), latency CDFs, cwnd timelines and state shares per cell)",
         args.html.display(),
         cells.len(),
         groups.len()

@@ -72,6 +72,19 @@ impl LatencyHistogram {
         (!self.is_empty()).then(|| self.inner.value_at_quantile(q))
     }
 
+    /// (value in microseconds, cumulative fraction) at `steps` evenly spaced quantiles, for CDFs.
+    pub fn cdf(&self, steps: usize) -> Vec<(u64, f64)> {
+        if self.is_empty() || steps == 0 {
+            return Vec::new();
+        }
+        (0..=steps)
+            .map(|i| {
+                let q = i as f64 / steps as f64;
+                (self.inner.value_at_quantile(q), q)
+            })
+            .collect()
+    }
+
     pub fn summary(&self) -> PercentileSummary {
         let q = |q| self.quantile_us(q);
         let non_empty = !self.is_empty();
@@ -158,6 +171,19 @@ mod tests {
         let json = serde_json::to_string(&HistogramExport::from(&h)).unwrap();
         assert!(json.contains("\"p50_us\":null"), "{json}");
         assert!(!json.contains("NaN"));
+    }
+
+    #[test]
+    fn cdf_is_monotonic() {
+        let mut h = LatencyHistogram::new();
+        for us in [100u64, 200, 300, 400] {
+            h.record(Duration::from_micros(us));
+        }
+        let c = h.cdf(4);
+        assert_eq!(c.len(), 5);
+        assert!(c.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 < w[1].1));
+        assert_eq!(c.last().unwrap().1, 1.0);
+        assert!(LatencyHistogram::new().cdf(10).is_empty());
     }
 
     #[test]
