@@ -6,7 +6,7 @@ use anyhow::Context;
 use futures_util::future::join_all;
 use qbench_core::stats::jain;
 use qbench_core::Report;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::app::progress_bar;
 use crate::cli::CompeteArgs;
@@ -17,7 +17,7 @@ use crate::side::Side;
 
 pub const SCHEMA: &str = "qbench.compete-report";
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Flow {
     pub label: String,
     pub goodput_bps: Option<f64>,
@@ -26,7 +26,7 @@ pub struct Flow {
     pub report: Report,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct CompeteReport {
     pub schema: String,
     pub flows: Vec<Flow>,
@@ -55,6 +55,24 @@ fn throughput(report: &Report) -> Vec<(f64, f64)> {
 }
 
 pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
+    let json = args.run.json.clone();
+    let out = run_blocking(args)?;
+    if let Some(path) = &json {
+        let text = serde_json::to_vec_pretty(&out)?;
+        if path == "-" {
+            use std::io::Write;
+            std::io::stdout().write_all(&text)?;
+        } else {
+            std::fs::write(path, text).with_context(|| format!("writing {path}"))?;
+        }
+    }
+    anyhow::ensure!(out.complete, "some flows did not complete");
+    Ok(())
+}
+
+/// Builds the link and servers, runs all flows at once, tears everything down, prints the
+/// summary (to stderr when the JSON goes to stdout) and returns the report.
+pub fn run_blocking(args: CompeteArgs) -> anyhow::Result<CompeteReport> {
     let base = args.run;
     anyhow::ensure!(
         base.runs == 1,
@@ -125,15 +143,6 @@ pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
         complete: flows.iter().all(|f| f.report.complete),
         flows,
     };
-    if let Some(path) = &base.json {
-        let text = serde_json::to_vec_pretty(&out)?;
-        if path == "-" {
-            use std::io::Write;
-            std::io::stdout().write_all(&text)?;
-        } else {
-            std::fs::write(path, text).with_context(|| format!("writing {path}"))?;
-        }
-    }
     let mut text = format!(
         "qbench compete: {} flows through {}\n",
         out.flows.len(),
@@ -156,6 +165,5 @@ pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
     } else {
         print!("{text}");
     }
-    anyhow::ensure!(out.complete, "some flows did not complete");
-    Ok(())
+    Ok(out)
 }

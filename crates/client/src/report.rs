@@ -14,7 +14,16 @@ use qbench_core::telemetry::Timeline;
 
 use crate::cli::ReportArgs;
 use crate::plot::{cwnd_chart, line_chart, Series};
+use qbench_core::compare::CompareReport;
+use qbench_core::scenario::Cell;
+
 use crate::sweep::CellFile;
+
+/// A comparison cell of a sweep.
+struct Cmp {
+    cell: Cell,
+    report: CompareReport,
+}
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -25,7 +34,7 @@ fn esc(s: &str) -> String {
 
 /// Percent difference oriented so that positive means the QUIC side was faster (B faster
 /// when neither or both sides are QUIC); `None` when not significant.
-fn quic_gain(f: &CellFile) -> Option<f64> {
+fn quic_gain(f: &Cmp) -> Option<f64> {
     let c = &f.report.comparison;
     let d = c.plt_diff_pct?;
     if c.verdict == Verdict::Inconclusive {
@@ -102,7 +111,7 @@ fn sorted(values: BTreeSet<String>) -> Vec<String> {
 }
 
 /// One heatmap: `y` axis values as rows, `x` as columns.
-fn heatmap(title: &str, x: &str, y: &str, cells: &[&CellFile]) -> String {
+fn heatmap(title: &str, x: &str, y: &str, cells: &[&Cmp]) -> String {
     let xs = sorted(
         cells
             .iter()
@@ -186,7 +195,7 @@ fn heatmap(title: &str, x: &str, y: &str, cells: &[&CellFile]) -> String {
 }
 
 /// Object-latency CDFs of both sides, their first round's cwnd, and the inferred state shares.
-fn cell_details(i: usize, c: &CellFile) -> anyhow::Result<String> {
+fn cell_details(i: usize, c: &Cmp) -> anyhow::Result<String> {
     let r = &c.report;
     let title = c
         .cell
@@ -270,7 +279,9 @@ fn cell_details(i: usize, c: &CellFile) -> anyhow::Result<String> {
 }
 
 pub fn report(args: ReportArgs) -> anyhow::Result<()> {
-    let mut cells: Vec<CellFile> = Vec::new();
+    let mut cells: Vec<Cmp> = Vec::new();
+    let mut competitions = Vec::new();
+    let mut scenario: Option<String> = None;
     for e in
         std::fs::read_dir(&args.dir).with_context(|| format!("reading {}", args.dir.display()))?
     {
@@ -282,15 +293,23 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
         if name.starts_with("cell-") && name.ends_with(".json") {
             let f: CellFile = serde_json::from_slice(&std::fs::read(&path)?)
                 .with_context(|| format!("{} is not a sweep cell", path.display()))?;
-            cells.push(f);
+            scenario.get_or_insert_with(|| f.scenario.clone());
+            match (f.comparison(), f.competition()) {
+                (Some(report), _) => cells.push(Cmp {
+                    cell: f.cell,
+                    report,
+                }),
+                (None, Some(c)) => competitions.push((f.cell, c)),
+                _ => anyhow::bail!("{}: neither a comparison nor a competition", path.display()),
+            }
         }
     }
     anyhow::ensure!(
-        !cells.is_empty(),
+        !(cells.is_empty() && competitions.is_empty()),
         "{}: no cell-*.json files (run `qbench sweep` first)",
         args.dir.display()
     );
-    let name = cells[0].scenario.clone();
+    let name = scenario.unwrap_or_default();
     // Axes that vary; rate x objects first, as in the paper's figures.
     let mut varying: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for c in &cells {
@@ -311,7 +330,7 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
         [] => (String::new(), String::new()),
     };
     let others: Vec<String> = keys.iter().skip(2).cloned().collect();
-    let mut groups: BTreeMap<String, Vec<&CellFile>> = BTreeMap::new();
+    let mut groups: BTreeMap<String, Vec<&Cmp>> = BTreeMap::new();
     for c in &cells {
         let key = others
             .iter()
@@ -360,7 +379,39 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
     for (i, c) in cells.iter().enumerate() {
         html.push_str(&cell_details(i, c)?);
     }
-    let env = serde_json::to_string_pretty(&cells[0].report.a.environment)?;
+    if !competitions.is_empty() {
+        html.push_str("<h2>Competitions</h2><table><tr><th>cell</th><th>flows (goodput, Mbit/s)</th><th>Jain's index</th></tr>");
+        for (cell, c) in &competitions {
+            let flows = c
+                .flows
+                .iter()
+                .map(|f| {
+                    format!(
+                        "{}: {}",
+                        f.label,
+                        f.goodput_bps
+                            .map_or("-".into(), |g| format!("{:.2}", g / 1e6))
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            let _ = writeln!(
+                html,
+                "<tr><td style=\"text-align:left\">{}</td><td style=\"text-align:left\">{}</td><td>{}</td></tr>",
+                esc(&cell.params.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")),
+                esc(&flows),
+                c.jain_index.map_or("-".into(), |j| format!("{j:.3}"))
+            );
+        }
+        html.push_str("</table>");
+    }
+    let env = match (cells.first(), competitions.first()) {
+        (Some(c), _) => serde_json::to_string_pretty(&c.report.a.environment)?,
+        (None, Some((_, c))) => {
+            serde_json::to_string_pretty(&c.flows.first().map(|f| &f.report.environment))?
+        }
+        _ => String::new(),
+    };
     let _ = writeln!(
         html,
         "<h2>Environment</h2><pre>{}</pre><h2>Commands</h2><ul>",

@@ -10,8 +10,9 @@ use qbench_core::compare::{CompareReport, Verdict};
 use qbench_core::scenario::{Cell, Scenario};
 use serde::{Deserialize, Serialize};
 
-use crate::cli::{Cli, Command, SweepArgs};
+use crate::cli::{Cli, Command, CompeteArgs, SweepArgs};
 use crate::compare::{run_blocking, Plan};
+use crate::compete::CompeteReport;
 
 pub const SCHEMA: &str = "qbench.sweep-cell";
 
@@ -20,7 +21,28 @@ pub struct CellFile {
     pub schema: String,
     pub scenario: String,
     pub cell: Cell,
-    pub report: CompareReport,
+    /// A `qbench.compare-report` or a `qbench.compete-report`, by `cell.command`.
+    pub report: serde_json::Value,
+}
+
+impl CellFile {
+    pub fn comparison(&self) -> Option<CompareReport> {
+        serde_json::from_value(self.report.clone()).ok()
+    }
+
+    pub fn competition(&self) -> Option<CompeteReport> {
+        serde_json::from_value(self.report.clone()).ok()
+    }
+
+    fn complete(&self) -> bool {
+        self.report.get("complete") == Some(&serde_json::Value::Bool(true))
+    }
+}
+
+/// How a cell runs.
+pub enum CellPlan {
+    Compare(Box<Plan>),
+    Compete(Box<CompeteArgs>),
 }
 
 fn cell_path(out: &Path, cell: &Cell) -> PathBuf {
@@ -31,19 +53,26 @@ fn finished(path: &Path, cell: &Cell) -> bool {
     std::fs::read(path)
         .ok()
         .and_then(|b| serde_json::from_slice::<CellFile>(&b).ok())
-        .is_some_and(|f| f.cell.hash == cell.hash && f.report.complete)
+        .is_some_and(|f| f.cell.hash == cell.hash && f.complete())
 }
 
-pub fn plan_for(cell: &Cell) -> anyhow::Result<Plan> {
-    let argv = ["qbench", "compare"]
+pub fn plan_for(cell: &Cell) -> anyhow::Result<CellPlan> {
+    let argv = ["qbench", cell.command.as_str()]
         .into_iter()
         .map(String::from)
         .chain(cell.args.iter().cloned());
     let cli = Cli::try_parse_from(argv)
         .map_err(|e| anyhow::anyhow!("{}", e.to_string().lines().next().unwrap_or("")))?;
     match cli.command {
-        Some(Command::Compare(c)) => Plan::from_args(*c),
-        _ => anyhow::bail!("not a comparison"),
+        Some(Command::Compare(c)) => Ok(CellPlan::Compare(Box::new(Plan::from_args(*c)?))),
+        Some(Command::Compete(c)) => {
+            anyhow::ensure!(
+                c.run.link.is_some(),
+                "--link: flows compete for an emulated bottleneck; give one"
+            );
+            Ok(CellPlan::Compete(c))
+        }
+        _ => anyhow::bail!("cells run `compare` or `compete`"),
     }
 }
 
@@ -98,7 +127,16 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
                 cells.len(),
                 eta.map_or(String::new(), |e| format!(" (eta {e})"))
             );
-            let result = run_blocking(plan, std::env::args().collect());
+            let result = match plan {
+                CellPlan::Compare(p) => run_blocking(p, std::env::args().collect())
+                    .and_then(|(r, e)| Ok((serde_json::to_value(r)?, e))),
+                CellPlan::Compete(c) => {
+                    crate::compete::run_blocking(clone_compete(c)).and_then(|r| {
+                        let e = (!r.complete).then(|| "some flows did not complete".to_string());
+                        Ok((serde_json::to_value(r)?, e))
+                    })
+                }
+            };
             qbench_shaper::netns::restore(&home)?;
             let (report, error) = result.with_context(|| format!("cell {what}"))?;
             if let Some(e) = error {
@@ -115,11 +153,11 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
             )?;
             ran += 1;
         }
-        if let Some(f) = std::fs::read(&path)
+        let file = std::fs::read(&path)
             .ok()
-            .and_then(|b| serde_json::from_slice::<CellFile>(&b).ok())
-        {
-            let c = &f.report.comparison;
+            .and_then(|b| serde_json::from_slice::<CellFile>(&b).ok());
+        if let Some(r) = file.as_ref().and_then(CellFile::comparison) {
+            let c = &r.comparison;
             rows.push(format!(
                 "  {what:<48} {:>8} {:>10} {}",
                 c.plt_diff_pct.map_or("-".into(), |d| format!("{d:+.1}%")),
@@ -127,10 +165,15 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
                     .as_ref()
                     .map_or("-".into(), |w| format!("{:.2e}", w.p)),
                 match c.verdict {
-                    Verdict::AFaster => f.report.label_a.as_str(),
-                    Verdict::BFaster => f.report.label_b.as_str(),
+                    Verdict::AFaster => r.label_a.as_str(),
+                    Verdict::BFaster => r.label_b.as_str(),
                     Verdict::Inconclusive => "inconclusive",
                 }
+            ));
+        } else if let Some(r) = file.as_ref().and_then(CellFile::competition) {
+            rows.push(format!(
+                "  {what:<48} Jain's index {}",
+                r.jain_index.map_or("-".into(), |j| format!("{j:.3}"))
             ));
         }
     }
@@ -152,4 +195,12 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         failed.join("; ")
     );
     Ok(())
+}
+
+/// Compete arguments are consumed by a run; a sweep keeps its validated copy.
+fn clone_compete(c: &CompeteArgs) -> CompeteArgs {
+    CompeteArgs {
+        run: c.run.clone(),
+        flows: c.flows.clone(),
+    }
 }

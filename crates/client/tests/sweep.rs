@@ -42,7 +42,7 @@ fn shipped_scenarios_expand_into_valid_comparisons() {
         }
         n += 1;
     }
-    assert!(n >= 8, "scenario files found: {n}");
+    assert!(n >= 10, "scenario files found: {n}");
 }
 
 #[test]
@@ -86,7 +86,11 @@ fn cells_run_once_and_resume() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("<svg") && html.contains("1x1KB") && html.contains("3x2KB"));
-    assert_eq!(html.matches("<tr><td").count(), 2, "one table row per cell");
+    assert_eq!(
+        html.matches("<td>h2</td><td>h3</td>").count(),
+        2,
+        "one table row per cell"
+    );
     assert!(dir.path().join("heatmap-0.svg").exists());
 }
 
@@ -98,6 +102,33 @@ fn smoke_scenario_runs_across_emulated_links() {
     assert!(ok, "{stderr}");
     assert!(stdout.contains("4 cells (4 run, 0 skipped)"), "{stdout}");
     eprintln!("{stdout}");
+}
+
+#[test]
+fn compete_cells_run_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fair.toml");
+    std::fs::write(
+        &file,
+        "# fairness\nname = \"fair\"\nkind = \"compete\"\n[base]\nobjects = \"1x300KB\"\nlink = \"rate=20mbit,rtt=10ms\"\n[axes]\nflows = [\"h3:1,h2:1\"]\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let (ok, stdout, stderr) = sweep(&file, &out);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("Jain's index"), "{stdout}");
+    let page = dir.path().join("r.html");
+    let o = Command::cargo_bin("qbench")
+        .unwrap()
+        .arg("report")
+        .arg(&out)
+        .arg("--html")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = std::fs::read_to_string(page).unwrap();
+    assert!(html.contains("Competitions") && html.contains("h3 #1"));
 }
 
 #[test]

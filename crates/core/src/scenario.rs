@@ -17,11 +17,30 @@ pub enum ScenarioError {
     TooMany(usize),
 }
 
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    #[default]
+    Compare,
+    Compete,
+}
+
+impl Kind {
+    pub fn command(self) -> &'static str {
+        match self {
+            Kind::Compare => "compare",
+            Kind::Compete => "compete",
+        }
+    }
+}
+
 /// Options shared by every cell; names follow `qbench compare`'s flags.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Base {
     pub protos: Option<String>,
+    /// `compete` flows, e.g. "h3:1,h2:2".
+    pub flows: Option<String>,
     pub proto: Option<String>,
     pub objects: Option<String>,
     pub rounds: Option<u32>,
@@ -54,6 +73,7 @@ pub struct Axes {
     pub jitter: Option<Vec<String>>,
     pub objects: Option<Vec<String>>,
     pub protos: Option<Vec<String>>,
+    pub flows: Option<Vec<String>>,
     pub cc: Option<Vec<String>>,
     pub b_cwnd_cap: Option<Vec<u32>>,
     pub zero_rtt: Option<Vec<bool>>,
@@ -63,6 +83,10 @@ pub struct Axes {
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     pub name: String,
+    /// `compare` (two configurations, back to back; the default) or `compete` (flows at once
+    /// through one bottleneck, from `base.flows` or the `flows` axis).
+    #[serde(default)]
+    pub kind: Kind,
     pub description: Option<String>,
     pub base: Base,
     #[serde(default)]
@@ -73,6 +97,8 @@ pub struct Scenario {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Cell {
     pub params: BTreeMap<String, String>,
+    /// The qbench subcommand that runs the cell (`compare` or `compete`).
+    pub command: String,
     pub args: Vec<String>,
     /// SHA-256 of the arguments: a finished cell whose hash matches is not run again.
     pub hash: String,
@@ -90,6 +116,7 @@ impl Scenario {
         let b = |v: &Option<Vec<bool>>| v.as_ref().map(|x| x.iter().map(bool::to_string).collect());
         let all: Vec<(&'static str, Option<Vec<String>>)> = vec![
             ("protos", s(&a.protos)),
+            ("flows", s(&a.flows)),
             ("cc", s(&a.cc)),
             ("b_cwnd_cap", n(&a.b_cwnd_cap)),
             ("zero_rtt", b(&a.zero_rtt)),
@@ -127,8 +154,15 @@ impl Scenario {
                 rest /= values.len();
             }
             let args = self.args(&params);
-            let hash = hex(&Sha256::digest(args.join("\u{1f}").as_bytes()));
-            cells.push(Cell { params, args, hash });
+            let command = self.kind.command().to_string();
+            let key = format!("{command}\u{1f}{}", args.join("\u{1f}"));
+            let hash = hex(&Sha256::digest(key.as_bytes()));
+            cells.push(Cell {
+                params,
+                command,
+                args,
+                hash,
+            });
         }
         Ok(cells)
     }
@@ -142,10 +176,15 @@ impl Scenario {
                 v.push(val);
             }
         };
-        opt("protos", p.get("protos").cloned().or(b.protos.clone()));
+        let compare = self.kind == Kind::Compare;
+        if compare {
+            opt("protos", p.get("protos").cloned().or(b.protos.clone()));
+            opt("rounds", b.rounds.map(|r| r.to_string()));
+        } else {
+            opt("flows", p.get("flows").cloned().or(b.flows.clone()));
+        }
         opt("proto", b.proto.clone());
         opt("objects", p.get("objects").cloned().or(b.objects.clone()));
-        opt("rounds", b.rounds.map(|r| r.to_string()));
         opt("connections", b.connections.map(|c| c.to_string()));
         opt("streams", b.streams.map(|c| c.to_string()));
         opt("cc", p.get("cc").cloned().or(b.cc.clone()));
@@ -221,6 +260,19 @@ objects = ["1x5KB", "1x10MB"]
         assert!(err.contains("bandwidth") && err.contains("line 4"), "{err}");
         let err = Scenario::parse("name = \"x\"\n[base]\n[axes]\nrate = []\n").unwrap();
         assert!(matches!(err.cells(), Err(ScenarioError::EmptyAxis("rate"))));
+    }
+
+    #[test]
+    fn compete_cells() {
+        let s = Scenario::parse("name=\"f\"\nkind=\"compete\"\n[base]\nrounds=3\nobjects=\"1x1MB\"\nlink=\"rate=5mbit\"\n[axes]\nflows=[\"h3:1,h2:1\",\"h3:1,h2:2\"]\n").unwrap();
+        let cells = s.cells().unwrap();
+        assert_eq!(cells.len(), 2);
+        assert_eq!(cells[1].command, "compete");
+        assert_eq!(
+            cells[1].args[..2],
+            ["--flows".to_string(), "h3:1,h2:2".to_string()]
+        );
+        assert!(!cells[0].args.contains(&"--rounds".to_string()));
     }
 
     #[test]
