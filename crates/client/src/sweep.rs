@@ -118,8 +118,9 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
             eprintln!("[{}/{}] {what}: done before, skipped", i + 1, cells.len());
         } else {
             let eta = (ran > 0).then(|| {
-                let per = started.elapsed() / ran;
-                humantime::format_duration(per * (cells.len() - i) as u32).to_string()
+                let left = started.elapsed() / ran * (cells.len() - i) as u32;
+                humantime::format_duration(std::time::Duration::from_secs(left.as_secs()))
+                    .to_string()
             });
             eprintln!(
                 "[{}/{}] {what}{}",
