@@ -189,6 +189,67 @@ pub fn cwnd_chart(title: &str, timelines: &[(String, &Timeline)]) -> String {
     )
 }
 
+/// The inferred congestion-control state machine as a picture: states on a circle, sized by
+/// their share of time, arrows labelled with transition probabilities (the paper's Figure 3).
+pub fn state_graph(title: &str, m: &qbench_core::ccstate::StateMachine) -> String {
+    let (w, h, r) = (520.0, 420.0, 150.0);
+    let (cx, cy) = (w / 2.0, h / 2.0 + 10.0);
+    let states: Vec<_> = m.time_fraction.keys().copied().collect();
+    let n = states.len().max(1) as f64;
+    let pos = |i: usize| {
+        let a = std::f64::consts::TAU * i as f64 / n - std::f64::consts::FRAC_PI_2;
+        (cx + r * a.cos(), cy + r * a.sin())
+    };
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="Helvetica, Arial, sans-serif" font-size="11"><defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#555"/></marker></defs><rect width="100%" height="100%" fill="white"/><text x="{}" y="20" text-anchor="middle" font-size="13">{}</text>"##,
+        w / 2.0,
+        esc(title)
+    );
+    let index = |s| states.iter().position(|x| *x == s);
+    for (from, tos) in &m.transitions {
+        for (to, p) in tos {
+            let (Some(i), Some(j)) = (index(*from), index(*to)) else {
+                continue;
+            };
+            let ((x1, y1), (x2, y2)) = (pos(i), pos(j));
+            // Shorten to the node edges and bow the line so a->b and b->a do not overlap.
+            // The distance from an ellipse's centre to its edge along (ux, uy), plus a gap:
+            let (dx, dy) = (x2 - x1, y2 - y1);
+            let len = (dx * dx + dy * dy).sqrt().max(1.0);
+            let (ux, uy) = (dx / len, dy / len);
+            let edge = 1.0 / ((ux / 58.0).powi(2) + (uy / 26.0).powi(2)).sqrt() + 4.0;
+            let (sx, sy, ex, ey) = (
+                x1 + ux * edge,
+                y1 + uy * edge,
+                x2 - ux * edge,
+                y2 - uy * edge,
+            );
+            let (mx, my) = ((sx + ex) / 2.0 - uy * 18.0, (sy + ey) / 2.0 + ux * 18.0);
+            let _ = writeln!(
+                o,
+                r##"<path d="M {sx:.1} {sy:.1} Q {mx:.1} {my:.1} {ex:.1} {ey:.1}" fill="none" stroke="#555" marker-end="url(#arrow)"/><text x="{mx:.1}" y="{my:.1}" text-anchor="middle" fill="#333">{p:.2}</text>"##
+            );
+        }
+    }
+    for (i, s) in states.iter().enumerate() {
+        let (x, y) = pos(i);
+        let f = m.time_fraction[s];
+        let _ = writeln!(
+            o,
+            r##"<ellipse cx="{x:.1}" cy="{y:.1}" rx="58" ry="26" fill="#eef3fb" stroke="#1f77b4" stroke-width="{:.1}"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text><text x="{x:.1}" y="{:.1}" text-anchor="middle" font-weight="bold">{:.1}%</text>"##,
+            1.0 + 4.0 * f,
+            y - 2.0,
+            s.name(),
+            y + 12.0,
+            f * 100.0
+        );
+    }
+    o.push_str("</svg>\n");
+    o
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,6 +258,22 @@ mod tests {
     fn tick_labels_have_no_float_noise() {
         assert_eq!(tick(0.1 + 0.2 + 0.3, 0.2), "0.6");
         assert_eq!(tick(40.0, 20.0), "40");
+    }
+
+    #[test]
+    fn state_graph_draws_every_state_and_transition() {
+        use qbench_core::ccstate::{CcState, StateMachine};
+        let mut m = StateMachine::default();
+        m.time_fraction.insert(CcState::SlowStart, 0.25);
+        m.time_fraction.insert(CcState::CongestionAvoidance, 0.75);
+        m.transitions
+            .entry(CcState::SlowStart)
+            .or_default()
+            .insert(CcState::CongestionAvoidance, 1.0);
+        let svg = state_graph("t", &m);
+        assert_eq!(svg.matches("<ellipse").count(), 2);
+        assert_eq!(svg.matches("marker-end").count(), 1);
+        assert!(svg.contains("75.0%") && svg.contains("1.00"));
     }
 
     #[test]

@@ -241,6 +241,20 @@ fn cell_details(i: usize, c: &Cmp) -> anyhow::Result<String> {
     if !lines.is_empty() {
         html.push_str(&cwnd_chart(&format!("cwnd, first round, cell {i}"), &lines));
     }
+    for (label, rep) in [(&r.label_a, &r.a), (&r.label_b, &r.b)] {
+        let timelines: Vec<&Timeline> = rep
+            .runs
+            .iter()
+            .flat_map(|run| run.telemetry.iter().flatten())
+            .collect();
+        if !timelines.is_empty() {
+            let m = StateMachine::infer(&timelines);
+            html.push_str(&crate::plot::state_graph(
+                &format!("{label}: inferred states, cell {i}"),
+                &m,
+            ));
+        }
+    }
     html.push_str("</div><table><tr><th>side</th>");
     let states = [
         "Init",

@@ -98,6 +98,7 @@ pub struct Scenario {
 pub struct Cell {
     pub params: BTreeMap<String, String>,
     /// The qbench subcommand that runs the cell (`compare` or `compete`).
+    #[serde(default = "compare_command")]
     pub command: String,
     pub args: Vec<String>,
     /// SHA-256 of the arguments: a finished cell whose hash matches is not run again.
@@ -217,6 +218,10 @@ impl Scenario {
         }
         v
     }
+}
+
+fn compare_command() -> String {
+    Kind::Compare.command().into()
 }
 
 fn hex(b: &[u8]) -> String {
