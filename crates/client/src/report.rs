@@ -241,17 +241,26 @@ fn cell_details(i: usize, c: &Cmp) -> anyhow::Result<String> {
     if !lines.is_empty() {
         html.push_str(&cwnd_chart(&format!("cwnd, first round, cell {i}"), &lines));
     }
-    for (label, rep) in [(&r.label_a, &r.a), (&r.label_b, &r.b)] {
-        let timelines: Vec<&Timeline> = rep
-            .runs
-            .iter()
-            .flat_map(|run| run.telemetry.iter().flatten())
-            .collect();
-        if !timelines.is_empty() {
-            let m = StateMachine::infer(&timelines);
+    // One inferred machine per side, over all its runs' connections.
+    let machines: Vec<(&String, Option<StateMachine>)> = [(&r.label_a, &r.a), (&r.label_b, &r.b)]
+        .into_iter()
+        .map(|(label, rep)| {
+            let timelines: Vec<&Timeline> = rep
+                .runs
+                .iter()
+                .flat_map(|run| run.telemetry.iter().flatten())
+                .collect();
+            (
+                label,
+                (!timelines.is_empty()).then(|| StateMachine::infer(&timelines)),
+            )
+        })
+        .collect();
+    for (label, m) in &machines {
+        if let Some(m) = m {
             html.push_str(&crate::plot::state_graph(
                 &format!("{label}: inferred states, cell {i}"),
-                &m,
+                m,
             ));
         }
     }
@@ -269,14 +278,11 @@ fn cell_details(i: usize, c: &Cmp) -> anyhow::Result<String> {
         let _ = write!(html, "<th>{st}</th>");
     }
     html.push_str("</tr>");
-    for (label, rep) in [(&r.label_a, &r.a), (&r.label_b, &r.b)] {
-        let timelines: Vec<&Timeline> = rep
-            .runs
-            .iter()
-            .flat_map(|run| run.telemetry.iter().flatten())
-            .collect();
-        let m = StateMachine::infer(&timelines);
-        let fr = serde_json::to_value(&m.time_fraction)?;
+    for (label, m) in &machines {
+        let fr = match m {
+            Some(m) => serde_json::to_value(&m.time_fraction)?,
+            None => serde_json::Value::Null,
+        };
         let _ = write!(html, "<tr><td>{}</td>", esc(label));
         for st in states {
             let v = fr.get(st).and_then(|v| v.as_f64());
