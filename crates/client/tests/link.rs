@@ -117,9 +117,14 @@ fn added_rtt_and_jitter() {
     assert_eq!(r.len(), 10, "{out}");
     eprintln!("rtt=40ms: ping RTTs {r:?} ms");
     for v in &r {
-        // Never below the request; above it by scheduling noise only (measured: +0.2-0.6 ms).
-        assert!(*v >= 40.0 && *v <= 45.0, "rtt {v} ms: {out}");
+        // Never below the request (measured: +0.2-0.6 ms above it on a quiet machine).
+        assert!(*v >= 40.0 && *v <= 60.0, "rtt {v} ms: {out}");
     }
+    // The median is what the link adds; single echoes can catch a descheduled vCPU.
+    let mut sorted = r.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = (sorted[4] + sorted[5]) / 2.0;
+    assert!(median <= 42.0, "median rtt {median} ms: {out}");
     let out = with_link("rtt=40ms,jitter=10ms", |c| {
         ping(c, &["-c", "40", "-i", "0.05"])
     });
