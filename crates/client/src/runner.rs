@@ -1,5 +1,6 @@
 //! Drives a workload over a transport and feeds the recorder.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::join_all;
@@ -8,7 +9,6 @@ use indicatif::ProgressBar;
 use qbench_core::ccstate::StateMachine;
 use qbench_core::telemetry::Timeline;
 use qbench_core::{ErrorKind, HandshakeInfo, Recorder, RunReport};
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::clock::Clock;
@@ -88,35 +88,30 @@ pub async fn run_once<T: Transport>(
     if !conns.is_empty() {
         let k = conns.len();
         for (ci, (conn, _)) in conns.iter().enumerate() {
-            let sem = plan.streams.map(|s| Arc::new(Semaphore::new(s)));
-            for req in plan.requests.iter().skip(ci).step_by(k) {
-                let (conn, req, rec, sem, bar, book) = (
+            let reqs: Arc<Vec<Arc<ObjectReq>>> =
+                Arc::new(plan.requests.iter().skip(ci).step_by(k).cloned().collect());
+            // A fixed pool of workers pulling the next request: the same concurrency as one
+            // task per request behind a semaphore, without thousands of parked tasks.
+            let workers = plan.streams.unwrap_or(reqs.len()).min(reqs.len());
+            let next = Arc::new(AtomicUsize::new(0));
+            for _ in 0..workers {
+                let (conn, reqs, next, rec, bar, book) = (
                     conn.clone(),
-                    req.clone(),
+                    reqs.clone(),
+                    next.clone(),
                     rec.clone(),
-                    sem.clone(),
                     progress.clone(),
                     book.clone(),
                 );
                 tasks.spawn(async move {
-                    let _permit = match &sem {
-                        Some(s) => Some(s.clone().acquire_owned().await.expect("never closed")),
-                        None => None,
-                    };
-                    let mut fetched = fetch(&conn, &clock, &req).await;
-                    if let Some(d) = &fetched.digest {
-                        if let Some(prev) = book.record(&req.uri.to_string(), d) {
-                            fetched.outcome.error = Some((
-                                ErrorKind::BodyMismatch,
-                                format!(
-                                    "{}: sha256 {d} differs from an earlier fetch's {prev}",
-                                    req.uri
-                                ),
-                            ));
-                        }
+                    loop {
+                        let Some(req) = reqs.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                            break;
+                        };
+                        let outcome = fetch_one(&conn, &clock, req, &book).await;
+                        bar.inc(1);
+                        lock(&rec).object(outcome);
                     }
-                    bar.inc(1);
-                    lock(&rec).object(fetched.outcome);
                 });
             }
         }
@@ -152,6 +147,29 @@ pub async fn run_once<T: Transport>(
         c.close().await;
     }
     (report, None)
+}
+
+/// Fetches one object; a body whose digest differs from an earlier fetch of the same URL
+/// counts as a mismatch.
+async fn fetch_one<C: Conn>(
+    conn: &C,
+    clock: &Clock,
+    req: &ObjectReq,
+    book: &DigestBook,
+) -> qbench_core::ObjectOutcome {
+    let mut fetched = fetch(conn, clock, req).await;
+    if let Some(d) = &fetched.digest {
+        if let Some(prev) = book.record(&req.uri.to_string(), d) {
+            fetched.outcome.error = Some((
+                ErrorKind::BodyMismatch,
+                format!(
+                    "{}: sha256 {d} differs from an earlier fetch's {prev}",
+                    req.uri
+                ),
+            ));
+        }
+    }
+    fetched.outcome
 }
 
 /// Largest telemetry body accepted: 60k samples of a few hundred bytes.
