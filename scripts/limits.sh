@@ -4,10 +4,12 @@
 #
 #   bash scripts/limits.sh            # RUNS=5 by default; needs root for the namespace rows
 #
-# Rows: qbench h2 and h3 fetching one 1 GB object on loopback and across an unshaped
-# namespace link (veth through a router namespace), beside iperf3 (kernel TCP, no TLS) on the
-# same paths; and h2load (nghttp2) against qbench-server for 10000 x 1 KB beside qbench --proto
-# h2 for the same workload against the same server. Prints a markdown table.
+# Rows: qbench h2 and h3 fetching one 1 GB object on loopback, beside the raw ceilings of the
+# same stacks (one quinn stream; TCP + rustls) and iperf3 (kernel TCP, no TLS); the same across
+# an unshaped namespace link (veth through a router namespace); and h2load (nghttp2) against
+# qbench-server for 10000 x 1 KB beside qbench --proto h2 for the same workload against the
+# same server. Prints a markdown table, then `qbench cost` for the loopback transfers if
+# `cargo bench -p qbench-benches` has left results in target/criterion.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5}
@@ -18,7 +20,7 @@ command -v h2load >/dev/null || need+=(nghttp2-client)
 if [ "${#need[@]}" -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
 fi
-cargo build --release -q -p qbench -p qbench-server -p qbench-shaper
+cargo build --release -q -p qbench -p qbench-server -p qbench-shaper -p qbench-benches --bins
 Q=target/release/qbench
 
 tmp=$(mktemp -d)
@@ -36,6 +38,12 @@ median_json() { # FILE FIELD: median over runs of a run-report field
 cpu_json() { # FILE: median CPU seconds (client + server) per run
   python3 -c "import json,statistics,sys; r=json.load(open(sys.argv[1])); print('%.2f' % statistics.median([x['cpu']['client']['user_s']+x['cpu']['client']['sys_s']+((x['cpu']['server'] or {}).get('user_s',0)+(x['cpu']['server'] or {}).get('sys_s',0)) for x in r['runs']]))" "$1"
 }
+median_col() { # FILE COLUMN: median of a numeric column
+  sort -g -k"$2","$2" "$1" | awk -v c="$2" '{a[NR]=$c} END {print a[int((NR+1)/2)]}'
+}
+merge_runs() { # OUT IN...: one report holding every run of the inputs
+  python3 -c "import json,sys; rs=[json.load(open(f)) for f in sys.argv[2:]]; m=rs[0]; m['runs']=[r for x in rs for r in x['runs']]; json.dump(m, open(sys.argv[1],'w'))" "$@"
+}
 iperf_gbps() { # iperf3 JSON on stdin
   python3 -c "import json,sys; print(json.load(sys.stdin)['end']['sum_received']['bits_per_second']/1e9)"
 }
@@ -43,20 +51,42 @@ iperf_gbps() { # iperf3 JSON on stdin
 rows=()
 row() { rows+=("| $1 | $2 | $3 | $4 |"); }
 
-# 1. One 1 GB object on loopback.
-for p in h2 h3; do
-  $Q --proto "$p" --objects 1x1GB --runs "$RUNS" --json "$tmp/$p.json" >/dev/null
-  g=$(median_json "$tmp/$p.json" goodput_bps)
-  row "loopback, 1x1GB, qbench $p" "$(python3 -c "print(f'{$g/1e9:.2f} Gbit/s')")" "$(cpu_json "$tmp/$p.json") s" "-"
+# 1. One 1 GB object on loopback, rounds interleaved so drift hits every row alike: qbench h2
+# and h3, and the raw ceilings with the same stacks and settings minus HTTP (benches/src/bin).
+# h3-quinn hands quinn each DATA frame as a slice, which quinn copies; quic-copy shows what
+# that copy alone costs a raw stream.
+for i in $(seq "$RUNS"); do
+  for p in h2 h3; do
+    $Q --proto "$p" --objects 1x1GB --json "$tmp/$p-$i.json" >/dev/null
+  done
+  target/release/raw-transfer quic --bytes 1GB --runs 1 | grep -v "^median" >>"$tmp/raw-quic.tsv"
+  target/release/raw-transfer quic-copy --bytes 1GB --runs 1 | grep -v "^median" >>"$tmp/raw-copy.tsv"
+  target/release/raw-transfer tls-tcp --bytes 1GB --runs 1 | grep -v "^median" >>"$tmp/raw-tls.tsv"
 done
+for p in h2 h3; do merge_runs "$tmp/$p.json" "$tmp/$p"-*.json; done
+gbps() { python3 -c "print(f'{$1/1e9:.2f} Gbit/s')"; }
+for p in h2 h3; do
+  g=$(median_json "$tmp/$p.json" goodput_bps)
+  row "loopback, 1x1GB, qbench $p" "$(gbps "$g")" "$(cpu_json "$tmp/$p.json") s" "-"
+done
+rq=$(median_col "$tmp/raw-quic.tsv" 4)
+rc=$(median_col "$tmp/raw-copy.tsv" 4)
+rt=$(median_col "$tmp/raw-tls.tsv" 4)
+row "loopback, 1 GB, raw quinn stream (write_chunk, no copy)" "$(printf '%.2f Gbit/s' "$rq")" "$(median_col "$tmp/raw-quic.tsv" 5) s" "-"
+row "loopback, 1 GB, raw quinn stream (write, copying like h3-quinn)" "$(printf '%.2f Gbit/s' "$rc")" "$(median_col "$tmp/raw-copy.tsv" 5) s" "-"
+row "loopback, 1 GB, raw TCP + rustls" "$(printf '%.2f Gbit/s' "$rt")" "$(median_col "$tmp/raw-tls.tsv" 5) s" "-"
 iperf3 -s -1 -B 127.0.0.1 -p 5299 -D
 sleep 0.3
 ig=$(iperf3 -c 127.0.0.1 -p 5299 -t 5 -J | iperf_gbps)
 row "loopback, iperf3 (TCP, no TLS)" "$(printf '%.2f Gbit/s' "$ig")" "-" "-"
-for p in h2 h3; do
-  g=$(median_json "$tmp/$p.json" goodput_bps)
-  row "ratio qbench $p / iperf3" "$(python3 -c "print(f'{$g/1e9/$ig:.2f}')")" "-" "-"
-done
+h2g=$(median_json "$tmp/h2.json" goodput_bps)
+h3g=$(median_json "$tmp/h3.json" goodput_bps)
+ratio() { python3 -c "print(f'{$1/$2:.2f}')"; }
+row "qbench h3 / raw quinn (target >= 0.90)" "-" "-" "$(ratio "$h3g/1e9" "$rq")"
+row "qbench h3 / raw quinn with copying writes" "-" "-" "$(ratio "$h3g/1e9" "$rc")"
+row "qbench h2 / raw TCP + rustls (target >= 0.75)" "-" "-" "$(ratio "$h2g/1e9" "$rt")"
+row "qbench h2 / iperf3" "-" "-" "$(ratio "$h2g/1e9" "$ig")"
+row "qbench h3 / iperf3" "-" "-" "$(ratio "$h3g/1e9" "$ig")"
 
 # 2. The same across an unshaped namespace link (root only).
 if [ "$(id -u)" -eq 0 ]; then
@@ -96,3 +126,12 @@ row "10000x1KB, qbench h2 --streams 256 (objects/s)" "$(printf '%.0f' "$qps")" "
 echo "| measurement (median of $RUNS) | result | CPU s/run (client+server) | ratio |"
 echo "| --- | --- | --- | --- |"
 printf '%s\n' "${rows[@]}"
+
+# 4. The cost model against the loopback transfers above, when the benches have been run.
+if [ -d target/criterion/quic_packet ]; then
+  echo
+  $Q cost "$tmp/h2.json" "$tmp/h3.json" || true
+else
+  echo
+  echo "(run 'cargo bench -p qbench-benches' first to hold these transfers against the cost model)"
+fi

@@ -39,6 +39,33 @@ pub enum Command {
     /// Run several flows at once through one bottleneck: per-flow throughput and Jain's
     /// fairness index (IMC'17 Table 4)
     Compete(Box<CompeteArgs>),
+    /// Turn the criterion results of `cargo bench -p qbench-benches` into a cost table: ns per
+    /// packet and CPU-seconds per GB per component, predicted CPU per GB for QUIC and TCP+TLS,
+    /// and how far measured run reports are from the prediction
+    Cost(CostArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CostArgs {
+    /// Run reports (`qbench --json`) of bulk transfers to hold against the prediction
+    #[arg(value_name = "REPORT")]
+    pub reports: Vec<PathBuf>,
+
+    /// Criterion's output directory
+    #[arg(long, value_name = "DIR", default_value = "target/criterion")]
+    pub criterion: PathBuf,
+
+    /// Cipher suite to predict for (qbench negotiates aes256gcm by default)
+    #[arg(long, default_value = "aes256gcm")]
+    pub suite: String,
+
+    /// QUIC packet size to predict for (1452 after MTU discovery on a 1500-byte path)
+    #[arg(long, default_value_t = 1452)]
+    pub mtu: u16,
+
+    /// Also write the table as JSON (`-` for stdout)
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -6,6 +6,7 @@ pub mod clock;
 pub mod compare;
 pub mod compete;
 pub mod config;
+pub mod cost;
 pub mod env;
 pub mod output;
 pub mod plot;

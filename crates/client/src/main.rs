@@ -56,6 +56,7 @@ fn main() -> ExitCode {
         Some(Command::Sweep(s)) => qbench::sweep::sweep(s),
         Some(Command::Report(r)) => qbench::report::report(r),
         Some(Command::Compete(c)) => qbench::compete::compete(*c),
+        Some(Command::Cost(c)) => qbench::cost::cost(c),
         None => benchmark(cli.run),
     };
     match result {

@@ -104,10 +104,7 @@ pub async fn run_once<T: Transport>(
                     book.clone(),
                 );
                 tasks.spawn(async move {
-                    loop {
-                        let Some(req) = reqs.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                            break;
-                        };
+                    while let Some(req) = reqs.get(next.fetch_add(1, Ordering::Relaxed)) {
                         let outcome = fetch_one(&conn, &clock, req, &book).await;
                         bar.inc(1);
                         lock(&rec).object(outcome);

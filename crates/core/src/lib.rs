@@ -4,6 +4,7 @@
 
 pub mod ccstate;
 pub mod compare;
+pub mod cost;
 pub mod errors;
 pub mod histogram;
 pub mod link;

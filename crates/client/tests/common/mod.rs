@@ -1,8 +1,6 @@
 //! Helpers shared by the integration tests: run the real binary and read its JSON report.
 #![allow(dead_code)]
 
-use std::process::Output;
-
 use assert_cmd::Command;
 use qbench_core::LatencyHistogram;
 use serde_json::Value;
@@ -15,17 +13,11 @@ pub struct Run {
 
 /// Runs `qbench ARGS --json -` and parses the report, if any.
 pub fn qbench(args: &[&str]) -> Run {
-    let out: Output = Command::cargo_bin("qbench")
-        .expect("qbench binary built")
-        .args(args)
-        .args(["--json", "-"])
-        .timeout(std::time::Duration::from_secs(120))
-        .output()
-        .expect("qbench runs");
+    let out = qbench_plain(&[args, &["--json", "-"]].concat());
     Run {
-        code: out.status.code(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        json: serde_json::from_slice(&out.stdout).ok(),
+        code: out.code,
+        stderr: out.stderr,
+        json: serde_json::from_str(&out.stdout).ok(),
     }
 }
 
@@ -73,4 +65,26 @@ pub fn assert_failed_with(run: &Run, kind: &str) {
     let last = run.stderr.trim_end().lines().last().unwrap_or_default();
     assert!(last.starts_with("error: "), "stderr: {}", run.stderr);
     assert!(last.contains(kind), "error line names the kind: {last}");
+}
+
+/// What a subcommand printed, for commands without a JSON report on stdout.
+pub struct Captured {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `qbench ARGS` as given.
+pub fn qbench_plain(args: &[&str]) -> Captured {
+    let out = Command::cargo_bin("qbench")
+        .expect("qbench binary built")
+        .args(args)
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .expect("qbench runs");
+    Captured {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
 }

@@ -1,0 +1,6 @@
+//! Shared fixtures for the criterion benches and the raw transfer baselines: TLS configurations
+//! pinned to one cipher suite, so every bench states which AEAD it measured.
+
+pub mod baseline;
+pub mod quic_mem;
+pub mod tls;

@@ -1,0 +1,187 @@
+//! `qbench cost`: criterion results -> the cost model in core -> a table, with measured run
+//! reports held against the prediction.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use qbench_core::cost::{CostModel, Estimates, Measured, Side, Stack};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::cli::CostArgs;
+
+#[derive(Serialize)]
+struct CostOutput<'a> {
+    model: &'a CostModel,
+    measured: &'a [Measured],
+}
+
+pub fn cost(args: CostArgs) -> anyhow::Result<()> {
+    let est = read_estimates(&args.criterion)?;
+    let model = CostModel::new(&est, &args.suite, args.mtu)?;
+    let measured = args
+        .reports
+        .iter()
+        .map(|p| measured(p, &model))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    print!("{}", table(&model, &measured));
+    if let Some(target) = &args.json {
+        let out = CostOutput {
+            model: &model,
+            measured: &measured,
+        };
+        let text = serde_json::to_string_pretty(&out)?;
+        if target == "-" {
+            println!("{text}");
+        } else {
+            std::fs::write(target, text + "\n").with_context(|| format!("--json {target}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Every `…/new/{benchmark,estimates}.json` under `dir`, keyed by criterion's full id.
+fn read_estimates(dir: &Path) -> anyhow::Result<Estimates> {
+    if !dir.is_dir() {
+        bail!(
+            "--criterion {}: no criterion results there; run `cargo bench -p qbench-benches` first",
+            dir.display()
+        );
+    }
+    let mut est = Estimates::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))? {
+            let path = entry?.path();
+            if !path.is_dir() {
+                continue;
+            }
+            if path.file_name().is_some_and(|n| n == "new") {
+                if let Some((id, ns)) = read_one(&path)? {
+                    est.insert(id, ns);
+                }
+            } else {
+                stack.push(path);
+            }
+        }
+    }
+    Ok(est)
+}
+
+fn read_one(dir: &Path) -> anyhow::Result<Option<(String, f64)>> {
+    let (bench, estimates) = (dir.join("benchmark.json"), dir.join("estimates.json"));
+    if !bench.is_file() || !estimates.is_file() {
+        return Ok(None);
+    }
+    let json = |p: &PathBuf| -> anyhow::Result<Value> {
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", p.display()))
+    };
+    let id = json(&bench)?["full_id"]
+        .as_str()
+        .map(str::to_string)
+        .with_context(|| format!("{}: no full_id", bench.display()))?;
+    let ns = json(&estimates)?["median"]["point_estimate"]
+        .as_f64()
+        .with_context(|| format!("{}: no median estimate", estimates.display()))?;
+    Ok(Some((id, ns)))
+}
+
+fn measured(path: &Path, model: &CostModel) -> anyhow::Result<Measured> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {shown}"))?;
+    let report: Value =
+        serde_json::from_str(&text).with_context(|| format!("{shown}: not a qbench report"))?;
+    let stack = match report["config"]["proto"].as_str() {
+        Some("h3") => Stack::Quic,
+        Some("h2") => Stack::TcpTls,
+        other => bail!(
+            "{shown}: config.proto is {}; the model covers h2 and h3 bulk transfers",
+            other.unwrap_or("missing")
+        ),
+    };
+    let secs = |v: &Value| v["user_s"].as_f64().unwrap_or(0.0) + v["sys_s"].as_f64().unwrap_or(0.0);
+    let mut per_run = Vec::new();
+    for run in report["runs"].as_array().into_iter().flatten() {
+        let cpu = &run["cpu"];
+        if run["complete"] != Value::Bool(true) || cpu.is_null() {
+            continue;
+        }
+        if cpu["server"].is_null() {
+            bail!("{shown}: the server ran elsewhere, so the report has only the client's CPU");
+        }
+        let bytes = run["payload_bytes"].as_u64().unwrap_or(0);
+        per_run.push((secs(&cpu["client"]) + secs(&cpu["server"]), bytes));
+    }
+    if per_run.is_empty() {
+        bail!("{shown}: no complete run with CPU figures");
+    }
+    Ok(Measured::new(shown, stack, &per_run, model))
+}
+
+fn side(s: Side) -> &'static str {
+    match s {
+        Side::Sender => "sender",
+        Side::Receiver => "receiver",
+        Side::Both => "both",
+    }
+}
+
+fn table(model: &CostModel, measured: &[Measured]) -> String {
+    let mut out = format!(
+        "Userspace cost per GB of payload ({}, QUIC packets of {} B; medians from criterion)\n\n",
+        model.suite, model.mtu
+    );
+    out += "| stack | side | component | ns per unit | unit | units per GB | CPU s per GB |\n";
+    out += "| --- | --- | --- | ---: | --- | ---: | ---: |\n";
+    for r in &model.rows {
+        out += &format!(
+            "| {} | {} | {} | {:.0} | {} | {:.0} | {:.3} |\n",
+            r.stack.label(),
+            side(r.side),
+            r.component,
+            r.ns_per_unit,
+            r.unit,
+            r.units_per_gb,
+            r.cpu_s_per_gb
+        );
+    }
+    let (q, t) = (
+        model.predicted_quic_cpu_s_per_gb,
+        model.predicted_tcp_tls_cpu_s_per_gb,
+    );
+    out += &format!(
+        "\nPredicted CPU per GB: QUIC {q:.3} s, TCP+TLS {t:.3} s (QUIC / TCP+TLS = {:.2})\n",
+        q / t
+    );
+    if !measured.is_empty() {
+        out += "\n| report | stack | runs | measured CPU s per GB | predicted | measured / predicted |\n";
+        out += "| --- | --- | ---: | ---: | ---: | ---: |\n";
+        for m in measured {
+            out += &format!(
+                "| {} | {} | {} | {:.3} | {:.3} | {:.2} |\n",
+                m.source,
+                m.stack.label(),
+                m.runs,
+                m.cpu_s_per_gb,
+                m.predicted_cpu_s_per_gb,
+                m.ratio
+            );
+        }
+        let of = |s| {
+            measured
+                .iter()
+                .find(|m| m.stack == s)
+                .map(|m| m.cpu_s_per_gb)
+        };
+        if let (Some(mq), Some(mt)) = (of(Stack::Quic), of(Stack::TcpTls)) {
+            out += &format!(
+                "\nMeasured QUIC / TCP+TLS CPU per GB: {:.2} (predicted {:.2})\n",
+                mq / mt,
+                q / t
+            );
+        }
+    }
+    out
+}

@@ -1,0 +1,120 @@
+//! `qbench cost` against a criterion output tree written here with known medians, and against
+//! real run reports.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+mod common;
+
+const IDS: [&str; 11] = [
+    "quic_packet/produce/aes256gcm-1452-gso",
+    "quic_packet/ack/aes256gcm-1452-gso",
+    "quic_packet/consume/aes256gcm-1452-gso",
+    "socket_io/udp_send/gso",
+    "socket_io/udp_recv/gro",
+    "socket_io/tcp_write/65536",
+    "socket_io/tcp_read/65536",
+    "tls_record/seal/aes256gcm-16384",
+    "tls_record/open/aes256gcm-16384",
+    "http_framing/h3_data/262144",
+    "http_framing/h2_data/262144",
+];
+
+/// The two files criterion writes per benchmark, with `ns` as every estimate.
+fn fake_criterion(root: &Path, ns: f64) {
+    for id in IDS {
+        let dir = root.join(id).join("new");
+        std::fs::create_dir_all(&dir).unwrap();
+        let bench = json!({"full_id": id, "directory_name": id, "throughput": {"Bytes": 1}});
+        std::fs::write(dir.join("benchmark.json"), bench.to_string()).unwrap();
+        let est = |v: f64| json!({"point_estimate": v, "standard_error": 1.0});
+        let estimates = json!({"mean": est(ns * 2.0), "median": est(ns), "slope": null});
+        std::fs::write(dir.join("estimates.json"), estimates.to_string()).unwrap();
+    }
+}
+
+fn cost(args: &[&str]) -> (Option<i32>, String, String) {
+    let c = common::qbench_plain(&[&["cost"], args].concat());
+    (c.code, c.stdout, c.stderr)
+}
+
+#[test]
+fn predicts_from_medians_and_holds_real_reports_against_the_prediction() {
+    let dir = tempfile::tempdir().unwrap();
+    let crit = dir.path().join("criterion");
+    fake_criterion(&crit, 1000.0);
+    let mut reports = Vec::new();
+    for proto in ["h2", "h3"] {
+        let run = common::qbench(&["--proto", proto, "--objects", "1x20MB", "--runs", "2"]);
+        common::assert_complete(&run, 2, 1, 20_000_000);
+        let path = dir.path().join(format!("{proto}.json"));
+        std::fs::write(&path, run.json.unwrap().to_string()).unwrap();
+        reports.push(path);
+    }
+    let out = dir.path().join("cost.json");
+    let (code, stdout, stderr) = cost(&[
+        "--criterion",
+        crit.to_str().unwrap(),
+        reports[0].to_str().unwrap(),
+        reports[1].to_str().unwrap(),
+        "--json",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("| QUIC (h3) | sender | build + seal packet | 1000 |"));
+    assert!(stdout.contains("Measured QUIC / TCP+TLS CPU per GB"));
+
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
+    // 1 us per unit: five per-packet rows at 1452 - 41 payload bytes a packet, and one per
+    // 256 KiB frame.
+    let quic = 5.0 * 1e9 / 1411.0 * 1e-6 + 1e9 / 262144.0 * 1e-6;
+    let predicted = v["model"]["predicted_quic_cpu_s_per_gb"].as_f64().unwrap();
+    assert!((predicted - quic).abs() < 1e-6, "{predicted} vs {quic}");
+    let measured = v["measured"].as_array().unwrap();
+    assert_eq!(measured.len(), 2);
+    for (m, stack) in measured.iter().zip(["tcp_tls", "quic"]) {
+        assert_eq!(m["stack"], stack);
+        assert_eq!(m["runs"], 2);
+        let cpu = m["cpu_s_per_gb"].as_f64().unwrap();
+        assert!(cpu > 0.0);
+        let ratio = m["ratio"].as_f64().unwrap();
+        let pred = m["predicted_cpu_s_per_gb"].as_f64().unwrap();
+        assert!((ratio - cpu / pred).abs() < 1e-9);
+    }
+}
+
+#[test]
+fn bad_input_is_named_on_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let crit = dir.path().join("criterion");
+    let crit_s = crit.to_str().unwrap();
+    let (code, _, err) = cost(&["--criterion", crit_s]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("--criterion") && err.contains("cargo bench -p qbench-benches"));
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+
+    fake_criterion(&crit, 10.0);
+    let (code, _, err) = cost(&["--criterion", crit_s, "--suite", "aes"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("--suite aes"), "{err}");
+    let (code, _, err) = cost(&["--criterion", crit_s, "--mtu", "1500"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("--mtu 1500"), "{err}");
+    let (code, _, err) = cost(&["--criterion", crit_s, "--suite", "chacha20"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("quic_packet/produce/chacha20-1452-gso"),
+        "{err}"
+    );
+
+    let h1 = dir.path().join("h1.json");
+    std::fs::write(
+        &h1,
+        json!({"config": {"proto": "h1"}, "runs": []}).to_string(),
+    )
+    .unwrap();
+    let (code, _, err) = cost(&["--criterion", crit_s, h1.to_str().unwrap()]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("config.proto is h1"), "{err}");
+}
