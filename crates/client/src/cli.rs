@@ -369,7 +369,7 @@ pub struct RunArgs {
     #[arg(long, requires = "link")]
     pub dry_run: bool,
 
-    /// Worker threads of the client runtime
+    /// Worker threads of the client runtime (1: everything runs on the main thread)
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub client_threads: u32,
 
