@@ -1,17 +1,12 @@
 //! Every bad-input path: a one-line error naming the flag, a non-zero exit, no report.
 
-use assert_cmd::Command;
+mod common;
 
 fn rejected(args: &[&str], flag: &str) {
-    let out = Command::cargo_bin("qbench")
-        .unwrap()
-        .args(args)
-        .timeout(std::time::Duration::from_secs(30))
-        .output()
-        .unwrap();
-    assert!(!out.status.success(), "{args:?} was accepted");
+    let out = common::qbench_plain(args);
+    assert_ne!(out.code, Some(0), "{args:?} was accepted");
     assert!(out.stdout.is_empty(), "{args:?} printed a report");
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = out.stderr;
     let first = err.lines().next().unwrap_or_default();
     assert!(first.starts_with("error:"), "{args:?}: {err}");
     assert!(

@@ -1,23 +1,13 @@
 //! `qbench compare`: rounds alternate the sides, statistics cover every round, and bad input
 //! is refused before anything runs.
 
-use assert_cmd::Command;
 use serde_json::Value;
 
+mod common;
+
 fn compare(args: &[&str]) -> (Option<i32>, String, Option<Value>) {
-    let out = Command::cargo_bin("qbench")
-        .unwrap()
-        .arg("compare")
-        .args(args)
-        .args(["--json", "-"])
-        .timeout(std::time::Duration::from_secs(120))
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        serde_json::from_slice(&out.stdout).ok(),
-    )
+    let r = common::qbench(&[&["compare"], args].concat());
+    (r.code, r.stderr, r.json)
 }
 
 #[test]

@@ -1,28 +1,21 @@
 //! `qbench compete`: flows share one emulated bottleneck (root, as CI runs).
 
-use assert_cmd::Command;
+mod common;
 
 #[test]
 fn flows_share_a_bottleneck() {
-    let out = Command::cargo_bin("qbench")
-        .unwrap()
-        .args([
-            "compete",
-            "--flows",
-            "h3:1,h2:1",
-            "--objects",
-            "1x1MB",
-            "--link",
-            "rate=20mbit,rtt=10ms",
-            "--json",
-            "-",
-        ])
-        .timeout(std::time::Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = common::qbench(&[
+        "compete",
+        "--flows",
+        "h3:1,h2:1",
+        "--objects",
+        "1x1MB",
+        "--link",
+        "rate=20mbit,rtt=10ms",
+    ]);
+    let stderr = out.stderr;
+    assert_eq!(out.code, Some(0), "{stderr}");
+    let j = out.json.unwrap();
     assert_eq!(j["schema"], "qbench.compete-report");
     let flows = j["flows"].as_array().unwrap();
     assert_eq!(flows.len(), 2);
@@ -56,13 +49,9 @@ fn competitions_need_a_link_and_two_flows() {
             "--flows",
         ),
     ] {
-        let out = Command::cargo_bin("qbench")
-            .unwrap()
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(!out.status.success());
-        let err = String::from_utf8_lossy(&out.stderr);
+        let out = common::qbench_plain(args);
+        assert_ne!(out.code, Some(0));
+        let err = out.stderr;
         assert!(
             err.lines().next().unwrap_or("").contains(needle),
             "{args:?}: {err}"

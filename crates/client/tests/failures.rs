@@ -141,6 +141,40 @@ fn silent_peers_time_out() {
 }
 
 /// A TLS HTTP/1.1 peer that answers every request with `respond(path)` and then closes.
+struct Faulty {
+    port: u16,
+    ca: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Faulty {
+    fn start(respond: fn(&str) -> Vec<u8>) -> Self {
+        let (port, dir) = faulty_h1_server(respond);
+        let ca = dir.path().join("ca.pem").to_str().unwrap().to_string();
+        Faulty {
+            port,
+            ca,
+            _dir: dir,
+        }
+    }
+
+    /// `qbench --proto h1 --ca CA ARGS`.
+    fn h1(&self, args: &[&str]) -> common::Run {
+        qbench(&[&["--proto", "h1", "--ca", &self.ca], args].concat())
+    }
+
+    /// `--target` with `--objects OBJECTS` against this peer.
+    fn objects(&self, objects: &str, extra: &[&str]) -> common::Run {
+        let target = format!("https://127.0.0.1:{}", self.port);
+        self.h1(&[&["--target", &target, "--objects", objects], extra].concat())
+    }
+}
+
+/// The length a `/bytes/{n}` path asks for.
+fn requested(path: &str) -> usize {
+    path.trim_start_matches("/bytes/").parse().unwrap_or(0)
+}
+
 fn faulty_h1_server(respond: fn(&str) -> Vec<u8>) -> (u16, tempfile::TempDir) {
     let id = qbench_server::Identity::self_signed(&[]).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -181,58 +215,33 @@ fn head(len: usize) -> Vec<u8> {
 #[test]
 fn short_and_long_bodies_are_errors() {
     // Announces the requested length but closes halfway.
-    let (port, dir) = faulty_h1_server(|path| {
-        let n: usize = path.trim_start_matches("/bytes/").parse().unwrap_or(0);
+    let peer = Faulty::start(|path| {
+        let n = requested(path);
         let mut v = head(n);
         v.extend(std::iter::repeat_n(b'x', n / 2));
         v
     });
-    let ca = dir.path().join("ca.pem");
-    let target = format!("https://127.0.0.1:{port}");
-    let r = qbench(&[
-        "--proto",
-        "h1",
-        "--target",
-        &target,
-        "--ca",
-        ca.to_str().unwrap(),
-        "--objects",
-        "1x1000B",
-    ]);
+    let r = peer.objects("1x1000B", &[]);
     assert_failed_with(&r, "short_body");
     assert_eq!(r.json.unwrap()["runs"][0]["payload_bytes"], 500);
 
     // Sends more than was asked for.
-    let (port, dir) = faulty_h1_server(|path| {
-        let n: usize = path.trim_start_matches("/bytes/").parse().unwrap_or(0);
+    let peer = Faulty::start(|path| {
+        let n = requested(path);
         let mut v = head(n + 10);
         v.extend(std::iter::repeat_n(b'x', n + 10));
         v
     });
-    let ca = dir.path().join("ca.pem");
-    let target = format!("https://127.0.0.1:{port}");
-    let r = qbench(&[
-        "--proto",
-        "h1",
-        "--target",
-        &target,
-        "--ca",
-        ca.to_str().unwrap(),
-        "--objects",
-        "1x1000B",
-    ]);
-    assert_failed_with(&r, "long_body");
+    assert_failed_with(&peer.objects("1x1000B", &[]), "long_body");
 
     // Arbitrary URLs are checked against content-length.
-    let (port, dir) = faulty_h1_server(|_| {
+    let peer = Faulty::start(|_| {
         let mut v = head(100);
         v.extend(std::iter::repeat_n(b'x', 40));
         v
     });
-    let ca = dir.path().join("ca.pem");
-    let url = format!("https://127.0.0.1:{port}/file");
-    let r = qbench(&["--proto", "h1", "--url", &url, "--ca", ca.to_str().unwrap()]);
-    assert_failed_with(&r, "short_body");
+    let url = format!("https://127.0.0.1:{}/file", peer.port);
+    assert_failed_with(&peer.h1(&["--url", &url]), "short_body");
 }
 
 #[test]
@@ -257,40 +266,18 @@ fn http_error_status_is_counted() {
 #[test]
 fn verify_catches_wrong_content() {
     // Right length, wrong bytes.
-    let (port, dir) = faulty_h1_server(|path| {
-        let n: usize = path.trim_start_matches("/bytes/").parse().unwrap_or(0);
+    let peer = Faulty::start(|path| {
+        let n = requested(path);
         let mut v = head(n);
         v.extend(std::iter::repeat_n(b'x', n));
         v
     });
-    let ca = dir.path().join("ca.pem");
-    let target = format!("https://127.0.0.1:{port}");
-    let ca = ca.to_str().unwrap();
-    let plain = qbench(&[
-        "--proto",
-        "h1",
-        "--target",
-        &target,
-        "--ca",
-        ca,
-        "--objects",
-        "1x100B",
-    ]);
+    let plain = peer.objects("1x100B", &[]);
     assert_eq!(
         plain.code,
         Some(0),
         "without --verify only sizes are checked"
     );
-    let r = qbench(&[
-        "--proto",
-        "h1",
-        "--target",
-        &target,
-        "--ca",
-        ca,
-        "--objects",
-        "1x100B",
-        "--verify",
-    ]);
+    let r = peer.objects("1x100B", &["--verify"]);
     assert_failed_with(&r, "body_mismatch");
 }

@@ -222,13 +222,9 @@ fn window_cap_bounds_throughput_for_both_protocols() {
 fn dry_run_changes_nothing() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = ours();
-    let out = assert_cmd::Command::cargo_bin("qbench")
-        .unwrap()
-        .args(["--link", "rate=10mbit,rtt=10ms", "--dry-run"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let script = String::from_utf8_lossy(&out.stdout);
+    let out = common::qbench_plain(&["--link", "rate=10mbit,rtt=10ms", "--dry-run"]);
+    assert_eq!(out.code, Some(0));
+    let script = out.stdout;
     assert!(
         script.contains("ip netns add qb-ID-r") && script.contains("tbf rate 10000000bit"),
         "{script}"

@@ -3,24 +3,25 @@
 
 use std::path::Path;
 
-use assert_cmd::Command;
 use qbench_core::scenario::Scenario;
 
+mod common;
+
 fn sweep(file: &Path, out: &Path) -> (bool, String, String) {
-    let o = Command::cargo_bin("qbench")
-        .unwrap()
-        .args(["sweep"])
-        .arg(file)
-        .arg("--out")
-        .arg(out)
-        .timeout(std::time::Duration::from_secs(300))
-        .output()
-        .unwrap();
-    (
-        o.status.success(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+    let (file, out) = (file.to_str().unwrap(), out.to_str().unwrap());
+    let c = common::qbench_within(&["sweep", file, "--out", out], 300);
+    (c.code == Some(0), c.stdout, c.stderr)
+}
+
+/// `qbench report DIR --html PAGE` succeeded.
+fn report(dir: &Path, page: &Path) {
+    let c = common::qbench_plain(&[
+        "report",
+        dir.to_str().unwrap(),
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(c.code, Some(0), "{}", c.stderr);
 }
 
 #[test]
@@ -75,15 +76,7 @@ fn cells_run_once_and_resume() {
     assert_eq!(stderr.matches("skipped").count(), 2, "{stderr}");
 
     let page = dir.path().join("report.html");
-    let o = Command::cargo_bin("qbench")
-        .unwrap()
-        .args(["report"])
-        .arg(&out)
-        .arg("--html")
-        .arg(&page)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    report(&out, &page);
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("<svg") && html.contains("1x1KB") && html.contains("3x2KB"));
     assert_eq!(
@@ -118,15 +111,7 @@ fn compete_cells_run_and_report() {
     assert!(ok, "{stderr}");
     assert!(stdout.contains("Jain's index"), "{stdout}");
     let page = dir.path().join("r.html");
-    let o = Command::cargo_bin("qbench")
-        .unwrap()
-        .arg("report")
-        .arg(&out)
-        .arg("--html")
-        .arg(&page)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    report(&out, &page);
     let html = std::fs::read_to_string(page).unwrap();
     assert!(html.contains("Competitions") && html.contains("h3 #1"));
 }

@@ -74,12 +74,17 @@ pub struct Captured {
     pub stderr: String,
 }
 
-/// Runs `qbench ARGS` as given.
+/// Runs `qbench ARGS` as given, killed after two minutes.
 pub fn qbench_plain(args: &[&str]) -> Captured {
+    qbench_within(args, 120)
+}
+
+/// Runs `qbench ARGS` as given, killed after `secs` seconds.
+pub fn qbench_within(args: &[&str], secs: u64) -> Captured {
     let out = Command::cargo_bin("qbench")
         .expect("qbench binary built")
         .args(args)
-        .timeout(std::time::Duration::from_secs(120))
+        .timeout(std::time::Duration::from_secs(secs))
         .output()
         .expect("qbench runs");
     Captured {
