@@ -247,47 +247,22 @@ fn nft_loss(names: &Names, link: &LinkSpec) -> Option<Cmd> {
 /// Namespaces, veths, addresses, routes and forwarding: the topology without impairments.
 fn topology(n: &Names, mtu: Option<u32>, offloads: Offloads) -> Vec<Cmd> {
     let (c, r, s) = (n.client.as_str(), n.router.as_str(), n.server.as_str());
-    let mut v = vec![
-        Cmd::new(None, &["ip", "netns", "add", c]),
-        Cmd::new(None, &["ip", "netns", "add", r]),
-        Cmd::new(None, &["ip", "netns", "add", s]),
-        Cmd::new(
+    let mut v: Vec<Cmd> = [c, r, s]
+        .iter()
+        .map(|ns| Cmd::new(None, &["ip", "netns", "add", ns]))
+        .collect();
+    for (router_if, peer_if, peer_ns) in [
+        (ROUTER_TO_CLIENT, CLIENT_IF, c),
+        (ROUTER_TO_SERVER, SERVER_IF, s),
+    ] {
+        v.push(Cmd::new(
             None,
             &[
-                "ip",
-                "-n",
-                r,
-                "link",
-                "add",
-                ROUTER_TO_CLIENT,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                CLIENT_IF,
-                "netns",
-                c,
+                "ip", "-n", r, "link", "add", router_if, "type", "veth", "peer", "name", peer_if,
+                "netns", peer_ns,
             ],
-        ),
-        Cmd::new(
-            None,
-            &[
-                "ip",
-                "-n",
-                r,
-                "link",
-                "add",
-                ROUTER_TO_SERVER,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                SERVER_IF,
-                "netns",
-                s,
-            ],
-        ),
-    ];
+        ));
+    }
     let ends = [
         (c, CLIENT_IF, "198.18.1.2/24"),
         (r, ROUTER_TO_CLIENT, "198.18.1.1/24"),
@@ -337,32 +312,12 @@ fn topology(n: &Names, mtu: Option<u32>, offloads: Offloads) -> Vec<Cmd> {
             &["ip", "-n", ns, "link", "set", "dev", "lo", "up"],
         ));
     }
-    v.push(Cmd::new(
-        None,
-        &[
-            "ip",
-            "-n",
-            c,
-            "route",
-            "add",
-            "default",
-            "via",
-            ROUTER_CLIENT_SIDE,
-        ],
-    ));
-    v.push(Cmd::new(
-        None,
-        &[
-            "ip",
-            "-n",
-            s,
-            "route",
-            "add",
-            "default",
-            "via",
-            ROUTER_SERVER_SIDE,
-        ],
-    ));
+    for (ns, via) in [(c, ROUTER_CLIENT_SIDE), (s, ROUTER_SERVER_SIDE)] {
+        v.push(Cmd::new(
+            None,
+            &["ip", "-n", ns, "route", "add", "default", "via", via],
+        ));
+    }
     v.push(Cmd::new(
         Some(r),
         &["sysctl", "-qw", "net.ipv4.ip_forward=1"],
