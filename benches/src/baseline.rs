@@ -151,8 +151,8 @@ fn udp_socket(addr: SocketAddr) -> Result<std::net::UdpSocket> {
     use socket2::{Domain, Protocol, Socket, Type};
     let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
     // The buffers qbench's client and server ask for.
-    let _ = s.set_recv_buffer_size(qbench_server::UDP_BUFFER);
-    let _ = s.set_send_buffer_size(qbench_server::UDP_BUFFER);
+    let _ = s.set_recv_buffer_size(qbench_core::wire::UDP_BUFFER);
+    let _ = s.set_send_buffer_size(qbench_core::wire::UDP_BUFFER);
     s.bind(&addr.into())?;
     Ok(s.into())
 }

@@ -3,14 +3,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use qbench_core::link::LinkSpec;
-use qbench_core::{ByteSize, Workload};
-use qbench_server::cc::CcAlgo;
+use qbench_core::{ByteSize, CcAlgo, Protocol, Workload};
 use qbench_server::standalone::DEFAULT_CERT_OUT;
 use qbench_server::ServerOptions;
 use qbench_shaper::{BackendChoice, Offloads};
-use serde::Serialize;
 
 /// Load generator comparing HTTP/3 (QUIC) with HTTP/2 and HTTP/1.1 (TLS over TCP).
 ///
@@ -80,14 +78,13 @@ pub struct CompeteArgs {
 
 /// Protocols and how many flows of each.
 #[derive(Debug, Clone)]
-pub struct Flows(pub Vec<(Proto, u32)>);
+pub struct Flows(pub Vec<(Protocol, u32)>);
 
 fn parse_flows(s: &str) -> Result<Flows, String> {
     s.split(',')
         .map(|item| {
             let (p, n) = item.split_once(':').unwrap_or((item, "1"));
-            let proto = Proto::from_str(p.trim(), true)
-                .map_err(|_| format!("`{p}` is not h1, h2 or h3"))?;
+            let proto: Protocol = p.parse().map_err(|e| format!("{e}"))?;
             let n: u32 = n
                 .trim()
                 .parse()
@@ -128,7 +125,7 @@ pub struct CompareArgs {
 
     /// The two protocols, A,B (e.g. h2,h3) [default: --proto for both, told apart by a./b. options]
     #[arg(long, value_delimiter = ',', value_name = "A,B")]
-    pub protos: Vec<Proto>,
+    pub protos: Vec<Protocol>,
 
     /// Rounds; each runs A and B once with fresh connections, alternating which goes first
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(2..))]
@@ -220,32 +217,11 @@ pub struct ServeArgs {
     pub cert_out: PathBuf,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Proto {
-    /// HTTP/1.1 over TLS 1.3 over TCP
-    H1,
-    /// HTTP/2 over TLS 1.3 over TCP
-    H2,
-    /// HTTP/3 over QUIC
-    H3,
-}
-
-impl Proto {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Proto::H1 => "h1",
-            Proto::H2 => "h2",
-            Proto::H3 => "h3",
-        }
-    }
-}
-
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Protocol to benchmark
     #[arg(long, value_enum, default_value = "h3")]
-    pub proto: Proto,
+    pub proto: Protocol,
 
     /// Objects to fetch from a qbench server: COUNTxSIZE[,...], e.g. 200x5KB, 1x210MB,
     /// 10x100KB,1x1MB. KB/MB/GB are decimal, KiB/MiB/GiB binary [default: 200x5KB]

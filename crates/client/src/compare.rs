@@ -5,11 +5,12 @@ use qbench_core::compare::{CompareReport, Verdict};
 use qbench_core::Stats;
 
 use crate::app::progress_bar;
-use crate::cli::{CompareArgs, Proto, RunArgs, SideOverrides};
+use crate::cli::{CompareArgs, RunArgs, SideOverrides};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::prepare::Prepared;
 use crate::side::Side;
+use qbench_core::Protocol;
 
 /// The two validated configurations and how to call them.
 pub struct Plan {
@@ -20,11 +21,11 @@ pub struct Plan {
     pub json: Option<String>,
 }
 
-fn side_args(base: &RunArgs, proto: Proto, o: &SideOverrides) -> RunArgs {
+fn side_args(base: &RunArgs, proto: Protocol, o: &SideOverrides) -> RunArgs {
     let mut a = base.clone();
     a.proto = proto;
     // 0-RTT is QUIC's: a TCP side keeps TLS resumption (--resume) but sends no early data.
-    if proto != Proto::H3 {
+    if proto != Protocol::H3 {
         a.zero_rtt = false;
     }
     a.json = None;
@@ -37,7 +38,7 @@ fn side_args(base: &RunArgs, proto: Proto, o: &SideOverrides) -> RunArgs {
     a
 }
 
-fn label(proto: Proto, o: &SideOverrides) -> String {
+fn label(proto: Protocol, o: &SideOverrides) -> String {
     let mut parts = vec![proto.as_str().to_string()];
     if let Some(c) = o.cc {
         parts.push(format!("cc={}", c.as_str()));

@@ -8,10 +8,11 @@ use qbench_core::Workload;
 use serde::Serialize;
 
 use qbench_core::link::LinkSpec;
-use qbench_server::{Protocol, ServerOptions};
+use qbench_server::ServerOptions;
 use qbench_shaper::TopologyOptions;
 
-use crate::cli::{Proto, RunArgs};
+use crate::cli::RunArgs;
+use qbench_core::Protocol;
 
 #[derive(Debug, thiserror::Error)]
 #[error("{flag}: {message}")]
@@ -62,7 +63,7 @@ pub enum Target {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Config {
-    pub proto: Proto,
+    pub proto: Protocol,
     pub target: Target,
     /// `None` with `--url`.
     pub objects: Option<Workload>,
@@ -134,13 +135,13 @@ impl Config {
         if a.timeout.is_zero() {
             return Err(bad("--timeout", "must be greater than zero"));
         }
-        if a.proto == Proto::H1 && a.streams.is_some_and(|s| s > 1) {
+        if a.proto == Protocol::H1 && a.streams.is_some_and(|s| s > 1) {
             return Err(bad(
                 "--streams",
                 "HTTP/1.1 carries one request at a time per connection; use --connections",
             ));
         }
-        if a.zero_rtt && a.proto != Proto::H3 {
+        if a.zero_rtt && a.proto != Protocol::H3 {
             return Err(bad("--0rtt", "0-RTT is measured for h3 only"));
         }
         if a.reuse && (a.resume || a.zero_rtt) {
@@ -215,10 +216,10 @@ impl Config {
             return Err(bad("--link", "runs the in-process server behind the link; it cannot be used with --target or --url"));
         }
         // Across a link, a TCP window cap is a route metric on the server's namespace.
-        let tcp_cap = (a.proto != Proto::H3 && a.link.is_some())
+        let tcp_cap = (a.proto != Protocol::H3 && a.link.is_some())
             .then_some(a.cwnd_cap)
             .flatten();
-        if a.proto != Proto::H3 && a.link.is_none() {
+        if a.proto != Protocol::H3 && a.link.is_none() {
             for (flag, given) in [
                 ("--cwnd-cap", a.cwnd_cap.is_some()),
                 ("--initial-cwnd", a.initial_cwnd.is_some()),
@@ -248,15 +249,11 @@ impl Config {
         }
         let server = in_process.then(|| {
             let mut o = ServerOptions::loopback();
-            o.protocols = vec![match a.proto {
-                Proto::H1 => Protocol::H1,
-                Proto::H2 => Protocol::H2,
-                Proto::H3 => Protocol::H3,
-            }];
+            o.protocols = vec![a.proto];
             if let Some(cc) = a.cc {
                 o.cc = cc;
             }
-            if a.proto == Proto::H3 {
+            if a.proto == Protocol::H3 {
                 o.cwnd_cap = a.cwnd_cap;
                 o.initial_cwnd = a.initial_cwnd;
             }
@@ -283,7 +280,7 @@ impl Config {
             objects,
             total_objects: total,
             streams: match a.proto {
-                Proto::H1 => Some(1),
+                Protocol::H1 => Some(1),
                 _ => a.streams,
             },
             connections: a.connections,
@@ -310,7 +307,9 @@ impl Config {
                 backend: a.backend,
                 offloads: a.offloads,
                 tcp_cwnd_cap: tcp_cap,
-                tcp_initial_cwnd: (a.proto != Proto::H3).then_some(a.initial_cwnd).flatten(),
+                tcp_initial_cwnd: (a.proto != Protocol::H3)
+                    .then_some(a.initial_cwnd)
+                    .flatten(),
                 id: None,
             }),
             link: a.link,

@@ -169,16 +169,13 @@ async fn fetch_one<C: Conn>(
     fetched.outcome
 }
 
-/// Largest telemetry body accepted: 60k samples of a few hundred bytes.
-const TELEMETRY_LIMIT: usize = 64 * 1024 * 1024;
-
 async fn fetch_telemetry<'a, C: Conn>(
     conns: impl Iterator<Item = &'a C>,
     uri: &Uri,
 ) -> Vec<Timeline> {
     let mut out = Vec::new();
     for c in conns {
-        match get_body(c, uri, TELEMETRY_LIMIT).await {
+        match get_body(c, uri, qbench_core::wire::MAX_TELEMETRY_BYTES).await {
             Ok(body) => match serde_json::from_slice::<Timeline>(&body) {
                 Ok(t) => out.push(t),
                 Err(e) => eprintln!("warning: telemetry from {uri} is not a timeline: {e}"),

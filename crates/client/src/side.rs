@@ -8,7 +8,6 @@ use qbench_server::cpu::process_cpu;
 use qbench_server::InProcess;
 use qbench_shaper::Topology;
 
-use crate::cli::Proto;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::prepare::{peer, Peer, Prepared};
@@ -19,6 +18,7 @@ use crate::transport::h2::{H2Conn, H2};
 use crate::transport::h3::{H3Conn, H3};
 use crate::transport::tcp::TlsTcp;
 use crate::transport::{ObjectReq, Transport};
+use qbench_core::Protocol;
 
 /// The three transports, each with the connections it keeps warm for `--reuse`.
 enum AnyTransport {
@@ -69,36 +69,32 @@ impl<'a> Side<'a> {
                 format!(
                     "https://{}{}",
                     peer.origin.authority(),
-                    qbench_server::telemetry::PATH
+                    qbench_core::wire::TELEMETRY_PATH
                 )
                 .parse()
                 .expect("valid URI")
             }),
         };
         let tickets = cfg.resume.then(ticket_store);
-        let alpn = match cfg.proto {
-            Proto::H1 => qbench_server::tls::ALPN_H1,
-            Proto::H2 => qbench_server::tls::ALPN_H2,
-            Proto::H3 => qbench_server::tls::ALPN_H3,
-        };
+        let alpn = cfg.proto.alpn();
         let tls = client_config(&peer.trust, alpn, tickets.clone(), cfg.zero_rtt)?;
         let ep = peer.endpoint.clone();
         let transport = match cfg.proto {
-            Proto::H1 => AnyTransport::H1(
+            Protocol::H1 => AnyTransport::H1(
                 H1 {
                     tcp: TlsTcp::new(ep, tls, tickets, alpn, false),
                     clock,
                 },
                 None,
             ),
-            Proto::H2 => AnyTransport::H2(
+            Protocol::H2 => AnyTransport::H2(
                 H2 {
                     tcp: TlsTcp::new(ep, tls, tickets, alpn, true),
                     clock,
                 },
                 None,
             ),
-            Proto::H3 => AnyTransport::H3(
+            Protocol::H3 => AnyTransport::H3(
                 H3::new(ep, tls, tickets, cfg.zero_rtt, clock)
                     .map_err(|e| anyhow::anyhow!("{}: {}", e.kind, e.message))?,
                 None,

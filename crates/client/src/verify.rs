@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use qbench_server::payload::PATTERN;
+use qbench_core::wire::check_payload;
 use sha2::{Digest, Sha256};
 
 pub enum Check {
@@ -33,21 +33,7 @@ impl Check {
         match self {
             Check::Pattern { offset, mismatch } => {
                 if mismatch.is_none() {
-                    let mut i = 0;
-                    while i < chunk.len() {
-                        let at = ((*offset + i as u64) % PATTERN.len() as u64) as usize;
-                        let n = (PATTERN.len() - at).min(chunk.len() - i);
-                        if chunk[i..i + n] != PATTERN[at..at + n] {
-                            let bad = chunk[i..i + n]
-                                .iter()
-                                .zip(&PATTERN[at..at + n])
-                                .position(|(a, b)| a != b)
-                                .unwrap_or(0);
-                            *mismatch = Some(*offset + (i + bad) as u64);
-                            break;
-                        }
-                        i += n;
-                    }
+                    *mismatch = check_payload(*offset, chunk).err();
                 }
                 *offset += chunk.len() as u64;
             }
@@ -97,11 +83,11 @@ impl DigestBook {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use qbench_server::payload::Chunks;
+    use qbench_core::wire::payload_byte;
 
     #[test]
     fn pattern_accepts_server_bodies_split_anywhere() {
-        let body: Vec<u8> = Chunks::new(1000).flat_map(|c| c.to_vec()).collect();
+        let body: Vec<u8> = (0..1000).map(payload_byte).collect();
         for split in [1usize, 7, 63, 64, 65, 999] {
             let mut c = Check::pattern();
             for part in body.chunks(split) {
@@ -113,7 +99,7 @@ mod tests {
 
     #[test]
     fn pattern_reports_first_wrong_byte() {
-        let mut body: Vec<u8> = Chunks::new(300).flat_map(|c| c.to_vec()).collect();
+        let mut body: Vec<u8> = (0..300).map(payload_byte).collect();
         body[130] ^= 1;
         let mut c = Check::pattern();
         for part in body.chunks(50) {

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::thread;
 
 use common::{assert_failed_with, qbench};
-use qbench_server::{InProcess, Protocol, ServerOptions};
+use qbench_core::Protocol;
+use qbench_server::{InProcess, ServerOptions};
 
 fn free_tcp_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

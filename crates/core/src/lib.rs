@@ -14,6 +14,7 @@ pub mod scenario;
 pub mod stats;
 pub mod telemetry;
 pub mod units;
+pub mod wire;
 pub mod workload;
 
 pub use errors::{ErrorCounts, ErrorKind};
@@ -22,4 +23,5 @@ pub use recorder::{HandshakeInfo, ObjectOutcome, Recorder};
 pub use report::{CpuTimes, Environment, Report, ReportMeta, RunCpu, RunReport, Summary, ToolInfo};
 pub use stats::Stats;
 pub use units::{ByteSize, Rate};
+pub use wire::{CcAlgo, Protocol};
 pub use workload::Workload;

@@ -6,36 +6,10 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Instant;
 
+pub use qbench_core::CcAlgo;
 use quinn::congestion::{
     BbrConfig, Controller, ControllerFactory, ControllerMetrics, CubicConfig, NewRenoConfig,
 };
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum CcAlgo {
-    Cubic,
-    #[value(name = "newreno")]
-    NewReno,
-    Bbr,
-}
-
-impl CcAlgo {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CcAlgo::Cubic => "cubic",
-            CcAlgo::NewReno => "newreno",
-            CcAlgo::Bbr => "bbr",
-        }
-    }
-
-    /// The Linux name of the same algorithm.
-    pub fn tcp_name(self) -> &'static str {
-        match self {
-            CcAlgo::Cubic => "cubic",
-            CcAlgo::NewReno => "reno",
-            CcAlgo::Bbr => "bbr",
-        }
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum CcError {

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::Method;
+use qbench_core::wire::CONN_WINDOW;
 
 use crate::options::ServerOptions;
 use crate::payload::Chunks;
@@ -22,7 +23,7 @@ pub fn transport(opts: &ServerOptions) -> quinn::TransportConfig {
             .try_into()
             .expect("30 s fits a QUIC idle timeout"),
     ));
-    t.send_window(64 * 1024 * 1024);
+    t.send_window(u64::from(CONN_WINDOW));
     t.congestion_controller_factory(crate::cc::quic_factory(
         opts.cc,
         opts.initial_window_bytes(),

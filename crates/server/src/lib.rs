@@ -21,11 +21,9 @@ use std::sync::Arc;
 use qbench_core::CpuTimes;
 use socket2::{Domain, Protocol as SockProto, Socket, Type};
 
-pub use options::{Protocol, ServerOptions};
+pub use options::ServerOptions;
+use qbench_core::wire::{Protocol, ALPN_H1, ALPN_H2, ALPN_H3, UDP_BUFFER};
 pub use tls::Identity;
-
-/// Requested UDP socket buffer size; the kernel caps it at `net.core.{r,w}mem_max`.
-pub const UDP_BUFFER: usize = 4 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -141,10 +139,10 @@ impl Server {
             Some(l) => {
                 let mut alpn = Vec::new();
                 if h2 {
-                    alpn.push(tls::ALPN_H2.to_vec());
+                    alpn.push(ALPN_H2.to_vec());
                 }
                 if h1 {
-                    alpn.push(tls::ALPN_H1.to_vec());
+                    alpn.push(ALPN_H1.to_vec());
                 }
                 let cfg = tls::server_config(&identity, alpn, false)?;
                 let listener = tokio::net::TcpListener::from_std(l)
@@ -155,7 +153,7 @@ impl Server {
         };
         let quic = match udp {
             Some(sock) => {
-                let cfg = tls::server_config(&identity, vec![tls::ALPN_H3.to_vec()], true)?;
+                let cfg = tls::server_config(&identity, vec![ALPN_H3.to_vec()], true)?;
                 let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(cfg)
                     .map_err(|e| ServerError::Quic(e.to_string()))?;
                 let mut sc = quinn::ServerConfig::with_crypto(Arc::new(crypto));

@@ -6,28 +6,8 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::cc::CcAlgo;
-use crate::routes::DEFAULT_MAX_OBJECT;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Protocol {
-    #[value(name = "h1")]
-    H1,
-    #[value(name = "h2")]
-    H2,
-    #[value(name = "h3")]
-    H3,
-}
-
-impl Protocol {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Protocol::H1 => "h1",
-            Protocol::H2 => "h2",
-            Protocol::H3 => "h3",
-        }
-    }
-}
+use qbench_core::wire::{MAX_OBJECT, MAX_REQUEST_HEADER_BYTES, MAX_STREAMS};
+use qbench_core::{CcAlgo, Protocol};
 
 /// Settings of the matched server.
 #[derive(Debug, Clone, Args)]
@@ -41,15 +21,15 @@ pub struct ServerOptions {
     pub protocols: Vec<Protocol>,
 
     /// Largest object `/bytes/{n}` will serve, in bytes
-    #[arg(long, default_value_t = DEFAULT_MAX_OBJECT)]
+    #[arg(long, default_value_t = MAX_OBJECT)]
     pub max_object: u64,
 
     /// Concurrent request streams allowed per connection (h2 and h3)
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = MAX_STREAMS, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_streams: u32,
 
     /// Largest request header section accepted, in bytes (h1, h2 and h3)
-    #[arg(long, default_value_t = 16 * 1024, value_parser = clap::value_parser!(u32).range(1024..))]
+    #[arg(long, default_value_t = MAX_REQUEST_HEADER_BYTES, value_parser = clap::value_parser!(u32).range(1024..))]
     pub max_header_bytes: u32,
 
     /// PEM certificate chain (with --key); a self-signed one is generated otherwise
@@ -96,9 +76,9 @@ impl ServerOptions {
         ServerOptions {
             listen: "127.0.0.1:0".parse().expect("valid literal address"),
             protocols: vec![Protocol::H1, Protocol::H2, Protocol::H3],
-            max_object: DEFAULT_MAX_OBJECT,
-            max_streams: 256,
-            max_header_bytes: 16 * 1024,
+            max_object: MAX_OBJECT,
+            max_streams: MAX_STREAMS,
+            max_header_bytes: MAX_REQUEST_HEADER_BYTES,
             cert: None,
             key: None,
             cert_names: Vec::new(),

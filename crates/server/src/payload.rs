@@ -4,18 +4,15 @@
 use std::sync::OnceLock;
 
 use bytes::Bytes;
+use qbench_core::wire::{payload_byte, PAYLOAD_PATTERN};
 
 /// Size of the shared buffer, and the largest chunk handed to a transport at once.
 pub const CHUNK: usize = 256 * 1024;
 
-/// The body of `/bytes/{n}` is this 64-byte pattern repeated, so any client can check content.
-pub const PATTERN: &[u8; 64] =
-    b"qbench-payload:0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJK\r\n";
-
 fn shared() -> &'static Bytes {
     static BUF: OnceLock<Bytes> = OnceLock::new();
     BUF.get_or_init(|| {
-        let v: Vec<u8> = PATTERN.iter().copied().cycle().take(CHUNK).collect();
+        let v: Vec<u8> = (0..CHUNK as u64).map(payload_byte).collect();
         Bytes::from(v)
     })
 }
@@ -50,10 +47,7 @@ impl Iterator for Chunks {
     }
 }
 
-/// The expected byte at offset `i` of any `/bytes/{n}` body.
-pub fn expected_byte(i: u64) -> u8 {
-    PATTERN[(i % PATTERN.len() as u64) as usize]
-}
+const _: () = assert!(CHUNK % PAYLOAD_PATTERN.len() == 0);
 
 #[cfg(test)]
 mod tests {
@@ -65,7 +59,7 @@ mod tests {
             let mut offset = 0u64;
             for c in Chunks::new(len) {
                 for (i, b) in c.iter().enumerate() {
-                    assert_eq!(*b, expected_byte(offset + i as u64));
+                    assert_eq!(*b, payload_byte(offset + i as u64));
                 }
                 offset += c.len() as u64;
             }

@@ -1,9 +1,7 @@
 //! What the server answers, independent of the HTTP version that carries it.
 
 use http::{header, HeaderValue, Method, Response, StatusCode};
-
-/// Largest body the server agrees to send unless configured otherwise (decimal 10 GB).
-pub const DEFAULT_MAX_OBJECT: u64 = 10_000_000_000;
+use qbench_core::wire::{parse_bytes_path, TELEMETRY_PATH};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
@@ -19,11 +17,11 @@ pub fn route(method: &Method, path: &str, max_object: u64) -> Route {
     if method != Method::GET && method != Method::HEAD {
         return Route::Text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
     }
-    if path == crate::telemetry::PATH {
+    if path == TELEMETRY_PATH {
         return Route::Telemetry;
     }
-    match path.strip_prefix("/bytes/") {
-        Some(n) => match n.parse::<u64>() {
+    match parse_bytes_path(path) {
+        Some(n) => match n {
             Ok(n) if n <= max_object => Route::Bytes(n),
             Ok(_) => Route::Text(
                 StatusCode::PAYLOAD_TOO_LARGE,

@@ -16,12 +16,7 @@ use crate::options::ServerOptions;
 use crate::payload::Chunks;
 use crate::routes::{route, Body};
 use crate::telemetry::{watch_tcp, ConnTelemetry};
-use crate::tls::ALPN_H2;
-
-/// HTTP/2 windows large enough that flow control never caps a loopback transfer
-/// (the protocol default of 64 KB would).
-pub const H2_STREAM_WINDOW: u32 = 16 * 1024 * 1024;
-pub const H2_CONN_WINDOW: u32 = 64 * 1024 * 1024;
+use qbench_core::wire::{ALPN_H2, CONN_WINDOW, STREAM_WINDOW};
 
 fn respond(
     req: &Request<Incoming>,
@@ -64,8 +59,8 @@ pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, opts: Arc<Serve
             });
             if is_h2 {
                 let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                    .initial_stream_window_size(H2_STREAM_WINDOW)
-                    .initial_connection_window_size(H2_CONN_WINDOW)
+                    .initial_stream_window_size(STREAM_WINDOW)
+                    .initial_connection_window_size(CONN_WINDOW)
                     .max_concurrent_streams(opts.max_streams)
                     .max_header_list_size(opts.max_header_bytes)
                     .max_send_buf_size(4 * 1024 * 1024)

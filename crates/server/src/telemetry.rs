@@ -15,9 +15,6 @@ use tokio::net::TcpStream;
 
 use crate::cc::Instrumented;
 
-/// Path the client fetches the connection's timeline from.
-pub const PATH: &str = "/_qbench/telemetry";
-
 /// TCP reports an unset ssthresh as this many segments.
 const TCP_INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
 

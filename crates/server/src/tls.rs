@@ -6,10 +6,6 @@ use std::sync::Arc;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-pub const ALPN_H3: &[u8] = b"h3";
-pub const ALPN_H2: &[u8] = b"h2";
-pub const ALPN_H1: &[u8] = b"http/1.1";
-
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     #[error("generating a self-signed certificate: {0}")]

@@ -5,16 +5,11 @@ use http::Uri;
 use http_body_util::Empty;
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use qbench_core::wire::{CONN_WINDOW, MAX_H2_FRAME, STREAM_WINDOW};
 
 use super::tcp::TlsTcp;
 use super::{hyper_exchange, step, Conn, Connected, FetchError, Sink, Transport};
 use crate::clock::Clock;
-
-/// Receive windows large enough that flow control never caps a loopback transfer.
-pub const STREAM_WINDOW: u32 = 16 * 1024 * 1024;
-pub const CONN_WINDOW: u32 = 64 * 1024 * 1024;
-/// Largest DATA frame the server may send us: fewer frames per byte.
-pub const MAX_FRAME: u32 = 256 * 1024;
 
 pub struct H2 {
     pub tcp: TlsTcp,
@@ -45,7 +40,7 @@ impl Transport for H2 {
             http2::Builder::new(TokioExecutor::new())
                 .initial_stream_window_size(rwnd.unwrap_or(STREAM_WINDOW))
                 .initial_connection_window_size(rwnd.unwrap_or(CONN_WINDOW))
-                .max_frame_size(MAX_FRAME)
+                .max_frame_size(MAX_H2_FRAME)
                 .max_concurrent_reset_streams(1024)
                 .handshake(TokioIo::new(tls)),
         )

@@ -8,17 +8,13 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use http::Uri;
+use qbench_core::wire::{MAX_RESPONSE_HEADER_BYTES, STREAM_WINDOW, UDP_BUFFER};
 use qbench_core::{ErrorKind, HandshakeInfo};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::{step, Conn, Connected, Endpoint, FetchError, Sink, Transport};
 use crate::clock::Clock;
 use crate::tls::TicketStore;
-
-/// Per-stream receive window: large enough that flow control never caps a loopback transfer.
-pub const STREAM_WINDOW: u32 = 16 * 1024 * 1024;
-/// Largest response header section accepted.
-pub const MAX_HEADER_BYTES: u64 = 64 * 1024;
 
 pub struct H3 {
     endpoint: quinn::Endpoint,
@@ -62,8 +58,8 @@ fn udp_socket(peer: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
         SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
     };
     let s = Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))?;
-    let _ = s.set_recv_buffer_size(qbench_server::UDP_BUFFER);
-    let _ = s.set_send_buffer_size(qbench_server::UDP_BUFFER);
+    let _ = s.set_recv_buffer_size(UDP_BUFFER);
+    let _ = s.set_send_buffer_size(UDP_BUFFER);
     s.bind(&local.into())?;
     Ok(s.into())
 }
@@ -140,7 +136,7 @@ impl Transport for H3 {
             "HTTP/3 connection setup",
             timeout,
             h3::client::builder()
-                .max_field_section_size(MAX_HEADER_BYTES)
+                .max_field_section_size(MAX_RESPONSE_HEADER_BYTES)
                 .build::<_, _, Bytes>(h3_quinn::Connection::new(conn.clone())),
         )
         .await?;
