@@ -13,6 +13,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::output::{summary, JsonSink};
 use crate::prepare::Prepared;
+use crate::runner::abort_reason;
 use crate::side::Side;
 
 /// What the command ends with: whether every run was complete, else the first error.
@@ -67,17 +68,16 @@ pub async fn run(
 ) -> anyhow::Result<Outcome> {
     let sink = JsonSink::new(cfg.json.clone());
     let server = prepared.servers.first().and_then(Option::as_ref);
+    prepared.prime_tcp_metrics(&[&cfg]).await?;
     let mut side = Side::new(&cfg, server, prepared, command, Clock::start()).await?;
-    side.prime_if_needed().await?;
     let bar = progress_bar(side.objects() * u64::from(cfg.runs));
     let expected = cfg.runs as usize;
     let mut aborted = None;
     for i in 0..cfg.runs {
-        let rep = side.run(i, &bar).await;
-        let no_connection = rep.connections.iter().all(|c| c.error.is_some());
+        let stop = abort_reason(side.run(i, &bar).await);
         sink.write_partial(&side.report(expected, None)?)?;
-        if no_connection {
-            aborted = Some("no connection could be established".to_string());
+        if stop.is_some() {
+            aborted = stop;
             break;
         }
     }

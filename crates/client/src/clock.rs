@@ -1,8 +1,11 @@
 //! The monotonic clock every figure is measured with.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Offsets from one monotonic epoch, as the sans-IO recorder expects them.
+use tokio::time::Instant;
+
+/// Offsets from one monotonic epoch, as the sans-IO recorder expects them. It reads tokio's
+/// clock, which is the monotonic clock in a run and a paused, deterministic one in tests.
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {
     epoch: Instant,

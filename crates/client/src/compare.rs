@@ -197,10 +197,9 @@ pub async fn run(
 ) -> anyhow::Result<(CompareReport, Option<String>)> {
     let clock = Clock::start();
     let server = |i: usize| prepared.servers.get(i).and_then(Option::as_ref);
+    prepared.prime_tcp_metrics(&[&plan.a, &plan.b]).await?;
     let mut a = Side::new(&plan.a, server(0), prepared, command.clone(), clock).await?;
     let mut b = Side::new(&plan.b, server(1), prepared, command, clock).await?;
-    a.prime_if_needed().await?;
-    b.prime_if_needed().await?;
     let bar = progress_bar((a.objects() + b.objects()) * u64::from(plan.rounds));
     let mut first = Vec::new();
     let rounds = plan.rounds as usize;

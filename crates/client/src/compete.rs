@@ -102,13 +102,11 @@ pub fn run_blocking(args: CompeteArgs) -> anyhow::Result<CompeteReport> {
     let command: Vec<String> = std::env::args().collect();
     let result: anyhow::Result<Vec<Report>> = rt.block_on(async {
         let clock = Clock::start();
+        prepared.prime_tcp_metrics(&refs).await?;
         let mut sides = Vec::new();
         for (i, cfg) in cfgs.iter().enumerate() {
             let server = prepared.servers.get(i).and_then(Option::as_ref);
             sides.push(Side::new(cfg, server, &prepared, command.clone(), clock).await?);
-        }
-        for s in &sides {
-            s.prime_if_needed().await?;
         }
         let total = sides.iter().map(|s| s.objects()).sum();
         let bar = progress_bar(total);
@@ -118,7 +116,7 @@ pub fn run_blocking(args: CompeteArgs) -> anyhow::Result<CompeteReport> {
             _ = tokio::signal::ctrl_c() => anyhow::bail!("interrupted"),
         }
         bar.finish_and_clear();
-        for s in &sides {
+        for s in &mut sides {
             s.finish().await;
         }
         sides.iter().map(|s| s.report(1, None)).collect()

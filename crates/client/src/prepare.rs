@@ -8,7 +8,8 @@ use qbench_server::InProcess;
 use qbench_shaper::Topology;
 
 use crate::config::{Config, Origin, Target};
-use crate::tls::Trust;
+use crate::tls::{client_config, Trust};
+use crate::transport::tcp::TlsTcp;
 use crate::transport::Endpoint;
 
 /// Built before the client runtime: building it moves the calling thread into the client
@@ -19,12 +20,15 @@ pub struct Prepared {
     pub servers: Vec<Option<InProcess>>,
     server_host: String,
     pub link: Option<Topology>,
+    /// Whether the link locks TCP window metrics on the server's route toward the client.
+    tcp_route_metrics: bool,
 }
 
 impl Prepared {
     /// `cfgs` share one link (the first one's); each gets its own in-process server.
     pub fn new(cfgs: &[&Config]) -> anyhow::Result<Prepared> {
         let first = cfgs.first().context("nothing to run")?;
+        let mut tcp_route_metrics = false;
         let link = match (&first.link, &first.link_options) {
             (Some(spec), Some(opts)) => {
                 // TCP window settings are route metrics: whichever side asks for them.
@@ -32,6 +36,7 @@ impl Prepared {
                 let tcp = cfgs.iter().filter_map(|c| c.link_options.as_ref());
                 opts.tcp_cwnd_cap = tcp.clone().find_map(|o| o.tcp_cwnd_cap);
                 opts.tcp_initial_cwnd = tcp.clone().find_map(|o| o.tcp_initial_cwnd);
+                tcp_route_metrics = opts.tcp_cwnd_cap.is_some();
                 Some(Topology::up(spec.clone(), &opts).context("--link")?)
             }
             _ => None,
@@ -69,7 +74,44 @@ impl Prepared {
             servers,
             server_host,
             link,
+            tcp_route_metrics,
         })
+    }
+
+    /// With a TCP window cap across the link: one complete TCP + TLS connection to each
+    /// in-process server before measuring. The kernel applies a route's locked cwnd through
+    /// its TCP metrics cache, which a closed connection fills.
+    pub async fn prime_tcp_metrics(&self, cfgs: &[&Config]) -> anyhow::Result<()> {
+        if !self.tcp_route_metrics {
+            return Ok(());
+        }
+        for (cfg, server) in cfgs.iter().zip(&self.servers) {
+            let Some(server) = server.as_ref().filter(|_| !cfg.proto.is_quic()) else {
+                continue;
+            };
+            let trust = Trust::Pem {
+                origin: "in-process server".into(),
+                pem: server.cert_pem().to_string(),
+            };
+            let alpn = cfg.proto.alpn();
+            let tls = client_config(&trust, alpn, None, false)?;
+            let endpoint = Endpoint {
+                addr: SocketAddr::new(
+                    self.server_host
+                        .parse()
+                        .context("in-process server address")?,
+                    server.local_addr().port(),
+                ),
+                server_name: self.server_host.clone(),
+                timeout: cfg.timeout,
+                rwnd: None,
+            };
+            TlsTcp::new(endpoint, tls, None, alpn, false)
+                .prime()
+                .await
+                .map_err(|e| anyhow::anyhow!("priming connection: {}: {}", e.kind, e.message))?;
+        }
+        Ok(())
     }
 }
 

@@ -1,4 +1,5 @@
-//! Drives a workload over a transport and feeds the recorder.
+//! Drives a workload over a transport and feeds the recorder: one run at a time, the
+//! connections kept warm between runs with `--reuse`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -8,91 +9,176 @@ use http::Uri;
 use indicatif::ProgressBar;
 use qbench_core::ccstate::StateMachine;
 use qbench_core::telemetry::Timeline;
-use qbench_core::{ErrorKind, HandshakeInfo, Recorder, RunReport};
+use qbench_core::wire::MAX_TELEMETRY_BYTES;
+use qbench_core::{ErrorKind, HandshakeInfo, ObjectOutcome, Recorder, RunReport};
 use tokio::task::JoinSet;
 
 use crate::clock::Clock;
 use crate::transport::{fetch, get_body, Conn, ObjectReq, Transport};
 use crate::verify::DigestBook;
 
-pub struct Plan {
-    pub requests: Vec<Arc<ObjectReq>>,
-    pub connections: usize,
+pub(crate) struct Plan {
+    pub(crate) requests: Vec<Arc<ObjectReq>>,
+    pub(crate) connections: usize,
     /// Concurrent requests per connection; `None` = all at once.
-    pub streams: Option<usize>,
-    pub reuse: bool,
+    pub(crate) streams: Option<usize>,
+    pub(crate) reuse: bool,
     /// Where to fetch each connection's sender telemetry after the run.
-    pub telemetry_uri: Option<Uri>,
+    pub(crate) telemetry_uri: Option<Uri>,
 }
 
-/// Connections kept open between runs with `--reuse`.
-pub struct Warm<C> {
-    conns: Vec<(C, HandshakeInfo)>,
+type Open = Vec<(Arc<dyn Conn>, HandshakeInfo)>;
+
+/// One configuration's transport and request plan, run again and again.
+pub(crate) struct Runner {
+    transport: Box<dyn Transport>,
+    plan: Plan,
+    clock: Clock,
+    /// Connections kept open between runs with `--reuse`.
+    warm: Option<Open>,
 }
 
 fn lock(rec: &Mutex<Recorder>) -> std::sync::MutexGuard<'_, Recorder> {
     rec.lock().expect("recorder lock")
 }
 
-/// One run. Returns the report and, with `plan.reuse`, the connections to reuse.
-pub async fn run_once<T: Transport>(
-    transport: &T,
-    index: u32,
-    plan: &Plan,
-    clock: Clock,
-    warm: Option<Warm<T::Conn>>,
-    progress: &ProgressBar,
-) -> (RunReport, Option<Warm<T::Conn>>) {
-    let rec = Arc::new(Mutex::new(Recorder::new(
-        index,
-        plan.requests.len() as u64,
-        clock.now(),
-    )));
-    let mut tasks = JoinSet::new();
-    let book = Arc::new(DigestBook::default());
-    let conns: Vec<(T::Conn, HandshakeInfo)> = match warm {
-        Some(w) => {
-            for (_, info) in &w.conns {
-                lock(&rec).connection_reused(info.clone());
-            }
-            w.conns
-        }
-        None => {
-            let attempts = (0..plan.connections).map(|_| {
-                let id = lock(&rec).connection_started(clock.now());
-                async move { (id, transport.connect().await) }
-            });
-            let mut up = Vec::new();
-            for (id, result) in join_all(attempts).await {
-                match result {
-                    Ok(c) => {
-                        match c.zero_rtt {
-                            Some(accepted) => {
-                                let rec = rec.clone();
-                                tasks.spawn(async move {
-                                    let info = accepted.await;
-                                    lock(&rec).handshake_done(id, clock.now(), info);
-                                });
-                            }
-                            None => lock(&rec).handshake_done(id, c.done, c.info.clone()),
-                        }
-                        up.push((c.conn, c.info));
-                    }
-                    Err(e) => lock(&rec).connection_failed(id, e.kind, &e.message),
-                }
-            }
-            up
-        }
-    };
+/// Why the runs after `run` are skipped: it could establish no connection at all.
+pub(crate) fn abort_reason(run: &RunReport) -> Option<String> {
+    run.connections
+        .iter()
+        .all(|c| c.error.is_some())
+        .then(|| "no connection could be established".to_string())
+}
 
-    if !conns.is_empty() {
+impl Runner {
+    pub(crate) fn new(transport: Box<dyn Transport>, plan: Plan, clock: Clock) -> Self {
+        Runner {
+            transport,
+            plan,
+            clock,
+            warm: None,
+        }
+    }
+
+    /// Objects per run.
+    pub(crate) fn objects(&self) -> u64 {
+        self.plan.requests.len() as u64
+    }
+
+    /// One run: connects (unless warm connections are kept), fetches every object, then the
+    /// servers' telemetry.
+    pub(crate) async fn run(&mut self, index: u32, progress: &ProgressBar) -> RunReport {
+        let clock = self.clock;
+        let rec = Arc::new(Mutex::new(Recorder::new(
+            index,
+            self.objects(),
+            clock.now(),
+        )));
+        let mut tasks = JoinSet::new();
+        let conns = match self.warm.take() {
+            Some(warm) => {
+                for (_, info) in &warm {
+                    lock(&rec).connection_reused(info.clone());
+                }
+                warm
+            }
+            None => self.connect_all(&rec, &mut tasks).await,
+        };
+        let book = Arc::new(DigestBook::default());
+        self.spawn_workers(&conns, &rec, &book, progress, &mut tasks);
+        while tasks.join_next().await.is_some() {}
+        let mut report = Arc::try_unwrap(rec)
+            .map_err(|_| ())
+            .expect("all tasks finished")
+            .into_inner()
+            .expect("recorder lock")
+            .finish(clock.now());
+        if self
+            .plan
+            .requests
+            .iter()
+            .any(|r| r.verify && r.expected_len.is_none())
+        {
+            let book = Arc::try_unwrap(book).expect("all tasks finished");
+            report.digests = Some(book.into_map());
+        }
+        if let Some(uri) = &self.plan.telemetry_uri {
+            let timelines = fetch_telemetry(conns.iter().map(|(c, _)| c.as_ref()), uri).await;
+            if !timelines.is_empty() {
+                let refs: Vec<&Timeline> = timelines.iter().collect();
+                report.cc_states = Some(StateMachine::infer(&refs));
+                report.telemetry = Some(timelines);
+            }
+        }
+        if self.plan.reuse && !conns.is_empty() && report.complete {
+            self.warm = Some(conns);
+        } else {
+            for (c, _) in &conns {
+                c.close().await;
+            }
+        }
+        report
+    }
+
+    /// Closes what is still open and lets the transport say goodbye.
+    pub(crate) async fn finish(&mut self) {
+        for (c, _) in self.warm.take().unwrap_or_default() {
+            c.close().await;
+        }
+        self.transport.finish().await;
+    }
+
+    async fn connect_all(&self, rec: &Arc<Mutex<Recorder>>, tasks: &mut JoinSet<()>) -> Open {
+        let clock = self.clock;
+        let attempts = (0..self.plan.connections).map(|_| {
+            let id = lock(rec).connection_started(clock.now());
+            async move { (id, self.transport.connect().await) }
+        });
+        let mut up = Vec::new();
+        for (id, result) in join_all(attempts).await {
+            match result {
+                Ok(c) => {
+                    match c.zero_rtt {
+                        Some(accepted) => {
+                            let rec = rec.clone();
+                            tasks.spawn(async move {
+                                let info = accepted.await;
+                                lock(&rec).handshake_done(id, clock.now(), info);
+                            });
+                        }
+                        None => lock(rec).handshake_done(id, c.done, c.info.clone()),
+                    }
+                    up.push((c.conn, c.info));
+                }
+                Err(e) => lock(rec).connection_failed(id, e.kind, &e.message),
+            }
+        }
+        up
+    }
+
+    /// Objects go round-robin over the connections; on each, a fixed pool of `--streams`
+    /// workers pulls the next request: the same concurrency as one task per request behind a
+    /// semaphore, without thousands of parked tasks.
+    fn spawn_workers(
+        &self,
+        conns: &Open,
+        rec: &Arc<Mutex<Recorder>>,
+        book: &Arc<DigestBook>,
+        progress: &ProgressBar,
+        tasks: &mut JoinSet<()>,
+    ) {
         let k = conns.len();
         for (ci, (conn, _)) in conns.iter().enumerate() {
-            let reqs: Arc<Vec<Arc<ObjectReq>>> =
-                Arc::new(plan.requests.iter().skip(ci).step_by(k).cloned().collect());
-            // A fixed pool of workers pulling the next request: the same concurrency as one
-            // task per request behind a semaphore, without thousands of parked tasks.
-            let workers = plan.streams.unwrap_or(reqs.len()).min(reqs.len());
+            let reqs: Arc<Vec<Arc<ObjectReq>>> = Arc::new(
+                self.plan
+                    .requests
+                    .iter()
+                    .skip(ci)
+                    .step_by(k)
+                    .cloned()
+                    .collect(),
+            );
+            let workers = self.plan.streams.unwrap_or(reqs.len()).min(reqs.len());
             let next = Arc::new(AtomicUsize::new(0));
             for _ in 0..workers {
                 let (conn, reqs, next, rec, bar, book) = (
@@ -103,9 +189,10 @@ pub async fn run_once<T: Transport>(
                     progress.clone(),
                     book.clone(),
                 );
+                let clock = self.clock;
                 tasks.spawn(async move {
                     while let Some(req) = reqs.get(next.fetch_add(1, Ordering::Relaxed)) {
-                        let outcome = fetch_one(&conn, &clock, req, &book).await;
+                        let outcome = fetch_one(conn.as_ref(), &clock, req, &book).await;
                         bar.inc(1);
                         lock(&rec).object(outcome);
                     }
@@ -113,47 +200,16 @@ pub async fn run_once<T: Transport>(
             }
         }
     }
-    while tasks.join_next().await.is_some() {}
-    let mut report = Arc::try_unwrap(rec)
-        .map_err(|_| ())
-        .expect("all tasks finished")
-        .into_inner()
-        .expect("recorder lock")
-        .finish(clock.now());
-    if plan
-        .requests
-        .iter()
-        .any(|r| r.verify && r.expected_len.is_none())
-    {
-        let book = Arc::try_unwrap(book).expect("all tasks finished");
-        report.digests = Some(book.into_map());
-    }
-    if let Some(uri) = &plan.telemetry_uri {
-        let timelines = fetch_telemetry(conns.iter().map(|(c, _)| c), uri).await;
-        if !timelines.is_empty() {
-            let refs: Vec<&Timeline> = timelines.iter().collect();
-            report.cc_states = Some(StateMachine::infer(&refs));
-            report.telemetry = Some(timelines);
-        }
-    }
-    let keep = plan.reuse && !conns.is_empty() && report.complete;
-    if keep {
-        return (report, Some(Warm { conns }));
-    }
-    for (c, _) in &conns {
-        c.close().await;
-    }
-    (report, None)
 }
 
 /// Fetches one object; a body whose digest differs from an earlier fetch of the same URL
 /// counts as a mismatch.
-async fn fetch_one<C: Conn>(
-    conn: &C,
+async fn fetch_one(
+    conn: &dyn Conn,
     clock: &Clock,
     req: &ObjectReq,
     book: &DigestBook,
-) -> qbench_core::ObjectOutcome {
+) -> ObjectOutcome {
     let mut fetched = fetch(conn, clock, req).await;
     if let Some(d) = &fetched.digest {
         if let Some(prev) = book.record(&req.uri.to_string(), d) {
@@ -169,13 +225,13 @@ async fn fetch_one<C: Conn>(
     fetched.outcome
 }
 
-async fn fetch_telemetry<'a, C: Conn>(
-    conns: impl Iterator<Item = &'a C>,
+async fn fetch_telemetry<'a>(
+    conns: impl Iterator<Item = &'a dyn Conn>,
     uri: &Uri,
 ) -> Vec<Timeline> {
     let mut out = Vec::new();
     for c in conns {
-        match get_body(c, uri, qbench_core::wire::MAX_TELEMETRY_BYTES).await {
+        match get_body(c, uri, MAX_TELEMETRY_BYTES).await {
             Ok(body) => match serde_json::from_slice::<Timeline>(&body) {
                 Ok(t) => out.push(t),
                 Err(e) => eprintln!("warning: telemetry from {uri} is not a timeline: {e}"),
@@ -185,3 +241,7 @@ async fn fetch_telemetry<'a, C: Conn>(
     }
     out
 }
+
+#[cfg(test)]
+#[path = "runner_tests.rs"]
+mod tests;

@@ -11,28 +11,19 @@ use qbench_shaper::Topology;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::prepare::{peer, Peer, Prepared};
-use crate::runner::{run_once, Plan, Warm};
+use crate::runner::{Plan, Runner};
 use crate::tls::{client_config, ticket_store};
-use crate::transport::h1::{H1Conn, H1};
-use crate::transport::h2::{H2Conn, H2};
-use crate::transport::h3::{H3Conn, H3};
+use crate::transport::h1::H1;
+use crate::transport::h2::H2;
+use crate::transport::h3::H3;
 use crate::transport::tcp::TlsTcp;
 use crate::transport::{ObjectReq, Transport};
 use qbench_core::Protocol;
 
-/// The three transports, each with the connections it keeps warm for `--reuse`.
-enum AnyTransport {
-    H1(H1, Option<Warm<H1Conn>>),
-    H2(H2, Option<Warm<H2Conn>>),
-    H3(H3, Option<Warm<H3Conn>>),
-}
-
 pub struct Side<'a> {
     pub cfg: &'a Config,
     pub peer: Peer,
-    plan: Plan,
-    transport: AnyTransport,
-    clock: Clock,
+    runner: Runner,
     server: Option<&'a InProcess>,
     link: Option<&'a Topology>,
     meta: ReportMeta,
@@ -79,33 +70,24 @@ impl<'a> Side<'a> {
         let alpn = cfg.proto.alpn();
         let tls = client_config(&peer.trust, alpn, tickets.clone(), cfg.zero_rtt)?;
         let ep = peer.endpoint.clone();
-        let transport = match cfg.proto {
-            Protocol::H1 => AnyTransport::H1(
-                H1 {
-                    tcp: TlsTcp::new(ep, tls, tickets, alpn, false),
-                    clock,
-                },
-                None,
-            ),
-            Protocol::H2 => AnyTransport::H2(
-                H2 {
-                    tcp: TlsTcp::new(ep, tls, tickets, alpn, true),
-                    clock,
-                },
-                None,
-            ),
-            Protocol::H3 => AnyTransport::H3(
+        let transport: Box<dyn Transport> = match cfg.proto {
+            Protocol::H1 => Box::new(H1 {
+                tcp: TlsTcp::new(ep, tls, tickets, alpn, false),
+                clock,
+            }),
+            Protocol::H2 => Box::new(H2 {
+                tcp: TlsTcp::new(ep, tls, tickets, alpn, true),
+                clock,
+            }),
+            Protocol::H3 => Box::new(
                 H3::new(ep, tls, tickets, cfg.zero_rtt, clock)
                     .map_err(|e| anyhow::anyhow!("{}: {}", e.kind, e.message))?,
-                None,
             ),
         };
         Ok(Side {
             cfg,
             peer,
-            plan,
-            transport,
-            clock,
+            runner: Runner::new(transport, plan, clock),
             server,
             link: prepared.link.as_ref(),
             meta: ReportMeta {
@@ -124,26 +106,7 @@ impl<'a> Side<'a> {
 
     /// Objects per run.
     pub fn objects(&self) -> u64 {
-        self.plan.requests.len() as u64
-    }
-
-    /// With a TCP window cap across a link: one connection before measuring, so the kernel's
-    /// TCP metrics cache holds the route's locked cwnd.
-    pub async fn prime_if_needed(&self) -> anyhow::Result<()> {
-        let needed = self
-            .cfg
-            .link_options
-            .as_ref()
-            .is_some_and(|o| o.tcp_cwnd_cap.is_some());
-        if !needed {
-            return Ok(());
-        }
-        let r = match &self.transport {
-            AnyTransport::H1(t, _) => t.prime().await,
-            AnyTransport::H2(t, _) => t.prime().await,
-            AnyTransport::H3(t, _) => t.prime().await,
-        };
-        r.map_err(|e| anyhow::anyhow!("priming connection: {}: {}", e.kind, e.message))
+        self.runner.objects()
     }
 
     fn cpu_now(&self) -> (CpuTimes, Option<CpuTimes>) {
@@ -153,24 +116,7 @@ impl<'a> Side<'a> {
     /// One run; its report is appended to `runs` and returned.
     pub async fn run(&mut self, index: u32, bar: &indicatif::ProgressBar) -> &RunReport {
         let (p0, s0) = self.cpu_now();
-        let (plan, clock) = (&self.plan, self.clock);
-        let mut rep = match &mut self.transport {
-            AnyTransport::H1(t, warm) => {
-                let (r, w) = run_once(t, index, plan, clock, warm.take(), bar).await;
-                *warm = w;
-                r
-            }
-            AnyTransport::H2(t, warm) => {
-                let (r, w) = run_once(t, index, plan, clock, warm.take(), bar).await;
-                *warm = w;
-                r
-            }
-            AnyTransport::H3(t, warm) => {
-                let (r, w) = run_once(t, index, plan, clock, warm.take(), bar).await;
-                *warm = w;
-                r
-            }
-        };
+        let mut rep = self.runner.run(index, bar).await;
         let (p1, s1) = self.cpu_now();
         let server = s0.zip(s1).map(|(a, b)| b.since(&a));
         let process = p1.since(&p0);
@@ -202,9 +148,7 @@ impl<'a> Side<'a> {
     }
 
     /// Lets QUIC peers see our CONNECTION_CLOSE before the endpoint goes away.
-    pub async fn finish(&self) {
-        if let AnyTransport::H3(t, _) = &self.transport {
-            t.wait_idle().await;
-        }
+    pub async fn finish(&mut self) {
+        self.runner.finish().await;
     }
 }

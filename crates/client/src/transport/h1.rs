@@ -12,28 +12,27 @@ use qbench_core::ErrorKind;
 use tokio::sync::Mutex;
 
 use super::tcp::TlsTcp;
-use super::{hyper_exchange, step, Conn, Connected, FetchError, Sink, Transport};
+use super::{hyper_exchange, step, BoxFuture, Conn, Connected, FetchError, Sink, Transport};
 use crate::clock::Clock;
 
-pub struct H1 {
-    pub tcp: TlsTcp,
-    pub clock: Clock,
+pub(crate) struct H1 {
+    pub(crate) tcp: TlsTcp,
+    pub(crate) clock: Clock,
 }
 
-#[derive(Clone)]
-pub struct H1Conn {
-    send: Arc<Mutex<http1::SendRequest<Empty<Bytes>>>>,
+struct H1Conn {
+    send: Mutex<http1::SendRequest<Empty<Bytes>>>,
     timeout: std::time::Duration,
 }
 
 impl Transport for H1 {
-    type Conn = H1Conn;
-
-    async fn prime(&self) -> Result<(), FetchError> {
-        self.tcp.prime().await
+    fn connect(&self) -> BoxFuture<'_, Result<Connected, FetchError>> {
+        Box::pin(self.connect_inner())
     }
+}
 
-    async fn connect(&self) -> Result<Connected<H1Conn>, FetchError> {
+impl H1 {
+    async fn connect_inner(&self) -> Result<Connected, FetchError> {
         let (tls, info) = self.tcp.connect().await?;
         let done = self.clock.now();
         let timeout = self.tcp.endpoint.timeout;
@@ -45,10 +44,10 @@ impl Transport for H1 {
         .await?;
         tokio::spawn(conn);
         Ok(Connected {
-            conn: H1Conn {
-                send: Arc::new(Mutex::new(send)),
+            conn: Arc::new(H1Conn {
+                send: Mutex::new(send),
                 timeout,
-            },
+            }),
             info,
             done,
             zero_rtt: None,
@@ -57,12 +56,9 @@ impl Transport for H1 {
 }
 
 impl H1Conn {
-    async fn exchange_inner<S: Sink>(
-        &self,
-        send: &mut http1::SendRequest<Empty<Bytes>>,
-        uri: &Uri,
-        p: &mut S,
-    ) -> Result<(), FetchError> {
+    async fn exchange_inner(&self, uri: &Uri, p: &mut dyn Sink) -> Result<(), FetchError> {
+        // The lock is the HTTP/1.1 rule: the next request waits for this response to end.
+        let mut send = self.send.lock().await;
         step("HTTP/1.1 connection ready", self.timeout, send.ready()).await?;
         let host = uri
             .authority()
@@ -88,11 +84,15 @@ impl H1Conn {
 }
 
 impl Conn for H1Conn {
-    async fn exchange<S: Sink>(&self, uri: &Uri, sink: &mut S) -> Result<(), FetchError> {
-        // The lock is the HTTP/1.1 rule: the next request waits for this response to end.
-        let mut send = self.send.lock().await;
-        self.exchange_inner(&mut send, uri, sink).await
+    fn exchange<'a>(
+        &'a self,
+        uri: &'a Uri,
+        sink: &'a mut dyn Sink,
+    ) -> BoxFuture<'a, Result<(), FetchError>> {
+        Box::pin(self.exchange_inner(uri, sink))
     }
 
-    async fn close(&self) {}
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
 }

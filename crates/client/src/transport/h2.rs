@@ -8,28 +8,29 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use qbench_core::wire::{CONN_WINDOW, MAX_H2_FRAME, STREAM_WINDOW};
 
 use super::tcp::TlsTcp;
-use super::{hyper_exchange, step, Conn, Connected, FetchError, Sink, Transport};
+use std::sync::Arc;
+
+use super::{hyper_exchange, step, BoxFuture, Conn, Connected, FetchError, Sink, Transport};
 use crate::clock::Clock;
 
-pub struct H2 {
-    pub tcp: TlsTcp,
-    pub clock: Clock,
+pub(crate) struct H2 {
+    pub(crate) tcp: TlsTcp,
+    pub(crate) clock: Clock,
 }
 
-#[derive(Clone)]
-pub struct H2Conn {
+struct H2Conn {
     send: http2::SendRequest<Empty<Bytes>>,
     timeout: std::time::Duration,
 }
 
 impl Transport for H2 {
-    type Conn = H2Conn;
-
-    async fn prime(&self) -> Result<(), FetchError> {
-        self.tcp.prime().await
+    fn connect(&self) -> BoxFuture<'_, Result<Connected, FetchError>> {
+        Box::pin(self.connect_inner())
     }
+}
 
-    async fn connect(&self) -> Result<Connected<H2Conn>, FetchError> {
+impl H2 {
+    async fn connect_inner(&self) -> Result<Connected, FetchError> {
         let (tls, info) = self.tcp.connect().await?;
         let done = self.clock.now();
         let timeout = self.tcp.endpoint.timeout;
@@ -47,7 +48,7 @@ impl Transport for H2 {
         .await?;
         tokio::spawn(conn);
         Ok(Connected {
-            conn: H2Conn { send, timeout },
+            conn: Arc::new(H2Conn { send, timeout }),
             info,
             done,
             zero_rtt: None,
@@ -56,7 +57,7 @@ impl Transport for H2 {
 }
 
 impl H2Conn {
-    async fn exchange_inner<S: Sink>(&self, uri: &Uri, p: &mut S) -> Result<(), FetchError> {
+    async fn exchange_inner(&self, uri: &Uri, p: &mut dyn Sink) -> Result<(), FetchError> {
         let mut send = self.send.clone();
         step("HTTP/2 connection ready", self.timeout, send.ready()).await?;
         let request = http::Request::get(uri.clone())
@@ -67,11 +68,16 @@ impl H2Conn {
 }
 
 impl Conn for H2Conn {
-    async fn exchange<S: Sink>(&self, uri: &Uri, sink: &mut S) -> Result<(), FetchError> {
-        self.exchange_inner(uri, sink).await
+    fn exchange<'a>(
+        &'a self,
+        uri: &'a Uri,
+        sink: &'a mut dyn Sink,
+    ) -> BoxFuture<'a, Result<(), FetchError>> {
+        Box::pin(self.exchange_inner(uri, sink))
     }
 
-    async fn close(&self) {
+    fn close(&self) -> BoxFuture<'_, ()> {
         // Dropping the last SendRequest sends GOAWAY and ends the connection task.
+        Box::pin(async {})
     }
 }

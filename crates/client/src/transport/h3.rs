@@ -1,8 +1,6 @@
 //! HTTP/3 over QUIC (quinn + h3), all requests of a connection multiplexed as streams.
 
-use std::future::Future;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,11 +10,11 @@ use qbench_core::wire::{MAX_RESPONSE_HEADER_BYTES, STREAM_WINDOW, UDP_BUFFER};
 use qbench_core::{ErrorKind, HandshakeInfo};
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::{step, Conn, Connected, Endpoint, FetchError, Sink, Transport};
+use super::{step, BoxFuture, Conn, Connected, Endpoint, FetchError, Sink, Transport, ZeroRtt};
 use crate::clock::Clock;
 use crate::tls::TicketStore;
 
-pub struct H3 {
+pub(crate) struct H3 {
     endpoint: quinn::Endpoint,
     target: Endpoint,
     clock: Clock,
@@ -24,16 +22,11 @@ pub struct H3 {
     tickets: Option<Arc<TicketStore>>,
 }
 
-#[derive(Clone)]
-pub struct H3Conn {
+struct H3Conn {
     conn: quinn::Connection,
     send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
     timeout: Duration,
 }
-
-/// Resolves, once the handshake completes, to the handshake facts including whether the
-/// server accepted the 0-RTT data.
-pub type ZeroRtt = Pin<Box<dyn Future<Output = HandshakeInfo> + Send>>;
 
 fn alpn_of(conn: &quinn::Connection) -> Option<String> {
     conn.handshake_data()
@@ -66,7 +59,7 @@ fn udp_socket(peer: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
 
 impl H3 {
     /// Needs a tokio runtime context.
-    pub fn new(
+    pub(crate) fn new(
         target: Endpoint,
         tls: rustls::ClientConfig,
         tickets: Option<Arc<TicketStore>>,
@@ -119,15 +112,19 @@ impl H3 {
 }
 
 impl Transport for H3 {
-    type Conn = H3Conn;
-
-    async fn prime(&self) -> Result<(), FetchError> {
-        let c = self.connect().await?;
-        c.conn.close().await;
-        Ok(())
+    fn connect(&self) -> BoxFuture<'_, Result<Connected, FetchError>> {
+        Box::pin(self.connect_inner())
     }
 
-    async fn connect(&self) -> Result<Connected<H3Conn>, FetchError> {
+    fn finish(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {
+            let _ = tokio::time::timeout(Duration::from_secs(1), self.endpoint.wait_idle()).await;
+        })
+    }
+}
+
+impl H3 {
+    async fn connect_inner(&self) -> Result<Connected, FetchError> {
         let taken_before = self.tickets.as_ref().map(|s| s.tickets_taken());
         let (conn, zero_rtt) = self.handshake().await?;
         let done = self.clock.now();
@@ -161,11 +158,11 @@ impl Transport for H3 {
             }) as ZeroRtt
         });
         Ok(Connected {
-            conn: H3Conn {
+            conn: Arc::new(H3Conn {
                 conn,
                 send,
                 timeout,
-            },
+            }),
             info,
             done,
             zero_rtt,
@@ -174,7 +171,7 @@ impl Transport for H3 {
 }
 
 impl H3Conn {
-    async fn exchange_inner<S: Sink>(&self, uri: &Uri, p: &mut S) -> Result<(), FetchError> {
+    async fn exchange_inner(&self, uri: &Uri, p: &mut dyn Sink) -> Result<(), FetchError> {
         let mut send = self.send.clone();
         let request = http::Request::get(uri.clone())
             .body(())
@@ -215,19 +212,17 @@ impl H3Conn {
 }
 
 impl Conn for H3Conn {
-    async fn exchange<S: Sink>(&self, uri: &Uri, sink: &mut S) -> Result<(), FetchError> {
-        self.exchange_inner(uri, sink).await
+    fn exchange<'a>(
+        &'a self,
+        uri: &'a Uri,
+        sink: &'a mut dyn Sink,
+    ) -> BoxFuture<'a, Result<(), FetchError>> {
+        Box::pin(self.exchange_inner(uri, sink))
     }
 
-    async fn close(&self) {
+    fn close(&self) -> BoxFuture<'_, ()> {
         // H3_NO_ERROR
         self.conn.close(quinn::VarInt::from_u32(0x100), b"done");
-    }
-}
-
-impl H3 {
-    /// Lets the peer see our CONNECTION_CLOSE before the endpoint goes away.
-    pub async fn wait_idle(&self) {
-        let _ = tokio::time::timeout(Duration::from_secs(1), self.endpoint.wait_idle()).await;
+        Box::pin(async {})
     }
 }

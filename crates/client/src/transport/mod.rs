@@ -1,14 +1,18 @@
-//! HTTP/1.1, HTTP/2 and HTTP/3 behind one small pair of traits: a `Transport` makes
-//! connections, a `Conn` is a cheap, cloneable handle that fetches one object.
+//! HTTP/1.1, HTTP/2 and HTTP/3 behind one small pair of object-safe traits: a `Transport`
+//! makes connections, a `Conn` is a shared handle that fetches one object at a time per call.
 
-pub mod classify;
-pub mod h1;
-pub mod h2;
-pub mod h3;
-pub mod tcp;
+mod classify;
+pub(crate) mod h1;
+pub(crate) mod h2;
+pub(crate) mod h3;
+#[cfg(test)]
+pub(crate) mod mock;
+pub(crate) mod tcp;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::Uri;
@@ -79,25 +83,31 @@ pub struct Endpoint {
     pub rwnd: Option<u32>,
 }
 
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Resolves, once the handshake completes, to the handshake facts including whether the
+/// server accepted the 0-RTT data.
+pub type ZeroRtt = BoxFuture<'static, HandshakeInfo>;
+
 /// A connection that finished its handshake.
-pub struct Connected<C> {
-    pub conn: C,
+pub struct Connected {
+    pub conn: Arc<dyn Conn>,
     pub info: HandshakeInfo,
     /// When the handshake completed, on the run clock.
     pub done: Duration,
     /// With 0-RTT, requests go out before the handshake completes; this resolves to whether
     /// the server accepted the early data, and the handshake is recorded when it does.
-    pub zero_rtt: Option<h3::ZeroRtt>,
+    pub zero_rtt: Option<ZeroRtt>,
 }
 
-pub trait Transport: Send + Sync + 'static {
-    type Conn: Conn;
+pub trait Transport: Send + Sync {
+    fn connect(&self) -> BoxFuture<'_, Result<Connected, FetchError>>;
 
-    fn connect(&self) -> impl Future<Output = Result<Connected<Self::Conn>, FetchError>> + Send;
-
-    /// One complete connection, opened and closed, before measuring (primes the kernel's
-    /// TCP metrics cache, through which a route's locked cwnd takes effect).
-    fn prime(&self) -> impl Future<Output = Result<(), FetchError>> + Send;
+    /// Called once after the last run, so that peers see our close before the endpoint
+    /// goes away.
+    fn finish(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
 }
 
 /// Receives one response as a transport reads it.
@@ -112,28 +122,27 @@ pub trait Sink: Send {
     fn data(&mut self, chunk: &[u8]) -> Result<(), FetchError>;
 }
 
-pub trait Conn: Clone + Send + Sync + 'static {
+pub trait Conn: Send + Sync {
     /// `GET uri` on this connection, feeding the response to `sink`.
-    fn exchange<S: Sink>(
-        &self,
-        uri: &Uri,
-        sink: &mut S,
-    ) -> impl Future<Output = Result<(), FetchError>> + Send;
+    fn exchange<'a>(
+        &'a self,
+        uri: &'a Uri,
+        sink: &'a mut dyn Sink,
+    ) -> BoxFuture<'a, Result<(), FetchError>>;
 
     /// Graceful close.
-    fn close(&self) -> impl Future<Output = ()> + Send;
+    fn close(&self) -> BoxFuture<'_, ()>;
 }
 
 /// Sends a prepared hyper request and feeds the response to `sink`; shared by h1 and h2.
 /// `body_error` adjusts errors that happen after the response head arrived.
-pub async fn hyper_exchange<S, F>(
+async fn hyper_exchange<F>(
     send: F,
     timeout: Duration,
-    sink: &mut S,
+    sink: &mut dyn Sink,
     body_error: fn(FetchError) -> FetchError,
 ) -> Result<(), FetchError>
 where
-    S: Sink,
     F: Future<Output = Result<http::Response<hyper::body::Incoming>, hyper::Error>>,
 {
     use http_body_util::BodyExt;
@@ -160,7 +169,7 @@ where
 }
 
 /// Fetches one object, measuring and checking it.
-pub async fn fetch<C: Conn>(conn: &C, clock: &Clock, req: &ObjectReq) -> Fetched {
+pub(crate) async fn fetch(conn: &dyn Conn, clock: &Clock, req: &ObjectReq) -> Fetched {
     let mut p = Progress::start(clock, req);
     match conn.exchange(&req.uri, &mut p).await {
         Ok(()) => p.finish(),
@@ -199,7 +208,11 @@ impl Sink for Collect {
     }
 }
 
-pub async fn get_body<C: Conn>(conn: &C, uri: &Uri, limit: usize) -> Result<Vec<u8>, FetchError> {
+pub(crate) async fn get_body(
+    conn: &dyn Conn,
+    uri: &Uri,
+    limit: usize,
+) -> Result<Vec<u8>, FetchError> {
     let mut sink = Collect {
         body: Vec::new(),
         limit,

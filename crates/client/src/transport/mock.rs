@@ -1,0 +1,155 @@
+//! A transport that talks to nobody: connections and responses take scripted times on
+//! tokio's clock, which the runner's tests pause, so every figure they see is exact. It
+//! serves `/bytes/{n}` with the payload pattern and counts what the runner asked of it.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderValue, StatusCode, Uri};
+use qbench_core::wire::{parse_bytes_path, payload_byte};
+use qbench_core::{ErrorKind, HandshakeInfo};
+
+use super::{step, BoxFuture, Conn, Connected, FetchError, Sink, Transport};
+use crate::clock::Clock;
+
+/// What the fake peer does, and when.
+#[derive(Debug, Clone)]
+pub(crate) struct Script {
+    pub(crate) handshake: Duration,
+    /// Every connection attempt fails with this kind after `handshake`.
+    pub(crate) refuse: Option<ErrorKind>,
+    /// Request sent -> response headers.
+    pub(crate) ttfb: Duration,
+    /// Response headers -> last body byte.
+    pub(crate) body: Duration,
+    /// Paths whose response never comes: the transport's idle timeout has to end them.
+    pub(crate) stall: BTreeSet<String>,
+    pub(crate) timeout: Duration,
+}
+
+impl Default for Script {
+    fn default() -> Self {
+        Script {
+            handshake: Duration::from_millis(10),
+            refuse: None,
+            ttfb: Duration::from_millis(5),
+            body: Duration::from_millis(20),
+            stall: BTreeSet::new(),
+            timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What the runner did to the fake peer.
+#[derive(Debug, Default)]
+pub(crate) struct Seen {
+    pub(crate) connects: AtomicUsize,
+    pub(crate) closes: AtomicUsize,
+    /// Per connection: paths in the order their requests went out.
+    pub(crate) requests: Mutex<Vec<Vec<String>>>,
+    /// Per connection: the most requests in flight at once.
+    pub(crate) peak_in_flight: Mutex<Vec<usize>>,
+}
+
+pub(crate) struct MockTransport {
+    script: Script,
+    clock: Clock,
+    pub(crate) seen: Arc<Seen>,
+}
+
+impl MockTransport {
+    pub(crate) fn new(script: Script, clock: Clock) -> Self {
+        MockTransport {
+            script,
+            clock,
+            seen: Arc::default(),
+        }
+    }
+}
+
+struct MockConn {
+    id: usize,
+    script: Script,
+    seen: Arc<Seen>,
+    in_flight: AtomicUsize,
+}
+
+impl Transport for MockTransport {
+    fn connect(&self) -> BoxFuture<'_, Result<Connected, FetchError>> {
+        Box::pin(async move {
+            tokio::time::sleep(self.script.handshake).await;
+            if let Some(kind) = self.script.refuse {
+                return Err(FetchError::new(kind, "mock peer refuses"));
+            }
+            let id = self.seen.connects.fetch_add(1, Ordering::SeqCst);
+            self.seen.requests.lock().unwrap().push(Vec::new());
+            self.seen.peak_in_flight.lock().unwrap().push(0);
+            Ok(Connected {
+                conn: Arc::new(MockConn {
+                    id,
+                    script: self.script.clone(),
+                    seen: self.seen.clone(),
+                    in_flight: AtomicUsize::new(0),
+                }),
+                info: HandshakeInfo {
+                    alpn: Some("mock".into()),
+                    ..HandshakeInfo::default()
+                },
+                done: self.clock.now(),
+                zero_rtt: None,
+            })
+        })
+    }
+}
+
+impl MockConn {
+    async fn respond(&self, path: &str, sink: &mut dyn Sink) -> Result<(), FetchError> {
+        let t = self.script.timeout;
+        let stalled = self.script.stall.contains(path);
+        step("waiting for response headers", t, async {
+            if stalled {
+                std::future::pending::<()>().await;
+            }
+            tokio::time::sleep(self.script.ttfb).await;
+            Ok::<_, std::io::Error>(())
+        })
+        .await?;
+        let Some(Ok(n)) = parse_bytes_path(path) else {
+            return sink.headers(StatusCode::NOT_FOUND, &HeaderMap::new());
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(n));
+        sink.headers(StatusCode::OK, &headers)?;
+        tokio::time::sleep(self.script.body).await;
+        let body: Vec<u8> = (0..n).map(payload_byte).collect();
+        sink.data(&body)
+    }
+}
+
+impl Conn for MockConn {
+    fn exchange<'a>(
+        &'a self,
+        uri: &'a Uri,
+        sink: &'a mut dyn Sink,
+    ) -> BoxFuture<'a, Result<(), FetchError>> {
+        Box::pin(async move {
+            sink.sending();
+            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            {
+                let mut peak = self.seen.peak_in_flight.lock().unwrap();
+                peak[self.id] = peak[self.id].max(now);
+            }
+            self.seen.requests.lock().unwrap()[self.id].push(uri.path().to_string());
+            let r = self.respond(uri.path(), sink).await;
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            r
+        })
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        self.seen.closes.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async {})
+    }
+}
