@@ -7,7 +7,7 @@
 //! a GSO super-packet of up to 64 KiB whose `virtio_net_hdr` is passed through untouched.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use crate::tun::Tun;
 
 mod queue;
+mod sys;
 use queue::*;
 
 /// Largest packet the TUN can hand over: a 64 KiB GSO super-packet plus its vnet header.
@@ -43,7 +44,7 @@ const IDLE_WAIT: Duration = Duration::from_millis(50);
 const MAX_SPIN: Duration = Duration::from_micros(100);
 /// Initial guess of how late a timed wait wakes up on a VM; learned from then on.
 const INITIAL_WAKE_SKEW: Duration = Duration::from_micros(50);
-/// Nice value and scheduler slice of the forwarder threads (see `tune_scheduling`).
+/// Nice value and scheduler slice of the forwarder threads (see `sys::tune_scheduling`).
 const THREAD_NICE: libc::c_int = -10;
 const THREAD_SLICE: Duration = Duration::from_micros(100);
 /// Longest delay + jitter accepted; beyond it `Instant` arithmetic could overflow and such a
@@ -144,12 +145,6 @@ impl Forwarder {
         self.stats()
     }
 
-    /// Whether both threads are still forwarding; false after a fatal error on the TUN (for
-    /// example when the device was deleted), after which the routing must fail closed.
-    pub fn is_running(&self) -> bool {
-        self.threads.len() == 2 && self.threads.iter().all(|t| !t.is_finished())
-    }
-
     fn spawn(&mut self, role: &str, body: fn(&Shared)) -> io::Result<()> {
         let shared = Arc::clone(&self.shared);
         // Linux keeps 15 bytes of a thread name; "fwd-tx-fwup" fits.
@@ -215,7 +210,7 @@ impl Shared {
             tun,
             imp,
             stop: AtomicBool::new(false),
-            wake: eventfd().ok(),
+            wake: sys::eventfd().ok(),
             queue: Mutex::new(Queue::new(imp.reorder)),
             head_changed: Condvar::new(),
             pool: Mutex::new(Pool::default()),
@@ -230,9 +225,7 @@ impl Shared {
     fn request_stop(&self) {
         self.stop.store(true, Ordering::Release);
         if let Some(fd) = &self.wake {
-            let one: u64 = 1;
-            // SAFETY: writes 8 bytes from a live u64 to an eventfd we own.
-            let _ = unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+            sys::signal_eventfd(fd);
         }
         // Taking the lock orders this notify after any writer check of `stop`, so the writer
         // cannot miss it between checking and waiting.
@@ -279,16 +272,6 @@ impl Counters {
     }
 }
 
-fn eventfd() -> io::Result<OwnedFd> {
-    // SAFETY: eventfd has no memory arguments.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just returned by eventfd, is valid, and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
 /// How an I/O error on the TUN affects the thread that saw it.
 enum ErrorAction {
     Retry,
@@ -311,33 +294,9 @@ fn classify(e: &io::Error) -> ErrorAction {
     }
 }
 
-/// Waits until the TUN has a packet to read, the stop eventfd fires, or the timeout passes.
-fn wait_readable(sh: &Shared) {
-    let mut fds = [
-        poll_fd(sh.tun.as_raw_fd(), libc::POLLIN),
-        poll_fd(sh.wake.as_ref().map_or(-1, |f| f.as_raw_fd()), libc::POLLIN),
-    ];
-    // SAFETY: `fds` is a live array of two pollfd; a negative fd entry is ignored by poll.
-    let _ = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, POLL_TIMEOUT_MS) };
-}
-
-fn wait_writable(fd: RawFd) {
-    let mut fds = [poll_fd(fd, libc::POLLOUT)];
-    // SAFETY: `fds` is a live array of one pollfd.
-    let _ = unsafe { libc::poll(fds.as_mut_ptr(), 1, 1) };
-}
-
-fn poll_fd(fd: RawFd, events: libc::c_short) -> libc::pollfd {
-    libc::pollfd {
-        fd,
-        events,
-        revents: 0,
-    }
-}
-
 /// Reads packets, decides their fate and queues them; exits on stop or a fatal error.
 fn reader_loop(sh: &Shared) {
-    tune_scheduling();
+    sys::tune_scheduling();
     let mut sched = Scheduler::new(sh.imp, rand::random());
     let mut buf = sh.lock_pool().take_big();
     let mut batch = Pending::default();
@@ -358,7 +317,7 @@ fn reader_loop(sh: &Shared) {
                 ErrorAction::Retry => {}
                 ErrorAction::WaitReady => {
                     enqueue(sh, &mut batch);
-                    wait_readable(sh);
+                    sys::wait_readable(sh.tun.as_raw_fd(), sh.wake.as_ref());
                 }
                 ErrorAction::Fatal => {
                     sh.request_stop();
@@ -369,7 +328,7 @@ fn reader_loop(sh: &Shared) {
                     transient_errors += 1;
                     // An error that repeats must not turn into a busy loop on a 2-core box.
                     if transient_errors > 3 {
-                        wait_readable(sh);
+                        sys::wait_readable(sh.tun.as_raw_fd(), sh.wake.as_ref());
                     }
                 }
             },
@@ -500,8 +459,8 @@ impl WakeSkew {
 
 /// Writes packets back into the TUN as they fall due; exits on stop or a fatal error.
 fn writer_loop(sh: &Shared) {
-    tune_scheduling();
-    set_timer_slack_ns(1);
+    sys::tune_scheduling();
+    sys::set_timer_slack_ns(1);
     let mut skew = WakeSkew::new();
     let mut batch: Vec<Packet> = Vec::with_capacity(WRITE_BATCH);
     while take_due(sh, &mut skew, &mut batch) {
@@ -575,7 +534,7 @@ fn write_packet(sh: &Shared, p: &Packet) -> bool {
             }
             Err(e) => match classify(&e) {
                 ErrorAction::Retry => {}
-                ErrorAction::WaitReady => wait_writable(sh.tun.as_raw_fd()),
+                ErrorAction::WaitReady => sys::wait_writable(sh.tun.as_raw_fd()),
                 ErrorAction::Fatal => return false,
                 ErrorAction::Skip => break,
             },
@@ -585,60 +544,9 @@ fn write_packet(sh: &Shared, p: &Packet) -> bool {
     true
 }
 
-/// Runs this thread like the kernel's own packet processing would run: ahead of the
-/// benchmark's processes. Without it, on a 2-core box whose cores a benchmark saturates,
-/// a forwarder thread woken by its timer waits for the next scheduler tick (4 ms at HZ=250)
-/// and packets leave milliseconds late (measured: RTTs +4..20 ms over the configured delay).
-/// A short EEVDF slice (Linux 6.12+) lets a waking thread preempt at once; the negative nice
-/// (needs CAP_SYS_NICE) keeps its share under load. Both are best effort: without them the
-/// forwarder only gets less precise.
-fn tune_scheduling() {
-    let mut attr = libc::sched_attr {
-        size: std::mem::size_of::<libc::sched_attr>() as u32,
-        sched_policy: libc::SCHED_OTHER as u32,
-        sched_flags: 0,
-        sched_nice: THREAD_NICE,
-        sched_priority: 0,
-        sched_runtime: THREAD_SLICE.as_nanos() as u64,
-        sched_deadline: 0,
-        sched_period: 0,
-    };
-    if sched_setattr(&attr).is_err() {
-        attr.sched_nice = 0;
-        let _ = sched_setattr(&attr);
-    }
-}
-
-fn sched_setattr(attr: &libc::sched_attr) -> io::Result<()> {
-    // SAFETY: the attr pointer is live for the call, its `size` field tells the kernel how much
-    // to read, and pid 0 means the calling thread only.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_sched_setattr,
-            0,
-            attr as *const libc::sched_attr,
-            0,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Makes timed waits wake within microseconds rather than the default 50 µs slack.
-fn set_timer_slack_ns(ns: libc::c_ulong) {
-    // SAFETY: PR_SET_TIMERSLACK takes an integer argument and affects only this thread.
-    let _ = unsafe {
-        libc::prctl(
-            libc::PR_SET_TIMERSLACK,
-            ns,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-        )
-    };
-}
-
+#[cfg(test)]
+mod test_netns;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_e2e;
