@@ -7,14 +7,16 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use qbench_core::ccstate::StateMachine;
 use qbench_core::telemetry::Timeline;
-use qbench_core::Report;
+use qbench_core::{ErrorKind, Recorder, Report, ReportMeta};
 
+use crate::cli::{Outputs, RunArgs};
 use crate::clock::Clock;
-use crate::config::Config;
-use crate::output::{summary, JsonSink};
-use crate::prepare::Prepared;
+use crate::config::{Config, ConfigError};
+use crate::export::text::summary;
+use crate::export::{print_text, write_json, write_text, Dest};
+use crate::prepare::{peer, Prepared};
 use crate::runner::abort_reason;
-use crate::side::Side;
+use crate::side::{report_meta, Side};
 
 /// What the command ends with: whether every run was complete, else the first error.
 pub struct Outcome {
@@ -61,21 +63,124 @@ pub fn progress_bar(total: u64) -> ProgressBar {
     bar
 }
 
+/// `qbench [flags]`: builds the link and server, runs, and tears everything down; SIGINT
+/// stops it cleanly.
+pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
+    let plan = RunPlan::from_args(&args)?;
+    let cfg = &plan.cfg;
+    if let (true, Some(link), Some(opts)) = (plan.dry_run, &cfg.spec().link, &cfg.link_options) {
+        let (backend, script) = qbench_shaper::topology::dry_run(link, opts);
+        println!("# backend: {backend:?}\n{script}");
+        return Ok(());
+    }
+    // The link and server come first: building them moves this thread into the client
+    // namespace, where the runtime's threads must be created.
+    let prepared = Prepared::new(&[cfg])?;
+    let rt = runtime(cfg.spec().client_threads)?;
+    let command: Vec<String> = std::env::args().collect();
+    let outcome = rt.block_on(async {
+        tokio::select! {
+            r = run(&plan, command, &prepared) => r,
+            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+        }
+    });
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    drop(prepared);
+    match outcome?.error {
+        Some(e) => Err(anyhow::anyhow!(e)),
+        None => Ok(()),
+    }
+}
+
+/// `qbench [flags]`: the validated plan of one benchmark.
+pub struct RunPlan {
+    pub cfg: Config,
+    pub outputs: Outputs,
+    pub dry_run: bool,
+}
+
+/// `--state-graph` and `--plot` draw the sender's telemetry, so there must be some.
+pub(crate) fn check_telemetry(flag: &'static str, cfg: &Config) -> Result<(), ConfigError> {
+    if cfg.spec().telemetry {
+        return Ok(());
+    }
+    Err(ConfigError {
+        flag,
+        message: "needs telemetry from a qbench server (not with --url, --no-telemetry or --sample-interval 0)".into(),
+    })
+}
+
+impl RunPlan {
+    pub fn from_args(args: &RunArgs) -> Result<Self, ConfigError> {
+        let cfg = Config::new(args.spec(), &args.target(), args.link_choice())?;
+        let outputs = args.outputs();
+        if outputs.state_graph.is_some() {
+            check_telemetry("--state-graph", &cfg)?;
+        }
+        if outputs.plot.is_some() {
+            check_telemetry("--plot", &cfg)?;
+        }
+        Ok(RunPlan {
+            cfg,
+            outputs,
+            dry_run: args.dry_run,
+        })
+    }
+}
+
+/// A report of a run that ended before its first connection: nothing was fetched, and the
+/// one error says why.
+fn failed_before_connecting(
+    meta: ReportMeta,
+    plan: &RunPlan,
+    kind: ErrorKind,
+    message: &str,
+) -> anyhow::Result<Report> {
+    let mut rec = Recorder::new(0, plan.cfg.run.total_objects, Duration::ZERO);
+    rec.error(kind, message);
+    let run = rec.finish(Duration::ZERO);
+    let expected = plan.cfg.spec().runs as usize;
+    Ok(Report::new(
+        meta,
+        vec![run],
+        expected,
+        Some(format!("{kind}: {message}")),
+    )?)
+}
+
 pub async fn run(
-    cfg: Config,
+    plan: &RunPlan,
     command: Vec<String>,
     prepared: &Prepared,
 ) -> anyhow::Result<Outcome> {
-    let sink = JsonSink::new(cfg.json.clone());
+    let cfg = &plan.cfg;
+    let spec = cfg.spec();
+    let json = plan.outputs.json.as_deref().map(Dest::parse);
+    let meta = report_meta(cfg, command);
     let server = prepared.servers.first().and_then(Option::as_ref);
-    prepared.prime_tcp_metrics(&[&cfg]).await?;
-    let mut side = Side::new(&cfg, server, prepared, command, Clock::start()).await?;
-    let bar = progress_bar(side.objects() * u64::from(cfg.runs));
-    let expected = cfg.runs as usize;
+    let peer = match peer(cfg, server, prepared).await? {
+        Ok(p) => p,
+        Err(e) => {
+            let report = failed_before_connecting(meta, plan, e.kind, &e.message)?;
+            if let Some(dest) = &json {
+                write_json(dest, &report)?;
+            }
+            return Ok(Outcome {
+                complete: false,
+                error: Some(format!("{}: {}", e.kind, e.message)),
+            });
+        }
+    };
+    prepared.prime_tcp_metrics(&[cfg]).await?;
+    let mut side = Side::new(cfg, server, prepared, peer, meta, Clock::start())?;
+    let bar = progress_bar(side.objects() * u64::from(spec.runs));
+    let expected = spec.runs as usize;
     let mut aborted = None;
-    for i in 0..cfg.runs {
+    for i in 0..spec.runs {
         let stop = abort_reason(side.run(i, &bar).await);
-        sink.write_partial(&side.report(expected, None)?)?;
+        if let Some(Dest::File(path)) = &json {
+            write_json(&Dest::File(path.clone()), &side.report(expected, None)?)?;
+        }
         if stop.is_some() {
             aborted = stop;
             break;
@@ -84,26 +189,23 @@ pub async fn run(
     bar.finish_and_clear();
     side.finish().await;
     let report = side.report(expected, aborted)?;
-    sink.write_final(&report)?;
-    write_cc_outputs(&cfg, &report)?;
+    if let Some(dest) = &json {
+        write_json(dest, &report)?;
+    }
+    write_cc_outputs(cfg, &plan.outputs, &report)?;
     let headline = format!(
         "qbench {} -> {} ({}), {} over {} connection(s), {} run(s)",
-        cfg.proto.as_str(),
+        spec.proto,
         side.peer.origin.authority(),
         side.peer.description,
-        cfg.objects.as_ref().map_or_else(
-            || format!("{} URL fetches", cfg.total_objects),
+        spec.objects.as_ref().map_or_else(
+            || format!("{} URL fetches", cfg.run.total_objects),
             |w| w.to_string()
         ),
-        cfg.connections,
-        cfg.runs
+        spec.connections,
+        spec.runs
     );
-    let text = summary(&report, &headline);
-    if sink.is_stdout() {
-        eprint!("{text}");
-    } else {
-        print!("{text}");
-    }
+    print_text(&summary(&report, &headline), json.as_ref());
     let skipped = report.runs.len() < expected;
     let error = (!report.complete).then(|| {
         let e = side
@@ -122,12 +224,13 @@ pub async fn run(
 }
 
 /// `--state-graph` (all runs' connections) and `--plot` (first run).
-fn write_cc_outputs(cfg: &Config, report: &Report) -> anyhow::Result<()> {
+fn write_cc_outputs(cfg: &Config, outputs: &Outputs, report: &Report) -> anyhow::Result<()> {
+    let spec = cfg.spec();
     let title = format!(
         "{} {}{}",
-        cfg.proto.as_str(),
-        cfg.cc.unwrap_or("server default cc"),
-        cfg.cwnd_cap
+        spec.proto,
+        spec.cc.map_or("server default cc", |c| c.as_str()),
+        spec.cwnd_cap
             .map_or(String::new(), |c| format!(", cwnd cap {c} packets"))
     );
     let timelines: Vec<&Timeline> = report
@@ -135,16 +238,15 @@ fn write_cc_outputs(cfg: &Config, report: &Report) -> anyhow::Result<()> {
         .iter()
         .flat_map(|r| r.telemetry.iter().flatten())
         .collect();
-    if let Some(path) = &cfg.state_graph {
+    if let Some(path) = &outputs.state_graph {
         anyhow::ensure!(
             !timelines.is_empty(),
             "--state-graph: the server sent no telemetry"
         );
         let dot = StateMachine::infer(&timelines).to_dot(&title);
-        std::fs::write(path, dot)
-            .with_context(|| format!("--state-graph: writing {}", path.display()))?;
+        write_text(path, &dot).context("--state-graph")?;
     }
-    if let Some(path) = &cfg.plot {
+    if let Some(path) = &outputs.plot {
         let first = report.runs.first().and_then(|r| r.telemetry.as_ref());
         let lines: Vec<(String, &Timeline)> = first
             .into_iter()
@@ -153,8 +255,8 @@ fn write_cc_outputs(cfg: &Config, report: &Report) -> anyhow::Result<()> {
             .map(|(i, t)| (format!("{} {} connection {i}", t.transport, t.cc), t))
             .collect();
         anyhow::ensure!(!lines.is_empty(), "--plot: the server sent no telemetry");
-        let svg = crate::plot::cwnd_chart(&format!("cwnd over time: {title}"), &lines);
-        std::fs::write(path, svg).with_context(|| format!("--plot: writing {}", path.display()))?;
+        let svg = crate::export::svg::cwnd_chart(&format!("cwnd over time: {title}"), &lines);
+        write_text(path, &svg).context("--plot")?;
     }
     Ok(())
 }

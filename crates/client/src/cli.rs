@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use qbench_core::link::LinkSpec;
+use qbench_core::spec::{CompareSpec, CompeteSpec, RunSpec, SideOverrides};
 use qbench_core::{ByteSize, CcAlgo, Protocol, Workload};
+
+use crate::config::{LinkChoice, TargetArgs};
 use qbench_server::standalone::DEFAULT_CERT_OUT;
 use qbench_server::ServerOptions;
 use qbench_shaper::{BackendChoice, Offloads};
@@ -81,21 +84,7 @@ pub struct CompeteArgs {
 pub struct Flows(pub Vec<(Protocol, u32)>);
 
 fn parse_flows(s: &str) -> Result<Flows, String> {
-    s.split(',')
-        .map(|item| {
-            let (p, n) = item.split_once(':').unwrap_or((item, "1"));
-            let proto: Protocol = p.parse().map_err(|e| format!("{e}"))?;
-            let n: u32 = n
-                .trim()
-                .parse()
-                .map_err(|_| format!("`{n}` is not a flow count"))?;
-            if n == 0 || n > 64 {
-                return Err(format!("`{item}`: 1 to 64 flows per protocol"));
-            }
-            Ok((proto, n))
-        })
-        .collect::<Result<Vec<_>, String>>()
-        .map(Flows)
+    qbench_core::spec::parse_flows(s).map(Flows)
 }
 
 #[derive(Debug, Args)]
@@ -138,17 +127,6 @@ pub struct CompareArgs {
     pub b: SideB,
 }
 
-/// Options that differ between the two sides of a comparison.
-#[derive(Debug, Clone, Default)]
-pub struct SideOverrides {
-    pub cc: Option<CcAlgo>,
-    pub cwnd_cap: Option<u32>,
-    pub initial_cwnd: Option<u32>,
-    pub rwnd: Option<ByteSize>,
-    pub connections: Option<u32>,
-    pub streams: Option<u32>,
-}
-
 macro_rules! side_args {
     ($name:ident, $cc:literal, $cap:literal, $init:literal, $rwnd:literal, $conns:literal, $streams:literal) => {
         #[derive(Debug, Args)]
@@ -163,7 +141,7 @@ macro_rules! side_args {
             #[arg(long = $init, id = $init, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
             pub initial_cwnd: Option<u32>,
             /// --rwnd for this side
-            #[arg(long = $rwnd, id = $rwnd, value_name = "BYTES")]
+            #[arg(long = $rwnd, id = $rwnd, value_name = "BYTES", value_parser = parse_rwnd)]
             pub rwnd: Option<ByteSize>,
             /// --connections for this side
             #[arg(long = $conns, id = $conns, value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -307,7 +285,7 @@ pub struct RunArgs {
 
     /// Cap the client's receive window: QUIC stream and connection windows, HTTP/2 windows,
     /// TCP SO_RCVBUF and TCP_WINDOW_CLAMP (e.g. 64KiB)
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", value_parser = parse_rwnd)]
     pub rwnd: Option<ByteSize>,
 
     /// Interval at which the in-process server samples sender telemetry; 0 turns it off
@@ -352,4 +330,224 @@ pub struct RunArgs {
     /// Worker threads of the in-process server
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub server_threads: u32,
+}
+
+fn parse_rwnd(s: &str) -> Result<ByteSize, String> {
+    s.parse().map_err(|e| format!("{e}"))
+}
+
+/// Where a command writes what it measured; not part of what is measured.
+#[derive(Debug, Clone, Default)]
+pub struct Outputs {
+    /// `--json`: a file, or `-` for stdout.
+    pub json: Option<String>,
+    pub state_graph: Option<PathBuf>,
+    pub plot: Option<PathBuf>,
+}
+
+impl RunArgs {
+    /// What these flags measure.
+    pub fn spec(&self) -> RunSpec {
+        RunSpec {
+            proto: self.proto,
+            objects: Some(self.objects.clone().unwrap_or_default()),
+            streams: self.streams,
+            connections: self.connections,
+            runs: self.runs,
+            reuse: self.reuse,
+            resume: self.resume,
+            zero_rtt: self.zero_rtt,
+            verify: self.verify,
+            timeout: self.timeout,
+            cc: self.cc,
+            cwnd_cap: self.cwnd_cap,
+            initial_cwnd: self.initial_cwnd,
+            rwnd: self.rwnd,
+            sample_interval: self.sample_interval,
+            telemetry: !self.no_telemetry,
+            link: self.link.clone(),
+            client_threads: self.client_threads,
+            server_threads: self.server_threads,
+        }
+    }
+
+    pub fn target(&self) -> TargetArgs {
+        TargetArgs {
+            target: self.target.clone(),
+            urls: self.urls.clone(),
+            repeat: self.repeat,
+            connect_to: self.connect_to,
+            ca: self.ca.clone(),
+            insecure: self.insecure,
+        }
+    }
+
+    pub fn link_choice(&self) -> LinkChoice {
+        LinkChoice {
+            backend: self.backend,
+            offloads: self.offloads,
+        }
+    }
+
+    pub fn outputs(&self) -> Outputs {
+        Outputs {
+            json: self.json.clone(),
+            state_graph: self.state_graph.clone(),
+            plot: self.plot.clone(),
+        }
+    }
+}
+
+impl CompareArgs {
+    /// `None` when `--protos` does not name exactly two.
+    pub fn spec(&self) -> Option<CompareSpec> {
+        let base = self.run.spec();
+        let protos = match self.protos.as_slice() {
+            [] => (base.proto, base.proto),
+            [a, b] => (*a, *b),
+            _ => return None,
+        };
+        Some(CompareSpec {
+            base,
+            protos,
+            rounds: self.rounds,
+            a: SideOverrides::from(&self.a),
+            b: SideOverrides::from(&self.b),
+        })
+    }
+}
+
+impl CompeteArgs {
+    pub fn spec(&self) -> CompeteSpec {
+        CompeteSpec {
+            base: self.run.spec(),
+            flows: self.flows.0.clone(),
+        }
+    }
+}
+
+fn push(args: &mut Vec<String>, flag: &str, value: Option<String>) {
+    if let Some(v) = value {
+        args.push(format!("--{flag}"));
+        args.push(v);
+    }
+}
+
+/// The flags that set `s` where it differs from the defaults, for people to read and rerun.
+fn run_flags(s: &RunSpec, args: &mut Vec<String>) {
+    let d = RunSpec::default();
+    let differs = |a: String, b: String| (a != b).then_some(a);
+    let objects = s
+        .objects
+        .as_ref()
+        .filter(|w| Some(*w) != d.objects.as_ref());
+    push(args, "objects", objects.map(|w| w.to_string()));
+    push(args, "streams", s.streams.map(|v| v.to_string()));
+    push(
+        args,
+        "connections",
+        differs(s.connections.to_string(), d.connections.to_string()),
+    );
+    push(
+        args,
+        "runs",
+        differs(s.runs.to_string(), d.runs.to_string()),
+    );
+    push(
+        args,
+        "timeout",
+        differs(
+            humantime::format_duration(s.timeout).to_string(),
+            humantime::format_duration(d.timeout).to_string(),
+        ),
+    );
+    push(args, "cc", s.cc.map(|c| c.to_string()));
+    push(args, "cwnd-cap", s.cwnd_cap.map(|c| c.to_string()));
+    push(args, "initial-cwnd", s.initial_cwnd.map(|c| c.to_string()));
+    push(args, "rwnd", s.rwnd.map(|c| c.0.to_string()));
+    push(
+        args,
+        "sample-interval",
+        differs(
+            humantime::format_duration(s.sample_interval).to_string(),
+            humantime::format_duration(d.sample_interval).to_string(),
+        ),
+    );
+    push(args, "link", s.link.as_ref().map(|l| l.text.clone()));
+    push(
+        args,
+        "client-threads",
+        differs(s.client_threads.to_string(), d.client_threads.to_string()),
+    );
+    push(
+        args,
+        "server-threads",
+        differs(s.server_threads.to_string(), d.server_threads.to_string()),
+    );
+    for (flag, on) in [
+        ("reuse", s.reuse),
+        ("resume", s.resume),
+        ("0rtt", s.zero_rtt),
+        ("verify", s.verify),
+        ("no-telemetry", !s.telemetry),
+    ] {
+        if on {
+            args.push(format!("--{flag}"));
+        }
+    }
+}
+
+fn side_flags(side: &str, o: &SideOverrides, args: &mut Vec<String>) {
+    push(args, &format!("{side}.cc"), o.cc.map(|c| c.to_string()));
+    push(
+        args,
+        &format!("{side}.cwnd-cap"),
+        o.cwnd_cap.map(|c| c.to_string()),
+    );
+    push(
+        args,
+        &format!("{side}.initial-cwnd"),
+        o.initial_cwnd.map(|c| c.to_string()),
+    );
+    push(
+        args,
+        &format!("{side}.rwnd"),
+        o.rwnd.map(|c| c.0.to_string()),
+    );
+    push(
+        args,
+        &format!("{side}.connections"),
+        o.connections.map(|c| c.to_string()),
+    );
+    push(
+        args,
+        &format!("{side}.streams"),
+        o.streams.map(|c| c.to_string()),
+    );
+}
+
+/// `qbench compare ...` that runs `s`.
+pub fn compare_command(s: &CompareSpec) -> Vec<String> {
+    let mut args: Vec<String> = vec!["qbench".into(), "compare".into()];
+    push(
+        &mut args,
+        "protos",
+        Some(format!("{},{}", s.protos.0, s.protos.1)),
+    );
+    push(&mut args, "rounds", Some(s.rounds.to_string()));
+    push(&mut args, "proto", Some(s.base.proto.to_string()));
+    run_flags(&s.base, &mut args);
+    side_flags("a", &s.a, &mut args);
+    side_flags("b", &s.b, &mut args);
+    args
+}
+
+/// `qbench compete ...` that runs `s`.
+pub fn compete_command(s: &CompeteSpec) -> Vec<String> {
+    let mut args: Vec<String> = vec!["qbench".into(), "compete".into()];
+    let flows: Vec<String> = s.flows.iter().map(|(p, n)| format!("{p}:{n}")).collect();
+    push(&mut args, "flows", Some(flows.join(",")));
+    push(&mut args, "proto", Some(s.base.proto.to_string()));
+    run_flags(&s.base, &mut args);
+    args
 }

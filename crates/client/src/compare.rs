@@ -2,15 +2,16 @@
 
 use anyhow::Context;
 use qbench_core::compare::{CompareReport, Verdict};
+use qbench_core::spec::CompareSpec;
 use qbench_core::Stats;
 
 use crate::app::progress_bar;
-use crate::cli::{CompareArgs, RunArgs, SideOverrides};
+use crate::cli::{CompareArgs, Outputs};
 use crate::clock::Clock;
-use crate::config::Config;
+use crate::config::{Config, LinkChoice, TargetArgs};
+use crate::export::{write_json, Dest};
 use crate::prepare::Prepared;
 use crate::side::Side;
-use qbench_core::Protocol;
 
 /// The two validated configurations and how to call them.
 pub struct Plan {
@@ -18,72 +19,49 @@ pub struct Plan {
     pub b: Config,
     pub labels: (String, String),
     pub rounds: u32,
-    pub json: Option<String>,
-}
-
-fn side_args(base: &RunArgs, proto: Protocol, o: &SideOverrides) -> RunArgs {
-    let mut a = base.clone();
-    a.proto = proto;
-    // 0-RTT is QUIC's: a TCP side keeps TLS resumption (--resume) but sends no early data.
-    if proto != Protocol::H3 {
-        a.zero_rtt = false;
-    }
-    a.json = None;
-    a.cc = o.cc.or(a.cc);
-    a.cwnd_cap = o.cwnd_cap.or(a.cwnd_cap);
-    a.initial_cwnd = o.initial_cwnd.or(a.initial_cwnd);
-    a.rwnd = o.rwnd.or(a.rwnd);
-    a.connections = o.connections.unwrap_or(a.connections);
-    a.streams = o.streams.or(a.streams);
-    a
-}
-
-fn label(proto: Protocol, o: &SideOverrides) -> String {
-    let mut parts = vec![proto.as_str().to_string()];
-    if let Some(c) = o.cc {
-        parts.push(format!("cc={}", c.as_str()));
-    }
-    if let Some(c) = o.cwnd_cap {
-        parts.push(format!("cwnd-cap={c}"));
-    }
-    if let Some(c) = o.initial_cwnd {
-        parts.push(format!("initial-cwnd={c}"));
-    }
-    if let Some(r) = o.rwnd {
-        parts.push(format!("rwnd={r}"));
-    }
-    if let Some(c) = o.connections {
-        parts.push(format!("connections={c}"));
-    }
-    if let Some(s) = o.streams {
-        parts.push(format!("streams={s}"));
-    }
-    parts.join(" ")
+    pub outputs: Outputs,
 }
 
 impl Plan {
     pub fn from_args(args: CompareArgs) -> anyhow::Result<Plan> {
-        let base = args.run;
-        anyhow::ensure!(base.runs == 1, "--runs: a comparison repeats in --rounds");
-        anyhow::ensure!(!base.reuse, "--reuse: every round uses fresh connections");
+        let spec = args.spec().context("--protos: give exactly two, as A,B")?;
         anyhow::ensure!(
-            base.state_graph.is_none(),
+            args.run.state_graph.is_none(),
             "--state-graph: run the sides one at a time for their state machines"
         );
-        let (pa, pb) = match args.protos.as_slice() {
-            [] => (base.proto, base.proto),
-            [a, b] => (*a, *b),
-            _ => anyhow::bail!("--protos: give exactly two, as A,B"),
-        };
-        let (oa, ob) = (SideOverrides::from(&args.a), SideOverrides::from(&args.b));
-        let labels = (label(pa, &oa), label(pb, &ob));
+        Plan::new(
+            &spec,
+            &args.run.target(),
+            args.run.link_choice(),
+            args.run.outputs(),
+        )
+    }
+
+    /// Every check that concerns a comparison as a whole, for flags and scenario cells alike.
+    pub fn new(
+        spec: &CompareSpec,
+        target: &TargetArgs,
+        link: LinkChoice,
+        outputs: Outputs,
+    ) -> anyhow::Result<Plan> {
+        anyhow::ensure!(
+            spec.base.runs == 1,
+            "--runs: a comparison repeats in --rounds"
+        );
+        anyhow::ensure!(
+            !spec.base.reuse,
+            "--reuse: every round uses fresh connections"
+        );
+        anyhow::ensure!(spec.rounds >= 2, "--rounds: at least 2");
+        let labels = spec.labels();
         anyhow::ensure!(
             labels.0 != labels.1,
             "--protos: both sides are `{}`; compare two protocols or set a./b. options",
             labels.0
         );
-        let a = Config::from_args(side_args(&base, pa, &oa)).context("side A")?;
-        let b = Config::from_args(side_args(&base, pb, &ob)).context("side B")?;
+        let (sa, sb) = spec.sides();
+        let a = Config::new(sa, target, link).context("side A")?;
+        let b = Config::new(sb, target, link).context("side B")?;
         let route = |c: &Config| {
             c.link_options
                 .as_ref()
@@ -96,12 +74,15 @@ impl Plan {
                 "--a.cwnd-cap/--b.cwnd-cap: TCP windows are capped on the one route both sides share; compare TCP caps in separate runs"
             );
         }
+        if outputs.plot.is_some() {
+            crate::app::check_telemetry("--plot", &a)?;
+        }
         Ok(Plan {
             a,
             b,
             labels,
-            rounds: args.rounds,
-            json: base.json,
+            rounds: spec.rounds,
+            outputs,
         })
     }
 }
@@ -170,23 +151,8 @@ fn plot_both(path: &std::path::Path, r: &CompareReport) -> anyhow::Result<()> {
         "cwnd over time, first round: {} vs {}",
         r.label_a, r.label_b
     );
-    let svg = crate::plot::cwnd_chart(&title, &lines);
+    let svg = crate::export::svg::cwnd_chart(&title, &lines);
     std::fs::write(path, svg).with_context(|| format!("--plot: writing {}", path.display()))
-}
-
-fn write_json(path: &str, r: &CompareReport) -> anyhow::Result<()> {
-    let text = serde_json::to_vec_pretty(r)?;
-    if path == "-" {
-        use std::io::Write;
-        let mut o = std::io::stdout().lock();
-        o.write_all(&text)?;
-        writeln!(o)?;
-        return Ok(());
-    }
-    let p = std::path::Path::new(path);
-    let tmp = p.with_extension("json.tmp");
-    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, p).with_context(|| format!("renaming onto {path}"))
 }
 
 /// Runs the rounds; returns the first error when a side had incomplete runs.
@@ -196,10 +162,11 @@ pub async fn run(
     command: Vec<String>,
 ) -> anyhow::Result<(CompareReport, Option<String>)> {
     let clock = Clock::start();
+    let json = plan.outputs.json.as_deref().map(Dest::parse);
     let server = |i: usize| prepared.servers.get(i).and_then(Option::as_ref);
     prepared.prime_tcp_metrics(&[&plan.a, &plan.b]).await?;
-    let mut a = Side::new(&plan.a, server(0), prepared, command.clone(), clock).await?;
-    let mut b = Side::new(&plan.b, server(1), prepared, command, clock).await?;
+    let mut a = Side::open(&plan.a, server(0), prepared, command.clone(), clock).await?;
+    let mut b = Side::open(&plan.b, server(1), prepared, command, clock).await?;
     let bar = progress_bar((a.objects() + b.objects()) * u64::from(plan.rounds));
     let mut first = Vec::new();
     let rounds = plan.rounds as usize;
@@ -222,26 +189,21 @@ pub async fn run(
             b.run(round, &bar).await;
             a.run(round, &bar).await;
         }
-        if let Some(path) = plan.json.as_deref().filter(|p| *p != "-") {
-            write_json(path, &build(&a, &b, &first)?)?;
+        if let Some(Dest::File(path)) = &json {
+            write_json(&Dest::File(path.clone()), &build(&a, &b, &first)?)?;
         }
     }
     bar.finish_and_clear();
     a.finish().await;
     b.finish().await;
     let report = build(&a, &b, &first)?;
-    if let Some(path) = &plan.json {
-        write_json(path, &report)?;
+    if let Some(dest) = &json {
+        write_json(dest, &report)?;
     }
-    if let Some(path) = &plan.a.plot {
+    if let Some(path) = &plan.outputs.plot {
         plot_both(path, &report)?;
     }
-    let text = table(&report);
-    if plan.json.as_deref() == Some("-") {
-        eprint!("{text}");
-    } else {
-        print!("{text}");
-    }
+    crate::export::print_text(&table(&report), json.as_ref());
     let error = (!report.complete).then(|| {
         a.first_error()
             .map(|e| format!("A: {e}"))
@@ -258,7 +220,7 @@ pub fn run_blocking(
     command: Vec<String>,
 ) -> anyhow::Result<(CompareReport, Option<String>)> {
     let prepared = Prepared::new(&[&plan.a, &plan.b])?;
-    let rt = crate::app::runtime(plan.a.client_threads)?;
+    let rt = crate::app::runtime(plan.a.spec().client_threads)?;
     let outcome = rt.block_on(async {
         tokio::select! {
             r = run(plan, &prepared, command) => r,

@@ -1,18 +1,14 @@
-//! One validated configuration, built once from the flags and never re-validated.
-
-use std::path::PathBuf;
-use std::time::Duration;
+//! One validated configuration per side, built once from a typed `RunSpec` (whether it came
+//! from flags or from a scenario cell) and never re-validated. Split by concern: what is
+//! measured (`RunConfig`, which the report records), whom it is fetched from (the target in
+//! it), the in-process server's settings and the emulated link's.
 
 use http::Uri;
-use qbench_core::Workload;
-use serde::Serialize;
-
-use qbench_core::link::LinkSpec;
+use qbench_core::spec::{Origin, RunConfig, RunSpec, Target};
+use qbench_core::wire::bytes_path;
+use qbench_core::{CcAlgo, Protocol};
 use qbench_server::ServerOptions;
-use qbench_shaper::TopologyOptions;
-
-use crate::cli::RunArgs;
-use qbench_core::Protocol;
+use qbench_shaper::{BackendChoice, Offloads, TopologyOptions};
 
 #[derive(Debug, thiserror::Error)]
 #[error("{flag}: {message}")]
@@ -28,86 +24,41 @@ fn bad(flag: &'static str, message: impl Into<String>) -> ConfigError {
     }
 }
 
-/// Host and port of an HTTPS origin.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Origin {
-    pub host: String,
-    pub port: u16,
+/// Whom to fetch from, as given (`--target`, `--url`...), before validation.
+#[derive(Debug, Clone, Default)]
+pub struct TargetArgs {
+    pub target: Option<String>,
+    pub urls: Vec<String>,
+    pub repeat: u32,
+    pub connect_to: Option<std::net::SocketAddr>,
+    pub ca: Option<std::path::PathBuf>,
+    pub insecure: bool,
 }
 
-impl Origin {
-    /// `host:port` with IPv6 literals bracketed, as in a URI authority.
-    pub fn authority(&self) -> String {
-        if self.host.contains(':') {
-            format!("[{}]:{}", self.host, self.port)
-        } else {
-            format!("{}:{}", self.host, self.port)
+/// How to build the emulated link, when there is one.
+#[derive(Debug, Clone, Copy)]
+pub struct LinkChoice {
+    pub backend: BackendChoice,
+    pub offloads: Offloads,
+}
+
+impl Default for LinkChoice {
+    fn default() -> Self {
+        LinkChoice {
+            backend: BackendChoice::Auto,
+            offloads: Offloads::Default,
         }
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Target {
-    /// The matched server, started in this process on loopback.
-    InProcess,
-    /// A remote qbench-server: objects are `/bytes/{n}`.
-    Server { origin: Origin },
-    /// Arbitrary resources on any HTTPS server.
-    Urls {
-        origin: Origin,
-        urls: Vec<String>,
-        repeat: u32,
-    },
-}
-
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Config {
-    pub proto: Protocol,
-    pub target: Target,
-    /// `None` with `--url`.
-    pub objects: Option<Workload>,
-    pub total_objects: u64,
-    /// Concurrent requests per connection; `None` = all at once.
-    pub streams: Option<u32>,
-    pub connections: u32,
-    pub runs: u32,
-    pub reuse: bool,
-    pub resume: bool,
-    pub zero_rtt: bool,
-    pub insecure: bool,
-    pub verify: bool,
-    pub ca: Option<PathBuf>,
-    pub connect_to: Option<std::net::SocketAddr>,
-    #[serde(rename = "timeout_ms", serialize_with = "ser_ms")]
-    pub timeout: Duration,
-    pub json: Option<String>,
-    /// Sender congestion control of the in-process server; `None` for remote servers.
-    pub cc: Option<&'static str>,
-    pub cwnd_cap: Option<u32>,
-    pub initial_cwnd: Option<u32>,
-    pub rwnd: Option<u64>,
-    #[serde(rename = "sample_interval_us", serialize_with = "ser_us")]
-    pub sample_interval: Duration,
-    pub telemetry: bool,
-    pub state_graph: Option<PathBuf>,
-    pub plot: Option<PathBuf>,
-    #[serde(skip)]
+    /// What is measured and from whom; recorded in the report as it is.
+    pub run: RunConfig,
+    /// The in-process server's settings; `None` for remote targets.
     pub server: Option<ServerOptions>,
-    pub link: Option<LinkSpec>,
-    #[serde(skip)]
+    /// How the link is built, with `run.spec.link`.
     pub link_options: Option<TopologyOptions>,
-    pub dry_run: bool,
-    pub client_threads: u32,
-    pub server_threads: u32,
-}
-
-fn ser_us<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_u64(d.as_micros() as u64)
-}
-
-fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_u64(d.as_millis() as u64)
 }
 
 fn parse_origin(flag: &'static str, text: &str) -> Result<(Origin, Uri), ConfigError> {
@@ -130,208 +81,204 @@ fn parse_origin(flag: &'static str, text: &str) -> Result<(Origin, Uri), ConfigE
     ))
 }
 
-impl Config {
-    pub fn from_args(a: RunArgs) -> Result<Self, ConfigError> {
-        if a.timeout.is_zero() {
-            return Err(bad("--timeout", "must be greater than zero"));
+fn url_target(urls: &[String], repeat: u32) -> Result<Target, ConfigError> {
+    let mut origin: Option<Origin> = None;
+    for u in urls {
+        let (o, uri) = parse_origin("--url", u)?;
+        if uri.path_and_query().is_none() {
+            return Err(bad("--url", format!("`{u}` has no path")));
         }
-        if a.proto == Protocol::H1 && a.streams.is_some_and(|s| s > 1) {
-            return Err(bad(
-                "--streams",
-                "HTTP/1.1 carries one request at a time per connection; use --connections",
-            ));
-        }
-        if a.zero_rtt && a.proto != Protocol::H3 {
-            return Err(bad("--0rtt", "0-RTT is measured for h3 only"));
-        }
-        if a.reuse && (a.resume || a.zero_rtt) {
-            return Err(bad(
-                "--reuse",
-                "reused connections make no new handshakes, so --resume/--0rtt would do nothing",
-            ));
-        }
-        if a.connect_to.is_some() && a.target.is_none() && a.urls.is_empty() {
-            return Err(bad("--connect-to", "needs --target or --url"));
-        }
-        let (target, objects, total) = if !a.urls.is_empty() {
-            let mut origin = None;
-            for u in &a.urls {
-                let (o, uri) = parse_origin("--url", u)?;
-                if uri.path_and_query().is_none() {
-                    return Err(bad("--url", format!("`{u}` has no path")));
-                }
-                match &origin {
-                    None => origin = Some(o),
-                    Some(first) if *first != o => {
-                        return Err(bad(
-                            "--url",
-                            format!("all URLs must share one host and port; `{u}` differs"),
-                        ))
-                    }
-                    Some(_) => {}
-                }
+        match &origin {
+            Some(first) if *first != o => {
+                return Err(bad(
+                    "--url",
+                    format!("all URLs must share one host and port; `{u}` differs"),
+                ))
             }
-            let total = a.urls.len() as u64 * u64::from(a.repeat);
-            let target = Target::Urls {
-                origin: origin.expect("at least one URL"),
-                urls: a.urls.clone(),
-                repeat: a.repeat,
-            };
-            (target, None, total)
-        } else {
-            let w = a
-                .objects
-                .unwrap_or_else(|| "200x5KB".parse().expect("default workload parses"));
-            let target = match &a.target {
-                Some(t) => {
-                    let (origin, uri) = parse_origin("--target", t)?;
-                    if !matches!(uri.path(), "" | "/") {
-                        return Err(bad(
-                            "--target",
-                            "takes a server's origin only (https://HOST:PORT); use --url for paths",
-                        ));
-                    }
-                    Target::Server { origin }
-                }
-                None => Target::InProcess,
-            };
-            let total = w.total_objects();
-            (target, Some(w), total)
-        };
-        let in_process = matches!(target, Target::InProcess);
-        let is_urls = matches!(target, Target::Urls { .. });
+            Some(_) => {}
+            None => origin = Some(o),
+        }
+    }
+    let origin = origin.ok_or_else(|| bad("--url", "no URL given"))?;
+    Ok(Target::Urls {
+        origin,
+        urls: urls.to_vec(),
+        repeat,
+    })
+}
+
+fn target_of(t: &TargetArgs) -> Result<Target, ConfigError> {
+    if !t.urls.is_empty() {
+        return url_target(&t.urls, t.repeat);
+    }
+    match &t.target {
+        Some(text) => {
+            let (origin, uri) = parse_origin("--target", text)?;
+            if !matches!(uri.path(), "" | "/") {
+                return Err(bad(
+                    "--target",
+                    "takes a server's origin only (https://HOST:PORT); use --url for paths",
+                ));
+            }
+            Ok(Target::Server { origin })
+        }
+        None => {
+            if t.connect_to.is_some() {
+                return Err(bad("--connect-to", "needs --target or --url"));
+            }
+            Ok(Target::InProcess)
+        }
+    }
+}
+
+/// Checks that hold whatever the target.
+fn check_spec(s: &RunSpec) -> Result<(), ConfigError> {
+    if s.timeout.is_zero() {
+        return Err(bad("--timeout", "must be greater than zero"));
+    }
+    if s.proto == Protocol::H1 && s.streams.is_some_and(|n| n > 1) {
+        return Err(bad(
+            "--streams",
+            "HTTP/1.1 carries one request at a time per connection; use --connections",
+        ));
+    }
+    if s.zero_rtt && !s.proto.is_quic() {
+        return Err(bad("--0rtt", "0-RTT is measured for h3 only"));
+    }
+    if s.reuse && (s.resume || s.zero_rtt) {
+        return Err(bad(
+            "--reuse",
+            "reused connections make no new handshakes, so --resume/--0rtt would do nothing",
+        ));
+    }
+    if s.rwnd
+        .is_some_and(|r| r.0 < 1024 || r.0 > u64::from(u32::MAX))
+    {
+        return Err(bad("--rwnd", "must be between 1KiB and 4GiB"));
+    }
+    if s.proto != Protocol::H3 && s.link.is_none() {
         for (flag, given) in [
-            ("--cc", a.cc.is_some()),
-            ("--cwnd-cap", a.cwnd_cap.is_some()),
-            ("--initial-cwnd", a.initial_cwnd.is_some()),
+            ("--cwnd-cap", s.cwnd_cap.is_some()),
+            ("--initial-cwnd", s.initial_cwnd.is_some()),
         ] {
-            if given && !in_process {
+            if given {
                 return Err(bad(
                     flag,
-                    "applies to the in-process server; pass it to qbench-server",
+                    "a TCP sender is capped through route metrics, which the kernel does not keep on loopback: use --link, or h3",
                 ));
             }
         }
-        if a.link.is_some() && !in_process {
-            return Err(bad("--link", "runs the in-process server behind the link; it cannot be used with --target or --url"));
-        }
-        // Across a link, a TCP window cap is a route metric on the server's namespace.
-        let tcp_cap = (a.proto != Protocol::H3 && a.link.is_some())
-            .then_some(a.cwnd_cap)
-            .flatten();
-        if a.proto != Protocol::H3 && a.link.is_none() {
+    }
+    Ok(())
+}
+
+/// The matched server in this process, as the spec sets it up.
+fn server_options(s: &RunSpec) -> ServerOptions {
+    let mut o = ServerOptions::loopback();
+    o.protocols = vec![s.proto];
+    o.cc = s.cc.unwrap_or(CcAlgo::Cubic);
+    if s.proto.is_quic() {
+        o.cwnd_cap = s.cwnd_cap;
+        o.initial_cwnd = s.initial_cwnd;
+    }
+    if s.link.is_some() {
+        let addr = qbench_shaper::plan::SERVER_ADDR;
+        o.listen = format!("{addr}:0").parse().expect("valid literal address");
+        o.cert_names.push(addr.to_string());
+    }
+    o.sample_interval = s.sample_interval;
+    o
+}
+
+impl Config {
+    pub fn new(mut spec: RunSpec, t: &TargetArgs, link: LinkChoice) -> Result<Self, ConfigError> {
+        check_spec(&spec)?;
+        let target = target_of(t)?;
+        let in_process = target == Target::InProcess;
+        if !in_process {
             for (flag, given) in [
-                ("--cwnd-cap", a.cwnd_cap.is_some()),
-                ("--initial-cwnd", a.initial_cwnd.is_some()),
+                ("--cc", spec.cc.is_some()),
+                ("--cwnd-cap", spec.cwnd_cap.is_some()),
+                ("--initial-cwnd", spec.initial_cwnd.is_some()),
             ] {
                 if given {
                     return Err(bad(
                         flag,
-                        "a TCP sender is capped through route metrics, which the kernel does not keep on loopback: use --link, or h3",
+                        "applies to the in-process server; pass it to qbench-server",
                     ));
                 }
             }
-        }
-        if a.rwnd
-            .is_some_and(|r| r.0 < 1024 || r.0 > u64::from(u32::MAX))
-        {
-            return Err(bad("--rwnd", "must be between 1KiB and 4GiB"));
-        }
-        if (a.state_graph.is_some() || a.plot.is_some())
-            && (a.no_telemetry || a.sample_interval.is_zero() || is_urls)
-        {
-            let flag = if a.state_graph.is_some() {
-                "--state-graph"
-            } else {
-                "--plot"
-            };
-            return Err(bad(flag, "needs telemetry from a qbench server (not with --url, --no-telemetry or --sample-interval 0)"));
-        }
-        let server = in_process.then(|| {
-            let mut o = ServerOptions::loopback();
-            o.protocols = vec![a.proto];
-            if let Some(cc) = a.cc {
-                o.cc = cc;
+            if spec.link.is_some() {
+                return Err(bad("--link", "runs the in-process server behind the link; it cannot be used with --target or --url"));
             }
-            if a.proto == Protocol::H3 {
-                o.cwnd_cap = a.cwnd_cap;
-                o.initial_cwnd = a.initial_cwnd;
-            }
-            if a.link.is_some() {
-                let addr = qbench_shaper::plan::SERVER_ADDR;
-                o.listen = format!("{addr}:0").parse().expect("valid literal address");
-                o.cert_names.push(addr.to_string());
-            }
-            o.sample_interval = a.sample_interval;
-            o
-        });
-        if u64::from(a.connections) > total {
+        }
+        if matches!(target, Target::Urls { .. }) {
+            spec.objects = None;
+            spec.telemetry = false;
+        }
+        if in_process {
+            spec.cc = Some(spec.cc.unwrap_or(CcAlgo::Cubic));
+            spec.telemetry &= !spec.sample_interval.is_zero();
+        }
+        if spec.proto == Protocol::H1 {
+            spec.streams = Some(1);
+        }
+        spec.resume |= spec.zero_rtt;
+        let total_objects = match (&target, &spec.objects) {
+            (Target::Urls { urls, repeat, .. }, _) => urls.len() as u64 * u64::from(*repeat),
+            (_, Some(w)) => w.total_objects(),
+            (_, None) => 0,
+        };
+        if u64::from(spec.connections) > total_objects {
             return Err(bad(
                 "--connections",
                 format!(
-                    "{} connections for {total} objects would leave some idle",
-                    a.connections
+                    "{} connections for {total_objects} objects would leave some idle",
+                    spec.connections
                 ),
             ));
         }
+        // Across a link, a TCP window cap is a route metric on the server's namespace.
+        let tcp = !spec.proto.is_quic();
+        let link_options = spec.link.as_ref().map(|_| TopologyOptions {
+            backend: link.backend,
+            offloads: link.offloads,
+            tcp_cwnd_cap: spec.cwnd_cap.filter(|_| tcp),
+            tcp_initial_cwnd: spec.initial_cwnd.filter(|_| tcp),
+            id: None,
+        });
         Ok(Config {
-            proto: a.proto,
-            target,
-            objects,
-            total_objects: total,
-            streams: match a.proto {
-                Protocol::H1 => Some(1),
-                _ => a.streams,
+            server: in_process.then(|| server_options(&spec)),
+            link_options,
+            run: RunConfig {
+                spec,
+                target,
+                total_objects,
+                insecure: t.insecure,
+                ca: t.ca.clone(),
+                connect_to: t.connect_to,
             },
-            connections: a.connections,
-            runs: a.runs,
-            reuse: a.reuse,
-            resume: a.resume || a.zero_rtt,
-            zero_rtt: a.zero_rtt,
-            insecure: a.insecure,
-            verify: a.verify,
-            ca: a.ca,
-            connect_to: a.connect_to,
-            timeout: a.timeout,
-            json: a.json,
-            cc: server.as_ref().map(|o| o.cc.as_str()),
-            cwnd_cap: a.cwnd_cap,
-            initial_cwnd: a.initial_cwnd,
-            rwnd: a.rwnd.map(|r| r.0),
-            sample_interval: a.sample_interval,
-            telemetry: !(a.no_telemetry || is_urls || in_process && a.sample_interval.is_zero()),
-            state_graph: a.state_graph,
-            plot: a.plot,
-            server,
-            link_options: a.link.as_ref().map(|_| TopologyOptions {
-                backend: a.backend,
-                offloads: a.offloads,
-                tcp_cwnd_cap: tcp_cap,
-                tcp_initial_cwnd: (a.proto != Protocol::H3)
-                    .then_some(a.initial_cwnd)
-                    .flatten(),
-                id: None,
-            }),
-            link: a.link,
-            dry_run: a.dry_run,
-            client_threads: a.client_threads,
-            server_threads: a.server_threads,
         })
+    }
+
+    pub fn spec(&self) -> &RunSpec {
+        &self.run.spec
     }
 
     /// Request URIs in order, given the origin actually connected to.
     pub fn requests(&self, origin: &Origin) -> Vec<(Uri, Option<u64>)> {
         let base = format!("https://{}", origin.authority());
-        match (&self.target, &self.objects) {
+        match (&self.run.target, &self.run.spec.objects) {
             (Target::Urls { urls, repeat, .. }, _) => (0..*repeat)
                 .flat_map(|_| urls.iter())
-                .map(|u| (u.parse().expect("validated URL"), None))
+                .filter_map(|u| u.parse().ok())
+                .map(|uri| (uri, None))
                 .collect(),
             (_, Some(w)) => w
                 .sizes()
-                .map(|n| {
-                    let uri = format!("{base}/bytes/{n}").parse().expect("valid URI");
-                    (uri, Some(n))
+                .filter_map(|n| {
+                    let uri = format!("{base}{}", bytes_path(n)).parse().ok()?;
+                    Some((uri, Some(n)))
                 })
                 .collect(),
             (_, None) => Vec::new(),

@@ -5,10 +5,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use qbench_core::cost::{CostModel, Estimates, Measured, Side, Stack};
-use serde::Serialize;
-use serde_json::Value;
+use qbench_core::{Protocol, Report};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 use crate::cli::CostArgs;
+use crate::export::{print_text, write_json, Dest};
 
 #[derive(Serialize)]
 struct CostOutput<'a> {
@@ -24,18 +26,14 @@ pub fn cost(args: CostArgs) -> anyhow::Result<()> {
         .iter()
         .map(|p| measured(p, &model))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    print!("{}", table(&model, &measured));
-    if let Some(target) = &args.json {
+    let json = args.json.as_deref().map(Dest::parse);
+    print_text(&table(&model, &measured), json.as_ref());
+    if let Some(dest) = &json {
         let out = CostOutput {
             model: &model,
             measured: &measured,
         };
-        let text = serde_json::to_string_pretty(&out)?;
-        if target == "-" {
-            println!("{text}");
-        } else {
-            std::fs::write(target, text + "\n").with_context(|| format!("--json {target}"))?;
-        }
+        write_json(dest, &out).context("--json")?;
     }
     Ok(())
 }
@@ -73,46 +71,55 @@ fn read_one(dir: &Path) -> anyhow::Result<Option<(String, f64)>> {
     if !bench.is_file() || !estimates.is_file() {
         return Ok(None);
     }
-    let json = |p: &PathBuf| -> anyhow::Result<Value> {
-        let text =
-            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", p.display()))
-    };
-    let id = json(&bench)?["full_id"]
-        .as_str()
-        .map(str::to_string)
-        .with_context(|| format!("{}: no full_id", bench.display()))?;
-    let ns = json(&estimates)?["median"]["point_estimate"]
-        .as_f64()
-        .with_context(|| format!("{}: no median estimate", estimates.display()))?;
+    let id = read_json::<CriterionBenchmark>(&bench)?.full_id;
+    let ns = read_json::<CriterionEstimates>(&estimates)?
+        .median
+        .point_estimate;
     Ok(Some((id, ns)))
+}
+
+/// The parts of criterion's `benchmark.json` and `estimates.json` the model needs.
+#[derive(Deserialize)]
+struct CriterionBenchmark {
+    full_id: String,
+}
+
+#[derive(Deserialize)]
+struct CriterionEstimates {
+    median: CriterionEstimate,
+}
+
+#[derive(Deserialize)]
+struct CriterionEstimate {
+    point_estimate: f64,
+}
+
+fn read_json<T: DeserializeOwned>(p: &PathBuf) -> anyhow::Result<T> {
+    let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", p.display()))
 }
 
 fn measured(path: &Path, model: &CostModel) -> anyhow::Result<Measured> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {shown}"))?;
-    let report: Value =
-        serde_json::from_str(&text).with_context(|| format!("{shown}: not a qbench report"))?;
-    let stack = match report["config"]["proto"].as_str() {
-        Some("h3") => Stack::Quic,
-        Some("h2") => Stack::TcpTls,
-        other => bail!(
-            "{shown}: config.proto is {}; the model covers h2 and h3 bulk transfers",
-            other.unwrap_or("missing")
-        ),
+    let report: Report =
+        serde_json::from_str(&text).with_context(|| format!("{shown}: not a qbench run report"))?;
+    let stack = match report.config.spec.proto {
+        Protocol::H3 => Stack::Quic,
+        Protocol::H2 => Stack::TcpTls,
+        Protocol::H1 => {
+            bail!("{shown}: config.proto is h1; the model covers h2 and h3 bulk transfers")
+        }
     };
-    let secs = |v: &Value| v["user_s"].as_f64().unwrap_or(0.0) + v["sys_s"].as_f64().unwrap_or(0.0);
     let mut per_run = Vec::new();
-    for run in report["runs"].as_array().into_iter().flatten() {
-        let cpu = &run["cpu"];
-        if run["complete"] != Value::Bool(true) || cpu.is_null() {
+    for run in report.runs.iter().filter(|r| r.complete) {
+        let Some(cpu) = &run.cpu else {
             continue;
-        }
-        if cpu["server"].is_null() {
+        };
+        let Some(server) = cpu.server else {
             bail!("{shown}: the server ran elsewhere, so the report has only the client's CPU");
-        }
-        let bytes = run["payload_bytes"].as_u64().unwrap_or(0);
-        per_run.push((secs(&cpu["client"]) + secs(&cpu["server"]), bytes));
+        };
+        per_run.push((cpu.client.total_s() + server.total_s(), run.payload_bytes));
     }
     if per_run.is_empty() {
         bail!("{shown}: no complete run with CPU figures");

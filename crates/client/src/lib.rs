@@ -2,19 +2,17 @@
 
 pub mod app;
 pub mod cli;
-pub mod clock;
+mod clock;
 pub mod compare;
 pub mod compete;
 pub mod config;
 pub mod cost;
-pub mod env;
-pub mod output;
-pub mod plot;
-pub mod prepare;
-pub mod report;
-pub mod runner;
-pub mod side;
+mod env;
+pub mod export;
+mod prepare;
+mod runner;
+mod side;
 pub mod sweep;
-pub mod tls;
-pub mod transport;
-pub mod verify;
+mod tls;
+mod transport;
+mod verify;

@@ -7,10 +7,13 @@ use anyhow::Context;
 use qbench_server::InProcess;
 use qbench_shaper::Topology;
 
-use crate::config::{Config, Origin, Target};
+use qbench_core::spec::{Origin, RunConfig, Target};
+use qbench_core::ErrorKind;
+
+use crate::config::Config;
 use crate::tls::{client_config, Trust};
 use crate::transport::tcp::TlsTcp;
-use crate::transport::Endpoint;
+use crate::transport::{Endpoint, FetchError};
 
 /// Built before the client runtime: building it moves the calling thread into the client
 /// namespace (with `--link`), so the runtime's threads, created afterwards, live there too.
@@ -29,7 +32,7 @@ impl Prepared {
     pub fn new(cfgs: &[&Config]) -> anyhow::Result<Prepared> {
         let first = cfgs.first().context("nothing to run")?;
         let mut tcp_route_metrics = false;
-        let link = match (&first.link, &first.link_options) {
+        let link = match (&first.spec().link, &first.link_options) {
             (Some(spec), Some(opts)) => {
                 // TCP window settings are route metrics: whichever side asks for them.
                 let mut opts = opts.clone();
@@ -47,7 +50,7 @@ impl Prepared {
                 servers.push(None);
                 continue;
             };
-            let threads = cfg.server_threads as usize;
+            let threads = cfg.spec().server_threads as usize;
             let server = match &link {
                 Some(l) => {
                     let ns = l.names().server.clone();
@@ -86,14 +89,14 @@ impl Prepared {
             return Ok(());
         }
         for (cfg, server) in cfgs.iter().zip(&self.servers) {
-            let Some(server) = server.as_ref().filter(|_| !cfg.proto.is_quic()) else {
+            let Some(server) = server.as_ref().filter(|_| !cfg.spec().proto.is_quic()) else {
                 continue;
             };
             let trust = Trust::Pem {
                 origin: "in-process server".into(),
                 pem: server.cert_pem().to_string(),
             };
-            let alpn = cfg.proto.alpn();
+            let alpn = cfg.spec().proto.alpn();
             let tls = client_config(&trust, alpn, None, false)?;
             let endpoint = Endpoint {
                 addr: SocketAddr::new(
@@ -103,7 +106,7 @@ impl Prepared {
                     server.local_addr().port(),
                 ),
                 server_name: self.server_host.clone(),
-                timeout: cfg.timeout,
+                timeout: cfg.spec().timeout,
                 rwnd: None,
             };
             TlsTcp::new(endpoint, tls, None, alpn, false)
@@ -123,20 +126,21 @@ pub struct Peer {
     pub description: String,
 }
 
-async fn resolve(origin: &Origin) -> anyhow::Result<SocketAddr> {
+async fn resolve(origin: &Origin) -> Result<SocketAddr, FetchError> {
+    let unreachable = |what: String| FetchError::new(ErrorKind::Unreachable, what);
     let mut addrs = tokio::net::lookup_host((origin.host.as_str(), origin.port))
         .await
-        .with_context(|| format!("unreachable: cannot resolve {}", origin.host))?;
+        .map_err(|e| unreachable(format!("cannot resolve {}: {e}", origin.host)))?;
     addrs
         .next()
-        .with_context(|| format!("unreachable: {} has no address", origin.host))
+        .ok_or_else(|| unreachable(format!("{} has no address", origin.host)))
 }
 
-fn trust_from(cfg: &Config) -> anyhow::Result<Trust> {
-    if cfg.insecure {
+fn trust_from(run: &RunConfig) -> anyhow::Result<Trust> {
+    if run.insecure {
         return Ok(Trust::Insecure);
     }
-    match &cfg.ca {
+    match &run.ca {
         Some(path) => Ok(Trust::Pem {
             origin: path.display().to_string(),
             pem: std::fs::read_to_string(path)
@@ -146,12 +150,16 @@ fn trust_from(cfg: &Config) -> anyhow::Result<Trust> {
     }
 }
 
+/// Whom to connect to and what to trust. The outer error is bad input (an unreadable
+/// `--ca`); the inner one a network failure before any connection (a name that does not
+/// resolve), which a report records.
 pub async fn peer(
     cfg: &Config,
     server: Option<&InProcess>,
     prepared: &Prepared,
-) -> anyhow::Result<Peer> {
-    let (origin, trust, description) = match (&cfg.target, server) {
+) -> anyhow::Result<Result<Peer, FetchError>> {
+    let run = &cfg.run;
+    let (origin, trust, description) = match (&run.target, server) {
         (Target::InProcess, Some(server)) => {
             let origin = Origin {
                 host: prepared.server_host.clone(),
@@ -161,7 +169,7 @@ pub async fn peer(
                 origin: "in-process server".into(),
                 pem: server.cert_pem().to_string(),
             };
-            let what = match &cfg.link {
+            let what = match &run.spec.link {
                 Some(l) => format!("in-process qbench-server behind link {}", l.text),
                 None => "in-process qbench-server".to_string(),
             };
@@ -169,23 +177,29 @@ pub async fn peer(
         }
         (Target::InProcess, None) => anyhow::bail!("the in-process server was not started"),
         (Target::Server { origin }, _) => {
-            (origin.clone(), trust_from(cfg)?, "qbench-server".into())
+            (origin.clone(), trust_from(run)?, "qbench-server".into())
         }
-        (Target::Urls { origin, .. }, _) => (origin.clone(), trust_from(cfg)?, "URLs".into()),
+        (Target::Urls { origin, .. }, _) => (origin.clone(), trust_from(run)?, "URLs".into()),
     };
-    let addr = match cfg.connect_to {
+    let addr = match run.connect_to {
         Some(a) if server.is_none() => a,
-        _ => resolve(&origin).await?,
+        _ => match resolve(&origin).await {
+            Ok(a) => a,
+            Err(e) => return Ok(Err(e)),
+        },
     };
-    Ok(Peer {
+    Ok(Ok(Peer {
         endpoint: Endpoint {
             addr,
             server_name: origin.host.clone(),
-            timeout: cfg.timeout,
-            rwnd: cfg.rwnd.map(|r| r as u32),
+            timeout: run.spec.timeout,
+            rwnd: run
+                .spec
+                .rwnd
+                .map(|r| u32::try_from(r.0).unwrap_or(u32::MAX)),
         },
         origin,
         trust,
         description,
-    })
+    }))
 }

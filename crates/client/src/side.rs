@@ -10,7 +10,7 @@ use qbench_shaper::Topology;
 
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::prepare::{peer, Peer, Prepared};
+use crate::prepare::{Peer, Prepared};
 use crate::runner::{Plan, Runner};
 use crate::tls::{client_config, ticket_store};
 use crate::transport::h1::H1;
@@ -21,7 +21,6 @@ use crate::transport::{ObjectReq, Transport};
 use qbench_core::Protocol;
 
 pub struct Side<'a> {
-    pub cfg: &'a Config,
     pub peer: Peer,
     runner: Runner,
     server: Option<&'a InProcess>,
@@ -30,16 +29,30 @@ pub struct Side<'a> {
     pub runs: Vec<RunReport>,
 }
 
+/// What a report says about how it was produced, fixed before the first run.
+pub fn report_meta(cfg: &Config, command: Vec<String>) -> ReportMeta {
+    ReportMeta {
+        tool: ToolInfo {
+            name: "qbench".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        started_at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+        command,
+        config: cfg.run.clone(),
+        environment: crate::env::collect(),
+    }
+}
+
 impl<'a> Side<'a> {
-    pub async fn new(
+    pub fn new(
         cfg: &'a Config,
         server: Option<&'a InProcess>,
         prepared: &'a Prepared,
-        command: Vec<String>,
+        peer: Peer,
+        meta: ReportMeta,
         clock: Clock,
     ) -> anyhow::Result<Side<'a>> {
-        let started_at = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
-        let peer = peer(cfg, server, prepared).await?;
+        let spec = cfg.spec();
         let requests = cfg
             .requests(&peer.origin)
             .into_iter()
@@ -47,16 +60,16 @@ impl<'a> Side<'a> {
                 Arc::new(ObjectReq {
                     uri,
                     expected_len,
-                    verify: cfg.verify,
+                    verify: spec.verify,
                 })
             })
             .collect();
         let plan = Plan {
             requests,
-            connections: cfg.connections as usize,
-            streams: cfg.streams.map(|s| s as usize),
-            reuse: cfg.reuse,
-            telemetry_uri: cfg.telemetry.then(|| {
+            connections: spec.connections as usize,
+            streams: spec.streams.map(|s| s as usize),
+            reuse: spec.reuse,
+            telemetry_uri: spec.telemetry.then(|| {
                 format!(
                     "https://{}{}",
                     peer.origin.authority(),
@@ -66,11 +79,11 @@ impl<'a> Side<'a> {
                 .expect("valid URI")
             }),
         };
-        let tickets = cfg.resume.then(ticket_store);
-        let alpn = cfg.proto.alpn();
-        let tls = client_config(&peer.trust, alpn, tickets.clone(), cfg.zero_rtt)?;
+        let tickets = spec.resume.then(ticket_store);
+        let alpn = spec.proto.alpn();
+        let tls = client_config(&peer.trust, alpn, tickets.clone(), spec.zero_rtt)?;
         let ep = peer.endpoint.clone();
-        let transport: Box<dyn Transport> = match cfg.proto {
+        let transport: Box<dyn Transport> = match spec.proto {
             Protocol::H1 => Box::new(H1 {
                 tcp: TlsTcp::new(ep, tls, tickets, alpn, false),
                 clock,
@@ -80,28 +93,40 @@ impl<'a> Side<'a> {
                 clock,
             }),
             Protocol::H3 => Box::new(
-                H3::new(ep, tls, tickets, cfg.zero_rtt, clock)
+                H3::new(ep, tls, tickets, spec.zero_rtt, clock)
                     .map_err(|e| anyhow::anyhow!("{}: {}", e.kind, e.message))?,
             ),
         };
         Ok(Side {
-            cfg,
             peer,
             runner: Runner::new(transport, plan, clock),
             server,
             link: prepared.link.as_ref(),
-            meta: ReportMeta {
-                tool: ToolInfo {
-                    name: "qbench".into(),
-                    version: env!("CARGO_PKG_VERSION").into(),
-                },
-                started_at,
-                command,
-                config: serde_json::to_value(cfg)?,
-                environment: crate::env::collect(),
-            },
+            meta,
             runs: Vec::new(),
         })
+    }
+
+    /// Resolves the peer and builds the side; failing before a connection is an error here
+    /// (comparisons and competitions run against in-process servers).
+    pub async fn open(
+        cfg: &'a Config,
+        server: Option<&'a InProcess>,
+        prepared: &'a Prepared,
+        command: Vec<String>,
+        clock: Clock,
+    ) -> anyhow::Result<Side<'a>> {
+        let peer = crate::prepare::peer(cfg, server, prepared)
+            .await?
+            .map_err(|e| anyhow::anyhow!("{}: {}", e.kind, e.message))?;
+        Side::new(
+            cfg,
+            server,
+            prepared,
+            peer,
+            report_meta(cfg, command),
+            clock,
+        )
     }
 
     /// Objects per run.

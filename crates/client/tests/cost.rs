@@ -109,11 +109,15 @@ fn bad_input_is_named_on_one_line() {
     );
 
     let h1 = dir.path().join("h1.json");
-    std::fs::write(
-        &h1,
-        json!({"config": {"proto": "h1"}, "runs": []}).to_string(),
-    )
-    .unwrap();
+    let run = common::qbench_plain(&[
+        "--proto",
+        "h1",
+        "--objects",
+        "1x1KB",
+        "--json",
+        h1.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
     let (code, _, err) = cost(&["--criterion", crit_s, h1.to_str().unwrap()]);
     assert_eq!(code, Some(1));
     assert!(err.contains("config.proto is h1"), "{err}");

@@ -3,7 +3,9 @@
 
 use std::path::Path;
 
-use qbench_core::scenario::Scenario;
+use clap::Parser;
+use qbench::cli::{compare_command, compete_command, Cli, Command};
+use qbench_core::scenario::{CellSpec, Scenario};
 
 mod common;
 
@@ -40,6 +42,19 @@ fn shipped_scenarios_expand_into_valid_comparisons() {
         for cell in s.cells().unwrap() {
             qbench::sweep::plan_for(&cell)
                 .unwrap_or_else(|e| panic!("{}: {:?}: {e:#}", path.display(), cell.params));
+            // The command line shown for a cell sets exactly its spec, and the hash is the
+            // spec's: flags are a way to write it, not part of it.
+            let (argv, spec) = match &cell.spec {
+                CellSpec::Compare(s) => (compare_command(s), CellSpec::Compare(s.clone())),
+                CellSpec::Compete(s) => (compete_command(s), CellSpec::Compete(s.clone())),
+            };
+            let parsed = match Cli::try_parse_from(&argv).unwrap().command {
+                Some(Command::Compare(c)) => CellSpec::Compare(c.spec().unwrap()),
+                Some(Command::Compete(c)) => CellSpec::Compete(c.spec()),
+                _ => panic!("{argv:?}"),
+            };
+            assert_eq!(parsed, spec, "{argv:?}");
+            assert_eq!(parsed.hash(), cell.hash);
         }
         n += 1;
     }
@@ -124,7 +139,10 @@ fn bad_scenarios_are_refused_before_running() {
             "name = \"x\"\n[base]\nprotos = \"h2,h3\"\nbandwith = 1\n",
             "line 4",
         ),
-        ("name = \"x\"\n[base]\nprotos = \"h2,h4\"\n", "--protos"),
+        (
+            "name = \"x\"\n[base]\nprotos = \"h2,h4\"\n",
+            "protos: `h4` is not h1, h2 or h3",
+        ),
         (
             "name = \"x\"\n[base]\nprotos = \"h2,h3\"\n[axes]\nrate = [\"fast\"]\n",
             "rate",
@@ -138,4 +156,40 @@ fn bad_scenarios_are_refused_before_running() {
         assert!(stderr.contains(needle), "{needle}: {stderr}");
         assert!(!out.exists(), "nothing ran");
     }
+}
+
+#[test]
+fn results_of_an_earlier_format_are_refused_not_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tiny.toml");
+    std::fs::write(
+        &file,
+        "# tiny\nname = \"tiny\"\n[base]\nprotos = \"h2,h3\"\nrounds = 2\nobjects = \"1x1KB\"\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let old = out.join("cell-0123456789abcdef.json");
+    let v1 = r#"{"schema":"qbench.sweep-cell","scenario":"tiny","cell":{"params":{},"command":"compare","args":["--protos","h2,h3"],"hash":"0123456789abcdef"},"report":{"complete":true}}"#;
+    std::fs::write(&old, v1).unwrap();
+    let (ok, _, stderr) = sweep(&file, &out);
+    assert!(!ok);
+    let last = stderr.trim_end().lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("error: --out: ")
+            && last.contains("sweep-cell version 1")
+            && last.contains("new --out directory"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&old).unwrap(), v1, "left as it was");
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1, "nothing ran");
+    let page = dir.path().join("r.html");
+    let c = common::qbench_plain(&[
+        "report",
+        out.to_str().unwrap(),
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(c.code, Some(1));
+    assert!(c.stderr.contains("sweep-cell version 1"), "{}", c.stderr);
 }

@@ -11,8 +11,8 @@ use serde_json::Value;
 struct Netns(String);
 
 impl Netns {
-    fn new() -> Self {
-        let name = format!("qb-test-unreach-{}", std::process::id());
+    fn new(tag: &str) -> Self {
+        let name = format!("qb-test-unreach-{}-{tag}", std::process::id());
         let ok = Command::new("ip")
             .args(["netns", "add", &name])
             .status()
@@ -46,10 +46,14 @@ impl Drop for Netns {
     }
 }
 
+fn last_line(stderr: &str) -> &str {
+    stderr.trim_end().lines().last().unwrap_or_default()
+}
+
 #[test]
 fn no_route_is_unreachable() {
-    let ns = Netns::new();
-    for proto in ["h2", "h1"] {
+    let ns = Netns::new("route");
+    for proto in ["h3", "h2", "h1"] {
         let (code, stderr, json) = ns.qbench(&[
             "--proto",
             proto,
@@ -60,19 +64,39 @@ fn no_route_is_unreachable() {
         assert_eq!(code, Some(1), "{stderr}");
         let j = json.expect("partial report written");
         assert_eq!(j["complete"], false);
-        assert_eq!(j["summary"]["errors"]["unreachable"], 1, "{stderr}");
+        assert_eq!(
+            j["summary"]["errors"]["unreachable"], 1,
+            "{proto}: {stderr}"
+        );
+        assert_eq!(j["runs"][0]["objects"]["not_started"], 200);
+        let last = last_line(&stderr);
         assert!(
-            stderr.trim_end().ends_with(")") || stderr.contains("unreachable"),
-            "{stderr}"
+            last.starts_with("error: run 0: unreachable: ") && last.contains("198.18.0.1"),
+            "{proto}: {stderr}"
         );
     }
-    // Name resolution cannot reach any resolver from here either.
+}
+
+#[test]
+fn a_name_that_does_not_resolve_still_gets_a_report() {
+    // No resolver can be reached from inside the namespace.
+    let ns = Netns::new("name");
     let (code, stderr, json) = ns.qbench(&["--target", "https://qbench.invalid:4433"]);
-    assert_eq!(code, Some(1));
-    assert!(json.is_none(), "no run started");
-    let last = stderr.trim_end().lines().last().unwrap_or_default();
+    assert_eq!(code, Some(1), "{stderr}");
     assert!(
-        last.starts_with("error: unreachable: cannot resolve qbench.invalid"),
+        last_line(&stderr).starts_with("error: unreachable: cannot resolve qbench.invalid"),
         "{stderr}"
     );
+    let j = json.expect("a report, though no connection was tried");
+    assert_eq!(j["schema"], "qbench.run-report");
+    assert_eq!(j["complete"], false);
+    assert_eq!(j["summary"]["errors"]["unreachable"], 1);
+    assert_eq!(j["summary"]["errors"].as_object().unwrap().len(), 1);
+    assert_eq!(j["runs"][0]["objects"]["not_started"], 200);
+    assert_eq!(j["runs"][0]["connections"].as_array().unwrap().len(), 0);
+    assert!(j["aborted"]
+        .as_str()
+        .unwrap()
+        .starts_with("unreachable: cannot resolve qbench.invalid"));
+    assert_eq!(j["config"]["target"]["origin"]["host"], "qbench.invalid");
 }

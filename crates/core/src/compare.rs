@@ -7,7 +7,8 @@ use crate::report::{Report, RunReport};
 use crate::stats::{welch, Stats, Welch};
 
 pub const SCHEMA: &str = "qbench.compare-report";
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: both sides' run reports are schema 2.
+pub const SCHEMA_VERSION: u32 = 2;
 /// Significance level of the verdict.
 pub const ALPHA: f64 = 0.01;
 

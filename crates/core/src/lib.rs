@@ -3,7 +3,9 @@
 //! Nothing here touches sockets, spawns processes or reads a clock: time is passed in.
 
 pub mod ccstate;
+pub mod cell;
 pub mod compare;
+pub mod compete;
 pub mod cost;
 pub mod errors;
 pub mod histogram;
@@ -11,6 +13,7 @@ pub mod link;
 pub mod recorder;
 pub mod report;
 pub mod scenario;
+pub mod spec;
 pub mod stats;
 pub mod telemetry;
 pub mod units;

@@ -128,7 +128,7 @@ pub struct LinkSpec {
     pub text: String,
 }
 
-fn parse_duration(field: &str, v: &str) -> Result<Duration, LinkError> {
+pub(crate) fn parse_duration(field: &str, v: &str) -> Result<Duration, LinkError> {
     let v = v.trim();
     let (num, mult) = if let Some(n) = v.strip_suffix("us") {
         (n, 1e-6)
@@ -145,7 +145,8 @@ fn parse_duration(field: &str, v: &str) -> Result<Duration, LinkError> {
     if !(x.is_finite() && x >= 0.0) {
         return Err(field_err(field, format!("`{v}` must be zero or more")));
     }
-    Ok(Duration::from_secs_f64(x * mult))
+    Duration::try_from_secs_f64(x * mult)
+        .map_err(|_| field_err(field, format!("`{v}` is too long")))
 }
 
 fn parse_rate(field: &str, v: &str) -> Result<Rate, LinkError> {

@@ -9,11 +9,14 @@ use crate::ccstate::StateMachine;
 use crate::errors::ErrorCounts;
 use crate::histogram::{HistogramError, HistogramExport, LatencyHistogram};
 use crate::recorder::ConnectionRecord;
+use crate::spec::RunConfig;
 use crate::stats::Stats;
 use crate::telemetry::Timeline;
 
 pub const SCHEMA: &str = "qbench.run-report";
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: `config` is the measurement configuration alone (no output paths: `json`, `plot`,
+/// `state_graph` and `dry_run` left it), and a run that fails before connecting has a report.
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct CpuTimes {
@@ -171,7 +174,7 @@ pub struct Report {
     pub started_at: String,
     pub command: Vec<String>,
     /// The validated configuration the run used.
-    pub config: serde_json::Value,
+    pub config: RunConfig,
     pub environment: Environment,
     /// True when every run fetched every object without error.
     pub complete: bool,
@@ -189,7 +192,7 @@ pub struct ReportMeta {
     pub tool: ToolInfo,
     pub started_at: String,
     pub command: Vec<String>,
-    pub config: serde_json::Value,
+    pub config: RunConfig,
     pub environment: Environment,
 }
 

@@ -71,6 +71,18 @@ impl Workload {
     }
 }
 
+/// `200x5KB`: the page of small objects the IMC'17 paper starts from.
+impl Default for Workload {
+    fn default() -> Self {
+        Workload {
+            groups: vec![ObjectGroup {
+                count: 200,
+                size: ByteSize(5000),
+            }],
+        }
+    }
+}
+
 fn parse_group(item: &str) -> Result<ObjectGroup, WorkloadError> {
     if item.is_empty() {
         return Err(WorkloadError::EmptyItem);

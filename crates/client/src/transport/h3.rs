@@ -57,6 +57,14 @@ fn udp_socket(peer: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
     Ok(s.into())
 }
 
+fn route_to(peer: SocketAddr) -> std::io::Result<()> {
+    let local: SocketAddr = match peer {
+        SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    std::net::UdpSocket::bind(local)?.connect(peer)
+}
+
 impl H3 {
     /// Needs a tokio runtime context.
     pub(crate) fn new(
@@ -94,6 +102,10 @@ impl H3 {
         &self,
     ) -> Result<(quinn::Connection, Option<quinn::ZeroRttAccepted>), FetchError> {
         let t = &self.target;
+        // quinn drops a datagram the kernel cannot route and waits for the idle timeout; a
+        // connected UDP socket asks for the route without sending anything.
+        route_to(t.addr)
+            .map_err(|e| FetchError::from_err(&format!("QUIC connect to {}", t.addr), &e))?;
         let connecting = self.endpoint.connect(t.addr, &t.server_name).map_err(|e| {
             FetchError::new(
                 ErrorKind::Unreachable,

@@ -1,60 +1,6 @@
-//! Exporters: the JSON report (rewritten after every run so partial results survive a crash)
-//! and the human summary.
+//! The readable summary of a run report.
 
-use std::io::Write;
-use std::path::Path;
-
-use anyhow::Context;
 use qbench_core::{HistogramExport, Rate, Report, Stats};
-
-/// Where `--json` goes. A file is replaced atomically (temp file + rename) after every run;
-/// stdout is written once, at the end.
-pub struct JsonSink {
-    target: Option<String>,
-}
-
-impl JsonSink {
-    pub fn new(target: Option<String>) -> Self {
-        JsonSink { target }
-    }
-
-    pub fn is_stdout(&self) -> bool {
-        self.target.as_deref() == Some("-")
-    }
-
-    pub fn write_partial(&self, report: &Report) -> anyhow::Result<()> {
-        match self.target.as_deref() {
-            Some(path) if path != "-" => write_file(Path::new(path), report),
-            _ => Ok(()),
-        }
-    }
-
-    pub fn write_final(&self, report: &Report) -> anyhow::Result<()> {
-        match self.target.as_deref() {
-            None => Ok(()),
-            Some("-") => {
-                let mut out = std::io::stdout().lock();
-                serde_json::to_writer_pretty(&mut out, report)?;
-                writeln!(out)?;
-                Ok(())
-            }
-            Some(path) => write_file(Path::new(path), report),
-        }
-    }
-}
-
-fn write_file(path: &Path, report: &Report) -> anyhow::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path.file_name().context("--json names no file")?;
-    let tmp = dir.join(format!(".{}.tmp", name.to_string_lossy()));
-    let text = serde_json::to_vec_pretty(report)?;
-    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming onto {}", path.display()))?;
-    Ok(())
-}
 
 fn dur_us(us: f64) -> String {
     if us >= 1e6 {
@@ -140,7 +86,7 @@ pub fn summary(report: &Report, headline: &str) -> String {
         );
     }
     line("errors", s.errors.to_string());
-    if report.config.get("insecure") == Some(&serde_json::Value::Bool(true)) {
+    if report.config.insecure {
         line(
             "WARNING",
             "--insecure: the server certificate was NOT verified".into(),

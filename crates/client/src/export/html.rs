@@ -13,11 +13,15 @@ use qbench_core::ccstate::StateMachine;
 use qbench_core::telemetry::Timeline;
 
 use crate::cli::ReportArgs;
-use crate::plot::{cwnd_chart, line_chart, Series};
+use crate::export::svg::{cwnd_chart, line_chart, Series};
 use qbench_core::compare::CompareReport;
 use qbench_core::scenario::Cell;
 
-use crate::sweep::CellFile;
+use qbench_core::cell::{CellFile, CellReport};
+use qbench_core::scenario::CellSpec;
+
+use crate::cli::{compare_command, compete_command};
+use crate::export::write_text;
 
 /// A comparison cell of a sweep.
 struct Cmp {
@@ -41,8 +45,8 @@ fn quic_gain(f: &Cmp) -> Option<f64> {
         return None;
     }
     let (a_quic, b_quic) = (
-        f.report.label_a.starts_with("h3"),
-        f.report.label_b.starts_with("h3"),
+        f.report.a.config.spec.proto.is_quic(),
+        f.report.b.config.spec.proto.is_quic(),
     );
     Some(if a_quic && !b_quic { -d } else { d })
 }
@@ -258,7 +262,7 @@ fn cell_details(i: usize, c: &Cmp) -> anyhow::Result<String> {
         .collect();
     for (label, m) in &machines {
         if let Some(m) = m {
-            html.push_str(&crate::plot::state_graph(
+            html.push_str(&crate::export::svg::state_graph(
                 &format!("{label}: inferred states, cell {i}"),
                 m,
             ));
@@ -311,16 +315,16 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         if name.starts_with("cell-") && name.ends_with(".json") {
-            let f: CellFile = serde_json::from_slice(&std::fs::read(&path)?)
-                .with_context(|| format!("{} is not a sweep cell", path.display()))?;
+            let bytes =
+                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+            let f = CellFile::from_slice(&bytes).with_context(|| path.display().to_string())?;
             scenario.get_or_insert_with(|| f.scenario.clone());
-            match (f.comparison(), f.competition()) {
-                (Some(report), _) => cells.push(Cmp {
+            match f.report {
+                CellReport::Compare(report) => cells.push(Cmp {
                     cell: f.cell,
-                    report,
+                    report: *report,
                 }),
-                (None, Some(c)) => competitions.push((f.cell, c)),
-                _ => anyhow::bail!("{}: neither a comparison nor a competition", path.display()),
+                CellReport::Compete(c) => competitions.push((f.cell, *c)),
             }
         }
     }
@@ -375,7 +379,7 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
         };
         let svg = heatmap(&title, &x, if y.is_empty() { &x } else { &y }, members);
         let file = out_dir.join(format!("heatmap-{i}.svg"));
-        std::fs::write(&file, &svg).with_context(|| format!("writing {}", file.display()))?;
+        write_text(&file, &svg)?;
         html.push_str(&svg);
     }
     let _ = writeln!(html, "<h2>Cells</h2><table><tr><th>cell</th><th>A</th><th>B</th><th>mean PLT A (ms)</th><th>mean PLT B (ms)</th><th>diff (B faster +)</th><th>p</th><th>verdict</th></tr>");
@@ -437,15 +441,19 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
         "<h2>Environment</h2><pre>{}</pre><h2>Commands</h2><ul>",
         esc(&env)
     );
-    for c in &cells {
-        let _ = writeln!(
-            html,
-            "<li><code>qbench compare {}</code></li>",
-            esc(&c.cell.args.join(" "))
-        );
+    let specs = cells
+        .iter()
+        .map(|c| &c.cell.spec)
+        .chain(competitions.iter().map(|(c, _)| &c.spec));
+    for spec in specs {
+        let command = match spec {
+            CellSpec::Compare(s) => compare_command(s),
+            CellSpec::Compete(s) => compete_command(s),
+        };
+        let _ = writeln!(html, "<li><code>{}</code></li>", esc(&command.join(" ")));
     }
     html.push_str("</ul></body></html>\n");
-    std::fs::write(&args.html, html).with_context(|| format!("writing {}", args.html.display()))?;
+    write_text(&args.html, &html)?;
     println!(
         "wrote {} ({} cells, {} heatmap(s), latency CDFs, cwnd timelines and state shares per cell)",
         args.html.display(),

@@ -1,0 +1,114 @@
+//! The file `qbench sweep` writes per cell: which cell it was and what it measured.
+
+use serde::{Deserialize, Serialize};
+
+use crate::compare::CompareReport;
+use crate::compete::CompeteReport;
+use crate::scenario::Cell;
+
+pub const SCHEMA: &str = "qbench.sweep-cell";
+/// 2: the cell is a typed spec hashed over its serialized form (version 1 held command-line
+/// arguments and hashed those); the report is tagged with its `kind`.
+pub const SCHEMA_VERSION: u32 = 2;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum CellReport {
+    Compare(Box<CompareReport>),
+    Compete(Box<CompeteReport>),
+}
+
+impl CellReport {
+    pub fn complete(&self) -> bool {
+        match self {
+            CellReport::Compare(r) => r.complete,
+            CellReport::Compete(r) => r.complete,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellFile {
+    pub schema: String,
+    pub schema_version: u32,
+    pub scenario: String,
+    pub cell: Cell,
+    pub report: CellReport,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CellFileError {
+    #[error("not a qbench sweep cell: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("schema is `{0}`, not {SCHEMA}")]
+    Schema(String),
+    #[error("written by an earlier qbench (sweep-cell version {0}, this one reads version {SCHEMA_VERSION}): run the sweep again into a new --out directory")]
+    Version(u32),
+}
+
+/// Only what every version of the file has.
+#[derive(Deserialize)]
+struct Header {
+    schema: String,
+    #[serde(default = "first_version")]
+    schema_version: u32,
+}
+
+fn first_version() -> u32 {
+    1
+}
+
+impl CellFile {
+    pub fn new(scenario: String, cell: Cell, report: CellReport) -> Self {
+        CellFile {
+            schema: SCHEMA.into(),
+            schema_version: SCHEMA_VERSION,
+            scenario,
+            cell,
+            report,
+        }
+    }
+
+    /// Reads a cell file, telling an earlier version apart from a damaged one.
+    pub fn from_slice(bytes: &[u8]) -> Result<Self, CellFileError> {
+        let h: Header = serde_json::from_slice(bytes)?;
+        if h.schema != SCHEMA {
+            return Err(CellFileError::Schema(h.schema));
+        }
+        if h.schema_version != SCHEMA_VERSION {
+            return Err(CellFileError::Version(h.schema_version));
+        }
+        Ok(serde_json::from_slice(bytes)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn earlier_versions_are_named_not_misread() {
+        let v1 = br#"{"schema":"qbench.sweep-cell","scenario":"x","cell":{"params":{},"command":"compare","args":[],"hash":"ab"},"report":{}}"#;
+        let err = CellFile::from_slice(v1).unwrap_err().to_string();
+        assert!(
+            err.contains("sweep-cell version 1") && err.contains("new --out"),
+            "{err}"
+        );
+        let other = br#"{"schema":"qbench.run-report","schema_version":2}"#;
+        assert!(matches!(
+            CellFile::from_slice(other),
+            Err(CellFileError::Schema(_))
+        ));
+        assert!(matches!(
+            CellFile::from_slice(b"{"),
+            Err(CellFileError::Json(_))
+        ));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn reading_never_panics(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+            let _ = CellFile::from_slice(&bytes);
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! What a run measures, as typed data: the command line, a scenario cell and a report's
+//! `config` all come down to these. Output paths are not part of them.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::link::LinkSpec;
+use crate::units::ByteSize;
+use crate::wire::{CcAlgo, Protocol};
+use crate::workload::Workload;
+
+/// Everything that decides one configuration's figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSpec {
+    pub proto: Protocol,
+    /// `None` with `--url`.
+    pub objects: Option<Workload>,
+    /// Concurrent requests per connection; `None` = all at once.
+    pub streams: Option<u32>,
+    pub connections: u32,
+    pub runs: u32,
+    pub reuse: bool,
+    pub resume: bool,
+    pub zero_rtt: bool,
+    pub verify: bool,
+    #[serde(rename = "timeout_ms", with = "ms")]
+    pub timeout: Duration,
+    /// Sender congestion control of the in-process server; `None` for remote servers.
+    pub cc: Option<CcAlgo>,
+    pub cwnd_cap: Option<u32>,
+    pub initial_cwnd: Option<u32>,
+    pub rwnd: Option<ByteSize>,
+    #[serde(rename = "sample_interval_us", with = "us")]
+    pub sample_interval: Duration,
+    pub telemetry: bool,
+    pub link: Option<LinkSpec>,
+    pub client_threads: u32,
+    pub server_threads: u32,
+}
+
+/// The defaults of `qbench` without flags.
+impl Default for RunSpec {
+    fn default() -> Self {
+        RunSpec {
+            proto: Protocol::H3,
+            objects: Some(Workload::default()),
+            streams: None,
+            connections: 1,
+            runs: 1,
+            reuse: false,
+            resume: false,
+            zero_rtt: false,
+            verify: false,
+            timeout: Duration::from_secs(10),
+            cc: None,
+            cwnd_cap: None,
+            initial_cwnd: None,
+            rwnd: None,
+            sample_interval: Duration::from_millis(10),
+            telemetry: true,
+            link: None,
+            client_threads: 1,
+            server_threads: 1,
+        }
+    }
+}
+
+/// What one side of a comparison sets differently from the other. Declared once: the CLI's
+/// `--a.X`/`--b.X` flags, scenario files and labels all go through it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SideOverrides {
+    pub cc: Option<CcAlgo>,
+    pub cwnd_cap: Option<u32>,
+    pub initial_cwnd: Option<u32>,
+    pub rwnd: Option<ByteSize>,
+    pub connections: Option<u32>,
+    pub streams: Option<u32>,
+}
+
+impl SideOverrides {
+    /// `base` with this side's protocol and overrides. 0-RTT is QUIC's: a TCP side keeps TLS
+    /// resumption but sends no early data.
+    pub fn apply(&self, base: &RunSpec, proto: Protocol) -> RunSpec {
+        let mut s = base.clone();
+        s.proto = proto;
+        s.zero_rtt &= proto.is_quic();
+        s.cc = self.cc.or(s.cc);
+        s.cwnd_cap = self.cwnd_cap.or(s.cwnd_cap);
+        s.initial_cwnd = self.initial_cwnd.or(s.initial_cwnd);
+        s.rwnd = self.rwnd.or(s.rwnd);
+        s.connections = self.connections.unwrap_or(s.connections);
+        s.streams = self.streams.or(s.streams);
+        s
+    }
+
+    /// `h3 cc=bbr cwnd-cap=430`: the protocol and what this side overrides.
+    pub fn label(&self, proto: Protocol) -> String {
+        let mut parts = vec![proto.to_string()];
+        let mut add = |name: &str, v: Option<String>| {
+            if let Some(v) = v {
+                parts.push(format!("{name}={v}"));
+            }
+        };
+        add("cc", self.cc.map(|c| c.to_string()));
+        add("cwnd-cap", self.cwnd_cap.map(|c| c.to_string()));
+        add("initial-cwnd", self.initial_cwnd.map(|c| c.to_string()));
+        add("rwnd", self.rwnd.map(|c| c.to_string()));
+        add("connections", self.connections.map(|c| c.to_string()));
+        add("streams", self.streams.map(|c| c.to_string()));
+        parts.join(" ")
+    }
+}
+
+/// `qbench compare`: two configurations, back to back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompareSpec {
+    pub base: RunSpec,
+    /// Protocols of sides A and B.
+    pub protos: (Protocol, Protocol),
+    pub rounds: u32,
+    pub a: SideOverrides,
+    pub b: SideOverrides,
+}
+
+impl CompareSpec {
+    pub fn sides(&self) -> (RunSpec, RunSpec) {
+        (
+            self.a.apply(&self.base, self.protos.0),
+            self.b.apply(&self.base, self.protos.1),
+        )
+    }
+
+    pub fn labels(&self) -> (String, String) {
+        (self.a.label(self.protos.0), self.b.label(self.protos.1))
+    }
+}
+
+/// `qbench compete`: flows of several protocols at once through one bottleneck.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompeteSpec {
+    pub base: RunSpec,
+    /// Protocols and how many flows of each.
+    pub flows: Vec<(Protocol, u32)>,
+}
+
+/// Bounds on `PROTO:COUNT` flows.
+pub const MAX_FLOWS_PER_PROTOCOL: u32 = 64;
+
+/// `h3:1,h2:2`: protocols and how many flows of each (a bare protocol is one flow).
+pub fn parse_flows(s: &str) -> Result<Vec<(Protocol, u32)>, String> {
+    s.split(',')
+        .map(|item| {
+            let (p, n) = item.split_once(':').unwrap_or((item, "1"));
+            let proto: Protocol = p.parse().map_err(|e| format!("{e}"))?;
+            let n: u32 = n
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{n}` is not a flow count"))?;
+            if n == 0 || n > MAX_FLOWS_PER_PROTOCOL {
+                return Err(format!(
+                    "`{item}`: 1 to {MAX_FLOWS_PER_PROTOCOL} flows per protocol"
+                ));
+            }
+            Ok((proto, n))
+        })
+        .collect()
+}
+
+/// Host and port of an HTTPS origin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    pub host: String,
+    pub port: u16,
+}
+
+impl Origin {
+    /// `host:port` with IPv6 literals bracketed, as in a URI authority.
+    pub fn authority(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// Whom a run fetches from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Target {
+    /// The matched server, started in this process on loopback.
+    InProcess,
+    /// A remote qbench-server: objects are `/bytes/{n}`.
+    Server { origin: Origin },
+    /// Arbitrary resources on any HTTPS server.
+    Urls {
+        origin: Origin,
+        urls: Vec<String>,
+        repeat: u32,
+    },
+}
+
+/// The validated configuration a run report says it used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    #[serde(flatten)]
+    pub spec: RunSpec,
+    pub target: Target,
+    pub total_objects: u64,
+    pub insecure: bool,
+    pub ca: Option<PathBuf>,
+    pub connect_to: Option<SocketAddr>,
+}
+
+mod ms {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
+}
+
+mod us {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_micros)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_apply_to_one_side_and_name_it() {
+        let base = RunSpec {
+            zero_rtt: true,
+            resume: true,
+            ..RunSpec::default()
+        };
+        let o = SideOverrides {
+            cc: Some(CcAlgo::Bbr),
+            cwnd_cap: Some(430),
+            ..SideOverrides::default()
+        };
+        let tcp = o.apply(&base, Protocol::H2);
+        assert_eq!(
+            (tcp.proto, tcp.zero_rtt, tcp.resume),
+            (Protocol::H2, false, true)
+        );
+        assert_eq!((tcp.cc, tcp.cwnd_cap), (Some(CcAlgo::Bbr), Some(430)));
+        assert!(o.apply(&base, Protocol::H3).zero_rtt);
+        assert_eq!(o.label(Protocol::H3), "h3 cc=bbr cwnd-cap=430");
+        assert_eq!(SideOverrides::default().label(Protocol::H1), "h1");
+    }
+
+    #[test]
+    fn run_config_json_keeps_the_report_field_names() {
+        let c = RunConfig {
+            spec: RunSpec::default(),
+            target: Target::InProcess,
+            total_objects: 200,
+            insecure: false,
+            ca: None,
+            connect_to: None,
+        };
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(v["proto"], "h3");
+        assert_eq!(v["objects"], "200x5KB");
+        assert_eq!(v["timeout_ms"], 10_000);
+        assert_eq!(v["sample_interval_us"], 10_000);
+        assert_eq!(v["target"]["kind"], "in_process");
+        let back: RunConfig = serde_json::from_value(v).unwrap();
+        assert_eq!(back, c);
+    }
+}
