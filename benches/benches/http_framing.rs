@@ -255,7 +255,7 @@ impl H3Pair {
             writing: None,
         };
         let recv = MemRecv { pipe };
-        H3Pair {
+        Self {
             send: RequestStream::new(
                 FrameStream::new(BufRecvStream::new(send)),
                 MAX_FIELD_SECTION_SIZE,

@@ -46,7 +46,6 @@
 //! into a silently faster benchmark.
 
 use std::io;
-use std::mem;
 use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
@@ -102,7 +101,7 @@ fn set_int_opt(fd: RawFd, level: libc::c_int, name: libc::c_int, value: usize) -
             level,
             name,
             (&value as *const libc::c_int).cast(),
-            mem::size_of::<libc::c_int>() as libc::socklen_t,
+            size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
     if rc == 0 {

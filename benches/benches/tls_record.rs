@@ -87,7 +87,7 @@ impl Link {
             Some(negotiated),
             client.negotiated_cipher_suite().map(|s| s.suite())
         );
-        let mut link = Link {
+        let mut link = Self {
             client,
             server,
             sealed: 0,
@@ -117,7 +117,7 @@ impl Link {
     /// Makes sure `records` more records can be sealed without a key update.
     fn reserve(&mut self, records: u64) {
         if self.sealed + records > RECORDS_PER_CONNECTION {
-            *self = Link::new(self.suite);
+            *self = Self::new(self.suite);
         }
     }
 

@@ -106,7 +106,7 @@ impl Baseline {
                 addr
             }
         };
-        Ok(Baseline {
+        Ok(Self {
             kind,
             server_rt: Some(server_rt),
             client_rt,

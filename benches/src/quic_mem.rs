@@ -171,7 +171,7 @@ impl MemPair {
                 .connect(Instant::now(), client_cfg, SERVER, "localhost")
                 .expect("client connects"),
         );
-        let mut pair = MemPair {
+        let mut pair = Self {
             client,
             server,
             stream: None,

@@ -17,22 +17,22 @@ pub enum Suite {
 }
 
 impl Suite {
-    pub const ALL: [Suite; 3] = [Suite::Aes128Gcm, Suite::Aes256Gcm, Suite::Chacha20];
+    pub const ALL: [Self; 3] = [Self::Aes128Gcm, Self::Aes256Gcm, Self::Chacha20];
 
     /// The name used in benchmark ids and in `qbench cost`.
     pub fn name(self) -> &'static str {
         match self {
-            Suite::Aes128Gcm => "aes128gcm",
-            Suite::Aes256Gcm => "aes256gcm",
-            Suite::Chacha20 => "chacha20",
+            Self::Aes128Gcm => "aes128gcm",
+            Self::Aes256Gcm => "aes256gcm",
+            Self::Chacha20 => "chacha20",
         }
     }
 
     fn rustls(self) -> rustls::SupportedCipherSuite {
         match self {
-            Suite::Aes128Gcm => ring::cipher_suite::TLS13_AES_128_GCM_SHA256,
-            Suite::Aes256Gcm => ring::cipher_suite::TLS13_AES_256_GCM_SHA384,
-            Suite::Chacha20 => ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
+            Self::Aes128Gcm => ring::cipher_suite::TLS13_AES_128_GCM_SHA256,
+            Self::Aes256Gcm => ring::cipher_suite::TLS13_AES_256_GCM_SHA384,
+            Self::Chacha20 => ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
         }
     }
 

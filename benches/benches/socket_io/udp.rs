@@ -48,7 +48,7 @@ fn recvmsg_one(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: msghdr is a plain C struct for which all-zero bytes are a valid value.
     let mut hdr: libc::msghdr = unsafe { mem::zeroed() };
     hdr.msg_name = name.as_mut_ptr().cast();
-    hdr.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     hdr.msg_iov = &mut iov;
     hdr.msg_iovlen = 1;
     loop {

@@ -84,7 +84,7 @@ pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
             _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
         }
     });
-    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    rt.shutdown_timeout(Duration::from_secs(1));
     drop(prepared);
     match outcome?.error {
         Some(e) => Err(anyhow::anyhow!(e)),
@@ -120,7 +120,7 @@ impl RunPlan {
         if outputs.plot.is_some() {
             check_telemetry("--plot", &cfg)?;
         }
-        Ok(RunPlan {
+        Ok(Self {
             cfg,
             outputs,
             dry_run: args.dry_run,

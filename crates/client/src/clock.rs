@@ -7,18 +7,18 @@ use tokio::time::Instant;
 /// Offsets from one monotonic epoch, as the sans-IO recorder expects them. It reads tokio's
 /// clock, which is the monotonic clock in a run and a paused, deterministic one in tests.
 #[derive(Debug, Clone, Copy)]
-pub struct Clock {
+pub(crate) struct Clock {
     epoch: Instant,
 }
 
 impl Clock {
-    pub fn start() -> Self {
-        Clock {
+    pub(crate) fn start() -> Self {
+        Self {
             epoch: Instant::now(),
         }
     }
 
-    pub fn now(&self) -> Duration {
+    pub(crate) fn now(&self) -> Duration {
         self.epoch.elapsed()
     }
 }

@@ -23,13 +23,13 @@ pub struct Plan {
 }
 
 impl Plan {
-    pub fn from_args(args: CompareArgs) -> anyhow::Result<Plan> {
+    pub fn from_args(args: CompareArgs) -> anyhow::Result<Self> {
         let spec = args.spec().context("--protos: give exactly two, as A,B")?;
         anyhow::ensure!(
             args.run.state_graph.is_none(),
             "--state-graph: run the sides one at a time for their state machines"
         );
-        Plan::new(
+        Self::new(
             &spec,
             &args.run.target(),
             args.run.link_choice(),
@@ -43,7 +43,7 @@ impl Plan {
         target: &TargetArgs,
         link: LinkChoice,
         outputs: Outputs,
-    ) -> anyhow::Result<Plan> {
+    ) -> anyhow::Result<Self> {
         anyhow::ensure!(
             spec.base.runs == 1,
             "--runs: a comparison repeats in --rounds"
@@ -77,7 +77,7 @@ impl Plan {
         if outputs.plot.is_some() {
             crate::app::check_telemetry("--plot", &a)?;
         }
-        Ok(Plan {
+        Ok(Self {
             a,
             b,
             labels,
@@ -170,7 +170,7 @@ pub async fn run(
     let bar = progress_bar((a.objects() + b.objects()) * u64::from(plan.rounds));
     let mut first = Vec::new();
     let rounds = plan.rounds as usize;
-    let build = |a: &Side, b: &Side, first: &[String]| -> anyhow::Result<CompareReport> {
+    let build = |a: &Side<'_>, b: &Side<'_>, first: &[String]| -> anyhow::Result<CompareReport> {
         Ok(CompareReport::new(
             plan.rounds,
             plan.labels.clone(),

@@ -47,7 +47,7 @@ impl Plan {
             }
         }
         anyhow::ensure!(flows.len() >= 2, "--flows: at least two flows compete");
-        Ok(Plan {
+        Ok(Self {
             flows,
             link_text,
             client_threads: base.client_threads,

@@ -44,7 +44,7 @@ pub struct LinkChoice {
 
 impl Default for LinkChoice {
     fn default() -> Self {
-        LinkChoice {
+        Self {
             backend: BackendChoice::Auto,
             offloads: Offloads::Default,
         }
@@ -247,7 +247,7 @@ impl Config {
             tcp_initial_cwnd: spec.initial_cwnd.filter(|_| tcp),
             id: None,
         });
-        Ok(Config {
+        Ok(Self {
             server: in_process.then(|| server_options(&spec)),
             link_options,
             run: RunConfig {

@@ -21,7 +21,7 @@ fn read_trim(path: &str) -> Option<String> {
         .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
-pub fn collect() -> Environment {
+pub(crate) fn collect() -> Environment {
     let cpu_model = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| {
         s.lines()
             .find(|l| l.starts_with("model name"))

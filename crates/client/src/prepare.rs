@@ -29,7 +29,7 @@ pub struct Prepared {
 
 impl Prepared {
     /// `cfgs` share one link (the first one's); each gets its own in-process server.
-    pub fn new(cfgs: &[&Config]) -> anyhow::Result<Prepared> {
+    pub fn new(cfgs: &[&Config]) -> anyhow::Result<Self> {
         let first = cfgs.first().context("nothing to run")?;
         let mut tcp_route_metrics = false;
         let link = match (&first.spec().link, &first.link_options) {
@@ -73,7 +73,7 @@ impl Prepared {
             }
             None => "127.0.0.1".into(),
         };
-        Ok(Prepared {
+        Ok(Self {
             servers,
             server_host,
             link,
@@ -119,7 +119,7 @@ impl Prepared {
 }
 
 /// Where and how the client connects, with what it trusts.
-pub struct Peer {
+pub(crate) struct Peer {
     pub origin: Origin,
     pub endpoint: Endpoint,
     pub trust: Trust,
@@ -153,7 +153,7 @@ fn trust_from(run: &RunConfig) -> anyhow::Result<Trust> {
 /// Whom to connect to and what to trust. The outer error is bad input (an unreadable
 /// `--ca`); the inner one a network failure before any connection (a name that does not
 /// resolve), which a report records.
-pub async fn peer(
+pub(crate) async fn peer(
     cfg: &Config,
     server: Option<&InProcess>,
     prepared: &Prepared,

@@ -52,7 +52,7 @@ pub(crate) fn abort_reason(run: &RunReport) -> Option<String> {
 
 impl Runner {
     pub(crate) fn new(transport: Box<dyn Transport>, plan: Plan, clock: Clock) -> Self {
-        Runner {
+        Self {
             transport,
             plan,
             clock,

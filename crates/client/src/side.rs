@@ -20,7 +20,7 @@ use crate::transport::tcp::TlsTcp;
 use crate::transport::{ObjectReq, Transport};
 use qbench_core::Protocol;
 
-pub struct Side<'a> {
+pub(crate) struct Side<'a> {
     pub peer: Peer,
     runner: Runner,
     server: Option<&'a InProcess>,
@@ -30,7 +30,7 @@ pub struct Side<'a> {
 }
 
 /// What a report says about how it was produced, fixed before the first run.
-pub fn report_meta(cfg: &Config, command: Vec<String>) -> ReportMeta {
+pub(crate) fn report_meta(cfg: &Config, command: Vec<String>) -> ReportMeta {
     ReportMeta {
         tool: ToolInfo {
             name: "qbench".into(),
@@ -44,14 +44,14 @@ pub fn report_meta(cfg: &Config, command: Vec<String>) -> ReportMeta {
 }
 
 impl<'a> Side<'a> {
-    pub fn new(
+    pub(crate) fn new(
         cfg: &'a Config,
         server: Option<&'a InProcess>,
         prepared: &'a Prepared,
         peer: Peer,
         meta: ReportMeta,
         clock: Clock,
-    ) -> anyhow::Result<Side<'a>> {
+    ) -> anyhow::Result<Self> {
         let spec = cfg.spec();
         let requests = cfg
             .requests(&peer.origin)
@@ -109,7 +109,7 @@ impl<'a> Side<'a> {
 
     /// Resolves the peer and builds the side; failing before a connection is an error here
     /// (comparisons and competitions run against in-process servers).
-    pub async fn open(
+    pub(crate) async fn open(
         cfg: &'a Config,
         server: Option<&'a InProcess>,
         prepared: &'a Prepared,
@@ -130,7 +130,7 @@ impl<'a> Side<'a> {
     }
 
     /// Objects per run.
-    pub fn objects(&self) -> u64 {
+    pub(crate) fn objects(&self) -> u64 {
         self.runner.objects()
     }
 
@@ -139,7 +139,7 @@ impl<'a> Side<'a> {
     }
 
     /// One run; its report is appended to `runs` and returned.
-    pub async fn run(&mut self, index: u32, bar: &indicatif::ProgressBar) -> &RunReport {
+    pub(crate) async fn run(&mut self, index: u32, bar: &indicatif::ProgressBar) -> &RunReport {
         let (p0, s0) = self.cpu_now();
         let mut rep = self.runner.run(index, bar).await;
         let (p1, s1) = self.cpu_now();
@@ -154,7 +154,11 @@ impl<'a> Side<'a> {
         self.runs.last().expect("just pushed")
     }
 
-    pub fn report(&self, expected_runs: usize, aborted: Option<String>) -> anyhow::Result<Report> {
+    pub(crate) fn report(
+        &self,
+        expected_runs: usize,
+        aborted: Option<String>,
+    ) -> anyhow::Result<Report> {
         let mut r = Report::new(self.meta.clone(), self.runs.clone(), expected_runs, aborted)?;
         r.link = self
             .link
@@ -164,7 +168,7 @@ impl<'a> Side<'a> {
     }
 
     /// The first error of any run, for the one-line message.
-    pub fn first_error(&self) -> Option<String> {
+    pub(crate) fn first_error(&self) -> Option<String> {
         self.runs.iter().find_map(|r| {
             r.first_error
                 .as_ref()
@@ -173,7 +177,7 @@ impl<'a> Side<'a> {
     }
 
     /// Lets QUIC peers see our CONNECTION_CLOSE before the endpoint goes away.
-    pub async fn finish(&mut self) {
+    pub(crate) async fn finish(&mut self) {
         self.runner.finish().await;
     }
 }

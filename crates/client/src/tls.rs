@@ -11,7 +11,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, NamedGroup, SignatureScheme};
 
 #[derive(Debug, thiserror::Error)]
-pub enum ClientTlsError {
+pub(crate) enum ClientTlsError {
     #[error("--ca {path}: {message}")]
     Ca { path: String, message: String },
     #[error("--ca {path}: no certificate found")]
@@ -24,7 +24,7 @@ pub enum ClientTlsError {
 
 /// Which certificates the client trusts.
 #[derive(Debug, Clone)]
-pub enum Trust {
+pub(crate) enum Trust {
     /// PEM text (the in-process server's certificate, or a --ca file's contents).
     Pem { origin: String, pem: String },
     /// The operating system's store.
@@ -35,13 +35,13 @@ pub enum Trust {
 
 /// Observes whether a handshake offered a stored ticket, for the report.
 #[derive(Debug)]
-pub struct TicketStore {
+pub(crate) struct TicketStore {
     inner: ClientSessionMemoryCache,
     taken: AtomicU64,
 }
 
 impl TicketStore {
-    pub fn tickets_taken(&self) -> u64 {
+    pub(crate) fn tickets_taken(&self) -> u64 {
         self.taken.load(Ordering::Relaxed)
     }
 }
@@ -171,7 +171,7 @@ fn roots(trust: &Trust) -> Result<rustls::RootCertStore, ClientTlsError> {
 }
 
 /// TLS 1.3 client configuration for one protocol.
-pub fn client_config(
+pub(crate) fn client_config(
     trust: &Trust,
     alpn: &[u8],
     tickets: Option<Arc<TicketStore>>,
@@ -198,7 +198,7 @@ pub fn client_config(
     Ok(cfg)
 }
 
-pub fn ticket_store() -> Arc<TicketStore> {
+pub(crate) fn ticket_store() -> Arc<TicketStore> {
     Arc::new(TicketStore {
         inner: ClientSessionMemoryCache::new(256),
         taken: AtomicU64::new(0),

@@ -152,7 +152,7 @@ impl Faulty {
     fn start(respond: fn(&str) -> Vec<u8>) -> Self {
         let (port, dir) = faulty_h1_server(respond);
         let ca = dir.path().join("ca.pem").to_str().unwrap().to_string();
-        Faulty {
+        Self {
             port,
             ca,
             _dir: dir,

@@ -22,7 +22,7 @@ impl Netns {
             ok,
             "creating a network namespace needs root and iproute2 (CI runs as root)"
         );
-        Netns(name)
+        Self(name)
     }
 
     fn qbench(&self, args: &[&str]) -> (Option<i32>, String, Option<Value>) {

@@ -24,13 +24,13 @@ pub enum CcState {
 impl CcState {
     pub fn name(self) -> &'static str {
         match self {
-            CcState::Init => "Init",
-            CcState::SlowStart => "SlowStart",
-            CcState::CongestionAvoidance => "CongestionAvoidance",
-            CcState::CaMaxed => "CA-Maxed",
-            CcState::ApplicationLimited => "ApplicationLimited",
-            CcState::Recovery => "Recovery",
-            CcState::RetransmissionTimeout => "RetransmissionTimeout",
+            Self::Init => "Init",
+            Self::SlowStart => "SlowStart",
+            Self::CongestionAvoidance => "CongestionAvoidance",
+            Self::CaMaxed => "CA-Maxed",
+            Self::ApplicationLimited => "ApplicationLimited",
+            Self::Recovery => "Recovery",
+            Self::RetransmissionTimeout => "RetransmissionTimeout",
         }
     }
 }
@@ -89,7 +89,7 @@ pub struct StateMachine {
 
 impl StateMachine {
     /// One machine over several timelines (e.g. all connections of a run).
-    pub fn infer(timelines: &[&Timeline]) -> StateMachine {
+    pub fn infer(timelines: &[&Timeline]) -> Self {
         let mut time: BTreeMap<CcState, f64> = BTreeMap::new();
         let mut counts: BTreeMap<CcState, BTreeMap<CcState, u64>> = BTreeMap::new();
         for tl in timelines {
@@ -125,7 +125,7 @@ impl StateMachine {
                 (*from, probs)
             })
             .collect();
-        StateMachine {
+        Self {
             time_fraction,
             transitions,
             transition_counts: counts,

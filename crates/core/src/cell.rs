@@ -21,8 +21,8 @@ pub enum CellReport {
 impl CellReport {
     pub fn complete(&self) -> bool {
         match self {
-            CellReport::Compare(r) => r.complete,
-            CellReport::Compete(r) => r.complete,
+            Self::Compare(r) => r.complete,
+            Self::Compete(r) => r.complete,
         }
     }
 }
@@ -60,7 +60,7 @@ fn first_version() -> u32 {
 
 impl CellFile {
     pub fn new(scenario: String, cell: Cell, report: CellReport) -> Self {
-        CellFile {
+        Self {
             schema: SCHEMA.into(),
             schema_version: SCHEMA_VERSION,
             scenario,

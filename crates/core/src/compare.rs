@@ -38,12 +38,12 @@ fn plts(runs: &[RunReport]) -> Vec<f64> {
 }
 
 impl Comparison {
-    pub fn of(a: &[RunReport], b: &[RunReport]) -> Comparison {
+    pub fn of(a: &[RunReport], b: &[RunReport]) -> Self {
         let (pa, pb) = (plts(a), plts(b));
-        Comparison::of_samples(&pa, &pb)
+        Self::of_samples(&pa, &pb)
     }
 
-    pub fn of_samples(pa: &[f64], pb: &[f64]) -> Comparison {
+    pub fn of_samples(pa: &[f64], pb: &[f64]) -> Self {
         let (sa, sb) = (Stats::of(pa), Stats::of(pb));
         let diff = match (sa.mean, sb.mean) {
             (Some(ma), Some(mb)) if ma > 0.0 => Some((ma - mb) / ma * 100.0),
@@ -55,7 +55,7 @@ impl Comparison {
             (Some(w), Some(d)) if w.p < ALPHA && d < 0.0 => Verdict::AFaster,
             _ => Verdict::Inconclusive,
         };
-        Comparison {
+        Self {
             plt_us_a: sa,
             plt_us_b: sb,
             plt_diff_pct: diff,
@@ -90,7 +90,7 @@ impl CompareReport {
         b: Report,
     ) -> Self {
         let comparison = Comparison::of(&a.runs, &b.runs);
-        CompareReport {
+        Self {
             schema: SCHEMA.into(),
             schema_version: SCHEMA_VERSION,
             rounds,

@@ -21,7 +21,7 @@ pub struct Flow {
 
 impl Flow {
     pub fn new(label: String, report: Report) -> Self {
-        Flow {
+        Self {
             label,
             goodput_bps: report.runs.first().and_then(|r| r.goodput_bps),
             throughput: throughput(&report),
@@ -44,7 +44,7 @@ pub struct CompeteReport {
 impl CompeteReport {
     pub fn new(flows: Vec<Flow>) -> Self {
         let goodputs: Vec<f64> = flows.iter().map(|f| f.goodput_bps.unwrap_or(0.0)).collect();
-        CompeteReport {
+        Self {
             schema: SCHEMA.into(),
             schema_version: SCHEMA_VERSION,
             jain_index: jain(&goodputs),

@@ -45,8 +45,8 @@ pub enum Stack {
 impl Stack {
     pub fn label(self) -> &'static str {
         match self {
-            Stack::Quic => "QUIC (h3)",
-            Stack::TcpTls => "TCP+TLS (h2)",
+            Self::Quic => "QUIC (h3)",
+            Self::TcpTls => "TCP+TLS (h2)",
         }
     }
 }
@@ -144,11 +144,11 @@ impl CostModel {
                 .map(|r| r.cpu_s_per_gb)
                 .sum()
         };
-        Ok(CostModel {
+        Ok(Self {
             suite: suite.to_string(),
             mtu,
-            predicted_quic_cpu_s_per_gb: total(Stack::Quic),
-            predicted_tcp_tls_cpu_s_per_gb: total(Stack::TcpTls),
+            predicted_quic_cpu_s_per_gb: total(Quic),
+            predicted_tcp_tls_cpu_s_per_gb: total(TcpTls),
             rows,
         })
     }
@@ -189,7 +189,7 @@ impl Measured {
             n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
         };
         let predicted = model.predicted(stack);
-        Measured {
+        Self {
             source,
             stack,
             runs: v.len(),

@@ -37,18 +37,18 @@ pub enum ErrorKind {
 impl ErrorKind {
     pub fn as_str(self) -> &'static str {
         match self {
-            ErrorKind::Unreachable => "unreachable",
-            ErrorKind::Refused => "refused",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::Tls => "tls",
-            ErrorKind::Alpn => "alpn",
-            ErrorKind::Protocol => "protocol",
-            ErrorKind::Reset => "reset",
-            ErrorKind::Status => "status",
-            ErrorKind::ShortBody => "short_body",
-            ErrorKind::LongBody => "long_body",
-            ErrorKind::BodyMismatch => "body_mismatch",
-            ErrorKind::Io => "io",
+            Self::Unreachable => "unreachable",
+            Self::Refused => "refused",
+            Self::Timeout => "timeout",
+            Self::Tls => "tls",
+            Self::Alpn => "alpn",
+            Self::Protocol => "protocol",
+            Self::Reset => "reset",
+            Self::Status => "status",
+            Self::ShortBody => "short_body",
+            Self::LongBody => "long_body",
+            Self::BodyMismatch => "body_mismatch",
+            Self::Io => "io",
         }
     }
 }
@@ -69,7 +69,7 @@ impl ErrorCounts {
         *self.0.entry(kind).or_default() += 1;
     }
 
-    pub fn merge(&mut self, other: &ErrorCounts) {
+    pub fn merge(&mut self, other: &Self) {
         for (k, v) in &other.0 {
             *self.0.entry(*k).or_default() += v;
         }

@@ -61,7 +61,7 @@ impl LatencyHistogram {
         self.inner.is_empty()
     }
 
-    pub fn merge(&mut self, other: &LatencyHistogram) -> Result<(), HistogramError> {
+    pub fn merge(&mut self, other: &Self) -> Result<(), HistogramError> {
         self.inner
             .add(&other.inner)
             .map_err(|e| HistogramError::Merge(format!("{e:?}")))

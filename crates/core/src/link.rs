@@ -53,9 +53,9 @@ impl RateSpec {
     /// The highest rate the link can take, for sizing queues and checking backends.
     pub fn peak(&self) -> Option<Rate> {
         match self {
-            RateSpec::Fixed { bps } => Some(*bps),
-            RateSpec::Random { max, .. } => Some(*max),
-            RateSpec::Trace { .. } => None,
+            Self::Fixed { bps } => Some(*bps),
+            Self::Random { max, .. } => Some(*max),
+            Self::Trace { .. } => None,
         }
     }
 }
@@ -72,8 +72,8 @@ pub enum Queue {
 impl Queue {
     pub fn bytes_at(&self, rate: Rate) -> u64 {
         match self {
-            Queue::Bytes(b) => b.0,
-            Queue::Time(t) => (rate.0 as f64 / 8.0 * t.as_secs_f64()).round() as u64,
+            Self::Bytes(b) => b.0,
+            Self::Time(t) => (rate.0 as f64 / 8.0 * t.as_secs_f64()).round() as u64,
         }
     }
 }
@@ -83,11 +83,11 @@ mod dur_us {
 
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_u64(d.as_micros() as u64)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         u64::deserialize(d).map(Duration::from_micros)
     }
 }
@@ -248,9 +248,9 @@ impl FromStr for LinkSpec {
     type Err = LinkError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let mut spec = LinkSpec {
+        let mut spec = Self {
             text: s.trim().to_string(),
-            ..LinkSpec::default()
+            ..Self::default()
         };
         // Both-direction fields first, so `up.`/`down.` overrides win wherever they appear.
         let mut overrides = Vec::new();

@@ -30,8 +30,8 @@ impl CpuTimes {
     }
 
     /// `self - earlier`, clamped at zero (tick-based sources can step unevenly).
-    pub fn since(&self, earlier: &CpuTimes) -> CpuTimes {
-        CpuTimes {
+    pub fn since(&self, earlier: &Self) -> Self {
+        Self {
             user_s: (self.user_s - earlier.user_s).max(0.0),
             sys_s: (self.sys_s - earlier.sys_s).max(0.0),
         }
@@ -51,7 +51,7 @@ pub struct RunCpu {
 impl RunCpu {
     pub fn new(client: CpuTimes, server: Option<CpuTimes>, payload_bytes: u64) -> Self {
         let total = client.total_s() + server.map_or(0.0, |s| s.total_s());
-        RunCpu {
+        Self {
             client,
             server,
             payload_bytes_per_cpu_s: (total > 0.0).then(|| payload_bytes as f64 / total),
@@ -138,7 +138,7 @@ impl Summary {
         let collect = |f: &dyn Fn(&RunReport) -> Option<f64>| -> Vec<f64> {
             runs.iter().filter_map(f).collect()
         };
-        Ok(Summary {
+        Ok(Self {
             runs: runs.len(),
             complete_runs: runs.iter().filter(|r| r.complete).count(),
             plt_us: Stats::of(&collect(&|r| r.plt_us.map(|v| v as f64))),
@@ -213,7 +213,7 @@ impl Report {
         let summary = Summary::of(&runs)?;
         let complete =
             aborted.is_none() && runs.len() == expected_runs && runs.iter().all(|r| r.complete);
-        Ok(Report {
+        Ok(Self {
             schema: SCHEMA.into(),
             schema_version: SCHEMA_VERSION,
             tool,

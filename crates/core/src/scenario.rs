@@ -42,8 +42,8 @@ pub enum Kind {
 impl Kind {
     pub fn command(self) -> &'static str {
         match self {
-            Kind::Compare => "compare",
-            Kind::Compete => "compete",
+            Self::Compare => "compare",
+            Self::Compete => "compete",
         }
     }
 }
@@ -134,7 +134,7 @@ pub struct Cell {
 }
 
 impl Scenario {
-    pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+    pub fn parse(text: &str) -> Result<Self, ScenarioError> {
         Ok(toml::from_str(text)?)
     }
 

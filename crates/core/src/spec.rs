@@ -44,7 +44,7 @@ pub struct RunSpec {
 /// The defaults of `qbench` without flags.
 impl Default for RunSpec {
     fn default() -> Self {
-        RunSpec {
+        Self {
             proto: Protocol::H3,
             objects: Some(Workload::default()),
             streams: None,

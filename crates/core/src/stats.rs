@@ -20,7 +20,7 @@ impl Stats {
         v.sort_by(f64::total_cmp);
         let n = v.len();
         if n == 0 {
-            return Stats {
+            return Self {
                 n,
                 mean: None,
                 median: None,
@@ -37,7 +37,7 @@ impl Stats {
         };
         let sd = (n > 1)
             .then(|| (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt());
-        Stats {
+        Self {
             n,
             mean: Some(mean),
             median: Some(median),

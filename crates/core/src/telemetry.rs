@@ -5,8 +5,6 @@ use serde::{Deserialize, Serialize};
 
 /// TCP_INFO `tcpi_ca_state` values (include/uapi/linux/tcp.h).
 pub mod tcp_ca {
-    pub const OPEN: u8 = 0;
-    pub const DISORDER: u8 = 1;
     pub const CWR: u8 = 2;
     pub const RECOVERY: u8 = 3;
     pub const LOSS: u8 = 4;
@@ -67,9 +65,5 @@ impl Timeline {
         } else {
             self.truncated = true;
         }
-    }
-
-    pub fn max_cwnd(&self) -> Option<u64> {
-        self.samples.iter().map(|s| s.cwnd_bytes).max()
     }
 }

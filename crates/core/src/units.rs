@@ -134,11 +134,6 @@ impl Rate {
     pub const fn bits_per_sec(self) -> u64 {
         self.0
     }
-
-    /// Bytes transferred in `secs` at this rate; used for expected-goodput checks.
-    pub fn from_bytes_per(bytes: u64, secs: f64) -> Option<Rate> {
-        (secs > 0.0).then(|| Rate((bytes as f64 * 8.0 / secs).round() as u64))
-    }
 }
 
 impl FromStr for Rate {
@@ -166,7 +161,7 @@ impl FromStr for Rate {
             return Err(UnitError::Overflow(input.to_string()));
         }
         let _ = num;
-        Ok(Rate(v.round() as u64))
+        Ok(Self(v.round() as u64))
     }
 }
 

@@ -28,27 +28,27 @@ pub const ALPN_H2: &[u8] = b"h2";
 pub const ALPN_H3: &[u8] = b"h3";
 
 impl Protocol {
-    pub const ALL: [Protocol; 3] = [Protocol::H1, Protocol::H2, Protocol::H3];
+    pub const ALL: [Self; 3] = [Self::H1, Self::H2, Self::H3];
 
     pub fn as_str(self) -> &'static str {
         match self {
-            Protocol::H1 => "h1",
-            Protocol::H2 => "h2",
-            Protocol::H3 => "h3",
+            Self::H1 => "h1",
+            Self::H2 => "h2",
+            Self::H3 => "h3",
         }
     }
 
     pub fn alpn(self) -> &'static [u8] {
         match self {
-            Protocol::H1 => ALPN_H1,
-            Protocol::H2 => ALPN_H2,
-            Protocol::H3 => ALPN_H3,
+            Self::H1 => ALPN_H1,
+            Self::H2 => ALPN_H2,
+            Self::H3 => ALPN_H3,
         }
     }
 
     /// QUIC (UDP) rather than TLS over TCP.
     pub fn is_quic(self) -> bool {
-        self == Protocol::H3
+        self == Self::H3
     }
 }
 
@@ -66,7 +66,7 @@ impl FromStr for Protocol {
     type Err = ProtocolError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Protocol::ALL
+        Self::ALL
             .into_iter()
             .find(|p| p.as_str().eq_ignore_ascii_case(s.trim()))
             .ok_or_else(|| ProtocolError(s.to_string()))
@@ -87,18 +87,18 @@ pub enum CcAlgo {
 impl CcAlgo {
     pub fn as_str(self) -> &'static str {
         match self {
-            CcAlgo::Cubic => "cubic",
-            CcAlgo::NewReno => "newreno",
-            CcAlgo::Bbr => "bbr",
+            Self::Cubic => "cubic",
+            Self::NewReno => "newreno",
+            Self::Bbr => "bbr",
         }
     }
 
     /// The Linux name of the same algorithm (TCP_CONGESTION).
     pub fn tcp_name(self) -> &'static str {
         match self {
-            CcAlgo::Cubic => "cubic",
-            CcAlgo::NewReno => "reno",
-            CcAlgo::Bbr => "bbr",
+            Self::Cubic => "cubic",
+            Self::NewReno => "reno",
+            Self::Bbr => "bbr",
         }
     }
 }
@@ -117,7 +117,7 @@ impl FromStr for CcAlgo {
     type Err = CcAlgoError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [CcAlgo::Cubic, CcAlgo::NewReno, CcAlgo::Bbr]
+        [Self::Cubic, Self::NewReno, Self::Bbr]
             .into_iter()
             .find(|c| c.as_str().eq_ignore_ascii_case(s.trim()))
             .ok_or_else(|| CcAlgoError(s.to_string()))

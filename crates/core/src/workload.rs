@@ -74,7 +74,7 @@ impl Workload {
 /// `200x5KB`: the page of small objects the IMC'17 paper starts from.
 impl Default for Workload {
     fn default() -> Self {
-        Workload {
+        Self {
             groups: vec![ObjectGroup {
                 count: 200,
                 size: ByteSize(5000),
@@ -121,7 +121,7 @@ impl FromStr for Workload {
             .split(',')
             .map(|item| parse_group(item.trim()))
             .collect::<Result<Vec<_>, _>>()?;
-        Workload::new(groups)
+        Self::new(groups)
     }
 }
 
@@ -145,7 +145,7 @@ impl TryFrom<String> for Workload {
 }
 
 impl From<Workload> for String {
-    fn from(w: Workload) -> String {
+    fn from(w: Workload) -> Self {
         w.to_string()
     }
 }

@@ -24,23 +24,23 @@ impl http_body::Body for PayloadBody {
         _cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let next = match self.get_mut() {
-            PayloadBody::Chunks(c) => c.next(),
-            PayloadBody::Once(b) => b.take(),
+            Self::Chunks(c) => c.next(),
+            Self::Once(b) => b.take(),
         };
         Poll::Ready(next.map(|b| Ok(Frame::data(b))))
     }
 
     fn is_end_stream(&self) -> bool {
         match self {
-            PayloadBody::Chunks(c) => c.remaining() == 0,
-            PayloadBody::Once(b) => b.is_none(),
+            Self::Chunks(c) => c.remaining() == 0,
+            Self::Once(b) => b.is_none(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match self {
-            PayloadBody::Chunks(c) => SizeHint::with_exact(c.remaining()),
-            PayloadBody::Once(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            Self::Chunks(c) => SizeHint::with_exact(c.remaining()),
+            Self::Once(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
         }
     }
 }

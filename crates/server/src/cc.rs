@@ -90,15 +90,6 @@ impl Instrumented {
     pub fn cap_bytes(&self) -> Option<u64> {
         self.cap_packets.map(|p| p * self.mtu)
     }
-
-    pub fn mtu(&self) -> u64 {
-        self.mtu
-    }
-
-    /// The wrapped controller's own window, before the cap.
-    pub fn uncapped_window(&self) -> u64 {
-        self.inner.window()
-    }
 }
 
 impl Controller for Instrumented {
@@ -164,7 +155,7 @@ impl Controller for Instrumented {
     }
 
     fn clone_box(&self) -> Box<dyn Controller> {
-        Box::new(Instrumented {
+        Box::new(Self {
             inner: self.inner.clone_box(),
             cap_packets: self.cap_packets,
             mtu: self.mtu,
@@ -265,9 +256,22 @@ mod tests {
     #[test]
     fn kernel_names() {
         assert_eq!(CcAlgo::NewReno.tcp_name(), "reno");
-        assert!(
-            check_tcp(CcAlgo::Cubic).is_ok()
-                || !sysctl("tcp_available_congestion_control").contains("cubic")
-        );
+        // The check agrees with the kernel's own lists, for every algorithm, whichever this
+        // kernel has; a refusal names the flag and the algorithm.
+        let listed = |list: &str, name: &str| sysctl(list).split_whitespace().any(|a| a == name);
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        for algo in [CcAlgo::Cubic, CcAlgo::NewReno, CcAlgo::Bbr] {
+            let name = algo.tcp_name();
+            let usable = listed("tcp_available_congestion_control", name)
+                && (root || listed("tcp_allowed_congestion_control", name));
+            match check_tcp(algo) {
+                Ok(()) => assert!(usable, "{name} accepted but not usable"),
+                Err(e) => {
+                    assert!(!usable, "{name} refused: {e}");
+                    assert!(e.to_string().starts_with(&format!("--cc {name}:")), "{e}");
+                }
+            }
+        }
     }
 }

@@ -169,7 +169,7 @@ impl Server {
             }
             None => None,
         };
-        Ok(Server {
+        Ok(Self {
             opts: Arc::new(opts),
             identity,
             tcp,
@@ -259,7 +259,7 @@ impl InProcess {
         let addr = server.local_addr();
         let cert_pem = server.cert_pem().to_string();
         rt.spawn(server.run());
-        Ok(InProcess {
+        Ok(Self {
             addr,
             cert_pem,
             threads,

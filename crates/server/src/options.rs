@@ -73,7 +73,7 @@ impl ServerOptions {
 
     /// Loopback on an ephemeral port, all protocols: the in-process default.
     pub fn loopback() -> Self {
-        ServerOptions {
+        Self {
             listen: "127.0.0.1:0".parse().expect("valid literal address"),
             protocols: vec![Protocol::H1, Protocol::H2, Protocol::H3],
             max_object: MAX_OBJECT,

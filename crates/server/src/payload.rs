@@ -26,7 +26,7 @@ pub struct Chunks {
 
 impl Chunks {
     pub fn new(len: u64) -> Self {
-        Chunks { remaining: len }
+        Self { remaining: len }
     }
 
     pub fn remaining(&self) -> u64 {

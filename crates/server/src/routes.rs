@@ -41,9 +41,9 @@ impl Route {
     /// Response head shared by every HTTP version; `len` is the body length.
     pub fn head_with_len(&self, len: u64) -> Response<()> {
         let (status, ctype) = match self {
-            Route::Bytes(_) => (StatusCode::OK, "application/octet-stream"),
-            Route::Telemetry => (StatusCode::OK, "application/json"),
-            Route::Text(s, _) => (*s, "text/plain"),
+            Self::Bytes(_) => (StatusCode::OK, "application/octet-stream"),
+            Self::Telemetry => (StatusCode::OK, "application/json"),
+            Self::Text(s, _) => (*s, "text/plain"),
         };
         let mut resp = Response::new(());
         *resp.status_mut() = status;
@@ -60,16 +60,16 @@ impl Route {
         t: Option<&std::sync::Arc<crate::telemetry::ConnTelemetry>>,
     ) -> (Response<()>, Body) {
         let body = match self {
-            Route::Bytes(n) => Body::Payload(n),
-            Route::Telemetry => match crate::telemetry::body(t) {
+            Self::Bytes(n) => Body::Payload(n),
+            Self::Telemetry => match crate::telemetry::body(t) {
                 Some(b) => Body::Bytes(b),
                 None => {
                     let off =
-                        Route::Text(StatusCode::NOT_FOUND, "telemetry is off on this server\n");
+                        Self::Text(StatusCode::NOT_FOUND, "telemetry is off on this server\n");
                     return off.respond(None);
                 }
             },
-            Route::Text(_, text) => Body::Bytes(bytes::Bytes::from_static(text.as_bytes())),
+            Self::Text(_, text) => Body::Bytes(bytes::Bytes::from_static(text.as_bytes())),
         };
         let len = match &body {
             Body::Payload(n) => *n,

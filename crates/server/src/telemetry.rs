@@ -38,7 +38,7 @@ impl ConnTelemetry {
         cap: Option<u64>,
         interval: Duration,
     ) -> Arc<Self> {
-        Arc::new(ConnTelemetry {
+        Arc::new(Self {
             source,
             started: Instant::now(),
             timeline: Mutex::new(Timeline {
@@ -134,7 +134,7 @@ fn tcp_info(fd: RawFd) -> Option<libc::tcp_info> {
     // SAFETY: tcp_info is plain data; the kernel fills at most `len` bytes of it.
     unsafe {
         let mut info: libc::tcp_info = std::mem::zeroed();
-        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+        let mut len = size_of::<libc::tcp_info>() as libc::socklen_t;
         let rc = libc::getsockopt(
             fd,
             libc::IPPROTO_TCP,

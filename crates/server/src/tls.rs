@@ -32,7 +32,7 @@ pub struct Identity {
 
 impl Clone for Identity {
     fn clone(&self) -> Self {
-        Identity {
+        Self {
             chain: self.chain.clone(),
             key: self.key.clone_key(),
             pem: self.pem.clone(),
@@ -46,7 +46,7 @@ impl Identity {
         let mut names = vec!["localhost".to_string(), "127.0.0.1".into(), "::1".into()];
         names.extend(extra_names.iter().cloned());
         let ck = rcgen::generate_simple_self_signed(names)?;
-        Ok(Identity {
+        Ok(Self {
             chain: vec![ck.cert.der().clone()],
             key: PrivateKeyDer::Pkcs8(ck.signing_key.serialize_der().into()),
             pem: ck.cert.pem(),
@@ -79,7 +79,7 @@ impl Identity {
             path: cert.to_path_buf(),
             message: e.to_string(),
         })?;
-        Ok(Identity {
+        Ok(Self {
             chain,
             key: key_der,
             pem,

@@ -66,7 +66,7 @@ pub struct Impairment {
 
 impl Default for Impairment {
     fn default() -> Self {
-        Impairment {
+        Self {
             delay: Duration::ZERO,
             jitter: Duration::ZERO,
             reorder: false,
@@ -122,10 +122,10 @@ impl Forwarder {
     ///
     /// The threads are spawned from the calling thread and so live in its network namespace;
     /// the TUN itself stays bound to the namespace it was opened in.
-    pub fn start(tun: Tun, imp: Impairment) -> io::Result<Forwarder> {
+    pub fn start(tun: Tun, imp: Impairment) -> io::Result<Self> {
         imp.validate()?;
         let shared = Arc::new(Shared::new(tun, imp));
-        let mut fwd = Forwarder {
+        let mut fwd = Self {
             shared,
             threads: Vec::with_capacity(2),
         };
@@ -205,8 +205,8 @@ struct Shared {
 }
 
 impl Shared {
-    fn new(tun: Tun, imp: Impairment) -> Shared {
-        Shared {
+    fn new(tun: Tun, imp: Impairment) -> Self {
+        Self {
             tun,
             imp,
             stop: AtomicBool::new(false),
@@ -439,8 +439,8 @@ struct WakeSkew {
 }
 
 impl WakeSkew {
-    fn new() -> WakeSkew {
-        WakeSkew {
+    fn new() -> Self {
+        Self {
             ewma_ns: INITIAL_WAKE_SKEW.as_nanos() as u64,
         }
     }

@@ -61,7 +61,7 @@ pub struct Names {
 
 impl Names {
     pub fn new(id: &str) -> Self {
-        Names {
+        Self {
             id: id.into(),
             client: format!("qb-{id}-c"),
             router: format!("qb-{id}-r"),
@@ -94,7 +94,7 @@ pub struct Cmd {
 
 impl Cmd {
     fn new(ns: Option<&str>, argv: &[&str]) -> Self {
-        Cmd {
+        Self {
             ns: ns.map(str::to_string),
             argv: argv.iter().map(|s| s.to_string()).collect(),
             stdin: None,

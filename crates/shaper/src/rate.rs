@@ -68,7 +68,7 @@ impl Varying {
         dev: &'static str,
         spec: &RateSpec,
         queue: Option<Queue>,
-    ) -> Result<Option<Varying>, RateError> {
+    ) -> Result<Option<Self>, RateError> {
         let schedule = match spec {
             RateSpec::Fixed { .. } => return Ok(None),
             RateSpec::Random { min, max, period } => Schedule::Random {
@@ -88,7 +88,7 @@ impl Varying {
                 Schedule::Steps(steps)
             }
         };
-        Ok(Some(Varying {
+        Ok(Some(Self {
             direction,
             dev,
             queue,
@@ -165,7 +165,7 @@ impl RateController {
                 std::thread::sleep(Duration::from_millis(5));
             }
         });
-        Ok(Some(RateController {
+        Ok(Some(Self {
             stop,
             thread: Some(thread),
             changes,

@@ -122,13 +122,13 @@ pub fn dry_run(link: &LinkSpec, opts: &TopologyOptions) -> (Backend, String) {
 }
 
 impl Topology {
-    pub fn up(link: LinkSpec, opts: &TopologyOptions) -> Result<Topology, ShaperError> {
+    pub fn up(link: LinkSpec, opts: &TopologyOptions) -> Result<Self, ShaperError> {
         let caps = probe();
         let plan_opts = plan_options(opts, &caps);
         let backend = plan_opts.backend;
         caps.check(backend, opts.offloads != Offloads::Default)?;
         let names = Names::new(&opts.id.clone().unwrap_or_else(random_id));
-        let mut topo = Topology {
+        let mut topo = Self {
             names: names.clone(),
             link: link.clone(),
             backend,

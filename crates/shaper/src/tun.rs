@@ -62,7 +62,7 @@ pub struct Tun {
 }
 
 impl Tun {
-    pub fn open(name: &str, vnet_hdr: bool) -> io::Result<Tun> {
+    pub fn open(name: &str, vnet_hdr: bool) -> io::Result<Self> {
         let mut ifr = ifreq_for(name)?;
         let fd = open_clone_device()?;
         ifr.flags = IFF_TUN | IFF_NO_PI | if vnet_hdr { IFF_VNET_HDR } else { 0 };
@@ -82,7 +82,7 @@ impl Tun {
         } else {
             0
         };
-        Ok(Tun {
+        Ok(Self {
             fd,
             name,
             vnet_hdr,
@@ -237,7 +237,7 @@ mod tests {
 
     #[test]
     fn ifreq_layout_matches_the_kernel() {
-        assert_eq!(std::mem::size_of::<IfReq>(), 40);
+        assert_eq!(size_of::<IfReq>(), 40);
     }
 
     #[test]

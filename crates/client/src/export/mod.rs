@@ -20,10 +20,10 @@ pub enum Dest {
 }
 
 impl Dest {
-    pub fn parse(s: &str) -> Dest {
+    pub fn parse(s: &str) -> Self {
         match s {
-            "-" => Dest::Stdout,
-            p => Dest::File(PathBuf::from(p)),
+            "-" => Self::Stdout,
+            p => Self::File(PathBuf::from(p)),
         }
     }
 }

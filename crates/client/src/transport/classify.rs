@@ -112,7 +112,7 @@ fn one(e: &(dyn StdError + 'static)) -> Option<ErrorKind> {
 }
 
 /// The most specific kind found along the error's source chain.
-pub fn classify(e: &(dyn StdError + 'static)) -> ErrorKind {
+pub(super) fn classify(e: &(dyn StdError + 'static)) -> ErrorKind {
     let mut cur = Some(e);
     let mut fallback = None;
     while let Some(err) = cur {
@@ -136,7 +136,7 @@ pub fn classify(e: &(dyn StdError + 'static)) -> ErrorKind {
 }
 
 /// The error and its causes on one line.
-pub fn one_line(e: &(dyn StdError + 'static)) -> String {
+pub(super) fn one_line(e: &(dyn StdError + 'static)) -> String {
     let mut parts = vec![e.to_string()];
     let mut cur = e.source();
     while let Some(err) = cur {

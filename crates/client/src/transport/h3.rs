@@ -88,7 +88,7 @@ impl H3 {
         )
         .map_err(|e| FetchError::from_err("creating the QUIC endpoint", &e))?;
         endpoint.set_default_client_config(cc);
-        Ok(H3 {
+        Ok(Self {
             endpoint,
             target,
             clock,

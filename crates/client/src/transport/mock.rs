@@ -31,7 +31,7 @@ pub(crate) struct Script {
 
 impl Default for Script {
     fn default() -> Self {
-        Script {
+        Self {
             handshake: Duration::from_millis(10),
             refuse: None,
             ttfb: Duration::from_millis(5),
@@ -61,7 +61,7 @@ pub(crate) struct MockTransport {
 
 impl MockTransport {
     pub(crate) fn new(script: Script, clock: Clock) -> Self {
-        MockTransport {
+        Self {
             script,
             clock,
             seen: Arc::default(),

@@ -23,7 +23,7 @@ use crate::verify::Check;
 
 /// One object to fetch.
 #[derive(Debug, Clone)]
-pub struct ObjectReq {
+pub(crate) struct ObjectReq {
     pub uri: Uri,
     /// Body length the request asks for (`/bytes/{n}`); `None` for arbitrary URLs, where
     /// the response's content-length is checked instead.
@@ -33,36 +33,36 @@ pub struct ObjectReq {
 }
 
 /// What a fetch produced: its measurements and, for hashed bodies, the digest.
-pub struct Fetched {
+pub(crate) struct Fetched {
     pub outcome: ObjectOutcome,
     pub digest: Option<String>,
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]
-pub struct FetchError {
+pub(crate) struct FetchError {
     pub kind: ErrorKind,
     pub message: String,
 }
 
 impl FetchError {
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        FetchError {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
             kind,
             message: message.into(),
         }
     }
 
     /// Classifies `e` by its source chain; `what` names the step that failed.
-    pub fn from_err(what: &str, e: &(dyn std::error::Error + 'static)) -> Self {
-        FetchError {
+    pub(crate) fn from_err(what: &str, e: &(dyn std::error::Error + 'static)) -> Self {
+        Self {
             kind: classify::classify(e),
             message: format!("{what}: {}", classify::one_line(e)),
         }
     }
 
-    pub fn timeout(what: &str, after: Duration) -> Self {
-        FetchError::new(
+    pub(crate) fn timeout(what: &str, after: Duration) -> Self {
+        Self::new(
             ErrorKind::Timeout,
             format!(
                 "{what}: no progress for {}",
@@ -74,7 +74,7 @@ impl FetchError {
 
 /// Where and how to connect; shared by every connection of a run.
 #[derive(Debug, Clone)]
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     pub addr: SocketAddr,
     /// TLS server name (SNI and certificate check).
     pub server_name: String,
@@ -83,14 +83,14 @@ pub struct Endpoint {
     pub rwnd: Option<u32>,
 }
 
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Resolves, once the handshake completes, to the handshake facts including whether the
 /// server accepted the 0-RTT data.
-pub type ZeroRtt = BoxFuture<'static, HandshakeInfo>;
+pub(crate) type ZeroRtt = BoxFuture<'static, HandshakeInfo>;
 
 /// A connection that finished its handshake.
-pub struct Connected {
+pub(crate) struct Connected {
     pub conn: Arc<dyn Conn>,
     pub info: HandshakeInfo,
     /// When the handshake completed, on the run clock.
@@ -100,7 +100,7 @@ pub struct Connected {
     pub zero_rtt: Option<ZeroRtt>,
 }
 
-pub trait Transport: Send + Sync {
+pub(crate) trait Transport: Send + Sync {
     fn connect(&self) -> BoxFuture<'_, Result<Connected, FetchError>>;
 
     /// Called once after the last run, so that peers see our close before the endpoint
@@ -111,7 +111,7 @@ pub trait Transport: Send + Sync {
 }
 
 /// Receives one response as a transport reads it.
-pub trait Sink: Send {
+pub(crate) trait Sink: Send {
     /// The request is about to be sent (after any wait for a stream or the connection).
     fn sending(&mut self) {}
     fn headers(
@@ -122,7 +122,7 @@ pub trait Sink: Send {
     fn data(&mut self, chunk: &[u8]) -> Result<(), FetchError>;
 }
 
-pub trait Conn: Send + Sync {
+pub(crate) trait Conn: Send + Sync {
     /// `GET uri` on this connection, feeding the response to `sink`.
     fn exchange<'a>(
         &'a self,
@@ -223,7 +223,7 @@ pub(crate) async fn get_body(
 }
 
 /// Runs `fut` with the idle timeout, naming the step in the error.
-pub async fn step<T, E>(
+pub(crate) async fn step<T, E>(
     what: &str,
     after: Duration,
     fut: impl Future<Output = Result<T, E>>,
@@ -239,7 +239,7 @@ where
 }
 
 /// Accumulates one response; every transport reports through it so checks are identical.
-pub struct Progress<'a> {
+pub(crate) struct Progress<'a> {
     clock: &'a Clock,
     req: &'a ObjectReq,
     sent: Duration,
@@ -303,7 +303,7 @@ impl Sink for Progress<'_> {
 }
 
 impl<'a> Progress<'a> {
-    pub fn start(clock: &'a Clock, req: &'a ObjectReq) -> Self {
+    pub(crate) fn start(clock: &'a Clock, req: &'a ObjectReq) -> Self {
         Progress {
             clock,
             req,
@@ -323,7 +323,7 @@ impl<'a> Progress<'a> {
     }
 
     /// The body ended: checks byte count and content, and produces the outcome.
-    pub fn finish(mut self) -> Fetched {
+    pub(crate) fn finish(mut self) -> Fetched {
         let done = self.clock.now();
         let mut digest = None;
         let err = match (self.expected(), self.check.take().map(Check::finish)) {
@@ -350,7 +350,7 @@ impl<'a> Progress<'a> {
         }
     }
 
-    pub fn fail(self, e: FetchError) -> Fetched {
+    pub(crate) fn fail(self, e: FetchError) -> Fetched {
         let done = self.clock.now();
         Fetched {
             outcome: self.outcome_at(done, Some(e)),

@@ -33,7 +33,7 @@ async fn connect(addr: SocketAddr, rwnd: Option<u32>) -> std::io::Result<TcpStre
             libc::IPPROTO_TCP,
             libc::TCP_WINDOW_CLAMP,
             (&clamp as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
     if rc != 0 {
@@ -42,7 +42,7 @@ async fn connect(addr: SocketAddr, rwnd: Option<u32>) -> std::io::Result<TcpStre
     sock.connect(addr).await
 }
 
-pub struct TlsTcp {
+pub(crate) struct TlsTcp {
     pub endpoint: Endpoint,
     pub connector: TlsConnector,
     pub tickets: Option<Arc<TicketStore>>,
@@ -52,14 +52,14 @@ pub struct TlsTcp {
 }
 
 impl TlsTcp {
-    pub fn new(
+    pub(crate) fn new(
         endpoint: Endpoint,
         cfg: rustls::ClientConfig,
         tickets: Option<Arc<TicketStore>>,
         alpn: &'static [u8],
         alpn_required: bool,
     ) -> Self {
-        TlsTcp {
+        Self {
             endpoint,
             connector: TlsConnector::from(Arc::new(cfg)),
             tickets,
@@ -69,7 +69,7 @@ impl TlsTcp {
     }
 
     /// Connects, completes TLS and closes both directions, waiting for the server's FIN.
-    pub async fn prime(&self) -> Result<(), FetchError> {
+    pub(crate) async fn prime(&self) -> Result<(), FetchError> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let (mut tls, _) = self.connect().await?;
         let t = self.endpoint.timeout;
@@ -90,7 +90,9 @@ impl TlsTcp {
         step("closing the priming connection", t, drain).await
     }
 
-    pub async fn connect(&self) -> Result<(TlsStream<TcpStream>, HandshakeInfo), FetchError> {
+    pub(crate) async fn connect(
+        &self,
+    ) -> Result<(TlsStream<TcpStream>, HandshakeInfo), FetchError> {
         let ep = &self.endpoint;
         let name = ServerName::try_from(ep.server_name.clone()).map_err(|e| {
             FetchError::new(

@@ -5,14 +5,14 @@ use assert_cmd::Command;
 use qbench_core::LatencyHistogram;
 use serde_json::Value;
 
-pub struct Run {
+pub(crate) struct Run {
     pub code: Option<i32>,
     pub stderr: String,
     pub json: Option<Value>,
 }
 
 /// Runs `qbench ARGS --json -` and parses the report, if any.
-pub fn qbench(args: &[&str]) -> Run {
+pub(crate) fn qbench(args: &[&str]) -> Run {
     let out = qbench_plain(&[args, &["--json", "-"]].concat());
     Run {
         code: out.code,
@@ -22,7 +22,7 @@ pub fn qbench(args: &[&str]) -> Run {
 }
 
 /// Every run fetched `objects` objects and `bytes` payload bytes, and the histograms agree.
-pub fn assert_complete(run: &Run, runs: usize, objects: u64, bytes: u64) {
+pub(crate) fn assert_complete(run: &Run, runs: usize, objects: u64, bytes: u64) {
     assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
     let r = run.json.as_ref().expect("JSON report on stdout");
     assert_eq!(r["schema"], "qbench.run-report");
@@ -49,7 +49,7 @@ pub fn assert_complete(run: &Run, runs: usize, objects: u64, bytes: u64) {
 }
 
 /// The run failed with exactly one error of `kind`, and still wrote its report.
-pub fn assert_failed_with(run: &Run, kind: &str) {
+pub(crate) fn assert_failed_with(run: &Run, kind: &str) {
     assert_eq!(run.code, Some(1), "stderr: {}", run.stderr);
     let r = run
         .json
@@ -68,19 +68,19 @@ pub fn assert_failed_with(run: &Run, kind: &str) {
 }
 
 /// What a subcommand printed, for commands without a JSON report on stdout.
-pub struct Captured {
+pub(crate) struct Captured {
     pub code: Option<i32>,
     pub stdout: String,
     pub stderr: String,
 }
 
 /// Runs `qbench ARGS` as given, killed after two minutes.
-pub fn qbench_plain(args: &[&str]) -> Captured {
+pub(crate) fn qbench_plain(args: &[&str]) -> Captured {
     qbench_within(args, 120)
 }
 
 /// Runs `qbench ARGS` as given, killed after `secs` seconds.
-pub fn qbench_within(args: &[&str], secs: u64) -> Captured {
+pub(crate) fn qbench_within(args: &[&str], secs: u64) -> Captured {
     let out = Command::cargo_bin("qbench")
         .expect("qbench binary built")
         .args(args)

@@ -84,8 +84,8 @@ pub(super) struct Queue {
 }
 
 impl Queue {
-    pub(super) fn new(reorder: bool) -> Queue {
-        Queue {
+    pub(super) fn new(reorder: bool) -> Self {
+        Self {
             lane: if reorder {
                 Lane::Heap(BinaryHeap::new())
             } else {
@@ -162,8 +162,8 @@ pub(super) struct Slot {
 }
 
 impl Scheduler {
-    pub(super) fn new(imp: Impairment, seed: u64) -> Scheduler {
-        Scheduler {
+    pub(super) fn new(imp: Impairment, seed: u64) -> Self {
+        Self {
             imp,
             rng: SmallRng::seed_from_u64(seed),
             last_due: None,

@@ -55,7 +55,7 @@ fn poll_fd(fd: RawFd, events: libc::c_short) -> libc::pollfd {
 /// forwarder only gets less precise.
 pub(super) fn tune_scheduling() {
     let mut attr = libc::sched_attr {
-        size: std::mem::size_of::<libc::sched_attr>() as u32,
+        size: size_of::<libc::sched_attr>() as u32,
         sched_policy: libc::SCHED_OTHER as u32,
         sched_flags: 0,
         sched_nice: THREAD_NICE,

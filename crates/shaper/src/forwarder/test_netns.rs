@@ -40,7 +40,7 @@ fn enter(ns: &str) -> io::Result<()> {
 pub(super) fn in_ns<T: Send + 'static>(
     ns: &str,
     f: impl FnOnce() -> T + Send + 'static,
-) -> std::thread::JoinHandle<T> {
+) -> JoinHandle<T> {
     let ns = ns.to_owned();
     std::thread::spawn(move || {
         enter(&ns).unwrap_or_else(|e| panic!("entering {ns}: {e}"));
@@ -53,9 +53,9 @@ pub(super) struct Netns {
 }
 
 impl Netns {
-    fn create(name: String) -> Netns {
+    fn create(name: String) -> Self {
         run(&["ip", "netns", "add", &name]);
-        Netns { name }
+        Self { name }
     }
 
     pub(super) fn ip(&self, args: &[&str]) {
@@ -123,11 +123,11 @@ fn sweep_stale_namespaces() {
 }
 
 impl Topo {
-    pub(super) fn new() -> Topo {
+    pub(super) fn new() -> Self {
         SWEEP.call_once(sweep_stale_namespaces);
         let id = NEXT_TOPO.fetch_add(1, Ordering::Relaxed);
         let base = format!("qb-fwdtest-{}-{id}", std::process::id());
-        let topo = Topo {
+        let topo = Self {
             a: Netns::create(format!("{base}a")),
             r: Netns::create(format!("{base}r")),
             b: Netns::create(format!("{base}b")),

@@ -270,7 +270,7 @@ fn udp_gso_super_packets_pass_intact() {
                 libc::SOL_UDP,
                 libc::UDP_SEGMENT,
                 (&seg as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                size_of::<libc::c_int>() as libc::socklen_t,
             )
         };
         assert_eq!(rc, 0, "UDP_SEGMENT: {}", io::Error::last_os_error());
