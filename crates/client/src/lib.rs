@@ -7,6 +7,7 @@ pub mod compare;
 pub mod compete;
 pub mod config;
 pub mod cost;
+pub mod cpu;
 mod env;
 pub mod export;
 mod prepare;

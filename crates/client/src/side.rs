@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
+use crate::cpu::process_cpu;
 use qbench_core::{CpuTimes, Report, ReportMeta, RunCpu, RunReport, ToolInfo};
-use qbench_server::cpu::process_cpu;
 use qbench_server::InProcess;
 use qbench_shaper::Topology;
 
@@ -160,10 +160,7 @@ impl<'a> Side<'a> {
         aborted: Option<String>,
     ) -> anyhow::Result<Report> {
         let mut r = Report::new(self.meta.clone(), self.runs.clone(), expected_runs, aborted)?;
-        r.link = self
-            .link
-            .map(|l| serde_json::to_value(l.report()))
-            .transpose()?;
+        r.link = self.link.map(Topology::report);
         Ok(r)
     }
 

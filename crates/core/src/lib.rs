@@ -10,6 +10,7 @@ pub mod cost;
 pub mod errors;
 pub mod histogram;
 pub mod link;
+pub mod link_report;
 pub mod recorder;
 pub mod report;
 pub mod scenario;

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::ccstate::StateMachine;
 use crate::errors::ErrorCounts;
 use crate::histogram::{HistogramError, HistogramExport, LatencyHistogram};
+use crate::link_report::LinkReport;
 use crate::recorder::ConnectionRecord;
 use crate::spec::RunConfig;
 use crate::stats::Stats;
@@ -181,7 +182,7 @@ pub struct Report {
     /// Set when the run stopped before all runs were attempted (e.g. target unreachable).
     pub aborted: Option<String>,
     /// The emulated link (spec, backend, commands run, forwarder counters), with `--link`.
-    pub link: Option<serde_json::Value>,
+    pub link: Option<LinkReport>,
     pub summary: Summary,
     pub runs: Vec<RunReport>,
 }

@@ -98,18 +98,7 @@ fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
 
-/// Counters of one forwarder. A GSO super-packet counts as one packet; `bytes` excludes the
-/// vnet header. `dropped` covers random loss, queue overflow, failed writes and packets still
-/// queued when the forwarder stopped. `reordered` counts packets scheduled to leave before a
-/// packet that arrived earlier.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct ForwarderStats {
-    pub packets: u64,
-    pub bytes: u64,
-    pub dropped: u64,
-    pub max_queue: usize,
-    pub reordered: u64,
-}
+pub use qbench_core::link_report::ForwarderStats;
 
 /// A running delay line on one TUN device: a reader and a writer thread.
 pub struct Forwarder {

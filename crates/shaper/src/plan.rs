@@ -32,14 +32,7 @@ pub const ENDPOINT_SYSCTLS: &[(&str, &str)] = &[
     ("net.ipv4.tcp_wmem", "4096 65536 67108864"),
 ];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    /// tbf + netem on the router (kernels with sch_netem).
-    Netem,
-    /// tbf for rate, nftables for loss, a userspace TUN forwarder for delay and jitter.
-    Userspace,
-}
+pub use qbench_core::link_report::{Backend, Names};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -48,39 +41,6 @@ pub enum Offloads {
     Default,
     On,
     Off,
-}
-
-/// The three namespaces of one topology.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Names {
-    pub id: String,
-    pub client: String,
-    pub router: String,
-    pub server: String,
-}
-
-impl Names {
-    pub fn new(id: &str) -> Self {
-        Self {
-            id: id.into(),
-            client: format!("qb-{id}-c"),
-            router: format!("qb-{id}-r"),
-            server: format!("qb-{id}-s"),
-        }
-    }
-
-    /// Whether `ns` looks like one of ours (`qb-<hex id>-c|r|s`).
-    pub fn is_ours(ns: &str) -> bool {
-        let Some(rest) = ns.strip_prefix("qb-") else {
-            return false;
-        };
-        let Some((id, role)) = rest.rsplit_once('-') else {
-            return false;
-        };
-        !id.is_empty()
-            && id.chars().all(|c| c.is_ascii_hexdigit())
-            && matches!(role, "c" | "r" | "s")
-    }
 }
 
 /// One command, optionally inside a namespace (`ip netns exec NS ...`).

@@ -1,20 +1,9 @@
 //! What this kernel and machine offer, found out before anything is changed.
 
-use serde::Serialize;
-
 use crate::exec::run;
 use crate::plan::{Backend, Cmd, Names};
 
-#[derive(Debug, Clone, Serialize)]
-pub struct Capabilities {
-    pub root: bool,
-    pub ip: bool,
-    pub tc: bool,
-    pub nft: bool,
-    pub ethtool: bool,
-    pub tun: bool,
-    pub netem: bool,
-}
+pub use qbench_core::link_report::Capabilities;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
@@ -87,33 +76,32 @@ pub fn probe() -> Capabilities {
     }
 }
 
-impl Capabilities {
-    /// Fails before anything is changed when the link cannot be built.
-    pub fn check(&self, backend: Backend, needs_ethtool: bool) -> Result<(), ProbeError> {
-        if !self.root {
-            return Err(ProbeError::NotRoot);
-        }
-        if !self.ip {
-            return Err(ProbeError::Missing("ip", "iproute2"));
-        }
-        if !self.tc {
-            return Err(ProbeError::Missing("tc", "iproute2"));
-        }
-        if needs_ethtool && !self.ethtool {
-            return Err(ProbeError::Missing("ethtool", "ethtool"));
-        }
-        match backend {
-            Backend::Netem if !self.netem => Err(ProbeError::NoNetem),
-            Backend::Userspace if !self.tun => Err(ProbeError::NoTun),
-            _ => Ok(()),
-        }
+/// Fails before anything is changed when the link cannot be built.
+pub fn check(caps: &Capabilities, backend: Backend, needs_ethtool: bool) -> Result<(), ProbeError> {
+    if !caps.root {
+        return Err(ProbeError::NotRoot);
     }
+    if !caps.ip {
+        return Err(ProbeError::Missing("ip", "iproute2"));
+    }
+    if !caps.tc {
+        return Err(ProbeError::Missing("tc", "iproute2"));
+    }
+    if needs_ethtool && !caps.ethtool {
+        return Err(ProbeError::Missing("ethtool", "ethtool"));
+    }
+    match backend {
+        Backend::Netem if !caps.netem => Err(ProbeError::NoNetem),
+        Backend::Userspace if !caps.tun => Err(ProbeError::NoTun),
+        _ => Ok(()),
+    }
+}
 
-    pub fn auto_backend(&self) -> Backend {
-        if self.netem {
-            Backend::Netem
-        } else {
-            Backend::Userspace
-        }
+/// netem where the kernel has it.
+pub fn auto_backend(caps: &Capabilities) -> Backend {
+    if caps.netem {
+        Backend::Netem
+    } else {
+        Backend::Userspace
     }
 }

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use qbench_core::link::{parse_trace, LinkError, Queue, RateSpec};
 use qbench_core::units::Rate;
 use rand::Rng;
-use serde::Serialize;
 
 use crate::plan::{default_queue, rate_change_line};
 
@@ -28,13 +27,7 @@ pub enum RateError {
     Spawn(std::io::Error),
 }
 
-/// One rate change as applied, for the report.
-#[derive(Debug, Clone, Serialize)]
-pub struct RateChange {
-    pub t_ms: u64,
-    pub direction: &'static str,
-    pub rate_bps: u64,
-}
+pub use qbench_core::link_report::RateChange;
 
 /// A direction whose rate varies: its egress device and how it varies.
 pub struct Varying {
@@ -156,7 +149,7 @@ impl RateController {
                         }
                         changes2.lock().expect("changes lock").push(RateChange {
                             t_ms: now.as_millis() as u64,
-                            direction: v.direction,
+                            direction: v.direction.to_string(),
                             rate_bps: rate.0,
                         });
                         *next = following;

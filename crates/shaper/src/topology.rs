@@ -2,17 +2,16 @@
 //! impairments on the router. Dropping it stops the forwarders and deletes the namespaces.
 
 use qbench_core::link::LinkSpec;
-use serde::Serialize;
 
 use crate::exec::{ExecError, Executor};
-use crate::forwarder::{Forwarder, ForwarderStats, Impairment};
+use crate::forwarder::{Forwarder, Impairment};
 use crate::netns::{self, NetnsError};
 use crate::plan::{
     self, Backend, Names, Offloads, PlanOptions, ROUTER_TO_CLIENT, ROUTER_TO_SERVER, TUN_DOWN,
     TUN_UP,
 };
 use crate::probe::{probe, Capabilities, ProbeError};
-use crate::rate::{RateChange, RateController, RateError, Varying};
+use crate::rate::{RateController, RateError, Varying};
 use crate::tun::Tun;
 
 /// What the userspace delay path carried for one TCP stream on a 2-core VM with TUN offloads
@@ -57,17 +56,7 @@ pub struct TopologyOptions {
 }
 
 /// What the report says about the link.
-#[derive(Debug, Clone, Serialize)]
-pub struct LinkReport {
-    pub spec: LinkSpec,
-    pub backend: Backend,
-    pub capabilities: Capabilities,
-    pub namespaces: Names,
-    pub commands: Vec<String>,
-    pub forwarders: Vec<(String, ForwarderStats)>,
-    pub rate_changes: Vec<RateChange>,
-    pub notes: Vec<String>,
-}
+pub use qbench_core::link_report::LinkReport;
 
 pub struct Topology {
     names: Names,
@@ -100,7 +89,7 @@ fn impairment(d: &qbench_core::link::Direction, loss_here: bool) -> Impairment {
 fn plan_options(opts: &TopologyOptions, caps: &Capabilities) -> PlanOptions {
     PlanOptions {
         backend: match opts.backend {
-            BackendChoice::Auto => caps.auto_backend(),
+            BackendChoice::Auto => crate::probe::auto_backend(caps),
             BackendChoice::Netem => Backend::Netem,
             BackendChoice::Userspace => Backend::Userspace,
         },
@@ -126,7 +115,7 @@ impl Topology {
         let caps = probe();
         let plan_opts = plan_options(opts, &caps);
         let backend = plan_opts.backend;
-        caps.check(backend, opts.offloads != Offloads::Default)?;
+        crate::probe::check(&caps, backend, opts.offloads != Offloads::Default)?;
         let names = Names::new(&opts.id.clone().unwrap_or_else(random_id));
         let mut topo = Self {
             names: names.clone(),
