@@ -551,3 +551,26 @@ pub fn compete_command(s: &CompeteSpec) -> Vec<String> {
     run_flags(&s.base, &mut args);
     args
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use qbench_core::spec::RunSpec;
+
+    use super::{Cli, Command};
+
+    /// The flags' defaults are the spec's: a scenario cell that leaves a field out measures
+    /// what `qbench` without that flag does.
+    #[test]
+    fn flag_defaults_are_the_spec_defaults() {
+        let cli = Cli::try_parse_from(["qbench"]).unwrap();
+        assert_eq!(cli.run.spec(), RunSpec::default());
+        let cli = Cli::try_parse_from(["qbench", "compare", "--protos", "h2,h3"]).unwrap();
+        let Some(Command::Compare(c)) = cli.command else {
+            panic!("compare");
+        };
+        let spec = c.spec().unwrap();
+        assert_eq!(spec.base, RunSpec::default());
+        assert_eq!(spec.rounds, qbench_core::scenario::DEFAULT_ROUNDS);
+    }
+}

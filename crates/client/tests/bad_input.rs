@@ -104,3 +104,33 @@ fn congestion_control_options() {
     );
     rejected(&["--no-telemetry", "--plot", "x.svg"], "--plot");
 }
+
+#[test]
+fn outputs_that_cannot_be_drawn() {
+    let link = ["--link", "rate=10mbit"];
+    rejected(
+        &[
+            &["compete", "--flows", "h3:1,h2:1", "--plot", "x.svg"][..],
+            &link,
+        ]
+        .concat(),
+        "--plot",
+    );
+    rejected(&["--no-telemetry", "--plot", "x.svg"], "--plot");
+    rejected(
+        &["--sample-interval", "0s", "--state-graph", "x.dot"],
+        "--state-graph",
+    );
+    rejected(
+        &[
+            "compare",
+            "--protos",
+            "h2,h3",
+            "--no-telemetry",
+            "--plot",
+            "x.svg",
+        ],
+        "--plot",
+    );
+    rejected(&["compare", "--protos", "h2,h3,h1"], "--protos");
+}

@@ -271,6 +271,24 @@ mod tests {
     }
 
     #[test]
+    fn flows() {
+        assert_eq!(
+            parse_flows("h3:1,h2:2,h1").unwrap(),
+            vec![(Protocol::H3, 1), (Protocol::H2, 2), (Protocol::H1, 1)]
+        );
+        for bad in ["", "h4:1", "h3:0", "h3:65", "h3:x", "h3:1,"] {
+            assert!(parse_flows(bad).is_err(), "{bad}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn flows_parser_never_panics(s in "\\PC{0,40}") {
+            let _ = parse_flows(&s);
+        }
+    }
+
+    #[test]
     fn run_config_json_keeps_the_report_field_names() {
         let c = RunConfig {
             spec: RunSpec::default(),
