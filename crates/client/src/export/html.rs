@@ -7,20 +7,16 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context;
-use qbench_core::compare::Verdict;
-
 use qbench_core::ccstate::StateMachine;
-use qbench_core::telemetry::Timeline;
-
-use crate::cli::ReportArgs;
-use crate::export::svg::{cwnd_chart, line_chart, Series};
-use qbench_core::compare::CompareReport;
-use qbench_core::scenario::Cell;
-
 use qbench_core::cell::{CellFile, CellReport};
-use qbench_core::scenario::CellSpec;
+use qbench_core::compare::{CompareReport, Verdict};
+use qbench_core::compete::CompeteReport;
+use qbench_core::scenario::{Cell, CellSpec};
+use qbench_core::telemetry::Timeline;
+use qbench_core::{Report, Stats};
 
-use crate::cli::{compare_command, compete_command};
+use crate::cli::{compare_command, compete_command, ReportArgs};
+use crate::export::svg::{cwnd_chart, line_chart, state_graph, Series};
 use crate::export::write_text;
 
 /// A comparison cell of a sweep.
@@ -29,11 +25,36 @@ struct Cmp {
     report: CompareReport,
 }
 
+/// The cell files of a sweep's output directory.
+struct Sweep {
+    /// From the first cell file read; empty if it has none.
+    scenario: String,
+    comparisons: Vec<Cmp>,
+    competitions: Vec<(Cell, CompeteReport)>,
+}
+
+/// Heatmap axes and the comparison cells grouped by every other varying axis, one heatmap per
+/// group. `y` is empty when only one axis varies.
+struct Layout<'a> {
+    x: String,
+    y: String,
+    groups: BTreeMap<String, Vec<&'a Cmp>>,
+}
+
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
+}
+
+/// How the page names a cell: its axis values as `k=v` pairs.
+fn cell_name(cell: &Cell) -> String {
+    cell.params
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Percent difference oriented so that positive means the QUIC side was faster (B faster
@@ -114,20 +135,35 @@ fn sorted(values: BTreeSet<String>) -> Vec<String> {
     v
 }
 
+fn axis_values(cells: &[&Cmp], axis: &str) -> Vec<String> {
+    sorted(
+        cells
+            .iter()
+            .filter_map(|c| c.cell.params.get(axis).cloned())
+            .collect(),
+    )
+}
+
+/// Fill and text of one heatmap square; grey and empty where the sweep has no such cell.
+fn heatmap_square(cell: Option<&Cmp>) -> (String, String) {
+    match cell {
+        Some(c) => {
+            let d = c.report.comparison.plt_diff_pct;
+            let g = quic_gain(c);
+            (
+                color(g),
+                d.map_or("-".into(), |_| {
+                    g.map_or("n.s.".into(), |g| format!("{g:+.0}%"))
+                }),
+            )
+        }
+        None => ("#eeeeee".into(), String::new()),
+    }
+}
+
 /// One heatmap: `y` axis values as rows, `x` as columns.
 fn heatmap(title: &str, x: &str, y: &str, cells: &[&Cmp]) -> String {
-    let xs = sorted(
-        cells
-            .iter()
-            .filter_map(|c| c.cell.params.get(x).cloned())
-            .collect(),
-    );
-    let ys = sorted(
-        cells
-            .iter()
-            .filter_map(|c| c.cell.params.get(y).cloned())
-            .collect(),
-    );
+    let (xs, ys) = (axis_values(cells, x), axis_values(cells, y));
     let (cw, ch, left, top) = (90.0, 40.0, 110.0, 60.0);
     let w = left + cw * xs.len() as f64 + 20.0;
     let h = top + ch * ys.len() as f64 + 50.0;
@@ -162,20 +198,9 @@ fn heatmap(title: &str, x: &str, y: &str, cells: &[&Cmp]) -> String {
         for (i, xv) in xs.iter().enumerate() {
             let cell = cells
                 .iter()
+                .copied()
                 .find(|c| c.cell.params.get(x) == Some(xv) && c.cell.params.get(y) == Some(yv));
-            let (fill, text) = match cell {
-                Some(c) => {
-                    let d = c.report.comparison.plt_diff_pct;
-                    let g = quic_gain(c);
-                    (
-                        color(g),
-                        d.map_or("-".into(), |_| {
-                            g.map_or("n.s.".into(), |g| format!("{g:+.0}%"))
-                        }),
-                    )
-                }
-                None => ("#eeeeee".into(), String::new()),
-            };
+            let (fill, text) = heatmap_square(cell);
             let (cx, cy) = (left + cw * i as f64, top + ch * j as f64);
             let _ = writeln!(
                 o,
@@ -198,22 +223,14 @@ fn heatmap(title: &str, x: &str, y: &str, cells: &[&Cmp]) -> String {
     o
 }
 
-/// Object-latency CDFs of both sides, their first round's cwnd, and the inferred state shares.
-fn cell_details(i: usize, c: &Cmp) -> anyhow::Result<String> {
-    let r = &c.report;
-    let title = c
-        .cell
-        .params
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let mut html = format!(
-        "<h3>{}</h3><div style=\"display:flex;flex-wrap:wrap;gap:1em\">",
-        esc(&title)
-    );
+/// Both sides of a comparison with their labels, A first.
+fn sides(r: &CompareReport) -> [(&String, &Report); 2] {
+    [(&r.label_a, &r.a), (&r.label_b, &r.b)]
+}
+
+fn latency_cdf(i: usize, r: &CompareReport) -> anyhow::Result<String> {
     let mut series = Vec::new();
-    for (label, rep) in [(&r.label_a, &r.a), (&r.label_b, &r.b)] {
+    for (label, rep) in sides(r) {
         let h = rep.summary.object_latency.histogram()?;
         series.push(Series {
             label: format!("{label} (n={})", h.len()),
@@ -224,29 +241,34 @@ fn cell_details(i: usize, c: &Cmp) -> anyhow::Result<String> {
                 .collect(),
         });
     }
-    html.push_str(&line_chart(
+    Ok(line_chart(
         &format!("object latency CDF, cell {i}"),
         "object latency (ms)",
         "fraction of objects",
         &series,
         None,
-    ));
-    let mut lines = Vec::new();
-    for (label, rep) in [(&r.label_a, &r.a), (&r.label_b, &r.b)] {
-        if let Some(t) = rep
-            .runs
-            .first()
-            .and_then(|run| run.telemetry.as_ref())
-            .and_then(|t| t.first())
-        {
-            lines.push((format!("{label}: {} {}", t.transport, t.cc), t));
-        }
-    }
-    if !lines.is_empty() {
-        html.push_str(&cwnd_chart(&format!("cwnd, first round, cell {i}"), &lines));
-    }
-    // One inferred machine per side, over all its runs' connections.
-    let machines: Vec<(&String, Option<StateMachine>)> = [(&r.label_a, &r.a), (&r.label_b, &r.b)]
+    ))
+}
+
+/// The first connection of each side's first round; `None` when neither side recorded one.
+fn first_round_cwnd(i: usize, r: &CompareReport) -> Option<String> {
+    let lines: Vec<(String, &Timeline)> = sides(r)
+        .into_iter()
+        .filter_map(|(label, rep)| {
+            let t = rep
+                .runs
+                .first()
+                .and_then(|run| run.telemetry.as_ref())
+                .and_then(|t| t.first())?;
+            Some((format!("{label}: {} {}", t.transport, t.cc), t))
+        })
+        .collect();
+    (!lines.is_empty()).then(|| cwnd_chart(&format!("cwnd, first round, cell {i}"), &lines))
+}
+
+/// One inferred machine per side, over all its runs' connections.
+fn inferred_machines(r: &CompareReport) -> Vec<(&String, Option<StateMachine>)> {
+    sides(r)
         .into_iter()
         .map(|(label, rep)| {
             let timelines: Vec<&Timeline> = rep
@@ -259,16 +281,11 @@ fn cell_details(i: usize, c: &Cmp) -> anyhow::Result<String> {
                 (!timelines.is_empty()).then(|| StateMachine::infer(&timelines)),
             )
         })
-        .collect();
-    for (label, m) in &machines {
-        if let Some(m) = m {
-            html.push_str(&crate::export::svg::state_graph(
-                &format!("{label}: inferred states, cell {i}"),
-                m,
-            ));
-        }
-    }
-    html.push_str("</div><table><tr><th>side</th>");
+        .collect()
+}
+
+/// Share of time per state and side; `-` where a side has no telemetry to infer from.
+fn state_share_table(machines: &[(&String, Option<StateMachine>)]) -> anyhow::Result<String> {
     let states = [
         "Init",
         "SlowStart",
@@ -278,11 +295,12 @@ fn cell_details(i: usize, c: &Cmp) -> anyhow::Result<String> {
         "Recovery",
         "RetransmissionTimeout",
     ];
+    let mut html = String::from("<table><tr><th>side</th>");
     for st in states {
         let _ = write!(html, "<th>{st}</th>");
     }
     html.push_str("</tr>");
-    for (label, m) in &machines {
+    for (label, m) in machines {
         let fr = match m {
             Some(m) => serde_json::to_value(&m.time_fraction)?,
             None => serde_json::Value::Null,
@@ -302,41 +320,71 @@ fn cell_details(i: usize, c: &Cmp) -> anyhow::Result<String> {
     Ok(html)
 }
 
-pub fn report(args: ReportArgs) -> anyhow::Result<()> {
-    let mut cells: Vec<Cmp> = Vec::new();
+/// Object-latency CDFs of both sides, their first round's cwnd, and the inferred state shares.
+fn cell_details(i: usize, c: &Cmp) -> anyhow::Result<String> {
+    let r = &c.report;
+    let mut html = format!(
+        "<h3>{}</h3><div style=\"display:flex;flex-wrap:wrap;gap:1em\">",
+        esc(&cell_name(&c.cell))
+    );
+    html.push_str(&latency_cdf(i, r)?);
+    if let Some(chart) = first_round_cwnd(i, r) {
+        html.push_str(&chart);
+    }
+    let machines = inferred_machines(r);
+    for (label, m) in &machines {
+        if let Some(m) = m {
+            html.push_str(&state_graph(
+                &format!("{label}: inferred states, cell {i}"),
+                m,
+            ));
+        }
+    }
+    html.push_str("</div>");
+    html.push_str(&state_share_table(&machines)?);
+    Ok(html)
+}
+
+fn read_cells(dir: &Path) -> anyhow::Result<Sweep> {
+    let mut comparisons = Vec::new();
     let mut competitions = Vec::new();
     let mut scenario: Option<String> = None;
-    for e in
-        std::fs::read_dir(&args.dir).with_context(|| format!("reading {}", args.dir.display()))?
-    {
+    for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let path = e?.path();
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        if name.starts_with("cell-") && name.ends_with(".json") {
-            let bytes =
-                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-            let f = CellFile::from_slice(&bytes).with_context(|| path.display().to_string())?;
-            scenario.get_or_insert_with(|| f.scenario.clone());
-            match f.report {
-                CellReport::Compare(report) => cells.push(Cmp {
-                    cell: f.cell,
-                    report: *report,
-                }),
-                CellReport::Compete(c) => competitions.push((f.cell, *c)),
-            }
+        if !(name.starts_with("cell-") && name.ends_with(".json")) {
+            continue;
+        }
+        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        let f = CellFile::from_slice(&bytes).with_context(|| path.display().to_string())?;
+        scenario.get_or_insert_with(|| f.scenario.clone());
+        match f.report {
+            CellReport::Compare(report) => comparisons.push(Cmp {
+                cell: f.cell,
+                report: *report,
+            }),
+            CellReport::Compete(c) => competitions.push((f.cell, *c)),
         }
     }
     anyhow::ensure!(
-        !(cells.is_empty() && competitions.is_empty()),
+        !(comparisons.is_empty() && competitions.is_empty()),
         "{}: no cell-*.json files (run `qbench sweep` first)",
-        args.dir.display()
+        dir.display()
     );
-    let name = scenario.unwrap_or_default();
-    // Axes that vary; rate x objects first, as in the paper's figures.
+    Ok(Sweep {
+        scenario: scenario.unwrap_or_default(),
+        comparisons,
+        competitions,
+    })
+}
+
+/// Axes whose value differs between cells; objects and rate first, as in the paper's figures.
+fn varying_axes(cells: &[Cmp]) -> Vec<String> {
     let mut varying: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for c in &cells {
+    for c in cells {
         for (k, v) in &c.cell.params {
             varying.entry(k.clone()).or_default().insert(v.clone());
         }
@@ -348,103 +396,142 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
         "rate" => 1,
         _ => 2,
     });
+    keys
+}
+
+fn heatmap_layout(cells: &[Cmp]) -> Layout<'_> {
+    let keys = varying_axes(cells);
     let (x, y) = match keys.as_slice() {
         [a, b, ..] => (a.clone(), b.clone()),
         [a] => (a.clone(), String::new()),
         [] => (String::new(), String::new()),
     };
-    let others: Vec<String> = keys.iter().skip(2).cloned().collect();
     let mut groups: BTreeMap<String, Vec<&Cmp>> = BTreeMap::new();
-    for c in &cells {
-        let key = others
+    for c in cells {
+        let key = keys
             .iter()
+            .skip(2)
             .map(|k| format!("{k}={}", c.cell.params.get(k).cloned().unwrap_or_default()))
             .collect::<Vec<_>>()
             .join(" ");
         groups.entry(key).or_default().push(c);
     }
-    let out_dir = args
-        .html
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    Layout { x, y, groups }
+}
+
+fn page_head(name: &str, cells: usize) -> String {
     let mut html = String::new();
-    let _ = writeln!(html, "<!doctype html><html><head><meta charset=\"utf-8\"><title>qbench: {}</title><style>body{{font-family:Helvetica,Arial,sans-serif;margin:2em;max-width:1100px}}table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#f4f4f4}}code{{font-size:12px}}</style></head><body>", esc(&name));
-    let _ = writeln!(html, "<h1>qbench sweep: {}</h1><p>{} cells. Percent difference in mean page load time per cell; <span style=\"color:#c00\">red: QUIC faster</span>, <span style=\"color:#00c\">blue: TCP faster</span>, white: not significant (Welch's t-test, p &ge; 0.01).</p>", esc(&name), cells.len());
-    for (i, (group, members)) in groups.iter().enumerate() {
+    let _ = writeln!(html, "<!doctype html><html><head><meta charset=\"utf-8\"><title>qbench: {}</title><style>body{{font-family:Helvetica,Arial,sans-serif;margin:2em;max-width:1100px}}table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#f4f4f4}}code{{font-size:12px}}</style></head><body>", esc(name));
+    let _ = writeln!(html, "<h1>qbench sweep: {}</h1><p>{} cells. Percent difference in mean page load time per cell; <span style=\"color:#c00\">red: QUIC faster</span>, <span style=\"color:#00c\">blue: TCP faster</span>, white: not significant (Welch's t-test, p &ge; 0.01).</p>", esc(name), cells);
+    html
+}
+
+/// Each heatmap is also written as `heatmap-<i>.svg` into `out_dir`, to use outside the page.
+fn heatmaps(name: &str, layout: &Layout<'_>, out_dir: &Path) -> anyhow::Result<String> {
+    let y = if layout.y.is_empty() {
+        &layout.x
+    } else {
+        &layout.y
+    };
+    let mut html = String::new();
+    for (i, (group, members)) in layout.groups.iter().enumerate() {
         let title = if group.is_empty() {
-            name.clone()
+            name.to_string()
         } else {
             format!("{name}: {group}")
         };
-        let svg = heatmap(&title, &x, if y.is_empty() { &x } else { &y }, members);
-        let file = out_dir.join(format!("heatmap-{i}.svg"));
-        write_text(&file, &svg)?;
+        let svg = heatmap(&title, &layout.x, y, members);
+        write_text(&out_dir.join(format!("heatmap-{i}.svg")), &svg)?;
         html.push_str(&svg);
     }
+    Ok(html)
+}
+
+fn mean_ms(s: &Stats) -> String {
+    s.mean.map_or("-".into(), |v| format!("{:.1}", v / 1000.0))
+}
+
+fn verdict_text(r: &CompareReport) -> String {
+    match r.comparison.verdict {
+        Verdict::AFaster => format!("{} faster", r.label_a),
+        Verdict::BFaster => format!("{} faster", r.label_b),
+        Verdict::Inconclusive => "inconclusive".to_string(),
+    }
+}
+
+fn cell_table(cells: &[Cmp]) -> String {
+    let mut html = String::new();
     let _ = writeln!(html, "<h2>Cells</h2><table><tr><th>cell</th><th>A</th><th>B</th><th>mean PLT A (ms)</th><th>mean PLT B (ms)</th><th>diff (B faster +)</th><th>p</th><th>verdict</th></tr>");
-    for c in &cells {
+    for c in cells {
         let r = &c.report;
-        let m =
-            |s: &qbench_core::Stats| s.mean.map_or("-".into(), |v| format!("{:.1}", v / 1000.0));
         let _ = writeln!(html, "<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&c.cell.params.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")),
-            esc(&r.label_a), esc(&r.label_b), m(&r.comparison.plt_us_a), m(&r.comparison.plt_us_b),
+            esc(&cell_name(&c.cell)),
+            esc(&r.label_a), esc(&r.label_b), mean_ms(&r.comparison.plt_us_a), mean_ms(&r.comparison.plt_us_b),
             r.comparison.plt_diff_pct.map_or("-".into(), |d| format!("{d:+.1}%")),
             r.comparison.welch.as_ref().map_or("-".into(), |w| format!("{:.2e}", w.p)),
-            esc(&match r.comparison.verdict {
-                Verdict::AFaster => format!("{} faster", r.label_a),
-                Verdict::BFaster => format!("{} faster", r.label_b),
-                Verdict::Inconclusive => "inconclusive".to_string(),
-            }));
+            esc(&verdict_text(r)));
     }
     html.push_str("</table>");
-    html.push_str("<h2>Per cell</h2>");
-    for (i, c) in cells.iter().enumerate() {
-        html.push_str(&cell_details(i, c)?);
+    html
+}
+
+/// Each flow as `label: goodput` in Mbit/s.
+fn flow_goodputs(c: &CompeteReport) -> String {
+    c.flows
+        .iter()
+        .map(|f| {
+            format!(
+                "{}: {}",
+                f.label,
+                f.goodput_bps
+                    .map_or("-".into(), |g| format!("{:.2}", g / 1e6))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Empty for a sweep without competitions.
+fn competitions_table(competitions: &[(Cell, CompeteReport)]) -> String {
+    let mut html = String::new();
+    if competitions.is_empty() {
+        return html;
     }
-    if !competitions.is_empty() {
-        html.push_str("<h2>Competitions</h2><table><tr><th>cell</th><th>flows (goodput, Mbit/s)</th><th>Jain's index</th></tr>");
-        for (cell, c) in &competitions {
-            let flows = c
-                .flows
-                .iter()
-                .map(|f| {
-                    format!(
-                        "{}: {}",
-                        f.label,
-                        f.goodput_bps
-                            .map_or("-".into(), |g| format!("{:.2}", g / 1e6))
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
-            let _ = writeln!(
-                html,
-                "<tr><td style=\"text-align:left\">{}</td><td style=\"text-align:left\">{}</td><td>{}</td></tr>",
-                esc(&cell.params.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")),
-                esc(&flows),
-                c.jain_index.map_or("-".into(), |j| format!("{j:.3}"))
-            );
-        }
-        html.push_str("</table>");
+    html.push_str("<h2>Competitions</h2><table><tr><th>cell</th><th>flows (goodput, Mbit/s)</th><th>Jain's index</th></tr>");
+    for (cell, c) in competitions {
+        let _ = writeln!(
+            html,
+            "<tr><td style=\"text-align:left\">{}</td><td style=\"text-align:left\">{}</td><td>{}</td></tr>",
+            esc(&cell_name(cell)),
+            esc(&flow_goodputs(c)),
+            c.jain_index.map_or("-".into(), |j| format!("{j:.3}"))
+        );
     }
-    let env = match (cells.first(), competitions.first()) {
+    html.push_str("</table>");
+    html
+}
+
+/// The environment of the first cell (all cells of a sweep share a machine), then the
+/// command line that reruns each cell.
+fn environment_and_commands(sweep: &Sweep) -> anyhow::Result<String> {
+    let env = match (sweep.comparisons.first(), sweep.competitions.first()) {
         (Some(c), _) => serde_json::to_string_pretty(&c.report.a.environment)?,
         (None, Some((_, c))) => {
             serde_json::to_string_pretty(&c.flows.first().map(|f| &f.report.environment))?
         }
         _ => String::new(),
     };
+    let mut html = String::new();
     let _ = writeln!(
         html,
         "<h2>Environment</h2><pre>{}</pre><h2>Commands</h2><ul>",
         esc(&env)
     );
-    let specs = cells
+    let specs = sweep
+        .comparisons
         .iter()
         .map(|c| &c.cell.spec)
-        .chain(competitions.iter().map(|(c, _)| &c.spec));
+        .chain(sweep.competitions.iter().map(|(c, _)| &c.spec));
     for spec in specs {
         let command = match spec {
             CellSpec::Compare(s) => compare_command(s),
@@ -452,13 +539,35 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
         };
         let _ = writeln!(html, "<li><code>{}</code></li>", esc(&command.join(" ")));
     }
-    html.push_str("</ul></body></html>\n");
+    html.push_str("</ul>");
+    Ok(html)
+}
+
+pub fn report(args: ReportArgs) -> anyhow::Result<()> {
+    let sweep = read_cells(&args.dir)?;
+    let cells = &sweep.comparisons;
+    let layout = heatmap_layout(cells);
+    let out_dir = args
+        .html
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut html = page_head(&sweep.scenario, cells.len());
+    html.push_str(&heatmaps(&sweep.scenario, &layout, out_dir)?);
+    html.push_str(&cell_table(cells));
+    html.push_str("<h2>Per cell</h2>");
+    for (i, c) in cells.iter().enumerate() {
+        html.push_str(&cell_details(i, c)?);
+    }
+    html.push_str(&competitions_table(&sweep.competitions));
+    html.push_str(&environment_and_commands(&sweep)?);
+    html.push_str("</body></html>\n");
     write_text(&args.html, &html)?;
     println!(
         "wrote {} ({} cells, {} heatmap(s), latency CDFs, cwnd timelines and state shares per cell)",
         args.html.display(),
         cells.len(),
-        groups.len()
+        layout.groups.len()
     );
     Ok(())
 }
@@ -484,7 +593,11 @@ mod tests {
     #[test]
     fn colors() {
         assert_eq!(color(None), "#ffffff");
-        assert!(color(Some(30.0)).starts_with("#ff"));
-        assert!(color(Some(-30.0)).ends_with("ff"));
+        // Red for QUIC, blue for TCP, deeper with the gain, saturated from 50% on.
+        assert_eq!(color(Some(30.0)), "#ff7c7c");
+        assert_eq!(color(Some(-30.0)), "#7c7cff");
+        assert_eq!(color(Some(50.0)), "#ff2626");
+        assert_eq!(color(Some(400.0)), "#ff2626");
+        assert_eq!(color(Some(0.0)), "#ffffff");
     }
 }

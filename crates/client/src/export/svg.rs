@@ -46,65 +46,71 @@ fn esc(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
-/// A line chart; `hline` draws a labelled horizontal reference (e.g. a cap).
-pub fn line_chart(
-    title: &str,
-    x_label: &str,
-    y_label: &str,
-    series: &[Series],
-    hline: Option<(f64, &str)>,
-) -> String {
-    let all = series.iter().flat_map(|s| s.points.iter());
-    let x_max = all.clone().map(|p| p.0).fold(0.0, f64::max);
-    let y_max = all
-        .map(|p| p.1)
-        .chain(hline.map(|h| h.0))
-        .fold(0.0, f64::max);
-    let (xs, ys) = (tick_step(x_max, 8.0), tick_step(y_max * 1.05, 6.0));
-    let x_top = (x_max / xs).ceil().max(1.0) * xs;
-    let y_top = (y_max * 1.05 / ys).ceil().max(1.0) * ys;
-    let px = |x: f64| LEFT + x / x_top * (W - LEFT - RIGHT);
-    let py = |y: f64| H - BOTTOM - y / y_top * (H - TOP - BOTTOM);
+/// Where chart units land on the canvas: axes from 0 to a round number above the data.
+struct Frame {
+    x_step: f64,
+    y_step: f64,
+    x_top: f64,
+    y_top: f64,
+}
 
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="Helvetica, Arial, sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(o, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        o,
-        r#"<text x="{}" y="24" text-anchor="middle" font-size="15">{}</text>"#,
-        W / 2.0,
-        esc(title)
-    );
+impl Frame {
+    fn fit(series: &[Series], hline: Option<(f64, &str)>) -> Self {
+        let all = series.iter().flat_map(|s| s.points.iter());
+        let x_max = all.clone().map(|p| p.0).fold(0.0, f64::max);
+        let y_max = all
+            .map(|p| p.1)
+            .chain(hline.map(|h| h.0))
+            .fold(0.0, f64::max);
+        let (x_step, y_step) = (tick_step(x_max, 8.0), tick_step(y_max * 1.05, 6.0));
+        Self {
+            x_step,
+            y_step,
+            x_top: (x_max / x_step).ceil().max(1.0) * x_step,
+            y_top: (y_max * 1.05 / y_step).ceil().max(1.0) * y_step,
+        }
+    }
+
+    fn px(&self, x: f64) -> f64 {
+        LEFT + x / self.x_top * (W - LEFT - RIGHT)
+    }
+
+    fn py(&self, y: f64) -> f64 {
+        H - BOTTOM - y / self.y_top * (H - TOP - BOTTOM)
+    }
+}
+
+fn grid(o: &mut String, f: &Frame) {
     let mut x = 0.0;
-    while x <= x_top + xs / 2.0 {
+    while x <= f.x_top + f.x_step / 2.0 {
         let _ = writeln!(
             o,
             r##"<line x1="{0:.1}" y1="{1}" x2="{0:.1}" y2="{2}" stroke="#e5e5e5"/><text x="{0:.1}" y="{3}" text-anchor="middle">{4}</text>"##,
-            px(x),
+            f.px(x),
             TOP,
             H - BOTTOM,
             H - BOTTOM + 18.0,
-            tick(x, xs)
+            tick(x, f.x_step)
         );
-        x += xs;
+        x += f.x_step;
     }
     let mut y = 0.0;
-    while y <= y_top + ys / 2.0 {
+    while y <= f.y_top + f.y_step / 2.0 {
         let _ = writeln!(
             o,
             r##"<line x1="{1}" y1="{0:.1}" x2="{2}" y2="{0:.1}" stroke="#e5e5e5"/><text x="{3}" y="{4:.1}" text-anchor="end">{5}</text>"##,
-            py(y),
+            f.py(y),
             LEFT,
             W - RIGHT,
             LEFT - 6.0,
-            py(y) + 4.0,
-            tick(y, ys)
+            f.py(y) + 4.0,
+            tick(y, f.y_step)
         );
-        y += ys;
+        y += f.y_step;
     }
+}
+
+fn plot_border_and_axis_labels(o: &mut String, x_label: &str, y_label: &str) {
     let _ = writeln!(
         o,
         r##"<rect x="{LEFT}" y="{TOP}" width="{}" height="{}" fill="none" stroke="#333"/>"##,
@@ -124,40 +130,74 @@ pub fn line_chart(
         (TOP + H - BOTTOM) / 2.0,
         esc(y_label)
     );
+}
+
+fn reference_line(o: &mut String, f: &Frame, v: f64, label: &str) {
+    let _ = writeln!(
+        o,
+        r##"<line x1="{LEFT}" y1="{0:.1}" x2="{1}" y2="{0:.1}" stroke="#555" stroke-dasharray="6 4"/><text x="{2}" y="{3:.1}" text-anchor="end" fill="#555">{4}</text>"##,
+        f.py(v),
+        W - RIGHT,
+        W - RIGHT - 4.0,
+        f.py(v) - 4.0,
+        esc(label)
+    );
+}
+
+/// The `i`th series' line and its legend entry, stacked top left inside the plot.
+fn series_line(o: &mut String, f: &Frame, i: usize, s: &Series) {
+    let color = PALETTE[i % PALETTE.len()];
+    let pts: Vec<String> = s
+        .points
+        .iter()
+        .map(|(x, y)| format!("{:.1},{:.1}", f.px(*x), f.py(*y)))
+        .collect();
+    let _ = writeln!(
+        o,
+        r#"<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{}"/>"#,
+        pts.join(" ")
+    );
+    let ly = TOP + 16.0 + 16.0 * i as f64;
+    let _ = writeln!(
+        o,
+        r#"<line x1="{0}" y1="{1}" x2="{2}" y2="{1}" stroke="{color}" stroke-width="3"/><text x="{3}" y="{4}">{5}</text>"#,
+        LEFT + 12.0,
+        ly,
+        LEFT + 32.0,
+        LEFT + 38.0,
+        ly + 4.0,
+        esc(&s.label)
+    );
+}
+
+/// A line chart; `hline` draws a labelled horizontal reference (e.g. a cap).
+pub fn line_chart(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    hline: Option<(f64, &str)>,
+) -> String {
+    let frame = Frame::fit(series, hline);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="Helvetica, Arial, sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(o, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        o,
+        r#"<text x="{}" y="24" text-anchor="middle" font-size="15">{}</text>"#,
+        W / 2.0,
+        esc(title)
+    );
+    grid(&mut o, &frame);
+    plot_border_and_axis_labels(&mut o, x_label, y_label);
     if let Some((v, label)) = hline {
-        let _ = writeln!(
-            o,
-            r##"<line x1="{LEFT}" y1="{0:.1}" x2="{1}" y2="{0:.1}" stroke="#555" stroke-dasharray="6 4"/><text x="{2}" y="{3:.1}" text-anchor="end" fill="#555">{4}</text>"##,
-            py(v),
-            W - RIGHT,
-            W - RIGHT - 4.0,
-            py(v) - 4.0,
-            esc(label)
-        );
+        reference_line(&mut o, &frame, v, label);
     }
     for (i, s) in series.iter().enumerate() {
-        let color = PALETTE[i % PALETTE.len()];
-        let pts: Vec<String> = s
-            .points
-            .iter()
-            .map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y)))
-            .collect();
-        let _ = writeln!(
-            o,
-            r#"<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{}"/>"#,
-            pts.join(" ")
-        );
-        let ly = TOP + 16.0 + 16.0 * i as f64;
-        let _ = writeln!(
-            o,
-            r#"<line x1="{0}" y1="{1}" x2="{2}" y2="{1}" stroke="{color}" stroke-width="3"/><text x="{3}" y="{4}">{5}</text>"#,
-            LEFT + 12.0,
-            ly,
-            LEFT + 32.0,
-            LEFT + 38.0,
-            ly + 4.0,
-            esc(&s.label)
-        );
+        series_line(&mut o, &frame, i, s);
     }
     o.push_str("</svg>\n");
     o
