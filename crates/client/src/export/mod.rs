@@ -2,6 +2,7 @@
 //! text, SVG, HTML, Graphviz) and `export` puts it on stdout or replaces a file atomically,
 //! so an interrupted run never leaves half a file behind.
 
+mod heatmap;
 pub mod html;
 pub mod svg;
 pub mod text;
