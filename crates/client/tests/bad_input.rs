@@ -134,3 +134,9 @@ fn outputs_that_cannot_be_drawn() {
     );
     rejected(&["compare", "--protos", "h2,h3,h1"], "--protos");
 }
+
+#[test]
+fn link_durations_too_long_for_a_clock() {
+    rejected(&["--link", "rtt=1e30s", "--dry-run"], "--link");
+    rejected(&["--link", "jitter=1e300ms", "--dry-run"], "--link");
+}

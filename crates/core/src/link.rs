@@ -429,4 +429,24 @@ mod tests {
         assert!(parse_trace("").is_err());
         assert!(parse_trace("0 10mb").is_err());
     }
+
+    proptest::proptest! {
+        #[test]
+        fn link_parser_never_panics(s in "\\PC{0,60}") {
+            let _ = s.parse::<LinkSpec>();
+            let _ = parse_trace(&s);
+        }
+
+        #[test]
+        fn link_fields_with_any_number_never_panic(
+            field in proptest::sample::select(vec![
+                "rate", "rtt", "delay", "jitter", "loss", "queue", "mtu", "up.rate", "down.delay",
+            ]),
+            num in proptest::num::f64::ANY,
+            unit in proptest::sample::select(vec!["", "s", "ms", "us", "mbit", "gbit", "%", "KB", "..10mbit/1s"]),
+        ) {
+            let _ = format!("{field}={num}{unit}").parse::<LinkSpec>();
+            let _ = format!("{field}={num:e}{unit}").parse::<LinkSpec>();
+        }
+    }
 }
