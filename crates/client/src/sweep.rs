@@ -67,14 +67,6 @@ fn read_cell(path: &Path) -> Option<CellFile> {
     CellFile::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
-fn label(cell: &Cell) -> String {
-    cell.params
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 fn row(what: &str, report: &CellReport) -> String {
     match report {
         CellReport::Compare(r) => {
@@ -123,7 +115,7 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
     // Every cell is checked before the first one runs.
     let plans = cells
         .iter()
-        .map(|c| plan_for(c).with_context(|| format!("{shown}: cell {}", label(c))))
+        .map(|c| plan_for(c).with_context(|| format!("{shown}: cell {}", c.label())))
         .collect::<anyhow::Result<Vec<_>>>()?;
     check_out_dir(&args.out)?;
     std::fs::create_dir_all(&args.out)
@@ -133,7 +125,7 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
     let (mut ran, mut failed, mut rows) = (0u32, Vec::new(), Vec::new());
     for (i, (cell, plan)) in cells.iter().zip(&plans).enumerate() {
         let path = cell_path(&args.out, cell);
-        let what = label(cell);
+        let what = cell.label();
         let done = read_cell(&path).filter(|f| f.cell.hash == cell.hash && f.report.complete());
         let report = match done {
             Some(f) => {

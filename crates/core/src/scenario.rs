@@ -39,15 +39,6 @@ pub enum Kind {
     Compete,
 }
 
-impl Kind {
-    pub fn command(self) -> &'static str {
-        match self {
-            Self::Compare => "compare",
-            Self::Compete => "compete",
-        }
-    }
-}
-
 /// Options shared by every cell; names follow `qbench compare`'s flags.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -131,6 +122,17 @@ pub struct Cell {
     pub spec: CellSpec,
     /// `spec.hash()`: a finished cell whose hash matches is not run again.
     pub hash: String,
+}
+
+impl Cell {
+    /// How a cell is named: its axis values as `k=v` pairs.
+    pub fn label(&self) -> String {
+        self.params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
 }
 
 impl Scenario {

@@ -49,15 +49,6 @@ pub(super) fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// How the page names a cell: its axis values as `k=v` pairs.
-fn cell_name(cell: &Cell) -> String {
-    cell.params
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// Both sides of a comparison with their labels, A first.
 fn sides(r: &CompareReport) -> [(&String, &Report); 2] {
     [(&r.label_a, &r.a), (&r.label_b, &r.b)]
@@ -160,7 +151,7 @@ fn cell_details(i: usize, c: &Cmp) -> anyhow::Result<String> {
     let r = &c.report;
     let mut html = format!(
         "<h3>{}</h3><div style=\"display:flex;flex-wrap:wrap;gap:1em\">",
-        esc(&cell_name(&c.cell))
+        esc(&c.cell.label())
     );
     html.push_str(&latency_cdf(i, r)?);
     if let Some(chart) = first_round_cwnd(i, r) {
@@ -300,7 +291,7 @@ fn cell_table(cells: &[Cmp]) -> String {
     for c in cells {
         let r = &c.report;
         let _ = writeln!(html, "<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&cell_name(&c.cell)),
+            esc(&c.cell.label()),
             esc(&r.label_a), esc(&r.label_b), mean_ms(&r.comparison.plt_us_a), mean_ms(&r.comparison.plt_us_b),
             r.comparison.plt_diff_pct.map_or("-".into(), |d| format!("{d:+.1}%")),
             r.comparison.welch.as_ref().map_or("-".into(), |w| format!("{:.2e}", w.p)),
@@ -337,7 +328,7 @@ fn competitions_table(competitions: &[(Cell, CompeteReport)]) -> String {
         let _ = writeln!(
             html,
             "<tr><td style=\"text-align:left\">{}</td><td style=\"text-align:left\">{}</td><td>{}</td></tr>",
-            esc(&cell_name(cell)),
+            esc(&cell.label()),
             esc(&flow_goodputs(c)),
             c.jain_index.map_or("-".into(), |j| format!("{j:.3}"))
         );
