@@ -8,7 +8,7 @@ use qbench_core::Stats;
 use crate::app::progress_bar;
 use crate::cli::{CompareArgs, Outputs};
 use crate::clock::Clock;
-use crate::config::{Config, LinkChoice, TargetArgs};
+use crate::config::{share_route, Config, LinkChoice, TargetArgs};
 use crate::export::{write_json, Dest};
 use crate::prepare::Prepared;
 use crate::side::Side;
@@ -60,20 +60,12 @@ impl Plan {
             labels.0
         );
         let (sa, sb) = spec.sides();
-        let a = Config::new(sa, target, link).context("side A")?;
-        let b = Config::new(sb, target, link).context("side B")?;
-        let route = |c: &Config| {
-            c.link_options
-                .as_ref()
-                .map(|o| (o.tcp_cwnd_cap, o.tcp_initial_cwnd))
-                .filter(|m| *m != (None, None))
-        };
-        if let (Some(x), Some(y)) = (route(&a), route(&b)) {
-            anyhow::ensure!(
-                x == y,
-                "--a.cwnd-cap/--b.cwnd-cap: TCP windows are capped on the one route both sides share; compare TCP caps in separate runs"
-            );
-        }
+        let mut sides = [
+            Config::new(sa, target, link).context("side A")?,
+            Config::new(sb, target, link).context("side B")?,
+        ];
+        share_route(&mut sides)?;
+        let [a, b] = sides;
         if outputs.plot.is_some() {
             crate::app::check_telemetry("--plot", &a)?;
         }

@@ -11,7 +11,7 @@ use qbench_core::Report;
 use crate::app::progress_bar;
 use crate::cli::{CompeteArgs, Outputs};
 use crate::clock::Clock;
-use crate::config::{Config, LinkChoice, TargetArgs};
+use crate::config::{share_route, Config, LinkChoice, TargetArgs};
 use crate::export::{print_text, write_json, Dest};
 use crate::prepare::Prepared;
 use crate::side::Side;
@@ -36,16 +36,18 @@ impl Plan {
             .as_ref()
             .map(|l| l.text.clone())
             .context("--link: flows compete for an emulated bottleneck; give one")?;
-        let mut flows = Vec::new();
+        let (mut labels, mut cfgs) = (Vec::new(), Vec::new());
         for (proto, n) in &spec.flows {
             for i in 0..*n {
                 let mut s = base.clone();
                 s.proto = *proto;
                 s.zero_rtt &= proto.is_quic();
-                let cfg = Config::new(s, target, link).with_context(|| format!("flow {proto}"))?;
-                flows.push((format!("{proto} #{}", i + 1), cfg));
+                cfgs.push(Config::new(s, target, link).with_context(|| format!("flow {proto}"))?);
+                labels.push(format!("{proto} #{}", i + 1));
             }
         }
+        share_route(&mut cfgs)?;
+        let flows: Vec<(String, Config)> = labels.into_iter().zip(cfgs).collect();
         anyhow::ensure!(flows.len() >= 2, "--flows: at least two flows compete");
         Ok(Self {
             flows,

@@ -190,6 +190,37 @@ fn server_options(s: &RunSpec) -> ServerOptions {
     o
 }
 
+/// Configurations run through one link share its route toward the client, and with it any
+/// TCP window metric: those that set one must agree, and then every one carries it.
+pub(crate) fn share_route(cfgs: &mut [Config]) -> Result<(), ConfigError> {
+    let route = |c: &Config| {
+        c.link_options
+            .as_ref()
+            .map(|o| (o.tcp_cwnd_cap, o.tcp_initial_cwnd))
+            .filter(|m| *m != (None, None))
+    };
+    let mut shared = None;
+    for c in cfgs.iter() {
+        match (shared, route(c)) {
+            (Some(x), Some(y)) if x != y => {
+                return Err(bad(
+                    "--a.cwnd-cap/--b.cwnd-cap",
+                    "TCP windows are capped on the one route both sides share; compare TCP caps in separate runs",
+                ))
+            }
+            (None, r) => shared = r,
+            _ => {}
+        }
+    }
+    if let Some((cap, initial)) = shared {
+        for o in cfgs.iter_mut().filter_map(|c| c.link_options.as_mut()) {
+            o.tcp_cwnd_cap = cap;
+            o.tcp_initial_cwnd = initial;
+        }
+    }
+    Ok(())
+}
+
 impl Config {
     pub fn new(mut spec: RunSpec, t: &TargetArgs, link: LinkChoice) -> Result<Self, ConfigError> {
         check_spec(&spec)?;
@@ -283,5 +314,49 @@ impl Config {
                 .collect(),
             (_, None) => Vec::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use qbench_core::spec::RunSpec;
+    use qbench_core::Protocol;
+
+    use super::{share_route, Config, LinkChoice, TargetArgs};
+
+    fn side(proto: Protocol, cwnd_cap: Option<u32>) -> Config {
+        let spec = RunSpec {
+            proto,
+            cwnd_cap,
+            link: Some("rate=10mbit".parse().unwrap()),
+            ..RunSpec::default()
+        };
+        Config::new(spec, &TargetArgs::default(), LinkChoice::default()).unwrap()
+    }
+
+    fn caps(cfgs: &[Config]) -> Vec<Option<u32>> {
+        cfgs.iter()
+            .map(|c| c.link_options.as_ref().unwrap().tcp_cwnd_cap)
+            .collect()
+    }
+
+    #[test]
+    fn one_route_carries_the_tcp_cap_for_every_side() {
+        // The QUIC side's cap is its controller's; the TCP side's is the shared route's.
+        let mut sides = [side(Protocol::H3, Some(430)), side(Protocol::H2, Some(10))];
+        assert_eq!(caps(&sides), [None, Some(10)]);
+        share_route(&mut sides).unwrap();
+        assert_eq!(caps(&sides), [Some(10), Some(10)]);
+        assert_eq!(sides[0].server.as_ref().unwrap().cwnd_cap, Some(430));
+
+        let mut same = [side(Protocol::H1, Some(10)), side(Protocol::H2, Some(10))];
+        share_route(&mut same).unwrap();
+        let mut none = [side(Protocol::H1, None), side(Protocol::H3, None)];
+        share_route(&mut none).unwrap();
+        assert_eq!(caps(&none), [None, None]);
+
+        let mut differ = [side(Protocol::H1, Some(10)), side(Protocol::H2, Some(20))];
+        let err = share_route(&mut differ).unwrap_err().to_string();
+        assert!(err.starts_with("--a.cwnd-cap/--b.cwnd-cap: "), "{err}");
     }
 }

@@ -28,19 +28,15 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// `cfgs` share one link (the first one's); each gets its own in-process server.
+    /// `cfgs` share one link (the first one's, whose route settings its plan made common to
+    /// all); each gets its own in-process server.
     pub fn new(cfgs: &[&Config]) -> anyhow::Result<Self> {
         let first = cfgs.first().context("nothing to run")?;
         let mut tcp_route_metrics = false;
         let link = match (&first.spec().link, &first.link_options) {
             (Some(spec), Some(opts)) => {
-                // TCP window settings are route metrics: whichever side asks for them.
-                let mut opts = opts.clone();
-                let tcp = cfgs.iter().filter_map(|c| c.link_options.as_ref());
-                opts.tcp_cwnd_cap = tcp.clone().find_map(|o| o.tcp_cwnd_cap);
-                opts.tcp_initial_cwnd = tcp.clone().find_map(|o| o.tcp_initial_cwnd);
                 tcp_route_metrics = opts.tcp_cwnd_cap.is_some();
-                Some(Topology::up(spec.clone(), &opts).context("--link")?)
+                Some(Topology::up(spec.clone(), opts).context("--link")?)
             }
             _ => None,
         };
