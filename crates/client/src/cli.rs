@@ -566,10 +566,11 @@ mod tests {
         let cli = Cli::try_parse_from(["qbench"]).unwrap();
         assert_eq!(cli.run.spec(), RunSpec::default());
         let cli = Cli::try_parse_from(["qbench", "compare", "--protos", "h2,h3"]).unwrap();
-        let Some(Command::Compare(c)) = cli.command else {
-            panic!("compare");
-        };
-        let spec = c.spec().unwrap();
+        let spec = match cli.command {
+            Some(Command::Compare(c)) => c.spec(),
+            _ => None,
+        }
+        .expect("a comparison of two protocols");
         assert_eq!(spec.base, RunSpec::default());
         assert_eq!(spec.rounds, qbench_core::scenario::DEFAULT_ROUNDS);
     }

@@ -107,6 +107,20 @@ pub enum CellSpec {
 }
 
 impl CellSpec {
+    pub fn as_compare(&self) -> Option<&CompareSpec> {
+        match self {
+            Self::Compare(c) => Some(c),
+            Self::Compete(_) => None,
+        }
+    }
+
+    pub fn as_compete(&self) -> Option<&CompeteSpec> {
+        match self {
+            Self::Compete(c) => Some(c),
+            Self::Compare(_) => None,
+        }
+    }
+
     /// SHA-256 (hex) of the spec's serialized form: a cell is identified by what it measures,
     /// whatever the command-line flags that set it are called.
     pub fn hash(&self) -> String {
@@ -325,9 +339,7 @@ objects = ["1x5KB", "1x10MB"]
                 "100mbit 1x10MB"
             ]
         );
-        let CellSpec::Compare(c) = &cells[3].spec else {
-            panic!("a compare cell");
-        };
+        let c = cells[3].spec.as_compare().expect("a compare cell");
         assert_eq!(c.protos, (Protocol::H2, Protocol::H3));
         assert_eq!(c.rounds, 10);
         assert_eq!(c.base.objects.as_ref().unwrap().to_string(), "1x10MB");
@@ -398,9 +410,7 @@ objects = ["1x5KB", "1x10MB"]
         let s = Scenario::parse("name=\"f\"\nkind=\"compete\"\n[base]\nrounds=3\nobjects=\"1x1MB\"\nlink=\"rate=5mbit\"\n[axes]\nflows=[\"h3:1,h2:1\",\"h3:1,h2:2\"]\n").unwrap();
         let cells = s.cells().unwrap();
         assert_eq!(cells.len(), 2);
-        let CellSpec::Compete(c) = &cells[1].spec else {
-            panic!("a compete cell");
-        };
+        let c = cells[1].spec.as_compete().expect("a compete cell");
         assert_eq!(c.flows, vec![(Protocol::H3, 1), (Protocol::H2, 2)]);
         assert!(c.base.link.is_some());
     }
@@ -410,10 +420,7 @@ objects = ["1x5KB", "1x10MB"]
         let s = Scenario::parse("name=\"x\"\n[base]\nproto=\"h3\"\n[axes]\nzero_rtt=[false,true]\nb_cwnd_cap=[430,2000]\n").unwrap();
         let cells = s.cells().unwrap();
         assert_eq!(cells.len(), 4);
-        let spec = |i: usize| match &cells[i].spec {
-            CellSpec::Compare(c) => c.clone(),
-            CellSpec::Compete(_) => panic!("a compare cell"),
-        };
+        let spec = |i: usize| cells[i].spec.as_compare().expect("a compare cell").clone();
         // The last axis varies fastest.
         assert_eq!(spec(0).b.cwnd_cap, Some(430));
         assert!(!spec(0).base.zero_rtt && !spec(0).base.resume);
