@@ -534,8 +534,8 @@ fn write_packet(sh: &Shared, p: &Packet) -> bool {
 }
 
 #[cfg(test)]
-mod test_netns;
-#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_e2e;
+#[cfg(test)]
+mod tests_netns;

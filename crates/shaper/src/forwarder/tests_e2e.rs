@@ -1,11 +1,11 @@
-//! End-to-end tests through real TUNs in network namespaces (see `test_netns`). They need
+//! End-to-end tests through real TUNs in network namespaces (see `tests_netns`). They need
 //! root (CI has it) and skip without it; the throughput measurement at the end is run by hand.
 
 use std::net::{SocketAddrV4, UdpSocket};
 use std::process::{Command, Stdio};
 
-use super::test_netns::*;
 use super::tests::imp;
+use super::tests_netns::*;
 use super::*;
 
 fn is_root() -> bool {
