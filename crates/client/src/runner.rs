@@ -114,7 +114,7 @@ impl Runner {
             self.warm = Some(conns);
         } else {
             for (c, _) in &conns {
-                c.close().await;
+                c.close();
             }
         }
         report
@@ -123,7 +123,7 @@ impl Runner {
     /// Closes what is still open and lets the transport say goodbye.
     pub(crate) async fn finish(&mut self) {
         for (c, _) in self.warm.take().unwrap_or_default() {
-            c.close().await;
+            c.close();
         }
         self.transport.finish().await;
     }

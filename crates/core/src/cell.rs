@@ -71,6 +71,12 @@ impl CellFile {
 
     /// Reads a cell file, telling an earlier version apart from a damaged one.
     pub fn from_slice(bytes: &[u8]) -> Result<Self, CellFileError> {
+        Self::check_header(bytes)?;
+        Ok(serde_json::from_slice(bytes)?)
+    }
+
+    /// Whether `bytes` claim to be a cell file of this version, without building the reports.
+    pub fn check_header(bytes: &[u8]) -> Result<(), CellFileError> {
         let h: Header = serde_json::from_slice(bytes)?;
         if h.schema != SCHEMA {
             return Err(CellFileError::Schema(h.schema));
@@ -78,7 +84,7 @@ impl CellFile {
         if h.schema_version != SCHEMA_VERSION {
             return Err(CellFileError::Version(h.schema_version));
         }
-        Ok(serde_json::from_slice(bytes)?)
+        Ok(())
     }
 }
 

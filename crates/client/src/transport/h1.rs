@@ -12,7 +12,7 @@ use qbench_core::ErrorKind;
 use tokio::sync::Mutex;
 
 use super::tcp::TlsTcp;
-use super::{hyper_exchange, step, BoxFuture, Conn, Connected, FetchError, Sink, Transport};
+use super::{hyper_exchange, step, BoxFuture, Connected, Exchange, FetchError, Sink, Transport};
 use crate::clock::Clock;
 
 pub(crate) struct H1 {
@@ -55,8 +55,8 @@ impl H1 {
     }
 }
 
-impl H1Conn {
-    async fn exchange_inner(&self, uri: &Uri, p: &mut dyn Sink) -> Result<(), FetchError> {
+impl Exchange for H1Conn {
+    async fn request(&self, uri: &Uri, p: &mut dyn Sink) -> Result<(), FetchError> {
         // The lock is the HTTP/1.1 rule: the next request waits for this response to end.
         let mut send = self.send.lock().await;
         step("HTTP/1.1 connection ready", self.timeout, send.ready()).await?;
@@ -80,19 +80,5 @@ impl H1Conn {
             }
         })
         .await
-    }
-}
-
-impl Conn for H1Conn {
-    fn exchange<'a>(
-        &'a self,
-        uri: &'a Uri,
-        sink: &'a mut dyn Sink,
-    ) -> BoxFuture<'a, Result<(), FetchError>> {
-        Box::pin(self.exchange_inner(uri, sink))
-    }
-
-    fn close(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async {})
     }
 }

@@ -10,7 +10,7 @@ use qbench_core::wire::{CONN_WINDOW, MAX_H2_FRAME, STREAM_WINDOW};
 use super::tcp::TlsTcp;
 use std::sync::Arc;
 
-use super::{hyper_exchange, step, BoxFuture, Conn, Connected, FetchError, Sink, Transport};
+use super::{hyper_exchange, step, BoxFuture, Connected, Exchange, FetchError, Sink, Transport};
 use crate::clock::Clock;
 
 pub(crate) struct H2 {
@@ -56,28 +56,13 @@ impl H2 {
     }
 }
 
-impl H2Conn {
-    async fn exchange_inner(&self, uri: &Uri, p: &mut dyn Sink) -> Result<(), FetchError> {
+impl Exchange for H2Conn {
+    async fn request(&self, uri: &Uri, p: &mut dyn Sink) -> Result<(), FetchError> {
         let mut send = self.send.clone();
         step("HTTP/2 connection ready", self.timeout, send.ready()).await?;
         let request = http::Request::get(uri.clone())
             .body(Empty::<Bytes>::new())
             .map_err(|e| FetchError::from_err("building request", &e))?;
         hyper_exchange(send.send_request(request), self.timeout, p, |e| e).await
-    }
-}
-
-impl Conn for H2Conn {
-    fn exchange<'a>(
-        &'a self,
-        uri: &'a Uri,
-        sink: &'a mut dyn Sink,
-    ) -> BoxFuture<'a, Result<(), FetchError>> {
-        Box::pin(self.exchange_inner(uri, sink))
-    }
-
-    fn close(&self) -> BoxFuture<'_, ()> {
-        // Dropping the last SendRequest sends GOAWAY and ends the connection task.
-        Box::pin(async {})
     }
 }

@@ -10,7 +10,7 @@ use qbench_core::wire::{MAX_RESPONSE_HEADER_BYTES, STREAM_WINDOW, UDP_BUFFER};
 use qbench_core::{ErrorKind, HandshakeInfo};
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::{step, BoxFuture, Conn, Connected, Endpoint, FetchError, Sink, Transport, ZeroRtt};
+use super::{step, BoxFuture, Connected, Endpoint, Exchange, FetchError, Sink, Transport, ZeroRtt};
 use crate::clock::Clock;
 use crate::tls::TicketStore;
 
@@ -182,8 +182,8 @@ impl H3 {
     }
 }
 
-impl H3Conn {
-    async fn exchange_inner(&self, uri: &Uri, p: &mut dyn Sink) -> Result<(), FetchError> {
+impl Exchange for H3Conn {
+    async fn request(&self, uri: &Uri, p: &mut dyn Sink) -> Result<(), FetchError> {
         let mut send = self.send.clone();
         let request = http::Request::get(uri.clone())
             .body(())
@@ -221,20 +221,9 @@ impl H3Conn {
             }
         }
     }
-}
 
-impl Conn for H3Conn {
-    fn exchange<'a>(
-        &'a self,
-        uri: &'a Uri,
-        sink: &'a mut dyn Sink,
-    ) -> BoxFuture<'a, Result<(), FetchError>> {
-        Box::pin(self.exchange_inner(uri, sink))
-    }
-
-    fn close(&self) -> BoxFuture<'_, ()> {
+    fn shut(&self) {
         // H3_NO_ERROR
         self.conn.close(quinn::VarInt::from_u32(0x100), b"done");
-        Box::pin(async {})
     }
 }

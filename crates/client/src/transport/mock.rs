@@ -11,7 +11,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use qbench_core::wire::{parse_bytes_path, payload_byte};
 use qbench_core::{ErrorKind, HandshakeInfo};
 
-use super::{step, BoxFuture, Conn, Connected, FetchError, Sink, Transport};
+use super::{step, BoxFuture, Connected, Exchange, FetchError, Sink, Transport};
 use crate::clock::Clock;
 
 /// What the fake peer does, and when.
@@ -128,28 +128,21 @@ impl MockConn {
     }
 }
 
-impl Conn for MockConn {
-    fn exchange<'a>(
-        &'a self,
-        uri: &'a Uri,
-        sink: &'a mut dyn Sink,
-    ) -> BoxFuture<'a, Result<(), FetchError>> {
-        Box::pin(async move {
-            sink.sending();
-            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-            {
-                let mut peak = self.seen.peak_in_flight.lock().unwrap();
-                peak[self.id] = peak[self.id].max(now);
-            }
-            self.seen.requests.lock().unwrap()[self.id].push(uri.path().to_string());
-            let r = self.respond(uri.path(), sink).await;
-            self.in_flight.fetch_sub(1, Ordering::SeqCst);
-            r
-        })
+impl Exchange for MockConn {
+    async fn request(&self, uri: &Uri, sink: &mut dyn Sink) -> Result<(), FetchError> {
+        sink.sending();
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        {
+            let mut peak = self.seen.peak_in_flight.lock().unwrap();
+            peak[self.id] = peak[self.id].max(now);
+        }
+        self.seen.requests.lock().unwrap()[self.id].push(uri.path().to_string());
+        let r = self.respond(uri.path(), sink).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        r
     }
 
-    fn close(&self) -> BoxFuture<'_, ()> {
+    fn shut(&self) {
         self.seen.closes.fetch_add(1, Ordering::SeqCst);
-        Box::pin(async {})
     }
 }

@@ -122,6 +122,7 @@ pub(crate) trait Sink: Send {
     fn data(&mut self, chunk: &[u8]) -> Result<(), FetchError>;
 }
 
+/// A connection as the runner holds it (`Arc<dyn Conn>`).
 pub(crate) trait Conn: Send + Sync {
     /// `GET uri` on this connection, feeding the response to `sink`.
     fn exchange<'a>(
@@ -130,8 +131,34 @@ pub(crate) trait Conn: Send + Sync {
         sink: &'a mut dyn Sink,
     ) -> BoxFuture<'a, Result<(), FetchError>>;
 
-    /// Graceful close.
-    fn close(&self) -> BoxFuture<'_, ()>;
+    /// Graceful close; the peer learns of it from the connection's own task.
+    fn close(&self);
+}
+
+/// What each HTTP version implements; `Conn` boxes its future for dynamic dispatch.
+pub(crate) trait Exchange: Send + Sync {
+    fn request<'a>(
+        &'a self,
+        uri: &'a Uri,
+        sink: &'a mut dyn Sink,
+    ) -> impl Future<Output = Result<(), FetchError>> + Send + 'a;
+
+    /// Where dropping the last handle closes the connection, there is nothing to do.
+    fn shut(&self) {}
+}
+
+impl<T: Exchange> Conn for T {
+    fn exchange<'a>(
+        &'a self,
+        uri: &'a Uri,
+        sink: &'a mut dyn Sink,
+    ) -> BoxFuture<'a, Result<(), FetchError>> {
+        Box::pin(self.request(uri, sink))
+    }
+
+    fn close(&self) {
+        self.shut();
+    }
 }
 
 /// Sends a prepared hyper request and feeds the response to `sink`; shared by h1 and h2.
