@@ -9,7 +9,7 @@ use qbench_core::spec::{CompareSpec, CompeteSpec, RunSpec, SideOverrides};
 use qbench_core::{ByteSize, CcAlgo, Protocol, Workload};
 
 use crate::config::{LinkChoice, TargetArgs};
-use qbench_server::standalone::DEFAULT_CERT_OUT;
+use qbench_server::standalone::CertOut;
 use qbench_server::ServerOptions;
 use qbench_shaper::{BackendChoice, Offloads};
 
@@ -190,9 +190,8 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub server: ServerOptions,
 
-    /// Where to write the generated certificate (PEM) for clients' --ca
-    #[arg(long, default_value = DEFAULT_CERT_OUT)]
-    pub cert_out: PathBuf,
+    #[command(flatten)]
+    pub cert_out: CertOut,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -232,6 +231,15 @@ pub struct RunArgs {
     /// Accept any server certificate. Recorded in the report; never use for real traffic
     #[arg(long, conflicts_with = "ca")]
     pub insecure: bool,
+
+    /// The token of a server run with `--telemetry token` (never written to reports)
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "QBENCH_TELEMETRY_TOKEN",
+        hide_env_values = true
+    )]
+    pub telemetry_token: Option<String>,
 
     /// Concurrent requests per connection [default: all at once for h2/h3; h1 is always 1]
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
@@ -379,6 +387,7 @@ impl RunArgs {
             connect_to: self.connect_to,
             ca: self.ca.clone(),
             insecure: self.insecure,
+            telemetry_token: self.telemetry_token.clone(),
         }
     }
 

@@ -33,6 +33,7 @@ pub struct TargetArgs {
     pub connect_to: Option<std::net::SocketAddr>,
     pub ca: Option<std::path::PathBuf>,
     pub insecure: bool,
+    pub telemetry_token: Option<String>,
 }
 
 /// How to build the emulated link, when there is one.
@@ -59,6 +60,8 @@ pub struct Config {
     pub server: Option<ServerOptions>,
     /// How the link is built, with `run.spec.link`.
     pub link_options: Option<TopologyOptions>,
+    /// What the server's `--telemetry token` asks for; kept out of `run`, hence of reports.
+    pub telemetry_token: Option<String>,
 }
 
 fn parse_origin(flag: &'static str, text: &str) -> Result<(Origin, Uri), ConfigError> {
@@ -225,6 +228,15 @@ impl Config {
     pub fn new(mut spec: RunSpec, t: &TargetArgs, link: LinkChoice) -> Result<Self, ConfigError> {
         check_spec(&spec)?;
         let target = target_of(t)?;
+        if let Some(tok) = &t.telemetry_token {
+            let ok = |c: u8| c.is_ascii_alphanumeric() || b"._~-".contains(&c);
+            if tok.is_empty() || !tok.bytes().all(ok) {
+                return Err(bad(
+                    "--telemetry-token",
+                    "a token is letters, digits and . _ ~ - (as qbench-server prints it)",
+                ));
+            }
+        }
         let in_process = target == Target::InProcess;
         if !in_process {
             for (flag, given) in [
@@ -281,6 +293,7 @@ impl Config {
         Ok(Self {
             server: in_process.then(|| server_options(&spec)),
             link_options,
+            telemetry_token: t.telemetry_token.clone(),
             run: RunConfig {
                 spec,
                 target,

@@ -37,10 +37,25 @@ pub(crate) fn report_meta(cfg: &Config, command: Vec<String>) -> ReportMeta {
             version: env!("CARGO_PKG_VERSION").into(),
         },
         started_at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
-        command,
+        command: redact(command),
         config: cfg.run.clone(),
         environment: crate::env::collect(),
     }
+}
+
+/// The command line without the telemetry token's value.
+fn redact(mut command: Vec<String>) -> Vec<String> {
+    let mut hide_next = false;
+    for arg in &mut command {
+        if std::mem::take(&mut hide_next) {
+            *arg = "<redacted>".into();
+        } else if arg == "--telemetry-token" {
+            hide_next = true;
+        } else if arg.starts_with("--telemetry-token=") {
+            *arg = "--telemetry-token=<redacted>".into();
+        }
+    }
+    command
 }
 
 impl<'a> Side<'a> {
@@ -70,13 +85,18 @@ impl<'a> Side<'a> {
             streams: spec.streams.map(|s| s as usize),
             reuse: spec.reuse,
             telemetry_uri: spec.telemetry.then(|| {
+                let query = cfg
+                    .telemetry_token
+                    .as_ref()
+                    .map(|t| format!("?token={t}"))
+                    .unwrap_or_default();
                 format!(
-                    "https://{}{}",
+                    "https://{}{}{query}",
                     peer.origin.authority(),
                     qbench_core::wire::TELEMETRY_PATH
                 )
                 .parse()
-                .expect("valid URI")
+                .expect("valid URI: the token was checked to be URI-safe")
             }),
         };
         let tickets = spec.resume.then(ticket_store);

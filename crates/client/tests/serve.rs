@@ -52,3 +52,57 @@ fn serve_then_benchmark_by_target_and_ca() {
     assert!(status.success(), "{status}");
     assert!(!cert.exists(), "certificate removed on exit");
 }
+
+#[test]
+fn a_token_server_serves_telemetry_to_the_token_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = dir.path().join("cert.pem");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_qbench"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--telemetry", "token"])
+        .arg("--cert-out")
+        .arg(&cert)
+        .env_remove("QBENCH_TELEMETRY_TOKEN")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let (mut first, mut second) = (String::new(), String::new());
+    stderr.read_line(&mut first).unwrap();
+    stderr.read_line(&mut second).unwrap();
+    let addr = first.split_whitespace().nth(3).unwrap().to_string();
+    let token = second
+        .trim()
+        .strip_prefix("telemetry token (qbench --telemetry-token): ")
+        .unwrap_or_else(|| panic!("no token line: {second}"))
+        .to_string();
+    let target = format!("https://{addr}");
+    let base = [
+        "--proto",
+        "h2",
+        "--target",
+        &target,
+        "--ca",
+        cert.to_str().unwrap(),
+        "--objects",
+        "4x10KB",
+    ];
+    let with = qbench(&[&base[..], &["--telemetry-token", &token]].concat());
+    assert_complete(&with, 1, 4, 40_000);
+    let j = with.json.unwrap();
+    assert!(
+        j["runs"][0]["telemetry"][0]["samples"].is_array(),
+        "telemetry with the token"
+    );
+    let command = j["command"].to_string();
+    assert!(
+        !command.contains(&token),
+        "the token stays out of the report: {command}"
+    );
+    let without = qbench(&base);
+    assert_complete(&without, 1, 4, 40_000);
+    assert!(without.json.unwrap()["runs"][0]["telemetry"].is_null());
+    assert!(without.stderr.contains("401"), "{}", without.stderr);
+    // SAFETY: plain kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+}

@@ -8,11 +8,22 @@ use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 
 use crate::payload::Chunks;
+use crate::routes::Body;
 
 #[derive(Debug)]
 pub enum PayloadBody {
     Chunks(Chunks),
     Once(Option<Bytes>),
+}
+
+impl From<Body> for PayloadBody {
+    fn from(b: Body) -> Self {
+        match b {
+            Body::Payload(n) => Self::Chunks(Chunks::new(n)),
+            Body::Bytes(b) if b.is_empty() => Self::Once(None),
+            Body::Bytes(b) => Self::Once(Some(b)),
+        }
+    }
 }
 
 impl http_body::Body for PayloadBody {

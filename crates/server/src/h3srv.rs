@@ -1,16 +1,22 @@
 //! HTTP/3 over quinn.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use bytes::Bytes;
-use http::Method;
+use bytes::{Buf, Bytes};
+use h3::error::Code;
+use h3::server::RequestStream;
 use qbench_core::wire::CONN_WINDOW;
 
 use crate::options::ServerOptions;
 use crate::payload::Chunks;
-use crate::routes::{route, Body};
-use crate::telemetry::watch_quic;
+use crate::request::{Answer, Drained, MAX_REQUEST_BODY};
+use crate::routes::Body;
+use crate::shared::{Shared, Stats};
+use crate::tcpsrv::{REQUEST_CONN_WINDOW, REQUEST_STREAM_WINDOW};
+use crate::telemetry::{watch_quic, ConnTelemetry};
+
+type Stream = RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 
 /// quinn transport settings for the sending side of bulk transfers.
 pub fn transport(opts: &ServerOptions) -> quinn::TransportConfig {
@@ -18,11 +24,10 @@ pub fn transport(opts: &ServerOptions) -> quinn::TransportConfig {
     t.max_concurrent_bidi_streams(quinn::VarInt::from_u32(opts.max_streams));
     // Room for the peer's control and QPACK streams (and a little slack).
     t.max_concurrent_uni_streams(quinn::VarInt::from_u32(16));
-    t.max_idle_timeout(Some(
-        Duration::from_secs(30)
-            .try_into()
-            .expect("30 s fits a QUIC idle timeout"),
-    ));
+    // Checked by the option parser: at most a day, far below QUIC's 2^62 ms.
+    t.max_idle_timeout(quinn::IdleTimeout::try_from(opts.idle_timeout).ok());
+    t.stream_receive_window(quinn::VarInt::from_u32(REQUEST_STREAM_WINDOW));
+    t.receive_window(quinn::VarInt::from_u32(REQUEST_CONN_WINDOW));
     t.send_window(u64::from(CONN_WINDOW));
     t.congestion_controller_factory(crate::cc::quic_factory(
         opts.cc,
@@ -32,35 +37,83 @@ pub fn transport(opts: &ServerOptions) -> quinn::TransportConfig {
     t
 }
 
-pub async fn serve(endpoint: quinn::Endpoint, opts: Arc<ServerOptions>, early_data: bool) {
+pub async fn serve(endpoint: quinn::Endpoint, shared: Arc<Shared>) {
     while let Some(incoming) = endpoint.accept().await {
-        let opts = opts.clone();
+        let Some(slot) = shared.admit(incoming.remote_address()) else {
+            incoming.refuse();
+            continue;
+        };
+        let shared = shared.clone();
         tokio::spawn(async move {
-            let conn = match incoming.accept() {
-                Ok(connecting) if early_data => match connecting.into_0rtt() {
-                    Ok((conn, _accepted)) => conn,
-                    Err(connecting) => match connecting.await {
-                        Ok(c) => c,
-                        Err(_) => return,
-                    },
-                },
-                Ok(connecting) => match connecting.await {
-                    Ok(c) => c,
-                    Err(_) => return,
-                },
-                Err(_) => return,
-            };
-            serve_connection(conn, opts).await;
+            if let Some(conn) = handshake(incoming, &shared).await {
+                serve_connection(conn, &shared).await;
+            }
+            drop(slot);
         });
     }
 }
 
-async fn serve_connection(conn: quinn::Connection, opts: Arc<ServerOptions>) {
+/// The connection once the client's ClientHello is in (answering 0-RTT requests at 0.5-RTT),
+/// or once the handshake is complete; `None` if it fails or misses `--handshake-timeout`.
+async fn handshake(incoming: quinn::Incoming, shared: &Arc<Shared>) -> Option<quinn::Connection> {
+    let mut connecting = incoming.accept().ok()?;
+    let deadline = tokio::time::Instant::now() + shared.opts.handshake_timeout;
+    // 0.5-RTT (answering 0-RTT requests before the client's Finished) must wait for the
+    // client's transport parameters: quinn applies them only once the whole ClientHello is in
+    // (with an ML-KEM key share it spans two Initial packets), and never wakes an `open_uni`
+    // (h3's control and QPACK streams) that found no stream credit before then. A negotiated
+    // ALPN shows the ClientHello was processed; SNI alone, which also makes the handshake data
+    // ready, may come from a ClientHello answered with a retry.
+    let half_rtt = tokio::time::timeout_at(deadline, connecting.handshake_data())
+        .await
+        .is_ok_and(|hs| {
+            hs.is_ok_and(|hs| {
+                hs.downcast::<quinn::crypto::rustls::HandshakeData>()
+                    .is_ok_and(|hs| hs.protocol.is_some())
+            })
+        });
+    let early = if half_rtt {
+        connecting.into_0rtt()
+    } else {
+        Err(connecting)
+    };
+    match early {
+        Ok((conn, done)) => {
+            // The rest of the handshake keeps the deadline.
+            let (watched, shared) = (conn.clone(), shared.clone());
+            tokio::spawn(async move {
+                if tokio::time::timeout_at(deadline, done).await.is_err() {
+                    Stats::bump(&shared.stats.handshake_timeouts);
+                    watched.close(0u32.into(), b"handshake timeout");
+                }
+            });
+            Some(conn)
+        }
+        Err(connecting) => match tokio::time::timeout_at(deadline, connecting).await {
+            Ok(Ok(c)) => Some(c),
+            Ok(Err(_)) => None,
+            Err(_) => {
+                Stats::bump(&shared.stats.handshake_timeouts);
+                None
+            }
+        },
+    }
+}
+
+async fn serve_connection(conn: quinn::Connection, shared: &Arc<Shared>) {
+    let opts = &shared.opts;
+    let peer = conn.remote_address();
     // The cap in bytes is reported at the connection's MTU by the sampler's controller view.
     let cap = opts
         .cwnd_cap
         .map(|p| u64::from(p) * u64::from(conn.stats().path.current_mtu));
-    let telemetry = watch_quic(&conn, opts.cc.as_str(), cap, opts.sample_interval);
+    let telemetry = watch_quic(
+        &conn,
+        opts.cc.as_str(),
+        cap,
+        opts.sample_interval,
+        &shared.stats,
+    );
     let built = h3::server::builder()
         .max_field_section_size(u64::from(opts.max_header_bytes))
         .build::<_, Bytes>(h3_quinn::Connection::new(conn))
@@ -68,33 +121,68 @@ async fn serve_connection(conn: quinn::Connection, opts: Arc<ServerOptions>) {
     let Ok(mut h3conn) = built else { return };
     // Ends on peer close, H3_NO_ERROR or a connection error; nothing to report server-side.
     while let Ok(Some(resolver)) = h3conn.accept().await {
-        let (opts, telemetry) = (opts.clone(), telemetry.clone());
+        let (shared, telemetry) = (shared.clone(), telemetry.clone());
         tokio::spawn(async move {
-            let Ok((req, mut stream)) = resolver.resolve_request().await else {
+            let Ok((req, stream)) = resolver.resolve_request().await else {
                 return;
             };
-            let r = route(req.method(), req.uri().path(), opts.max_object);
-            let (head, body) = r.respond(telemetry.as_ref());
-            if stream.send_response(head).await.is_err() {
-                return;
-            }
-            if req.method() != Method::HEAD {
-                match body {
-                    Body::Payload(n) => {
-                        for chunk in Chunks::new(n) {
-                            if stream.send_data(chunk).await.is_err() {
-                                return;
-                            }
-                        }
-                    }
-                    Body::Bytes(b) => {
-                        if stream.send_data(b).await.is_err() {
-                            return;
-                        }
-                    }
+            let (parts, ()) = req.into_parts();
+            request(stream, &parts, peer, &shared, telemetry.as_ref()).await;
+        });
+    }
+}
+
+/// Reads the request to its end (bounded), then answers it.
+async fn request(
+    mut stream: Stream,
+    req: &http::request::Parts,
+    peer: SocketAddr,
+    shared: &Shared,
+    telemetry: Option<&Arc<ConnTelemetry>>,
+) {
+    let drained = drain(&mut stream).await;
+    if drained == Drained::Broken {
+        return;
+    }
+    if drained == Drained::TooLarge {
+        // RFC 9114 4.1: a server that answers before the request ends asks the client to stop
+        // sending with H3_NO_ERROR.
+        stream.stop_sending(Code::H3_NO_ERROR);
+    }
+    let a = Answer::new(req, peer, drained, shared, telemetry);
+    if stream.send_response(a.head).await.is_err() {
+        return;
+    }
+    match a.body {
+        Body::Payload(n) => {
+            for chunk in Chunks::new(n) {
+                if stream.send_data(chunk).await.is_err() {
+                    return;
                 }
             }
-            let _ = stream.finish().await;
-        });
+        }
+        Body::Bytes(b) if b.is_empty() => {}
+        Body::Bytes(b) => {
+            if stream.send_data(b).await.is_err() {
+                return;
+            }
+        }
+    }
+    let _ = stream.finish().await;
+}
+
+async fn drain(stream: &mut Stream) -> Drained {
+    let mut seen = 0u64;
+    loop {
+        match stream.recv_data().await {
+            Ok(None) => return Drained::Complete,
+            Ok(Some(d)) => {
+                seen += d.remaining() as u64;
+                if seen > MAX_REQUEST_BODY {
+                    return Drained::TooLarge;
+                }
+            }
+            Err(_) => return Drained::Broken,
+        }
     }
 }

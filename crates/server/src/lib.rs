@@ -2,13 +2,19 @@
 //! (hyper + tokio-rustls) on TCP, on the same port number, behind one rustls configuration,
 //! serving `GET /bytes/{n}` from one shared buffer.
 
+pub mod access;
 pub mod body;
 pub mod cc;
+pub mod conn_io;
 pub mod cpu;
+pub mod fdlimit;
 pub mod h3srv;
+
 pub mod options;
 pub mod payload;
+pub mod request;
 pub mod routes;
+pub mod shared;
 pub mod standalone;
 pub mod tcpsrv;
 pub mod telemetry;
@@ -21,14 +27,18 @@ use std::sync::Arc;
 use qbench_core::CpuTimes;
 use socket2::{Domain, Protocol as SockProto, Socket, Type};
 
-pub use options::ServerOptions;
+pub use options::{ServerOptions, TelemetryAccess};
 use qbench_core::wire::{Protocol, ALPN_H1, ALPN_H2, ALPN_H3, UDP_BUFFER};
+use shared::Shared;
+pub use shared::Stats;
 pub use tls::Identity;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
+    #[error(transparent)]
+    Access(#[from] access::AccessError),
     #[error("cannot listen on {addr}: {source}")]
     Bind { addr: SocketAddr, source: io::Error },
     #[error("QUIC rejected the TLS configuration: {0}")]
@@ -37,6 +47,8 @@ pub enum ServerError {
     NoProtocols,
     #[error("starting the server runtime: {0}")]
     Runtime(io::Error),
+    #[error("--cert-out {path}: the file exists and this server did not write it; pass another --cert-out, or --force to replace it")]
+    CertExists { path: std::path::PathBuf },
     #[error("writing the certificate to {path}: {source}")]
     WriteCert {
         path: std::path::PathBuf,
@@ -54,7 +66,7 @@ pub enum ServerError {
 
 /// A bound, not yet running server. Binding needs a tokio runtime context.
 pub struct Server {
-    opts: Arc<ServerOptions>,
+    shared: Arc<Shared>,
     identity: Identity,
     tcp: Option<(tokio::net::TcpListener, tokio_rustls::TlsAcceptor)>,
     quic: Option<quinn::Endpoint>,
@@ -158,6 +170,8 @@ impl Server {
                     .map_err(|e| ServerError::Quic(e.to_string()))?;
                 let mut sc = quinn::ServerConfig::with_crypto(Arc::new(crypto));
                 sc.transport_config(Arc::new(h3srv::transport(&opts)));
+                // Handshakes waiting for the accept loop cost memory too.
+                sc.max_incoming(opts.max_connections as usize);
                 let ep = quinn::Endpoint::new(
                     quinn::EndpointConfig::default(),
                     Some(sc),
@@ -169,8 +183,10 @@ impl Server {
             }
             None => None,
         };
+        let env_token = std::env::var(access::TOKEN_ENV).ok();
+        let access = access::Access::new(opts.telemetry, env_token)?;
         Ok(Self {
-            opts: Arc::new(opts),
+            shared: Arc::new(Shared::new(opts, access)),
             identity,
             tcp,
             quic,
@@ -186,14 +202,21 @@ impl Server {
         &self.identity.pem
     }
 
+    /// The token `--telemetry token` asks of clients.
+    pub fn telemetry_token(&self) -> Option<&str> {
+        self.shared.access.token()
+    }
+
+    pub fn stats(&self) -> Arc<Stats> {
+        self.shared.stats.clone()
+    }
+
     /// Serves until the returned future is dropped.
     pub async fn run(self) {
         let tcp = self
             .tcp
-            .map(|(l, a)| tcpsrv::serve(l, a, self.opts.clone()));
-        let quic = self
-            .quic
-            .map(|ep| h3srv::serve(ep, self.opts.clone(), true));
+            .map(|(l, a)| tcpsrv::serve(l, a, self.shared.clone()));
+        let quic = self.quic.map(|ep| h3srv::serve(ep, self.shared.clone()));
         match (tcp, quic) {
             (Some(t), Some(q)) => {
                 tokio::join!(t, q);
@@ -217,6 +240,7 @@ pub fn identity_for(opts: &ServerOptions) -> Result<Identity, ServerError> {
 pub struct InProcess {
     addr: SocketAddr,
     cert_pem: String,
+    stats: Arc<Stats>,
     threads: cpu::ThreadGroup,
     runtime: Option<tokio::runtime::Runtime>,
 }
@@ -258,10 +282,12 @@ impl InProcess {
         };
         let addr = server.local_addr();
         let cert_pem = server.cert_pem().to_string();
+        let stats = server.stats();
         rt.spawn(server.run());
         Ok(Self {
             addr,
             cert_pem,
+            stats,
             threads,
             runtime: Some(rt),
         })
@@ -273,6 +299,10 @@ impl InProcess {
 
     pub fn cert_pem(&self) -> &str {
         &self.cert_pem
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
     }
 
     /// CPU used by the server's threads so far.

@@ -1,8 +1,6 @@
-use std::path::PathBuf;
-
 use anyhow::Context;
 use clap::Parser;
-use qbench_server::standalone::{serve_until_signal, DEFAULT_CERT_OUT};
+use qbench_server::standalone::{serve_until_signal, CertOut};
 use qbench_server::ServerOptions;
 
 /// The matched qbench server: HTTP/3 on UDP and HTTP/2 + HTTP/1.1 on TCP, same port,
@@ -13,9 +11,8 @@ struct Cli {
     #[command(flatten)]
     server: ServerOptions,
 
-    /// Where to write the generated certificate (PEM) for clients' --ca
-    #[arg(long, default_value = DEFAULT_CERT_OUT)]
-    cert_out: PathBuf,
+    #[command(flatten)]
+    cert_out: CertOut,
 }
 
 #[tokio::main]

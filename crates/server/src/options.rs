@@ -59,6 +59,55 @@ pub struct ServerOptions {
     /// Sample sender telemetry (cwnd, RTT, losses...) this often; 0 turns it off
     #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
     pub sample_interval: Duration,
+
+    /// Who may fetch `/_qbench/telemetry`: anyone, nobody, loopback peers only, or clients
+    /// that pass the token the server prints (`qbench --telemetry-token`)
+    #[arg(long, value_enum, default_value = "on")]
+    pub telemetry: TelemetryAccess,
+
+    /// Concurrent connections (TCP and QUIC together); more are closed or refused at once
+    #[arg(long, default_value_t = MAX_CONNECTIONS, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+
+    /// Time a peer has to finish the TLS (or QUIC) handshake
+    #[arg(long, default_value = "10s", value_parser = positive_duration)]
+    pub handshake_timeout: Duration,
+
+    /// Time an HTTP/1.1 peer has to send a whole request head
+    #[arg(long, default_value = "10s", value_parser = positive_duration)]
+    pub header_timeout: Duration,
+
+    /// Close a connection after this long with no bytes moving either way (h1, h2 and h3)
+    #[arg(long, default_value = "30s", value_parser = positive_duration)]
+    pub idle_timeout: Duration,
+}
+
+/// The default of `--max-connections`.
+pub const MAX_CONNECTIONS: u32 = 1024;
+
+/// Who may fetch a connection's telemetry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TelemetryAccess {
+    /// Any peer (the default: qbench fetches it after every run)
+    On,
+    /// Nobody: telemetry is answered 404
+    Off,
+    /// Peers connecting from a loopback address
+    Loopback,
+    /// Peers that send `Authorization: Bearer <token>` with the token the server prints
+    Token,
+}
+
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    if d.is_zero() {
+        return Err("must be more than zero".into());
+    }
+    // quinn's idle timeout is a QUIC varint of milliseconds; a day is more than any lab needs.
+    if d > Duration::from_secs(86_400) {
+        return Err("at most 1 day".into());
+    }
+    Ok(d)
 }
 
 impl ServerOptions {
@@ -71,21 +120,51 @@ impl ServerOptions {
         self.initial_cwnd.map(|p| u64::from(p) * 1200)
     }
 
-    /// Loopback on an ephemeral port, all protocols: the in-process default.
+    /// Loopback on an ephemeral port, all protocols, every other option at its default: the
+    /// in-process server.
     pub fn loopback() -> Self {
-        Self {
-            listen: "127.0.0.1:0".parse().expect("valid literal address"),
-            protocols: vec![Protocol::H1, Protocol::H2, Protocol::H3],
-            max_object: MAX_OBJECT,
-            max_streams: MAX_STREAMS,
-            max_header_bytes: MAX_REQUEST_HEADER_BYTES,
-            cert: None,
-            key: None,
-            cert_names: Vec::new(),
-            cc: CcAlgo::Cubic,
-            cwnd_cap: None,
-            initial_cwnd: None,
-            sample_interval: Duration::from_millis(10),
+        #[derive(clap::Parser)]
+        struct Defaults {
+            #[command(flatten)]
+            opts: ServerOptions,
+        }
+        <Defaults as clap::Parser>::parse_from(["qbench-server", "--listen", "127.0.0.1:0"]).opts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn durations_must_be_positive_and_at_most_a_day() {
+        assert_eq!(positive_duration("250ms"), Ok(Duration::from_millis(250)));
+        for bad in ["0s", "0", "2days", "-1s", "", "ten seconds"] {
+            assert!(positive_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn loopback_takes_every_default() {
+        let o = ServerOptions::loopback();
+        assert!(o.listen.ip().is_loopback() && o.listen.port() == 0);
+        assert_eq!(o.max_connections, MAX_CONNECTIONS);
+        assert_eq!(o.idle_timeout, Duration::from_secs(30));
+        assert_eq!(o.telemetry, TelemetryAccess::On);
+    }
+
+    proptest! {
+        #[test]
+        fn duration_parser_never_panics(s in "\\PC{0,24}") {
+            let _ = positive_duration(&s);
+        }
+
+        #[test]
+        fn duration_parser_never_panics_on_numbers(n in any::<u64>(), unit in "(ns|us|ms|s|m|h|d|y)") {
+            if let Ok(d) = positive_duration(&format!("{n}{unit}")) {
+                prop_assert!(!d.is_zero() && d <= Duration::from_secs(86_400));
+            }
         }
     }
 }

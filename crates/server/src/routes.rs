@@ -37,6 +37,11 @@ pub fn route(method: &Method, path: &str, max_object: u64) -> Route {
     }
 }
 
+/// The telemetry maker of a server with telemetry off.
+pub fn no_telemetry() -> Result<bytes::Bytes, (StatusCode, &'static str)> {
+    Err((StatusCode::NOT_FOUND, "telemetry is off on this server\n"))
+}
+
 impl Route {
     /// Response head shared by every HTTP version; `len` is the body length.
     pub fn head_with_len(&self, len: u64) -> Response<()> {
@@ -54,20 +59,16 @@ impl Route {
         resp
     }
 
-    /// The head and body of a response on a connection with telemetry `t` (if sampled).
+    /// The head and body of this route; `telemetry` makes the telemetry body, or says why not.
     pub fn respond(
         self,
-        t: Option<&std::sync::Arc<crate::telemetry::ConnTelemetry>>,
+        telemetry: impl FnOnce() -> Result<bytes::Bytes, (StatusCode, &'static str)>,
     ) -> (Response<()>, Body) {
         let body = match self {
             Self::Bytes(n) => Body::Payload(n),
-            Self::Telemetry => match crate::telemetry::body(t) {
-                Some(b) => Body::Bytes(b),
-                None => {
-                    let off =
-                        Self::Text(StatusCode::NOT_FOUND, "telemetry is off on this server\n");
-                    return off.respond(None);
-                }
+            Self::Telemetry => match telemetry() {
+                Ok(b) => Body::Bytes(b),
+                Err((status, text)) => return Self::Text(status, text).respond(no_telemetry),
             },
             Self::Text(_, text) => Body::Bytes(bytes::Bytes::from_static(text.as_bytes())),
         };
@@ -100,27 +101,33 @@ mod tests {
         assert_eq!(route(&Method::GET, "/bytes/0", 10), Route::Bytes(0));
         let too_big = route(&Method::GET, "/bytes/11", 10);
         assert_eq!(
-            too_big.respond(None).0.status(),
+            too_big.respond(no_telemetry).0.status(),
             StatusCode::PAYLOAD_TOO_LARGE
         );
         assert_eq!(
-            route(&Method::GET, "/bytes/x", 10).respond(None).0.status(),
+            route(&Method::GET, "/bytes/x", 10)
+                .respond(no_telemetry)
+                .0
+                .status(),
             StatusCode::BAD_REQUEST
         );
         assert_eq!(
             route(&Method::POST, "/bytes/1", 10)
-                .respond(None)
+                .respond(no_telemetry)
                 .0
                 .status(),
             StatusCode::METHOD_NOT_ALLOWED
         );
         assert_eq!(
-            route(&Method::GET, "/nope", 10).respond(None).0.status(),
+            route(&Method::GET, "/nope", 10)
+                .respond(no_telemetry)
+                .0
+                .status(),
             StatusCode::NOT_FOUND
         );
-        let (head, body) = Route::Bytes(42).respond(None);
+        let (head, body) = Route::Bytes(42).respond(no_telemetry);
         assert_eq!(body, Body::Payload(42));
-        let (off, _) = route(&Method::GET, "/_qbench/telemetry", 10).respond(None);
+        let (off, _) = route(&Method::GET, "/_qbench/telemetry", 10).respond(no_telemetry);
         assert_eq!(off.status(), StatusCode::NOT_FOUND);
         assert_eq!(head.headers()[header::CONTENT_LENGTH], "42");
         assert_eq!(head.headers()[header::CACHE_CONTROL], "no-store");

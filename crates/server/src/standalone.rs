@@ -1,33 +1,104 @@
 //! `qbench-server` / `qbench serve`: serve until SIGINT or SIGTERM.
 
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use clap::Args;
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::{identity_for, Protocol, Server, ServerError, ServerOptions};
+use crate::access::{exposure_warning, TOKEN_ENV};
+use crate::fdlimit::raise_fd_limit;
+use crate::{identity_for, Protocol, Server, ServerError, ServerOptions, Stats};
 
 /// Where the server writes the certificate a client pins with `--ca`.
 pub const DEFAULT_CERT_OUT: &str = "qbench-cert.pem";
 
-/// Removes the certificate file when the server stops: a generated certificate is worthless
-/// once its key is gone.
-struct CertFile(PathBuf);
+/// Where the generated certificate goes.
+#[derive(Debug, Clone, Args)]
+pub struct CertOut {
+    /// Where to write the generated certificate (PEM) for clients' --ca; an existing file is
+    /// left alone (the server refuses to start) unless --force
+    #[arg(long, default_value = DEFAULT_CERT_OUT)]
+    pub cert_out: PathBuf,
+
+    /// Replace an existing --cert-out file
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// The certificate file this server wrote. It is removed when the server stops (a generated
+/// certificate is worthless once its key is gone), but only if it is still the very file this
+/// server wrote: another server, or the user, may have replaced it since.
+struct CertFile {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+}
 
 impl Drop for CertFile {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        if let Ok(m) = std::fs::symlink_metadata(&self.path) {
+            if m.dev() == self.dev && m.ino() == self.ino {
+                let _ = std::fs::remove_file(&self.path);
+            }
+        }
     }
 }
 
-fn write_cert(path: &Path, pem: &str) -> Result<CertFile, ServerError> {
-    std::fs::write(path, pem).map_err(|source| ServerError::WriteCert {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    Ok(CertFile(path.to_path_buf()))
+fn create_new(path: &Path, pem: &str) -> io::Result<std::fs::File> {
+    let mut f = OpenOptions::new().write(true).create_new(true).open(path)?;
+    f.write_all(pem.as_bytes())?;
+    f.sync_all()?;
+    Ok(f)
 }
 
-pub async fn serve_until_signal(opts: ServerOptions, cert_out: &Path) -> Result<(), ServerError> {
+fn write_cert(out: &CertOut, pem: &str) -> Result<CertFile, ServerError> {
+    let path = &out.cert_out;
+    let err = |source| ServerError::WriteCert {
+        path: path.clone(),
+        source,
+    };
+    let file = if out.force {
+        // A new file renamed over the old one: readers see the old or the new, never half.
+        let name = path
+            .file_name()
+            .ok_or_else(|| err(io::ErrorKind::InvalidInput.into()))?;
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(".{}.tmp", std::process::id()));
+        let tmp = path.with_file_name(tmp_name);
+        let f = create_new(&tmp, pem).map_err(err)?;
+        if let Err(e) = std::fs::rename(&tmp, path) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(err(e));
+        }
+        f
+    } else {
+        match create_new(path, pem) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(ServerError::CertExists { path: path.clone() })
+            }
+            Err(e) => return Err(err(e)),
+        }
+    };
+    let m = file.metadata().map_err(err)?;
+    Ok(CertFile {
+        path: path.clone(),
+        dev: m.dev(),
+        ino: m.ino(),
+    })
+}
+
+pub async fn serve_until_signal(
+    opts: ServerOptions,
+    cert_out: &CertOut,
+) -> Result<(), ServerError> {
+    if let Err(e) = raise_fd_limit() {
+        eprintln!("warning: could not raise the open-file limit ({e}); ulimit -n bounds how many connections the server holds");
+    }
     let generated = opts.cert.is_none();
     let identity = identity_for(&opts)?;
     let protocols: Vec<&str> = opts
@@ -35,7 +106,13 @@ pub async fn serve_until_signal(opts: ServerOptions, cert_out: &Path) -> Result<
         .iter()
         .map(|p| Protocol::as_str(*p))
         .collect();
+    let warning = exposure_warning(opts.listen, opts.max_object, opts.telemetry);
+    let from_env = std::env::var_os(TOKEN_ENV).is_some();
     let server = Server::bind(opts, identity)?;
+    // Before the first line: whoever waits for it may signal at once, and the certificate
+    // must still be cleaned up then.
+    let mut term = signal(SignalKind::terminate()).map_err(ServerError::Signal)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(ServerError::Signal)?;
     let _cert = if generated {
         Some(write_cert(cert_out, server.cert_pem())?)
     } else {
@@ -46,18 +123,33 @@ pub async fn serve_until_signal(opts: ServerOptions, cert_out: &Path) -> Result<
         server.local_addr(),
         protocols.join(","),
         if generated {
-            format!("; certificate for --ca: {}", cert_out.display())
+            format!("; certificate for --ca: {}", cert_out.cert_out.display())
         } else {
             String::new()
         }
     );
-    let mut term = signal(SignalKind::terminate()).map_err(ServerError::Signal)?;
-    let mut int = signal(SignalKind::interrupt()).map_err(ServerError::Signal)?;
+    if let Some(w) = warning {
+        eprintln!("{w}");
+    }
+    match server.telemetry_token() {
+        Some(_) if from_env => eprintln!("telemetry token: the one in {TOKEN_ENV}"),
+        Some(t) => eprintln!("telemetry token (qbench --telemetry-token): {t}"),
+        None => {}
+    }
+    let stats = server.stats();
     tokio::select! {
         _ = server.run() => {}
         _ = term.recv() => {}
         _ = int.recv() => {}
     }
-    eprintln!("qbench-server: stopped");
+    eprintln!(
+        "qbench-server: stopped after {} connections ({} refused at --max-connections, {} \
+         handshake timeouts, {} idle closes, {} telemetry requests refused as busy)",
+        Stats::get(&stats.accepted),
+        Stats::get(&stats.refused),
+        Stats::get(&stats.handshake_timeouts),
+        Stats::get(&stats.idle_closes),
+        Stats::get(&stats.telemetry_busy),
+    );
     Ok(())
 }

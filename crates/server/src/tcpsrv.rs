@@ -1,77 +1,153 @@
 //! HTTP/2 and HTTP/1.1 over TLS over TCP, picked by ALPN.
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use http::{Method, Request, Response};
+use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::net::TcpListener;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulConnection;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
 use crate::body::PayloadBody;
 use crate::cc::set_tcp;
-use crate::options::ServerOptions;
-use crate::payload::Chunks;
-use crate::routes::{route, Body};
+use crate::conn_io::Tracked;
+use crate::fdlimit::{classify, AcceptError, Burst, ACCEPT_BACKOFF};
+use crate::request::{drain_body, Answer};
+use crate::shared::{Shared, Stats};
 use crate::telemetry::{watch_tcp, ConnTelemetry};
-use qbench_core::wire::{ALPN_H2, CONN_WINDOW, STREAM_WINDOW};
+use qbench_core::wire::ALPN_H2;
 
-fn respond(
-    req: &Request<Incoming>,
-    opts: &ServerOptions,
+/// Receive windows for request bodies: requests are GETs, so these only bound what a peer can
+/// make the server buffer (responses use the client's windows, not these).
+pub const REQUEST_STREAM_WINDOW: u32 = 64 * 1024;
+pub const REQUEST_CONN_WINDOW: u32 = 1024 * 1024;
+
+/// Response bytes hyper buffers per HTTP/2 stream ahead of the peer's flow control.
+const SEND_BUFFER: usize = 4 * 1024 * 1024;
+
+async fn answer(
+    req: Request<Incoming>,
+    peer: SocketAddr,
+    shared: &Shared,
     telemetry: Option<&Arc<ConnTelemetry>>,
 ) -> Response<PayloadBody> {
-    let r = route(req.method(), req.uri().path(), opts.max_object);
-    let (head, body) = r.respond(telemetry);
+    let (parts, body) = req.into_parts();
+    let drained = drain_body(body).await;
+    let a = Answer::new(&parts, peer, drained, shared, telemetry);
+    let head = a.head;
     let (parts, ()) = head.into_parts();
-    let body = match body {
-        _ if req.method() == Method::HEAD => PayloadBody::Once(None),
-        Body::Payload(n) => PayloadBody::Chunks(Chunks::new(n)),
-        Body::Bytes(b) => PayloadBody::Once(Some(b)),
-    };
-    Response::from_parts(parts, body)
+    Response::from_parts(parts, PayloadBody::from(a.body))
 }
 
-pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, opts: Arc<ServerOptions>) {
+pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, shared: Arc<Shared>) {
+    let mut burst = Burst::default();
     loop {
-        let Ok((tcp, _peer)) = listener.accept().await else {
+        let (tcp, peer) = match listener.accept().await {
+            Ok(a) => a,
+            Err(e) => {
+                let kind = classify(&e);
+                if kind != AcceptError::Connection {
+                    if burst.fail() {
+                        eprintln!(
+                            "qbench-server: accept failed ({e}); retrying every {} ms{}",
+                            ACCEPT_BACKOFF.as_millis(),
+                            if kind == AcceptError::Exhausted {
+                                " until descriptors free up (see ulimit -n)"
+                            } else {
+                                ""
+                            }
+                        );
+                    }
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                }
+                continue;
+            }
+        };
+        if let Some(n) = burst.ok() {
+            eprintln!("qbench-server: accepting again after {n} failed accepts");
+        }
+        let Some(slot) = shared.admit(peer) else {
             continue;
         };
-        let _ = tcp.set_nodelay(true);
-        // Checked at start-up; a failure here would only mean the kernel changed under us.
-        let _ = set_tcp(&tcp, opts.cc);
         let acceptor = acceptor.clone();
-        let opts = opts.clone();
+        let shared = shared.clone();
         tokio::spawn(async move {
-            let tracked = watch_tcp(tcp, opts.cc.tcp_name(), None, opts.sample_interval);
-            let telemetry = tracked.telemetry();
-            let Ok(tls) = acceptor.accept(tracked).await else {
-                return;
-            };
-            let is_h2 = tls.get_ref().1.alpn_protocol() == Some(ALPN_H2);
-            let io = TokioIo::new(tls);
-            let svc_opts = opts.clone();
-            let svc = service_fn(move |req: Request<Incoming>| {
-                let resp = respond(&req, &svc_opts, telemetry.as_ref());
-                async move { Ok::<_, Infallible>(resp) }
-            });
-            if is_h2 {
-                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                    .initial_stream_window_size(STREAM_WINDOW)
-                    .initial_connection_window_size(CONN_WINDOW)
-                    .max_concurrent_streams(opts.max_streams)
-                    .max_header_list_size(opts.max_header_bytes)
-                    .max_send_buf_size(4 * 1024 * 1024)
-                    .serve_connection(io, svc)
-                    .await;
-            } else {
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .max_buf_size(opts.max_header_bytes.max(8192) as usize)
-                    .serve_connection(io, svc)
-                    .await;
-            }
+            connection(tcp, peer, acceptor, &shared).await;
+            drop(slot);
         });
     }
+}
+
+async fn connection(tcp: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, shared: &Arc<Shared>) {
+    let opts = &shared.opts;
+    let _ = tcp.set_nodelay(true);
+    // Checked at start-up; a failure here would only mean the kernel changed under us.
+    let _ = set_tcp(&tcp, opts.cc);
+    let io = Tracked::new(tcp);
+    let activity = io.activity();
+    let tls = match tokio::time::timeout(opts.handshake_timeout, acceptor.accept(io)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(_)) => return,
+        Err(_) => {
+            Stats::bump(&shared.stats.handshake_timeouts);
+            return;
+        }
+    };
+    let mut tls = tls;
+    // Sampled only once the handshake is done: a peer that never finishes costs no sampler.
+    let telemetry = {
+        let io = tls.get_mut().0;
+        let t = watch_tcp(
+            io.fd(),
+            opts.cc.tcp_name(),
+            opts.sample_interval,
+            &shared.stats,
+        );
+        io.set_telemetry(t.clone());
+        t
+    };
+    let is_h2 = tls.get_ref().1.alpn_protocol() == Some(ALPN_H2);
+    let io = TokioIo::new(tls);
+    let svc_shared = shared.clone();
+    let svc = service_fn(move |req: Request<Incoming>| {
+        let (shared, telemetry) = (svc_shared.clone(), telemetry.clone());
+        async move { Ok::<_, Infallible>(answer(req, peer, &shared, telemetry.as_ref()).await) }
+    });
+    let idle = activity.idle(opts.idle_timeout);
+    if is_h2 {
+        let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .initial_stream_window_size(REQUEST_STREAM_WINDOW)
+            .initial_connection_window_size(REQUEST_CONN_WINDOW)
+            .max_concurrent_streams(opts.max_streams)
+            .max_header_list_size(opts.max_header_bytes)
+            .max_send_buf_size(SEND_BUFFER)
+            .serve_connection(io, svc);
+        until_idle(conn, idle, &shared.stats).await;
+    } else {
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(opts.header_timeout)
+            .max_buf_size(opts.max_header_bytes.max(8192) as usize)
+            .serve_connection(io, svc);
+        until_idle(conn, idle, &shared.stats).await;
+    }
+}
+
+/// Serves `conn` until it ends or `idle` fires; then asks it to close gracefully (h2 GOAWAY),
+/// for at most `LINGER`.
+async fn until_idle<C: GracefulConnection>(conn: C, idle: impl Future<Output = ()>, stats: &Stats) {
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        () = idle => {}
+    }
+    Stats::bump(&stats.idle_closes);
+    conn.as_mut().graceful_shutdown();
+    let _ = tokio::time::timeout(crate::conn_io::LINGER, conn).await;
 }

@@ -2,18 +2,20 @@
 //! (quinn's stats and our controller wrapper, or the kernel's TCP_INFO) and keeps a timeline
 //! the client fetches with `GET /_qbench/telemetry` over the same connection.
 
-use std::io;
-use std::os::fd::{AsRawFd, RawFd};
-use std::pin::Pin;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use qbench_core::telemetry::{CcSample, Timeline};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 
 use crate::cc::Instrumented;
+use crate::shared::Stats;
+
+/// Samples a connection keeps; at this many, every other one is dropped and the interval
+/// doubles, so a long-lived connection costs at most this many samples (about 1.5 MB).
+pub const KEPT_SAMPLES: usize = 8192;
 
 /// TCP reports an unset ssthresh as this many segments.
 const TCP_INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
@@ -28,6 +30,10 @@ pub struct ConnTelemetry {
     source: Source,
     started: Instant,
     timeline: Mutex<Timeline>,
+    /// Current sampling interval; it doubles each time the samples are thinned.
+    interval_us: AtomicU64,
+    /// A telemetry body of this connection exists (in a response not yet fully sent).
+    busy: Arc<AtomicBool>,
 }
 
 impl ConnTelemetry {
@@ -40,6 +46,8 @@ impl ConnTelemetry {
     ) -> Arc<Self> {
         Arc::new(Self {
             source,
+            interval_us: AtomicU64::new(interval.as_micros() as u64),
+            busy: Arc::default(),
             started: Instant::now(),
             timeline: Mutex::new(Timeline {
                 transport: transport.into(),
@@ -70,12 +78,23 @@ impl ConnTelemetry {
         }
     }
 
-    /// Takes one more sample, then returns everything so far.
-    pub fn snapshot(&self) -> Timeline {
+    /// The JSON of everything so far plus one fresh sample, or `None` while an earlier body
+    /// of this connection still exists: at most one copy of the timeline per connection.
+    pub fn body(&self) -> Option<Bytes> {
+        if self.busy.swap(true, Ordering::Acquire) {
+            return None;
+        }
         if let Some(s) = self.sample() {
             self.record(s);
         }
-        self.timeline.lock().expect("timeline lock").clone()
+        let json = {
+            let tl = self.timeline.lock().expect("timeline lock");
+            serde_json::to_vec(&*tl).expect("timeline serializes")
+        };
+        Some(Bytes::from_owner(Held {
+            json,
+            busy: self.busy.clone(),
+        }))
     }
 
     fn record(&self, (s, cap): (CcSample, Option<u64>)) {
@@ -83,23 +102,39 @@ impl ConnTelemetry {
         if cap.is_some() {
             tl.cwnd_cap_bytes = cap;
         }
+        if tl.samples.len() >= KEPT_SAMPLES {
+            let mut i = 0;
+            tl.samples.retain(|_| {
+                i += 1;
+                i % 2 == 1
+            });
+            tl.interval_us = tl.interval_us.saturating_mul(2);
+            self.interval_us.store(tl.interval_us, Ordering::Relaxed);
+        }
         tl.push(s);
     }
 
-    fn spawn_sampler(self: &Arc<Self>, interval: Duration) {
+    fn spawn_sampler(self: &Arc<Self>, stats: Arc<Stats>) {
         let me = Arc::downgrade(self);
+        stats.samplers.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(interval);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            loop {
-                tick.tick().await;
-                let Some(t) = me.upgrade() else { return };
+            while let Some(interval) = me.upgrade().map(|t| t.interval_us.load(Ordering::Relaxed)) {
+                tokio::time::sleep(Duration::from_micros(interval)).await;
+                let Some(t) = me.upgrade() else { break };
                 match t.sample() {
                     Some(s) => t.record(s),
-                    None => return,
+                    None => break,
                 }
             }
+            stats.samplers.fetch_sub(1, Ordering::Relaxed);
         });
+    }
+
+    /// Stops reading the TCP socket: called before its fd is closed.
+    pub(crate) fn detach(&self) {
+        if let Source::Tcp(fd) = &self.source {
+            *fd.lock().expect("fd lock") = -1;
+        }
     }
 }
 
@@ -182,92 +217,100 @@ pub fn watch_quic(
     cc: &str,
     cap: Option<u64>,
     interval: Duration,
+    stats: &Arc<Stats>,
 ) -> Option<Arc<ConnTelemetry>> {
     if interval.is_zero() {
         return None;
     }
     let t = ConnTelemetry::new(Source::Quic(conn.clone()), "quic", cc, cap, interval);
-    t.spawn_sampler(interval);
+    t.spawn_sampler(stats.clone());
     Some(t)
 }
 
-/// A TCP stream whose telemetry stops reading the fd before the fd is closed.
-pub struct Tracked {
-    telemetry: Option<Arc<ConnTelemetry>>,
-    inner: TcpStream,
+/// Starts sampling the TCP socket `fd`; the caller must `detach` before the fd is closed.
+pub fn watch_tcp(
+    fd: RawFd,
+    cc: &str,
+    interval: Duration,
+    stats: &Arc<Stats>,
+) -> Option<Arc<ConnTelemetry>> {
+    if interval.is_zero() {
+        return None;
+    }
+    let t = ConnTelemetry::new(Source::Tcp(Mutex::new(fd)), "tcp", cc, None, interval);
+    t.spawn_sampler(stats.clone());
+    Some(t)
 }
 
-impl Drop for Tracked {
+/// Releases the connection's telemetry for the next request once the last reference to the
+/// body's bytes is gone, wherever the transport buffered them.
+struct Held {
+    json: Vec<u8>,
+    busy: Arc<AtomicBool>,
+}
+
+impl AsRef<[u8]> for Held {
+    fn as_ref(&self) -> &[u8] {
+        &self.json
+    }
+}
+
+impl Drop for Held {
     fn drop(&mut self) {
-        if let Some(t) = &self.telemetry {
-            if let Source::Tcp(fd) = &t.source {
-                *fd.lock().expect("fd lock") = -1;
-            }
+        self.busy.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn closed_tcp() -> Arc<ConnTelemetry> {
+        let source = Source::Tcp(Mutex::new(-1));
+        ConnTelemetry::new(source, "tcp", "cubic", None, Duration::from_millis(10))
+    }
+
+    fn sample(t_us: u64) -> (CcSample, Option<u64>) {
+        let s = CcSample {
+            t_us,
+            ..CcSample::default()
+        };
+        (s, None)
+    }
+
+    #[test]
+    fn a_long_connection_keeps_a_bounded_thinned_timeline() {
+        let t = closed_tcp();
+        // Fed as the sampler feeds it: one sample per current interval.
+        let mut now = 0;
+        for _ in 0..4 * KEPT_SAMPLES {
+            t.record(sample(now));
+            now += t.interval_us.load(Ordering::Relaxed);
         }
-    }
-}
-
-impl Tracked {
-    pub fn telemetry(&self) -> Option<Arc<ConnTelemetry>> {
-        self.telemetry.clone()
-    }
-}
-
-/// Starts sampling a TCP connection (unless `interval` is zero) and wraps its stream.
-pub fn watch_tcp(stream: TcpStream, cc: &str, cap: Option<u64>, interval: Duration) -> Tracked {
-    let telemetry = (!interval.is_zero()).then(|| {
-        let fd = Mutex::new(stream.as_raw_fd());
-        let t = ConnTelemetry::new(Source::Tcp(fd), "tcp", cc, cap, interval);
-        t.spawn_sampler(interval);
-        t
-    });
-    Tracked {
-        telemetry,
-        inner: stream,
-    }
-}
-
-impl AsyncRead for Tracked {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Tracked {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        let tl = t.timeline.lock().unwrap();
+        assert!(tl.samples.len() <= KEPT_SAMPLES, "{}", tl.samples.len());
+        assert!(tl.samples.len() > KEPT_SAMPLES / 2, "{}", tl.samples.len());
+        let factor = tl.interval_us / 10_000;
+        assert!(factor > 1 && factor.is_power_of_two(), "{}", tl.interval_us);
+        assert_eq!(t.interval_us.load(Ordering::Relaxed), tl.interval_us);
+        assert_eq!(tl.samples[0].t_us, 0, "the start is kept");
+        assert!(tl.samples.windows(2).all(|w| w[0].t_us < w[1].t_us));
+        let last = tl.samples.last().unwrap().t_us;
+        assert!(now - last <= 2 * tl.interval_us, "the end is kept");
     }
 
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    #[test]
+    fn one_body_exists_at_a_time() {
+        let t = closed_tcp();
+        t.record(sample(1));
+        let first = t.body().expect("the first body");
+        assert!(t.body().is_none(), "a second while the first lives");
+        let slice = first.slice(1..);
+        drop(first);
+        assert!(t.body().is_none(), "a slice still holds it");
+        drop(slice);
+        let again = t.body().expect("free again");
+        let tl: Timeline = serde_json::from_slice(&again).unwrap();
+        assert_eq!(tl.samples.len(), 1);
     }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-/// The JSON body of `GET /_qbench/telemetry`.
-pub fn body(t: Option<&Arc<ConnTelemetry>>) -> Option<bytes::Bytes> {
-    t.map(|t| bytes::Bytes::from(serde_json::to_vec(&t.snapshot()).expect("timeline serializes")))
 }

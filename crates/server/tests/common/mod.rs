@@ -1,0 +1,95 @@
+//! Fixtures for the hostile-peer tests: an in-process server on loopback with some options
+//! changed, TLS and QUIC clients that trust its certificate, and bounded waits.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use qbench_server::{InProcess, ServerOptions};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+
+/// Every wait in these tests ends by this bound; the bounds under test are seconds at most.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+pub fn server(change: impl FnOnce(&mut ServerOptions)) -> InProcess {
+    let mut o = ServerOptions::loopback();
+    change(&mut o);
+    InProcess::start(o, 1).expect("server starts")
+}
+
+fn roots(pem: &str) -> rustls::RootCertStore {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    roots
+}
+
+pub fn client_tls(pem: &str, alpn: &[u8]) -> rustls::ClientConfig {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots(pem))
+        .with_no_client_auth();
+    cfg.alpn_protocols = vec![alpn.to_vec()];
+    cfg
+}
+
+pub async fn tls(s: &InProcess, alpn: &[u8]) -> TlsStream<TcpStream> {
+    let tcp = TcpStream::connect(s.local_addr()).await.unwrap();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(client_tls(s.cert_pem(), alpn)));
+    let name = ServerName::try_from("localhost").unwrap();
+    tokio::time::timeout(WAIT, connector.connect(name, tcp))
+        .await
+        .expect("handshake within the bound")
+        .expect("handshake")
+}
+
+pub fn quic_client(pem: &str) -> quinn::Endpoint {
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(client_tls(pem, b"h3")).unwrap();
+    let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    ep.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
+    ep
+}
+
+pub async fn quic(
+    ep: &quinn::Endpoint,
+    addr: SocketAddr,
+) -> Result<quinn::Connection, quinn::ConnectionError> {
+    let connecting = ep.connect(addr, "localhost").unwrap();
+    tokio::time::timeout(WAIT, connecting)
+        .await
+        .expect("QUIC handshake ends within the bound")
+}
+
+/// Reads until the peer closes; what was read, or the error that ended it.
+pub async fn read_until_closed<R: AsyncReadExt + Unpin>(
+    r: &mut R,
+) -> Result<Vec<u8>, std::io::Error> {
+    let mut out = Vec::new();
+    tokio::time::timeout(WAIT, r.read_to_end(&mut out))
+        .await
+        .expect("the server closes within the bound")?;
+    Ok(out)
+}
+
+/// Polls `cond` every 10 ms until it holds; panics after `WAIT`.
+pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !cond() {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The first bytes of a TLS ClientHello record that announces more than it sends.
+pub const HALF_CLIENT_HELLO: &[u8] = &[
+    0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03,
+];
