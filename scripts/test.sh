@@ -13,8 +13,10 @@ sudo_if_needed() {
 # Go builds the third-party peers written in Go (h2spec, quic-go's HTTP/3 client).
 export PATH="$PATH:/usr/local/go/bin"
 missing=()
-command -v go >/dev/null 2>&1 || missing+=(golang-go)
+command -v unzip >/dev/null 2>&1 || missing+=(unzip)
 command -v caddy >/dev/null 2>&1 || missing+=(caddy)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
+command -v prlimit >/dev/null 2>&1 || missing+=(util-linux)
 command -v ping >/dev/null 2>&1 || missing+=(iputils-ping)
 command -v nft >/dev/null 2>&1 || missing+=(nftables)
 command -v ethtool >/dev/null 2>&1 || missing+=(ethtool)
@@ -23,6 +25,31 @@ if [ "${#missing[@]}" -gt 0 ]; then
   echo "installing test peers: ${missing[*]}"
   sudo_if_needed apt-get update -qq
   sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# quic-go needs Go >= GO_MIN. Without it, the toolchain comes from the Go module proxy, as
+# GOTOOLCHAIN would fetch it, into the target directory.
+GO_MIN=1.26.0
+go_ok() {
+  command -v go >/dev/null 2>&1 || return 1
+  local have
+  have=$(go env GOVERSION 2>/dev/null | sed 's/^go//')
+  [ "$(printf '%s\n%s\n' "$GO_MIN" "$have" | sort -V | head -n1)" = "$GO_MIN" ]
+}
+if ! go_ok; then
+  go_root="${CARGO_TARGET_DIR:-target}/go-toolchain"
+  go_dir="$go_root/golang.org/toolchain@v0.0.1-go$GO_MIN.linux-amd64"
+  if [ ! -x "$go_dir/bin/go" ]; then
+    echo "installing Go $GO_MIN from the Go module proxy into $go_root"
+    mkdir -p "$go_root"
+    curl -fsSL -o "$go_root/go.zip" \
+      "https://proxy.golang.org/golang.org/toolchain/@v/v0.0.1-go$GO_MIN.linux-amd64.zip"
+    unzip -q -o "$go_root/go.zip" -d "$go_root"
+    rm -f "$go_root/go.zip"
+    chmod +x "$go_dir/bin/"* "$go_dir/pkg/tool/"*/* 2>/dev/null || true
+  fi
+  PATH="$(cd "$go_dir/bin" && pwd):$PATH"
+  export PATH
 fi
 
 if command -v rustup >/dev/null 2>&1; then
