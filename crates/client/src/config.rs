@@ -190,6 +190,8 @@ fn server_options(s: &RunSpec) -> ServerOptions {
         o.cert_names.push(addr.to_string());
     }
     o.sample_interval = s.sample_interval;
+    // Room for one run's connections while the previous run's are still closing.
+    o.max_connections = o.max_connections.max(s.connections.saturating_mul(2));
     o
 }
 

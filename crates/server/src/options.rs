@@ -73,8 +73,9 @@ pub struct ServerOptions {
     #[arg(long, default_value = "10s", value_parser = positive_duration)]
     pub handshake_timeout: Duration,
 
-    /// Time an HTTP/1.1 peer has to send a whole request head
-    #[arg(long, default_value = "10s", value_parser = positive_duration)]
+    /// Time an HTTP/1.1 peer has to send a whole request head, counted from the end of the
+    /// previous response on a kept-alive connection (so it is h1's idle timeout too)
+    #[arg(long, default_value = "30s", value_parser = positive_duration)]
     pub header_timeout: Duration,
 
     /// Close a connection after this long with no bytes moving either way (h1, h2 and h3)

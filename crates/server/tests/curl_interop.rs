@@ -30,7 +30,13 @@ fn curl_fetches_byte_exact_and_gets_405_for_a_post() {
         let (code, body) = curl(
             &s,
             &ca,
-            &[version, "--resolve", &resolve, "--request-target", "/bytes/1000003"],
+            &[
+                version,
+                "--resolve",
+                &resolve,
+                "--request-target",
+                "/bytes/1000003",
+            ],
         );
         assert_eq!(code, 0, "{version}");
         assert_eq!(body.len(), 1_000_003, "{version}");
@@ -51,7 +57,11 @@ fn curl_fetches_byte_exact_and_gets_405_for_a_post() {
                     "%{http_code}",
                 ],
             );
-            assert_eq!((code, status.as_slice()), (0, &b"405"[..]), "{version} POST");
+            assert_eq!(
+                (code, status.as_slice()),
+                (0, &b"405"[..]),
+                "{version} POST"
+            );
         }
     }
 }
