@@ -75,10 +75,25 @@ fn parse_origin(flag: &'static str, text: &str) -> Result<(Origin, Uri), ConfigE
         .authority()
         .ok_or_else(|| bad(flag, format!("`{text}` has no host")))?;
     let host = auth.host().trim_start_matches('[').trim_end_matches(']');
+    // `http` reads a port it cannot parse as u16 (99999) as no port, which would mean 443.
+    let raw = auth.as_str();
+    let host_port = raw.rsplit('@').next().unwrap_or(raw);
+    let after_host = host_port
+        .rfind(']')
+        .map_or(host_port, |i| &host_port[i + 1..]);
+    let port = match after_host.rsplit_once(':') {
+        None => 443,
+        Some((_, p)) => p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
+            bad(
+                flag,
+                format!("`{text}`: `{p}` is not a port number (1 to 65535)"),
+            )
+        })?,
+    };
     Ok((
         Origin {
             host: host.to_string(),
-            port: auth.port_u16().unwrap_or(443),
+            port,
         },
         uri,
     ))
@@ -337,7 +352,33 @@ mod tests {
     use qbench_core::spec::RunSpec;
     use qbench_core::Protocol;
 
-    use super::{share_route, Config, LinkChoice, TargetArgs};
+    use super::{parse_origin, share_route, Config, LinkChoice, TargetArgs};
+
+    #[test]
+    fn origins_and_their_ports() {
+        let port = |t: &str| parse_origin("--target", t).map(|(o, _)| (o.host, o.port));
+        let ok = |t: &str| port(t).ok();
+        assert_eq!(ok("https://[::1]:4433"), Some(("::1".into(), 4433)));
+        assert_eq!(ok("https://[::1]"), Some(("::1".into(), 443)));
+        assert_eq!(ok("https://localhost"), Some(("localhost".into(), 443)));
+        assert_eq!(ok("https://u@h:8443"), Some(("h".into(), 8443)));
+        for bad in [
+            "https://h:99999",
+            "https://h:0",
+            "https://h:",
+            "https://[::1]:70000",
+        ] {
+            let e = port(bad).unwrap_err();
+            assert_eq!(e.flag, "--target", "{bad}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_target_is_an_origin_or_an_error(s in "https://\\PC{0,30}") {
+            let _ = parse_origin("--target", &s);
+        }
+    }
 
     fn side(proto: Protocol, cwnd_cap: Option<u32>) -> Config {
         let spec = RunSpec {

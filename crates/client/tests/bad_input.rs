@@ -60,6 +60,9 @@ fn bad_targets() {
     rejected(&["--target", "http://127.0.0.1:9"], "--target");
     rejected(&["--target", "https://127.0.0.1:9/bytes/1"], "--target");
     rejected(&["--target", "not a url"], "--target");
+    rejected(&["--target", "https://127.0.0.1:99999"], "--target");
+    rejected(&["--target", "https://127.0.0.1:0"], "--target");
+    rejected(&["--url", "https://127.0.0.1:65536/a"], "--url");
     rejected(
         &[
             "--url",
@@ -139,4 +142,20 @@ fn outputs_that_cannot_be_drawn() {
 fn link_durations_too_long_for_a_clock() {
     rejected(&["--link", "rtt=1e30s", "--dry-run"], "--link");
     rejected(&["--link", "jitter=1e300ms", "--dry-run"], "--link");
+}
+
+#[test]
+fn object_counts_that_overflow() {
+    rejected(&["--objects", "18446744073709551615x1B,2x1B"], "--objects");
+    rejected(&["--objects", "18446744073709551615x1B,1x1B"], "--objects");
+}
+
+#[test]
+fn links_empty_repeated_or_below_tc() {
+    rejected(&["--link=", "--dry-run"], "--link");
+    rejected(
+        &["--link", "rate=10mbit,rate=20mbit", "--dry-run"],
+        "--link",
+    );
+    rejected(&["--link", "rate=1bit", "--dry-run"], "--link");
 }

@@ -20,6 +20,10 @@ pub enum LinkError {
     Unknown(String),
     #[error("rate trace line {line}: {message}")]
     Trace { line: usize, message: String },
+    #[error("link: empty spec (give at least one field, e.g. rate=10mbit)")]
+    Empty,
+    #[error("link field `{0}` is given twice")]
+    Twice(String),
 }
 
 fn field_err(field: &str, message: impl fmt::Display) -> LinkError {
@@ -149,10 +153,14 @@ pub(crate) fn parse_duration(field: &str, v: &str) -> Result<Duration, LinkError
         .map_err(|_| field_err(field, format!("`{v}` is too long")))
 }
 
+/// The slowest link rate: tc counts whole bytes per second, and below about a kilobyte per
+/// second a full-size packet takes longer to send than any timeout here allows.
+pub const MIN_RATE_BPS: u64 = 8_000;
+
 fn parse_rate(field: &str, v: &str) -> Result<Rate, LinkError> {
     let r: Rate = v.parse().map_err(|e: UnitError| field_err(field, e))?;
-    if r.0 == 0 {
-        return Err(field_err(field, "must be more than 0"));
+    if r.0 < MIN_RATE_BPS {
+        return Err(field_err(field, "must be at least 8kbit"));
     }
     Ok(r)
 }
@@ -254,11 +262,17 @@ impl FromStr for LinkSpec {
         };
         // Both-direction fields first, so `up.`/`down.` overrides win wherever they appear.
         let mut overrides = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
             let (k, v) = item
                 .split_once('=')
                 .ok_or_else(|| LinkError::Syntax(item.into()))?;
             let (k, v) = (k.trim(), v.trim());
+            // `rtt` is `delay` counted both ways: the same field under two names.
+            let canonical = if k == "rtt" { "delay" } else { k };
+            if !seen.insert(canonical.to_string()) {
+                return Err(LinkError::Twice(k.to_string()));
+            }
             if let Some(key) = k.strip_prefix("up.") {
                 overrides.push((true, key.to_string(), k.to_string(), v.to_string()));
             } else if let Some(key) = k.strip_prefix("down.") {
@@ -279,6 +293,9 @@ impl FromStr for LinkSpec {
                 apply(&mut spec.up, k, k, v)?;
                 apply(&mut spec.down, k, k, v)?;
             }
+        }
+        if seen.is_empty() {
+            return Err(LinkError::Empty);
         }
         for (up, key, field, v) in overrides {
             let d = if up { &mut spec.up } else { &mut spec.down };
@@ -322,7 +339,8 @@ pub fn parse_trace(text: &str) -> Result<Vec<(Duration, Rate)>, LinkError> {
             return Err(err(format!("`{t}` is not a time")));
         }
         let r = parse_rate("rate", r).map_err(|e| err(e.to_string()))?;
-        let at = Duration::from_secs_f64(t);
+        let at = Duration::try_from_secs_f64(t)
+            .map_err(|_| err(format!("`{t}` seconds is too long")))?;
         if out.last().is_some_and(|(prev, _)| *prev >= at) {
             return Err(err("times must increase".into()));
         }
@@ -416,6 +434,30 @@ mod tests {
     }
 
     #[test]
+    fn empty_repeated_and_tiny_are_refused() {
+        assert!(matches!("".parse::<LinkSpec>(), Err(LinkError::Empty)));
+        assert!(matches!(" , ".parse::<LinkSpec>(), Err(LinkError::Empty)));
+        for twice in [
+            "rate=10mbit,rate=20mbit",
+            "rtt=10ms,delay=5ms",
+            "up.rate=1mbit,up.rate=2mbit",
+        ] {
+            assert!(
+                matches!(twice.parse::<LinkSpec>(), Err(LinkError::Twice(_))),
+                "{twice}"
+            );
+        }
+        assert!("rate=10mbit,up.rate=20mbit".parse::<LinkSpec>().is_ok());
+        let tiny = "rate=1bit".parse::<LinkSpec>().unwrap_err().to_string();
+        assert!(tiny.contains("`rate`") && tiny.contains("8kbit"), "{tiny}");
+        assert!("rate=8kbit".parse::<LinkSpec>().is_ok());
+        let line = parse_trace("0 10mbit\n1e300 5mbit\n")
+            .unwrap_err()
+            .to_string();
+        assert!(line.contains("line 2"), "{line}");
+    }
+
+    #[test]
     fn traces() {
         let t = parse_trace("# t rate\n0 10mbit\n1.5 20mbit\n").unwrap();
         assert_eq!(
@@ -447,6 +489,15 @@ mod tests {
         ) {
             let _ = format!("{field}={num}{unit}").parse::<LinkSpec>();
             let _ = format!("{field}={num:e}{unit}").parse::<LinkSpec>();
+        }
+
+        #[test]
+        fn trace_lines_with_any_time_never_panic(
+            t in proptest::num::f64::ANY,
+            rate in proptest::sample::select(vec!["5mbit", "0bit", "1e300gbit", "x"]),
+        ) {
+            let _ = parse_trace(&format!("{t} {rate}\n"));
+            let _ = parse_trace(&format!("0 1mbit\n{t:e} {rate}\n"));
         }
     }
 }

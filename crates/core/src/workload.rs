@@ -22,8 +22,8 @@ pub enum WorkloadError {
     Size { item: String, source: UnitError },
     #[error("empty item in object list (stray comma?)")]
     EmptyItem,
-    #[error("{total} objects in total is more than the limit of {MAX_OBJECTS}")]
-    TooMany { total: u64 },
+    #[error("more than {MAX_OBJECTS} objects in total (the limit per run)")]
+    TooMany,
 }
 
 /// `count` objects of `size` bytes each.
@@ -44,9 +44,11 @@ impl Workload {
         if groups.is_empty() {
             return Err(WorkloadError::Empty);
         }
-        let total = groups.iter().map(|g| g.count).sum::<u64>();
-        if total > MAX_OBJECTS {
-            return Err(WorkloadError::TooMany { total });
+        let total = groups
+            .iter()
+            .try_fold(0u64, |sum, g| sum.checked_add(g.count));
+        if total.is_none_or(|t| t > MAX_OBJECTS) {
+            return Err(WorkloadError::TooMany);
         }
         Ok(Self { groups })
     }
@@ -59,8 +61,11 @@ impl Workload {
         self.groups.iter().map(|g| g.count).sum()
     }
 
+    /// Saturates at `u64::MAX` (16 EiB): sizes are only bounded by what a URL can ask for.
     pub fn total_bytes(&self) -> u64 {
-        self.groups.iter().map(|g| g.count * g.size.0).sum()
+        self.groups.iter().fold(0u64, |sum, g| {
+            sum.saturating_add(g.count.saturating_mul(g.size.0))
+        })
     }
 
     /// Object sizes in request order: groups in the order written.
@@ -153,6 +158,40 @@ impl From<Workload> for String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn counts_that_overflow_are_too_many_not_a_panic() {
+        for s in [
+            "18446744073709551615x1B,2x1B",
+            "18446744073709551615x1B,1x1B",
+            "9223372036854775808x1B,9223372036854775808x1B",
+        ] {
+            assert_eq!(s.parse::<Workload>(), Err(WorkloadError::TooMany), "{s}");
+        }
+        let w: Workload = "2x18446744073709551615B".parse().unwrap();
+        assert_eq!(w.total_bytes(), u64::MAX);
+    }
+
+    proptest! {
+        #[test]
+        fn any_text_is_a_workload_or_an_error(s in "\\PC{0,40}") {
+            if let Ok(w) = s.parse::<Workload>() {
+                prop_assert!((1..=MAX_OBJECTS).contains(&w.total_objects()));
+            }
+        }
+
+        #[test]
+        fn any_counts_are_a_workload_or_an_error(
+            groups in proptest::collection::vec((any::<u64>(), any::<u64>()), 1..5)
+        ) {
+            let text: Vec<String> = groups.iter().map(|(c, b)| format!("{c}x{b}B")).collect();
+            if let Ok(w) = text.join(",").parse::<Workload>() {
+                prop_assert!(w.total_objects() <= MAX_OBJECTS);
+                let _ = w.total_bytes();
+            }
+        }
+    }
 
     #[test]
     fn parses_lists() {
