@@ -1,6 +1,7 @@
 //! The benchmark command: one configuration, `--runs` times, then the report.
 
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -70,7 +71,7 @@ pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
     let cfg = &plan.cfg;
     if let (true, Some(link), Some(opts)) = (plan.dry_run, &cfg.spec().link, &cfg.link_options) {
         let (backend, script) = qbench_shaper::topology::dry_run(link, opts);
-        println!("# backend: {backend:?}\n{script}");
+        crate::say!("# backend: {backend:?}\n{script}");
         return Ok(());
     }
     // The link and server come first: building them moves this thread into the client
@@ -78,10 +79,20 @@ pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
     let prepared = Prepared::new(&[cfg])?;
     let rt = runtime(cfg.spec().client_threads)?;
     let command: Vec<String> = std::env::args().collect();
+    // Before the first run, SIGINT drops everything; once runs started, the run loop takes it
+    // and still writes the report (`aborted` says why), and a second SIGINT drops everything.
+    let runs_started = AtomicBool::new(false);
     let outcome = rt.block_on(async {
         tokio::select! {
-            r = run(&plan, command, &prepared) => r,
-            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+            r = run(&plan, command, &prepared, &runs_started) => r,
+            () = async {
+                loop {
+                    let _ = tokio::signal::ctrl_c().await;
+                    if !runs_started.swap(false, Ordering::Relaxed) {
+                        break;
+                    }
+                }
+            } => Err(anyhow::anyhow!("interrupted")),
         }
     });
     rt.shutdown_timeout(Duration::from_secs(1));
@@ -120,6 +131,7 @@ impl RunPlan {
         if outputs.plot.is_some() {
             check_telemetry("--plot", &cfg)?;
         }
+        outputs.check_writable()?;
         Ok(Self {
             cfg,
             outputs,
@@ -152,6 +164,7 @@ pub async fn run(
     plan: &RunPlan,
     command: Vec<String>,
     prepared: &Prepared,
+    runs_started: &AtomicBool,
 ) -> anyhow::Result<Outcome> {
     let cfg = &plan.cfg;
     let spec = cfg.spec();
@@ -176,10 +189,21 @@ pub async fn run(
     let bar = progress_bar(side.objects() * u64::from(spec.runs));
     let expected = spec.runs as usize;
     let mut aborted = None;
+    runs_started.store(true, Ordering::Relaxed);
     for i in 0..spec.runs {
-        let stop = abort_reason(side.run(i, &bar).await);
+        let run = tokio::select! {
+            r = side.run(i, &bar) => r,
+            _ = tokio::signal::ctrl_c() => {
+                aborted = Some(format!("interrupted (SIGINT) during run {i}"));
+                break;
+            }
+        };
+        let stop = abort_reason(run);
         if let Some(Dest::File(path)) = &json {
-            write_json(&Dest::File(path.clone()), &side.report(expected, None)?)?;
+            // The final write tries again (and keeps the data elsewhere if it fails too).
+            if let Err(e) = write_json(&Dest::File(path.clone()), &side.report(expected, None)?) {
+                crate::tell!("warning: {e:#}");
+            }
         }
         if stop.is_some() {
             aborted = stop;
@@ -189,10 +213,6 @@ pub async fn run(
     bar.finish_and_clear();
     side.finish().await;
     let report = side.report(expected, aborted)?;
-    if let Some(dest) = &json {
-        write_json(dest, &report)?;
-    }
-    write_cc_outputs(cfg, &plan.outputs, &report)?;
     let headline = format!(
         "qbench {} -> {} ({}), {} over {} connection(s), {} run(s)",
         spec.proto,
@@ -206,8 +226,20 @@ pub async fn run(
         spec.runs
     );
     print_text(&summary(&report, &headline), json.as_ref());
+    // After the summary: if writing fails, the numbers were at least shown.
+    if let Some(dest) = &json {
+        write_json(dest, &report)?;
+    }
+    write_cc_outputs(cfg, &plan.outputs, &report)?;
     let skipped = report.runs.len() < expected;
     let error = (!report.complete).then(|| {
+        if let Some(why) = report
+            .aborted
+            .as_ref()
+            .filter(|w| w.starts_with("interrupted"))
+        {
+            return why.clone();
+        }
         let e = side
             .first_error()
             .unwrap_or_else(|| "run incomplete".into());

@@ -353,6 +353,23 @@ pub struct Outputs {
     pub plot: Option<PathBuf>,
 }
 
+impl Outputs {
+    /// Every output file can be written, checked before the first run.
+    pub fn check_writable(&self) -> Result<(), crate::config::ConfigError> {
+        use crate::export::check_writable;
+        if let Some(j) = self.json.as_deref().filter(|j| *j != "-") {
+            check_writable("--json", std::path::Path::new(j))?;
+        }
+        if let Some(p) = &self.state_graph {
+            check_writable("--state-graph", p)?;
+        }
+        if let Some(p) = &self.plot {
+            check_writable("--plot", p)?;
+        }
+        Ok(())
+    }
+}
+
 impl RunArgs {
     /// What these flags measure.
     pub fn spec(&self) -> RunSpec {

@@ -69,6 +69,7 @@ impl Plan {
         if outputs.plot.is_some() {
             crate::app::check_telemetry("--plot", &a)?;
         }
+        outputs.check_writable()?;
         Ok(Self {
             a,
             b,

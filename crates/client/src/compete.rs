@@ -64,6 +64,7 @@ pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
     );
     let plan = Plan::new(&args.spec(), &args.run.target(), args.run.link_choice())?;
     let outputs: Outputs = args.run.outputs();
+    outputs.check_writable()?;
     let json = outputs.json.as_deref().map(Dest::parse);
     let out = run_blocking(&plan, json.as_ref())?;
     if let Some(dest) = &json {

@@ -6,6 +6,7 @@ mod clock;
 pub mod compare;
 pub mod compete;
 pub mod config;
+pub mod console;
 pub mod cost;
 pub mod cpu;
 mod env;

@@ -33,10 +33,11 @@ fn main() -> ExitCode {
         Some(Command::Cost(c)) => qbench::cost::cost(c),
         None => benchmark(cli.run),
     };
+    qbench::console::exit_if_closed();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            qbench::tell!("error: {e:#}");
             ExitCode::FAILURE
         }
     }

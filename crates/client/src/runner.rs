@@ -234,9 +234,9 @@ async fn fetch_telemetry<'a>(
         match get_body(c, uri, MAX_TELEMETRY_BYTES).await {
             Ok(body) => match serde_json::from_slice::<Timeline>(&body) {
                 Ok(t) => out.push(t),
-                Err(e) => eprintln!("warning: telemetry from {uri} is not a timeline: {e}"),
+                Err(e) => crate::tell!("warning: telemetry from {uri} is not a timeline: {e}"),
             },
-            Err(e) => eprintln!("warning: no telemetry from {uri}: {}", e.message),
+            Err(e) => crate::tell!("warning: no telemetry from {uri}: {}", e.message),
         }
     }
     out

@@ -120,12 +120,16 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let (mut ran, mut failed, mut rows) = (0u32, Vec::new(), Vec::new());
     for (i, (cell, plan)) in cells.iter().zip(&plans).enumerate() {
+        // Nobody reads on (`| head`): stop between cells; main ends as SIGPIPE would.
+        if crate::console::closed() {
+            return Ok(());
+        }
         let path = cell_path(&args.out, cell);
         let what = cell.label();
         let done = read_cell(&path).filter(|f| f.cell.hash == cell.hash && f.report.complete());
         let report = match done {
             Some(f) => {
-                eprintln!("[{}/{}] {what}: done before, skipped", i + 1, cells.len());
+                crate::tell!("[{}/{}] {what}: done before, skipped", i + 1, cells.len());
                 f.report
             }
             None => {
@@ -134,7 +138,7 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
                     humantime::format_duration(std::time::Duration::from_secs(left.as_secs()))
                         .to_string()
                 });
-                eprintln!(
+                crate::tell!(
                     "[{}/{}] {what}{}",
                     i + 1,
                     cells.len(),
@@ -154,16 +158,16 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         };
         rows.push(row(&what, &report));
     }
-    println!(
+    crate::say!(
         "sweep {}: {} cells ({ran} run, {} skipped) in {}",
         scenario.name,
         cells.len(),
         cells.len() as u32 - ran,
         humantime::format_duration(std::time::Duration::from_secs(started.elapsed().as_secs()))
     );
-    println!("  {:<48} {:>8} {:>10} faster", "cell", "PLT diff", "p");
+    crate::say!("  {:<48} {:>8} {:>10} faster", "cell", "PLT diff", "p");
     for r in rows {
-        println!("{r}");
+        crate::say!("{r}");
     }
     anyhow::ensure!(
         failed.is_empty(),

@@ -159,3 +159,14 @@ fn links_empty_repeated_or_below_tc() {
     );
     rejected(&["--link", "rate=1bit", "--dry-run"], "--link");
 }
+
+#[test]
+fn outputs_that_cannot_be_written_are_refused_before_the_first_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    rejected(&["--json", "/nonexistent/dir/r.json"], "--json");
+    rejected(&["--json", d], "--json");
+    rejected(&["--plot", "/nonexistent/p.svg"], "--plot");
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

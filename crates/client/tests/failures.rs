@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, UdpSocket};
 use std::sync::Arc;
 use std::thread;
+use std::time::Duration;
 
 use common::{assert_failed_with, qbench};
 use qbench_core::Protocol;
@@ -111,7 +112,7 @@ fn silent_peers_time_out() {
     let port = tcp.local_addr().unwrap().port();
     let holder = thread::spawn(move || {
         let (_conn, _) = tcp.accept().unwrap();
-        thread::sleep(std::time::Duration::from_secs(2));
+        thread::sleep(Duration::from_secs(2));
     });
     let target = format!("https://127.0.0.1:{port}");
     let r = qbench(&[
@@ -281,4 +282,94 @@ fn verify_catches_wrong_content() {
     );
     let r = peer.objects("1x100B", &["--verify"]);
     assert_failed_with(&r, "body_mismatch");
+}
+
+/// Waits (bounded) until `json` exists: the report is rewritten after each run, so from then
+/// on runs are under way.
+fn first_run_done(json: &std::path::Path) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while !json.exists() {
+        assert!(std::time::Instant::now() < deadline, "no run finished");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn sigint_during_the_runs_writes_the_report_with_aborted_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_qbench"))
+        .args([
+            "--proto",
+            "h2",
+            "--objects",
+            "1x100MB",
+            "--runs",
+            "50",
+            "--json",
+        ])
+        .arg(&json)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    first_run_done(&json);
+    // SAFETY: plain kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("error: interrupted (SIGINT)"), "{stderr}");
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(r["complete"], false);
+    assert!(
+        r["aborted"].as_str().unwrap().starts_with("interrupted"),
+        "{}",
+        r["aborted"]
+    );
+    assert!(!r["runs"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn a_report_that_cannot_be_written_at_the_end_is_kept_and_the_summary_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out_dir, tmp) = (dir.path().join("out"), dir.path().join("tmp"));
+    std::fs::create_dir_all(&out_dir).unwrap();
+    std::fs::create_dir_all(&tmp).unwrap();
+    let json = out_dir.join("r.json");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_qbench"))
+        .args([
+            "--proto",
+            "h2",
+            "--objects",
+            "1x20MB",
+            "--runs",
+            "40",
+            "--json",
+        ])
+        .arg(&json)
+        .env("TMPDIR", &tmp)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    first_run_done(&json);
+    // The directory goes away under the running benchmark.
+    std::fs::remove_dir_all(&out_dir).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("objects"), "the summary is shown: {stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let kept: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(
+        stderr.contains(&*kept[0].to_string_lossy()),
+        "the error names it: {stderr}"
+    );
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&kept[0]).unwrap()).unwrap();
+    assert_eq!(r["runs"].as_array().unwrap().len(), 40);
 }

@@ -193,3 +193,39 @@ fn results_of_an_earlier_format_are_refused_not_overwritten() {
     assert_eq!(c.code, Some(1));
     assert!(c.stderr.contains("sweep-cell version 1"), "{}", c.stderr);
 }
+
+#[test]
+fn a_closed_pipe_ends_a_sweep_quietly_between_cells() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tiny.toml");
+    std::fs::write(
+        &file,
+        "name = \"tiny\"\n[base]\nprotos = \"h2,h3\"\nrounds = 2\n[axes]\nobjects = [\"1x1KB\", \"2x1KB\", \"3x1KB\"]\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    // As `qbench sweep ... 2>&1 | head -1`: the reader goes after the first line.
+    let run = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(r#""$0" sweep "$1" --out "$2" 2>&1 | head -1; echo "status=${PIPESTATUS[0]}""#)
+        .arg(env!("CARGO_BIN_EXE_qbench"))
+        .arg(&file)
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(stdout.starts_with("[1/3]"), "{stdout}");
+    assert!(
+        stdout.contains("status=141"),
+        "ends as SIGPIPE would: {stdout}"
+    );
+    let files: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(files.len() < 3, "stopped between cells: {files:?}");
+    assert!(
+        files.iter().all(|f| !f.to_string_lossy().ends_with(".tmp")),
+        "{files:?}"
+    );
+}

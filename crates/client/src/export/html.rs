@@ -389,7 +389,7 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
     html.push_str(&environment_and_commands(&sweep)?);
     html.push_str("</body></html>\n");
     write_text(&args.html, &html)?;
-    println!(
+    crate::say!(
         "wrote {} ({} cells, {} heatmap(s), latency CDFs, cwnd timelines and state shares per cell)",
         args.html.display(),
         cells.len(),

@@ -58,17 +58,58 @@ pub fn export<T: ?Sized>(format: &impl Format<T>, value: &T, dest: &Dest) -> any
     let bytes = format.render(value)?;
     match dest {
         Dest::Stdout => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(&bytes)?;
-            out.flush()?;
+            crate::console::out_bytes(&bytes);
             Ok(())
         }
         Dest::File(path) => write_atomic(path, &bytes),
     }
 }
 
+/// Writes a JSON result. If its file cannot be written, the result is kept in the system's
+/// temporary directory and the error names where: a long run's data is never lost to a full
+/// disk or a vanished directory.
 pub fn write_json<T: Serialize + ?Sized>(dest: &Dest, value: &T) -> anyhow::Result<()> {
-    export(&Json, value, dest)
+    let Err(e) = export(&Json, value, dest) else {
+        return Ok(());
+    };
+    let kept = std::env::temp_dir().join(format!("qbench-result-{}.json", std::process::id()));
+    match export(&Json, value, &Dest::File(kept.clone())) {
+        Ok(()) => Err(e.context(format!("the result is kept in {}", kept.display()))),
+        Err(_) => Err(e),
+    }
+}
+
+/// Fails now, before any run, if `path` cannot be written later: a directory, a missing
+/// directory, or one without write permission.
+pub fn check_writable(flag: &'static str, path: &Path) -> Result<(), crate::config::ConfigError> {
+    let bad = |message: String| crate::config::ConfigError { flag, message };
+    if path.is_dir() {
+        return Err(bad(format!("{} is a directory", path.display())));
+    }
+    let tmp = temp_beside(path).map_err(|e| bad(format!("{e:#}")))?;
+    match std::fs::File::create(&tmp) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&tmp);
+            Ok(())
+        }
+        Err(e) => Err(bad(format!("cannot write {}: {e}", path.display()))),
+    }
+}
+
+/// The hidden temporary file `write_atomic` writes before renaming it onto `path`.
+fn temp_beside(path: &Path) -> anyhow::Result<PathBuf> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} names no file", path.display()))?;
+    Ok(dir.join(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    )))
 }
 
 /// Writes a rendered text to a file atomically.
@@ -79,18 +120,7 @@ pub fn write_text(path: &Path, text: &str) -> anyhow::Result<()> {
 /// Temp file beside `path`, fsync, rename: readers see the old file or the new one, never a
 /// part, and a crash leaves at most a hidden temp file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .with_context(|| format!("{} names no file", path.display()))?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    let tmp = temp_beside(path)?;
     let written = (|| -> std::io::Result<()> {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
@@ -109,9 +139,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 /// A human summary goes to stdout, or to stderr when the JSON report takes stdout.
 pub fn print_text(text: &str, json: Option<&Dest>) {
     if json == Some(&Dest::Stdout) {
-        eprint!("{text}");
+        crate::console::err(text);
     } else {
-        print!("{text}");
+        crate::console::out(text);
     }
 }
 
