@@ -50,10 +50,12 @@ fn read_estimates(dir: &Path) -> anyhow::Result<Estimates> {
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         for entry in std::fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))? {
-            let path = entry?.path();
-            if !path.is_dir() {
+            let entry = entry?;
+            // Not following symlinks: a link loop would make the walk endless.
+            if !entry.file_type()?.is_dir() {
                 continue;
             }
+            let path = entry.path();
             if path.file_name().is_some_and(|n| n == "new") {
                 if let Some((id, ns)) = read_one(&path)? {
                     est.insert(id, ns);
@@ -102,8 +104,7 @@ fn read_json<T: DeserializeOwned>(p: &PathBuf) -> anyhow::Result<T> {
 fn measured(path: &Path, model: &CostModel) -> anyhow::Result<Measured> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {shown}"))?;
-    let report: Report =
-        serde_json::from_str(&text).with_context(|| format!("{shown}: not a qbench run report"))?;
+    let report = Report::from_json(&text).with_context(|| shown.clone())?;
     let stack = match report.config.spec.proto {
         Protocol::H3 => Stack::Quic,
         Protocol::H2 => Stack::TcpTls,
@@ -124,7 +125,8 @@ fn measured(path: &Path, model: &CostModel) -> anyhow::Result<Measured> {
     if per_run.is_empty() {
         bail!("{shown}: no complete run with CPU figures");
     }
-    Ok(Measured::new(shown, stack, &per_run, model))
+    let none = format!("{shown}: no complete run moved a payload byte, so there is no CPU per GB");
+    Measured::new(shown, stack, &per_run, model).context(none)
 }
 
 fn side(s: Side) -> &'static str {

@@ -52,7 +52,9 @@ fn check_out_dir(out: &Path) -> anyhow::Result<()> {
         let Ok(bytes) = std::fs::read(e.path()) else {
             continue;
         };
-        if let Err(err @ CellFileError::Version(_)) = CellFile::check_header(&bytes) {
+        if let Err(err @ (CellFileError::Version(_) | CellFileError::Newer(_))) =
+            CellFile::check_header(&bytes)
+        {
             anyhow::bail!("--out: {}: {err}", e.path().display());
         }
     }

@@ -122,3 +122,56 @@ fn bad_input_is_named_on_one_line() {
     assert_eq!(code, Some(1));
     assert!(err.contains("config.proto is h1"), "{err}");
 }
+
+#[test]
+fn reports_of_other_schemas_versions_or_no_bytes_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let crit = dir.path().join("criterion");
+    fake_criterion(&crit, 10.0);
+    // Two links back up the tree: following them, the walk would never end.
+    std::os::unix::fs::symlink(&crit, crit.join("quic_packet/loop")).unwrap();
+    std::os::unix::fs::symlink(&crit, crit.join("socket_io/loop")).unwrap();
+    let crit_s = crit.to_str().unwrap();
+    let empty = dir.path().join("empty.json");
+    let run = common::qbench_plain(&[
+        "--proto",
+        "h2",
+        "--objects",
+        "2x0B",
+        "--json",
+        empty.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let report: Value = serde_json::from_slice(&std::fs::read(&empty).unwrap()).unwrap();
+    for (name, change, needle) in [
+        ("other.json", ("schema", json!("other")), "schema `other`"),
+        ("v99.json", ("schema_version", json!(99)), "version 99"),
+    ] {
+        let mut r = report.clone();
+        r[change.0] = change.1;
+        let path = dir.path().join(name);
+        std::fs::write(&path, r.to_string()).unwrap();
+        let c = common::qbench_within(&["cost", "--criterion", crit_s, path.to_str().unwrap()], 60);
+        assert_eq!(c.code, Some(1));
+        assert!(
+            c.stderr.contains(name) && c.stderr.contains(needle),
+            "{}",
+            c.stderr
+        );
+    }
+    let c = common::qbench_within(
+        &["cost", "--criterion", crit_s, empty.to_str().unwrap()],
+        60,
+    );
+    assert_eq!(c.code, Some(1), "{}", c.stdout);
+    assert!(
+        c.stderr.contains("no complete run moved a payload byte"),
+        "{}",
+        c.stderr
+    );
+    assert!(!c.stdout.contains("NaN") && !c.stderr.contains("NaN"));
+    let c = common::qbench_within(&["cost", "--criterion", crit_s, "--json", "-"], 60);
+    assert_eq!(c.code, Some(0), "{}", c.stderr);
+    let only_json: Value = serde_json::from_str(&c.stdout).expect("stdout is JSON alone");
+    assert!(!only_json.to_string().contains("NaN"));
+}

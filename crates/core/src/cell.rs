@@ -44,6 +44,8 @@ pub enum CellFileError {
     Schema(String),
     #[error("written by an earlier qbench (sweep-cell version {0}, this one reads version {SCHEMA_VERSION}): run the sweep again into a new --out directory")]
     Version(u32),
+    #[error("written by a newer qbench (sweep-cell version {0}, this one reads version {SCHEMA_VERSION}): read it with that qbench")]
+    Newer(u32),
 }
 
 /// Only what every version of the file has.
@@ -80,6 +82,9 @@ impl CellFile {
         let h: Header = serde_json::from_slice(bytes)?;
         if h.schema != SCHEMA {
             return Err(CellFileError::Schema(h.schema));
+        }
+        if h.schema_version > SCHEMA_VERSION {
+            return Err(CellFileError::Newer(h.schema_version));
         }
         if h.schema_version != SCHEMA_VERSION {
             return Err(CellFileError::Version(h.schema_version));

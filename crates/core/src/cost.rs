@@ -175,8 +175,14 @@ pub struct Measured {
 }
 
 impl Measured {
-    /// `per_run` holds (CPU seconds, payload bytes) of each complete run.
-    pub fn new(source: String, stack: Stack, per_run: &[(f64, u64)], model: &CostModel) -> Self {
+    /// `per_run` holds (CPU seconds, payload bytes) of each complete run; `None` when no run
+    /// moved a byte (CPU per GB would be a division by zero).
+    pub fn new(
+        source: String,
+        stack: Stack,
+        per_run: &[(f64, u64)],
+        model: &CostModel,
+    ) -> Option<Self> {
         let mut v: Vec<f64> = per_run
             .iter()
             .filter(|(_, b)| *b > 0)
@@ -184,19 +190,19 @@ impl Measured {
             .collect();
         v.sort_by(f64::total_cmp);
         let median = match v.len() {
-            0 => f64::NAN,
+            0 => return None,
             n if n % 2 == 1 => v[n / 2],
             n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
         };
         let predicted = model.predicted(stack);
-        Self {
+        Some(Self {
             source,
             stack,
             runs: v.len(),
             cpu_s_per_gb: median,
             predicted_cpu_s_per_gb: predicted,
             ratio: median / predicted,
-        }
+        })
     }
 }
 
@@ -266,7 +272,8 @@ mod tests {
             (1.0, 500_000_000),
             (9.0, 0),
         ];
-        let got = Measured::new("r.json".into(), Stack::Quic, &runs, &m);
+        let got = Measured::new("r.json".into(), Stack::Quic, &runs, &m).unwrap();
+        assert!(Measured::new("z.json".into(), Stack::Quic, &[(1.0, 0)], &m).is_none());
         assert_eq!(got.runs, 3);
         assert_eq!(got.cpu_s_per_gb, 2.0);
         assert!((got.ratio - 2.0 / m.predicted_quic_cpu_s_per_gb).abs() < 1e-12);

@@ -197,7 +197,35 @@ pub struct ReportMeta {
     pub environment: Environment,
 }
 
+/// Why a file is not a run report this version can read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("not JSON of a qbench run report: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("schema `{0}` is not a qbench run report ({SCHEMA})")]
+    Schema(String),
+    #[error("run report version {0}; this qbench reads version {SCHEMA_VERSION} (run it again, or read it with the qbench that wrote it)")]
+    Version(u32),
+}
+
 impl Report {
+    /// Parses a report, refusing other schemas and versions by their header alone.
+    pub fn from_json(text: &str) -> Result<Self, ReportError> {
+        #[derive(Deserialize)]
+        struct Header {
+            schema: String,
+            schema_version: u32,
+        }
+        let h: Header = serde_json::from_str(text)?;
+        if h.schema != SCHEMA {
+            return Err(ReportError::Schema(h.schema));
+        }
+        if h.schema_version != SCHEMA_VERSION {
+            return Err(ReportError::Version(h.schema_version));
+        }
+        Ok(serde_json::from_str(text)?)
+    }
+
     pub fn new(
         meta: ReportMeta,
         runs: Vec<RunReport>,
