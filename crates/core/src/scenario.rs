@@ -11,6 +11,10 @@ use crate::spec::{parse_flows, CompareSpec, CompeteSpec, RunSpec, SideOverrides}
 use crate::wire::{CcAlgo, Protocol};
 use crate::workload::Workload;
 
+/// Most cells a sweep may have: more is surely a mistake, and every cell is validated (and
+/// its spec hashed) before the first one runs.
+pub const MAX_CELLS: u64 = 10_000;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
     /// toml's message names the field and the line.
@@ -18,8 +22,8 @@ pub enum ScenarioError {
     Parse(#[from] toml::de::Error),
     #[error("axis `{0}` is empty")]
     EmptyAxis(&'static str),
-    #[error("the sweep has {0} cells; more than 10000 is surely a mistake")]
-    TooMany(usize),
+    #[error("the axes make {} cells; a sweep has at most {MAX_CELLS}", .0.map_or_else(|| "2^64 or more".to_string(), |n| n.to_string()))]
+    TooMany(Option<u64>),
     #[error("{field}: {message}")]
     Field { field: String, message: String },
 }
@@ -186,10 +190,13 @@ impl Scenario {
     /// The cartesian product of the axes, in a fixed order (the last axis varies fastest).
     pub fn cells(&self) -> Result<Vec<Cell>, ScenarioError> {
         let axes = self.axis_values()?;
-        let total: usize = axes.iter().map(|(_, v)| v.len()).product();
-        if total > 10_000 {
-            return Err(ScenarioError::TooMany(total));
-        }
+        let total = axes
+            .iter()
+            .try_fold(1u64, |n, (_, v)| n.checked_mul(v.len() as u64));
+        let total = match total {
+            Some(n) if n <= MAX_CELLS => n as usize,
+            other => return Err(ScenarioError::TooMany(other)),
+        };
         let mut cells = Vec::with_capacity(total);
         for i in 0..total {
             let mut rest = i;
@@ -321,6 +328,38 @@ link = "queue=50ms"
 rate = ["5mbit", "100mbit"]
 objects = ["1x5KB", "1x10MB"]
 "#;
+
+    #[test]
+    fn cell_counts_are_checked_not_wrapped() {
+        let axis = |name: &str, f: &dyn Fn(usize) -> String| {
+            let v: Vec<String> = (0..256).map(|i| format!("\"{}\"", f(i))).collect();
+            format!("{name} = [{}]\n", v.join(", "))
+        };
+        let mut text = "name = \"huge\"\n[base]\nprotos = \"h2,h3\"\n[axes]\n".to_string();
+        text += &axis("rate", &|i| format!("{}kbit", 8 + i));
+        text += &axis("rtt", &|i| format!("{}ms", 1 + i));
+        text += &axis("loss", &|i| format!("{}%", i % 50));
+        text += &axis("jitter", &|i| format!("{i}ms"));
+        text += &axis("objects", &|i| format!("{}x1KB", 1 + i));
+        text += &axis("cc", &|i| ["cubic", "bbr"][i % 2].to_string());
+        text += &axis("flows", &|i| format!("h2:{}", 1 + i % 3));
+        text += &format!(
+            "b_cwnd_cap = [{}]\n",
+            (1..=256)
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let s = Scenario::parse(&text).unwrap();
+        let e = s.cells().unwrap_err();
+        assert!(matches!(e, ScenarioError::TooMany(None)), "{e}");
+        assert!(e.to_string().contains("2^64 or more"), "{e}");
+        let small = Scenario::parse(&text.replace("b_cwnd_cap", "# b_cwnd_cap")).unwrap();
+        assert!(matches!(
+            small.cells(),
+            Err(ScenarioError::TooMany(Some(_)))
+        ));
+    }
 
     #[test]
     fn expands_the_matrix_in_order() {
