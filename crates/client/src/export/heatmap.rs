@@ -1,7 +1,7 @@
 //! Heatmaps of a sweep's percent PLT difference (IMC'17 Figures 6-8 and 15): red where QUIC
 //! was faster, blue where TCP was, white where the difference is not significant.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 
 use qbench_core::compare::Verdict;
@@ -86,38 +86,61 @@ fn sorted(values: BTreeSet<String>) -> Vec<String> {
     v
 }
 
-fn axis_values(cells: &[&Cmp], axis: &str) -> Vec<String> {
-    sorted(
-        cells
-            .iter()
-            .filter_map(|c| c.cell.params.get(axis).cloned())
-            .collect(),
+/// One coloured square of a heatmap, at axis values `x` and `y`.
+pub(super) struct Square<'a> {
+    pub x: &'a str,
+    pub y: &'a str,
+    pub fill: String,
+    pub text: String,
+}
+
+/// The squares of `cells` on axes `x` and `y` (`None`: a one-axis strip).
+pub(super) fn squares<'a>(cells: &[&'a Cmp], x: &str, y: Option<&str>) -> Vec<Square<'a>> {
+    cells
+        .iter()
+        .filter_map(|c| {
+            let xv = c.cell.params.get(x)?;
+            let yv = match y {
+                Some(y) => c.cell.params.get(y)?.as_str(),
+                None => "",
+            };
+            let (fill, text) = heatmap_square(c);
+            Some(Square {
+                x: xv,
+                y: yv,
+                fill,
+                text,
+            })
+        })
+        .collect()
+}
+
+/// Fill and text of one heatmap square.
+fn heatmap_square(c: &Cmp) -> (String, String) {
+    let d = c.report.comparison.plt_diff_pct;
+    let g = quic_gain(c);
+    (
+        color(g),
+        d.map_or("-".into(), |_| {
+            g.map_or("n.s.".into(), |g| format!("{g:+.0}%"))
+        }),
     )
 }
 
-/// Fill and text of one heatmap square; grey and empty where the sweep has no such cell.
-fn heatmap_square(cell: Option<&Cmp>) -> (String, String) {
-    match cell {
-        Some(c) => {
-            let d = c.report.comparison.plt_diff_pct;
-            let g = quic_gain(c);
-            (
-                color(g),
-                d.map_or("-".into(), |_| {
-                    g.map_or("n.s.".into(), |g| format!("{g:+.0}%"))
-                }),
-            )
-        }
-        None => ("#eeeeee".into(), String::new()),
-    }
-}
-
-/// One heatmap: `y` axis values as rows, `x` as columns.
-pub(super) fn heatmap(title: &str, x: &str, y: &str, cells: &[&Cmp]) -> String {
-    let (xs, ys) = (axis_values(cells, x), axis_values(cells, y));
+/// One heatmap: `y` axis values as rows (one row when there is no `y`), `x` as columns.
+/// Cost is linear in squares plus axis values: missing cells are one grey background, not
+/// a square each.
+pub(super) fn heatmap(title: &str, x: &str, y: Option<&str>, squares: &[Square<'_>]) -> String {
+    let xs = sorted(squares.iter().map(|s| s.x.to_string()).collect());
+    let ys = sorted(squares.iter().map(|s| s.y.to_string()).collect());
+    let index = |v: &[String]| -> HashMap<String, usize> {
+        v.iter().enumerate().map(|(i, s)| (s.clone(), i)).collect()
+    };
+    let (xi, yi) = (index(&xs), index(&ys));
     let (cw, ch, left, top) = (90.0, 40.0, 110.0, 60.0);
-    let w = left + cw * xs.len() as f64 + 20.0;
-    let h = top + ch * ys.len() as f64 + 50.0;
+    let (gw, gh) = (cw * xs.len() as f64, ch * ys.len() as f64);
+    let w = left + gw + 20.0;
+    let h = top + gh + 50.0;
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -125,7 +148,7 @@ pub(super) fn heatmap(title: &str, x: &str, y: &str, cells: &[&Cmp]) -> String {
     );
     let _ = writeln!(
         o,
-        r#"<rect width="100%" height="100%" fill="white"/><text x="{}" y="22" text-anchor="middle" font-size="14">{}</text>"#,
+        r##"<rect width="100%" height="100%" fill="white"/><text x="{}" y="22" text-anchor="middle" font-size="14">{}</text><rect x="{left}" y="{top}" width="{gw}" height="{gh}" fill="#eeeeee" stroke="#999"/>"##,
         w / 2.0,
         esc(title)
     );
@@ -138,7 +161,7 @@ pub(super) fn heatmap(title: &str, x: &str, y: &str, cells: &[&Cmp]) -> String {
             esc(xv)
         );
     }
-    for (j, yv) in ys.iter().enumerate() {
+    for (j, yv) in ys.iter().enumerate().filter(|_| y.is_some()) {
         let _ = writeln!(
             o,
             r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
@@ -146,29 +169,27 @@ pub(super) fn heatmap(title: &str, x: &str, y: &str, cells: &[&Cmp]) -> String {
             top + ch * (j as f64 + 0.5) + 4.0,
             esc(yv)
         );
-        for (i, xv) in xs.iter().enumerate() {
-            let cell = cells
-                .iter()
-                .copied()
-                .find(|c| c.cell.params.get(x) == Some(xv) && c.cell.params.get(y) == Some(yv));
-            let (fill, text) = heatmap_square(cell);
-            let (cx, cy) = (left + cw * i as f64, top + ch * j as f64);
-            let _ = writeln!(
-                o,
-                r##"<rect x="{cx}" y="{cy}" width="{cw}" height="{ch}" fill="{fill}" stroke="#999"/><text x="{}" y="{}" text-anchor="middle">{}</text>"##,
-                cx + cw / 2.0,
-                cy + ch / 2.0 + 4.0,
-                esc(&text)
-            );
-        }
     }
+    for s in squares {
+        let (cx, cy) = (left + cw * xi[s.x] as f64, top + ch * yi[s.y] as f64);
+        let _ = writeln!(
+            o,
+            r##"<rect x="{cx}" y="{cy}" width="{cw}" height="{ch}" fill="{}" stroke="#999"/><text x="{}" y="{}" text-anchor="middle">{}</text>"##,
+            s.fill,
+            cx + cw / 2.0,
+            cy + ch / 2.0 + 4.0,
+            esc(&s.text)
+        );
+    }
+    let caption = match y {
+        Some(y) => format!("{} (rows: {})", esc(x), esc(y)),
+        None => esc(x),
+    };
     let _ = writeln!(
         o,
-        r#"<text x="{}" y="{}" text-anchor="middle">{} (rows: {})</text>"#,
-        left + cw * xs.len() as f64 / 2.0,
+        r#"<text x="{}" y="{}" text-anchor="middle">{caption}</text>"#,
+        left + gw / 2.0,
         h - 18.0,
-        esc(x),
-        esc(y)
     );
     o.push_str("</svg>\n");
     o
@@ -190,6 +211,44 @@ mod tests {
             .map(|s| s.to_string())
             .collect();
         assert_eq!(sorted(o), ["1x5KB", "1x100KB", "200x10KB", "1x10MB"]);
+    }
+
+    fn grid(n: usize, rows: usize) -> Vec<(String, String)> {
+        (0..n)
+            .map(|i| (format!("{i}x1KB"), format!("{}mbit", 1 + i % rows)))
+            .collect()
+    }
+
+    #[test]
+    fn one_axis_is_a_strip_and_missing_cells_cost_nothing() {
+        let cells = grid(1000, 1);
+        let sq: Vec<Square<'_>> = cells
+            .iter()
+            .map(|(x, _)| Square {
+                x,
+                y: "",
+                fill: "#fff".into(),
+                text: "n.s.".into(),
+            })
+            .collect();
+        let svg = heatmap("t", "objects", None, &sq);
+        // Background, grid and one square per cell: not 1000 x 1000.
+        assert_eq!(svg.matches("<rect").count(), 2 + 1000);
+        assert!(svg.contains(r#"height="40""#) && !svg.contains("rows:"));
+        // A sparse grid: 1000 columns x 100 rows, 1000 cells.
+        let cells = grid(1000, 100);
+        let sq: Vec<Square<'_>> = cells
+            .iter()
+            .map(|(x, y)| Square {
+                x,
+                y,
+                fill: "#fff".into(),
+                text: String::new(),
+            })
+            .collect();
+        let svg = heatmap("t", "objects", Some("rate"), &sq);
+        assert_eq!(svg.matches("<rect").count(), 2 + 1000);
+        assert!(svg.contains("rows: rate"));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use qbench_core::telemetry::Timeline;
 use qbench_core::{Report, Stats};
 
 use crate::cli::{compare_command, compete_command, ReportArgs};
-use crate::export::heatmap::heatmap;
+use crate::export::heatmap::{heatmap, squares};
 use crate::export::svg::{cwnd_chart, line_chart, state_graph, Series};
 use crate::export::write_text;
 
@@ -254,11 +254,7 @@ fn page_head(name: &str, cells: usize) -> String {
 
 /// Each heatmap is also written as `heatmap-<i>.svg` into `out_dir`, to use outside the page.
 fn heatmaps(name: &str, layout: &Layout<'_>, out_dir: &Path) -> anyhow::Result<String> {
-    let y = if layout.y.is_empty() {
-        &layout.x
-    } else {
-        &layout.y
-    };
+    let y = (!layout.y.is_empty()).then_some(layout.y.as_str());
     let mut html = String::new();
     for (i, (group, members)) in layout.groups.iter().enumerate() {
         let title = if group.is_empty() {
@@ -266,7 +262,7 @@ fn heatmaps(name: &str, layout: &Layout<'_>, out_dir: &Path) -> anyhow::Result<S
         } else {
             format!("{name}: {group}")
         };
-        let svg = heatmap(&title, &layout.x, y, members);
+        let svg = heatmap(&title, &layout.x, y, &squares(members, &layout.x, y));
         write_text(&out_dir.join(format!("heatmap-{i}.svg")), &svg)?;
         html.push_str(&svg);
     }
