@@ -37,7 +37,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            qbench::tell!("error: {e:#}");
+            qbench::tell!("error: {}", qbench_core::errors::one_line(e.as_ref()));
             ExitCode::FAILURE
         }
     }

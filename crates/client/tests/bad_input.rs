@@ -170,3 +170,17 @@ fn outputs_that_cannot_be_written_are_refused_before_the_first_run() {
     let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+#[test]
+fn a_cause_is_said_once() {
+    let out = common::qbench_plain(&[
+        "--link",
+        "rate=trace:/nonexistent/trace.txt",
+        "--objects",
+        "1x1KB",
+    ]);
+    assert_ne!(out.code, Some(0));
+    let first = out.stderr.lines().next().unwrap_or_default();
+    assert!(first.contains("--link"), "{first}");
+    assert_eq!(first.matches("os error 2").count(), 1, "{first}");
+}

@@ -93,3 +93,45 @@ impl fmt::Display for ErrorCounts {
         f.write_str(&parts.join(" "))
     }
 }
+
+/// An error and its causes on one line, each cause said once: a cause whose text an outer
+/// message already quotes (`reading X: No such file...` over the io error itself) is skipped,
+/// where `{:#}` would repeat it.
+pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut cur = e.source();
+    while let Some(err) = cur {
+        let s = err.to_string();
+        if !parts.iter().any(|p| p.contains(&s)) {
+            parts.push(s);
+        }
+        cur = err.source();
+    }
+    parts.join(": ").replace('\n', " ")
+}
+
+#[cfg(test)]
+mod one_line_tests {
+    use super::one_line;
+    use std::io;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("reading trace /nope: {source}")]
+    struct Quoting {
+        source: io::Error,
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("--link")]
+    struct Outer(#[source] Quoting);
+
+    #[test]
+    fn a_quoted_cause_is_said_once() {
+        let inner = io::Error::from(io::ErrorKind::NotFound);
+        let text = inner.to_string();
+        let e = Outer(Quoting { source: inner });
+        let line = one_line(&e);
+        assert_eq!(line.matches(&text).count(), 1, "{line}");
+        assert!(line.starts_with("--link: reading trace /nope: "), "{line}");
+    }
+}

@@ -22,7 +22,7 @@ async fn main() {
         .await
         .context("qbench-server");
     if let Err(e) = result {
-        eprintln!("error: {e:#}");
+        eprintln!("error: {}", qbench_core::errors::one_line(e.as_ref()));
         std::process::exit(1);
     }
 }

@@ -168,7 +168,7 @@ fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", qbench_core::errors::one_line(e.as_ref()));
             ExitCode::FAILURE
         }
     }

@@ -136,18 +136,7 @@ pub(super) fn classify(e: &(dyn StdError + 'static)) -> ErrorKind {
 }
 
 /// The error and its causes on one line.
-pub(super) fn one_line(e: &(dyn StdError + 'static)) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut cur = e.source();
-    while let Some(err) = cur {
-        let s = err.to_string();
-        if !parts.iter().any(|p| p.contains(&s)) {
-            parts.push(s);
-        }
-        cur = err.source();
-    }
-    parts.join(": ").replace('\n', " ")
-}
+pub(super) use qbench_core::errors::one_line;
 
 #[cfg(test)]
 mod tests {
