@@ -53,7 +53,7 @@ pub struct Cmd {
 }
 
 impl Cmd {
-    fn new(ns: Option<&str>, argv: &[&str]) -> Self {
+    pub(crate) fn new(ns: Option<&str>, argv: &[&str]) -> Self {
         Self {
             ns: ns.map(str::to_string),
             argv: argv.iter().map(|s| s.to_string()).collect(),

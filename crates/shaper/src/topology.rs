@@ -25,6 +25,8 @@ pub const L2_NOTE: &str =
 
 #[derive(Debug, thiserror::Error)]
 pub enum ShaperError {
+    #[error("a link with id {0} is up already; `qbench-shaper down --id {0}` ends it")]
+    InUse(String),
     #[error(transparent)]
     Probe(#[from] ProbeError),
     #[error(transparent)]
@@ -117,6 +119,14 @@ impl Topology {
         let backend = plan_opts.backend;
         crate::probe::check(&caps, backend, opts.offloads != Offloads::Default)?;
         let names = Names::new(&opts.id.clone().unwrap_or_else(random_id));
+        // A link with this id is up already: leave it alone (its namespaces are not ours).
+        let existing = netns::list();
+        if [&names.client, &names.router, &names.server]
+            .iter()
+            .any(|ns| existing.contains(*ns))
+        {
+            return Err(ShaperError::InUse(names.id.clone()));
+        }
         let mut topo = Self {
             names: names.clone(),
             link: link.clone(),
@@ -229,8 +239,14 @@ impl Drop for Topology {
         for (_, f) in self.forwarders.drain(..) {
             f.stop();
         }
+        // Only the namespaces this topology added: a failed `up` whose id turned out to be
+        // taken (another process won the race) must not delete the other's link.
         for c in plan::down(&self.names) {
-            let _ = crate::exec::run(&c);
+            let ns = c.argv.last().cloned().unwrap_or_default();
+            let added = plan::Cmd::new(None, &["ip", "netns", "add", &ns]).to_string();
+            if self.executed.contains(&added) {
+                let _ = crate::exec::run(&c);
+            }
         }
     }
 }

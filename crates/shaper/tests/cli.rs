@@ -115,3 +115,43 @@ fn dry_run_and_bad_input() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no link with id"));
 }
+
+#[test]
+fn a_second_up_with_a_live_id_fails_and_leaves_the_live_link() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let id = format!("{:x}", 0xb000_0000u32 | (std::process::id() & 0xffff));
+    let mut first = Command::new(BIN)
+        .args(["up", "rate=10mbit", "--id", &id])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(first.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("link up"), "{line}");
+    let mine = [
+        format!("qb-{id}-c"),
+        format!("qb-{id}-r"),
+        format!("qb-{id}-s"),
+    ];
+    let second = Command::new(BIN)
+        .args(["up", "rate=20mbit", "--id", &id])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{err}");
+    assert!(err.contains("is up already"), "{err}");
+    assert!(
+        mine.iter().all(|n| namespaces().contains(n)),
+        "the live link survived: {:?}",
+        ours()
+    );
+    let down = Command::new(BIN)
+        .args(["down", "--id", &id])
+        .status()
+        .unwrap();
+    assert!(down.success());
+    first.wait().unwrap();
+    assert!(mine.iter().all(|n| !namespaces().contains(n)));
+}
