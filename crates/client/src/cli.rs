@@ -241,7 +241,7 @@ pub struct RunArgs {
     )]
     pub telemetry_token: Option<String>,
 
-    /// Concurrent requests per connection [default: all at once for h2/h3; h1 is always 1]
+    /// Concurrent requests per connection [default: 256 for h2/h3, the matched server's stream limit; h1 is always 1]
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub streams: Option<u32>,
 

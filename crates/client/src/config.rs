@@ -5,7 +5,7 @@
 
 use http::Uri;
 use qbench_core::spec::{Origin, RunConfig, RunSpec, Target};
-use qbench_core::wire::bytes_path;
+use qbench_core::wire::MAX_STREAMS;
 use qbench_core::{CcAlgo, Protocol};
 use qbench_server::ServerOptions;
 use qbench_shaper::{BackendChoice, Offloads, TopologyOptions};
@@ -280,9 +280,13 @@ impl Config {
             spec.cc = Some(spec.cc.unwrap_or(CcAlgo::Cubic));
             spec.telemetry &= !spec.sample_interval.is_zero();
         }
-        if spec.proto == Protocol::H1 {
-            spec.streams = Some(1);
-        }
+        // As many requests in flight per connection as the matched server allows (h2's
+        // SETTINGS_MAX_CONCURRENT_STREAMS, h3's MAX_STREAMS): more would wait inside the
+        // transport for a stream, and be timed while they wait.
+        spec.streams = Some(match spec.proto {
+            Protocol::H1 => 1,
+            _ => spec.streams.unwrap_or(MAX_STREAMS),
+        });
         spec.resume |= spec.zero_rtt;
         let total_objects = match (&target, &spec.objects) {
             (Target::Urls { urls, repeat, .. }, _) => urls.len() as u64 * u64::from(*repeat),
@@ -324,26 +328,6 @@ impl Config {
 
     pub fn spec(&self) -> &RunSpec {
         &self.run.spec
-    }
-
-    /// Request URIs in order, given the origin actually connected to.
-    pub fn requests(&self, origin: &Origin) -> Vec<(Uri, Option<u64>)> {
-        let base = format!("https://{}", origin.authority());
-        match (&self.run.target, &self.run.spec.objects) {
-            (Target::Urls { urls, repeat, .. }, _) => (0..*repeat)
-                .flat_map(|_| urls.iter())
-                .filter_map(|u| u.parse().ok())
-                .map(|uri| (uri, None))
-                .collect(),
-            (_, Some(w)) => w
-                .sizes()
-                .filter_map(|n| {
-                    let uri = format!("{base}{}", bytes_path(n)).parse().ok()?;
-                    Some((uri, Some(n)))
-                })
-                .collect(),
-            (_, None) => Vec::new(),
-        }
     }
 }
 
@@ -414,5 +398,18 @@ mod tests {
         let mut differ = [side(Protocol::H1, Some(10)), side(Protocol::H2, Some(20))];
         let err = share_route(&mut differ).unwrap_err().to_string();
         assert!(err.starts_with("--a.cwnd-cap/--b.cwnd-cap: "), "{err}");
+    }
+
+    #[test]
+    fn default_concurrency_is_the_matched_servers_stream_limit() {
+        for (proto, want) in [(Protocol::H3, 256), (Protocol::H2, 256), (Protocol::H1, 1)] {
+            let c = side(proto, None);
+            assert_eq!(c.spec().streams, Some(want), "{proto}");
+            let server = c.server.as_ref().unwrap();
+            assert!(
+                want <= server.max_streams,
+                "{proto}: the client asks for what is allowed"
+            );
+        }
     }
 }

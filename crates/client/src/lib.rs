@@ -12,6 +12,7 @@ pub mod cpu;
 mod env;
 pub mod export;
 mod prepare;
+mod requests;
 mod runner;
 mod side;
 pub mod sweep;

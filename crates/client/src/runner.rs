@@ -1,7 +1,7 @@
 //! Drives a workload over a transport and feeds the recorder: one run at a time, the
 //! connections kept warm between runs with `--reuse`.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::join_all;
@@ -14,11 +14,12 @@ use qbench_core::{ErrorKind, HandshakeInfo, ObjectOutcome, Recorder, RunReport};
 use tokio::task::JoinSet;
 
 use crate::clock::Clock;
+use crate::requests::Requests;
 use crate::transport::{fetch, get_body, Conn, ObjectReq, Transport};
 use crate::verify::DigestBook;
 
 pub(crate) struct Plan {
-    pub(crate) requests: Vec<Arc<ObjectReq>>,
+    pub(crate) requests: Arc<Requests>,
     pub(crate) connections: usize,
     /// Concurrent requests per connection; `None` = all at once.
     pub(crate) streams: Option<usize>,
@@ -62,7 +63,7 @@ impl Runner {
 
     /// Objects per run.
     pub(crate) fn objects(&self) -> u64 {
-        self.plan.requests.len() as u64
+        self.plan.requests.len()
     }
 
     /// One run: connects (unless warm connections are kept), fetches every object, then the
@@ -93,12 +94,7 @@ impl Runner {
             .into_inner()
             .expect("recorder lock")
             .finish(clock.now());
-        if self
-            .plan
-            .requests
-            .iter()
-            .any(|r| r.verify && r.expected_len.is_none())
-        {
+        if self.plan.requests.hashed {
             let book = Arc::try_unwrap(book).expect("all tasks finished");
             report.digests = Some(book.into_map());
         }
@@ -167,23 +163,18 @@ impl Runner {
         progress: &ProgressBar,
         tasks: &mut JoinSet<()>,
     ) {
-        let k = conns.len();
+        let k = conns.len() as u64;
+        let total = self.plan.requests.len();
         for (ci, (conn, _)) in conns.iter().enumerate() {
-            let reqs: Arc<Vec<Arc<ObjectReq>>> = Arc::new(
-                self.plan
-                    .requests
-                    .iter()
-                    .skip(ci)
-                    .step_by(k)
-                    .cloned()
-                    .collect(),
-            );
-            let workers = self.plan.streams.unwrap_or(reqs.len()).min(reqs.len());
-            let next = Arc::new(AtomicUsize::new(0));
+            let ci = ci as u64;
+            // This connection's objects: ci, ci + k, ci + 2k, ...
+            let mine = total.saturating_sub(ci).div_ceil(k);
+            let workers = self.plan.streams.map_or(mine, |s| s as u64).min(mine);
+            let next = Arc::new(AtomicU64::new(0));
             for _ in 0..workers {
                 let (conn, reqs, next, rec, bar, book) = (
                     conn.clone(),
-                    reqs.clone(),
+                    self.plan.requests.clone(),
                     next.clone(),
                     rec.clone(),
                     progress.clone(),
@@ -191,8 +182,12 @@ impl Runner {
                 );
                 let clock = self.clock;
                 tasks.spawn(async move {
-                    while let Some(req) = reqs.get(next.fetch_add(1, Ordering::Relaxed)) {
-                        let outcome = fetch_one(conn.as_ref(), &clock, req, &book).await;
+                    loop {
+                        let n = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(req) = reqs.get(ci + n * k) else {
+                            break;
+                        };
+                        let outcome = fetch_one(conn.as_ref(), &clock, &req, &book).await;
                         bar.inc(1);
                         lock(&rec).object(outcome);
                     }

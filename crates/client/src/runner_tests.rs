@@ -12,21 +12,20 @@ use qbench_core::ErrorKind;
 
 use super::{abort_reason, Plan, Runner};
 use crate::clock::Clock;
+use crate::requests::Requests;
 use crate::transport::mock::{MockTransport, Script, Seen};
 use crate::transport::ObjectReq;
 
 /// Objects of 1..=n bytes, so each path names its object.
 fn plan(n: u64, connections: usize, streams: Option<usize>, reuse: bool) -> Plan {
     Plan {
-        requests: (1..=n)
-            .map(|size| {
-                Arc::new(ObjectReq {
-                    uri: format!("https://mock{}", bytes_path(size)).parse().unwrap(),
-                    expected_len: Some(size),
-                    verify: true,
-                })
-            })
-            .collect(),
+        requests: Arc::new(Requests::new(n, false, |i| ObjectReq {
+            uri: format!("https://mock{}", bytes_path(i + 1))
+                .parse()
+                .unwrap(),
+            expected_len: Some(i + 1),
+            verify: true,
+        })),
         connections,
         streams,
         reuse,

@@ -11,13 +11,14 @@ use qbench_shaper::Topology;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::prepare::{Peer, Prepared};
+use crate::requests::Requests;
 use crate::runner::{Plan, Runner};
 use crate::tls::{client_config, ticket_store};
 use crate::transport::h1::H1;
 use crate::transport::h2::H2;
 use crate::transport::h3::H3;
 use crate::transport::tcp::TlsTcp;
-use crate::transport::{ObjectReq, Transport};
+use crate::transport::Transport;
 use qbench_core::Protocol;
 
 pub(crate) struct Side<'a> {
@@ -68,19 +69,8 @@ impl<'a> Side<'a> {
         clock: Clock,
     ) -> anyhow::Result<Self> {
         let spec = cfg.spec();
-        let requests = cfg
-            .requests(&peer.origin)
-            .into_iter()
-            .map(|(uri, expected_len)| {
-                Arc::new(ObjectReq {
-                    uri,
-                    expected_len,
-                    verify: spec.verify,
-                })
-            })
-            .collect();
         let plan = Plan {
-            requests,
+            requests: Arc::new(Requests::of(cfg, &peer.origin.authority())),
             connections: spec.connections as usize,
             streams: spec.streams.map(|s| s as usize),
             reuse: spec.reuse,

@@ -146,3 +146,23 @@ fn verify_checks_every_byte_of_the_payload() {
         assert_eq!(r.json.as_ref().unwrap()["config"]["verify"], true);
     }
 }
+
+/// Objects waiting for a stream (more requested at once than the server's 256 streams) are
+/// not "no progress" while the connection moves: none times out, however long it waits.
+#[test]
+fn waiting_for_stream_credit_is_not_a_timeout() {
+    for proto in ["h3", "h2"] {
+        let r = qbench(&[
+            "--proto",
+            proto,
+            "--objects",
+            "1500x200KB",
+            "--streams",
+            "1500",
+            "--timeout",
+            "1s",
+            "--no-telemetry",
+        ]);
+        assert_complete(&r, 1, 1500, 300_000_000);
+    }
+}

@@ -188,9 +188,16 @@ impl Exchange for H3Conn {
         let request = http::Request::get(uri.clone())
             .body(())
             .map_err(|e| FetchError::from_err("building request", &e))?;
-        // Includes any wait for stream credit (MAX_STREAMS): h3 opens and sends in one call.
+        // h3 opens the stream and writes the headers in one call. The wait for stream credit
+        // (the server's MAX_STREAMS) is the connection's, not the object's: no per-object
+        // timeout applies to it, and the QUIC idle timeout (--timeout) ends a connection that
+        // makes no progress at all.
+        let mut stream = send
+            .send_request(request)
+            .await
+            .map_err(|e| FetchError::from_err("sending request", &e))?;
+        // Timed from here: the stream is open and the request is on its way.
         p.sending();
-        let mut stream = step("sending request", self.timeout, send.send_request(request)).await?;
         // RFC 9114 4.1.2: a server that has its answer may stop reading the request (quinn
         // sends STOP_SENDING when the server drops the request side); the response that
         // follows is complete and must be read. A real reset shows up when reading it.
