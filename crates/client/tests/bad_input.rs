@@ -184,3 +184,18 @@ fn a_cause_is_said_once() {
     assert!(first.contains("--link"), "{first}");
     assert_eq!(first.matches("os error 2").count(), 1, "{first}");
 }
+
+#[test]
+fn telemetry_tokens_and_server_limits() {
+    rejected(&["--telemetry-token", "has space"], "--telemetry-token");
+    rejected(&["--telemetry-token", "x/y?z"], "--telemetry-token");
+    for (flag, value) in [
+        ("--idle-timeout", "0s"),
+        ("--handshake-timeout", "2days"),
+        ("--header-timeout", "soon"),
+        ("--max-connections", "0"),
+        ("--telemetry", "sometimes"),
+    ] {
+        rejected(&["serve", flag, value], flag);
+    }
+}
