@@ -148,21 +148,27 @@ fn verify_checks_every_byte_of_the_payload() {
 }
 
 /// Objects waiting for a stream (more requested at once than the server's 256 streams) are
-/// not "no progress" while the connection moves: none times out, however long it waits.
+/// not "no progress" while the connection moves: none times out, however long it waits. (h3
+/// waits for stream credit in quinn; h2 in hyper's queue, which the old per-object timeout
+/// cancelled by the thousand until the server's rapid-reset guard closed the connection.)
 #[test]
-fn waiting_for_stream_credit_is_not_a_timeout() {
-    for proto in ["h3", "h2"] {
+fn waiting_for_a_stream_is_not_a_timeout() {
+    for (proto, objects, n, bytes) in [
+        ("h3", "1500x200KB", 1500, 300_000_000),
+        ("h2", "8000x200KB", 8000, 1_600_000_000),
+    ] {
+        let streams = n.to_string();
         let r = qbench(&[
             "--proto",
             proto,
             "--objects",
-            "1500x200KB",
+            objects,
             "--streams",
-            "1500",
+            &streams,
             "--timeout",
             "1s",
             "--no-telemetry",
         ]);
-        assert_complete(&r, 1, 1500, 300_000_000);
+        assert_complete(&r, 1, n, bytes);
     }
 }

@@ -1,4 +1,4 @@
-//! The TCP stream under TLS: it records when bytes last moved (for the idle timeout), detaches
+//! The TCP stream under TLS: it counts moving bytes (for the idle timeout), detaches
 //! the telemetry sampler before the fd closes, and closes gracefully: after its own FIN it
 //! reads and discards what the peer still sends, for a bounded time, so an answer such as a
 //! 431 reaches a peer that was still sending instead of being destroyed by a reset.
@@ -7,56 +7,23 @@ use std::future::Future;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Sleep;
 
+use crate::activity::{Activity, Counted};
 use crate::telemetry::ConnTelemetry;
 
 /// How long, and how many bytes, a closing connection keeps reading what the peer sends.
 pub const LINGER: Duration = Duration::from_secs(2);
 pub const LINGER_BYTES: u64 = 4 * 1024 * 1024;
 
-/// When bytes last moved on a connection, in milliseconds since it was accepted.
-#[derive(Debug, Clone)]
-pub struct Activity {
-    start: Instant,
-    last_ms: Arc<AtomicU64>,
-}
-
-impl Activity {
-    fn new() -> Self {
-        Self {
-            start: Instant::now(),
-            last_ms: Arc::default(),
-        }
-    }
-
-    fn touch(&self) {
-        let ms = self.start.elapsed().as_millis() as u64;
-        self.last_ms.store(ms, Ordering::Relaxed);
-    }
-
-    /// Resolves once nothing has moved for `idle`.
-    pub async fn idle(&self, idle: Duration) {
-        loop {
-            let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
-            let deadline = self.start + last + idle;
-            if Instant::now() >= deadline {
-                return;
-            }
-            tokio::time::sleep_until(deadline).await;
-        }
-    }
-}
-
 pub struct Tracked {
-    inner: TcpStream,
+    inner: Counted<TcpStream>,
     activity: Activity,
     telemetry: Option<Arc<ConnTelemetry>>,
     linger: Option<Linger>,
@@ -69,9 +36,10 @@ struct Linger {
 
 impl Tracked {
     pub fn new(inner: TcpStream) -> Self {
+        let activity = Activity::default();
         Self {
-            inner,
-            activity: Activity::new(),
+            inner: Counted::new(inner, activity.clone()),
+            activity,
             telemetry: None,
             linger: None,
         }
@@ -82,7 +50,7 @@ impl Tracked {
     }
 
     pub fn fd(&self) -> RawFd {
-        self.inner.as_raw_fd()
+        self.inner.get_ref().as_raw_fd()
     }
 
     /// Hands over the sampler of this socket, to be detached before the fd closes.
@@ -105,12 +73,7 @@ impl AsyncRead for Tracked {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let r = ready!(Pin::new(&mut self.inner).poll_read(cx, buf));
-        if buf.filled().len() > before {
-            self.activity.touch();
-        }
-        Poll::Ready(r)
+        Pin::new(&mut self.inner).poll_read(cx, buf)
     }
 }
 
@@ -120,11 +83,7 @@ impl AsyncWrite for Tracked {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let r = ready!(Pin::new(&mut self.inner).poll_write(cx, buf));
-        if matches!(r, Ok(n) if n > 0) {
-            self.activity.touch();
-        }
-        Poll::Ready(r)
+        Pin::new(&mut self.inner).poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -132,11 +91,7 @@ impl AsyncWrite for Tracked {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let r = ready!(Pin::new(&mut self.inner).poll_write_vectored(cx, bufs));
-        if matches!(r, Ok(n) if n > 0) {
-            self.activity.touch();
-        }
-        Poll::Ready(r)
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -3,6 +3,7 @@
 //! serving `GET /bytes/{n}` from one shared buffer.
 
 pub mod access;
+pub mod activity;
 pub mod body;
 pub mod cc;
 pub mod conn_io;

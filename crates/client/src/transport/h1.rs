@@ -11,6 +11,7 @@ use hyper_util::rt::TokioIo;
 use qbench_core::ErrorKind;
 use tokio::sync::Mutex;
 
+use super::activity::Activity;
 use super::tcp::TlsTcp;
 use super::{hyper_exchange, step, BoxFuture, Connected, Exchange, FetchError, Sink, Transport};
 use crate::clock::Clock;
@@ -23,6 +24,7 @@ pub(crate) struct H1 {
 struct H1Conn {
     send: Mutex<http1::SendRequest<Empty<Bytes>>>,
     timeout: std::time::Duration,
+    activity: Activity,
 }
 
 impl Transport for H1 {
@@ -33,7 +35,7 @@ impl Transport for H1 {
 
 impl H1 {
     async fn connect_inner(&self) -> Result<Connected, FetchError> {
-        let (tls, info) = self.tcp.connect().await?;
+        let (tls, activity, info) = self.tcp.connect().await?;
         let done = self.clock.now();
         let timeout = self.tcp.endpoint.timeout;
         let (send, conn) = step(
@@ -47,6 +49,7 @@ impl H1 {
             conn: Arc::new(H1Conn {
                 send: Mutex::new(send),
                 timeout,
+                activity,
             }),
             info,
             done,
@@ -72,13 +75,19 @@ impl Exchange for H1Conn {
             .header(http::header::HOST, host)
             .body(Empty::<Bytes>::new())
             .map_err(|e| FetchError::from_err("building request", &e))?;
-        hyper_exchange(send.send_request(request), self.timeout, p, |e| {
-            match e.kind {
-                // HTTP/1.1 has no stream reset: a connection closed mid-body is a short body.
-                ErrorKind::Reset => FetchError::new(ErrorKind::ShortBody, e.message),
-                _ => e,
-            }
-        })
+        hyper_exchange(
+            send.send_request(request),
+            self.timeout,
+            &self.activity,
+            p,
+            |e| {
+                match e.kind {
+                    // HTTP/1.1 has no stream reset: a connection closed mid-body is a short body.
+                    ErrorKind::Reset => FetchError::new(ErrorKind::ShortBody, e.message),
+                    _ => e,
+                }
+            },
+        )
         .await
     }
 }

@@ -7,6 +7,7 @@ use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use qbench_core::wire::{CONN_WINDOW, MAX_H2_FRAME, STREAM_WINDOW};
 
+use super::activity::Activity;
 use super::tcp::TlsTcp;
 use std::sync::Arc;
 
@@ -21,6 +22,7 @@ pub(crate) struct H2 {
 struct H2Conn {
     send: http2::SendRequest<Empty<Bytes>>,
     timeout: std::time::Duration,
+    activity: Activity,
 }
 
 impl Transport for H2 {
@@ -31,7 +33,7 @@ impl Transport for H2 {
 
 impl H2 {
     async fn connect_inner(&self) -> Result<Connected, FetchError> {
-        let (tls, info) = self.tcp.connect().await?;
+        let (tls, activity, info) = self.tcp.connect().await?;
         let done = self.clock.now();
         let timeout = self.tcp.endpoint.timeout;
         let rwnd = self.tcp.endpoint.rwnd;
@@ -48,7 +50,11 @@ impl H2 {
         .await?;
         tokio::spawn(conn);
         Ok(Connected {
-            conn: Arc::new(H2Conn { send, timeout }),
+            conn: Arc::new(H2Conn {
+                send,
+                timeout,
+                activity,
+            }),
             info,
             done,
             zero_rtt: None,
@@ -63,6 +69,13 @@ impl Exchange for H2Conn {
         let request = http::Request::get(uri.clone())
             .body(Empty::<Bytes>::new())
             .map_err(|e| FetchError::from_err("building request", &e))?;
-        hyper_exchange(send.send_request(request), self.timeout, p, |e| e).await
+        hyper_exchange(
+            send.send_request(request),
+            self.timeout,
+            &self.activity,
+            p,
+            |e| e,
+        )
+        .await
     }
 }

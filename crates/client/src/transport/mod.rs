@@ -1,6 +1,7 @@
 //! HTTP/1.1, HTTP/2 and HTTP/3 behind one small pair of object-safe traits: a `Transport`
 //! makes connections, a `Conn` is a shared handle that fetches one object at a time per call.
 
+mod activity;
 mod classify;
 pub(crate) mod h1;
 pub(crate) mod h2;
@@ -166,6 +167,7 @@ impl<T: Exchange> Conn for T {
 async fn hyper_exchange<F>(
     send: F,
     timeout: Duration,
+    activity: &activity::Activity,
     sink: &mut dyn Sink,
     body_error: fn(FetchError) -> FetchError,
 ) -> Result<(), FetchError>
@@ -175,15 +177,19 @@ where
     use http_body_util::BodyExt;
 
     sink.sending();
-    let resp = step("waiting for response headers", timeout, send).await?;
+    // hyper may hold an h2 request until the server allows another stream: no progress is
+    // the connection's, so the wait is timed out only when nothing moves on it.
+    let resp = activity::step_while_moving(activity, "waiting for response headers", timeout, send)
+        .await?;
     sink.headers(resp.status(), resp.headers())?;
     let mut body = resp.into_body();
     loop {
-        let frame = step("reading response body", timeout, async {
-            body.frame().await.transpose()
-        })
-        .await
-        .map_err(body_error)?;
+        let frame =
+            activity::step_while_moving(activity, "reading response body", timeout, async {
+                body.frame().await.transpose()
+            })
+            .await
+            .map_err(body_error)?;
         match frame {
             Some(f) => {
                 if let Some(d) = f.data_ref() {

@@ -11,6 +11,7 @@ use tokio::net::{TcpSocket, TcpStream};
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
+use super::activity::{Activity, Counted};
 use super::{step, Endpoint, FetchError};
 use crate::tls::TicketStore;
 
@@ -71,7 +72,7 @@ impl TlsTcp {
     /// Connects, completes TLS and closes both directions, waiting for the server's FIN.
     pub(crate) async fn prime(&self) -> Result<(), FetchError> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let (mut tls, _) = self.connect().await?;
+        let (mut tls, _, _) = self.connect().await?;
         let t = self.endpoint.timeout;
         step("closing the priming connection", t, tls.shutdown()).await?;
         let mut sink = [0u8; 1024];
@@ -92,7 +93,7 @@ impl TlsTcp {
 
     pub(crate) async fn connect(
         &self,
-    ) -> Result<(TlsStream<TcpStream>, HandshakeInfo), FetchError> {
+    ) -> Result<(TlsStream<Counted<TcpStream>>, Activity, HandshakeInfo), FetchError> {
         let ep = &self.endpoint;
         let name = ServerName::try_from(ep.server_name.clone()).map_err(|e| {
             FetchError::new(
@@ -108,6 +109,8 @@ impl TlsTcp {
         .await?;
         tcp.set_nodelay(true)
             .map_err(|e| FetchError::from_err("TCP_NODELAY", &e))?;
+        let activity = Activity::default();
+        let tcp = Counted::new(tcp, activity.clone());
         let taken_before = self.tickets.as_ref().map(|t| t.tickets_taken());
         let tls = step(
             &format!("TLS handshake with {}", ep.server_name),
@@ -146,6 +149,6 @@ impl TlsTcp {
             )),
             early_data_accepted: false,
         };
-        Ok((tls, info))
+        Ok((tls, activity, info))
     }
 }
