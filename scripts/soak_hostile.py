@@ -251,86 +251,97 @@ async def held(c, r, opened):
     c["held_s_min"] = dt if c["held_s_min"] == 0 else min(c["held_s_min"], dt)
 
 
-async def half_hello(i):
-    c = stat("half_hello")
-    await asyncio.sleep(random.random() * 10)
+async def stop(task):
+    """Cancels a helper task and waits until it has ended."""
+    task.cancel()
+    try:
+        await task
+    except BaseException:
+        pass
+
+
+async def repeat(c, once, start_within=10.0, pause=0.0):
+    """Runs `once(opened, n)` (the whole life of connection n) again and again, after a random
+    start. `opened` collects the writers to abort when it ends; an error is counted and paused
+    on, and cancellation ends the loop."""
+    await asyncio.sleep(random.random() * start_within)
+    n = 0
     while True:
-        w = None
+        n += 1
+        opened = []
         try:
-            r, w = await asyncio.wait_for(asyncio.open_connection(ARGS.host, ARGS.port), 20)
-            c["opened"] += 1
-            w.write(HALF_HELLO)
-            await held(c, r, time.monotonic())
+            await once(opened, n)
         except asyncio.CancelledError:
             raise
         except Exception as e:
             await pause_on_error(c, e)
         finally:
-            abort(w)
+            for w in opened:
+                abort(w)
+        await asyncio.sleep(pause)
+
+
+async def half_hello(i):
+    c = stat("half_hello")
+
+    async def once(opened, _n):
+        r, w = await asyncio.wait_for(asyncio.open_connection(ARGS.host, ARGS.port), 20)
+        opened.append(w)
+        c["opened"] += 1
+        w.write(HALF_HELLO)
+        await held(c, r, time.monotonic())
+
+    await repeat(c, once)
 
 
 async def slow_head(i):
     c = stat("slow_head")
     drip = i % 2 == 1
-    await asyncio.sleep(random.random() * 10)
-    while True:
-        w = None
+
+    async def once(opened, _n):
+        r, w = await tls_open("http/1.1")
+        opened.append(w)
+        c["opened"] += 1
+        w.write(f"GET /bytes/1 HTTP/1.1\r\nhost: {ARGS.target}\r\nx-slow: ".encode())
+        started = time.monotonic()
+        if not drip:
+            await held(c, r, started)
+            return
+
+        async def dripper():
+            while True:
+                await asyncio.sleep(1)
+                w.write(b"a")
+                await w.drain()
+
+        t = asyncio.ensure_future(dripper())
         try:
-            r, w = await tls_open("http/1.1")
-            c["opened"] += 1
-            w.write(f"GET /bytes/1 HTTP/1.1\r\nhost: {ARGS.target}\r\nx-slow: ".encode())
-            opened = time.monotonic()
-            if drip:
-
-                async def dripper():
-                    while True:
-                        await asyncio.sleep(1)
-                        w.write(b"a")
-                        await w.drain()
-
-                t = asyncio.ensure_future(dripper())
-                try:
-                    await held(c, r, opened)
-                finally:
-                    t.cancel()
-                    try:
-                        await t
-                    except BaseException:
-                        pass
-            else:
-                await held(c, r, opened)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
-            await pause_on_error(c, e)
+            await held(c, r, started)
         finally:
-            abort(w)
+            await stop(t)
+
+    await repeat(c, once)
 
 
 async def h2_idle(i):
     c = stat("h2_idle")
-    await asyncio.sleep(random.random() * 10)
-    while True:
-        h = None
+
+    async def once(opened, _n):
+        h = await H2.open(c)
+        opened.append(h.w)
+        c["opened"] += 1
+        started = time.monotonic()
         try:
-            h = await H2.open(c)
-            c["opened"] += 1
-            opened = time.monotonic()
-            try:
-                await h.read_frames()
-                c["closed_by_server"] += 1
-            except (ConnectionError, ssl.SSLError, OSError) as e:
-                note_exc(c, e, "reset")
-            dt = time.monotonic() - opened
-            c["held_s_total"] += dt
-            c["held_s_max"] = max(c["held_s_max"], dt)
-            c["held_s_min"] = dt if c["held_s_min"] == 0 else min(c["held_s_min"], dt)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
-            await pause_on_error(c, e)
-        finally:
-            abort(h and h.w)
+            await h.read_frames()
+            c["closed_by_server"] += 1
+        except (ConnectionError, ssl.SSLError, OSError) as e:
+            note_exc(c, e, "reset")
+        dt = time.monotonic() - started
+        c["held_s_total"] += dt
+        c["held_s_max"] = max(c["held_s_max"], dt)
+        c["held_s_min"] = dt if c["held_s_min"] == 0 else min(c["held_s_min"], dt)
+
+    await repeat(c, once)
 
 
 async def telemetry(i):
@@ -340,67 +351,51 @@ async def telemetry(i):
         frame(HEADERS, END_STREAM | END_HEADERS, 2 * k + 1, request_block(2, "/_qbench/telemetry", ARGS.target))
         for k in range(n)
     )
-    await asyncio.sleep(random.random() * 5)
-    rnd = i
-    while True:
-        h = None
-        rnd += 1
-        try:
-            h = await H2.open(c, blocks)
-            c["opened"] += 1
-            c["requests"] += n
-            if rnd % 2 == 0:
-                # Let the answers pile up unread, then read them and hang up.
-                await asyncio.sleep(3)
-                h.want = n
-                reader = asyncio.ensure_future(h.read_frames())
-                try:
-                    await asyncio.wait_for(h.all_done.wait(), 20)
-                    c["rounds_read"] += 1
-                except asyncio.TimeoutError:
-                    c["rounds_read_incomplete"] += 1
-                finally:
-                    reader.cancel()
-                    try:
-                        await reader
-                    except BaseException:
-                        pass
-            else:
-                # Never read: the server must close it on its own (idle timeout).
-                opened = time.monotonic()
-                await asyncio.sleep(45)
-                try:
-                    await asyncio.wait_for(read_to_eof(h.r, limit=0), 10)
-                    c["unread_closed_by_server"] += 1
-                except asyncio.TimeoutError:
-                    c["unread_still_open_after_55s"] += 1
-                except (ConnectionError, ssl.SSLError, OSError) as e:
-                    note_exc(c, e, "unread_reset")
-                c["unread_held_s_total"] += time.monotonic() - opened
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
-            await pause_on_error(c, e)
-        finally:
-            abort(h and h.w)
+
+    async def once(opened, rnd):
+        h = await H2.open(c, blocks)
+        opened.append(h.w)
+        c["opened"] += 1
+        c["requests"] += n
+        if (i + rnd) % 2 == 0:
+            # Let the answers pile up unread, then read them and hang up.
+            await asyncio.sleep(3)
+            h.want = n
+            reader = asyncio.ensure_future(h.read_frames())
+            try:
+                await asyncio.wait_for(h.all_done.wait(), 20)
+                c["rounds_read"] += 1
+            except asyncio.TimeoutError:
+                c["rounds_read_incomplete"] += 1
+            finally:
+                await stop(reader)
+        else:
+            # Never read: the server must close it on its own (idle timeout).
+            started = time.monotonic()
+            await asyncio.sleep(45)
+            try:
+                await asyncio.wait_for(read_to_eof(h.r, limit=0), 10)
+                c["unread_closed_by_server"] += 1
+            except asyncio.TimeoutError:
+                c["unread_still_open_after_55s"] += 1
+            except (ConnectionError, ssl.SSLError, OSError) as e:
+                note_exc(c, e, "unread_reset")
+            c["unread_held_s_total"] += time.monotonic() - started
+
+    await repeat(c, once, start_within=5.0)
 
 
 async def big_header(i):
     c = stat("big_header")
     head = f"GET /bytes/1 HTTP/1.1\r\nhost: {ARGS.target}\r\nx-big: ".encode() + b"a" * MB + b"\r\n\r\n"
-    while True:
-        w = None
-        try:
-            r, w = await tls_open("http/1.1")
-            c["opened"] += 1
-            await h1_exchange(c, r, w, head)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
-            await pause_on_error(c, e)
-        finally:
-            abort(w)
-        await asyncio.sleep(0.2)
+
+    async def once(opened, _n):
+        r, w = await tls_open("http/1.1")
+        opened.append(w)
+        c["opened"] += 1
+        await h1_exchange(c, r, w, head)
+
+    await repeat(c, once, start_within=0.0, pause=0.2)
 
 
 async def h1_exchange(c, r, w, request):
@@ -423,61 +418,46 @@ async def h1_exchange(c, r, w, request):
     except (ConnectionError, ssl.SSLError, OSError) as e:
         note_exc(c, e, "read")
     finally:
-        t.cancel()
-        try:
-            await t
-        except BaseException:
-            pass
+        await stop(t)
 
 
 async def big_body(i):
     c = stat("big_body")
-    rnd = i
-    while True:
-        rnd += 1
-        kind = ("h1_length", "h1_chunked", "h2")[rnd % 3]
-        w = None
-        try:
-            if kind == "h2":
-                h = await H2.open(c)
-                w = h.w
-                c["opened_h2"] += 1
-                h.want = 1
-                h.w.write(frame(HEADERS, END_HEADERS, 1, request_block(3, "/bytes/1", ARGS.target)))
-                reader = asyncio.ensure_future(h.read_frames())
-                try:
-                    sent = await asyncio.wait_for(h.send_body(1, MB), 30)
-                    c["h2_body_bytes_sent"] += sent
-                    await asyncio.wait_for(h.all_done.wait(), 20)
-                finally:
-                    reader.cancel()
-                    try:
-                        await reader
-                    except BaseException:
-                        pass
-            else:
-                r, w = await tls_open("http/1.1")
-                c[f"opened_{kind}"] += 1
-                if kind == "h1_length":
-                    req = f"POST /bytes/1 HTTP/1.1\r\nhost: {ARGS.target}\r\ncontent-length: {MB}\r\n\r\n".encode() + b"x" * MB
-                else:
-                    chunk = b"4000\r\n" + b"x" * 0x4000 + b"\r\n"
-                    req = (
-                        f"POST /bytes/1 HTTP/1.1\r\nhost: {ARGS.target}\r\ntransfer-encoding: chunked\r\n\r\n".encode()
-                        + chunk * (MB // 0x4000)
-                        + b"0\r\n\r\n"
-                    )
-                sub = Counter()
-                await h1_exchange(sub, r, w, req)
-                for k, v in sub.items():
-                    c[f"{kind}_{k}"] += v
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
-            await pause_on_error(c, e)
-        finally:
-            abort(w)
-        await asyncio.sleep(0.2)
+
+    async def once(opened, rnd):
+        kind = ("h1_length", "h1_chunked", "h2")[(i + rnd) % 3]
+        if kind == "h2":
+            h = await H2.open(c)
+            opened.append(h.w)
+            c["opened_h2"] += 1
+            h.want = 1
+            h.w.write(frame(HEADERS, END_HEADERS, 1, request_block(3, "/bytes/1", ARGS.target)))
+            reader = asyncio.ensure_future(h.read_frames())
+            try:
+                sent = await asyncio.wait_for(h.send_body(1, MB), 30)
+                c["h2_body_bytes_sent"] += sent
+                await asyncio.wait_for(h.all_done.wait(), 20)
+            finally:
+                await stop(reader)
+            return
+        r, w = await tls_open("http/1.1")
+        opened.append(w)
+        c[f"opened_{kind}"] += 1
+        if kind == "h1_length":
+            req = f"POST /bytes/1 HTTP/1.1\r\nhost: {ARGS.target}\r\ncontent-length: {MB}\r\n\r\n".encode() + b"x" * MB
+        else:
+            chunk = b"4000\r\n" + b"x" * 0x4000 + b"\r\n"
+            req = (
+                f"POST /bytes/1 HTTP/1.1\r\nhost: {ARGS.target}\r\ntransfer-encoding: chunked\r\n\r\n".encode()
+                + chunk * (MB // 0x4000)
+                + b"0\r\n\r\n"
+            )
+        sub = Counter()
+        await h1_exchange(sub, r, w, req)
+        for k, v in sub.items():
+            c[f"{kind}_{k}"] += v
+
+    await repeat(c, once, start_within=0.0, pause=0.2)
 
 
 class Junk(asyncio.DatagramProtocol):

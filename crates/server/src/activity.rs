@@ -69,6 +69,10 @@ impl<S> Counted<S> {
     pub fn get_ref(&self) -> &S {
         &self.inner
     }
+
+    pub fn activity(&self) -> &Activity {
+        &self.activity
+    }
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {

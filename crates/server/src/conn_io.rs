@@ -24,7 +24,6 @@ pub const LINGER_BYTES: u64 = 4 * 1024 * 1024;
 
 pub struct Tracked {
     inner: Counted<TcpStream>,
-    activity: Activity,
     telemetry: Option<Arc<ConnTelemetry>>,
     linger: Option<Linger>,
 }
@@ -36,17 +35,15 @@ struct Linger {
 
 impl Tracked {
     pub fn new(inner: TcpStream) -> Self {
-        let activity = Activity::default();
         Self {
-            inner: Counted::new(inner, activity.clone()),
-            activity,
+            inner: Counted::new(inner, Activity::default()),
             telemetry: None,
             linger: None,
         }
     }
 
     pub fn activity(&self) -> Activity {
-        self.activity.clone()
+        self.inner.activity().clone()
     }
 
     pub fn fd(&self) -> RawFd {

@@ -24,6 +24,22 @@ fn ours() -> Vec<String> {
     v
 }
 
+/// `qbench-shaper up ARGS`, once it says the link is up.
+fn up(args: &[&str]) -> std::process::Child {
+    let mut child = Command::new(BIN)
+        .arg("up")
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("link up"), "{line}");
+    child
+}
+
 struct Foreign(String);
 
 impl Drop for Foreign {
@@ -52,16 +68,7 @@ fn killed_holder_is_cleaned_up_and_foreign_namespaces_are_left_alone() {
         })
         .collect();
     let id = format!("{:x}", 0xa000_0000u32 | (pid & 0xffff));
-    let mut up = Command::new(BIN)
-        .args(["up", "rate=10mbit,rtt=10ms", "--id", &id])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(up.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("link up"), "{line}");
+    let mut up = up(&["rate=10mbit,rtt=10ms", "--id", &id]);
     let mine = [
         format!("qb-{id}-c"),
         format!("qb-{id}-r"),
@@ -120,16 +127,7 @@ fn dry_run_and_bad_input() {
 fn a_second_up_with_a_live_id_fails_and_leaves_the_live_link() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let id = format!("{:x}", 0xb000_0000u32 | (std::process::id() & 0xffff));
-    let mut first = Command::new(BIN)
-        .args(["up", "rate=10mbit", "--id", &id])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(first.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("link up"), "{line}");
+    let mut first = up(&["rate=10mbit", "--id", &id]);
     let mine = [
         format!("qb-{id}-c"),
         format!("qb-{id}-r"),

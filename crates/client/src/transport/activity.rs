@@ -10,10 +10,11 @@ use tokio::time::Instant;
 
 use super::FetchError;
 
-/// `fut`, ended with a timeout only once it has not finished and no byte has moved on the
-/// connection for `after` (counted from the step's start at the earliest).
+/// `fut`, ended with a timeout only once it has not finished and nothing has moved for
+/// `after`: no byte on the connection, with an `activity`; nothing at all, without one. The
+/// count starts at the step's start at the earliest.
 pub(crate) async fn step_while_moving<T, E>(
-    activity: &Activity,
+    activity: Option<&Activity>,
     what: &str,
     after: Duration,
     fut: impl Future<Output = Result<T, E>>,
@@ -23,12 +24,12 @@ where
 {
     tokio::pin!(fut);
     let start = Instant::now();
+    let last = || activity.map_or(start, |a| a.last().max(start));
     loop {
-        let deadline = activity.last().max(start) + after;
         tokio::select! {
             r = &mut fut => return r.map_err(|e| FetchError::from_err(what, &e)),
-            () = tokio::time::sleep_until(deadline) => {
-                if activity.last().max(start) + after <= Instant::now() {
+            () = tokio::time::sleep_until(last() + after) => {
+                if last() + after <= Instant::now() {
                     return Err(FetchError::timeout(what, after));
                 }
             }
@@ -58,13 +59,15 @@ mod tests {
             Ok::<_, io::Error>(7)
         };
         assert_eq!(
-            step_while_moving(&a, "waiting", after, slow).await.unwrap(),
+            step_while_moving(Some(&a), "waiting", after, slow)
+                .await
+                .unwrap(),
             7
         );
         // Once nothing moves, the next wait ends after `after`.
         let never = std::future::pending::<Result<(), io::Error>>();
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let e = step_while_moving(&a, "waiting", after, never)
+        let e = step_while_moving(Some(&a), "waiting", after, never)
             .await
             .unwrap_err();
         assert_eq!(e.kind, qbench_core::ErrorKind::Timeout);

@@ -179,13 +179,18 @@ where
     sink.sending();
     // hyper may hold an h2 request until the server allows another stream: no progress is
     // the connection's, so the wait is timed out only when nothing moves on it.
-    let resp = activity::step_while_moving(activity, "waiting for response headers", timeout, send)
-        .await?;
+    let resp = activity::step_while_moving(
+        Some(activity),
+        "waiting for response headers",
+        timeout,
+        send,
+    )
+    .await?;
     sink.headers(resp.status(), resp.headers())?;
     let mut body = resp.into_body();
     loop {
         let frame =
-            activity::step_while_moving(activity, "reading response body", timeout, async {
+            activity::step_while_moving(Some(activity), "reading response body", timeout, async {
                 body.frame().await.transpose()
             })
             .await
@@ -264,11 +269,7 @@ pub(crate) async fn step<T, E>(
 where
     E: std::error::Error + 'static,
 {
-    match tokio::time::timeout(after, fut).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(FetchError::from_err(what, &e)),
-        Err(_) => Err(FetchError::timeout(what, after)),
-    }
+    activity::step_while_moving(None, what, after, fut).await
 }
 
 /// Accumulates one response; every transport reports through it so checks are identical.
