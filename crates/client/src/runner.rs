@@ -8,6 +8,7 @@ use futures_util::future::join_all;
 use http::Uri;
 use indicatif::ProgressBar;
 use qbench_core::ccstate::StateMachine;
+use qbench_core::recorder::ConnId;
 use qbench_core::telemetry::Timeline;
 use qbench_core::wire::MAX_TELEMETRY_BYTES;
 use qbench_core::{ErrorKind, HandshakeInfo, ObjectOutcome, Recorder, RunReport};
@@ -76,18 +77,23 @@ impl Runner {
             clock.now(),
         )));
         let mut tasks = JoinSet::new();
-        let conns = match self.warm.take() {
+        let (conns, ids) = match self.warm.take() {
             Some(warm) => {
-                for (_, info) in &warm {
-                    lock(&rec).connection_reused(info.clone());
-                }
-                warm
+                let ids = warm
+                    .iter()
+                    .map(|(_, info)| lock(&rec).connection_reused(info.clone()))
+                    .collect();
+                (warm, ids)
             }
             None => self.connect_all(&rec, &mut tasks).await,
         };
         let book = Arc::new(DigestBook::default());
         self.spawn_workers(&conns, &rec, &book, progress, &mut tasks);
         while tasks.join_next().await.is_some() {}
+        for ((c, _), id) in conns.iter().zip(ids) {
+            let facts = c.streams();
+            lock(&rec).streams(id, facts.peer_limit, facts.peak);
+        }
         let mut report = Arc::try_unwrap(rec)
             .map_err(|_| ())
             .expect("all tasks finished")
@@ -124,13 +130,17 @@ impl Runner {
         self.transport.finish().await;
     }
 
-    async fn connect_all(&self, rec: &Arc<Mutex<Recorder>>, tasks: &mut JoinSet<()>) -> Open {
+    async fn connect_all(
+        &self,
+        rec: &Arc<Mutex<Recorder>>,
+        tasks: &mut JoinSet<()>,
+    ) -> (Open, Vec<ConnId>) {
         let clock = self.clock;
         let attempts = (0..self.plan.connections).map(|_| {
             let id = lock(rec).connection_started(clock.now());
             async move { (id, self.transport.connect().await) }
         });
-        let mut up = Vec::new();
+        let (mut up, mut ids) = (Vec::new(), Vec::new());
         for (id, result) in join_all(attempts).await {
             match result {
                 Ok(c) => {
@@ -145,11 +155,12 @@ impl Runner {
                         None => lock(rec).handshake_done(id, c.done, c.info.clone()),
                     }
                     up.push((c.conn, c.info));
+                    ids.push(id);
                 }
                 Err(e) => lock(rec).connection_failed(id, e.kind, &e.message),
             }
         }
-        up
+        (up, ids)
     }
 
     /// Objects go round-robin over the connections; on each, a fixed pool of `--streams`

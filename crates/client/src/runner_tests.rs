@@ -88,6 +88,30 @@ async fn streams_bound_concurrency_and_queueing_counts_in_plt() {
     assert!(within_precision(ttfb.min_us, ms(5)) && within_precision(ttfb.max_us, ms(5)));
 }
 
+/// More workers than the peer allows streams: requests past the limit wait before their
+/// timer starts, so every object still takes exactly its own 25 ms; the wait is in PLT. The
+/// report keeps the limit and each run's own peak, also for a connection kept by `--reuse`.
+#[tokio::test(start_paused = true)]
+async fn the_peers_stream_limit_gates_requests_before_their_timers_start() {
+    let script = Script {
+        max_streams: Some(2),
+        ..Script::default()
+    };
+    let (mut r, seen) = runner(script, plan(6, 1, Some(5), true));
+    for index in 0..2 {
+        let rep = r.run(index, &ProgressBar::hidden()).await;
+        assert!(rep.complete, "{:?}", rep.first_error);
+        assert_eq!(*seen.peak_in_flight.lock().unwrap(), vec![2]);
+        let handshake = if index == 0 { 10 } else { 0 };
+        assert_eq!(rep.plt_us, Some(ms(handshake + 3 * 25)));
+        let lat = &rep.object_latency.summary;
+        assert!(within_precision(lat.min_us, ms(25)) && within_precision(lat.max_us, ms(25)));
+        let c = &rep.connections[0];
+        assert_eq!((c.server_max_streams, c.peak_streams), (Some(2), 2));
+    }
+    r.finish().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn without_streams_everything_is_in_flight_at_once() {
     let (mut r, seen) = runner(Script::default(), plan(8, 2, None, false));

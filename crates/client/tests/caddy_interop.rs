@@ -126,7 +126,18 @@ fn caddy_serves_files_over_h1_h2_h3() {
         let digests = &r.json.as_ref().unwrap()["runs"][0]["digests"];
         assert_eq!(digests[&big], sha256_hex(&big_body), "{proto}");
         assert_eq!(digests[&small], sha256_hex(&small_body), "{proto}");
-        let alpn = &r.json.as_ref().unwrap()["runs"][0]["connections"][0]["alpn"];
+        let conn = &r.json.as_ref().unwrap()["runs"][0]["connections"][0];
+        // What caddy advertised: Go's h2 server 250 streams, quic-go 100.
+        let limit = &conn["server_max_streams"];
+        match proto {
+            "h1" => assert!(limit.is_null(), "{proto}: {limit}"),
+            _ => assert_eq!(limit.as_u64(), Some(if proto == "h2" { 250 } else { 100 })),
+        }
+        assert!(
+            conn["peak_streams"].as_u64().unwrap() >= 1,
+            "{proto}: {conn}"
+        );
+        let alpn = &conn["alpn"];
         let want = match proto {
             "h3" => "h3",
             "h2" => "h2",

@@ -149,8 +149,10 @@ fn verify_checks_every_byte_of_the_payload() {
 
 /// Objects waiting for a stream (more requested at once than the server's 256 streams) are
 /// not "no progress" while the connection moves: none times out, however long it waits. (h3
-/// waits for stream credit in quinn; h2 in hyper's queue, which the old per-object timeout
-/// cancelled by the thousand until the server's rapid-reset guard closed the connection.)
+/// waits for stream credit in quinn; h2 at qbench's own gate. The old per-object timeout
+/// cancelled requests queued in hyper by the thousand, until the server's rapid-reset guard
+/// closed the connection.) No more requests are on the wire, and timed, than the server
+/// allows, and the report records the limit it advertised.
 #[test]
 fn waiting_for_a_stream_is_not_a_timeout() {
     for (proto, objects, n, bytes) in [
@@ -170,5 +172,9 @@ fn waiting_for_a_stream_is_not_a_timeout() {
             "--no-telemetry",
         ]);
         assert_complete(&r, 1, n, bytes);
+        let conn = &r.json.as_ref().unwrap()["runs"][0]["connections"][0];
+        let limit = u64::from(qbench_core::wire::MAX_STREAMS);
+        assert_eq!(conn["server_max_streams"].as_u64(), Some(limit), "{proto}");
+        assert_eq!(conn["peak_streams"].as_u64(), Some(limit), "{proto}");
     }
 }

@@ -33,6 +33,14 @@ pub struct ConnectionRecord {
     #[serde(flatten)]
     pub info: HandshakeInfo,
     pub error: Option<ErrorKind>,
+    /// Concurrent request streams the server allows, as it advertised them: h2
+    /// SETTINGS_MAX_CONCURRENT_STREAMS, h3 initial_max_streams_bidi. Null for h1, where
+    /// the server set no limit, or (h2) where no response arrived.
+    #[serde(default)]
+    pub server_max_streams: Option<u64>,
+    /// The most requests this connection had on the wire at once during the run.
+    #[serde(default)]
+    pub peak_streams: u64,
 }
 
 /// How one object fetch went, as measured by a transport.
@@ -100,18 +108,31 @@ impl Recorder {
             handshake_us: None,
             info: HandshakeInfo::default(),
             error: None,
+            server_max_streams: None,
+            peak_streams: 0,
         });
         ConnId(self.conns.len() - 1)
     }
 
     /// A connection reused from an earlier run: no handshake in this run.
-    pub fn connection_reused(&mut self, info: HandshakeInfo) {
+    pub fn connection_reused(&mut self, info: HandshakeInfo) -> ConnId {
         self.conns.push(ConnectionRecord {
             started_us: 0,
             handshake_us: None,
             info,
             error: None,
+            server_max_streams: None,
+            peak_streams: 0,
         });
+        ConnId(self.conns.len() - 1)
+    }
+
+    /// What a connection learnt of the server's stream limit, and how many of its requests
+    /// were on the wire at once.
+    pub fn streams(&mut self, id: ConnId, server_max: Option<u64>, peak: u64) {
+        let c = &mut self.conns[id.0];
+        c.server_max_streams = server_max;
+        c.peak_streams = peak;
     }
 
     pub fn handshake_done(&mut self, id: ConnId, now: Duration, info: HandshakeInfo) {

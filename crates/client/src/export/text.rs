@@ -38,6 +38,17 @@ fn hist_line(h: &HistogramExport) -> String {
     )
 }
 
+/// The most requests any connection had on the wire, and the least the server allowed.
+fn streams_line(report: &Report) -> Option<String> {
+    let conns = || report.runs.iter().flat_map(|r| &r.connections);
+    let peak = conns().map(|c| c.peak_streams).max()?;
+    let allowed = conns().filter_map(|c| c.server_max_streams).min();
+    Some(match allowed {
+        Some(a) => format!("at most {peak} on the wire per connection; the server allows {a}"),
+        None => format!("at most {peak} on the wire per connection"),
+    })
+}
+
 /// The readable summary: one figure per line, medians over runs.
 pub fn summary(report: &Report, headline: &str) -> String {
     let s = &report.summary;
@@ -61,6 +72,9 @@ pub fn summary(report: &Report, headline: &str) -> String {
             s.objects_completed, requested, s.payload_bytes, s.complete_runs, s.runs
         ),
     );
+    if let Some(v) = streams_line(report) {
+        line("streams", v);
+    }
     line("latency", hist_line(&s.object_latency));
     line("TTFB", hist_line(&s.ttfb));
     let cpu: Vec<_> = report.runs.iter().filter_map(|r| r.cpu.as_ref()).collect();

@@ -1,6 +1,6 @@
 //! When bytes last moved on a TCP connection, so that "no progress" is the connection's: a
-//! request waiting inside hyper for an h2 stream (above the server's
-//! SETTINGS_MAX_CONCURRENT_STREAMS) is not timed out while its connection keeps moving.
+//! request waiting for an h2 stream (above the server's SETTINGS_MAX_CONCURRENT_STREAMS) is
+//! not timed out while its connection keeps moving.
 
 use std::future::Future;
 use std::time::Duration;

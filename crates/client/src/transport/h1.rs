@@ -12,6 +12,7 @@ use qbench_core::ErrorKind;
 use tokio::sync::Mutex;
 
 use super::activity::Activity;
+use super::streams::{OnWire, StreamFacts};
 use super::tcp::TlsTcp;
 use super::{hyper_exchange, step, BoxFuture, Connected, Exchange, FetchError, Sink, Transport};
 use crate::clock::Clock;
@@ -25,6 +26,7 @@ struct H1Conn {
     send: Mutex<http1::SendRequest<Empty<Bytes>>>,
     timeout: std::time::Duration,
     activity: Activity,
+    on_wire: OnWire,
 }
 
 impl Transport for H1 {
@@ -50,6 +52,7 @@ impl H1 {
                 send: Mutex::new(send),
                 timeout,
                 activity,
+                on_wire: OnWire::default(),
             }),
             info,
             done,
@@ -63,6 +66,7 @@ impl Exchange for H1Conn {
         // The lock is the HTTP/1.1 rule: the next request waits for this response to end.
         let mut send = self.send.lock().await;
         step("HTTP/1.1 connection ready", self.timeout, send.ready()).await?;
+        let _place = self.on_wire.opened();
         let host = uri
             .authority()
             .map(|a| a.as_str().to_string())
@@ -89,5 +93,12 @@ impl Exchange for H1Conn {
             },
         )
         .await
+    }
+
+    fn streams(&self) -> StreamFacts {
+        StreamFacts {
+            peer_limit: None,
+            peak: self.on_wire.take_peak(),
+        }
     }
 }

@@ -1,18 +1,23 @@
-//! HTTP/2 over TLS 1.3 over TCP (hyper).
+//! HTTP/2 over TLS 1.3 over TCP, on the h2 crate that hyper is built on: its request handle
+//! says how many streams the server allows, which hyper's does not.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::Uri;
-use http_body_util::Empty;
-use hyper::client::conn::http2;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use qbench_core::wire::{CONN_WINDOW, MAX_H2_FRAME, STREAM_WINDOW};
+use qbench_core::wire::{CONN_WINDOW, MAX_H2_FRAME, MAX_RESPONSE_HEADER_BYTES, STREAM_WINDOW};
 
-use super::activity::Activity;
+use super::activity::{step_while_moving, Activity};
+use super::streams::{OnWire, StreamFacts};
 use super::tcp::TlsTcp;
-use std::sync::Arc;
-
-use super::{hyper_exchange, step, BoxFuture, Connected, Exchange, FetchError, Sink, Transport};
+use super::{step, BoxFuture, Connected, Exchange, FetchError, Sink, Transport};
 use crate::clock::Clock;
+
+/// Streams assumed until the server's SETTINGS arrive: hyper's choice, and RFC 9113
+/// 6.5.2's recommended minimum for servers.
+const INITIAL_MAX_SEND_STREAMS: usize = 100;
 
 pub(crate) struct H2 {
     pub(crate) tcp: TlsTcp,
@@ -20,9 +25,13 @@ pub(crate) struct H2 {
 }
 
 struct H2Conn {
-    send: http2::SendRequest<Empty<Bytes>>,
-    timeout: std::time::Duration,
+    send: h2::client::SendRequest<Bytes>,
+    timeout: Duration,
     activity: Activity,
+    on_wire: OnWire,
+    /// The server's limit as of the last response, 0 before the first. A response means the
+    /// server's first SETTINGS have been applied: that frame precedes every other it sends.
+    settled: AtomicUsize,
 }
 
 impl Transport for H2 {
@@ -40,20 +49,29 @@ impl H2 {
         let (send, conn) = step(
             "HTTP/2 handshake",
             timeout,
-            http2::Builder::new(TokioExecutor::new())
-                .initial_stream_window_size(rwnd.unwrap_or(STREAM_WINDOW))
+            h2::client::Builder::new()
+                .initial_window_size(rwnd.unwrap_or(STREAM_WINDOW))
                 .initial_connection_window_size(rwnd.unwrap_or(CONN_WINDOW))
                 .max_frame_size(MAX_H2_FRAME)
+                .max_header_list_size(u32::try_from(MAX_RESPONSE_HEADER_BYTES).unwrap_or(u32::MAX))
                 .max_concurrent_reset_streams(1024)
-                .handshake(TokioIo::new(tls)),
+                .initial_max_send_streams(INITIAL_MAX_SEND_STREAMS)
+                .enable_push(false)
+                .handshake::<_, Bytes>(tls),
         )
         .await?;
-        tokio::spawn(conn);
+        // Ends when the last handle is dropped (GOAWAY) or the connection fails; a failure
+        // reaches every request on it.
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
         Ok(Connected {
             conn: Arc::new(H2Conn {
                 send,
                 timeout,
                 activity,
+                on_wire: OnWire::default(),
+                settled: AtomicUsize::new(0),
             }),
             info,
             done,
@@ -62,20 +80,77 @@ impl H2 {
     }
 }
 
+impl H2Conn {
+    /// What moves on the connection keeps a step alive.
+    async fn step<T, E: std::error::Error + 'static>(
+        &self,
+        what: &str,
+        fut: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<T, FetchError> {
+        step_while_moving(Some(&self.activity), what, self.timeout, fut).await
+    }
+
+    /// After a response head: the server's limit may have changed.
+    fn heard_from_server(&self) {
+        let limit = self.send.current_max_send_streams();
+        if self.settled.swap(limit, Ordering::Relaxed) != limit {
+            self.on_wire.recheck(limit);
+        }
+    }
+}
+
 impl Exchange for H2Conn {
     async fn request(&self, uri: &Uri, p: &mut dyn Sink) -> Result<(), FetchError> {
-        let mut send = self.send.clone();
-        step("HTTP/2 connection ready", self.timeout, send.ready()).await?;
         let request = http::Request::get(uri.clone())
-            .body(Empty::<Bytes>::new())
+            .body(())
             .map_err(|e| FetchError::from_err("building request", &e))?;
-        hyper_exchange(
-            send.send_request(request),
+        // A request is handed to h2 only when the server allows another stream, so h2 opens
+        // it at once and the object's timer starts when its stream does. The wait belongs to
+        // the connection: it times out only when nothing moves on the connection.
+        let _place = self
+            .step("waiting for an HTTP/2 stream", async {
+                Ok::<_, std::convert::Infallible>(
+                    self.on_wire
+                        .enter(|| self.send.current_max_send_streams())
+                        .await,
+                )
+            })
+            .await?;
+        let mut send = step(
+            "HTTP/2 connection ready",
             self.timeout,
-            &self.activity,
-            p,
-            |e| e,
+            self.send.clone().ready(),
         )
-        .await
+        .await?;
+        p.sending();
+        let (resp, _) = send
+            .send_request(request, true)
+            .map_err(|e| FetchError::from_err("sending request", &e))?;
+        let resp = self.step("waiting for response headers", resp).await?;
+        self.heard_from_server();
+        p.headers(resp.status(), resp.headers())?;
+        let mut body = resp.into_body();
+        loop {
+            let chunk = self
+                .step("reading response body", async {
+                    body.data().await.transpose()
+                })
+                .await?;
+            let Some(chunk) = chunk else {
+                return Ok(());
+            };
+            // The window opens as the bytes are read, as hyper does.
+            let _ = body.flow_control().release_capacity(chunk.len());
+            p.data(&chunk)?;
+        }
+    }
+
+    fn streams(&self) -> StreamFacts {
+        let limit = self.settled.load(Ordering::Relaxed);
+        StreamFacts {
+            // h2 reads an absent SETTINGS_MAX_CONCURRENT_STREAMS as no limit (usize::MAX).
+            peer_limit: (limit != 0 && limit != usize::MAX).then_some(limit as u64),
+            peak: self.on_wire.take_peak(),
+        }
     }
 }

@@ -10,12 +10,16 @@ use qbench_core::wire::{MAX_RESPONSE_HEADER_BYTES, STREAM_WINDOW, UDP_BUFFER};
 use qbench_core::{ErrorKind, HandshakeInfo};
 use socket2::{Domain, Protocol, Socket, Type};
 
+use super::peer_params::{PeerStreams, Recording};
+use super::streams::{OnWire, StreamFacts};
 use super::{step, BoxFuture, Connected, Endpoint, Exchange, FetchError, Sink, Transport, ZeroRtt};
 use crate::clock::Clock;
 use crate::tls::TicketStore;
 
 pub(crate) struct H3 {
     endpoint: quinn::Endpoint,
+    crypto: Arc<quinn::crypto::rustls::QuicClientConfig>,
+    transport: Arc<quinn::TransportConfig>,
     target: Endpoint,
     clock: Clock,
     zero_rtt: bool,
@@ -26,6 +30,8 @@ struct H3Conn {
     conn: quinn::Connection,
     send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
     timeout: Duration,
+    peer: Arc<PeerStreams>,
+    on_wire: OnWire,
 }
 
 fn alpn_of(conn: &quinn::Connection) -> Option<String> {
@@ -76,20 +82,19 @@ impl H3 {
     ) -> Result<Self, FetchError> {
         let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
             .map_err(|e| FetchError::new(ErrorKind::Tls, format!("QUIC TLS config: {e}")))?;
-        let mut cc = quinn::ClientConfig::new(Arc::new(crypto));
-        cc.transport_config(Arc::new(transport(target.timeout, target.rwnd)));
         let sock = udp_socket(target.addr)
             .map_err(|e| FetchError::from_err("binding a UDP socket", &e))?;
-        let mut endpoint = quinn::Endpoint::new(
+        let endpoint = quinn::Endpoint::new(
             quinn::EndpointConfig::default(),
             None,
             sock,
             Arc::new(quinn::TokioRuntime),
         )
         .map_err(|e| FetchError::from_err("creating the QUIC endpoint", &e))?;
-        endpoint.set_default_client_config(cc);
         Ok(Self {
             endpoint,
+            crypto: Arc::new(crypto),
+            transport: Arc::new(transport(target.timeout, target.rwnd)),
             target,
             clock,
             zero_rtt,
@@ -100,18 +105,27 @@ impl H3 {
     /// Returns the connection and, when 0-RTT was attempted, the acceptance future.
     async fn handshake(
         &self,
+        peer: &Arc<PeerStreams>,
     ) -> Result<(quinn::Connection, Option<quinn::ZeroRttAccepted>), FetchError> {
         let t = &self.target;
         // quinn drops a datagram the kernel cannot route and waits for the idle timeout; a
         // connected UDP socket asks for the route without sending anything.
         route_to(t.addr)
             .map_err(|e| FetchError::from_err(&format!("QUIC connect to {}", t.addr), &e))?;
-        let connecting = self.endpoint.connect(t.addr, &t.server_name).map_err(|e| {
-            FetchError::new(
-                ErrorKind::Unreachable,
-                format!("QUIC connect to {}: {e}", t.addr),
-            )
-        })?;
+        let mut config = quinn::ClientConfig::new(Arc::new(Recording {
+            inner: self.crypto.clone(),
+            seen: peer.clone(),
+        }));
+        config.transport_config(self.transport.clone());
+        let connecting = self
+            .endpoint
+            .connect_with(config, t.addr, &t.server_name)
+            .map_err(|e| {
+                FetchError::new(
+                    ErrorKind::Unreachable,
+                    format!("QUIC connect to {}: {e}", t.addr),
+                )
+            })?;
         let what = format!("QUIC handshake with {} ({})", t.server_name, t.addr);
         if self.zero_rtt {
             match connecting.into_0rtt() {
@@ -138,7 +152,8 @@ impl Transport for H3 {
 impl H3 {
     async fn connect_inner(&self) -> Result<Connected, FetchError> {
         let taken_before = self.tickets.as_ref().map(|s| s.tickets_taken());
-        let (conn, zero_rtt) = self.handshake().await?;
+        let peer = Arc::new(PeerStreams::default());
+        let (conn, zero_rtt) = self.handshake(&peer).await?;
         let done = self.clock.now();
         let timeout = self.target.timeout;
         let (mut driver, send) = step(
@@ -174,6 +189,8 @@ impl H3 {
                 conn,
                 send,
                 timeout,
+                peer,
+                on_wire: OnWire::default(),
             }),
             info,
             done,
@@ -198,6 +215,7 @@ impl Exchange for H3Conn {
             .map_err(|e| FetchError::from_err("sending request", &e))?;
         // Timed from here: the stream is open and the request is on its way.
         p.sending();
+        let _place = self.on_wire.opened();
         // RFC 9114 4.1.2: a server that has its answer may stop reading the request (quinn
         // sends STOP_SENDING when the server drops the request side); the response that
         // follows is complete and must be read. A real reset shows up when reading it.
@@ -226,6 +244,13 @@ impl Exchange for H3Conn {
                 }
                 None => return Ok(()),
             }
+        }
+    }
+
+    fn streams(&self) -> StreamFacts {
+        StreamFacts {
+            peer_limit: self.peer.get(),
+            peak: self.on_wire.take_peak(),
         }
     }
 

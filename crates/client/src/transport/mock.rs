@@ -11,6 +11,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use qbench_core::wire::{parse_bytes_path, payload_byte};
 use qbench_core::{ErrorKind, HandshakeInfo};
 
+use super::streams::{OnWire, StreamFacts};
 use super::{step, BoxFuture, Connected, Exchange, FetchError, Sink, Transport};
 use crate::clock::Clock;
 
@@ -27,6 +28,8 @@ pub(crate) struct Script {
     /// Paths whose response never comes: the transport's idle timeout has to end them.
     pub(crate) stall: BTreeSet<String>,
     pub(crate) timeout: Duration,
+    /// Concurrent streams the peer allows, as an h2 server's SETTINGS would say.
+    pub(crate) max_streams: Option<u64>,
 }
 
 impl Default for Script {
@@ -38,6 +41,7 @@ impl Default for Script {
             body: Duration::from_millis(20),
             stall: BTreeSet::new(),
             timeout: Duration::from_secs(1),
+            max_streams: None,
         }
     }
 }
@@ -74,6 +78,7 @@ struct MockConn {
     script: Script,
     seen: Arc<Seen>,
     in_flight: AtomicUsize,
+    on_wire: OnWire,
 }
 
 impl Transport for MockTransport {
@@ -92,6 +97,7 @@ impl Transport for MockTransport {
                     script: self.script.clone(),
                     seen: self.seen.clone(),
                     in_flight: AtomicUsize::new(0),
+                    on_wire: OnWire::default(),
                 }),
                 info: HandshakeInfo {
                     alpn: Some("mock".into()),
@@ -130,6 +136,11 @@ impl MockConn {
 
 impl Exchange for MockConn {
     async fn request(&self, uri: &Uri, sink: &mut dyn Sink) -> Result<(), FetchError> {
+        let limit = self
+            .script
+            .max_streams
+            .map_or(usize::MAX, |m| usize::try_from(m).unwrap_or(usize::MAX));
+        let _place = self.on_wire.enter(|| limit).await;
         sink.sending();
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         {
@@ -140,6 +151,13 @@ impl Exchange for MockConn {
         let r = self.respond(uri.path(), sink).await;
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         r
+    }
+
+    fn streams(&self) -> StreamFacts {
+        StreamFacts {
+            peer_limit: self.script.max_streams,
+            peak: self.on_wire.take_peak(),
+        }
     }
 
     fn shut(&self) {

@@ -8,6 +8,8 @@ pub(crate) mod h2;
 pub(crate) mod h3;
 #[cfg(test)]
 pub(crate) mod mock;
+mod peer_params;
+pub(crate) mod streams;
 pub(crate) mod tcp;
 
 use std::future::Future;
@@ -21,6 +23,7 @@ use qbench_core::{ErrorKind, HandshakeInfo, ObjectOutcome};
 
 use crate::clock::Clock;
 use crate::verify::Check;
+use streams::StreamFacts;
 
 /// One object to fetch.
 #[derive(Debug, Clone)]
@@ -132,6 +135,9 @@ pub(crate) trait Conn: Send + Sync {
         sink: &'a mut dyn Sink,
     ) -> BoxFuture<'a, Result<(), FetchError>>;
 
+    /// The server's stream limit and this connection's peak since the last call.
+    fn streams(&self) -> StreamFacts;
+
     /// Graceful close; the peer learns of it from the connection's own task.
     fn close(&self);
 }
@@ -143,6 +149,8 @@ pub(crate) trait Exchange: Send + Sync {
         uri: &'a Uri,
         sink: &'a mut dyn Sink,
     ) -> impl Future<Output = Result<(), FetchError>> + Send + 'a;
+
+    fn streams(&self) -> StreamFacts;
 
     /// Where dropping the last handle closes the connection, there is nothing to do.
     fn shut(&self) {}
@@ -157,12 +165,16 @@ impl<T: Exchange> Conn for T {
         Box::pin(self.request(uri, sink))
     }
 
+    fn streams(&self) -> StreamFacts {
+        Exchange::streams(self)
+    }
+
     fn close(&self) {
         self.shut();
     }
 }
 
-/// Sends a prepared hyper request and feeds the response to `sink`; shared by h1 and h2.
+/// Sends a prepared hyper request (h1) and feeds the response to `sink`.
 /// `body_error` adjusts errors that happen after the response head arrived.
 async fn hyper_exchange<F>(
     send: F,
@@ -177,8 +189,6 @@ where
     use http_body_util::BodyExt;
 
     sink.sending();
-    // hyper may hold an h2 request until the server allows another stream: no progress is
-    // the connection's, so the wait is timed out only when nothing moves on it.
     let resp = activity::step_while_moving(
         Some(activity),
         "waiting for response headers",
