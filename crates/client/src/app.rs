@@ -1,7 +1,8 @@
 //! The benchmark command: one configuration, `--runs` times, then the report.
 
 use std::io::IsTerminal;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -13,6 +14,7 @@ use qbench_core::{ErrorKind, Recorder, Report, ReportMeta};
 use crate::cli::{Outputs, RunArgs};
 use crate::clock::Clock;
 use crate::config::{Config, ConfigError};
+use crate::export::stream::IntervalOut;
 use crate::export::text::summary;
 use crate::export::{print_text, write_json, write_text, Dest};
 use crate::prepare::{peer, Prepared};
@@ -61,6 +63,16 @@ pub fn progress_bar(total: u64) -> ProgressBar {
             }
         });
     }
+    bar
+}
+
+/// A held load's bar counts milliseconds: elapsed and remaining time.
+pub fn time_bar(total_ms: u64) -> ProgressBar {
+    let bar = progress_bar(total_ms);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {elapsed} held, {eta} left")
+            .expect("valid template"),
+    );
     bar
 }
 
@@ -123,6 +135,7 @@ pub(crate) fn check_telemetry(flag: &'static str, cfg: &Config) -> Result<(), Co
 
 impl RunPlan {
     pub fn from_args(args: &RunArgs) -> Result<Self, ConfigError> {
+        args.load.check(args.json_stream.is_some())?;
         let cfg = Config::new(args.spec(), &args.target(), args.link_choice())?;
         let outputs = args.outputs();
         if outputs.state_graph.is_some() {
@@ -186,35 +199,80 @@ pub async fn run(
     };
     prepared.prime_tcp_metrics(&[cfg]).await?;
     let mut side = Side::new(cfg, server, prepared, peer, meta, Clock::start())?;
-    let bar = progress_bar(side.objects() * u64::from(spec.runs));
+    let bar = match (&spec.load, spec.interval) {
+        // Interval lines are the live view.
+        (_, Some(_)) => ProgressBar::hidden(),
+        (Some(l), None) => time_bar(l.duration.as_millis() as u64 * u64::from(spec.runs)),
+        (None, None) => progress_bar(side.objects() * u64::from(spec.runs)),
+    };
     let expected = spec.runs as usize;
     let mut aborted = None;
+    let intervals = IntervalOut::open(plan.outputs.json_stream.as_deref())?;
+    let run_index = Arc::new(AtomicU32::new(0));
+    {
+        let (out, index) = (intervals.clone(), run_index.clone());
+        side.on_interval(Arc::new(move |r| {
+            out.emit(index.load(Ordering::Relaxed), r)
+        }));
+    }
+    let stop = side.stopper();
     runs_started.store(true, Ordering::Relaxed);
     for i in 0..spec.runs {
-        let run = tokio::select! {
-            r = side.run(i, &bar) => r,
-            _ = tokio::signal::ctrl_c() => {
-                aborted = Some(format!("interrupted (SIGINT) during run {i}"));
-                break;
+        run_index.store(i, Ordering::Relaxed);
+        let interrupted = format!("interrupted (SIGINT) during run {i}");
+        // A held load stops starting requests at SIGINT and ends with those in flight, so
+        // the run so far is reported; any other run is dropped at once.
+        let ended = {
+            let fut = side.run(i, &bar);
+            tokio::pin!(fut);
+            loop {
+                tokio::select! {
+                    r = &mut fut => break Some(abort_reason(r)),
+                    _ = tokio::signal::ctrl_c() => {
+                        aborted = Some(interrupted.clone());
+                        if spec.load.is_none() || stop.is_set() {
+                            break None;
+                        }
+                        stop.stop();
+                    }
+                }
             }
         };
-        let stop = abort_reason(run);
+        let Some(reason) = ended else {
+            break;
+        };
+        let stop_reason = reason.or_else(|| stop.is_set().then(|| interrupted.clone()));
         if let Some(Dest::File(path)) = &json {
             // The final write tries again (and keeps the data elsewhere if it fails too).
             if let Err(e) = write_json(&Dest::File(path.clone()), &side.report(expected, None)?) {
                 crate::tell!("warning: {e:#}");
             }
         }
-        if stop.is_some() {
-            aborted = stop;
+        if stop_reason.is_some() {
+            aborted = stop_reason;
             break;
         }
     }
     bar.finish_and_clear();
     side.finish().await;
     let report = side.report(expected, aborted)?;
+    let held = spec.load.as_ref().map_or(String::new(), |l| {
+        let how = match l.rate {
+            Some(r) => format!("at {r}/s ({:?} arrivals)", l.arrivals).to_lowercase(),
+            None => format!(
+                "with {} in flight per connection",
+                spec.streams.unwrap_or(1)
+            ),
+        };
+        let warm = if l.warmup.is_zero() {
+            String::new()
+        } else {
+            format!(" after a {:?} warm-up", l.warmup)
+        };
+        format!(", held for {:?} {how}{warm}", l.window())
+    });
     let headline = format!(
-        "qbench {} -> {} ({}), {} over {} connection(s), {} run(s)",
+        "qbench {} -> {} ({}), {} over {} connection(s), {} run(s){held}",
         spec.proto,
         side.peer.origin.authority(),
         side.peer.description,

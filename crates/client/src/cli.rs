@@ -9,6 +9,7 @@ use qbench_core::spec::{CompareSpec, CompeteSpec, RunSpec, SideOverrides};
 use qbench_core::{ByteSize, CcAlgo, Protocol, Workload};
 
 use crate::config::{LinkChoice, TargetArgs};
+use crate::load_flags::LoadArgs;
 use qbench_server::standalone::CertOut;
 use qbench_server::ServerOptions;
 use qbench_shaper::{BackendChoice, Offloads};
@@ -338,6 +339,13 @@ pub struct RunArgs {
     /// Worker threads of the in-process server
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub server_threads: u32,
+
+    #[command(flatten)]
+    pub load: LoadArgs,
+
+    /// With --interval: write each interval as one JSON line here ("-" for stdout)
+    #[arg(long, value_name = "FILE")]
+    pub json_stream: Option<String>,
 }
 
 fn parse_rwnd(s: &str) -> Result<ByteSize, String> {
@@ -351,6 +359,8 @@ pub struct Outputs {
     pub json: Option<String>,
     pub state_graph: Option<PathBuf>,
     pub plot: Option<PathBuf>,
+    /// `--json-stream`: a file, or `-` for stdout.
+    pub json_stream: Option<String>,
 }
 
 impl Outputs {
@@ -365,6 +375,16 @@ impl Outputs {
         }
         if let Some(p) = &self.plot {
             check_writable("--plot", p)?;
+        }
+        match self.json_stream.as_deref() {
+            Some("-") if self.json.as_deref() == Some("-") => {
+                return Err(crate::config::ConfigError {
+                    flag: "--json-stream",
+                    message: "stdout already carries --json -".into(),
+                })
+            }
+            Some(j) if j != "-" => check_writable("--json-stream", std::path::Path::new(j))?,
+            _ => {}
         }
         Ok(())
     }
@@ -393,6 +413,8 @@ impl RunArgs {
             link: self.link.clone(),
             client_threads: self.client_threads,
             server_threads: self.server_threads,
+            load: self.load.load(),
+            interval: self.load.interval,
         }
     }
 
@@ -420,6 +442,7 @@ impl RunArgs {
             json: self.json.clone(),
             state_graph: self.state_graph.clone(),
             plot: self.plot.clone(),
+            json_stream: self.json_stream.clone(),
         }
     }
 }
@@ -450,132 +473,6 @@ impl CompeteArgs {
             flows: self.flows.0.clone(),
         }
     }
-}
-
-fn push(args: &mut Vec<String>, flag: &str, value: Option<String>) {
-    if let Some(v) = value {
-        args.push(format!("--{flag}"));
-        args.push(v);
-    }
-}
-
-/// The flags that set `s` where it differs from the defaults, for people to read and rerun.
-fn run_flags(s: &RunSpec, args: &mut Vec<String>) {
-    let d = RunSpec::default();
-    let differs = |a: String, b: String| (a != b).then_some(a);
-    let objects = s
-        .objects
-        .as_ref()
-        .filter(|w| Some(*w) != d.objects.as_ref());
-    push(args, "objects", objects.map(|w| w.to_string()));
-    push(args, "streams", s.streams.map(|v| v.to_string()));
-    push(
-        args,
-        "connections",
-        differs(s.connections.to_string(), d.connections.to_string()),
-    );
-    push(
-        args,
-        "runs",
-        differs(s.runs.to_string(), d.runs.to_string()),
-    );
-    push(
-        args,
-        "timeout",
-        differs(
-            humantime::format_duration(s.timeout).to_string(),
-            humantime::format_duration(d.timeout).to_string(),
-        ),
-    );
-    push(args, "cc", s.cc.map(|c| c.to_string()));
-    push(args, "cwnd-cap", s.cwnd_cap.map(|c| c.to_string()));
-    push(args, "initial-cwnd", s.initial_cwnd.map(|c| c.to_string()));
-    push(args, "rwnd", s.rwnd.map(|c| c.0.to_string()));
-    push(
-        args,
-        "sample-interval",
-        differs(
-            humantime::format_duration(s.sample_interval).to_string(),
-            humantime::format_duration(d.sample_interval).to_string(),
-        ),
-    );
-    push(args, "link", s.link.as_ref().map(|l| l.text.clone()));
-    push(
-        args,
-        "client-threads",
-        differs(s.client_threads.to_string(), d.client_threads.to_string()),
-    );
-    push(
-        args,
-        "server-threads",
-        differs(s.server_threads.to_string(), d.server_threads.to_string()),
-    );
-    for (flag, on) in [
-        ("reuse", s.reuse),
-        ("resume", s.resume),
-        ("0rtt", s.zero_rtt),
-        ("verify", s.verify),
-        ("no-telemetry", !s.telemetry),
-    ] {
-        if on {
-            args.push(format!("--{flag}"));
-        }
-    }
-}
-
-fn side_flags(side: &str, o: &SideOverrides, args: &mut Vec<String>) {
-    push(args, &format!("{side}.cc"), o.cc.map(|c| c.to_string()));
-    push(
-        args,
-        &format!("{side}.cwnd-cap"),
-        o.cwnd_cap.map(|c| c.to_string()),
-    );
-    push(
-        args,
-        &format!("{side}.initial-cwnd"),
-        o.initial_cwnd.map(|c| c.to_string()),
-    );
-    push(
-        args,
-        &format!("{side}.rwnd"),
-        o.rwnd.map(|c| c.0.to_string()),
-    );
-    push(
-        args,
-        &format!("{side}.connections"),
-        o.connections.map(|c| c.to_string()),
-    );
-    push(
-        args,
-        &format!("{side}.streams"),
-        o.streams.map(|c| c.to_string()),
-    );
-}
-
-/// `qbench compare ...` that runs `s`.
-pub fn compare_command(s: &CompareSpec) -> Vec<String> {
-    let mut args: Vec<String> = vec!["qbench".into(), "compare".into()];
-    push(
-        &mut args,
-        "protos",
-        Some(format!("{},{}", s.protos.0, s.protos.1)),
-    );
-    push(&mut args, "rounds", Some(s.rounds.to_string()));
-    push(&mut args, "proto", Some(s.base.proto.to_string()));
-    run_flags(&s.base, &mut args);
-    side_flags("a", &s.a, &mut args);
-    side_flags("b", &s.b, &mut args);
-    args
-}
-
-/// `qbench compete ...` that runs `s`.
-pub fn compete_command(s: &CompeteSpec) -> Vec<String> {
-    let mut args: Vec<String> = vec!["qbench".into(), "compete".into()];
-    let flows: Vec<String> = s.flows.iter().map(|(p, n)| format!("{p}:{n}")).collect();
-    push(&mut args, "flows", Some(flows.join(",")));
-    push(&mut args, "proto", Some(s.base.proto.to_string()));
-    run_flags(&s.base, &mut args);
-    args
 }
 
 #[cfg(test)]

@@ -9,16 +9,38 @@ use tokio::time::Instant;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Clock {
     epoch: Instant,
+    /// The process's monotonic clock, not tokio's paused test clock: an open loop is paced
+    /// by a thread of its own, which only the real clock can drive.
+    real: bool,
 }
 
 impl Clock {
     pub(crate) fn start() -> Self {
         Self {
             epoch: Instant::now(),
+            real: true,
         }
+    }
+
+    /// tokio's clock as a test paused it: everything is paced by tokio's timer.
+    #[cfg(test)]
+    pub(crate) fn paused() -> Self {
+        Self {
+            epoch: Instant::now(),
+            real: false,
+        }
+    }
+
+    pub(crate) fn is_real(&self) -> bool {
+        self.real
     }
 
     pub(crate) fn now(&self) -> Duration {
         self.epoch.elapsed()
+    }
+
+    /// The instant `offset` after the epoch, to sleep until.
+    pub(crate) fn at(&self, offset: Duration) -> Instant {
+        self.epoch + offset
     }
 }

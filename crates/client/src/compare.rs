@@ -8,7 +8,7 @@ use qbench_core::Stats;
 use crate::app::progress_bar;
 use crate::cli::{CompareArgs, Outputs};
 use crate::clock::Clock;
-use crate::config::{share_route, Config, LinkChoice, TargetArgs};
+use crate::config::{share_route, usage, Config, LinkChoice, TargetArgs};
 use crate::export::{write_json, Dest};
 use crate::prepare::Prepared;
 use crate::side::Side;
@@ -24,11 +24,21 @@ pub struct Plan {
 
 impl Plan {
     pub fn from_args(args: CompareArgs) -> anyhow::Result<Self> {
-        let spec = args.spec().context("--protos: give exactly two, as A,B")?;
-        anyhow::ensure!(
+        args.run.load.check(args.run.json_stream.is_some())?;
+        let spec = args.spec().ok_or_else(|| crate::config::ConfigError {
+            flag: "--protos",
+            message: "give exactly two, as A,B".into(),
+        })?;
+        usage(
             args.run.state_graph.is_none(),
-            "--state-graph: run the sides one at a time for their state machines"
-        );
+            "--state-graph",
+            "run the sides one at a time for their state machines",
+        )?;
+        usage(
+            args.run.load.interval.is_none() && args.run.json_stream.is_none(),
+            "--interval",
+            "live intervals are printed by a single benchmark (qbench without a subcommand)",
+        )?;
         Self::new(
             &spec,
             &args.run.target(),
@@ -44,21 +54,31 @@ impl Plan {
         link: LinkChoice,
         outputs: Outputs,
     ) -> anyhow::Result<Self> {
-        anyhow::ensure!(
+        usage(
             spec.base.runs == 1,
-            "--runs: a comparison repeats in --rounds"
-        );
-        anyhow::ensure!(
+            "--runs",
+            "a comparison repeats in --rounds",
+        )?;
+        usage(
             !spec.base.reuse,
-            "--reuse: every round uses fresh connections"
-        );
-        anyhow::ensure!(spec.rounds >= 2, "--rounds: at least 2");
+            "--reuse",
+            "every round uses fresh connections",
+        )?;
+        usage(spec.rounds >= 2, "--rounds", "at least 2")?;
+        usage(
+            spec.base.load.is_none(),
+            "--duration",
+            "a comparison's rounds compare page load times; hold a load with a single benchmark",
+        )?;
         let labels = spec.labels();
-        anyhow::ensure!(
+        usage(
             labels.0 != labels.1,
-            "--protos: both sides are `{}`; compare two protocols or set a./b. options",
-            labels.0
-        );
+            "--protos",
+            format!(
+                "both sides are `{}`; compare two protocols or set a./b. options",
+                labels.0
+            ),
+        )?;
         let (sa, sb) = spec.sides();
         let mut sides = [
             Config::new(sa, target, link).context("side A")?,

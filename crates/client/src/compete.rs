@@ -11,7 +11,7 @@ use qbench_core::Report;
 use crate::app::progress_bar;
 use crate::cli::{CompeteArgs, Outputs};
 use crate::clock::Clock;
-use crate::config::{share_route, Config, LinkChoice, TargetArgs};
+use crate::config::{share_route, usage, Config, LinkChoice, TargetArgs};
 use crate::export::{print_text, write_json, Dest};
 use crate::prepare::Prepared;
 use crate::side::Side;
@@ -27,10 +27,11 @@ impl Plan {
     /// Every check that concerns a competition, for flags and scenario cells alike.
     pub fn new(spec: &CompeteSpec, target: &TargetArgs, link: LinkChoice) -> anyhow::Result<Self> {
         let base = &spec.base;
-        anyhow::ensure!(
+        usage(
             base.runs == 1,
-            "--runs: a competition is one run of all flows at once"
-        );
+            "--runs",
+            "a competition is one run of all flows at once",
+        )?;
         let link_text = base
             .link
             .as_ref()
@@ -48,7 +49,7 @@ impl Plan {
         }
         share_route(&mut cfgs)?;
         let flows: Vec<(String, Config)> = labels.into_iter().zip(cfgs).collect();
-        anyhow::ensure!(flows.len() >= 2, "--flows: at least two flows compete");
+        usage(flows.len() >= 2, "--flows", "at least two flows compete")?;
         Ok(Self {
             flows,
             link_text,
@@ -58,10 +59,19 @@ impl Plan {
 }
 
 pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(
+    args.run.load.check(args.run.json_stream.is_some())?;
+    usage(
         args.run.plot.is_none() && args.run.state_graph.is_none(),
-        "--plot/--state-graph: draw one flow at a time with `qbench`"
-    );
+        "--plot",
+        "(and --state-graph) draw one flow at a time with `qbench`",
+    )?;
+    usage(
+        args.run.load.duration.is_none()
+            && args.run.load.interval.is_none()
+            && args.run.json_stream.is_none(),
+        "--duration",
+        "competing flows each fetch --objects once",
+    )?;
     let plan = Plan::new(&args.spec(), &args.run.target(), args.run.link_choice())?;
     let outputs: Outputs = args.run.outputs();
     outputs.check_writable()?;

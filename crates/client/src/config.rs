@@ -17,6 +17,15 @@ pub struct ConfigError {
     pub message: String,
 }
 
+/// A usage error unless `ok`.
+pub fn usage(ok: bool, flag: &'static str, message: impl Into<String>) -> Result<(), ConfigError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(bad(flag, message))
+    }
+}
+
 fn bad(flag: &'static str, message: impl Into<String>) -> ConfigError {
     ConfigError {
         flag,
@@ -149,11 +158,37 @@ fn target_of(t: &TargetArgs) -> Result<Target, ConfigError> {
     }
 }
 
+/// `--duration`, `--rate` and `--interval` against each other and the rest.
+fn check_load(s: &RunSpec) -> Result<(), ConfigError> {
+    if let Some(l) = &s.load {
+        l.check().map_err(|(flag, m)| bad(flag, m))?;
+        if l.rate.is_some() && s.streams.is_some() {
+            return Err(bad(
+                "--streams",
+                "sets a closed loop's concurrency; with --rate, requests start on schedule (bound them with --max-inflight)",
+            ));
+        }
+    }
+    if let Some(i) = s.interval {
+        if i < std::time::Duration::from_millis(10) {
+            return Err(bad("--interval", "must be at least 10ms"));
+        }
+        if let Some(d) = s.load.as_ref().map(|l| l.duration).filter(|d| i > *d) {
+            return Err(bad(
+                "--interval",
+                format!("{i:?} is longer than the --duration of {d:?}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Checks that hold whatever the target.
 fn check_spec(s: &RunSpec) -> Result<(), ConfigError> {
     if s.timeout.is_zero() {
         return Err(bad("--timeout", "must be greater than zero"));
     }
+    check_load(s)?;
     if s.proto == Protocol::H1 && s.streams.is_some_and(|n| n > 1) {
         return Err(bad(
             "--streams",
@@ -244,6 +279,12 @@ pub(crate) fn share_route(cfgs: &mut [Config]) -> Result<(), ConfigError> {
 impl Config {
     pub fn new(mut spec: RunSpec, t: &TargetArgs, link: LinkChoice) -> Result<Self, ConfigError> {
         check_spec(&spec)?;
+        if t.repeat > 1 && spec.load.is_some() {
+            return Err(bad(
+                "--repeat",
+                "counts the fetches of one pass; with --duration the URLs are fetched in turn until it ends",
+            ));
+        }
         let target = target_of(t)?;
         if let Some(tok) = &t.telemetry_token {
             let ok = |c: u8| c.is_ascii_alphanumeric() || b"._~-".contains(&c);
@@ -283,7 +324,9 @@ impl Config {
         // As many requests in flight per connection as the matched server allows (h2's
         // SETTINGS_MAX_CONCURRENT_STREAMS, h3's MAX_STREAMS): more would wait inside the
         // transport for a stream, and be timed while they wait.
-        spec.streams = Some(match spec.proto {
+        // An open loop starts requests on schedule, not per stream.
+        let open_loop = spec.load.as_ref().is_some_and(|l| l.rate.is_some());
+        spec.streams = (!open_loop).then(|| match spec.proto {
             Protocol::H1 => 1,
             _ => spec.streams.unwrap_or(MAX_STREAMS),
         });
@@ -293,7 +336,7 @@ impl Config {
             (_, Some(w)) => w.total_objects(),
             (_, None) => 0,
         };
-        if u64::from(spec.connections) > total_objects {
+        if spec.load.is_none() && u64::from(spec.connections) > total_objects {
             return Err(bad(
                 "--connections",
                 format!(

@@ -38,7 +38,12 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             qbench::tell!("error: {}", qbench_core::errors::one_line(e.as_ref()));
-            ExitCode::FAILURE
+            // Bad input exits as clap's own usage errors do.
+            if e.chain().any(|c| c.is::<qbench::config::ConfigError>()) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

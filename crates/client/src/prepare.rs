@@ -139,8 +139,14 @@ fn trust_from(run: &RunConfig) -> anyhow::Result<Trust> {
     match &run.ca {
         Some(path) => Ok(Trust::Pem {
             origin: path.display().to_string(),
-            pem: std::fs::read_to_string(path)
-                .with_context(|| format!("--ca: cannot read {}", path.display()))?,
+            pem: std::fs::read_to_string(path).map_err(|e| crate::config::ConfigError {
+                flag: "--ca",
+                message: format!(
+                    "cannot read {}: {}",
+                    path.display(),
+                    qbench_core::errors::one_line(&e)
+                ),
+            })?,
         }),
         None => Ok(Trust::System),
     }

@@ -3,11 +3,13 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures_util::future::join_all;
 use http::Uri;
 use indicatif::ProgressBar;
 use qbench_core::ccstate::StateMachine;
+use qbench_core::load::Load;
 use qbench_core::recorder::ConnId;
 use qbench_core::telemetry::Timeline;
 use qbench_core::wire::MAX_TELEMETRY_BYTES;
@@ -15,6 +17,7 @@ use qbench_core::{ErrorKind, HandshakeInfo, ObjectOutcome, Recorder, RunReport};
 use tokio::task::JoinSet;
 
 use crate::clock::Clock;
+use crate::hold::{open_loop, show_time, ticker, OnInterval, OpenLoop, Stop, Until};
 use crate::requests::Requests;
 use crate::transport::{fetch, get_body, Conn, ObjectReq, Transport};
 use crate::verify::DigestBook;
@@ -27,6 +30,10 @@ pub(crate) struct Plan {
     pub(crate) reuse: bool,
     /// Where to fetch each connection's sender telemetry after the run.
     pub(crate) telemetry_uri: Option<Uri>,
+    /// Hold a load for a time (cycling through `requests`) instead of fetching them once.
+    pub(crate) load: Option<Load>,
+    pub(crate) interval: Option<Duration>,
+    pub(crate) on_interval: Option<OnInterval>,
 }
 
 type Open = Vec<(Arc<dyn Conn>, HandshakeInfo)>;
@@ -38,6 +45,7 @@ pub(crate) struct Runner {
     clock: Clock,
     /// Connections kept open between runs with `--reuse`.
     warm: Option<Open>,
+    stop: Arc<Stop>,
 }
 
 fn lock(rec: &Mutex<Recorder>) -> std::sync::MutexGuard<'_, Recorder> {
@@ -59,7 +67,18 @@ impl Runner {
             plan,
             clock,
             warm: None,
+            stop: Arc::default(),
         }
+    }
+
+    /// Stops a held load early (SIGINT): no request starts after it, and the run ends once
+    /// those in flight are done.
+    pub(crate) fn stopper(&self) -> Arc<Stop> {
+        self.stop.clone()
+    }
+
+    pub(crate) fn on_interval(&mut self, on: OnInterval) {
+        self.plan.on_interval = Some(on);
     }
 
     /// Objects per run.
@@ -88,8 +107,66 @@ impl Runner {
             None => self.connect_all(&rec, &mut tasks).await,
         };
         let book = Arc::new(DigestBook::default());
-        self.spawn_workers(&conns, &rec, &book, progress, &mut tasks);
+        let start = clock.now();
+        let in_flight = Arc::new(AtomicU64::new(0));
+        lock(&rec).begin_intervals(start);
+        let mut side_tasks = JoinSet::new();
+        if let Some(every) = self.plan.interval {
+            let on = self.plan.on_interval.clone();
+            side_tasks.spawn(ticker(
+                rec.clone(),
+                clock,
+                start,
+                every,
+                in_flight.clone(),
+                on,
+            ));
+        }
+        match self.plan.load.clone() {
+            None => self.spawn_workers(&conns, &rec, &book, progress, &mut tasks, None, &in_flight),
+            Some(load) => {
+                lock(&rec).hold(start + load.warmup, load.window(), load.rate);
+                let held = u64::from(index) * load.duration.as_millis() as u64;
+                side_tasks.spawn(show_time(progress.clone(), clock, start, held));
+                let until = Until {
+                    end: start + load.duration,
+                    stop: self.stop.clone(),
+                    clock,
+                };
+                match load.rate {
+                    None => self.spawn_workers(
+                        &conns,
+                        &rec,
+                        &book,
+                        progress,
+                        &mut tasks,
+                        Some(until),
+                        &in_flight,
+                    ),
+                    Some(rate) => {
+                        let o = OpenLoop {
+                            conns: conns.iter().map(|(c, _)| c.clone()).collect(),
+                            requests: self.plan.requests.clone(),
+                            rec: rec.clone(),
+                            book: book.clone(),
+                            in_flight: in_flight.clone(),
+                            start,
+                            until,
+                            seed: u64::from(index),
+                        };
+                        tasks.spawn(open_loop(o, load, rate));
+                    }
+                }
+            }
+        }
         while tasks.join_next().await.is_some() {}
+        side_tasks.shutdown().await;
+        if self.plan.interval.is_some() {
+            let last = lock(&rec).interval(clock.now(), 0);
+            if let Some(on) = &self.plan.on_interval {
+                on(&last);
+            }
+        }
         for ((c, _), id) in conns.iter().zip(ids) {
             let facts = c.streams();
             lock(&rec).streams(id, facts.peer_limit, facts.peak);
@@ -165,7 +242,9 @@ impl Runner {
 
     /// Objects go round-robin over the connections; on each, a fixed pool of `--streams`
     /// workers pulls the next request: the same concurrency as one task per request behind a
-    /// semaphore, without thousands of parked tasks.
+    /// semaphore, without thousands of parked tasks. With `until` (a closed loop held for a
+    /// time), each connection cycles through the requests until then.
+    #[allow(clippy::too_many_arguments)]
     fn spawn_workers(
         &self,
         conns: &Open,
@@ -173,33 +252,50 @@ impl Runner {
         book: &Arc<DigestBook>,
         progress: &ProgressBar,
         tasks: &mut JoinSet<()>,
+        until: Option<Until>,
+        in_flight: &Arc<AtomicU64>,
     ) {
         let k = conns.len() as u64;
         let total = self.plan.requests.len();
         for (ci, (conn, _)) in conns.iter().enumerate() {
             let ci = ci as u64;
             // This connection's objects: ci, ci + k, ci + 2k, ...
-            let mine = total.saturating_sub(ci).div_ceil(k);
+            let mine = match until {
+                Some(_) => u64::MAX,
+                None => total.saturating_sub(ci).div_ceil(k),
+            };
             let workers = self.plan.streams.map_or(mine, |s| s as u64).min(mine);
             let next = Arc::new(AtomicU64::new(0));
             for _ in 0..workers {
-                let (conn, reqs, next, rec, bar, book) = (
+                let (conn, reqs, next, rec, bar, book, until, in_flight) = (
                     conn.clone(),
                     self.plan.requests.clone(),
                     next.clone(),
                     rec.clone(),
                     progress.clone(),
                     book.clone(),
+                    until.clone(),
+                    in_flight.clone(),
                 );
                 let clock = self.clock;
                 tasks.spawn(async move {
                     loop {
                         let n = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(req) = reqs.get(ci + n * k) else {
+                        let i = ci.wrapping_add(n.wrapping_mul(k));
+                        let req = match &until {
+                            None => reqs.get(i),
+                            Some(u) if u.over() || total == 0 => None,
+                            Some(_) => reqs.get(i % total),
+                        };
+                        let Some(req) = req else {
                             break;
                         };
+                        in_flight.fetch_add(1, Ordering::Relaxed);
                         let outcome = fetch_one(conn.as_ref(), &clock, &req, &book).await;
-                        bar.inc(1);
+                        in_flight.fetch_sub(1, Ordering::Relaxed);
+                        if until.is_none() {
+                            bar.inc(1);
+                        }
                         lock(&rec).object(outcome);
                     }
                 });
@@ -210,7 +306,7 @@ impl Runner {
 
 /// Fetches one object; a body whose digest differs from an earlier fetch of the same URL
 /// counts as a mismatch.
-async fn fetch_one(
+pub(crate) async fn fetch_one(
     conn: &dyn Conn,
     clock: &Clock,
     req: &ObjectReq,

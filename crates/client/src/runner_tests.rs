@@ -30,11 +30,14 @@ fn plan(n: u64, connections: usize, streams: Option<usize>, reuse: bool) -> Plan
         streams,
         reuse,
         telemetry_uri: None,
+        load: None,
+        interval: None,
+        on_interval: None,
     }
 }
 
 fn runner(script: Script, plan: Plan) -> (Runner, Arc<Seen>) {
-    let clock = Clock::start();
+    let clock = Clock::paused();
     let t = MockTransport::new(script, clock);
     let seen = t.seen.clone();
     (Runner::new(Box::new(t), plan, clock), seen)
@@ -189,3 +192,6 @@ async fn refused_connections_abort_with_every_object_not_started() {
         Some("no connection could be established")
     );
 }
+
+#[path = "hold_tests.rs"]
+mod hold_tests;

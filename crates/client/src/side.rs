@@ -88,6 +88,9 @@ impl<'a> Side<'a> {
                 .parse()
                 .expect("valid URI: the token was checked to be URI-safe")
             }),
+            load: spec.load.clone(),
+            interval: spec.interval,
+            on_interval: None,
         };
         let tickets = spec.resume.then(ticket_store);
         let alpn = spec.proto.alpn();
@@ -181,6 +184,14 @@ impl<'a> Side<'a> {
                 .as_ref()
                 .map(|e| format!("run {}: {e}", r.index))
         })
+    }
+
+    pub(crate) fn stopper(&self) -> Arc<crate::hold::Stop> {
+        self.runner.stopper()
+    }
+
+    pub(crate) fn on_interval(&mut self, on: crate::hold::OnInterval) {
+        self.runner.on_interval(on);
     }
 
     /// Lets QUIC peers see our CONNECTION_CLOSE before the endpoint goes away.

@@ -4,7 +4,7 @@ mod common;
 
 fn rejected(args: &[&str], flag: &str) {
     let out = common::qbench_plain(args);
-    assert_ne!(out.code, Some(0), "{args:?} was accepted");
+    assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
     assert!(out.stdout.is_empty(), "{args:?} printed a report");
     let err = out.stderr;
     let first = err.lines().next().unwrap_or_default();
@@ -198,4 +198,43 @@ fn telemetry_tokens_and_server_limits() {
     ] {
         rejected(&["serve", flag, value], flag);
     }
+}
+
+/// The load flags: each refused with its flag named and exit 2 (usage), before anything runs.
+#[test]
+fn bad_loads() {
+    let usage = |args: &[&str], flag: &str| {
+        rejected(args, flag);
+        assert_eq!(common::qbench_plain(args).code, Some(2), "{args:?}");
+    };
+    usage(&["--duration", "10s", "--rate", "0"], "--rate");
+    usage(&["--duration", "10s", "--rate", "-5"], "--rate");
+    usage(&["--duration", "10s", "--rate", "fast"], "--rate");
+    usage(&["--duration", "10s", "--rate", "1e300"], "--rate");
+    usage(&["--duration", "0s"], "--duration");
+    usage(&["--duration", "5s", "--warmup", "5s"], "--warmup");
+    usage(&["--duration", "5s", "--warmup", "9s"], "--warmup");
+    usage(&["--rate", "100"], "--duration");
+    usage(&["--warmup", "1s"], "--duration");
+    usage(&["--duration", "2s", "--interval", "3s"], "--interval");
+    usage(&["--duration", "2s", "--interval", "1ms"], "--interval");
+    usage(
+        &["--duration", "2s", "--rate", "10", "--max-inflight", "0"],
+        "--max-inflight",
+    );
+    usage(&["--duration", "2s", "--max-inflight", "10"], "--rate");
+    usage(&["--duration", "2s", "--arrivals", "poisson"], "--rate");
+    usage(
+        &["--duration", "2s", "--rate", "10", "--streams", "4"],
+        "--streams",
+    );
+    usage(&["--json-stream", "-"], "--interval");
+    usage(
+        &["--interval", "1s", "--json-stream", "-", "--json", "-"],
+        "--json-stream",
+    );
+    rejected(
+        &["compare", "--protos", "h2,h3", "--duration", "2s"],
+        "--duration",
+    );
 }

@@ -298,24 +298,12 @@ fn first_run_done(json: &std::path::Path) {
 fn sigint_during_the_runs_writes_the_report_with_aborted_set() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_qbench"))
-        .args([
-            "--proto",
-            "h2",
-            "--objects",
-            "1x100MB",
-            "--runs",
-            "50",
-            "--json",
-        ])
-        .arg(&json)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = common::spawn_with_json(
+        &["--proto", "h2", "--objects", "1x100MB", "--runs", "50"],
+        &json,
+    );
     first_run_done(&json);
-    // SAFETY: plain kill(2) on our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    common::interrupt(&child);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -374,3 +374,47 @@ fn tcp_initial_window_and_offloads_off() {
         .iter()
         .any(|c| c.as_str().unwrap().contains("initcwnd 4")));
 }
+
+/// Held loads cross an emulated link: an open loop sends exactly its schedule, and no
+/// request's latency is below the link's round trip.
+#[test]
+fn held_loads_cross_a_link() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = ours();
+    for (proto, extra) in [
+        ("h3", &["--rate", "100"][..]),
+        ("h2", &["--streams", "4"][..]),
+    ] {
+        let r = qbench(
+            &[
+                &[
+                    "--proto",
+                    proto,
+                    "--objects",
+                    "1x10KB",
+                    "--link",
+                    "rate=20mbit,rtt=40ms",
+                    "--duration",
+                    "2s",
+                    "--no-telemetry",
+                ][..],
+                extra,
+            ]
+            .concat(),
+        );
+        assert_eq!(r.code, Some(0), "{proto}: {}", r.stderr);
+        let run = &r.json.as_ref().unwrap()["runs"][0];
+        assert_eq!(run["complete"], true, "{proto}");
+        if proto == "h3" {
+            assert_eq!(run["objects"]["completed"], 200);
+        } else {
+            assert!(run["objects"]["completed"].as_u64().unwrap() >= 4);
+        }
+        let min = run["object_latency"]["min_us"].as_u64().unwrap();
+        assert!(
+            min >= 40_000,
+            "{proto}: {min} us is below the 40 ms round trip"
+        );
+    }
+    assert_eq!(ours(), before, "namespaces left behind");
+}

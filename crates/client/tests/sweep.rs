@@ -4,7 +4,8 @@
 use std::path::Path;
 
 use clap::Parser;
-use qbench::cli::{compare_command, compete_command, Cli, Command};
+use qbench::cli::{Cli, Command};
+use qbench::rerun::{compare_command, compete_command};
 use qbench_core::scenario::{CellSpec, Scenario};
 
 mod common;

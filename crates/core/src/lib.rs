@@ -11,6 +11,8 @@ pub mod errors;
 pub mod histogram;
 pub mod link;
 pub mod link_report;
+pub mod load;
+pub mod load_report;
 pub mod recorder;
 pub mod report;
 pub mod scenario;

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::errors::{ErrorCounts, ErrorKind};
 use crate::histogram::{HistogramExport, LatencyHistogram};
+use crate::load_report::{IntervalAcc, IntervalRecord, LoadAcc};
 use crate::report::{ObjectCounts, RunReport};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +47,8 @@ pub struct ConnectionRecord {
 /// How one object fetch went, as measured by a transport.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ObjectOutcome {
+    /// Open loop: when the request was due. Latency counts from here, whatever delayed it.
+    pub intended: Option<Duration>,
     /// Request sent.
     pub sent: Duration,
     /// Response headers received.
@@ -72,6 +75,10 @@ pub struct Recorder {
     ttfb: LatencyHistogram,
     errors: ErrorCounts,
     first_error: Option<String>,
+    load: Option<LoadAcc>,
+    interval: IntervalAcc,
+    interval_start: Duration,
+    intervals: Vec<IntervalRecord>,
 }
 
 fn us(d: Duration) -> u64 {
@@ -95,7 +102,48 @@ impl Recorder {
             ttfb: LatencyHistogram::new(),
             errors: ErrorCounts::default(),
             first_error: None,
+            load: None,
+            interval: IntervalAcc::default(),
+            interval_start: now,
+            intervals: Vec::new(),
         }
+    }
+
+    /// A held load: requests started (or due) before `measure_from` are the warm-up's, and
+    /// rates are per second of `window`; `target_rate` makes it an open loop.
+    pub fn hold(&mut self, measure_from: Duration, window: Duration, target_rate: Option<f64>) {
+        self.load = Some(LoadAcc::new(measure_from, window, target_rate));
+    }
+
+    /// Open loop: a request due at `intended` was not sent (`--max-inflight` reached).
+    pub fn dropped(&mut self, intended: Duration) {
+        self.interval.dropped += 1;
+        if let Some(l) = &mut self.load {
+            if l.measured(intended) {
+                l.dropped += 1;
+            }
+        }
+    }
+
+    /// Intervals start here (after the connections are up), not at the run's start.
+    pub fn begin_intervals(&mut self, now: Duration) {
+        self.interval_start = now;
+    }
+
+    /// Ends the current interval at `now`, with `in_flight` requests outstanding.
+    pub fn interval(&mut self, now: Duration, in_flight: u64) -> IntervalRecord {
+        let warmup = self
+            .load
+            .as_ref()
+            .is_some_and(|l| self.interval_start < l.measure_from);
+        let (start, end) = (
+            us(self.since_start(self.interval_start)),
+            us(self.since_start(now)),
+        );
+        let rec = self.interval.take(start, end, warmup, in_flight);
+        self.interval_start = now;
+        self.intervals.push(rec.clone());
+        rec
     }
 
     fn since_start(&self, now: Duration) -> Duration {
@@ -156,6 +204,25 @@ impl Recorder {
     }
 
     pub fn object(&mut self, o: ObjectOutcome) {
+        let start = o.intended.unwrap_or(o.sent);
+        let iv = &mut self.interval;
+        iv.bytes += o.body_bytes;
+        match &o.error {
+            None => {
+                iv.completed += 1;
+                iv.latency.record(o.done.saturating_sub(start));
+            }
+            Some((kind, _)) => {
+                iv.failed += 1;
+                iv.errors.add(*kind);
+            }
+        }
+        if let Some(l) = &mut self.load {
+            if !l.measured(start) {
+                return;
+            }
+            l.sent(o.intended, o.sent, o.done, o.error.is_none());
+        }
         self.first_request = Some(self.first_request.map_or(o.sent, |f| f.min(o.sent)));
         self.payload_bytes += o.body_bytes;
         if let Some(h) = o.headers {
@@ -164,7 +231,7 @@ impl Recorder {
         match o.error {
             None => {
                 self.completed += 1;
-                self.latency.record(o.done.saturating_sub(o.sent));
+                self.latency.record(o.done.saturating_sub(start));
                 self.last_byte = Some(self.last_byte.map_or(o.done, |l| l.max(o.done)));
             }
             Some((kind, message)) => {
@@ -174,9 +241,20 @@ impl Recorder {
         }
     }
 
-    pub fn finish(self, now: Duration) -> RunReport {
-        let complete = self.completed == self.requested && self.errors.is_empty();
-        let plt_us = complete
+    pub fn finish(mut self, now: Duration) -> RunReport {
+        let load = self.load.take().map(|l| {
+            // Every measured request was sent or dropped: the held load's own count.
+            self.requested = l.sent + l.dropped;
+            let dropped = l.dropped;
+            (l.finish(self.completed, self.last_byte), dropped)
+        });
+        let not_started = self.requested - self.completed - self.failed;
+        let complete = match &load {
+            // Dropped requests are a result of the load, counted and shown, not an error.
+            Some((_, dropped)) => self.errors.is_empty() && not_started == *dropped,
+            None => self.completed == self.requested && self.errors.is_empty(),
+        };
+        let plt_us = (complete && load.is_none())
             .then(|| self.last_byte.map(|l| us(self.since_start(l))))
             .flatten();
         let goodput_bps = match (self.first_request, self.last_byte) {
@@ -199,7 +277,7 @@ impl Recorder {
                 requested: self.requested,
                 completed: self.completed,
                 failed: self.failed,
-                not_started: self.requested - self.completed - self.failed,
+                not_started,
             },
             connections: self.conns,
             errors: self.errors,
@@ -210,6 +288,8 @@ impl Recorder {
             digests: None,
             telemetry: None,
             cc_states: None,
+            load: load.map(|(l, _)| l),
+            intervals: self.intervals,
         }
     }
 }
@@ -224,6 +304,7 @@ mod tests {
 
     fn ok(sent: u64, headers: u64, done: u64, bytes: u64) -> ObjectOutcome {
         ObjectOutcome {
+            intended: None,
             sent: ms(sent),
             headers: Some(ms(headers)),
             done: ms(done),
@@ -261,6 +342,7 @@ mod tests {
         r.handshake_done(c, ms(1), HandshakeInfo::default());
         r.object(ok(1, 2, 3, 10));
         r.object(ObjectOutcome {
+            intended: None,
             sent: ms(1),
             headers: Some(ms(2)),
             done: ms(4),

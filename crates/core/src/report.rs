@@ -9,6 +9,7 @@ use crate::ccstate::StateMachine;
 use crate::errors::ErrorCounts;
 use crate::histogram::{HistogramError, HistogramExport, LatencyHistogram};
 use crate::link_report::LinkReport;
+use crate::load_report::{IntervalRecord, LoadReport, LoadSummary};
 use crate::recorder::ConnectionRecord;
 use crate::spec::RunConfig;
 use crate::stats::Stats;
@@ -94,6 +95,12 @@ pub struct RunReport {
     pub telemetry: Option<Vec<Timeline>>,
     /// Congestion-control states inferred from `telemetry`.
     pub cc_states: Option<StateMachine>,
+    /// With `--duration`: the held load's figures.
+    #[serde(default)]
+    pub load: Option<LoadReport>,
+    /// With `--interval`: what completed in each interval, warm-up included (and marked).
+    #[serde(default)]
+    pub intervals: Vec<IntervalRecord>,
 }
 
 /// Facts about the machine a report was produced on.
@@ -124,6 +131,9 @@ pub struct Summary {
     /// All runs' object latencies merged.
     pub object_latency: HistogramExport,
     pub ttfb: HistogramExport,
+    /// With `--duration`: rates over runs, late and dropped requests, histograms merged.
+    #[serde(default)]
+    pub load: Option<LoadSummary>,
 }
 
 impl Summary {
@@ -147,14 +157,18 @@ impl Summary {
             goodput_bps: Stats::of(&collect(&|r| r.goodput_bps)),
             payload_bytes: runs.iter().map(|r| r.payload_bytes).sum(),
             objects_completed: runs.iter().map(|r| r.objects.completed).sum(),
-            objects_per_s: Stats::of(&collect(&|r| {
-                r.plt_us
+            // A held load has no page to time: its rate is completions per second.
+            objects_per_s: Stats::of(&collect(&|r| match &r.load {
+                Some(l) => Some(l.completed_rate),
+                None => r
+                    .plt_us
                     .filter(|&p| p > 0)
-                    .map(|p| r.objects.completed as f64 / (p as f64 / 1e6))
+                    .map(|p| r.objects.completed as f64 / (p as f64 / 1e6)),
             })),
             errors,
             object_latency: HistogramExport::from(&latency),
             ttfb: HistogramExport::from(&ttfb),
+            load: LoadSummary::of(runs.iter().filter_map(|r| r.load.as_ref()))?,
         })
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::link::LinkSpec;
+use crate::load::Load;
 use crate::units::ByteSize;
 use crate::wire::{CcAlgo, Protocol};
 use crate::workload::Workload;
@@ -39,6 +40,17 @@ pub struct RunSpec {
     pub link: Option<LinkSpec>,
     pub client_threads: u32,
     pub server_threads: u32,
+    /// `--duration` (and `--rate`): hold a load instead of fetching `objects` once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<Load>,
+    /// `--interval`: report what completed in each interval of this length.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "interval_ms",
+        with = "opt_ms"
+    )]
+    pub interval: Option<Duration>,
 }
 
 /// The defaults of `qbench` without flags.
@@ -64,6 +76,8 @@ impl Default for RunSpec {
             link: None,
             client_threads: 1,
             server_threads: 1,
+            load: None,
+            interval: None,
         }
     }
 }
@@ -215,7 +229,7 @@ pub struct RunConfig {
     pub connect_to: Option<SocketAddr>,
 }
 
-mod ms {
+pub(crate) mod ms {
     use std::time::Duration;
 
     use serde::{Deserialize, Deserializer, Serializer};
@@ -226,6 +240,25 @@ mod ms {
 
     pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         u64::deserialize(d).map(Duration::from_millis)
+    }
+}
+
+mod opt_ms {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => super::ms::serialize(d, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_millis))
     }
 }
 

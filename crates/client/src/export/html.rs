@@ -15,10 +15,11 @@ use qbench_core::scenario::{Cell, CellSpec};
 use qbench_core::telemetry::Timeline;
 use qbench_core::{Report, Stats};
 
-use crate::cli::{compare_command, compete_command, ReportArgs};
+use crate::cli::ReportArgs;
 use crate::export::heatmap::{heatmap, squares};
 use crate::export::svg::{cwnd_chart, line_chart, state_graph, Series};
 use crate::export::write_text;
+use crate::rerun::{compare_command, compete_command};
 
 /// A comparison cell of a sweep.
 pub(super) struct Cmp {

@@ -4,6 +4,7 @@
 
 mod heatmap;
 pub mod html;
+pub mod stream;
 pub mod svg;
 pub mod text;
 

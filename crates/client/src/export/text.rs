@@ -1,5 +1,6 @@
 //! The readable summary of a run report.
 
+use qbench_core::load_report::{IntervalRecord, LoadMode, LoadSummary};
 use qbench_core::{HistogramExport, Rate, Report, Stats};
 
 fn dur_us(us: f64) -> String {
@@ -38,6 +39,66 @@ fn hist_line(h: &HistogramExport) -> String {
     )
 }
 
+/// One live interval: `[run 0   2.0-3.0 s]  20012 req/s ...`.
+pub fn interval_line(run: u32, r: &IntervalRecord) -> String {
+    let secs = r.seconds();
+    let per_s = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
+    let bits = (per_s(r.payload_bytes) * 8.0).round() as u64;
+    let s = &r.latency.summary;
+    let f = |v: Option<u64>| v.map_or("-".into(), |v| dur_us(v as f64));
+    format!(
+        "[run {run} {:>6.1}-{:<6.1}s] {:>8.0} req/s  {:>12}  p50 {:>9}  p99 {:>9}  errors {}  dropped {}  in flight {}{}",
+        r.start_us as f64 / 1e6,
+        r.end_us as f64 / 1e6,
+        per_s(r.completed),
+        Rate(bits).to_string(),
+        f(s.p50_us),
+        f(s.p99_us),
+        r.failed,
+        r.dropped,
+        r.in_flight,
+        if r.warmup { "  (warm-up)" } else { "" }
+    )
+}
+
+/// The held load's lines of the summary.
+fn load_lines(
+    l: &LoadSummary,
+    mode: LoadMode,
+    target: Option<f64>,
+    line: &mut dyn FnMut(&str, String),
+) {
+    let rate = |v: f64| format!("{v:.0}/s");
+    match (mode, target) {
+        (LoadMode::Open, Some(t)) => line(
+            "rate",
+            format!(
+                "target {t:.0}/s, sent {}, completed {}",
+                stat_line(&l.achieved_rate, rate),
+                stat_line(&l.completed_rate, rate)
+            ),
+        ),
+        _ => line(
+            "rate",
+            format!("completed {}", stat_line(&l.completed_rate, rate)),
+        ),
+    }
+    if let Some(lag) = &l.lag {
+        line(
+            "start lag",
+            format!(
+                "{}; {} late (> 2 ms), {} dropped",
+                hist_line(lag),
+                l.late,
+                l.dropped
+            ),
+        );
+    }
+    if let Some(service) = &l.service_time {
+        line("service time", hist_line(service));
+    }
+}
+
 /// The most requests any connection had on the wire, and the least the server allowed.
 fn streams_line(report: &Report) -> Option<String> {
     let conns = || report.runs.iter().flat_map(|r| &r.connections);
@@ -74,6 +135,9 @@ pub fn summary(report: &Report, headline: &str) -> String {
     );
     if let Some(v) = streams_line(report) {
         line("streams", v);
+    }
+    if let (Some(l), Some(first)) = (&s.load, report.runs.iter().find_map(|r| r.load.as_ref())) {
+        load_lines(l, first.mode, first.target_rate, &mut line);
     }
     line("latency", hist_line(&s.object_latency));
     line("TTFB", hist_line(&s.ttfb));

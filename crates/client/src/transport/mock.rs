@@ -30,6 +30,8 @@ pub(crate) struct Script {
     pub(crate) timeout: Duration,
     /// Concurrent streams the peer allows, as an h2 server's SETTINGS would say.
     pub(crate) max_streams: Option<u64>,
+    /// Paths whose response head comes this much later than `ttfb` (a server stall).
+    pub(crate) slow: Vec<(String, Duration)>,
 }
 
 impl Default for Script {
@@ -42,6 +44,7 @@ impl Default for Script {
             stall: BTreeSet::new(),
             timeout: Duration::from_secs(1),
             max_streams: None,
+            slow: Vec::new(),
         }
     }
 }
@@ -114,11 +117,17 @@ impl MockConn {
     async fn respond(&self, path: &str, sink: &mut dyn Sink) -> Result<(), FetchError> {
         let t = self.script.timeout;
         let stalled = self.script.stall.contains(path);
-        step("waiting for response headers", t, async {
+        let extra = self
+            .script
+            .slow
+            .iter()
+            .find(|(p, _)| p == path)
+            .map_or(Duration::ZERO, |(_, d)| *d);
+        step("waiting for response headers", t + extra, async {
             if stalled {
                 std::future::pending::<()>().await;
             }
-            tokio::time::sleep(self.script.ttfb).await;
+            tokio::time::sleep(self.script.ttfb + extra).await;
             Ok::<_, std::io::Error>(())
         })
         .await?;

@@ -404,6 +404,7 @@ impl<'a> Progress<'a> {
 
     fn outcome_at(&self, done: Duration, err: Option<FetchError>) -> ObjectOutcome {
         ObjectOutcome {
+            intended: None,
             sent: self.sent,
             headers: self.headers,
             done,

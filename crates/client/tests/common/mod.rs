@@ -93,3 +93,23 @@ pub(crate) fn qbench_within(args: &[&str], secs: u64) -> Captured {
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
 }
+
+/// Starts `qbench ARGS --json JSON` in the background, stderr piped (to be interrupted).
+#[allow(dead_code)]
+pub(crate) fn spawn_with_json(args: &[&str], json: &std::path::Path) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_qbench"))
+        .args(args)
+        .arg("--json")
+        .arg(json)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("qbench starts")
+}
+
+/// Sends SIGINT to `child`, as Ctrl-C would.
+#[allow(dead_code)]
+pub(crate) fn interrupt(child: &std::process::Child) {
+    // SAFETY: plain kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+}

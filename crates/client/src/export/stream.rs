@@ -1,0 +1,70 @@
+//! Live intervals: one line each on stderr and, with `--json-stream`, one JSON object each
+//! (a line of its own, flushed as it ends, like iperf3's `--json-stream`).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use qbench_core::load_report::IntervalRecord;
+use serde::Serialize;
+
+use super::text::interval_line;
+use super::Dest;
+
+#[derive(Serialize)]
+struct Line<'a> {
+    run: u32,
+    #[serde(flatten)]
+    interval: &'a IntervalRecord,
+}
+
+/// Where each interval goes.
+pub struct IntervalOut {
+    json: Option<Mutex<Option<BufWriter<File>>>>,
+    json_stdout: bool,
+}
+
+impl IntervalOut {
+    /// Creates (truncates) the `--json-stream` file; checked writable before this.
+    pub fn open(json_stream: Option<&str>) -> anyhow::Result<Arc<Self>> {
+        let (json, json_stdout) = match json_stream.map(Dest::parse) {
+            None => (None, false),
+            Some(Dest::Stdout) => (None, true),
+            Some(Dest::File(p)) => {
+                let f = File::create(&p)
+                    .with_context(|| format!("--json-stream: creating {}", p.display()))?;
+                (Some(Mutex::new(Some(BufWriter::new(f)))), false)
+            }
+        };
+        Ok(Arc::new(Self { json, json_stdout }))
+    }
+
+    /// Prints interval `r` of run `run` and streams it.
+    pub fn emit(&self, run: u32, r: &IntervalRecord) {
+        crate::tell!("{}", interval_line(run, r));
+        if !self.json_stdout && self.json.is_none() {
+            return;
+        }
+        let text = match serde_json::to_string(&Line { run, interval: r }) {
+            Ok(t) => t + "\n",
+            Err(e) => {
+                crate::tell!("warning: --json-stream: {e}");
+                return;
+            }
+        };
+        if self.json_stdout {
+            crate::console::out(&text);
+        }
+        if let Some(m) = &self.json {
+            let mut guard = m.lock().expect("json stream lock");
+            let failed = guard
+                .as_mut()
+                .map(|w| w.write_all(text.as_bytes()).and_then(|()| w.flush()));
+            if let Some(Err(e)) = failed {
+                crate::tell!("warning: --json-stream: {e}; no more intervals are written there");
+                *guard = None;
+            }
+        }
+    }
+}

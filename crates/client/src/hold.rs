@@ -1,0 +1,165 @@
+//! Holding a load: the open loop's dispatcher, the interval ticker, and the stop a run
+//! honours (the duration's end or SIGINT) by starting no more requests and letting those
+//! in flight finish.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use indicatif::ProgressBar;
+use qbench_core::load::{Load, Schedule};
+use qbench_core::load_report::IntervalRecord;
+use qbench_core::Recorder;
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+
+use crate::clock::Clock;
+use crate::pacer::{pace, Due};
+use crate::requests::Requests;
+use crate::transport::Conn;
+use crate::verify::DigestBook;
+
+/// Called with each interval as it ends (printing, `--json-stream`).
+pub(crate) type OnInterval = Arc<dyn Fn(&IntervalRecord) + Send + Sync>;
+
+/// Ends a held load early: no request starts after it.
+#[derive(Default)]
+pub(crate) struct Stop {
+    set: AtomicBool,
+    notify: Notify,
+}
+
+impl Stop {
+    pub(crate) fn stop(&self) {
+        self.set.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    pub(crate) fn is_set(&self) -> bool {
+        self.set.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once `stop` was called (at once if it already was).
+    pub(crate) async fn wait(&self) {
+        let n = self.notify.notified();
+        tokio::pin!(n);
+        n.as_mut().enable();
+        if !self.is_set() {
+            n.await;
+        }
+    }
+}
+
+/// When a held load stops starting requests.
+#[derive(Clone)]
+pub(crate) struct Until {
+    pub(crate) end: Duration,
+    pub(crate) stop: Arc<Stop>,
+    pub(crate) clock: Clock,
+}
+
+impl Until {
+    pub(crate) fn over(&self) -> bool {
+        self.stop.is_set() || self.clock.now() >= self.end
+    }
+}
+
+fn lock(rec: &Mutex<Recorder>) -> std::sync::MutexGuard<'_, Recorder> {
+    rec.lock().expect("recorder lock")
+}
+
+/// What the open loop needs from the run.
+pub(crate) struct OpenLoop {
+    pub(crate) conns: Vec<Arc<dyn Conn>>,
+    pub(crate) requests: Arc<Requests>,
+    pub(crate) rec: Arc<Mutex<Recorder>>,
+    pub(crate) book: Arc<DigestBook>,
+    pub(crate) in_flight: Arc<AtomicU64>,
+    pub(crate) start: Duration,
+    pub(crate) until: Until,
+    pub(crate) seed: u64,
+}
+
+/// Starts request `j` of the schedule at its due time on connection `j mod k`, never
+/// waiting for a response: a late start is recorded with its lag, and a request due while
+/// `max_inflight` are in flight is dropped, never delayed.
+pub(crate) async fn open_loop(o: OpenLoop, load: Load, rate: f64) {
+    let OpenLoop {
+        conns,
+        requests,
+        rec,
+        book,
+        in_flight,
+        start,
+        until,
+        seed,
+    } = o;
+    let clock = until.clock;
+    let (k, len) = (conns.len() as u64, requests.len().max(1));
+    let schedule = Schedule::new(rate, load.arrivals, seed);
+    let mut due = match pace(schedule, start, until) {
+        Ok(rx) => rx,
+        Err(e) => {
+            lock(&rec).error(
+                qbench_core::ErrorKind::Io,
+                &format!("starting the open loop's pacer thread: {e}"),
+            );
+            return;
+        }
+    };
+    let mut tasks = JoinSet::new();
+    while let Some(Due { j, at }) = due.recv().await {
+        while tasks.try_join_next().is_some() {}
+        if in_flight.load(Ordering::Relaxed) >= u64::from(load.max_inflight) {
+            lock(&rec).dropped(at);
+            continue;
+        }
+        let Some(req) = requests.get(j % len) else {
+            break;
+        };
+        in_flight.fetch_add(1, Ordering::Relaxed);
+        let (conn, rec, book, in_flight) = (
+            conns[(j % k) as usize].clone(),
+            rec.clone(),
+            book.clone(),
+            in_flight.clone(),
+        );
+        tasks.spawn(async move {
+            let mut outcome = crate::runner::fetch_one(conn.as_ref(), &clock, &req, &book).await;
+            outcome.intended = Some(at);
+            in_flight.fetch_sub(1, Ordering::Relaxed);
+            lock(&rec).object(outcome);
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+}
+
+/// Ends an interval every `every` from `start` and hands it to `on`; the last, partial
+/// interval is the caller's to end once the run is over.
+pub(crate) async fn ticker(
+    rec: Arc<Mutex<Recorder>>,
+    clock: Clock,
+    start: Duration,
+    every: Duration,
+    in_flight: Arc<AtomicU64>,
+    on: Option<OnInterval>,
+) {
+    let mut at = start;
+    loop {
+        at += every;
+        tokio::time::sleep_until(clock.at(at)).await;
+        let r = lock(&rec).interval(clock.now(), in_flight.load(Ordering::Relaxed));
+        if let Some(on) = &on {
+            on(&r);
+        }
+    }
+}
+
+/// In duration mode the bar counts milliseconds held, `base` those of earlier runs.
+pub(crate) async fn show_time(bar: ProgressBar, clock: Clock, start: Duration, base: u64) {
+    loop {
+        let held = clock.now().saturating_sub(start).as_millis() as u64;
+        bar.set_position(base + held);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}

@@ -1,0 +1,130 @@
+//! The command line that reruns a spec, for people to read and copy: the flags that differ
+//! from the defaults, in one order.
+
+use qbench_core::spec::{CompareSpec, CompeteSpec, RunSpec, SideOverrides};
+
+fn push(args: &mut Vec<String>, flag: &str, value: Option<String>) {
+    if let Some(v) = value {
+        args.push(format!("--{flag}"));
+        args.push(v);
+    }
+}
+
+/// The flags that set `s` where it differs from the defaults, for people to read and rerun.
+fn run_flags(s: &RunSpec, args: &mut Vec<String>) {
+    let d = RunSpec::default();
+    let differs = |a: String, b: String| (a != b).then_some(a);
+    let objects = s
+        .objects
+        .as_ref()
+        .filter(|w| Some(*w) != d.objects.as_ref());
+    push(args, "objects", objects.map(|w| w.to_string()));
+    push(args, "streams", s.streams.map(|v| v.to_string()));
+    push(
+        args,
+        "connections",
+        differs(s.connections.to_string(), d.connections.to_string()),
+    );
+    push(
+        args,
+        "runs",
+        differs(s.runs.to_string(), d.runs.to_string()),
+    );
+    push(
+        args,
+        "timeout",
+        differs(
+            humantime::format_duration(s.timeout).to_string(),
+            humantime::format_duration(d.timeout).to_string(),
+        ),
+    );
+    push(args, "cc", s.cc.map(|c| c.to_string()));
+    push(args, "cwnd-cap", s.cwnd_cap.map(|c| c.to_string()));
+    push(args, "initial-cwnd", s.initial_cwnd.map(|c| c.to_string()));
+    push(args, "rwnd", s.rwnd.map(|c| c.0.to_string()));
+    push(
+        args,
+        "sample-interval",
+        differs(
+            humantime::format_duration(s.sample_interval).to_string(),
+            humantime::format_duration(d.sample_interval).to_string(),
+        ),
+    );
+    push(args, "link", s.link.as_ref().map(|l| l.text.clone()));
+    push(
+        args,
+        "client-threads",
+        differs(s.client_threads.to_string(), d.client_threads.to_string()),
+    );
+    push(
+        args,
+        "server-threads",
+        differs(s.server_threads.to_string(), d.server_threads.to_string()),
+    );
+    for (flag, on) in [
+        ("reuse", s.reuse),
+        ("resume", s.resume),
+        ("0rtt", s.zero_rtt),
+        ("verify", s.verify),
+        ("no-telemetry", !s.telemetry),
+    ] {
+        if on {
+            args.push(format!("--{flag}"));
+        }
+    }
+}
+
+fn side_flags(side: &str, o: &SideOverrides, args: &mut Vec<String>) {
+    push(args, &format!("{side}.cc"), o.cc.map(|c| c.to_string()));
+    push(
+        args,
+        &format!("{side}.cwnd-cap"),
+        o.cwnd_cap.map(|c| c.to_string()),
+    );
+    push(
+        args,
+        &format!("{side}.initial-cwnd"),
+        o.initial_cwnd.map(|c| c.to_string()),
+    );
+    push(
+        args,
+        &format!("{side}.rwnd"),
+        o.rwnd.map(|c| c.0.to_string()),
+    );
+    push(
+        args,
+        &format!("{side}.connections"),
+        o.connections.map(|c| c.to_string()),
+    );
+    push(
+        args,
+        &format!("{side}.streams"),
+        o.streams.map(|c| c.to_string()),
+    );
+}
+
+/// `qbench compare ...` that runs `s`.
+pub fn compare_command(s: &CompareSpec) -> Vec<String> {
+    let mut args: Vec<String> = vec!["qbench".into(), "compare".into()];
+    push(
+        &mut args,
+        "protos",
+        Some(format!("{},{}", s.protos.0, s.protos.1)),
+    );
+    push(&mut args, "rounds", Some(s.rounds.to_string()));
+    push(&mut args, "proto", Some(s.base.proto.to_string()));
+    run_flags(&s.base, &mut args);
+    side_flags("a", &s.a, &mut args);
+    side_flags("b", &s.b, &mut args);
+    args
+}
+
+/// `qbench compete ...` that runs `s`.
+pub fn compete_command(s: &CompeteSpec) -> Vec<String> {
+    let mut args: Vec<String> = vec!["qbench".into(), "compete".into()];
+    let flows: Vec<String> = s.flows.iter().map(|(p, n)| format!("{p}:{n}")).collect();
+    push(&mut args, "flows", Some(flows.join(",")));
+    push(&mut args, "proto", Some(s.base.proto.to_string()));
+    run_flags(&s.base, &mut args);
+    args
+}
