@@ -137,6 +137,7 @@ impl RunPlan {
     pub fn from_args(args: &RunArgs) -> Result<Self, ConfigError> {
         args.load.check(args.json_stream.is_some())?;
         let cfg = Config::new(args.spec(), &args.target(), args.link_choice())?;
+        crate::fds::check(&[&cfg])?;
         let outputs = args.outputs();
         if outputs.state_graph.is_some() {
             check_telemetry("--state-graph", &cfg)?;

@@ -14,6 +14,10 @@ use qbench_server::standalone::CertOut;
 use qbench_server::ServerOptions;
 use qbench_shaper::{BackendChoice, Offloads};
 
+/// Connections per run, at most: TCP connections from one address to one server port are
+/// bounded by the kernel's ephemeral port range (32768-60999 by default, about 28,000).
+pub const MAX_CONNECTIONS: i64 = 25_000;
+
 /// Load generator comparing HTTP/3 (QUIC) with HTTP/2 and HTTP/1.1 (TLS over TCP).
 ///
 /// Without --target or --url, qbench starts the matched server in-process on loopback.
@@ -145,7 +149,7 @@ macro_rules! side_args {
             #[arg(long = $rwnd, id = $rwnd, value_name = "BYTES", value_parser = parse_rwnd)]
             pub rwnd: Option<ByteSize>,
             /// --connections for this side
-            #[arg(long = $conns, id = $conns, value_parser = clap::value_parser!(u32).range(1..=1024))]
+            #[arg(long = $conns, id = $conns, value_parser = clap::value_parser!(u32).range(1..=MAX_CONNECTIONS))]
             pub connections: Option<u32>,
             /// --streams for this side
             #[arg(long = $streams, id = $streams, value_parser = clap::value_parser!(u32).range(1..))]
@@ -246,8 +250,9 @@ pub struct RunArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub streams: Option<u32>,
 
-    /// Connections per run; objects are spread over them round-robin
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    /// Connections per run; objects are spread over them round-robin. qbench raises its
+    /// open-file limit to the hard limit, and says before starting if that is too low
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_CONNECTIONS))]
     pub connections: u32,
 
     /// Repetitions, each with fresh connections (see --reuse)

@@ -85,6 +85,10 @@ impl Plan {
             Config::new(sb, target, link).context("side B")?,
         ];
         share_route(&mut sides)?;
+        // The sides run one after the other.
+        for c in &sides {
+            crate::fds::check(&[c])?;
+        }
         let [a, b] = sides;
         if outputs.plot.is_some() {
             crate::app::check_telemetry("--plot", &a)?;

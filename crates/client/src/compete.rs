@@ -48,6 +48,7 @@ impl Plan {
             }
         }
         share_route(&mut cfgs)?;
+        crate::fds::check(&cfgs.iter().collect::<Vec<_>>())?;
         let flows: Vec<(String, Config)> = labels.into_iter().zip(cfgs).collect();
         usage(flows.len() >= 2, "--flows", "at least two flows compete")?;
         Ok(Self {

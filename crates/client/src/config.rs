@@ -242,6 +242,10 @@ fn server_options(s: &RunSpec) -> ServerOptions {
     o.sample_interval = s.sample_interval;
     // Room for one run's connections while the previous run's are still closing.
     o.max_connections = o.max_connections.max(s.connections.saturating_mul(2));
+    // A client that allows more time without progress is not cut short by its own server.
+    o.handshake_timeout = o.handshake_timeout.max(s.timeout);
+    o.header_timeout = o.header_timeout.max(s.timeout);
+    o.idle_timeout = o.idle_timeout.max(s.timeout);
     o
 }
 

@@ -3,7 +3,7 @@
 //! in flight finish.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use indicatif::ProgressBar;
@@ -50,17 +50,35 @@ impl Stop {
     }
 }
 
-/// When a held load stops starting requests.
+/// When a held load stops starting requests: at its end, known once every connection is
+/// up (the load's clock starts then), or at a stop.
 #[derive(Clone)]
 pub(crate) struct Until {
-    pub(crate) end: Duration,
+    end: Arc<OnceLock<Duration>>,
     pub(crate) stop: Arc<Stop>,
     pub(crate) clock: Clock,
 }
 
 impl Until {
+    pub(crate) fn new(stop: Arc<Stop>, clock: Clock) -> Self {
+        Self {
+            end: Arc::default(),
+            stop,
+            clock,
+        }
+    }
+
+    pub(crate) fn set_end(&self, end: Duration) {
+        let _ = self.end.set(end);
+    }
+
+    /// The end, once set; `Duration::MAX` before.
+    pub(crate) fn end(&self) -> Duration {
+        self.end.get().copied().unwrap_or(Duration::MAX)
+    }
+
     pub(crate) fn over(&self) -> bool {
-        self.stop.is_set() || self.clock.now() >= self.end
+        self.stop.is_set() || self.clock.now() >= self.end()
     }
 }
 

@@ -59,7 +59,7 @@ fn pace_thread(
     let mut woke = Instant::now();
     for (j, offset) in (0u64..).zip(schedule) {
         let at = start + offset;
-        if at >= until.end {
+        if at >= until.end() {
             return;
         }
         let due = epoch + at;
@@ -86,7 +86,7 @@ fn pace_thread(
 async fn pace_task(schedule: Schedule, start: Duration, until: Until, tx: mpsc::Sender<Due>) {
     for (j, offset) in (0u64..).zip(schedule) {
         let at = start + offset;
-        if at >= until.end {
+        if at >= until.end() {
             return;
         }
         tokio::select! {

@@ -1,19 +1,22 @@
 //! Drives a workload over a transport and feeds the recorder: one run at a time, the
 //! connections kept warm between runs with `--reuse`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::future::join_all;
+use futures_util::StreamExt;
 use http::Uri;
 use indicatif::ProgressBar;
 use qbench_core::ccstate::StateMachine;
 use qbench_core::load::Load;
 use qbench_core::recorder::ConnId;
+use qbench_core::saturation::ClientLoad;
 use qbench_core::telemetry::Timeline;
 use qbench_core::wire::MAX_TELEMETRY_BYTES;
-use qbench_core::{ErrorKind, HandshakeInfo, ObjectOutcome, Recorder, RunReport};
+use qbench_core::{
+    ErrorKind, HandshakeInfo, HistogramExport, LatencyHistogram, ObjectOutcome, Recorder, RunReport,
+};
 use tokio::task::JoinSet;
 
 use crate::clock::Clock;
@@ -21,6 +24,7 @@ use crate::hold::{open_loop, show_time, ticker, OnInterval, OpenLoop, Stop, Unti
 use crate::requests::Requests;
 use crate::transport::{fetch, get_body, Conn, ObjectReq, Transport};
 use crate::verify::DigestBook;
+use crate::workers::Workers;
 
 pub(crate) struct Plan {
     pub(crate) requests: Arc<Requests>,
@@ -37,6 +41,14 @@ pub(crate) struct Plan {
 }
 
 type Open = Vec<(Arc<dyn Conn>, HandshakeInfo)>;
+
+/// Told of each connection, with its index, as soon as it is up.
+type Up<'a> = dyn FnMut(usize, &Arc<dyn Conn>, &mut JoinSet<()>) + 'a;
+
+/// Handshakes in flight at once. Thousands at once overflow the server's accept queue (TCP)
+/// or UDP receive buffer (QUIC), and the dropped packets then wait a retransmission timeout
+/// each; more connections are opened as earlier handshakes complete.
+pub(crate) const CONNECTING: usize = 256;
 
 /// One configuration's transport and request plan, run again and again.
 pub(crate) struct Runner {
@@ -86,79 +98,90 @@ impl Runner {
         self.plan.requests.len()
     }
 
-    /// One run: connects (unless warm connections are kept), fetches every object, then the
-    /// servers' telemetry.
+    /// One run: connects (unless warm connections are kept), fetches every object (each
+    /// connection starting as soon as it is up) or holds the load, then fetches the servers'
+    /// telemetry.
     pub(crate) async fn run(&mut self, index: u32, progress: &ProgressBar) -> RunReport {
         let clock = self.clock;
+        let threads = crate::cpu::client_threads();
+        let wall = std::time::Instant::now();
+        let runtime_lag = Arc::new(Mutex::new(LatencyHistogram::new()));
+        let mut side_tasks = JoinSet::new();
+        side_tasks.spawn(probe(runtime_lag.clone()));
         let rec = Arc::new(Mutex::new(Recorder::new(
             index,
             self.objects(),
             clock.now(),
         )));
+        let in_flight = Arc::new(AtomicU64::new(0));
+        let load = self.plan.load.clone();
+        if let Some(l) = &load {
+            // Until every connection is up, whatever completes is the warm-up's.
+            lock(&rec).hold(Duration::MAX, l.window(), l.rate);
+        }
+        if let Some(every) = self.plan.interval {
+            let on = self.plan.on_interval.clone();
+            let (rec, in_flight) = (rec.clone(), in_flight.clone());
+            side_tasks.spawn(ticker(rec, clock, clock.now(), every, in_flight, on));
+        }
+        let until = load.as_ref().map(|_| Until::new(self.stop.clone(), clock));
+        let open_loop_rate = load.as_ref().and_then(|l| l.rate);
+        let mut workers = Workers {
+            requests: self.plan.requests.clone(),
+            rec: rec.clone(),
+            book: Arc::new(DigestBook::default()),
+            progress: progress.clone(),
+            in_flight: in_flight.clone(),
+            clock,
+            streams: self.plan.streams,
+            k: self.plan.connections as u64,
+            until: until.clone(),
+        };
         let mut tasks = JoinSet::new();
         let (conns, ids) = match self.warm.take() {
             Some(warm) => {
-                let ids = warm
-                    .iter()
-                    .map(|(_, info)| lock(&rec).connection_reused(info.clone()))
-                    .collect();
-                (warm, ids)
-            }
-            None => self.connect_all(&rec, &mut tasks).await,
-        };
-        let book = Arc::new(DigestBook::default());
-        let start = clock.now();
-        let in_flight = Arc::new(AtomicU64::new(0));
-        lock(&rec).begin_intervals(start);
-        let mut side_tasks = JoinSet::new();
-        if let Some(every) = self.plan.interval {
-            let on = self.plan.on_interval.clone();
-            side_tasks.spawn(ticker(
-                rec.clone(),
-                clock,
-                start,
-                every,
-                in_flight.clone(),
-                on,
-            ));
-        }
-        match self.plan.load.clone() {
-            None => self.spawn_workers(&conns, &rec, &book, progress, &mut tasks, None, &in_flight),
-            Some(load) => {
-                lock(&rec).hold(start + load.warmup, load.window(), load.rate);
-                let held = u64::from(index) * load.duration.as_millis() as u64;
-                side_tasks.spawn(show_time(progress.clone(), clock, start, held));
-                let until = Until {
-                    end: start + load.duration,
-                    stop: self.stop.clone(),
-                    clock,
-                };
-                match load.rate {
-                    None => self.spawn_workers(
-                        &conns,
-                        &rec,
-                        &book,
-                        progress,
-                        &mut tasks,
-                        Some(until),
-                        &in_flight,
-                    ),
-                    Some(rate) => {
-                        let o = OpenLoop {
-                            conns: conns.iter().map(|(c, _)| c.clone()).collect(),
-                            requests: self.plan.requests.clone(),
-                            rec: rec.clone(),
-                            book: book.clone(),
-                            in_flight: in_flight.clone(),
-                            start,
-                            until,
-                            seed: u64::from(index),
-                        };
-                        tasks.spawn(open_loop(o, load, rate));
+                workers.k = warm.len() as u64;
+                let mut ids = Vec::new();
+                for (ci, (c, info)) in warm.iter().enumerate() {
+                    ids.push(lock(&rec).connection_reused(info.clone()));
+                    if open_loop_rate.is_none() {
+                        workers.spawn(ci as u64, c, &mut tasks);
                     }
                 }
+                (warm, ids)
+            }
+            None => {
+                let mut up = |ci: usize, c: &Arc<dyn Conn>, tasks: &mut JoinSet<()>| {
+                    if open_loop_rate.is_none() {
+                        workers.spawn(ci as u64, c, tasks);
+                    }
+                };
+                self.connect_all(&rec, &mut tasks, &mut up).await
+            }
+        };
+        // Every connection is up (or failed): a held load's clock starts now.
+        if let (Some(l), Some(until)) = (&load, &until) {
+            let start = clock.now();
+            lock(&rec).measure_from(start + l.warmup);
+            until.set_end(start + l.duration);
+            let held = u64::from(index) * l.duration.as_millis() as u64;
+            side_tasks.spawn(show_time(progress.clone(), clock, start, held));
+            if let Some(rate) = open_loop_rate {
+                let o = OpenLoop {
+                    conns: conns.iter().map(|(c, _)| c.clone()).collect(),
+                    requests: self.plan.requests.clone(),
+                    rec: rec.clone(),
+                    book: workers.book.clone(),
+                    in_flight: in_flight.clone(),
+                    start,
+                    until: until.clone(),
+                    seed: u64::from(index),
+                };
+                tasks.spawn(open_loop(o, l.clone(), rate));
             }
         }
+        let book = workers.book.clone();
+        drop(workers);
         while tasks.join_next().await.is_some() {}
         side_tasks.shutdown().await;
         if self.plan.interval.is_some() {
@@ -177,6 +200,14 @@ impl Runner {
             .into_inner()
             .expect("recorder lock")
             .finish(clock.now());
+        let loads =
+            crate::cpu::thread_loads(&threads, &crate::cpu::client_threads(), wall.elapsed());
+        let start_lag = report.load.as_ref().and_then(|l| l.lag.as_ref());
+        report.client = Some(ClientLoad::judge(
+            loads,
+            HistogramExport::from(&*runtime_lag.lock().expect("probe lock")),
+            start_lag.and_then(|h| h.summary.p99_us),
+        ));
         if self.plan.requests.hashed {
             let book = Arc::try_unwrap(book).expect("all tasks finished");
             report.digests = Some(book.into_map());
@@ -207,18 +238,24 @@ impl Runner {
         self.transport.finish().await;
     }
 
+    /// Connects `--connections` times, at most `CONNECTING` handshakes at once, and hands
+    /// each connection to `up` (with its index) as soon as it is up.
     async fn connect_all(
         &self,
         rec: &Arc<Mutex<Recorder>>,
         tasks: &mut JoinSet<()>,
+        up: &mut Up<'_>,
     ) -> (Open, Vec<ConnId>) {
         let clock = self.clock;
-        let attempts = (0..self.plan.connections).map(|_| {
-            let id = lock(rec).connection_started(clock.now());
-            async move { (id, self.transport.connect().await) }
-        });
-        let (mut up, mut ids) = (Vec::new(), Vec::new());
-        for (id, result) in join_all(attempts).await {
+        // Each handshake is timed from its own start, when a place among the connecting frees.
+        let mut attempts = futures_util::stream::iter(0..self.plan.connections)
+            .map(|ci| {
+                let id = lock(rec).connection_started(clock.now());
+                async move { (ci, id, self.transport.connect().await) }
+            })
+            .buffer_unordered(CONNECTING);
+        let mut done = Vec::new();
+        while let Some((ci, id, result)) = attempts.next().await {
             match result {
                 Ok(c) => {
                     match c.zero_rtt {
@@ -231,76 +268,26 @@ impl Runner {
                         }
                         None => lock(rec).handshake_done(id, c.done, c.info.clone()),
                     }
-                    up.push((c.conn, c.info));
-                    ids.push(id);
+                    up(ci, &c.conn, tasks);
+                    done.push((id, c.conn, c.info));
                 }
                 Err(e) => lock(rec).connection_failed(id, e.kind, &e.message),
             }
         }
-        (up, ids)
+        done.sort_by_key(|(id, _, _)| *id);
+        let ids = done.iter().map(|(id, _, _)| *id).collect();
+        (done.into_iter().map(|(_, c, i)| (c, i)).collect(), ids)
     }
+}
 
-    /// Objects go round-robin over the connections; on each, a fixed pool of `--streams`
-    /// workers pulls the next request: the same concurrency as one task per request behind a
-    /// semaphore, without thousands of parked tasks. With `until` (a closed loop held for a
-    /// time), each connection cycles through the requests until then.
-    #[allow(clippy::too_many_arguments)]
-    fn spawn_workers(
-        &self,
-        conns: &Open,
-        rec: &Arc<Mutex<Recorder>>,
-        book: &Arc<DigestBook>,
-        progress: &ProgressBar,
-        tasks: &mut JoinSet<()>,
-        until: Option<Until>,
-        in_flight: &Arc<AtomicU64>,
-    ) {
-        let k = conns.len() as u64;
-        let total = self.plan.requests.len();
-        for (ci, (conn, _)) in conns.iter().enumerate() {
-            let ci = ci as u64;
-            // This connection's objects: ci, ci + k, ci + 2k, ...
-            let mine = match until {
-                Some(_) => u64::MAX,
-                None => total.saturating_sub(ci).div_ceil(k),
-            };
-            let workers = self.plan.streams.map_or(mine, |s| s as u64).min(mine);
-            let next = Arc::new(AtomicU64::new(0));
-            for _ in 0..workers {
-                let (conn, reqs, next, rec, bar, book, until, in_flight) = (
-                    conn.clone(),
-                    self.plan.requests.clone(),
-                    next.clone(),
-                    rec.clone(),
-                    progress.clone(),
-                    book.clone(),
-                    until.clone(),
-                    in_flight.clone(),
-                );
-                let clock = self.clock;
-                tasks.spawn(async move {
-                    loop {
-                        let n = next.fetch_add(1, Ordering::Relaxed);
-                        let i = ci.wrapping_add(n.wrapping_mul(k));
-                        let req = match &until {
-                            None => reqs.get(i),
-                            Some(u) if u.over() || total == 0 => None,
-                            Some(_) => reqs.get(i % total),
-                        };
-                        let Some(req) = req else {
-                            break;
-                        };
-                        in_flight.fetch_add(1, Ordering::Relaxed);
-                        let outcome = fetch_one(conn.as_ref(), &clock, &req, &book).await;
-                        in_flight.fetch_sub(1, Ordering::Relaxed);
-                        if until.is_none() {
-                            bar.inc(1);
-                        }
-                        lock(&rec).object(outcome);
-                    }
-                });
-            }
-        }
+/// How late the client's runtime runs a 10 ms timer: its scheduling lag.
+async fn probe(lag: Arc<Mutex<LatencyHistogram>>) {
+    let every = Duration::from_millis(10);
+    loop {
+        let due = tokio::time::Instant::now() + every;
+        tokio::time::sleep_until(due).await;
+        let late = tokio::time::Instant::now().saturating_duration_since(due);
+        lag.lock().expect("probe lock").record(late);
     }
 }
 

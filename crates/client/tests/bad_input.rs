@@ -238,3 +238,26 @@ fn bad_loads() {
         "--duration",
     );
 }
+
+/// More connections than the open-file limit allows (and may raise): refused before
+/// anything starts, naming the limit and what is needed.
+#[test]
+fn connections_beyond_the_descriptor_limit() {
+    let out = std::process::Command::new("prlimit")
+        .args(["--nofile=512:512", env!("CARGO_BIN_EXE_qbench")])
+        .args([
+            "--proto",
+            "h2",
+            "--connections",
+            "1000",
+            "--objects",
+            "1000x1B",
+        ])
+        .output()
+        .expect("prlimit runs (util-linux, installed by the test command)");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("error: --connections:"), "{err}");
+    assert!(err.contains("RLIMIT_NOFILE is 512"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

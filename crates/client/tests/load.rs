@@ -60,6 +60,14 @@ fn a_closed_loop_holds_every_protocol_for_its_duration() {
         assert_eq!(run["plt_us"], Value::Null);
         assert_eq!(run["object_latency"]["count"], done);
         assert_intervals_add_up(run);
+        let client = &run["client"];
+        assert!(client["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "qbench"));
+        assert!(client["runtime_lag"]["count"].as_u64().unwrap() > 0);
+        assert!(client.get("saturated").is_some());
         // The interval lines went to stderr, the warm-up's marked.
         assert!(r.stderr.contains("(warm-up)"), "{}", r.stderr);
     }

@@ -12,22 +12,9 @@ use common::{assert_complete, qbench};
 fn serve_then_benchmark_by_target_and_ca() {
     let dir = tempfile::tempdir().unwrap();
     let cert = dir.path().join("cert.pem");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_qbench"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--cert-out"])
-        .arg(&cert)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    // "qbench-server listening on 127.0.0.1:PORT (h1,h2,h3); certificate for --ca: PATH"
-    let addr = line
-        .split_whitespace()
-        .nth(3)
-        .unwrap_or_else(|| panic!("unexpected first line: {line}"));
+    let server = Served::start(&[], &cert);
     assert!(cert.exists(), "certificate written");
-    let target = format!("https://{addr}");
+    let target = server.target.clone();
     for proto in ["h3", "h2", "h1"] {
         let r = qbench(&[
             "--proto",
@@ -46,10 +33,7 @@ fn serve_then_benchmark_by_target_and_ca() {
             "remote server CPU unknown"
         );
     }
-    // SAFETY: plain kill(2) on our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let status = child.wait().unwrap();
-    assert!(status.success(), "{status}");
+    assert!(server.stop(), "clean exit on SIGTERM");
     assert!(!cert.exists(), "certificate removed on exit");
 }
 
@@ -105,4 +89,87 @@ fn a_token_server_serves_telemetry_to_the_token_only() {
     // SAFETY: plain kill(2) on our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     assert!(child.wait().unwrap().success());
+}
+
+/// `qbench serve` in its own process, stopped (SIGTERM) however the test ends.
+struct Served {
+    child: std::process::Child,
+    target: String,
+}
+
+impl Served {
+    fn start(args: &[&str], cert: &std::path::Path) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_qbench"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .arg("--cert-out")
+            .arg(cert)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        err.read_line(&mut line).unwrap();
+        let target = format!("https://{}", line.split_whitespace().nth(3).unwrap());
+        // The server goes on writing (its stats line at the end): keep reading.
+        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        Self { child, target }
+    }
+
+    /// Stops the server; true if it exited cleanly.
+    fn stop(mut self) -> bool {
+        // SAFETY: plain kill(2) on our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        self.child.wait().is_ok_and(|s| s.success())
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Ten thousand connections on every protocol: h1 and h2 against `qbench serve` in its own
+/// process (their two ends would not fit one process's 20,000 descriptors here), h3 against
+/// the in-process server (one UDP socket a side). Every connection is made and used.
+#[test]
+fn ten_thousand_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = dir.path().join("cert.pem");
+    let server = Served::start(
+        &["--max-connections", "20000", "--handshake-timeout", "60s"],
+        &cert,
+    );
+    // A budget, not a figure: debug builds on two cores take tens of seconds to shake
+    // hands ten thousand times.
+    let many = [
+        "--connections",
+        "10000",
+        "--objects",
+        "10000x1KB",
+        "--client-threads",
+        "2",
+        "--server-threads",
+        "2",
+        "--timeout",
+        "60s",
+        "--no-telemetry",
+    ];
+    let remote = ["--target", &server.target, "--ca", cert.to_str().unwrap()];
+    for (proto, at) in [("h1", &remote[..]), ("h2", &remote[..]), ("h3", &[][..])] {
+        let r = qbench(&[&["--proto", proto][..], &many, at].concat());
+        assert_complete(&r, 1, 10_000, 10_000_000);
+        let conns = r.json.as_ref().unwrap()["runs"][0]["connections"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert_eq!(conns.len(), 10_000, "{proto}");
+        assert!(conns
+            .iter()
+            .all(|c| c["handshake_us"].is_u64() && c["peak_streams"] == 1));
+    }
+    assert!(server.stop());
 }

@@ -15,6 +15,7 @@ pub mod load;
 pub mod load_report;
 pub mod recorder;
 pub mod report;
+pub mod saturation;
 pub mod scenario;
 pub mod spec;
 pub mod stats;

@@ -10,7 +10,7 @@ use crate::histogram::{HistogramExport, LatencyHistogram};
 use crate::load_report::{IntervalAcc, IntervalRecord, LoadAcc};
 use crate::report::{ObjectCounts, RunReport};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ConnId(usize);
 
 /// What the handshake negotiated.
@@ -113,6 +113,13 @@ impl Recorder {
     /// rates are per second of `window`; `target_rate` makes it an open loop.
     pub fn hold(&mut self, measure_from: Duration, window: Duration, target_rate: Option<f64>) {
         self.load = Some(LoadAcc::new(measure_from, window, target_rate));
+    }
+
+    /// The held load's warm-up ends at `at` (once every connection is up).
+    pub fn measure_from(&mut self, at: Duration) {
+        if let Some(l) = &mut self.load {
+            l.measure_from = at;
+        }
     }
 
     /// Open loop: a request due at `intended` was not sent (`--max-inflight` reached).
@@ -290,6 +297,7 @@ impl Recorder {
             cc_states: None,
             load: load.map(|(l, _)| l),
             intervals: self.intervals,
+            client: None,
         }
     }
 }

@@ -11,6 +11,7 @@ use crate::histogram::{HistogramError, HistogramExport, LatencyHistogram};
 use crate::link_report::LinkReport;
 use crate::load_report::{IntervalRecord, LoadReport, LoadSummary};
 use crate::recorder::ConnectionRecord;
+use crate::saturation::ClientLoad;
 use crate::spec::RunConfig;
 use crate::stats::Stats;
 use crate::telemetry::Timeline;
@@ -101,6 +102,9 @@ pub struct RunReport {
     /// With `--interval`: what completed in each interval, warm-up included (and marked).
     #[serde(default)]
     pub intervals: Vec<IntervalRecord>,
+    /// The client's own load, and whether it may have limited the result.
+    #[serde(default)]
+    pub client: Option<ClientLoad>,
 }
 
 /// Facts about the machine a report was produced on.

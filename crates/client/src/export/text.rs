@@ -99,6 +99,36 @@ fn load_lines(
     }
 }
 
+/// The busiest client thread over the runs, and a warning for each run the client may have
+/// limited.
+fn client_lines(report: &Report, line: &mut dyn FnMut(&str, String)) {
+    let loads = || report.runs.iter().filter_map(|r| r.client.as_ref());
+    let busiest = loads()
+        .flat_map(|c| &c.threads)
+        .max_by(|a, b| a.busy.total_cmp(&b.busy));
+    let lag = loads().filter_map(|c| c.runtime_lag.summary.p99_us).max();
+    if let (Some(t), Some(lag)) = (busiest, lag) {
+        line(
+            "client",
+            format!(
+                "busiest thread {} {:.0}% busy ({:.0}% waiting for a CPU); runtime lag p99 {}",
+                t.name,
+                t.busy * 100.0,
+                t.waiting * 100.0,
+                dur_us(lag as f64)
+            ),
+        );
+    }
+    for r in &report.runs {
+        if let Some(why) = r.client.as_ref().and_then(|c| c.saturated.as_ref()) {
+            line(
+                "WARNING",
+                format!("the client may have limited run {}: {why}", r.index),
+            );
+        }
+    }
+}
+
 /// The most requests any connection had on the wire, and the least the server allowed.
 fn streams_line(report: &Report) -> Option<String> {
     let conns = || report.runs.iter().flat_map(|r| &r.connections);
@@ -164,6 +194,7 @@ pub fn summary(report: &Report, headline: &str) -> String {
         );
     }
     line("errors", s.errors.to_string());
+    client_lines(report, &mut line);
     if report.config.insecure {
         line(
             "WARNING",
