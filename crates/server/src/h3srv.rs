@@ -149,6 +149,7 @@ async fn request(
         // sending with H3_NO_ERROR.
         stream.stop_sending(Code::H3_NO_ERROR);
     }
+    shared.stall.wait().await;
     let a = Answer::new(req, peer, drained, shared, telemetry);
     if stream.send_response(a.head).await.is_err() {
         return;

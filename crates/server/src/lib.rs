@@ -16,6 +16,7 @@ pub mod payload;
 pub mod request;
 pub mod routes;
 pub mod shared;
+pub mod stall;
 pub mod standalone;
 pub mod tcpsrv;
 pub mod telemetry;

@@ -81,6 +81,11 @@ pub struct ServerOptions {
     /// Close a connection after this long with no bytes moving either way (h1, h2 and h3)
     #[arg(long, default_value = "30s", value_parser = positive_duration)]
     pub idle_timeout: Duration,
+
+    /// Misbehave on purpose, to show coordinated omission: AFTER the first request, every
+    /// response waits until FOR has passed (e.g. 5s+1s; FOR at most 60s)
+    #[arg(long, value_name = "AFTER+FOR", value_parser = crate::stall::parse_stall)]
+    pub stall: Option<crate::stall::StallSpec>,
 }
 
 /// The default of `--max-connections`.

@@ -43,6 +43,8 @@ pub struct Shared {
     pub opts: ServerOptions,
     pub access: Access,
     pub stats: Arc<Stats>,
+    /// `--stall`: responses held back for a while.
+    pub stall: crate::stall::Stall,
     slots: Arc<Semaphore>,
     refusing: AtomicBool,
 }
@@ -63,6 +65,7 @@ impl Shared {
     pub fn new(opts: ServerOptions, access: Access) -> Self {
         let slots = Arc::new(Semaphore::new(opts.max_connections as usize));
         Self {
+            stall: crate::stall::Stall::new(opts.stall),
             opts,
             access,
             stats: Arc::default(),

@@ -38,6 +38,7 @@ async fn answer(
 ) -> Response<PayloadBody> {
     let (parts, body) = req.into_parts();
     let drained = drain_body(body).await;
+    shared.stall.wait().await;
     let a = Answer::new(&parts, peer, drained, shared, telemetry);
     let head = a.head;
     let (parts, ()) = head.into_parts();
