@@ -115,6 +115,7 @@ pub(crate) async fn open_loop(o: OpenLoop, load: Load, rate: f64) {
     let clock = until.clock;
     let (k, len) = (conns.len() as u64, requests.len().max(1));
     let schedule = Schedule::new(rate, load.arrivals, seed);
+    let stop = until.stop.clone();
     let mut due = match pace(schedule, start, until) {
         Ok(rx) => rx,
         Err(e) => {
@@ -127,6 +128,10 @@ pub(crate) async fn open_loop(o: OpenLoop, load: Load, rate: f64) {
     };
     let mut tasks = JoinSet::new();
     while let Some(Due { j, at }) = due.recv().await {
+        // Requests queued for the runtime when the stop came are not started either.
+        if stop.is_set() {
+            break;
+        }
         while tasks.try_join_next().is_some() {}
         if in_flight.load(Ordering::Relaxed) >= u64::from(load.max_inflight) {
             lock(&rec).dropped(at);

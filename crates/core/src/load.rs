@@ -248,6 +248,22 @@ mod tests {
         }
 
         #[test]
+        fn any_load_is_checked_without_a_panic(
+            d in any::<u64>(), w in any::<u64>(), r in any::<f64>(), m in any::<u32>()
+        ) {
+            let l = Load {
+                duration: Duration::from_millis(d),
+                warmup: Duration::from_millis(w),
+                rate: Some(r),
+                arrivals: Arrivals::Poisson,
+                max_inflight: m,
+            };
+            if l.check().is_ok() {
+                prop_assert!(l.window() > Duration::ZERO);
+            }
+        }
+
+        #[test]
         fn any_accepted_rate_schedules(r in 0.0f64..2e7, poisson: bool) {
             if let Ok(r) = parse_rate(&r.to_string()) {
                 let a = if poisson { Arrivals::Poisson } else { Arrivals::Constant };
