@@ -203,7 +203,9 @@ pub async fn run(
     let bar = match (&spec.load, spec.interval) {
         // Interval lines are the live view.
         (_, Some(_)) => ProgressBar::hidden(),
-        (Some(l), None) => time_bar(l.duration.as_millis() as u64 * u64::from(spec.runs)),
+        (Some(l), None) => {
+            time_bar((l.duration.as_millis() as u64).saturating_mul(u64::from(spec.runs)))
+        }
         (None, None) => progress_bar(side.objects() * u64::from(spec.runs)),
     };
     let expected = spec.runs as usize;

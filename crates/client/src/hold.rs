@@ -113,6 +113,9 @@ pub(crate) async fn open_loop(o: OpenLoop, load: Load, rate: f64) {
         seed,
     } = o;
     let clock = until.clock;
+    if conns.is_empty() {
+        return;
+    }
     let (k, len) = (conns.len() as u64, requests.len().max(1));
     let schedule = Schedule::new(rate, load.arrivals, seed);
     let stop = until.stop.clone();

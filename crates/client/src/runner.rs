@@ -164,7 +164,7 @@ impl Runner {
             let start = clock.now();
             lock(&rec).measure_from(start + l.warmup);
             until.set_end(start + l.duration);
-            let held = u64::from(index) * l.duration.as_millis() as u64;
+            let held = u64::from(index).saturating_mul(l.duration.as_millis() as u64);
             side_tasks.spawn(show_time(progress.clone(), clock, start, held));
             if let Some(rate) = open_loop_rate {
                 let o = OpenLoop {

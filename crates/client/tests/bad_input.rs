@@ -212,6 +212,7 @@ fn bad_loads() {
     usage(&["--duration", "10s", "--rate", "fast"], "--rate");
     usage(&["--duration", "10s", "--rate", "1e300"], "--rate");
     usage(&["--duration", "0s"], "--duration");
+    usage(&["--duration", "1000years"], "--duration");
     usage(&["--duration", "5s", "--warmup", "5s"], "--warmup");
     usage(&["--duration", "5s", "--warmup", "9s"], "--warmup");
     usage(&["--rate", "100"], "--duration");

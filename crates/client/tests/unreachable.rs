@@ -100,3 +100,28 @@ fn a_name_that_does_not_resolve_still_gets_a_report() {
         .starts_with("unreachable: cannot resolve qbench.invalid"));
     assert_eq!(j["config"]["target"]["origin"]["host"], "qbench.invalid");
 }
+
+/// A held load whose every connection fails ends like any run (exit 1, a report, the error
+/// counted), without starting the load on no connection at all.
+#[test]
+fn a_held_load_with_no_connection_ends_with_its_report() {
+    let ns = Netns::new("held");
+    for (proto, mode) in [("h2", "--rate"), ("h3", "--rate"), ("h2", "--streams")] {
+        let (code, stderr, json) = ns.qbench(&[
+            "--proto",
+            proto,
+            "--target",
+            "https://198.18.0.1:4433",
+            "--insecure",
+            "--duration",
+            "1s",
+            mode,
+            "10",
+        ]);
+        assert_eq!(code, Some(1), "{proto} {mode}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        let j = json.expect("partial report written");
+        assert_eq!(j["summary"]["errors"]["unreachable"], 1, "{stderr}");
+        assert_eq!(j["runs"][0]["objects"]["completed"], 0);
+    }
+}

@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 pub const MAX_RATE: f64 = 10_000_000.0;
 /// In-flight requests allowed by default in open-loop mode, over all connections.
 pub const DEFAULT_MAX_INFLIGHT: u32 = 10_000;
+/// The longest load held: a month, so every offset on the run clock stays far from overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
 /// A request sent later than this after its intended start counts as late. tokio's timer
 /// ticks in milliseconds, so a start up to 1 ms after its time is on time.
 pub const LATE_AFTER: Duration = Duration::from_millis(2);
@@ -50,6 +52,9 @@ impl Load {
     pub fn check(&self) -> Result<(), (&'static str, String)> {
         if self.duration.is_zero() {
             return Err(("--duration", "must be greater than zero".into()));
+        }
+        if self.duration > MAX_DURATION {
+            return Err(("--duration", "at most 30 days".into()));
         }
         if self.warmup >= self.duration {
             return Err((

@@ -132,11 +132,6 @@ impl Recorder {
         }
     }
 
-    /// Intervals start here (after the connections are up), not at the run's start.
-    pub fn begin_intervals(&mut self, now: Duration) {
-        self.interval_start = now;
-    }
-
     /// Ends the current interval at `now`, with `in_flight` requests outstanding.
     pub fn interval(&mut self, now: Duration, in_flight: u64) -> IntervalRecord {
         let warmup = self
