@@ -46,6 +46,18 @@ impl Drop for Netns {
     }
 }
 
+/// `qbench --proto PROTO --target` an address with no route, and `more`.
+fn at_no_route(ns: &Netns, proto: &str, more: &[&str]) -> (Option<i32>, String, Option<Value>) {
+    let base = [
+        "--proto",
+        proto,
+        "--target",
+        "https://198.18.0.1:4433",
+        "--insecure",
+    ];
+    ns.qbench(&[&base[..], more].concat())
+}
+
 fn last_line(stderr: &str) -> &str {
     stderr.trim_end().lines().last().unwrap_or_default()
 }
@@ -54,13 +66,7 @@ fn last_line(stderr: &str) -> &str {
 fn no_route_is_unreachable() {
     let ns = Netns::new("route");
     for proto in ["h3", "h2", "h1"] {
-        let (code, stderr, json) = ns.qbench(&[
-            "--proto",
-            proto,
-            "--target",
-            "https://198.18.0.1:4433",
-            "--insecure",
-        ]);
+        let (code, stderr, json) = at_no_route(&ns, proto, &[]);
         assert_eq!(code, Some(1), "{stderr}");
         let j = json.expect("partial report written");
         assert_eq!(j["complete"], false);
@@ -107,17 +113,7 @@ fn a_name_that_does_not_resolve_still_gets_a_report() {
 fn a_held_load_with_no_connection_ends_with_its_report() {
     let ns = Netns::new("held");
     for (proto, mode) in [("h2", "--rate"), ("h3", "--rate"), ("h2", "--streams")] {
-        let (code, stderr, json) = ns.qbench(&[
-            "--proto",
-            proto,
-            "--target",
-            "https://198.18.0.1:4433",
-            "--insecure",
-            "--duration",
-            "1s",
-            mode,
-            "10",
-        ]);
+        let (code, stderr, json) = at_no_route(&ns, proto, &["--duration", "1s", mode, "10"]);
         assert_eq!(code, Some(1), "{proto} {mode}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
         let j = json.expect("partial report written");
