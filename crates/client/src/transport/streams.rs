@@ -110,7 +110,7 @@ mod tests {
             }
         })
         .await
-        .unwrap_or_else(|_| panic!("{what}"));
+        .expect(what);
     }
 
     /// 50 requests held on the wire: a limit of 7 lets exactly 7 in; raising it to 40 lets
