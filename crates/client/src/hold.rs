@@ -16,6 +16,7 @@ use tokio::task::JoinSet;
 use crate::clock::Clock;
 use crate::pacer::{pace, Due};
 use crate::requests::Requests;
+use crate::runner::lock;
 use crate::transport::Conn;
 use crate::verify::DigestBook;
 
@@ -80,10 +81,6 @@ impl Until {
     pub(crate) fn over(&self) -> bool {
         self.stop.is_set() || self.clock.now() >= self.end()
     }
-}
-
-fn lock(rec: &Mutex<Recorder>) -> std::sync::MutexGuard<'_, Recorder> {
-    rec.lock().expect("recorder lock")
 }
 
 /// What the open loop needs from the run.

@@ -60,7 +60,7 @@ pub(crate) struct Runner {
     stop: Arc<Stop>,
 }
 
-fn lock(rec: &Mutex<Recorder>) -> std::sync::MutexGuard<'_, Recorder> {
+pub(crate) fn lock(rec: &Mutex<Recorder>) -> std::sync::MutexGuard<'_, Recorder> {
     rec.lock().expect("recorder lock")
 }
 

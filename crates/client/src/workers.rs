@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 use crate::clock::Clock;
 use crate::hold::Until;
 use crate::requests::Requests;
-use crate::runner::fetch_one;
+use crate::runner::{fetch_one, lock};
 use crate::transport::Conn;
 use crate::verify::DigestBook;
 
@@ -62,7 +62,7 @@ impl Workers {
                     if w.until.is_none() {
                         w.progress.inc(1);
                     }
-                    w.rec.lock().expect("recorder lock").object(outcome);
+                    lock(&w.rec).object(outcome);
                 }
             });
         }

@@ -205,7 +205,7 @@ pub struct LoadSummary {
 
 impl LoadSummary {
     pub fn of<'a>(
-        loads: impl Iterator<Item = &'a LoadReport> + Clone,
+        loads: impl Iterator<Item = &'a LoadReport>,
     ) -> Result<Option<Self>, HistogramError> {
         let all: Vec<&LoadReport> = loads.collect();
         if all.is_empty() {

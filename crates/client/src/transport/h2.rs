@@ -31,7 +31,7 @@ struct H2Conn {
     on_wire: OnWire,
     /// The server's limit as of the last response, 0 before the first. A response means the
     /// server's first SETTINGS have been applied: that frame precedes every other it sends.
-    settled: AtomicUsize,
+    server_limit: AtomicUsize,
 }
 
 impl Transport for H2 {
@@ -71,7 +71,7 @@ impl H2 {
                 timeout,
                 activity,
                 on_wire: OnWire::default(),
-                settled: AtomicUsize::new(0),
+                server_limit: AtomicUsize::new(0),
             }),
             info,
             done,
@@ -93,7 +93,7 @@ impl H2Conn {
     /// After a response head: the server's limit may have changed.
     fn heard_from_server(&self) {
         let limit = self.send.current_max_send_streams();
-        if self.settled.swap(limit, Ordering::Relaxed) != limit {
+        if self.server_limit.swap(limit, Ordering::Relaxed) != limit {
             self.on_wire.recheck(limit);
         }
     }
@@ -146,7 +146,7 @@ impl Exchange for H2Conn {
     }
 
     fn streams(&self) -> StreamFacts {
-        let limit = self.settled.load(Ordering::Relaxed);
+        let limit = self.server_limit.load(Ordering::Relaxed);
         StreamFacts {
             // h2 reads an absent SETTINGS_MAX_CONCURRENT_STREAMS as no limit (usize::MAX).
             peer_limit: (limit != 0 && limit != usize::MAX).then_some(limit as u64),
