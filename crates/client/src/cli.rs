@@ -100,6 +100,11 @@ pub struct ReportArgs {
     /// Where to write the page; heatmap-N.svg files go next to it
     #[arg(long, value_name = "FILE")]
     pub html: PathBuf,
+
+    /// Judge every comparison cell by this metric, recomputed from its runs [default: the
+    /// one each cell was run with]
+    #[arg(long, value_enum)]
+    pub metric: Option<qbench_core::metric::Metric>,
 }
 
 #[derive(Debug, Args)]
@@ -124,6 +129,12 @@ pub struct CompareArgs {
     /// Rounds; each runs A and B once with fresh connections, alternating which goes first
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(2..))]
     pub rounds: u32,
+
+    /// What the rounds compare: plt, goodput, rps, or the object latency's p50, p99 or p999
+    /// (from the intended start at a --rate) [default: plt; with --duration, p99 at a --rate
+    /// and goodput without]
+    #[arg(long, value_enum)]
+    pub metric: Option<qbench_core::metric::Metric>,
 
     #[command(flatten)]
     pub a: SideA,

@@ -2,10 +2,11 @@
 
 use anyhow::Context;
 use qbench_core::compare::{CompareReport, Verdict};
+use qbench_core::metric::Metric;
 use qbench_core::spec::CompareSpec;
 use qbench_core::Stats;
 
-use crate::app::progress_bar;
+use crate::app::{progress_bar, time_bar};
 use crate::cli::{CompareArgs, Outputs};
 use crate::clock::Clock;
 use crate::config::{share_route, usage, Config, LinkChoice, TargetArgs};
@@ -19,6 +20,8 @@ pub struct Plan {
     pub b: Config,
     pub labels: (String, String),
     pub rounds: u32,
+    /// What the rounds compare.
+    pub metric: Metric,
     pub outputs: Outputs,
 }
 
@@ -41,6 +44,7 @@ impl Plan {
         )?;
         Self::new(
             &spec,
+            args.metric,
             &args.run.target(),
             args.run.link_choice(),
             args.run.outputs(),
@@ -50,6 +54,7 @@ impl Plan {
     /// Every check that concerns a comparison as a whole, for flags and scenario cells alike.
     pub fn new(
         spec: &CompareSpec,
+        metric: Option<Metric>,
         target: &TargetArgs,
         link: LinkChoice,
         outputs: Outputs,
@@ -65,11 +70,14 @@ impl Plan {
             "every round uses fresh connections",
         )?;
         usage(spec.rounds >= 2, "--rounds", "at least 2")?;
-        usage(
-            spec.base.load.is_none(),
-            "--duration",
-            "a comparison's rounds compare page load times; hold a load with a single benchmark",
-        )?;
+        let load = spec.base.load.as_ref();
+        let metric = metric.unwrap_or(Metric::default_for(load));
+        metric
+            .check(load)
+            .map_err(|message| crate::config::ConfigError {
+                flag: "--metric",
+                message,
+            })?;
         let labels = spec.labels();
         usage(
             labels.0 != labels.1,
@@ -99,55 +107,124 @@ impl Plan {
             b,
             labels,
             rounds: spec.rounds,
+            metric,
             outputs,
         })
     }
 }
 
-fn ms(us: Option<f64>) -> String {
-    us.map_or("-".into(), |v| format!("{:.2} ms", v / 1000.0))
+/// Per side: a figure summed over its runs.
+fn per_side(r: &CompareReport, f: &dyn Fn(&qbench_core::Report) -> String) -> [String; 2] {
+    [f(&r.a), f(&r.b)]
+}
+
+/// `n runs (first reason)` when the client limited any run of a side.
+fn saturated(rep: &qbench_core::Report) -> Option<String> {
+    let why: Vec<&String> = rep
+        .runs
+        .iter()
+        .filter_map(|run| run.client.as_ref()?.saturated.as_ref())
+        .collect();
+    let first = why.first()?;
+    Some(format!(
+        "{} of {} runs ({first})",
+        why.len(),
+        rep.runs.len()
+    ))
 }
 
 fn table(r: &CompareReport) -> String {
     let c = &r.comparison;
+    let m = c.metric;
     let mut out = format!(
-        "qbench compare: A = {}, B = {}, {} rounds, alternating first\n",
-        r.label_a, r.label_b, r.rounds
+        "qbench compare: A = {}, B = {}, {} rounds, alternating first; comparing {}\n",
+        r.label_a,
+        r.label_b,
+        r.rounds,
+        m.title()
     );
-    out.push_str(&format!("  {:<16}{:>16}{:>16}\n", "", "A", "B"));
-    let row = |name: &str, f: &dyn Fn(&Stats) -> Option<f64>| {
-        format!(
-            "  {:<16}{:>16}{:>16}\n",
-            name,
-            ms(f(&c.plt_us_a)),
-            ms(f(&c.plt_us_b))
-        )
-    };
-    out.push_str(&row("PLT mean", &|s| s.mean));
-    out.push_str(&row("PLT median", &|s| s.median));
-    out.push_str(&row("PLT sd", &|s| s.sd));
-    out.push_str(&format!(
-        "  {:<16}{:>16}{:>16}\n",
-        "complete runs",
-        format!("{}/{}", r.a.summary.complete_runs, r.rounds),
-        format!("{}/{}", r.b.summary.complete_runs, r.rounds)
-    ));
-    let diff = c
-        .plt_diff_pct
-        .map_or("-".into(), |d| format!("{d:+.1}% (positive: B faster)"));
-    out.push_str(&format!("  PLT difference  {diff}\n"));
-    if let Some(w) = &c.welch {
-        out.push_str(&format!(
-            "  Welch's t-test  t = {:.3}, df = {:.1}, p = {:.3e}\n",
-            w.t, w.df, w.p
+    let line = |name: &str, [a, b]: [String; 2]| format!("  {name:<20}{a:>18}{b:>18}\n");
+    out.push_str(&line("", ["A".into(), "B".into()]));
+    let show = |v: Option<f64>| v.map_or("-".into(), |v| m.show(v));
+    for (what, f) in [
+        ("mean", (|s: &Stats| s.mean) as fn(&Stats) -> Option<f64>),
+        ("median", |s| s.median),
+        ("sd", |s| s.sd),
+    ] {
+        out.push_str(&line(
+            &format!("{} {what}", m.title()),
+            [show(f(&c.a)), show(f(&c.b))],
         ));
     }
+    out.push_str(&line(
+        "complete runs",
+        per_side(r, &|rep| {
+            format!("{}/{}", rep.summary.complete_runs, r.rounds)
+        }),
+    ));
+    out.push_str(&line(
+        "failed requests",
+        per_side(r, &|rep| {
+            rep.runs
+                .iter()
+                .map(|run| run.objects.failed)
+                .sum::<u64>()
+                .to_string()
+        }),
+    ));
+    if r.a.summary.load.is_some() || r.b.summary.load.is_some() {
+        let load = |f: &dyn Fn(&qbench_core::load_report::LoadSummary) -> String| {
+            per_side(r, &|rep| rep.summary.load.as_ref().map_or("-".into(), f))
+        };
+        out.push_str(&line(
+            "completed/s (mean)",
+            load(&|l| {
+                l.completed_rate
+                    .mean
+                    .map_or("-".into(), |v| format!("{v:.1}"))
+            }),
+        ));
+        out.push_str(&line(
+            "late, dropped",
+            load(&|l| format!("{}, {}", l.late, l.dropped)),
+        ));
+    }
+    let diff = c
+        .diff_pct
+        .map_or("-".into(), |d| format!("{d:+.1}% (positive: B better)"));
+    out.push_str(&format!("  {:<20}{diff}\n", "difference"));
+    if let Some(w) = &c.welch {
+        out.push_str(&format!(
+            "  {:<20}t = {:.3}, df = {:.1}, p = {:.3e}\n",
+            "Welch's t-test", w.t, w.df, w.p
+        ));
+    }
+    let better = if m.higher_is_better() {
+        "higher"
+    } else {
+        "lower"
+    };
     let verdict = match c.verdict {
-        Verdict::AFaster => format!("A ({}) is faster, significant at p < 0.01", r.label_a),
-        Verdict::BFaster => format!("B ({}) is faster, significant at p < 0.01", r.label_b),
+        Verdict::AFaster => format!(
+            "A ({}) is better ({} {better}), significant at p < 0.01",
+            r.label_a,
+            m.title()
+        ),
+        Verdict::BFaster => format!(
+            "B ({}) is better ({} {better}), significant at p < 0.01",
+            r.label_b,
+            m.title()
+        ),
         Verdict::Inconclusive => "inconclusive (not significant at p < 0.01)".into(),
     };
-    out.push_str(&format!("  verdict         {verdict}\n"));
+    out.push_str(&format!("  {:<20}{verdict}\n", "verdict"));
+    for (side, rep) in [("A", &r.a), ("B", &r.b)] {
+        if let Some(why) = saturated(rep) {
+            out.push_str(&format!(
+                "  WARNING: the client was saturated in {side}'s {why}: a client limit, not a server result\n"
+            ));
+        }
+    }
     out
 }
 
@@ -184,7 +261,11 @@ pub async fn run(
     prepared.prime_tcp_metrics(&[&plan.a, &plan.b]).await?;
     let mut a = Side::open(&plan.a, server(0), prepared, command.clone(), clock).await?;
     let mut b = Side::open(&plan.b, server(1), prepared, command, clock).await?;
-    let bar = progress_bar((a.objects() + b.objects()) * u64::from(plan.rounds));
+    let rounds_of = |per_side: u64| per_side.saturating_mul(2 * u64::from(plan.rounds));
+    let bar = match &plan.a.spec().load {
+        Some(l) => time_bar(rounds_of(l.duration.as_millis() as u64)),
+        None => progress_bar((a.objects() + b.objects()) * u64::from(plan.rounds)),
+    };
     let mut first = Vec::new();
     let rounds = plan.rounds as usize;
     let build = |a: &Side<'_>, b: &Side<'_>, first: &[String]| -> anyhow::Result<CompareReport> {
@@ -192,8 +273,8 @@ pub async fn run(
             plan.rounds,
             plan.labels.clone(),
             first.to_vec(),
-            a.report(rounds, None)?,
-            b.report(rounds, None)?,
+            (a.report(rounds, None)?, b.report(rounds, None)?),
+            plan.metric,
         ))
     };
     for round in 0..plan.rounds {

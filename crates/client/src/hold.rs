@@ -178,11 +178,14 @@ pub(crate) async fn ticker(
     }
 }
 
-/// In duration mode the bar counts milliseconds held, `base` those of earlier runs.
-pub(crate) async fn show_time(bar: ProgressBar, clock: Clock, start: Duration, base: u64) {
+/// In duration mode the bar counts milliseconds held, adding this run's to those before it
+/// (earlier runs, or the other side of a comparison).
+pub(crate) async fn show_time(bar: ProgressBar, clock: Clock, start: Duration) {
+    let mut shown = 0;
     loop {
         let held = clock.now().saturating_sub(start).as_millis() as u64;
-        bar.set_position(base + held);
+        bar.inc(held.saturating_sub(shown));
+        shown = shown.max(held);
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }

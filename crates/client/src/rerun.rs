@@ -1,6 +1,8 @@
 //! The command line that reruns a spec, for people to read and copy: the flags that differ
 //! from the defaults, in one order.
 
+use qbench_core::load::{Arrivals, DEFAULT_MAX_INFLIGHT};
+use qbench_core::metric::Metric;
 use qbench_core::spec::{CompareSpec, CompeteSpec, RunSpec, SideOverrides};
 
 fn push(args: &mut Vec<String>, flag: &str, value: Option<String>) {
@@ -51,6 +53,28 @@ fn run_flags(s: &RunSpec, args: &mut Vec<String>) {
         ),
     );
     push(args, "link", s.link.as_ref().map(|l| l.text.clone()));
+    if let Some(l) = &s.load {
+        let time = |d| Some(humantime::format_duration(d).to_string());
+        push(args, "duration", time(l.duration));
+        push(
+            args,
+            "warmup",
+            time(l.warmup).filter(|_| !l.warmup.is_zero()),
+        );
+        push(args, "rate", l.rate.map(|r| r.to_string()));
+        if l.rate.is_some() {
+            push(
+                args,
+                "arrivals",
+                (l.arrivals == Arrivals::Poisson).then(|| "poisson".into()),
+            );
+            push(
+                args,
+                "max-inflight",
+                (l.max_inflight != DEFAULT_MAX_INFLIGHT).then(|| l.max_inflight.to_string()),
+            );
+        }
+    }
     push(
         args,
         "client-threads",
@@ -103,8 +127,8 @@ fn side_flags(side: &str, o: &SideOverrides, args: &mut Vec<String>) {
     );
 }
 
-/// `qbench compare ...` that runs `s`.
-pub fn compare_command(s: &CompareSpec) -> Vec<String> {
+/// `qbench compare ...` that runs `s` and judges it by `metric`.
+pub fn compare_command(s: &CompareSpec, metric: Metric) -> Vec<String> {
     let mut args: Vec<String> = vec!["qbench".into(), "compare".into()];
     push(
         &mut args,
@@ -116,6 +140,11 @@ pub fn compare_command(s: &CompareSpec) -> Vec<String> {
     run_flags(&s.base, &mut args);
     side_flags("a", &s.a, &mut args);
     side_flags("b", &s.b, &mut args);
+    push(
+        &mut args,
+        "metric",
+        (metric != Metric::default_for(s.base.load.as_ref())).then(|| metric.to_string()),
+    );
     args
 }
 

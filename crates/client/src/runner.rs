@@ -164,8 +164,7 @@ impl Runner {
             let start = clock.now();
             lock(&rec).measure_from(start + l.warmup);
             until.set_end(start + l.duration);
-            let held = u64::from(index).saturating_mul(l.duration.as_millis() as u64);
-            side_tasks.spawn(show_time(progress.clone(), clock, start, held));
+            side_tasks.spawn(show_time(progress.clone(), clock, start));
             if let Some(rate) = open_loop_rate {
                 let o = OpenLoop {
                     conns: conns.iter().map(|(c, _)| c.clone()).collect(),

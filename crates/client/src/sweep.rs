@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use anyhow::Context;
 use qbench_core::cell::{CellFile, CellFileError, CellReport};
-use qbench_core::compare::Verdict;
+use qbench_core::compare::{Comparison, Verdict};
+use qbench_core::metric::Metric;
 use qbench_core::scenario::{Cell, CellSpec, Scenario};
 
 use crate::cli::{Outputs, SweepArgs};
@@ -19,11 +20,13 @@ pub enum CellPlan {
     Compete(Box<crate::compete::Plan>),
 }
 
-pub fn plan_for(cell: &Cell) -> anyhow::Result<CellPlan> {
+/// `metric`: the scenario's, if it names one.
+pub fn plan_for(cell: &Cell, metric: Option<Metric>) -> anyhow::Result<CellPlan> {
     let (target, link) = (TargetArgs::default(), LinkChoice::default());
     Ok(match &cell.spec {
         CellSpec::Compare(s) => CellPlan::Compare(Box::new(crate::compare::Plan::new(
             s,
+            metric,
             &target,
             link,
             Outputs::default(),
@@ -70,8 +73,9 @@ fn row(what: &str, report: &CellReport) -> String {
         CellReport::Compare(r) => {
             let c = &r.comparison;
             format!(
-                "  {what:<48} {:>8} {:>10} {}",
-                c.plt_diff_pct.map_or("-".into(), |d| format!("{d:+.1}%")),
+                "  {what:<48} {:>8} {:>8} {:>10} {}",
+                c.metric.name(),
+                c.diff_pct.map_or("-".into(), |d| format!("{d:+.1}%")),
                 c.welch
                     .as_ref()
                     .map_or("-".into(), |w| format!("{:.2e}", w.p)),
@@ -113,7 +117,9 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
     // Every cell is checked before the first one runs.
     let plans = cells
         .iter()
-        .map(|c| plan_for(c).with_context(|| format!("{shown}: cell {}", c.label())))
+        .map(|c| {
+            plan_for(c, scenario.metric()).with_context(|| format!("{shown}: cell {}", c.label()))
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
     check_out_dir(&args.out)?;
     std::fs::create_dir_all(&args.out)
@@ -130,8 +136,15 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         let what = cell.label();
         let done = read_cell(&path).filter(|f| f.cell.hash == cell.hash && f.report.complete());
         let report = match done {
-            Some(f) => {
+            Some(mut f) => {
                 crate::tell!("[{}/{}] {what}: done before, skipped", i + 1, cells.len());
+                // A finished cell is judged by the metric the scenario names now.
+                if let (CellReport::Compare(r), CellPlan::Compare(p)) = (&mut f.report, plan) {
+                    if r.comparison.metric != p.metric {
+                        r.comparison = Comparison::of(&r.a.runs, &r.b.runs, p.metric);
+                        write_json(&Dest::File(path.clone()), &f)?;
+                    }
+                }
                 f.report
             }
             None => {
@@ -167,7 +180,13 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         cells.len() as u32 - ran,
         humantime::format_duration(std::time::Duration::from_secs(started.elapsed().as_secs()))
     );
-    crate::say!("  {:<48} {:>8} {:>10} faster", "cell", "PLT diff", "p");
+    crate::say!(
+        "  {:<48} {:>8} {:>8} {:>10} better",
+        "cell",
+        "metric",
+        "diff",
+        "p"
+    );
     for r in rows {
         crate::say!("{r}");
     }

@@ -235,8 +235,20 @@ fn bad_loads() {
         "--json-stream",
     );
     rejected(
-        &["compare", "--protos", "h2,h3", "--duration", "2s"],
-        "--duration",
+        &[
+            "compare",
+            "--protos",
+            "h2,h3",
+            "--duration",
+            "2s",
+            "--metric",
+            "plt",
+        ],
+        "--metric",
+    );
+    rejected(
+        &["compare", "--protos", "h2,h3", "--metric", "p95"],
+        "--metric",
     );
 }
 

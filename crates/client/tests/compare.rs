@@ -32,8 +32,10 @@ fn rounds_alternate_and_statistics_cover_them() {
     assert_eq!(j["a"]["config"]["proto"], "h2");
     assert_eq!(j["b"]["config"]["proto"], "h3");
     let c = &j["comparison"];
-    assert_eq!(c["plt_us_a"]["n"], 4);
-    assert_eq!(c["plt_us_b"]["n"], 4);
+    assert_eq!(j["schema_version"], 3);
+    assert_eq!(c["metric"], "plt");
+    assert_eq!(c["a"]["n"], 4);
+    assert_eq!(c["b"]["n"], 4);
     assert!(c["welch"]["p"]
         .as_f64()
         .is_some_and(|p| (0.0..=1.0).contains(&p)));
@@ -83,6 +85,83 @@ fn plot_puts_both_sides_on_one_chart() {
     let text = std::fs::read_to_string(svg).unwrap();
     assert_eq!(text.matches("<polyline").count(), 2, "one line per side");
     assert!(text.contains("h2: tcp") && text.contains("h3: quic"));
+}
+
+/// Held loads compare round by round: at a rate by the p99 (the default) or a chosen
+/// metric, in a closed loop by goodput; every round's figure is its run's.
+#[test]
+fn held_loads_compare_by_their_metric() {
+    let (code, stderr, json) = compare(&[
+        "--protos",
+        "h2,h3",
+        "--objects",
+        "1x2KB",
+        "--rounds",
+        "2",
+        "--duration",
+        "500ms",
+        "--warmup",
+        "100ms",
+        "--rate",
+        "200",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let j = json.unwrap();
+    let c = &j["comparison"];
+    assert_eq!(c["metric"], "p99");
+    assert!(stderr.contains("comparing p99 latency"), "{stderr}");
+    assert!(stderr.contains("late, dropped"), "{stderr}");
+    for side in ["a", "b"] {
+        let runs = j[side]["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2);
+        let p99: Vec<f64> = runs
+            .iter()
+            .map(|r| {
+                assert_eq!(r["load"]["target_rate"], 200.0);
+                r["object_latency"]["p99_us"].as_f64().unwrap()
+            })
+            .collect();
+        assert_eq!(c[side]["n"], 2);
+        assert_eq!(
+            c[side]["min"].as_f64(),
+            p99.iter().copied().reduce(f64::min)
+        );
+    }
+
+    let (code, stderr, json) = compare(&[
+        "--protos",
+        "h2,h3",
+        "--objects",
+        "1x20KB",
+        "--rounds",
+        "2",
+        "--duration",
+        "300ms",
+        "--streams",
+        "2",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let j = json.unwrap();
+    assert_eq!(j["comparison"]["metric"], "goodput");
+    assert!(j["comparison"]["a"]["mean"]
+        .as_f64()
+        .is_some_and(|g| g > 0.0));
+    assert!(stderr.contains("Mbit/s"), "{stderr}");
+
+    let (code, stderr, json) = compare(&[
+        "--protos",
+        "h2,h3",
+        "--objects",
+        "1x1KB",
+        "--rounds",
+        "2",
+        "--metric",
+        "rps",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let c = &json.unwrap()["comparison"];
+    assert_eq!(c["metric"], "rps");
+    assert_eq!(c["a"]["n"], 2);
 }
 
 #[test]

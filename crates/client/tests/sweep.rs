@@ -6,6 +6,7 @@ use std::path::Path;
 use clap::Parser;
 use qbench::cli::{Cli, Command};
 use qbench::rerun::{compare_command, compete_command};
+use qbench_core::metric::Metric;
 use qbench_core::scenario::{CellSpec, Scenario};
 
 mod common;
@@ -16,14 +17,26 @@ fn sweep(file: &Path, out: &Path) -> (bool, String, String) {
     (c.code == Some(0), c.stdout, c.stderr)
 }
 
+/// Writes scenario `text` as `name` into `dir` and sweeps it into `dir/out`, which must
+/// succeed; returns the scenario file, the out directory and stdout.
+fn swept(dir: &Path, name: &str, text: &str) -> (std::path::PathBuf, std::path::PathBuf, String) {
+    let file = dir.join(name);
+    std::fs::write(&file, text).unwrap();
+    let out = dir.join("out");
+    let (ok, stdout, stderr) = sweep(&file, &out);
+    assert!(ok, "{stderr}");
+    (file, out, stdout)
+}
+
+/// `qbench report DIR --html PAGE` and `extra` flags.
+fn report_with(dir: &Path, page: &Path, extra: &[&str]) -> common::Captured {
+    let (dir, page) = (dir.to_str().unwrap(), page.to_str().unwrap());
+    common::qbench_plain(&[&["report", dir, "--html", page][..], extra].concat())
+}
+
 /// `qbench report DIR --html PAGE` succeeded.
 fn report(dir: &Path, page: &Path) {
-    let c = common::qbench_plain(&[
-        "report",
-        dir.to_str().unwrap(),
-        "--html",
-        page.to_str().unwrap(),
-    ]);
+    let c = report_with(dir, page, &[]);
     assert_eq!(c.code, Some(0), "{}", c.stderr);
 }
 
@@ -41,16 +54,27 @@ fn shipped_scenarios_expand_into_valid_comparisons() {
         );
         let s = Scenario::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         for cell in s.cells().unwrap() {
-            qbench::sweep::plan_for(&cell)
+            let plan = qbench::sweep::plan_for(&cell, s.metric())
                 .unwrap_or_else(|e| panic!("{}: {:?}: {e:#}", path.display(), cell.params));
-            // The command line shown for a cell sets exactly its spec, and the hash is the
-            // spec's: flags are a way to write it, not part of it.
+            let metric = match &plan {
+                qbench::sweep::CellPlan::Compare(p) => p.metric,
+                qbench::sweep::CellPlan::Compete(_) => Metric::Plt,
+            };
+            // The command line shown for a cell sets exactly its spec (and its metric), and
+            // the hash is the spec's: flags are a way to write it, not part of it.
             let (argv, spec) = match &cell.spec {
-                CellSpec::Compare(s) => (compare_command(s), CellSpec::Compare(s.clone())),
+                CellSpec::Compare(s) => (compare_command(s, metric), CellSpec::Compare(s.clone())),
                 CellSpec::Compete(s) => (compete_command(s), CellSpec::Compete(s.clone())),
             };
             let parsed = match Cli::try_parse_from(&argv).unwrap().command {
-                Some(Command::Compare(c)) => CellSpec::Compare(c.spec().unwrap()),
+                Some(Command::Compare(c)) => {
+                    let spec = c.spec().unwrap();
+                    let chosen = c
+                        .metric
+                        .unwrap_or(Metric::default_for(spec.base.load.as_ref()));
+                    assert_eq!(chosen, metric, "{argv:?}");
+                    CellSpec::Compare(spec)
+                }
                 Some(Command::Compete(c)) => CellSpec::Compete(c.spec()),
                 _ => panic!("{argv:?}"),
             };
@@ -65,15 +89,11 @@ fn shipped_scenarios_expand_into_valid_comparisons() {
 #[test]
 fn cells_run_once_and_resume() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tiny.toml");
-    std::fs::write(
-        &file,
+    let (file, out, stdout) = swept(
+        dir.path(),
+        "tiny.toml",
         "# tiny\nname = \"tiny\"\n[base]\nprotos = \"h2,h3\"\nrounds = 2\n[axes]\nobjects = [\"1x1KB\", \"3x2KB\"]\n",
-    )
-    .unwrap();
-    let out = dir.path().join("out");
-    let (ok, stdout, stderr) = sweep(&file, &out);
-    assert!(ok, "{stderr}");
+    );
     let cells: Vec<_> = std::fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -101,6 +121,104 @@ fn cells_run_once_and_resume() {
         "one table row per cell"
     );
     assert!(dir.path().join("heatmap-0.svg").exists());
+}
+
+/// Held-load cells at request rates: judged by the scenario's metric, judged anew when the
+/// scenario names another (without running again), and by `qbench report --metric`.
+#[test]
+fn held_load_cells_judge_by_their_metric() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = |metric: &str| {
+        format!("# tail\nname = \"tail\"\n[base]\nprotos = \"h2,h3\"\nrounds = 2\nobjects = \"1x1KB\"\nduration = \"600ms\"\nwarmup = \"100ms\"\nmetric = \"{metric}\"\n[axes]\nrequest_rate = [\"50\", \"100\"]\n")
+    };
+    let (file, out, stdout) = swept(dir.path(), "tail.toml", &text("p99"));
+    assert!(stdout.contains("2 cells (2 run, 0 skipped)"), "{stdout}");
+    let cells = || -> Vec<serde_json::Value> {
+        let mut v: Vec<_> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| serde_json::from_slice(&std::fs::read(e.unwrap().path()).unwrap()).unwrap())
+            .collect();
+        v.sort_by_key(|j: &serde_json::Value| j["cell"]["params"]["request_rate"].to_string());
+        v
+    };
+    for (j, rate) in cells().iter().zip([100.0, 50.0]) {
+        assert_eq!(j["schema_version"], 3);
+        let r = &j["report"];
+        assert_eq!(r["schema_version"], 3);
+        assert_eq!(r["comparison"]["metric"], "p99");
+        assert_eq!(r["comparison"]["a"]["n"], 2, "{}", r["comparison"]);
+        for side in ["a", "b"] {
+            assert_eq!(r[side]["config"]["load"]["rate"], rate);
+            for run in r[side]["runs"].as_array().unwrap() {
+                assert_eq!(run["load"]["mode"], "open");
+                assert!(run["plt_us"].is_null());
+            }
+        }
+        // The figure compared is the runs' p99, as each run reported it.
+        let p99: Vec<f64> = r["a"]["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|run| run["object_latency"]["p99_us"].as_f64().unwrap())
+            .collect();
+        let mean = p99.iter().sum::<f64>() / 2.0;
+        assert!((r["comparison"]["a"]["mean"].as_f64().unwrap() - mean).abs() < 1e-6);
+    }
+    std::fs::write(&file, text("rps")).unwrap();
+    let (ok, stdout, stderr) = sweep(&file, &out);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("(0 run, 2 skipped)"), "{stdout}");
+    assert!(cells()
+        .iter()
+        .all(|j| j["report"]["comparison"]["metric"] == "rps"));
+
+    let page = dir.path().join("tail.html");
+    let c = report_with(&out, &page, &["--metric", "p50"]);
+    assert_eq!(c.code, Some(0), "{}", c.stderr);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("p50 latency") && html.contains("--metric p50"),
+        "{html}"
+    );
+    let c = report_with(&out, &page, &["--metric", "plt"]);
+    assert_eq!(c.code, Some(2), "{}", c.stderr);
+    assert!(c.stderr.contains("--metric") && c.stderr.contains("page load time"));
+}
+
+/// A version 2 cell (page load times under their old names) is still read and reported.
+#[test]
+fn version_2_cells_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, out, _) = swept(
+        dir.path(),
+        "tiny.toml",
+        "# tiny\nname = \"tiny\"\n[base]\nprotos = \"h2,h3\"\nrounds = 2\nobjects = \"1x1KB\"\n",
+    );
+    let path = std::fs::read_dir(&out)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut j: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    j["schema_version"] = 2.into();
+    let c = j["report"]["comparison"].as_object_mut().unwrap();
+    c.remove("metric");
+    for (old, new) in [
+        ("plt_us_a", "a"),
+        ("plt_us_b", "b"),
+        ("plt_diff_pct", "diff_pct"),
+    ] {
+        let v = c.remove(new).unwrap();
+        c.insert(old.into(), v);
+    }
+    std::fs::write(&path, serde_json::to_vec(&j).unwrap()).unwrap();
+    let (ok, stdout, stderr) = sweep(&file, &out);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("(0 run, 1 skipped)"), "{stdout}");
+    let page = dir.path().join("r.html");
+    report(&out, &page);
+    assert!(std::fs::read_to_string(page).unwrap().contains("PLT"));
 }
 
 #[test]

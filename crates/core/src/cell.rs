@@ -7,9 +7,13 @@ use crate::compete::CompeteReport;
 use crate::scenario::Cell;
 
 pub const SCHEMA: &str = "qbench.sweep-cell";
-/// 2: the cell is a typed spec hashed over its serialized form (version 1 held command-line
-/// arguments and hashed those); the report is tagged with its `kind`.
-pub const SCHEMA_VERSION: u32 = 2;
+/// 3: comparisons are compare-report version 3 (they name their metric); version 2 files
+/// are still read, as PLT comparisons. 2: the cell is a typed spec hashed over its
+/// serialized form (version 1 held command-line arguments and hashed those); the report is
+/// tagged with its `kind`.
+pub const SCHEMA_VERSION: u32 = 3;
+/// The earliest version this qbench reads.
+pub const OLDEST_READ: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
@@ -42,7 +46,7 @@ pub enum CellFileError {
     Json(#[from] serde_json::Error),
     #[error("schema is `{0}`, not {SCHEMA}")]
     Schema(String),
-    #[error("written by an earlier qbench (sweep-cell version {0}, this one reads version {SCHEMA_VERSION}): run the sweep again into a new --out directory")]
+    #[error("written by an earlier qbench (sweep-cell version {0}, this one reads versions {OLDEST_READ} to {SCHEMA_VERSION}): run the sweep again into a new --out directory")]
     Version(u32),
     #[error("written by a newer qbench (sweep-cell version {0}, this one reads version {SCHEMA_VERSION}): read it with that qbench")]
     Newer(u32),
@@ -86,7 +90,7 @@ impl CellFile {
         if h.schema_version > SCHEMA_VERSION {
             return Err(CellFileError::Newer(h.schema_version));
         }
-        if h.schema_version != SCHEMA_VERSION {
+        if h.schema_version < OLDEST_READ {
             return Err(CellFileError::Version(h.schema_version));
         }
         Ok(())

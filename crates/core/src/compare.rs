@@ -1,20 +1,24 @@
-//! Back-to-back comparison of two configurations (IMC'17 method): page load times of both,
-//! their percent difference and Welch's t-test, judged at p < 0.01.
+//! Back-to-back comparison of two configurations (IMC'17 method): one figure per run of
+//! each side (page load time by default, or a `Metric` of a held load), their percent
+//! difference and Welch's t-test, judged at p < 0.01.
 
 use serde::{Deserialize, Serialize};
 
+use crate::metric::Metric;
 use crate::report::{Report, RunReport};
 use crate::stats::{welch, Stats, Welch};
 
 pub const SCHEMA: &str = "qbench.compare-report";
-/// 2: both sides' run reports are schema 2.
-pub const SCHEMA_VERSION: u32 = 2;
+/// 3: the comparison names its `metric`; `plt_us_a`, `plt_us_b` and `plt_diff_pct` became
+/// `a`, `b` and `diff_pct` (read under either name). 2: both sides' run reports are schema 2.
+pub const SCHEMA_VERSION: u32 = 3;
 /// Significance level of the verdict.
 pub const ALPHA: f64 = 0.01;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
+    /// A is better by the metric: lower for PLT and latencies, higher for goodput and rps.
     AFaster,
     BFaster,
     /// Not significant at `ALPHA`, or too few complete rounds to tell.
@@ -23,30 +27,39 @@ pub enum Verdict {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
-    pub plt_us_a: Stats,
-    pub plt_us_b: Stats,
-    /// (mean A - mean B) / mean A x 100: positive when B loads faster.
-    pub plt_diff_pct: Option<f64>,
+    /// Version 2 files compared page load times.
+    #[serde(default)]
+    pub metric: Metric,
+    /// The metric over A's runs, in `metric.unit()`.
+    #[serde(alias = "plt_us_a")]
+    pub a: Stats,
+    #[serde(alias = "plt_us_b")]
+    pub b: Stats,
+    /// How much better B is than A, in percent of A's mean: (A - B) / A x 100 where lower
+    /// is better, (B - A) / A x 100 where higher is. Positive when B is better.
+    #[serde(alias = "plt_diff_pct")]
+    pub diff_pct: Option<f64>,
     pub welch: Option<Welch>,
     pub verdict: Verdict,
 }
 
-fn plts(runs: &[RunReport]) -> Vec<f64> {
-    runs.iter()
-        .filter_map(|r| r.plt_us.map(|p| p as f64))
-        .collect()
+fn samples(runs: &[RunReport], metric: Metric) -> Vec<f64> {
+    runs.iter().filter_map(|r| metric.of(r)).collect()
 }
 
 impl Comparison {
-    pub fn of(a: &[RunReport], b: &[RunReport]) -> Self {
-        let (pa, pb) = (plts(a), plts(b));
-        Self::of_samples(&pa, &pb)
+    pub fn of(a: &[RunReport], b: &[RunReport], metric: Metric) -> Self {
+        Self::of_samples(&samples(a, metric), &samples(b, metric), metric)
     }
 
-    pub fn of_samples(pa: &[f64], pb: &[f64]) -> Self {
+    pub fn of_samples(pa: &[f64], pb: &[f64], metric: Metric) -> Self {
         let (sa, sb) = (Stats::of(pa), Stats::of(pb));
         let diff = match (sa.mean, sb.mean) {
-            (Some(ma), Some(mb)) if ma > 0.0 => Some((ma - mb) / ma * 100.0),
+            (Some(ma), Some(mb)) if ma > 0.0 => Some(if metric.higher_is_better() {
+                (mb - ma) / ma * 100.0
+            } else {
+                (ma - mb) / ma * 100.0
+            }),
             _ => None,
         };
         let w = welch(pa, pb);
@@ -56,9 +69,10 @@ impl Comparison {
             _ => Verdict::Inconclusive,
         };
         Self {
-            plt_us_a: sa,
-            plt_us_b: sb,
-            plt_diff_pct: diff,
+            metric,
+            a: sa,
+            b: sb,
+            diff_pct: diff,
             welch: w,
             verdict,
         }
@@ -86,10 +100,10 @@ impl CompareReport {
         rounds: u32,
         labels: (String, String),
         first: Vec<String>,
-        a: Report,
-        b: Report,
+        (a, b): (Report, Report),
+        metric: Metric,
     ) -> Self {
-        let comparison = Comparison::of(&a.runs, &b.runs);
+        let comparison = Comparison::of(&a.runs, &b.runs, metric);
         Self {
             schema: SCHEMA.into(),
             schema_version: SCHEMA_VERSION,
@@ -117,17 +131,43 @@ mod tests {
         let b = [
             760.2, 771.9, 748.3, 790.0, 755.5, 765.1, 780.7, 759.9, 770.3, 752.6,
         ];
-        let c = Comparison::of_samples(&a, &b);
+        let c = Comparison::of_samples(&a, &b, Metric::Plt);
         assert_eq!(c.verdict, Verdict::BFaster);
-        let d = c.plt_diff_pct.unwrap();
+        let d = c.diff_pct.unwrap();
         // (812.09 - 765.45) / 812.09 x 100
         assert!((d - 5.743_205_802_312_536).abs() < 1e-9, "{d}");
-        assert_eq!(Comparison::of_samples(&b, &a).verdict, Verdict::AFaster);
-        let same = Comparison::of_samples(&[1.0, 2.0, 3.0, 4.0], &[1.5, 2.5, 2.0, 3.5, 4.0, 1.0]);
+        assert_eq!(
+            Comparison::of_samples(&b, &a, Metric::P99).verdict,
+            Verdict::AFaster
+        );
+        // Where higher is better, the same samples judge the other way, and the difference
+        // is still positive when B is better.
+        let g = Comparison::of_samples(&a, &b, Metric::Goodput);
+        assert_eq!(g.verdict, Verdict::AFaster);
+        assert!((g.diff_pct.unwrap() + d).abs() < 1e-9);
+        let up = Comparison::of_samples(&b, &a, Metric::Rps);
+        assert_eq!(up.verdict, Verdict::BFaster);
+        assert!(up.diff_pct.unwrap() > 0.0);
+        let same = Comparison::of_samples(
+            &[1.0, 2.0, 3.0, 4.0],
+            &[1.5, 2.5, 2.0, 3.5, 4.0, 1.0],
+            Metric::Plt,
+        );
         assert_eq!(same.verdict, Verdict::Inconclusive);
         assert_eq!(
-            Comparison::of_samples(&[1.0], &[2.0]).verdict,
+            Comparison::of_samples(&[1.0], &[2.0], Metric::Plt).verdict,
             Verdict::Inconclusive
         );
+    }
+
+    /// A version 2 comparison (page load times under their old names) reads as PLT.
+    #[test]
+    fn version_2_comparisons_read_as_plt() {
+        let v2 = r#"{"plt_us_a":{"n":2,"mean":10.0,"median":10.0,"sd":1.0,"min":9.0,"max":11.0},
+            "plt_us_b":{"n":2,"mean":8.0,"median":8.0,"sd":1.0,"min":7.0,"max":9.0},
+            "plt_diff_pct":20.0,"welch":null,"verdict":"inconclusive"}"#;
+        let c: Comparison = serde_json::from_str(v2).unwrap();
+        assert_eq!(c.metric, Metric::Plt);
+        assert_eq!((c.a.n, c.b.mean, c.diff_pct), (2, Some(8.0), Some(20.0)));
     }
 }

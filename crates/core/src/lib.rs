@@ -13,6 +13,7 @@ pub mod link;
 pub mod link_report;
 pub mod load;
 pub mod load_report;
+pub mod metric;
 pub mod recorder;
 pub mod report;
 pub mod saturation;

@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::link::{parse_duration, LinkSpec};
+use crate::load::{parse_rate, Arrivals, Load, DEFAULT_MAX_INFLIGHT};
+use crate::metric::Metric;
 use crate::spec::{parse_flows, CompareSpec, CompeteSpec, RunSpec, SideOverrides};
 use crate::wire::{CcAlgo, Protocol};
 use crate::workload::Workload;
@@ -59,6 +61,16 @@ pub struct Base {
     pub cc: Option<String>,
     pub cwnd_cap: Option<u32>,
     pub timeout: Option<String>,
+    /// Hold a load in every cell (as `--duration`, e.g. "30s"), after `warmup`.
+    pub duration: Option<String>,
+    pub warmup: Option<String>,
+    /// Open loop: requests per second (as `--rate`; `rate` is the link's).
+    pub request_rate: Option<String>,
+    pub arrivals: Option<Arrivals>,
+    pub max_inflight: Option<u32>,
+    /// What comparison cells are judged by (as `--metric`); not part of a cell's hash, since
+    /// it changes the verdict and not what runs.
+    pub metric: Option<Metric>,
     pub a: Option<SideBase>,
     pub b: Option<SideBase>,
 }
@@ -76,7 +88,10 @@ pub struct SideBase {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Axes {
+    /// The link's rate.
     pub rate: Option<Vec<String>>,
+    /// Open-loop requests per second (needs `base.duration`).
+    pub request_rate: Option<Vec<String>>,
     pub rtt: Option<Vec<String>>,
     pub loss: Option<Vec<String>>,
     pub jitter: Option<Vec<String>>,
@@ -169,6 +184,7 @@ impl Scenario {
             ("cc", s(&a.cc)),
             ("b_cwnd_cap", n(&a.b_cwnd_cap)),
             ("zero_rtt", b(&a.zero_rtt)),
+            ("request_rate", s(&a.request_rate)),
             ("rate", s(&a.rate)),
             ("rtt", s(&a.rtt)),
             ("loss", s(&a.loss)),
@@ -246,6 +262,14 @@ impl Scenario {
             let spec: LinkSpec = link.join(",").parse().map_err(|e| field("link", e))?;
             run.link = Some(spec);
         }
+        run.load = self.load(pick("request_rate", &b.request_rate))?;
+        if let Some(m) = b.metric {
+            if self.kind == Kind::Compete {
+                return Err(field("base.metric", "a competition is judged by fairness"));
+            }
+            m.check(run.load.as_ref())
+                .map_err(|e| field("base.metric", e))?;
+        }
         if p.get("zero_rtt").map(String::as_str) == Some("true") {
             run.zero_rtt = true;
             run.resume = true;
@@ -298,6 +322,64 @@ impl Scenario {
     }
 }
 
+impl Scenario {
+    /// What comparison cells are judged by unless `qbench report --metric` says otherwise.
+    pub fn metric(&self) -> Option<Metric> {
+        self.base.metric
+    }
+
+    /// The held load of every cell, at `rate` (from the base or the axis).
+    fn load(&self, rate: Option<String>) -> Result<Option<Load>, ScenarioError> {
+        let b = &self.base;
+        let Some(d) = &b.duration else {
+            let refines = [
+                ("base.warmup", b.warmup.is_some()),
+                ("request_rate", rate.is_some()),
+                ("base.arrivals", b.arrivals.is_some()),
+                ("base.max_inflight", b.max_inflight.is_some()),
+            ];
+            return match refines.into_iter().find(|(_, given)| *given) {
+                Some((name, _)) => Err(field(name, "needs base.duration")),
+                None => Ok(None),
+            };
+        };
+        let time = |name: &str, v: &str| parse_duration(name, v).map_err(|e| field(name, e));
+        let rate = rate
+            .map(|r| parse_rate(&r).map_err(|e| field("request_rate", e)))
+            .transpose()?;
+        if rate.is_none() {
+            for (name, given) in [
+                ("base.arrivals", b.arrivals.is_some()),
+                ("base.max_inflight", b.max_inflight.is_some()),
+            ] {
+                if given {
+                    return Err(field(name, "needs request_rate"));
+                }
+            }
+        }
+        let load = Load {
+            duration: time("base.duration", d)?,
+            warmup: b
+                .warmup
+                .as_deref()
+                .map(|w| time("base.warmup", w))
+                .transpose()?
+                .unwrap_or_default(),
+            rate,
+            arrivals: b.arrivals.unwrap_or_default(),
+            max_inflight: b.max_inflight.unwrap_or(DEFAULT_MAX_INFLIGHT),
+        };
+        load.check().map_err(|(flag, message)| {
+            let name = match flag {
+                "--rate" => "request_rate".to_string(),
+                f => format!("base.{}", f.trim_start_matches("--").replace('-', "_")),
+            };
+            field(&name, message)
+        })?;
+        Ok(Some(load))
+    }
+}
+
 /// Rounds of a comparison when the scenario does not say (as `qbench compare`).
 pub const DEFAULT_ROUNDS: u32 = 10;
 
@@ -315,165 +397,5 @@ fn hex(b: &[u8]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const FIG6: &str = r#"
-name = "imc17-fig6a-small"
-[base]
-protos = "h2,h3"
-rounds = 10
-link = "queue=50ms"
-[axes]
-rate = ["5mbit", "100mbit"]
-objects = ["1x5KB", "1x10MB"]
-"#;
-
-    #[test]
-    fn cell_counts_are_checked_not_wrapped() {
-        let axis = |name: &str, f: &dyn Fn(usize) -> String| {
-            let v: Vec<String> = (0..256).map(|i| format!("\"{}\"", f(i))).collect();
-            format!("{name} = [{}]\n", v.join(", "))
-        };
-        let mut text = "name = \"huge\"\n[base]\nprotos = \"h2,h3\"\n[axes]\n".to_string();
-        text += &axis("rate", &|i| format!("{}kbit", 8 + i));
-        text += &axis("rtt", &|i| format!("{}ms", 1 + i));
-        text += &axis("loss", &|i| format!("{}%", i % 50));
-        text += &axis("jitter", &|i| format!("{i}ms"));
-        text += &axis("objects", &|i| format!("{}x1KB", 1 + i));
-        text += &axis("cc", &|i| ["cubic", "bbr"][i % 2].to_string());
-        text += &axis("flows", &|i| format!("h2:{}", 1 + i % 3));
-        text += &format!(
-            "b_cwnd_cap = [{}]\n",
-            (1..=256)
-                .map(|i| i.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        let s = Scenario::parse(&text).unwrap();
-        let e = s.cells().unwrap_err();
-        assert!(matches!(e, ScenarioError::TooMany(None)), "{e}");
-        assert!(e.to_string().contains("2^64 or more"), "{e}");
-        let small = Scenario::parse(&text.replace("b_cwnd_cap", "# b_cwnd_cap")).unwrap();
-        assert!(matches!(
-            small.cells(),
-            Err(ScenarioError::TooMany(Some(_)))
-        ));
-    }
-
-    #[test]
-    fn expands_the_matrix_in_order() {
-        let s = Scenario::parse(FIG6).unwrap();
-        let cells = s.cells().unwrap();
-        let order: Vec<String> = cells
-            .iter()
-            .map(|c| format!("{} {}", c.params["rate"], c.params["objects"]))
-            .collect();
-        assert_eq!(
-            order,
-            [
-                "5mbit 1x5KB",
-                "5mbit 1x10MB",
-                "100mbit 1x5KB",
-                "100mbit 1x10MB"
-            ]
-        );
-        let c = cells[3].spec.as_compare().expect("a compare cell");
-        assert_eq!(c.protos, (Protocol::H2, Protocol::H3));
-        assert_eq!(c.rounds, 10);
-        assert_eq!(c.base.objects.as_ref().unwrap().to_string(), "1x10MB");
-        assert_eq!(
-            c.base.link.as_ref().unwrap().text,
-            "queue=50ms,rate=100mbit"
-        );
-        let mut hashes: Vec<&str> = cells.iter().map(|c| c.hash.as_str()).collect();
-        hashes.sort_unstable();
-        hashes.dedup();
-        assert_eq!(hashes.len(), 4, "every cell has its own hash");
-    }
-
-    /// The hash is over the typed spec's serialized form alone: no flag name enters it, so
-    /// renaming a command-line flag cannot change it. The value is pinned so that a change
-    /// to the spec's serialized form (which does invalidate finished cells) is seen here.
-    #[test]
-    fn cell_hash_is_the_spec_and_nothing_else() {
-        let cells = Scenario::parse(FIG6).unwrap().cells().unwrap();
-        let c = &cells[0];
-        assert_eq!(c.hash, c.spec.hash());
-        let canonical = serde_json::to_vec(&c.spec).unwrap();
-        assert_eq!(c.hash, hex(&Sha256::digest(&canonical)));
-        let round_trip: CellSpec = serde_json::from_slice(&canonical).unwrap();
-        assert_eq!(round_trip.hash(), c.hash);
-        assert_eq!(
-            c.hash,
-            "8c9d021bbdcc7b23c91025a60557f138ab67c853a92b728b7c03950b9d3aad2d"
-        );
-    }
-
-    #[test]
-    fn unknown_fields_name_field_and_line() {
-        let err = Scenario::parse("name = \"x\"\n[base]\nprotos = \"h2,h3\"\nbandwidth = 1\n")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("bandwidth") && err.contains("line 4"), "{err}");
-        let err = Scenario::parse("name = \"x\"\n[base]\n[axes]\nrate = []\n").unwrap();
-        assert!(matches!(err.cells(), Err(ScenarioError::EmptyAxis("rate"))));
-    }
-
-    #[test]
-    fn bad_values_name_their_field() {
-        for (toml, want) in [
-            (
-                "[base]\nprotos = \"h2,h4\"",
-                "protos: `h4` is not h1, h2 or h3",
-            ),
-            ("[base]\nprotos = \"h2\"", "protos: `h2`: give exactly two"),
-            ("[base]\ncc = \"vegas\"", "cc: `vegas` is not cubic"),
-            ("[base]\nobjects = \"5x\"", "objects:"),
-            ("[base]\nlink = \"rate=fast\"", "link:"),
-            ("[base]\ntimeout = \"10\"", "base.timeout:"),
-            (
-                "kind = \"compete\"\n[base]\nflows = \"h3:0\"",
-                "flows: `h3:0`",
-            ),
-            ("kind = \"compete\"\n[base]", "flows: a competition needs"),
-        ] {
-            let s = Scenario::parse(&format!("name = \"x\"\n{toml}\n")).unwrap();
-            let err = s.cells().unwrap_err().to_string();
-            assert!(err.starts_with(want), "{toml}: {err}");
-        }
-    }
-
-    #[test]
-    fn compete_cells() {
-        let s = Scenario::parse("name=\"f\"\nkind=\"compete\"\n[base]\nrounds=3\nobjects=\"1x1MB\"\nlink=\"rate=5mbit\"\n[axes]\nflows=[\"h3:1,h2:1\",\"h3:1,h2:2\"]\n").unwrap();
-        let cells = s.cells().unwrap();
-        assert_eq!(cells.len(), 2);
-        let c = cells[1].spec.as_compete().expect("a compete cell");
-        assert_eq!(c.flows, vec![(Protocol::H3, 1), (Protocol::H2, 2)]);
-        assert!(c.base.link.is_some());
-    }
-
-    #[test]
-    fn zero_rtt_and_cap_axes_set_their_fields() {
-        let s = Scenario::parse("name=\"x\"\n[base]\nproto=\"h3\"\n[axes]\nzero_rtt=[false,true]\nb_cwnd_cap=[430,2000]\n").unwrap();
-        let cells = s.cells().unwrap();
-        assert_eq!(cells.len(), 4);
-        let spec = |i: usize| cells[i].spec.as_compare().expect("a compare cell").clone();
-        // The last axis varies fastest.
-        assert_eq!(spec(0).b.cwnd_cap, Some(430));
-        assert!(!spec(0).base.zero_rtt && !spec(0).base.resume);
-        assert!(spec(1).base.zero_rtt && spec(1).base.resume);
-        assert_eq!(spec(2).b.cwnd_cap, Some(2000));
-        assert_eq!(spec(0).protos, (Protocol::H3, Protocol::H3));
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn scenario_parser_never_panics(text in "\\PC{0,200}") {
-            if let Ok(s) = Scenario::parse(&text) {
-                let _ = s.cells();
-            }
-        }
-    }
-}
+#[path = "scenario_tests.rs"]
+mod tests;

@@ -1,5 +1,6 @@
-//! Heatmaps of a sweep's percent PLT difference (IMC'17 Figures 6-8 and 15): red where QUIC
-//! was faster, blue where TCP was, white where the difference is not significant.
+//! Heatmaps of a sweep's percent difference in its metric (IMC'17 Figures 6-8 and 15 for
+//! PLT): red where QUIC was better, blue where TCP was, white where the difference is not
+//! significant.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -8,11 +9,11 @@ use qbench_core::compare::Verdict;
 
 use super::html::{esc, Cmp};
 
-/// Percent difference oriented so that positive means the QUIC side was faster (B faster
+/// Percent difference oriented so that positive means the QUIC side was better (B better
 /// when neither or both sides are QUIC); `None` when not significant.
 fn quic_gain(f: &Cmp) -> Option<f64> {
     let c = &f.report.comparison;
-    let d = c.plt_diff_pct?;
+    let d = c.diff_pct?;
     if c.verdict == Verdict::Inconclusive {
         return None;
     }
@@ -117,7 +118,7 @@ pub(super) fn squares<'a>(cells: &[&'a Cmp], x: &str, y: Option<&str>) -> Vec<Sq
 
 /// Fill and text of one heatmap square.
 fn heatmap_square(c: &Cmp) -> (String, String) {
-    let d = c.report.comparison.plt_diff_pct;
+    let d = c.report.comparison.diff_pct;
     let g = quic_gain(c);
     (
         color(g),

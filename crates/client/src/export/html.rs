@@ -1,5 +1,6 @@
-//! `qbench report`: a sweep's cell files as heatmaps of percent PLT difference (IMC'17
-//! Figures 6-8 and 15: red = QUIC faster, blue = TCP faster, white = not significant), a table
+//! `qbench report`: a sweep's cell files as heatmaps of the percent difference in each cell's
+//! metric, PLT by default (IMC'17 Figures 6-8 and 15: red = QUIC better, blue = TCP better,
+//! white = not significant), a table
 //! of every cell, and the environment and commands, as one HTML page plus SVG files.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -9,8 +10,9 @@ use std::path::Path;
 use anyhow::Context;
 use qbench_core::ccstate::StateMachine;
 use qbench_core::cell::{CellFile, CellReport};
-use qbench_core::compare::{CompareReport, Verdict};
+use qbench_core::compare::{CompareReport, Comparison, Verdict};
 use qbench_core::compete::CompeteReport;
+use qbench_core::metric::Metric;
 use qbench_core::scenario::{Cell, CellSpec};
 use qbench_core::telemetry::Timeline;
 use qbench_core::{Report, Stats};
@@ -246,10 +248,25 @@ fn heatmap_layout(cells: &[Cmp]) -> Layout<'_> {
     Layout { x, y, groups }
 }
 
-fn page_head(name: &str, cells: usize) -> String {
+/// The metrics the comparison cells are judged by, as a table heads them.
+fn metric_titles(cells: &[Cmp]) -> String {
+    let mut seen: Vec<Metric> = Vec::new();
+    for c in cells {
+        if !seen.contains(&c.report.comparison.metric) {
+            seen.push(c.report.comparison.metric);
+        }
+    }
+    let titles: Vec<&str> = seen.iter().map(|m| m.title()).collect();
+    match titles.as_slice() {
+        [] => Metric::Plt.title().into(),
+        t => t.join(", "),
+    }
+}
+
+fn page_head(name: &str, cells: &[Cmp]) -> String {
     let mut html = String::new();
     let _ = writeln!(html, "<!doctype html><html><head><meta charset=\"utf-8\"><title>qbench: {}</title><style>body{{font-family:Helvetica,Arial,sans-serif;margin:2em;max-width:1100px}}table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#f4f4f4}}code{{font-size:12px}}</style></head><body>", esc(name));
-    let _ = writeln!(html, "<h1>qbench sweep: {}</h1><p>{} cells. Percent difference in mean page load time per cell; <span style=\"color:#c00\">red: QUIC faster</span>, <span style=\"color:#00c\">blue: TCP faster</span>, white: not significant (Welch's t-test, p &ge; 0.01).</p>", esc(name), cells);
+    let _ = writeln!(html, "<h1>qbench sweep: {}</h1><p>{} cells. Percent difference in the mean {} per cell; <span style=\"color:#c00\">red: QUIC better</span>, <span style=\"color:#00c\">blue: TCP better</span>, white: not significant (Welch's t-test, p &ge; 0.01).</p>", esc(name), cells.len(), esc(&metric_titles(cells)));
     html
 }
 
@@ -258,10 +275,13 @@ fn heatmaps(name: &str, layout: &Layout<'_>, out_dir: &Path) -> anyhow::Result<S
     let y = (!layout.y.is_empty()).then_some(layout.y.as_str());
     let mut html = String::new();
     for (i, (group, members)) in layout.groups.iter().enumerate() {
+        let metric = members
+            .first()
+            .map_or(Metric::Plt, |c| c.report.comparison.metric);
         let title = if group.is_empty() {
-            name.to_string()
+            format!("{name} ({})", metric.title())
         } else {
-            format!("{name}: {group}")
+            format!("{name} ({}): {group}", metric.title())
         };
         let svg = heatmap(&title, &layout.x, y, &squares(members, &layout.x, y));
         write_text(&out_dir.join(format!("heatmap-{i}.svg")), &svg)?;
@@ -270,27 +290,28 @@ fn heatmaps(name: &str, layout: &Layout<'_>, out_dir: &Path) -> anyhow::Result<S
     Ok(html)
 }
 
-fn mean_ms(s: &Stats) -> String {
-    s.mean.map_or("-".into(), |v| format!("{:.1}", v / 1000.0))
+fn mean(m: Metric, s: &Stats) -> String {
+    s.mean.map_or("-".into(), |v| m.show(v))
 }
 
 fn verdict_text(r: &CompareReport) -> String {
     match r.comparison.verdict {
-        Verdict::AFaster => format!("{} faster", r.label_a),
-        Verdict::BFaster => format!("{} faster", r.label_b),
+        Verdict::AFaster => format!("{} better", r.label_a),
+        Verdict::BFaster => format!("{} better", r.label_b),
         Verdict::Inconclusive => "inconclusive".to_string(),
     }
 }
 
 fn cell_table(cells: &[Cmp]) -> String {
     let mut html = String::new();
-    let _ = writeln!(html, "<h2>Cells</h2><table><tr><th>cell</th><th>A</th><th>B</th><th>mean PLT A (ms)</th><th>mean PLT B (ms)</th><th>diff (B faster +)</th><th>p</th><th>verdict</th></tr>");
+    let _ = writeln!(html, "<h2>Cells</h2><table><tr><th>cell</th><th>A</th><th>B</th><th>metric</th><th>mean A</th><th>mean B</th><th>diff (B better +)</th><th>p</th><th>verdict</th></tr>");
     for c in cells {
         let r = &c.report;
-        let _ = writeln!(html, "<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        let m = r.comparison.metric;
+        let _ = writeln!(html, "<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&c.cell.label()),
-            esc(&r.label_a), esc(&r.label_b), mean_ms(&r.comparison.plt_us_a), mean_ms(&r.comparison.plt_us_b),
-            r.comparison.plt_diff_pct.map_or("-".into(), |d| format!("{d:+.1}%")),
+            esc(&r.label_a), esc(&r.label_b), m.name(), mean(m, &r.comparison.a), mean(m, &r.comparison.b),
+            r.comparison.diff_pct.map_or("-".into(), |d| format!("{d:+.1}%")),
             r.comparison.welch.as_ref().map_or("-".into(), |w| format!("{:.2e}", w.p)),
             esc(&verdict_text(r)));
     }
@@ -350,24 +371,44 @@ fn environment_and_commands(sweep: &Sweep) -> anyhow::Result<String> {
         "<h2>Environment</h2><pre>{}</pre><h2>Commands</h2><ul>",
         esc(&env)
     );
-    let specs = sweep
+    let commands = sweep
         .comparisons
         .iter()
-        .map(|c| &c.cell.spec)
-        .chain(sweep.competitions.iter().map(|(c, _)| &c.spec));
-    for spec in specs {
-        let command = match spec {
-            CellSpec::Compare(s) => compare_command(s),
+        .map(|c| match &c.cell.spec {
+            CellSpec::Compare(s) => compare_command(s, c.report.comparison.metric),
             CellSpec::Compete(s) => compete_command(s),
-        };
+        })
+        .chain(sweep.competitions.iter().map(|(c, _)| match &c.spec {
+            CellSpec::Compare(s) => compare_command(s, Metric::default_for(s.base.load.as_ref())),
+            CellSpec::Compete(s) => compete_command(s),
+        }));
+    for command in commands {
         let _ = writeln!(html, "<li><code>{}</code></li>", esc(&command.join(" ")));
     }
     html.push_str("</ul>");
     Ok(html)
 }
 
+/// `--metric`: every comparison judged anew from its runs.
+fn rejudge(cells: &mut [Cmp], metric: Metric) -> anyhow::Result<()> {
+    for c in cells {
+        let r = &mut c.report;
+        metric
+            .check(r.a.config.spec.load.as_ref())
+            .map_err(|message| crate::config::ConfigError {
+                flag: "--metric",
+                message: format!("cell {}: {message}", c.cell.label()),
+            })?;
+        r.comparison = Comparison::of(&r.a.runs, &r.b.runs, metric);
+    }
+    Ok(())
+}
+
 pub fn report(args: ReportArgs) -> anyhow::Result<()> {
-    let sweep = read_cells(&args.dir)?;
+    let mut sweep = read_cells(&args.dir)?;
+    if let Some(m) = args.metric {
+        rejudge(&mut sweep.comparisons, m)?;
+    }
     let cells = &sweep.comparisons;
     let layout = heatmap_layout(cells);
     let out_dir = args
@@ -375,7 +416,7 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let mut html = page_head(&sweep.scenario, cells.len());
+    let mut html = page_head(&sweep.scenario, cells);
     html.push_str(&heatmaps(&sweep.scenario, &layout, out_dir)?);
     html.push_str(&cell_table(cells));
     html.push_str("<h2>Per cell</h2>");

@@ -1,0 +1,171 @@
+//! What the rounds of a comparison compare: one figure per run, with a direction.
+
+use serde::{Deserialize, Serialize};
+
+use crate::load::Load;
+use crate::report::RunReport;
+
+/// One figure per run. Latencies are in microseconds (an open loop's count from the intended
+/// start), goodput in bit/s, the request rate in completions per second of the measured time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum Metric {
+    /// Page load time (not for a held load, which has no page).
+    #[default]
+    Plt,
+    Goodput,
+    Rps,
+    P50,
+    P99,
+    P999,
+}
+
+impl Metric {
+    pub const ALL: [Self; 6] = [
+        Self::Plt,
+        Self::Goodput,
+        Self::Rps,
+        Self::P50,
+        Self::P99,
+        Self::P999,
+    ];
+
+    /// What a comparison uses unless told: PLT for a page, the tail at a fixed rate, and
+    /// goodput for a closed loop (which runs as fast as the server answers).
+    pub fn default_for(load: Option<&Load>) -> Self {
+        match load {
+            None => Self::Plt,
+            Some(l) if l.rate.is_some() => Self::P99,
+            Some(_) => Self::Goodput,
+        }
+    }
+
+    /// Why this metric cannot judge runs of this kind, if it cannot.
+    pub fn check(self, load: Option<&Load>) -> Result<(), String> {
+        if self == Self::Plt && load.is_some() {
+            return Err("a held load (--duration) has no page load time: choose goodput, rps, p50, p99 or p999".into());
+        }
+        Ok(())
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Plt => "plt",
+            Self::Goodput => "goodput",
+            Self::Rps => "rps",
+            Self::P50 => "p50",
+            Self::P99 => "p99",
+            Self::P999 => "p999",
+        }
+    }
+
+    /// How a table heads the figure.
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::Plt => "PLT",
+            Self::Goodput => "goodput",
+            Self::Rps => "requests/s",
+            Self::P50 => "p50 latency",
+            Self::P99 => "p99 latency",
+            Self::P999 => "p99.9 latency",
+        }
+    }
+
+    pub fn unit(self) -> &'static str {
+        match self {
+            Self::Goodput => "bit/s",
+            Self::Rps => "req/s",
+            _ => "us",
+        }
+    }
+
+    pub fn higher_is_better(self) -> bool {
+        matches!(self, Self::Goodput | Self::Rps)
+    }
+
+    /// The run's figure, `None` when it has none: PLT only for a complete page; latencies
+    /// only when something completed. A latency histogram holds completed requests alone,
+    /// so a side that fails requests is not made faster by it: the tables show failures.
+    pub fn of(self, r: &RunReport) -> Option<f64> {
+        let lat = &r.object_latency.summary;
+        let us = |v: Option<u64>| v.filter(|_| lat.count > 0).map(|v| v as f64);
+        match self {
+            Self::Plt => r.plt_us.map(|p| p as f64),
+            Self::Goodput => r.goodput_bps,
+            Self::Rps => match &r.load {
+                Some(l) => Some(l.completed_rate),
+                None => r
+                    .plt_us
+                    .filter(|&p| p > 0)
+                    .map(|p| r.objects.completed as f64 / (p as f64 / 1e6)),
+            },
+            Self::P50 => us(lat.p50_us),
+            Self::P99 => us(lat.p99_us),
+            Self::P999 => us(lat.p999_us),
+        }
+    }
+
+    /// A value for people: ms, Mbit/s or req/s.
+    pub fn show(self, v: f64) -> String {
+        match self {
+            Self::Goodput => format!("{:.2} Mbit/s", v / 1e6),
+            Self::Rps => format!("{v:.1} req/s"),
+            _ => format!("{:.2} ms", v / 1000.0),
+        }
+    }
+}
+
+impl std::fmt::Display for Metric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Metric {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|m| m.name() == s.trim())
+            .ok_or_else(|| format!("`{s}` is not plt, goodput, rps, p50, p99 or p999"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_defaults_follow_the_load() {
+        for m in Metric::ALL {
+            assert_eq!(m.name().parse::<Metric>(), Ok(m));
+            assert_eq!(
+                serde_json::to_string(&m).unwrap(),
+                format!("\"{}\"", m.name())
+            );
+        }
+        assert!("p95".parse::<Metric>().unwrap_err().contains("`p95`"));
+        let mut l = Load {
+            duration: std::time::Duration::from_secs(10),
+            warmup: std::time::Duration::ZERO,
+            rate: None,
+            arrivals: Default::default(),
+            max_inflight: 1,
+        };
+        assert_eq!(Metric::default_for(None), Metric::Plt);
+        assert_eq!(Metric::default_for(Some(&l)), Metric::Goodput);
+        assert!(Metric::Plt.check(Some(&l)).is_err());
+        l.rate = Some(100.0);
+        assert_eq!(Metric::default_for(Some(&l)), Metric::P99);
+        assert!(Metric::P99.check(Some(&l)).is_ok() && Metric::Plt.check(None).is_ok());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn metric_parser_never_panics(s in "\\PC{0,20}") {
+            let _ = s.parse::<Metric>();
+        }
+    }
+}
