@@ -120,6 +120,10 @@ pub struct RunPlan {
     pub cfg: Config,
     pub outputs: Outputs,
     pub dry_run: bool,
+    /// `--shard auto/N`: the launcher variable that named the index.
+    pub shard_source: Option<&'static str>,
+    /// `--start-at`, resolved.
+    pub barrier: Option<crate::fleet::Barrier>,
 }
 
 /// `--state-graph` and `--plot` draw the sender's telemetry, so there must be some.
@@ -136,7 +140,11 @@ pub(crate) fn check_telemetry(flag: &'static str, cfg: &Config) -> Result<(), Co
 impl RunPlan {
     pub fn from_args(args: &RunArgs) -> Result<Self, ConfigError> {
         args.load.check(args.json_stream.is_some())?;
-        let cfg = Config::new(args.spec(), &args.target(), args.link_choice())?;
+        let mut spec = args.spec();
+        let shard = args.fleet.shard()?;
+        spec.shard = shard.map(|(s, _)| s);
+        let cfg = Config::new(spec, &args.target(), args.link_choice())?;
+        let barrier = args.fleet.barrier()?;
         crate::fds::check(&[&cfg])?;
         let outputs = args.outputs();
         if outputs.state_graph.is_some() {
@@ -150,6 +158,8 @@ impl RunPlan {
             cfg,
             outputs,
             dry_run: args.dry_run,
+            shard_source: shard.and_then(|(_, source)| source),
+            barrier,
         })
     }
 }
@@ -200,6 +210,7 @@ pub async fn run(
     };
     prepared.prime_tcp_metrics(&[cfg]).await?;
     let mut side = Side::new(cfg, server, prepared, peer, meta, Clock::start())?;
+    side.shard = crate::fleet::record(cfg, plan.shard_source);
     let bar = match (&spec.load, spec.interval) {
         // Interval lines are the live view.
         (_, Some(_)) => ProgressBar::hidden(),
@@ -219,6 +230,9 @@ pub async fn run(
         }));
     }
     let stop = side.stopper();
+    if let Some(b) = &plan.barrier {
+        side.start = Some(crate::fleet::wait(b).await);
+    }
     runs_started.store(true, Ordering::Relaxed);
     for i in 0..spec.runs {
         run_index.store(i, Ordering::Relaxed);

@@ -49,6 +49,9 @@ pub enum Command {
     /// packet and CPU-seconds per GB per component, predicted CPU per GB for QUIC and TCP+TLS,
     /// and how far measured run reports are from the prediction
     Cost(CostArgs),
+    /// Add the run reports of a workload's shards (`--shard I/N`) into the report of the
+    /// whole: histograms and counters exactly, rates over the union of their windows
+    Merge(crate::merge::MergeArgs),
 }
 
 #[derive(Debug, Args)]
@@ -359,6 +362,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub load: LoadArgs,
 
+    #[command(flatten)]
+    pub fleet: crate::fleet::FleetArgs,
+
     /// With --interval: write each interval as one JSON line here ("-" for stdout)
     #[arg(long, value_name = "FILE")]
     pub json_stream: Option<String>,
@@ -431,6 +437,8 @@ impl RunArgs {
             server_threads: self.server_threads,
             load: self.load.load(),
             interval: self.load.interval,
+            // Resolved by the benchmark command, which alone takes --shard.
+            shard: None,
         }
     }
 

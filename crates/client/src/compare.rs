@@ -28,6 +28,7 @@ pub struct Plan {
 impl Plan {
     pub fn from_args(args: CompareArgs) -> anyhow::Result<Self> {
         args.run.load.check(args.run.json_stream.is_some())?;
+        args.run.fleet.refuse("compare")?;
         let spec = args.spec().ok_or_else(|| crate::config::ConfigError {
             flag: "--protos",
             message: "give exactly two, as A,B".into(),

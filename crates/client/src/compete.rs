@@ -61,6 +61,7 @@ impl Plan {
 
 pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
     args.run.load.check(args.run.json_stream.is_some())?;
+    args.run.fleet.refuse("compete")?;
     usage(
         args.run.plot.is_none() && args.run.state_graph.is_none(),
         "--plot",

@@ -183,6 +183,33 @@ fn check_load(s: &RunSpec) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// Every shard gets at least one connection (and, in an open loop, one request in flight).
+fn check_shard(spec: &RunSpec, s: qbench_core::shard::Shard) -> Result<(), ConfigError> {
+    let n = s.count;
+    if spec.connections < n {
+        return Err(bad(
+            "--shard",
+            format!(
+                "{n} shards need at least {n} --connections (one each), not {}",
+                spec.connections
+            ),
+        ));
+    }
+    if let Some(m) = spec
+        .load
+        .as_ref()
+        .filter(|l| l.rate.is_some())
+        .map(|l| l.max_inflight)
+        .filter(|&m| m < n)
+    {
+        return Err(bad(
+            "--shard",
+            format!("{n} shards need a --max-inflight of at least {n}, not {m}"),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks that hold whatever the target.
 fn check_spec(s: &RunSpec) -> Result<(), ConfigError> {
     if s.timeout.is_zero() {
@@ -348,6 +375,9 @@ impl Config {
                     spec.connections
                 ),
             ));
+        }
+        if let Some(s) = spec.shard {
+            check_shard(&spec, s)?;
         }
         // Across a link, a TCP window cap is a route metric on the server's namespace.
         let tcp = !spec.proto.is_quic();

@@ -93,6 +93,7 @@ pub(crate) struct OpenLoop {
     pub(crate) start: Duration,
     pub(crate) until: Until,
     pub(crate) seed: u64,
+    pub(crate) shard: Option<qbench_core::shard::Shard>,
 }
 
 /// Starts request `j` of the schedule at its due time on connection `j mod k`, never
@@ -108,15 +109,23 @@ pub(crate) async fn open_loop(o: OpenLoop, load: Load, rate: f64) {
         start,
         until,
         seed,
+        shard,
     } = o;
     let clock = until.clock;
     if conns.is_empty() {
         return;
     }
     let (k, len) = (conns.len() as u64, requests.len().max(1));
+    // A shard's constant schedule starts at its place in the whole's (`rate` is its share),
+    // and its Poisson draws are its own; its requests are the whole's in turn.
+    let (seed, phase) = match shard {
+        Some(s) => (s.seed(seed as u32), s.phase(rate * f64::from(s.count))),
+        None => (seed, Duration::ZERO),
+    };
+    let nth = |j: u64| shard.map_or(j, |s| s.item(j));
     let schedule = Schedule::new(rate, load.arrivals, seed);
     let stop = until.stop.clone();
-    let mut due = match pace(schedule, start, until) {
+    let mut due = match pace(schedule, start + phase, until) {
         Ok(rx) => rx,
         Err(e) => {
             lock(&rec).error(
@@ -137,7 +146,7 @@ pub(crate) async fn open_loop(o: OpenLoop, load: Load, rate: f64) {
             lock(&rec).dropped(at);
             continue;
         }
-        let Some(req) = requests.get(j % len) else {
+        let Some(req) = requests.get(nth(j) % len) else {
             break;
         };
         in_flight.fetch_add(1, Ordering::Relaxed);

@@ -31,6 +31,7 @@ fn main() -> ExitCode {
         Some(Command::Report(r)) => qbench::export::html::report(r),
         Some(Command::Compete(c)) => qbench::compete::compete(*c),
         Some(Command::Cost(c)) => qbench::cost::cost(c),
+        Some(Command::Merge(m)) => qbench::merge::merge(m),
         None => benchmark(cli.run),
     };
     qbench::console::exit_if_closed();

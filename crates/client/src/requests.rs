@@ -39,6 +39,16 @@ impl Requests {
         (i < self.len).then(|| (self.make)(i))
     }
 
+    /// Shard `s`'s part: its `k`-th request is the whole's `s.item(k)`.
+    pub(crate) fn shard(self, s: qbench_core::shard::Shard) -> Self {
+        let Self { len, make, hashed } = self;
+        Self {
+            len: s.share(len),
+            make: Box::new(move |k| make(s.item(k))),
+            hashed,
+        }
+    }
+
     /// The run's requests for `cfg`, against the origin actually connected to.
     pub(crate) fn of(cfg: &Config, authority: &str) -> Self {
         let verify = cfg.spec().verify;

@@ -36,6 +36,8 @@ pub(crate) struct Plan {
     pub(crate) telemetry_uri: Option<Uri>,
     /// Hold a load for a time (cycling through `requests`) instead of fetching them once.
     pub(crate) load: Option<Load>,
+    /// `--shard`: an open loop's schedule is this shard's part of the whole's.
+    pub(crate) shard: Option<qbench_core::shard::Shard>,
     pub(crate) interval: Option<Duration>,
     pub(crate) on_interval: Option<OnInterval>,
 }
@@ -108,6 +110,9 @@ impl Runner {
         let runtime_lag = Arc::new(Mutex::new(LatencyHistogram::new()));
         let mut side_tasks = JoinSet::new();
         side_tasks.spawn(probe(runtime_lag.clone()));
+        // The run's one wall-clock reading, beside its monotonic start: shards' runs are laid
+        // on one time line by it.
+        let wall_start = std::time::SystemTime::now();
         let rec = Arc::new(Mutex::new(Recorder::new(
             index,
             self.objects(),
@@ -175,6 +180,7 @@ impl Runner {
                     start,
                     until: until.clone(),
                     seed: u64::from(index),
+                    shard: self.plan.shard,
                 };
                 tasks.spawn(open_loop(o, l.clone(), rate));
             }
@@ -199,6 +205,7 @@ impl Runner {
             .into_inner()
             .expect("recorder lock")
             .finish(clock.now());
+        report.started_unix_us = Some(qbench_core::start::unix_us(wall_start));
         let loads =
             crate::cpu::thread_loads(&threads, &crate::cpu::client_threads(), wall.elapsed());
         let start_lag = report.load.as_ref().and_then(|l| l.lag.as_ref());

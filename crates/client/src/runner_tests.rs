@@ -31,6 +31,7 @@ fn plan(n: u64, connections: usize, streams: Option<usize>, reuse: bool) -> Plan
         reuse,
         telemetry_uri: None,
         load: None,
+        shard: None,
         interval: None,
         on_interval: None,
     }

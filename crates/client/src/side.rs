@@ -28,6 +28,9 @@ pub(crate) struct Side<'a> {
     link: Option<&'a Topology>,
     meta: ReportMeta,
     pub runs: Vec<RunReport>,
+    /// `--shard` and `--start-at`, recorded in every report written.
+    pub shard: Option<qbench_core::report::ShardRecord>,
+    pub start: Option<qbench_core::start::StartRecord>,
 }
 
 /// What a report says about how it was produced, fixed before the first run.
@@ -69,9 +72,25 @@ impl<'a> Side<'a> {
         clock: Clock,
     ) -> anyhow::Result<Self> {
         let spec = cfg.spec();
+        let mut requests = Requests::of(cfg, &peer.origin.authority());
+        let mut load = spec.load.clone();
+        let mut connections = u64::from(spec.connections);
+        if let Some(s) = spec.shard {
+            connections = s.share(connections);
+            match &mut load {
+                // A held load cycles through the whole mix on this shard's connections.
+                Some(l) => {
+                    if let Some(r) = &mut l.rate {
+                        *r = s.rate(*r);
+                        l.max_inflight = s.share(l.max_inflight.into()) as u32;
+                    }
+                }
+                None => requests = requests.shard(s),
+            }
+        }
         let plan = Plan {
-            requests: Arc::new(Requests::of(cfg, &peer.origin.authority())),
-            connections: spec.connections as usize,
+            requests: Arc::new(requests),
+            connections: connections as usize,
             streams: spec.streams.map(|s| s as usize),
             reuse: spec.reuse,
             telemetry_uri: spec.telemetry.then(|| {
@@ -88,7 +107,8 @@ impl<'a> Side<'a> {
                 .parse()
                 .expect("valid URI: the token was checked to be URI-safe")
             }),
-            load: spec.load.clone(),
+            load,
+            shard: spec.shard,
             interval: spec.interval,
             on_interval: None,
         };
@@ -117,6 +137,8 @@ impl<'a> Side<'a> {
             link: prepared.link.as_ref(),
             meta,
             runs: Vec::new(),
+            shard: None,
+            start: None,
         })
     }
 
@@ -174,6 +196,8 @@ impl<'a> Side<'a> {
     ) -> anyhow::Result<Report> {
         let mut r = Report::new(self.meta.clone(), self.runs.clone(), expected_runs, aborted)?;
         r.link = self.link.map(Topology::report);
+        r.shard = self.shard.clone();
+        r.start = self.start.clone();
         Ok(r)
     }
 

@@ -6,7 +6,7 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use common::{assert_complete, qbench};
+use common::{assert_complete, qbench, Served};
 
 #[test]
 fn serve_then_benchmark_by_target_and_ca() {
@@ -89,47 +89,6 @@ fn a_token_server_serves_telemetry_to_the_token_only() {
     // SAFETY: plain kill(2) on our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     assert!(child.wait().unwrap().success());
-}
-
-/// `qbench serve` in its own process, stopped (SIGTERM) however the test ends.
-struct Served {
-    child: std::process::Child,
-    target: String,
-}
-
-impl Served {
-    fn start(args: &[&str], cert: &std::path::Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_qbench"))
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .arg("--cert-out")
-            .arg(cert)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        err.read_line(&mut line).unwrap();
-        let target = format!("https://{}", line.split_whitespace().nth(3).unwrap());
-        // The server goes on writing (its stats line at the end): keep reading.
-        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-        Self { child, target }
-    }
-
-    /// Stops the server; true if it exited cleanly.
-    fn stop(mut self) -> bool {
-        // SAFETY: plain kill(2) on our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        self.child.wait().is_ok_and(|s| s.success())
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Ten thousand connections on every protocol: h1 and h2 against `qbench serve` in its own

@@ -31,6 +31,13 @@ pub struct LoadReport {
     pub mode: LoadMode,
     /// Measured window: the duration less the warm-up.
     pub window_us: u64,
+    /// When the measured window began, from the run's start (connecting and the warm-up
+    /// come before it): shards' windows are laid on one time line by it.
+    #[serde(default)]
+    pub window_start_us: u64,
+    /// Requests sent in the window (open loop: and due; dropped ones are not sent).
+    #[serde(default)]
+    pub sent: u64,
     pub warmup_requests: u64,
     pub target_rate: Option<f64>,
     /// Requests sent in the window, per second of it.
@@ -171,7 +178,12 @@ impl LoadAcc {
         }
     }
 
-    pub(crate) fn finish(self, completed: u64, last_byte: Option<Duration>) -> LoadReport {
+    pub(crate) fn finish(
+        self,
+        completed: u64,
+        last_byte: Option<Duration>,
+        run_start: Duration,
+    ) -> LoadReport {
         let window = self.window.as_secs_f64();
         let until_last =
             last_byte.map_or(0.0, |l| l.saturating_sub(self.measure_from).as_secs_f64());
@@ -180,6 +192,8 @@ impl LoadAcc {
         LoadReport {
             mode: self.mode,
             window_us: us(self.window),
+            window_start_us: us(self.measure_from.saturating_sub(run_start)),
+            sent: self.sent,
             warmup_requests: self.warmup_requests,
             target_rate: self.target_rate,
             achieved_rate: per(self.sent, window),

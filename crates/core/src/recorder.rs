@@ -248,7 +248,10 @@ impl Recorder {
             // Every measured request was sent or dropped: the held load's own count.
             self.requested = l.sent + l.dropped;
             let dropped = l.dropped;
-            (l.finish(self.completed, self.last_byte), dropped)
+            (
+                l.finish(self.completed, self.last_byte, self.started),
+                dropped,
+            )
         });
         let not_started = self.requested - self.completed - self.failed;
         let complete = match &load {
@@ -266,7 +269,11 @@ impl Recorder {
             _ => None,
         };
         let handshakes: Vec<u64> = self.conns.iter().filter_map(|c| c.handshake_us).collect();
+        let offset = |t: Option<Duration>| t.map(|t| us(self.since_start(t)));
         RunReport {
+            started_unix_us: None,
+            first_request_us: offset(self.first_request),
+            last_byte_us: offset(self.last_byte),
             index: self.index,
             complete,
             duration_us: us(self.since_start(now)),

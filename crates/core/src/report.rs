@@ -10,9 +10,11 @@ use crate::errors::ErrorCounts;
 use crate::histogram::{HistogramError, HistogramExport, LatencyHistogram};
 use crate::link_report::LinkReport;
 use crate::load_report::{IntervalRecord, LoadReport, LoadSummary};
+use crate::merge::MergeInfo;
 use crate::recorder::ConnectionRecord;
 use crate::saturation::ClientLoad;
 use crate::spec::RunConfig;
+use crate::start::StartRecord;
 use crate::stats::Stats;
 use crate::telemetry::Timeline;
 
@@ -76,6 +78,15 @@ pub struct RunReport {
     pub index: u32,
     pub complete: bool,
     pub duration_us: u64,
+    /// Wall clock (unix microseconds) when the run started: the one wall-clock figure of a
+    /// run, to lay shards' runs on one time line. Every other time is monotonic.
+    #[serde(default)]
+    pub started_unix_us: Option<u64>,
+    /// First request sent and last byte received, from the run's start.
+    #[serde(default)]
+    pub first_request_us: Option<u64>,
+    #[serde(default)]
+    pub last_byte_us: Option<u64>,
     /// Mean handshake time over the run's new connections.
     pub handshake_us: Option<u64>,
     /// Page load time: client starts connecting -> last byte of the last object.
@@ -203,6 +214,33 @@ pub struct Report {
     pub link: Option<LinkReport>,
     pub summary: Summary,
     pub runs: Vec<RunReport>,
+    /// With `--shard`: which shard, how its index was found, and its share of the whole
+    /// (`config` holds the whole).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardRecord>,
+    /// With `--start-at`: the barrier and how close to it this copy started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<StartRecord>,
+    /// Written by `qbench merge`: the shards it adds up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<MergeInfo>,
+}
+
+/// A shard's part of the whole workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardRecord {
+    pub index: u32,
+    pub count: u32,
+    /// The launcher's variable `--shard auto/N` read the index from.
+    pub source: Option<String>,
+    pub connections: u32,
+    /// Requests of one pass (none for a held load, which cycles through the whole mix).
+    pub requests: Option<u64>,
+    /// Open loop: this shard's requests per second, and where its schedule starts in the
+    /// whole one (microseconds).
+    pub rate: Option<f64>,
+    pub phase_us: Option<u64>,
+    pub max_inflight: Option<u32>,
 }
 
 /// What a report says about how it was produced, fixed before the first run.
@@ -273,6 +311,9 @@ impl Report {
             link: None,
             summary,
             runs,
+            shard: None,
+            start: None,
+            merged: None,
         })
     }
 }

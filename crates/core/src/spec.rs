@@ -51,6 +51,10 @@ pub struct RunSpec {
         with = "opt_ms"
     )]
     pub interval: Option<Duration>,
+    /// `--shard I/N`: this copy does shard I's part of the workload above (which is the
+    /// whole's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<crate::shard::Shard>,
 }
 
 /// The defaults of `qbench` without flags.
@@ -78,6 +82,7 @@ impl Default for RunSpec {
             server_threads: 1,
             load: None,
             interval: None,
+            shard: None,
         }
     }
 }

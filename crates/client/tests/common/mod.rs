@@ -4,6 +4,7 @@
 use assert_cmd::Command;
 use qbench_core::LatencyHistogram;
 use serde_json::Value;
+use std::io::BufRead as _;
 
 pub(crate) struct Run {
     pub code: Option<i32>,
@@ -112,4 +113,45 @@ pub(crate) fn spawn_with_json(args: &[&str], json: &std::path::Path) -> std::pro
 pub(crate) fn interrupt(child: &std::process::Child) {
     // SAFETY: plain kill(2) on our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+}
+
+/// `qbench serve` in its own process, stopped (SIGTERM) however the test ends.
+pub(crate) struct Served {
+    child: std::process::Child,
+    pub target: String,
+}
+
+impl Served {
+    pub(crate) fn start(args: &[&str], cert: &std::path::Path) -> Self {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_qbench"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .arg("--cert-out")
+            .arg(cert)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        err.read_line(&mut line).unwrap();
+        let target = format!("https://{}", line.split_whitespace().nth(3).unwrap());
+        // The server goes on writing (its stats line at the end): keep reading.
+        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        Self { child, target }
+    }
+
+    /// Stops the server; true if it exited cleanly.
+    pub(crate) fn stop(mut self) -> bool {
+        // SAFETY: plain kill(2) on our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        self.child.wait().is_ok_and(|s| s.success())
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
