@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Every check CI runs: formatting, lints and the whole test suite, including the interop tests.
 # Installs what the tests need when it is missing: Debian's caddy (interop peer), Go (to build
-# h2spec and quic-go's client from the Go module proxy), and for the
-# emulated-link tests iproute2, nftables, ethtool and ping. Those tests need root.
+# h2spec and quic-go's client from the Go module proxy), for the emulated-link tests
+# iproute2, nftables, ethtool and ping, and openssh for the multi-host fleet test (sshd in
+# namespaces; no system service is started). Those tests need root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,9 @@ command -v ping >/dev/null 2>&1 || missing+=(iputils-ping)
 command -v nft >/dev/null 2>&1 || missing+=(nftables)
 command -v ethtool >/dev/null 2>&1 || missing+=(ethtool)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+# The fleet check runs sshd in network namespaces and ssh between them.
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "installing test peers: ${missing[*]}"
   sudo_if_needed apt-get update -qq
