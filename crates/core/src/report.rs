@@ -200,7 +200,8 @@ pub struct Report {
     pub schema: String,
     pub schema_version: u32,
     pub tool: ToolInfo,
-    /// Wall-clock start, RFC 3339 (the only wall-clock figure in the report).
+    /// Wall-clock start, RFC 3339. Wall-clock figures are few (this, a run's `started_unix_us`,
+    /// `start`): every duration is measured on the monotonic clock.
     pub started_at: String,
     pub command: Vec<String>,
     /// The validated configuration the run used.

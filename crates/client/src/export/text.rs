@@ -141,10 +141,47 @@ fn streams_line(report: &Report) -> Option<String> {
 }
 
 /// The readable summary: one figure per line, medians over runs.
+/// This copy's part of the whole, and where its index came from.
+fn shard_line(sh: &qbench_core::report::ShardRecord, connections: u32) -> String {
+    let mut v = format!("{}/{}", sh.index, sh.count);
+    if let Some(src) = &sh.source {
+        v.push_str(&format!(" (from {src})"));
+    }
+    v.push_str(&format!(
+        ": {} of {connections} connections",
+        sh.connections
+    ));
+    if let Some(n) = sh.requests {
+        v.push_str(&format!(", {n} requests"));
+    }
+    if let Some(r) = sh.rate {
+        v.push_str(&format!(", {r:.1}/s"));
+    }
+    v
+}
+
 pub fn summary(report: &Report, headline: &str) -> String {
     let s = &report.summary;
     let mut out = format!("{headline}\n");
     let mut line = |k: &str, v: String| out.push_str(&format!("  {k:<15}{v}\n"));
+    if let Some(sh) = &report.shard {
+        line("shard", shard_line(sh, report.config.spec.connections));
+    }
+    if let Some(st) = &report.start {
+        line(
+            "start",
+            format!(
+                "{:+.3} ms from the barrier{}; clock {}",
+                st.skew_us as f64 / 1e3,
+                if st.late {
+                    " (late: it had passed)"
+                } else {
+                    ""
+                },
+                st.clock.state.as_deref().unwrap_or("unknown"),
+            ),
+        );
+    }
     line("handshake", stat_line(&s.handshake_us, dur_us));
     line("PLT", stat_line(&s.plt_us, dur_us));
     line(
