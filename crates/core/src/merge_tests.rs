@@ -207,3 +207,32 @@ fn refusals_name_the_input() {
     );
     assert!(err(vec![a, plain]).starts_with("plain.json: not a shard's report"));
 }
+
+#[test]
+fn a_damaged_histogram_is_an_error() {
+    let lat = latencies(10, 5);
+    let mut b = shard_report(1, 2, &lat, 0);
+    b.1.runs[0].object_latency.hdr = "HISTFAAA-not-base64".into();
+    let e = merge(&[shard_report(0, 2, &lat, 0), b], tool(), vec![]).unwrap_err();
+    assert!(matches!(e, MergeError::Histogram(_)), "{e}");
+}
+
+proptest::proptest! {
+    /// A report cut anywhere and followed by anything reads as a report or an error, and
+    /// what reads merges or is refused: never a panic.
+    #[test]
+    fn damaged_reports_never_panic(
+        cut in 0usize..6000,
+        tail in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+    ) {
+        let (_, r) = shard_report(0, 2, &latencies(20, 4), 0);
+        let text = serde_json::to_string(&r).unwrap();
+        let mut bytes = text.as_bytes()[..cut.min(text.len())].to_vec();
+        bytes.extend(tail);
+        if let Ok(s) = std::str::from_utf8(&bytes) {
+            if let Ok(rep) = Report::from_json(s) {
+                let _ = merge(&[("x.json".into(), rep)], tool(), vec![]);
+            }
+        }
+    }
+}
