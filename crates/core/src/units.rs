@@ -117,7 +117,7 @@ impl fmt::Display for ByteSize {
             (1_000, "KB"),
         ];
         for (mult, name) in UNITS {
-            if self.0 >= mult && self.0 % mult == 0 {
+            if self.0 >= mult && self.0.is_multiple_of(mult) {
                 return write!(f, "{}{}", self.0 / mult, name);
             }
         }

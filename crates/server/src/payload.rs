@@ -47,7 +47,7 @@ impl Iterator for Chunks {
     }
 }
 
-const _: () = assert!(CHUNK % PAYLOAD_PATTERN.len() == 0);
+const _: () = assert!(CHUNK.is_multiple_of(PAYLOAD_PATTERN.len()));
 
 #[cfg(test)]
 mod tests {
