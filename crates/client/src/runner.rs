@@ -325,13 +325,19 @@ async fn fetch_telemetry<'a>(
     uri: &Uri,
 ) -> Vec<Timeline> {
     let mut out = Vec::new();
+    // The query holds the telemetry token: never printed.
+    let hide = |text: String| match uri.query() {
+        Some(q) => text.replace(q, "token=<redacted>"),
+        None => text,
+    };
+    let shown = hide(uri.to_string());
     for c in conns {
         match get_body(c, uri, MAX_TELEMETRY_BYTES).await {
             Ok(body) => match serde_json::from_slice::<Timeline>(&body) {
                 Ok(t) => out.push(t),
-                Err(e) => crate::tell!("warning: telemetry from {uri} is not a timeline: {e}"),
+                Err(e) => crate::tell!("warning: telemetry from {shown} is not a timeline: {e}"),
             },
-            Err(e) => crate::tell!("warning: no telemetry from {uri}: {}", e.message),
+            Err(e) => crate::tell!("warning: no telemetry from {shown}: {}", hide(e.message)),
         }
     }
     out
