@@ -158,6 +158,32 @@ fn caddy_serves_files_over_h1_h2_h3() {
         let digests = &run["digests"];
         assert_eq!(digests[&big], sha256_hex(&big_body), "{proto}");
     }
+
+    // Two shards of the h3 fetches against caddy add up to the whole, digests and all.
+    let dir = tempfile::tempdir().unwrap();
+    let mut merge = vec!["merge".to_string(), "-o".into()];
+    let merged = dir.path().join("merged.json");
+    merge.push(merged.display().to_string());
+    for i in 0..2 {
+        let shard = format!("{i}/2");
+        let r = fetch(
+            "h3",
+            &["--repeat", "3", "--connections", "2", "--shard", &shard],
+        );
+        assert_eq!(r.code, Some(0), "shard {shard}: {}", r.stderr);
+        let file = dir.path().join(format!("shard-{i}.json"));
+        std::fs::write(&file, serde_json::to_vec(r.json.as_ref().unwrap()).unwrap()).unwrap();
+        merge.push(file.display().to_string());
+    }
+    let args: Vec<&str> = merge.iter().map(String::as_str).collect();
+    let m = common::qbench_plain(&args);
+    assert_eq!(m.code, Some(0), "{}", m.stderr);
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&merged).unwrap()).unwrap();
+    let run = &j["runs"][0];
+    assert_eq!(run["objects"]["completed"], 6);
+    assert_eq!(run["payload_bytes"], 3 * 2_005_000);
+    assert_eq!(run["digests"][&big], sha256_hex(&big_body));
+    assert_eq!(run["digests"][&small], sha256_hex(&small_body));
 }
 
 fn which(name: &str) -> Option<std::path::PathBuf> {

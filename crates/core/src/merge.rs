@@ -275,11 +275,36 @@ impl<'a> Parts<'a> {
         }))
     }
 
+    /// `--verify` digests of every shard; a URL whose body differs between shards is a
+    /// failure of the whole, named.
+    fn digests(&self) -> (Option<BTreeMap<String, String>>, Option<String>) {
+        let mut all: Option<BTreeMap<String, String>> = None;
+        let mut clash = None;
+        for (i, r) in &self.runs {
+            for (url, d) in r.digests.iter().flatten() {
+                let seen = all.get_or_insert_with(BTreeMap::new);
+                match seen.get(url) {
+                    Some(other) if other != d => {
+                        clash.get_or_insert_with(|| {
+                            format!("shard {i}: {url} had another body in an earlier shard")
+                        });
+                    }
+                    Some(_) => {}
+                    None => {
+                        seen.insert(url.clone(), d.clone());
+                    }
+                }
+            }
+        }
+        (all, clash)
+    }
+
     fn run(&self, index: u32, all_present: bool) -> Result<RunReport, MergeError> {
         let first_request = self.earliest(|r| r.first_request_us);
         let last_byte = self.latest(|r| r.last_byte_us);
         let payload = self.sum(|r| r.payload_bytes);
-        let complete = all_present && self.runs.iter().all(|(_, r)| r.complete);
+        let (digests, clash) = self.digests();
+        let complete = all_present && clash.is_none() && self.runs.iter().all(|(_, r)| r.complete);
         let (mut hs, mut n) = (0u64, 0u64);
         for (_, r) in &self.runs {
             let k = r
@@ -364,7 +389,8 @@ impl<'a> Parts<'a> {
             first_error: self
                 .runs
                 .iter()
-                .find_map(|(i, r)| r.first_error.as_ref().map(|e| format!("shard {i}: {e}"))),
+                .find_map(|(i, r)| r.first_error.as_ref().map(|e| format!("shard {i}: {e}")))
+                .or(clash),
             object_latency: merged(
                 &self
                     .runs
@@ -374,7 +400,7 @@ impl<'a> Parts<'a> {
             )?,
             ttfb: merged(&self.runs.iter().map(|(_, r)| &r.ttfb).collect::<Vec<_>>())?,
             cpu,
-            digests: None,
+            digests,
             telemetry: (!telemetry.is_empty()).then_some(telemetry),
             cc_states: None,
             load: self.load(completed)?,

@@ -236,3 +236,20 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn digests_add_up_and_a_clash_is_a_failure() {
+    let lat = latencies(10, 6);
+    let with = |i: u32, digest: &str| {
+        let mut s = shard_report(i, 2, &lat, 0);
+        s.1.runs[0].digests = Some([("https://x/a".to_string(), digest.to_string())].into());
+        s
+    };
+    let m = merge(&[with(0, "aa"), with(1, "aa")], tool(), vec![]).unwrap();
+    assert!(m.complete);
+    assert_eq!(m.runs[0].digests.as_ref().unwrap()["https://x/a"], "aa");
+    let m = merge(&[with(0, "aa"), with(1, "bb")], tool(), vec![]).unwrap();
+    assert!(!m.complete && !m.runs[0].complete);
+    let e = m.runs[0].first_error.as_deref().unwrap();
+    assert!(e.contains("shard 1: https://x/a had another body"), "{e}");
+}
