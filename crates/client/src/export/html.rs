@@ -405,6 +405,7 @@ fn rejudge(cells: &mut [Cmp], metric: Metric) -> anyhow::Result<()> {
 }
 
 pub fn report(args: ReportArgs) -> anyhow::Result<()> {
+    crate::export::check_writable("--html", &args.html)?;
     let mut sweep = read_cells(&args.dir)?;
     if let Some(m) = args.metric {
         rejudge(&mut sweep.comparisons, m)?;
