@@ -25,6 +25,13 @@ command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 # The fleet check runs sshd in network namespaces and ssh between them.
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
+# The Slurm recipe runs on a one-node Slurm of the check's own (no system service is used);
+# the Kubernetes manifests are read with PyYAML.
+command -v slurmctld >/dev/null 2>&1 || missing+=(slurmctld)
+command -v slurmd >/dev/null 2>&1 || missing+=(slurmd)
+command -v sbatch >/dev/null 2>&1 || missing+=(slurm-client)
+command -v munged >/dev/null 2>&1 || missing+=(munge)
+python3 -c 'import yaml' 2>/dev/null || missing+=(python3-yaml)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "installing test peers: ${missing[*]}"
   sudo_if_needed apt-get update -qq
@@ -63,5 +70,11 @@ fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
+# The multi-host recipes: the Slurm job array for real, the Kubernetes manifests' fields (and
+# that the checker catches broken ones), against the binaries the tests just built.
+bin="${CARGO_TARGET_DIR:-target}/debug"
+QBENCH="$bin/qbench" bash scripts/slurm_check.sh
+PYTHONDONTWRITEBYTECODE=1 QBENCH="$bin/qbench" QBENCH_SERVER="$bin/qbench-server" python3 deploy/k8s/check.py
+PYTHONDONTWRITEBYTECODE=1 QBENCH="$bin/qbench" QBENCH_SERVER="$bin/qbench-server" python3 deploy/k8s/check.py --self-test
 # HTTP/2 conformance of the server: ten runs, since the failures h2spec can find are races.
 H2SPEC_RUNS=10 bash scripts/h2spec.sh
