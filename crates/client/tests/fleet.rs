@@ -186,10 +186,15 @@ fn missing_failed_and_foreign_shards_are_named() {
     assert_eq!(m["complete"], false);
     assert_eq!(m["merged"]["missing"], serde_json::json!([1]));
 
-    // A truncated file, a different workload, the same shard twice: refused, named.
+    // A truncated file, a different workload, the same shard twice, another schema version:
+    // refused, named.
     let cut = dir.path().join("cut.json");
     let text = std::fs::read(&files[1]).unwrap();
     std::fs::write(&cut, &text[..text.len() / 2]).unwrap();
+    let old = dir.path().join("old.json");
+    let mut v = read(&files[1]);
+    v["schema_version"] = 1.into();
+    std::fs::write(&old, serde_json::to_vec(&v).unwrap()).unwrap();
     let other = dir.path().join("other");
     std::fs::create_dir(&other).unwrap();
     let foreign = shards(
@@ -207,6 +212,10 @@ fn missing_failed_and_foreign_shards_are_named() {
             "`proto` differs",
         ),
         (vec![files[0].as_path(), files[0].as_path()], "both shard 0"),
+        (
+            vec![files[0].as_path(), old.as_path()],
+            "old.json: run report version 1",
+        ),
     ] {
         let (c, _) = merged(dir.path(), &inputs);
         assert_eq!(c.code, Some(2), "{}", c.stderr);
