@@ -32,6 +32,9 @@ command -v slurmd >/dev/null 2>&1 || missing+=(slurmd)
 command -v sbatch >/dev/null 2>&1 || missing+=(slurm-client)
 command -v munged >/dev/null 2>&1 || missing+=(munge)
 python3 -c 'import yaml' 2>/dev/null || missing+=(python3-yaml)
+# .hgrm output is checked against HdrHistogram's JavaScript port (from npm).
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "installing test peers: ${missing[*]}"
   sudo_if_needed apt-get update -qq
@@ -76,5 +79,7 @@ bin="${CARGO_TARGET_DIR:-target}/debug"
 QBENCH="$bin/qbench" bash scripts/slurm_check.sh
 PYTHONDONTWRITEBYTECODE=1 QBENCH="$bin/qbench" QBENCH_SERVER="$bin/qbench-server" python3 deploy/k8s/check.py
 PYTHONDONTWRITEBYTECODE=1 QBENCH="$bin/qbench" QBENCH_SERVER="$bin/qbench-server" python3 deploy/k8s/check.py --self-test
+# .hgrm files byte for byte against HdrHistogram's own JavaScript port.
+QBENCH="$bin/qbench" bash scripts/hgrm_check.sh
 # HTTP/2 conformance of the server: ten runs, since the failures h2spec can find are races.
 H2SPEC_RUNS=10 bash scripts/h2spec.sh

@@ -306,6 +306,9 @@ pub async fn run(
         write_json(dest, &report)?;
     }
     write_cc_outputs(cfg, &plan.outputs, &report)?;
+    if let Some(path) = &plan.outputs.hgrm {
+        crate::export::hgrm::write(path, &report).context("--hgrm")?;
+    }
     let skipped = report.runs.len() < expected;
     let error = (!report.complete).then(|| {
         if let Some(why) = report

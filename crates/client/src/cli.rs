@@ -52,6 +52,9 @@ pub enum Command {
     /// Add the run reports of a workload's shards (`--shard I/N`) into the report of the
     /// whole: histograms and counters exactly, rates over the union of their windows
     Merge(crate::merge::MergeArgs),
+    /// Write a report's histogram as HdrHistogram's .hgrm percentile distribution
+    /// (milliseconds), for HdrHistogram's plotter and HistogramLogAnalyzer
+    Hgrm(crate::export::hgrm::HgrmArgs),
 }
 
 #[derive(Debug, Args)]
@@ -332,6 +335,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
 
+    /// Write the object latency of all runs as HdrHistogram's .hgrm percentile distribution
+    /// (milliseconds), for HdrHistogram's plotter
+    #[arg(long, value_name = "FILE.hgrm")]
+    pub hgrm: Option<PathBuf>,
+
     /// Run client and in-process server in network namespaces with an emulated link between
     /// them, e.g. rate=100mbit,rtt=36ms,loss=1% (fields: rate, rtt, delay, jitter, loss,
     /// reorder, queue, mtu; up./down. prefixes; rate=50..150mbit/1s or rate=trace:FILE). Root
@@ -381,6 +389,7 @@ pub struct Outputs {
     pub json: Option<String>,
     pub state_graph: Option<PathBuf>,
     pub plot: Option<PathBuf>,
+    pub hgrm: Option<PathBuf>,
     /// `--json-stream`: a file, or `-` for stdout.
     pub json_stream: Option<String>,
 }
@@ -397,6 +406,9 @@ impl Outputs {
         }
         if let Some(p) = &self.plot {
             check_writable("--plot", p)?;
+        }
+        if let Some(p) = &self.hgrm {
+            check_writable("--hgrm", p)?;
         }
         match self.json_stream.as_deref() {
             Some("-") if self.json.as_deref() == Some("-") => {
@@ -466,6 +478,7 @@ impl RunArgs {
             json: self.json.clone(),
             state_graph: self.state_graph.clone(),
             plot: self.plot.clone(),
+            hgrm: self.hgrm.clone(),
             json_stream: self.json_stream.clone(),
         }
     }

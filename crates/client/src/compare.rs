@@ -29,6 +29,11 @@ impl Plan {
     pub fn from_args(args: CompareArgs) -> anyhow::Result<Self> {
         args.run.load.check(args.run.json_stream.is_some())?;
         args.run.fleet.refuse("compare")?;
+        usage(
+            args.run.hgrm.is_none(),
+            "--hgrm",
+            "write one from a side's report with `qbench hgrm`",
+        )?;
         let spec = args.spec().ok_or_else(|| crate::config::ConfigError {
             flag: "--protos",
             message: "give exactly two, as A,B".into(),

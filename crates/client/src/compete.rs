@@ -63,6 +63,11 @@ pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
     args.run.load.check(args.run.json_stream.is_some())?;
     args.run.fleet.refuse("compete")?;
     usage(
+        args.run.hgrm.is_none(),
+        "--hgrm",
+        "write one from a flow's report with `qbench hgrm`",
+    )?;
+    usage(
         args.run.plot.is_none() && args.run.state_graph.is_none(),
         "--plot",
         "(and --state-graph) draw one flow at a time with `qbench`",

@@ -32,6 +32,7 @@ fn main() -> ExitCode {
         Some(Command::Compete(c)) => qbench::compete::compete(*c),
         Some(Command::Cost(c)) => qbench::cost::cost(c),
         Some(Command::Merge(m)) => qbench::merge::merge(m),
+        Some(Command::Hgrm(h)) => qbench::export::hgrm::command(h),
         None => benchmark(cli.run),
     };
     qbench::console::exit_if_closed();

@@ -57,6 +57,10 @@ impl LatencyHistogram {
         self.inner.len()
     }
 
+    pub(crate) fn inner(&self) -> &Histogram<u64> {
+        &self.inner
+    }
+
     pub fn is_empty(&self) -> bool {
         self.inner.is_empty()
     }

@@ -8,6 +8,7 @@ pub mod compare;
 pub mod compete;
 pub mod cost;
 pub mod errors;
+pub mod hgrm;
 pub mod histogram;
 pub mod link;
 pub mod link_report;

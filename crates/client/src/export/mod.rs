@@ -3,6 +3,7 @@
 //! so an interrupted run never leaves half a file behind.
 
 mod heatmap;
+pub mod hgrm;
 pub mod html;
 pub mod stream;
 pub mod svg;
