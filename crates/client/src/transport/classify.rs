@@ -135,6 +135,25 @@ pub(super) fn classify(e: &(dyn StdError + 'static)) -> ErrorKind {
     fallback.unwrap_or(ErrorKind::Io)
 }
 
+/// What to do about a failure whose message says what went wrong (rustls and quinn say it
+/// alike, in text): read by people, so it names the flag that helps.
+pub(super) fn hint(message: &str) -> Option<&'static str> {
+    let has = |s: &str| message.contains(s);
+    Some(if has("CaUsedAsEndEntity") {
+        "the server presents a CA certificate (basicConstraints CA:TRUE, what `openssl req -x509` makes by default) as its own, which rustls refuses: make a leaf certificate (openssl req -x509 ... -addext basicConstraints=critical,CA:FALSE -addext subjectAltName=DNS:NAME) or let qbench-server generate one"
+    } else if has("UnknownIssuer") {
+        "the server's certificate is not signed by a CA this client trusts: pass it (or its CA) with --ca FILE (qbench serve and qbench-server write theirs with --cert-out), or skip verification with --insecure"
+    } else if has("not valid for name") || has("NotValidForName") {
+        "the certificate does not name the host in the URL: put a name it holds in --target/--url and the address in --connect-to IP:PORT, or give the server that name (qbench-server --cert-name NAME)"
+    } else if has("certificate expired") || has("Expired") {
+        "the certificate has expired, or this machine's clock is wrong"
+    } else if has("QUIC handshake with") && has("no progress") {
+        "no QUIC packet came back: is UDP to that port reachable? Firewalls and some networks drop UDP while TCP (h1, h2) gets through"
+    } else {
+        return None;
+    })
+}
+
 /// The error and its causes on one line.
 pub(super) use qbench_core::errors::one_line;
 
@@ -162,6 +181,9 @@ mod tests {
     fn quic_crypto_codes() {
         assert_eq!(quic_code_kind(0x178), ErrorKind::Alpn);
         assert_eq!(quic_code_kind(0x12a), ErrorKind::Tls);
+        let untrusted = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        assert!(hint(&untrusted.to_string()).unwrap().contains("--ca FILE"));
+        assert_eq!(hint("reset by peer"), None);
         assert_eq!(quic_code_kind(0x0a), ErrorKind::Protocol);
         let e = quinn::ConnectionError::TimedOut;
         assert_eq!(classify(&e), ErrorKind::Timeout);

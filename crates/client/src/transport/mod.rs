@@ -63,6 +63,15 @@ impl FetchError {
             kind: classify::classify(e),
             message: format!("{what}: {}", classify::one_line(e)),
         }
+        .hinted()
+    }
+
+    /// The message with what to do about it, where that is known.
+    fn hinted(mut self) -> Self {
+        if let Some(h) = classify::hint(&self.message) {
+            self.message = format!("{} (hint: {h})", self.message);
+        }
+        self
     }
 
     pub(crate) fn timeout(what: &str, after: Duration) -> Self {
@@ -73,6 +82,7 @@ impl FetchError {
                 humantime::format_duration(after)
             ),
         )
+        .hinted()
     }
 }
 
