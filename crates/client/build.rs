@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+include!("../build_version.rs");
+
 const STACKS: &[&str] = &[
     "quinn",
     "quinn-proto",
@@ -31,4 +33,5 @@ fn main() {
         }
     }
     println!("cargo:rustc-env=QBENCH_STACK_VERSIONS={}", found.join(";"));
+    git_version();
 }

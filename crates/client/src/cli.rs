@@ -22,7 +22,7 @@ pub const MAX_CONNECTIONS: i64 = 25_000;
 ///
 /// Without --target or --url, qbench starts the matched server in-process on loopback.
 #[derive(Debug, Parser)]
-#[command(name = "qbench", version, args_conflicts_with_subcommands = true)]
+#[command(name = "qbench", version = env!("QBENCH_VERSION"), args_conflicts_with_subcommands = true)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -55,6 +55,11 @@ pub enum Command {
     /// Write a report's histogram as HdrHistogram's .hgrm percentile distribution
     /// (milliseconds), for HdrHistogram's plotter and HistogramLogAnalyzer
     Hgrm(crate::export::hgrm::HgrmArgs),
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish) for qbench,
+    /// qbench-server or qbench-shaper
+    Completions(crate::manuals::CompletionsArgs),
+    /// Write man pages for qbench, its subcommands, qbench-server and qbench-shaper
+    Man(crate::manuals::ManArgs),
 }
 
 #[derive(Debug, Args)]

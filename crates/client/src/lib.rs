@@ -15,6 +15,7 @@ mod fds;
 pub mod fleet;
 mod hold;
 pub mod load_flags;
+pub mod manuals;
 pub mod merge;
 mod pacer;
 mod prepare;

@@ -33,6 +33,8 @@ fn main() -> ExitCode {
         Some(Command::Cost(c)) => qbench::cost::cost(c),
         Some(Command::Merge(m)) => qbench::merge::merge(m),
         Some(Command::Hgrm(h)) => qbench::export::hgrm::command(h),
+        Some(Command::Completions(c)) => qbench::manuals::completions(c),
+        Some(Command::Man(m)) => qbench::manuals::man(m),
         None => benchmark(cli.run),
     };
     qbench::console::exit_if_closed();

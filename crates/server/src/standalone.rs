@@ -5,7 +5,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use clap::Args;
+use clap::{Args, Parser};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::access::{exposure_warning, TOKEN_ENV};
@@ -152,4 +152,16 @@ pub async fn serve_until_signal(
         Stats::get(&stats.telemetry_busy),
     );
     Ok(())
+}
+
+/// The matched qbench server: HTTP/3 on UDP and HTTP/2 + HTTP/1.1 on TCP, same port,
+/// serving GET /bytes/{n}.
+#[derive(Debug, Parser)]
+#[command(name = "qbench-server", version = env!("QBENCH_VERSION"))]
+pub struct Cli {
+    #[command(flatten)]
+    pub server: ServerOptions,
+
+    #[command(flatten)]
+    pub cert_out: CertOut,
 }

@@ -1,0 +1,87 @@
+//! `qbench completions` and `qbench man`: shell completions and man pages for qbench,
+//! qbench-server and qbench-shaper, made from the same clap definitions that parse them.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::{Args, CommandFactory, ValueEnum};
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum Program {
+    #[default]
+    Qbench,
+    QbenchServer,
+    QbenchShaper,
+}
+
+impl Program {
+    const ALL: [Self; 3] = [Self::Qbench, Self::QbenchServer, Self::QbenchShaper];
+
+    fn command(self) -> clap::Command {
+        match self {
+            Self::Qbench => crate::cli::Cli::command(),
+            Self::QbenchServer => qbench_server::standalone::Cli::command(),
+            Self::QbenchShaper => qbench_shaper::cli::Cli::command(),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, powershell or elvish
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+
+    /// Which program's completions
+    #[arg(long = "for", value_enum, default_value = "qbench")]
+    pub program: Program,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Directory for the pages: qbench.1, one per subcommand (qbench-compare.1, ...),
+    /// qbench-server.1, qbench-shaper.1 and its subcommands'
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+/// Prints the completion script on stdout (e.g. `qbench completions bash >
+/// /etc/bash_completion.d/qbench`).
+pub fn completions(args: CompletionsArgs) -> anyhow::Result<()> {
+    let mut cmd = args.program.command();
+    let name = cmd.get_name().to_string();
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut cmd, name, &mut script);
+    crate::console::out(&String::from_utf8_lossy(&script));
+    Ok(())
+}
+
+/// One page for `cmd` and one for each of its subcommands, named `parent-sub.1`.
+fn pages(cmd: &clap::Command, dir: &Path, written: &mut usize) -> anyhow::Result<()> {
+    let mut roff = Vec::new();
+    clap_mangen::Man::new(cmd.clone())
+        .render(&mut roff)
+        .with_context(|| format!("rendering the page of {}", cmd.get_name()))?;
+    let path = dir.join(format!("{}.1", cmd.get_name()));
+    crate::export::write_text(&path, &String::from_utf8_lossy(&roff))?;
+    *written += 1;
+    for sub in cmd.get_subcommands() {
+        let name = format!("{}-{}", cmd.get_name(), sub.get_name());
+        let named = sub.clone().name(name);
+        pages(&named, dir, written)?;
+    }
+    Ok(())
+}
+
+pub fn man(args: ManArgs) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.out).map_err(|e| crate::config::ConfigError {
+        flag: "--out",
+        message: format!("{}: {e}", args.out.display()),
+    })?;
+    let mut written = 0;
+    for p in Program::ALL {
+        pages(&p.command(), &args.out, &mut written)?;
+    }
+    crate::say!("wrote {written} man pages to {}", args.out.display());
+    Ok(())
+}

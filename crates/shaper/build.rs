@@ -1,0 +1,5 @@
+include!("../build_version.rs");
+
+fn main() {
+    git_version();
+}

@@ -1,0 +1,57 @@
+//! The `qbench-shaper` command line, here so that `qbench man` and `qbench completions`
+//! describe it from the same definition.
+
+use clap::{Parser, Subcommand};
+use qbench_core::link::LinkSpec;
+
+use crate::{BackendChoice, Offloads};
+
+/// Emulated links between network namespaces: client <-> router <-> server, with the
+/// impairments on the router. Every object it creates is named `qb-...`.
+#[derive(Debug, Parser)]
+#[command(name = "qbench-shaper", version = env!("QBENCH_VERSION"))]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+// Parsed once per process; boxing the spec would only complicate clap's parser.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// Build the link and hold it until SIGINT/SIGTERM (or `down`), then tear it down
+    Up {
+        /// e.g. rate=100mbit,rtt=36ms,loss=1% (see `qbench --help`, --link)
+        spec: LinkSpec,
+        #[arg(long, value_enum, default_value = "auto")]
+        backend: BackendChoice,
+        #[arg(long, value_enum, default_value = "default")]
+        offloads: Offloads,
+        /// Namespace id (hex): namespaces are qb-ID-c, qb-ID-r, qb-ID-s
+        #[arg(long, value_parser = parse_id)]
+        id: Option<String>,
+        /// TCP congestion-window cap in packets on the server's route toward the client
+        #[arg(long)]
+        tcp_cwnd_cap: Option<u32>,
+        /// Print the commands as a shell script instead of running them
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Tear down the link with this id
+    Down {
+        #[arg(long, value_parser = parse_id)]
+        id: String,
+    },
+    /// List the links that exist
+    Status,
+    /// Remove every qb- namespace left behind (e.g. after a killed run); touches nothing else
+    Cleanup,
+}
+
+pub fn parse_id(s: &str) -> Result<String, String> {
+    if !s.is_empty() && s.len() <= 8 && s.chars().all(|c| c.is_ascii_hexdigit()) {
+        Ok(s.to_ascii_lowercase())
+    } else {
+        Err("1 to 8 hex digits".into())
+    }
+}
