@@ -36,6 +36,8 @@ python3 -c 'import yaml' 2>/dev/null || missing+=(python3-yaml)
 # .hgrm output is checked against HdrHistogram's JavaScript port (from npm).
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+# Key logs are checked by decrypting a loopback capture with tshark.
+command -v tshark >/dev/null 2>&1 || missing+=(tshark)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "installing test peers: ${missing[*]}"
   sudo_if_needed apt-get update -qq

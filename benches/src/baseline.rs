@@ -74,7 +74,7 @@ impl Baseline {
         let server_rt = runtime("raw-server")?;
         let client_rt = runtime("raw-client")?;
         let id = Identity::self_signed(&[]).context("server certificate")?;
-        let tls = server_config(&id, vec![ALPN.to_vec()], false).context("server TLS")?;
+        let tls = server_config(&id, vec![ALPN.to_vec()], false, None).context("server TLS")?;
         let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
         let addr = match kind {
             Kind::Quic | Kind::QuicCopy => {

@@ -34,7 +34,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the matched server (same as the qbench-server binary)
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Compare two configurations in back-to-back rounds: PLT statistics, percent difference
     /// and Welch's t-test (IMC'17 method)
     Compare(Box<CompareArgs>),
@@ -339,6 +339,11 @@ pub struct RunArgs {
     /// Draw the sender's congestion window over time (first run) as SVG
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+
+    /// Append the TLS secrets of every connection (h1, h2, h3) to this file in NSS key log
+    /// format, for Wireshark to decrypt a capture (the in-process server's are the same)
+    #[arg(long, value_name = "FILE", env = "SSLKEYLOGFILE")]
+    pub keylog: Option<PathBuf>,
 
     /// Write the object latency of all runs as HdrHistogram's .hgrm percentile distribution
     /// (milliseconds), for HdrHistogram's plotter

@@ -29,6 +29,7 @@ impl Plan {
     pub fn from_args(args: CompareArgs) -> anyhow::Result<Self> {
         args.run.load.check(args.run.json_stream.is_some())?;
         args.run.fleet.refuse("compare")?;
+        crate::tls::log_keys_to(args.run.keylog.as_deref())?;
         usage(
             args.run.hgrm.is_none(),
             "--hgrm",

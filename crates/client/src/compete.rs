@@ -62,6 +62,7 @@ impl Plan {
 pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
     args.run.load.check(args.run.json_stream.is_some())?;
     args.run.fleet.refuse("compete")?;
+    crate::tls::log_keys_to(args.run.keylog.as_deref())?;
     usage(
         args.run.hgrm.is_none(),
         "--hgrm",

@@ -255,6 +255,8 @@ fn check_spec(s: &RunSpec) -> Result<(), ConfigError> {
 /// The matched server in this process, as the spec sets it up.
 fn server_options(s: &RunSpec) -> ServerOptions {
     let mut o = ServerOptions::loopback();
+    // The client logs the same secrets (SSLKEYLOGFILE would reach this server's parser too).
+    o.keylog = None;
     o.protocols = vec![s.proto];
     o.cc = s.cc.unwrap_or(CcAlgo::Cubic);
     if s.proto.is_quic() {

@@ -171,6 +171,24 @@ fn roots(trust: &Trust) -> Result<rustls::RootCertStore, ClientTlsError> {
 }
 
 /// TLS 1.3 client configuration for one protocol.
+/// `--keylog` (or `SSLKEYLOGFILE`): every client connection of this process logs its secrets.
+static KEY_LOG: std::sync::OnceLock<Arc<qbench_server::tls::KeyLogTo>> = std::sync::OnceLock::new();
+
+/// Opens the key log (appending) for every client configuration made after this.
+pub(crate) fn log_keys_to(
+    path: Option<&std::path::Path>,
+) -> Result<(), crate::config::ConfigError> {
+    let Some(path) = path else {
+        return Ok(());
+    };
+    let log = qbench_server::tls::KeyLogTo::open(path).map_err(|e| crate::config::ConfigError {
+        flag: "--keylog",
+        message: format!("{}: {e}", path.display()),
+    })?;
+    let _ = KEY_LOG.set(log);
+    Ok(())
+}
+
 pub(crate) fn client_config(
     trust: &Trust,
     alpn: &[u8],
@@ -195,6 +213,9 @@ pub(crate) fn client_config(
         None => Resumption::disabled(),
     };
     cfg.enable_early_data = early_data;
+    if let Some(k) = KEY_LOG.get() {
+        cfg.key_log = k.clone();
+    }
     Ok(cfg)
 }
 

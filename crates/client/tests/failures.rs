@@ -181,7 +181,8 @@ fn faulty_h1_server(respond: fn(&str) -> Vec<u8>) -> (u16, tempfile::TempDir) {
     let id = qbench_server::Identity::self_signed(&[]).unwrap();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("ca.pem"), &id.pem).unwrap();
-    let cfg = qbench_server::tls::server_config(&id, vec![b"http/1.1".to_vec()], false).unwrap();
+    let cfg =
+        qbench_server::tls::server_config(&id, vec![b"http/1.1".to_vec()], false, None).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     thread::spawn(move || {

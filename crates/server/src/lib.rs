@@ -45,6 +45,11 @@ pub enum ServerError {
     Bind { addr: SocketAddr, source: io::Error },
     #[error("QUIC rejected the TLS configuration: {0}")]
     Quic(String),
+    #[error("--keylog {path}: {source}")]
+    KeyLog {
+        path: std::path::PathBuf,
+        source: io::Error,
+    },
     #[error("--protocols is empty: nothing to serve")]
     NoProtocols,
     #[error("starting the server runtime: {0}")]
@@ -148,6 +153,17 @@ impl Server {
                 });
             }
         }
+        let key_log = match &opts.keylog {
+            Some(path) => {
+                Some(
+                    tls::KeyLogTo::open(path).map_err(|source| ServerError::KeyLog {
+                        path: path.clone(),
+                        source,
+                    })?,
+                )
+            }
+            None => None,
+        };
         let (tcp, udp, addr) = bind_pair(opts.listen, h1 || h2, h3)?;
         let tcp = match tcp {
             Some(l) => {
@@ -158,7 +174,7 @@ impl Server {
                 if h1 {
                     alpn.push(ALPN_H1.to_vec());
                 }
-                let cfg = tls::server_config(&identity, alpn, false)?;
+                let cfg = tls::server_config(&identity, alpn, false, key_log.clone())?;
                 let listener = tokio::net::TcpListener::from_std(l)
                     .map_err(|source| ServerError::Bind { addr, source })?;
                 Some((listener, tokio_rustls::TlsAcceptor::from(cfg)))
@@ -167,7 +183,8 @@ impl Server {
         };
         let quic = match udp {
             Some(sock) => {
-                let cfg = tls::server_config(&identity, vec![ALPN_H3.to_vec()], true)?;
+                let cfg =
+                    tls::server_config(&identity, vec![ALPN_H3.to_vec()], true, key_log.clone())?;
                 let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(cfg)
                     .map_err(|e| ServerError::Quic(e.to_string()))?;
                 let mut sc = quinn::ServerConfig::with_crypto(Arc::new(crypto));

@@ -44,6 +44,11 @@ pub struct ServerOptions {
     #[arg(long = "cert-name", value_name = "NAME")]
     pub cert_names: Vec<String>,
 
+    /// Append the TLS secrets of every connection (h1, h2, h3) to this file in NSS key log
+    /// format, for Wireshark to decrypt a capture
+    #[arg(long, value_name = "FILE", env = "SSLKEYLOGFILE")]
+    pub keylog: Option<PathBuf>,
+
     /// Congestion controller of the server's senders: quinn's for h3, TCP_CONGESTION for h1/h2
     #[arg(long, value_enum, default_value = "cubic")]
     pub cc: CcAlgo,

@@ -87,11 +87,49 @@ impl Identity {
     }
 }
 
+/// TLS secrets as NSS key log lines (the `SSLKEYLOGFILE` format Wireshark reads), appended
+/// to a file: a key log is added to, never replaced.
+pub struct KeyLogTo {
+    path: PathBuf,
+    file: std::sync::Mutex<std::fs::File>,
+}
+
+impl KeyLogTo {
+    pub fn open(path: &Path) -> std::io::Result<Arc<Self>> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        Ok(Arc::new(Self {
+            path: path.to_path_buf(),
+            file: std::sync::Mutex::new(file),
+        }))
+    }
+}
+
+impl std::fmt::Debug for KeyLogTo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KeyLogTo({})", self.path.display())
+    }
+}
+
+impl rustls::KeyLog for KeyLogTo {
+    fn log(&self, label: &str, client_random: &[u8], secret: &[u8]) {
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let line = format!("{label} {} {}\n", hex(client_random), hex(secret));
+        // One write per line on an O_APPEND file: lines of concurrent writers do not mix.
+        if let Ok(mut f) = self.file.lock() {
+            let _ = std::io::Write::write_all(&mut *f, line.as_bytes());
+        }
+    }
+}
+
 /// TLS 1.3 only, resumption tickets on, 0-RTT allowed (quinn requires `u32::MAX` or 0).
 pub fn server_config(
     identity: &Identity,
     alpn: Vec<Vec<u8>>,
     early_data: bool,
+    key_log: Option<Arc<KeyLogTo>>,
 ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
@@ -101,6 +139,9 @@ pub fn server_config(
     cfg.alpn_protocols = alpn;
     if early_data {
         cfg.max_early_data_size = u32::MAX;
+    }
+    if let Some(k) = key_log {
+        cfg.key_log = k;
     }
     Ok(Arc::new(cfg))
 }
