@@ -212,6 +212,9 @@ pub async fn run(
     prepared.prime_tcp_metrics(&[cfg]).await?;
     let mut side = Side::new(cfg, server, prepared, peer, meta, Clock::start())?;
     side.shard = crate::fleet::record(cfg, plan.shard_source);
+    if let Some(path) = &plan.outputs.log_requests {
+        side.log_requests(crate::reqlog::RequestLog::create(path)?);
+    }
     let bar = match (&spec.load, spec.interval) {
         // Interval lines are the live view.
         (_, Some(_)) => ProgressBar::hidden(),

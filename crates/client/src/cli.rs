@@ -345,6 +345,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE", env = "SSLKEYLOGFILE")]
     pub keylog: Option<PathBuf>,
 
+    /// Write one line per request to this file (TSV: run, connection, stream, intended start,
+    /// start, TTFB, end, bytes, status, error, URL; times in microseconds from the run's start)
+    #[arg(long, value_name = "FILE")]
+    pub log_requests: Option<PathBuf>,
+
     /// Write the object latency of all runs as HdrHistogram's .hgrm percentile distribution
     /// (milliseconds), for HdrHistogram's plotter
     #[arg(long, value_name = "FILE.hgrm")]
@@ -400,6 +405,7 @@ pub struct Outputs {
     pub state_graph: Option<PathBuf>,
     pub plot: Option<PathBuf>,
     pub hgrm: Option<PathBuf>,
+    pub log_requests: Option<PathBuf>,
     /// `--json-stream`: a file, or `-` for stdout.
     pub json_stream: Option<String>,
 }
@@ -419,6 +425,9 @@ impl Outputs {
         }
         if let Some(p) = &self.hgrm {
             check_writable("--hgrm", p)?;
+        }
+        if let Some(p) = &self.log_requests {
+            check_writable("--log-requests", p)?;
         }
         match self.json_stream.as_deref() {
             Some("-") if self.json.as_deref() == Some("-") => {
@@ -489,6 +498,7 @@ impl RunArgs {
             state_graph: self.state_graph.clone(),
             plot: self.plot.clone(),
             hgrm: self.hgrm.clone(),
+            log_requests: self.log_requests.clone(),
             json_stream: self.json_stream.clone(),
         }
     }

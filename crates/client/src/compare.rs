@@ -31,6 +31,11 @@ impl Plan {
         args.run.fleet.refuse("compare")?;
         crate::tls::log_keys_to(args.run.keylog.as_deref())?;
         usage(
+            args.run.log_requests.is_none(),
+            "--log-requests",
+            "logs the requests of a single benchmark (qbench without a subcommand)",
+        )?;
+        usage(
             args.run.hgrm.is_none(),
             "--hgrm",
             "write one from a side's report with `qbench hgrm`",

@@ -64,6 +64,11 @@ pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
     args.run.fleet.refuse("compete")?;
     crate::tls::log_keys_to(args.run.keylog.as_deref())?;
     usage(
+        args.run.log_requests.is_none(),
+        "--log-requests",
+        "logs the requests of a single benchmark (qbench without a subcommand)",
+    )?;
+    usage(
         args.run.hgrm.is_none(),
         "--hgrm",
         "write one from a flow's report with `qbench hgrm`",

@@ -94,6 +94,7 @@ pub(crate) struct OpenLoop {
     pub(crate) until: Until,
     pub(crate) seed: u64,
     pub(crate) shard: Option<qbench_core::shard::Shard>,
+    pub(crate) log: Option<crate::reqlog::LogTo>,
 }
 
 /// Starts request `j` of the schedule at its due time on connection `j mod k`, never
@@ -110,6 +111,7 @@ pub(crate) async fn open_loop(o: OpenLoop, load: Load, rate: f64) {
         until,
         seed,
         shard,
+        log,
     } = o;
     let clock = until.clock;
     if conns.is_empty() {
@@ -150,16 +152,21 @@ pub(crate) async fn open_loop(o: OpenLoop, load: Load, rate: f64) {
             break;
         };
         in_flight.fetch_add(1, Ordering::Relaxed);
-        let (conn, rec, book, in_flight) = (
-            conns[(j % k) as usize].clone(),
+        let ci = j % k;
+        let (conn, rec, book, in_flight, log) = (
+            conns[ci as usize].clone(),
             rec.clone(),
             book.clone(),
             in_flight.clone(),
+            log.clone(),
         );
         tasks.spawn(async move {
             let mut outcome = crate::runner::fetch_one(conn.as_ref(), &clock, &req, &book).await;
             outcome.intended = Some(at);
             in_flight.fetch_sub(1, Ordering::Relaxed);
+            if let Some(l) = &log {
+                l.line(ci, &req.uri.to_string(), &outcome);
+            }
             lock(&rec).object(outcome);
         });
     }

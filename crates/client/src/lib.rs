@@ -19,6 +19,7 @@ pub mod manuals;
 pub mod merge;
 mod pacer;
 mod prepare;
+mod reqlog;
 mod requests;
 pub mod rerun;
 mod runner;

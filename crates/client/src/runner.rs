@@ -38,6 +38,8 @@ pub(crate) struct Plan {
     pub(crate) load: Option<Load>,
     /// `--shard`: an open loop's schedule is this shard's part of the whole's.
     pub(crate) shard: Option<qbench_core::shard::Shard>,
+    /// `--log-requests`.
+    pub(crate) log: Option<Arc<crate::reqlog::RequestLog>>,
     pub(crate) interval: Option<Duration>,
     pub(crate) on_interval: Option<OnInterval>,
 }
@@ -91,6 +93,10 @@ impl Runner {
         self.stop.clone()
     }
 
+    pub(crate) fn log_requests(&mut self, log: Arc<crate::reqlog::RequestLog>) {
+        self.plan.log = Some(log);
+    }
+
     pub(crate) fn on_interval(&mut self, on: OnInterval) {
         self.plan.on_interval = Some(on);
     }
@@ -113,11 +119,13 @@ impl Runner {
         // The run's one wall-clock reading, beside its monotonic start: shards' runs are laid
         // on one time line by it.
         let wall_start = std::time::SystemTime::now();
-        let rec = Arc::new(Mutex::new(Recorder::new(
-            index,
-            self.objects(),
-            clock.now(),
-        )));
+        let run_start = clock.now();
+        let rec = Arc::new(Mutex::new(Recorder::new(index, self.objects(), run_start)));
+        let log = self.plan.log.clone().map(|log| crate::reqlog::LogTo {
+            log,
+            run: index,
+            run_start,
+        });
         let in_flight = Arc::new(AtomicU64::new(0));
         let load = self.plan.load.clone();
         if let Some(l) = &load {
@@ -141,6 +149,7 @@ impl Runner {
             streams: self.plan.streams,
             k: self.plan.connections as u64,
             until: until.clone(),
+            log: log.clone(),
         };
         let mut tasks = JoinSet::new();
         let (conns, ids) = match self.warm.take() {
@@ -181,6 +190,7 @@ impl Runner {
                     until: until.clone(),
                     seed: u64::from(index),
                     shard: self.plan.shard,
+                    log: log.clone(),
                 };
                 tasks.spawn(open_loop(o, l.clone(), rate));
             }
@@ -189,6 +199,11 @@ impl Runner {
         drop(workers);
         while tasks.join_next().await.is_some() {}
         side_tasks.shutdown().await;
+        if let Some(l) = &self.plan.log {
+            if let Err(e) = l.flush() {
+                crate::tell!("warning: --log-requests: {e}");
+            }
+        }
         if self.plan.interval.is_some() {
             let last = lock(&rec).interval(clock.now(), 0);
             if let Some(on) = &self.plan.on_interval {

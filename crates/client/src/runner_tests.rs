@@ -32,6 +32,7 @@ fn plan(n: u64, connections: usize, streams: Option<usize>, reuse: bool) -> Plan
         telemetry_uri: None,
         load: None,
         shard: None,
+        log: None,
         interval: None,
         on_interval: None,
     }

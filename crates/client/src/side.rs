@@ -109,6 +109,7 @@ impl<'a> Side<'a> {
             }),
             load,
             shard: spec.shard,
+            log: None,
             interval: spec.interval,
             on_interval: None,
         };
@@ -216,6 +217,10 @@ impl<'a> Side<'a> {
 
     pub(crate) fn on_interval(&mut self, on: crate::hold::OnInterval) {
         self.runner.on_interval(on);
+    }
+
+    pub(crate) fn log_requests(&mut self, log: Arc<crate::reqlog::RequestLog>) {
+        self.runner.log_requests(log);
     }
 
     /// Lets QUIC peers see our CONNECTION_CLOSE before the endpoint goes away.

@@ -30,6 +30,8 @@ pub(crate) struct Workers {
     pub(crate) k: u64,
     /// A closed loop held for a time: cycle through the requests until then.
     pub(crate) until: Option<Until>,
+    /// `--log-requests`.
+    pub(crate) log: Option<crate::reqlog::LogTo>,
 }
 
 impl Workers {
@@ -61,6 +63,9 @@ impl Workers {
                     w.in_flight.fetch_sub(1, Ordering::Relaxed);
                     if w.until.is_none() {
                         w.progress.inc(1);
+                    }
+                    if let Some(l) = &w.log {
+                        l.line(ci, &req.uri.to_string(), &outcome);
                     }
                     lock(&w.rec).object(outcome);
                 }

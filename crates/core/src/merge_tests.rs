@@ -64,6 +64,8 @@ fn run(lat: &[u64], started: u64, fail: usize) -> RunReport {
             done: us(sent + l),
             body_bytes: 1000,
             error: None,
+            status: Some(200),
+            stream: None,
         });
     }
     for _ in 0..fail {
@@ -74,6 +76,8 @@ fn run(lat: &[u64], started: u64, fail: usize) -> RunReport {
             done: us(20),
             body_bytes: 0,
             error: Some((crate::ErrorKind::Reset, "reset".into())),
+            status: None,
+            stream: None,
         });
     }
     let end = lat

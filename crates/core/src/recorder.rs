@@ -58,6 +58,10 @@ pub struct ObjectOutcome {
     /// Payload bytes received.
     pub body_bytes: u64,
     pub error: Option<(ErrorKind, String)>,
+    /// The response's status, when its head arrived.
+    pub status: Option<u16>,
+    /// The request's stream on its connection (h2, h3); `None` for h1.
+    pub stream: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -320,6 +324,8 @@ mod tests {
             done: ms(done),
             body_bytes: bytes,
             error: None,
+            status: Some(200),
+            stream: None,
         }
     }
 
@@ -358,6 +364,8 @@ mod tests {
             done: ms(4),
             body_bytes: 5,
             error: Some((ErrorKind::ShortBody, "5 of 10 bytes".into())),
+            status: None,
+            stream: None,
         });
         r.error(ErrorKind::Reset, "stream reset");
         let rep = r.finish(ms(5));

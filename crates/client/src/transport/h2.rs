@@ -126,6 +126,7 @@ impl Exchange for H2Conn {
         let (resp, _) = send
             .send_request(request, true)
             .map_err(|e| FetchError::from_err("sending request", &e))?;
+        p.stream(u64::from(resp.stream_id().as_u32()));
         let resp = self.step("waiting for response headers", resp).await?;
         self.heard_from_server();
         p.headers(resp.status(), resp.headers())?;

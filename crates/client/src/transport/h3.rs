@@ -215,6 +215,7 @@ impl Exchange for H3Conn {
             .map_err(|e| FetchError::from_err("sending request", &e))?;
         // Timed from here: the stream is open and the request is on its way.
         p.sending();
+        p.stream(stream.id().into_inner());
         let _place = self.on_wire.opened();
         // RFC 9114 4.1.2: a server that has its answer may stop reading the request (quinn
         // sends STOP_SENDING when the server drops the request side); the response that

@@ -128,6 +128,8 @@ pub(crate) trait Transport: Send + Sync {
 pub(crate) trait Sink: Send {
     /// The request is about to be sent (after any wait for a stream or the connection).
     fn sending(&mut self) {}
+    /// The request's stream on its connection, where the protocol has streams.
+    fn stream(&mut self, _id: u64) {}
     fn headers(
         &mut self,
         status: http::StatusCode,
@@ -301,11 +303,17 @@ pub(crate) struct Progress<'a> {
     content_length: Option<u64>,
     bytes: u64,
     check: Option<Check>,
+    status: Option<u16>,
+    stream: Option<u64>,
 }
 
 impl Sink for Progress<'_> {
     fn sending(&mut self) {
         self.sent = self.clock.now();
+    }
+
+    fn stream(&mut self, id: u64) {
+        self.stream = Some(id);
     }
 
     /// Response head arrived; a non-2xx status is an error of kind `status`.
@@ -315,6 +323,7 @@ impl Sink for Progress<'_> {
         headers: &http::HeaderMap,
     ) -> Result<(), FetchError> {
         self.headers = Some(self.clock.now());
+        self.status = Some(status.as_u16());
         self.content_length = headers
             .get(http::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
@@ -365,6 +374,8 @@ impl<'a> Progress<'a> {
             headers: None,
             content_length: None,
             bytes: 0,
+            status: None,
+            stream: None,
             check: req.verify.then(|| match req.expected_len {
                 Some(_) => Check::pattern(),
                 None => Check::digest(),
@@ -420,6 +431,8 @@ impl<'a> Progress<'a> {
             done,
             body_bytes: self.bytes,
             error: err.map(|e| (e.kind, e.message)),
+            status: self.status,
+            stream: self.stream,
         }
     }
 }
