@@ -140,7 +140,6 @@ pub(crate) fn check_telemetry(flag: &'static str, cfg: &Config) -> Result<(), Co
 impl RunPlan {
     pub fn from_args(args: &RunArgs) -> Result<Self, ConfigError> {
         args.load.check(args.json_stream.is_some())?;
-        crate::tls::log_keys_to(args.keylog.as_deref())?;
         let mut spec = args.spec();
         let shard = args.fleet.shard()?;
         spec.shard = shard.map(|(s, _)| s);
@@ -155,6 +154,8 @@ impl RunPlan {
             check_telemetry("--plot", &cfg)?;
         }
         outputs.check_writable()?;
+        // Opened (created) only once everything else is known to be valid.
+        crate::tls::log_keys_to(args.keylog.as_deref())?;
         Ok(Self {
             cfg,
             outputs,

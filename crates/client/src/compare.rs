@@ -29,7 +29,6 @@ impl Plan {
     pub fn from_args(args: CompareArgs) -> anyhow::Result<Self> {
         args.run.load.check(args.run.json_stream.is_some())?;
         args.run.fleet.refuse("compare")?;
-        crate::tls::log_keys_to(args.run.keylog.as_deref())?;
         usage(
             args.run.log_requests.is_none(),
             "--log-requests",
@@ -54,13 +53,15 @@ impl Plan {
             "--interval",
             "live intervals are printed by a single benchmark (qbench without a subcommand)",
         )?;
-        Self::new(
+        let plan = Self::new(
             &spec,
             args.metric,
             &args.run.target(),
             args.run.link_choice(),
             args.run.outputs(),
-        )
+        )?;
+        crate::tls::log_keys_to(args.run.keylog.as_deref())?;
+        Ok(plan)
     }
 
     /// Every check that concerns a comparison as a whole, for flags and scenario cells alike.

@@ -62,7 +62,6 @@ impl Plan {
 pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
     args.run.load.check(args.run.json_stream.is_some())?;
     args.run.fleet.refuse("compete")?;
-    crate::tls::log_keys_to(args.run.keylog.as_deref())?;
     usage(
         args.run.log_requests.is_none(),
         "--log-requests",
@@ -88,6 +87,7 @@ pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
     let plan = Plan::new(&args.spec(), &args.run.target(), args.run.link_choice())?;
     let outputs: Outputs = args.run.outputs();
     outputs.check_writable()?;
+    crate::tls::log_keys_to(args.run.keylog.as_deref())?;
     let json = outputs.json.as_deref().map(Dest::parse);
     let out = run_blocking(&plan, json.as_ref())?;
     if let Some(dest) = &json {
