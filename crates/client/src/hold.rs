@@ -165,7 +165,7 @@ pub(crate) async fn open_loop(o: OpenLoop, load: Load, rate: f64) {
             outcome.intended = Some(at);
             in_flight.fetch_sub(1, Ordering::Relaxed);
             if let Some(l) = &log {
-                l.line(ci, &req.uri.to_string(), &outcome);
+                l.line(ci, &req.uri, &outcome);
             }
             lock(&rec).object(outcome);
         });

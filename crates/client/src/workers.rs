@@ -65,7 +65,7 @@ impl Workers {
                         w.progress.inc(1);
                     }
                     if let Some(l) = &w.log {
-                        l.line(ci, &req.uri.to_string(), &outcome);
+                        l.line(ci, &req.uri, &outcome);
                     }
                     lock(&w.rec).object(outcome);
                 }
