@@ -154,6 +154,8 @@ impl RunPlan {
             check_telemetry("--plot", &cfg)?;
         }
         outputs.check_writable()?;
+        let mut cfg = cfg;
+        qlog_to(args, &mut cfg)?;
         // Opened (created) only once everything else is known to be valid.
         crate::tls::log_keys_to(args.keylog.as_deref())?;
         Ok(Self {
@@ -164,6 +166,33 @@ impl RunPlan {
             barrier,
         })
     }
+}
+
+/// `--qlog DIR [--qlog-sample P]`: the client's QUIC connections and the in-process server's
+/// write qlog files there.
+fn qlog_to(args: &RunArgs, cfg: &mut Config) -> Result<(), ConfigError> {
+    let bad = |flag, message: String| ConfigError { flag, message };
+    let Some(dir) = &args.qlog else {
+        return match args.qlog_sample {
+            Some(_) => Err(bad("--qlog-sample", "needs --qlog".into())),
+            None => Ok(()),
+        };
+    };
+    if !cfg.spec().proto.is_quic() {
+        return Err(bad(
+            "--qlog",
+            "qlog is written by QUIC connections: use --proto h3".into(),
+        ));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| bad("--qlog", format!("{}: {e}", dir.display())))?;
+    crate::export::check_writable("--qlog", &dir.join("qbench.sqlog"))?;
+    let sample = args.qlog_sample.unwrap_or(1.0);
+    crate::transport::h3::qlog_to(dir, sample);
+    if let Some(o) = cfg.server.as_mut() {
+        o.qlog = Some(dir.clone());
+        o.qlog_sample = sample;
+    }
+    Ok(())
 }
 
 /// A report of a run that ended before its first connection: nothing was fetched, and the

@@ -340,6 +340,15 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
 
+    /// Write one qlog file (JSON-SEQ, for qvis) per QUIC connection into this directory, the
+    /// client's and the in-process server's (client-PID-N.sqlog, server-PID-N-PEER.sqlog)
+    #[arg(long, value_name = "DIR")]
+    pub qlog: Option<PathBuf>,
+
+    /// With --qlog: the share of connections that write one (0 to 1) [default: 1]
+    #[arg(long, value_name = "P", value_parser = qbench_server::options::share)]
+    pub qlog_sample: Option<f64>,
+
     /// Append the TLS secrets of every connection (h1, h2, h3) to this file in NSS key log
     /// format, for Wireshark to decrypt a capture (the in-process server's are the same)
     #[arg(long, value_name = "FILE", env = "SSLKEYLOGFILE")]

@@ -30,6 +30,11 @@ impl Plan {
         args.run.load.check(args.run.json_stream.is_some())?;
         args.run.fleet.refuse("compare")?;
         usage(
+            args.run.qlog.is_none() && args.run.qlog_sample.is_none(),
+            "--qlog",
+            "writes the qlog files of a single benchmark (qbench --proto h3 without a subcommand)",
+        )?;
+        usage(
             args.run.log_requests.is_none(),
             "--log-requests",
             "logs the requests of a single benchmark (qbench without a subcommand)",

@@ -63,6 +63,11 @@ pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
     args.run.load.check(args.run.json_stream.is_some())?;
     args.run.fleet.refuse("compete")?;
     usage(
+        args.run.qlog.is_none() && args.run.qlog_sample.is_none(),
+        "--qlog",
+        "writes the qlog files of a single benchmark (qbench --proto h3 without a subcommand)",
+    )?;
+    usage(
         args.run.log_requests.is_none(),
         "--log-requests",
         "logs the requests of a single benchmark (qbench without a subcommand)",

@@ -56,7 +56,18 @@ pub async fn serve(endpoint: quinn::Endpoint, shared: Arc<Shared>) {
 /// The connection once the client's ClientHello is in (answering 0-RTT requests at 0.5-RTT),
 /// or once the handshake is complete; `None` if it fails or misses `--handshake-timeout`.
 async fn handshake(incoming: quinn::Incoming, shared: &Arc<Shared>) -> Option<quinn::Connection> {
-    let mut connecting = incoming.accept().ok()?;
+    let qlogged = shared.qlog.as_ref().and_then(|q| {
+        let (stream, _) = q.dir.next(Some(incoming.remote_address()))?;
+        let mut t = transport(&shared.opts);
+        t.qlog_stream(Some(stream));
+        let mut sc = q.base.clone();
+        sc.transport_config(Arc::new(t));
+        Some(Arc::new(sc))
+    });
+    let mut connecting = match qlogged {
+        Some(sc) => incoming.accept_with(sc).ok()?,
+        None => incoming.accept().ok()?,
+    };
     let deadline = tokio::time::Instant::now() + shared.opts.handshake_timeout;
     // 0.5-RTT (answering 0-RTT requests before the client's Finished) must wait for the
     // client's transport parameters: quinn applies them only once the whole ClientHello is in

@@ -13,6 +13,7 @@ pub mod h3srv;
 
 pub mod options;
 pub mod payload;
+pub mod qlog;
 pub mod request;
 pub mod routes;
 pub mod shared;
@@ -181,6 +182,7 @@ impl Server {
             }
             None => None,
         };
+        let mut quic_base = None;
         let quic = match udp {
             Some(sock) => {
                 let cfg =
@@ -191,6 +193,8 @@ impl Server {
                 sc.transport_config(Arc::new(h3srv::transport(&opts)));
                 // Handshakes waiting for the accept loop cost memory too.
                 sc.max_incoming(opts.max_connections as usize);
+                // A qlogged connection gets this configuration with its own qlog stream.
+                quic_base = opts.qlog.is_some().then(|| sc.clone());
                 let ep = quinn::Endpoint::new(
                     quinn::EndpointConfig::default(),
                     Some(sc),
@@ -204,8 +208,15 @@ impl Server {
         };
         let env_token = std::env::var(access::TOKEN_ENV).ok();
         let access = access::Access::new(opts.telemetry, env_token)?;
+        let mut shared = Shared::new(opts, access);
+        if let (Some(dir), Some(base)) = (&shared.opts.qlog, quic_base) {
+            shared.qlog = Some(shared::QuicQlog {
+                dir: qlog::QlogDir::new(dir, shared.opts.qlog_sample, "server"),
+                base,
+            });
+        }
         Ok(Self {
-            shared: Arc::new(Shared::new(opts, access)),
+            shared: Arc::new(shared),
             identity,
             tcp,
             quic,

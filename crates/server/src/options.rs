@@ -44,6 +44,14 @@ pub struct ServerOptions {
     #[arg(long = "cert-name", value_name = "NAME")]
     pub cert_names: Vec<String>,
 
+    /// Write one qlog file (JSON-SEQ, for qvis) per QUIC connection into this directory
+    #[arg(long, value_name = "DIR")]
+    pub qlog: Option<PathBuf>,
+
+    /// With --qlog: the share of connections that write one (0 to 1)
+    #[arg(long, value_name = "P", default_value_t = 1.0, value_parser = share)]
+    pub qlog_sample: f64,
+
     /// Append the TLS secrets of every connection (h1, h2, h3) to this file in NSS key log
     /// format, for Wireshark to decrypt a capture
     #[arg(long, value_name = "FILE", env = "SSLKEYLOGFILE")]
@@ -109,6 +117,14 @@ pub enum TelemetryAccess {
     Token,
 }
 
+/// `--qlog-sample`: a share from 0 to 1.
+pub fn share(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!("`{s}` is not a share from 0 to 1 (e.g. 0.1)")),
+    }
+}
+
 fn positive_duration(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
     if d.is_zero() {
@@ -133,6 +149,7 @@ impl ServerOptions {
 
     /// Loopback on an ephemeral port, all protocols, every other option at its default: the
     /// in-process server.
+    /// The in-process server's options: every default.
     pub fn loopback() -> Self {
         #[derive(clap::Parser)]
         struct Defaults {
@@ -166,6 +183,13 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn share_parser_never_panics(s in "\\PC{0,24}") {
+            if let Ok(v) = share(&s) {
+                prop_assert!((0.0..=1.0).contains(&v));
+            }
+        }
+
         #[test]
         fn duration_parser_never_panics(s in "\\PC{0,24}") {
             let _ = positive_duration(&s);

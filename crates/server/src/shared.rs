@@ -47,6 +47,14 @@ pub struct Shared {
     pub stall: crate::stall::Stall,
     slots: Arc<Semaphore>,
     refusing: AtomicBool,
+    /// `--qlog`: where QUIC connections write their qlog files.
+    pub qlog: Option<QuicQlog>,
+}
+
+/// A qlogged connection is accepted with `base` and its own qlog stream.
+pub struct QuicQlog {
+    pub dir: crate::qlog::QlogDir,
+    pub base: quinn::ServerConfig,
 }
 
 /// One connection's hold on a slot; the slot frees when the connection task ends.
@@ -71,6 +79,7 @@ impl Shared {
             stats: Arc::default(),
             slots,
             refusing: AtomicBool::new(false),
+            qlog: None,
         }
     }
 

@@ -41,6 +41,13 @@ fn alpn_of(conn: &quinn::Connection) -> Option<String> {
         .map(|p| String::from_utf8_lossy(&p).into_owned())
 }
 
+/// `--qlog`: every client QUIC connection of this process that is sampled writes a qlog.
+static QLOG: std::sync::OnceLock<qbench_server::qlog::QlogDir> = std::sync::OnceLock::new();
+
+pub(crate) fn qlog_to(dir: &std::path::Path, sample: f64) {
+    let _ = QLOG.set(qbench_server::qlog::QlogDir::new(dir, sample, "client"));
+}
+
 fn transport(timeout: Duration, rwnd: Option<u32>) -> quinn::TransportConfig {
     let mut t = quinn::TransportConfig::default();
     t.stream_receive_window(quinn::VarInt::from_u32(rwnd.unwrap_or(STREAM_WINDOW)));
@@ -116,7 +123,12 @@ impl H3 {
             inner: self.crypto.clone(),
             seen: peer.clone(),
         }));
-        config.transport_config(self.transport.clone());
+        let qlogged = QLOG.get().and_then(|q| q.next(None)).map(|(stream, _)| {
+            let mut tc = transport(t.timeout, t.rwnd);
+            tc.qlog_stream(Some(stream));
+            Arc::new(tc)
+        });
+        config.transport_config(qlogged.unwrap_or_else(|| self.transport.clone()));
         let connecting = self
             .endpoint
             .connect_with(config, t.addr, &t.server_name)
