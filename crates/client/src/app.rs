@@ -109,6 +109,8 @@ pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
     });
     rt.shutdown_timeout(Duration::from_secs(1));
     drop(prepared);
+    // What the connections logged after the last run (their closing) is written too.
+    qbench_server::qlog::flush_all();
     match outcome?.error {
         Some(e) => Err(anyhow::anyhow!(e)),
         None => Ok(()),

@@ -186,6 +186,7 @@ impl<'a> Side<'a> {
             None => process,
         };
         rep.cpu = Some(RunCpu::new(client, server, rep.payload_bytes));
+        qbench_server::qlog::flush_all();
         self.runs.push(rep);
         self.runs.last().expect("just pushed")
     }
@@ -226,5 +227,6 @@ impl<'a> Side<'a> {
     /// Lets QUIC peers see our CONNECTION_CLOSE before the endpoint goes away.
     pub(crate) async fn finish(&mut self) {
         self.runner.finish().await;
+        qbench_server::qlog::flush_all();
     }
 }

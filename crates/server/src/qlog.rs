@@ -1,9 +1,54 @@
 //! qlog files, one per QUIC connection, written by quinn's own qlog support (JSON-SEQ, the
 //! `.sqlog` files qvis reads). Shared by the server and the client.
 
+use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
+
+type Buffered = Arc<Mutex<BufWriter<File>>>;
+
+/// Every qlog file of this process still being written: quinn drops a connection's writer
+/// (and so flushes it) only once the connection is gone, which a process ending after its
+/// runs does not wait for.
+static OPEN: Mutex<Vec<Weak<Mutex<BufWriter<File>>>>> = Mutex::new(Vec::new());
+
+/// Writes what every open qlog file holds in its buffer (at the end of a run, and at exit).
+pub fn flush_all() {
+    let Ok(mut open) = OPEN.lock() else {
+        return;
+    };
+    open.retain(|w| match w.upgrade() {
+        Some(w) => {
+            if let Ok(mut w) = w.lock() {
+                let _ = w.flush();
+            }
+            true
+        }
+        None => false,
+    });
+}
+
+/// A buffered file that `flush_all` can reach.
+struct Shared(Buffered);
+
+impl Write for Shared {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .map_err(|_| std::io::Error::other("qlog writer poisoned"))?
+            .write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0
+            .lock()
+            .map_err(|_| std::io::Error::other("qlog writer poisoned"))?
+            .flush()
+    }
+}
 
 /// Where one side's connections write their qlog files, and which connections do.
 #[derive(Debug)]
@@ -44,10 +89,13 @@ impl QlogDir {
         });
         let name = format!("{}-{}-{n:06}{peer}.sqlog", self.side, std::process::id());
         let path = self.dir.join(name);
-        let file = std::fs::File::create(&path).ok()?;
+        let file: Buffered = Arc::new(Mutex::new(BufWriter::new(File::create(&path).ok()?)));
+        if let Ok(mut open) = OPEN.lock() {
+            open.push(Arc::downgrade(&file));
+        }
         let mut config = quinn::QlogConfig::default();
         config
-            .writer(Box::new(std::io::BufWriter::new(file)))
+            .writer(Box::new(Shared(file)))
             .title(Some(format!("qbench {} connection {n}", self.side)))
             .start_time(Instant::now());
         config.into_stream().map(|s| (s, path))

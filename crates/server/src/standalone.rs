@@ -142,6 +142,7 @@ pub async fn serve_until_signal(
         _ = term.recv() => {}
         _ = int.recv() => {}
     }
+    crate::qlog::flush_all();
     eprintln!(
         "qbench-server: stopped after {} connections ({} refused at --max-connections, {} \
          handshake timeouts, {} idle closes, {} telemetry requests refused as busy)",
