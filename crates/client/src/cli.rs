@@ -453,6 +453,26 @@ impl Outputs {
 }
 
 impl RunArgs {
+    /// Files written about one benchmark's connections and requests: `compare` and
+    /// `compete` refuse them (`qbench hgrm` reads a side's or a flow's report instead).
+    pub fn refuse_single_benchmark_outputs(
+        &self,
+        command: &str,
+    ) -> Result<(), crate::config::ConfigError> {
+        for (flag, given) in [
+            ("--qlog", self.qlog.is_some() || self.qlog_sample.is_some()),
+            ("--log-requests", self.log_requests.is_some()),
+            ("--hgrm", self.hgrm.is_some()),
+        ] {
+            crate::config::usage(
+                !given,
+                flag,
+                format!("is written by a single benchmark (qbench without a subcommand), not by {command}"),
+            )?;
+        }
+        Ok(())
+    }
+
     /// What these flags measure.
     pub fn spec(&self) -> RunSpec {
         RunSpec {

@@ -29,21 +29,7 @@ impl Plan {
     pub fn from_args(args: CompareArgs) -> anyhow::Result<Self> {
         args.run.load.check(args.run.json_stream.is_some())?;
         args.run.fleet.refuse("compare")?;
-        usage(
-            args.run.qlog.is_none() && args.run.qlog_sample.is_none(),
-            "--qlog",
-            "writes the qlog files of a single benchmark (qbench --proto h3 without a subcommand)",
-        )?;
-        usage(
-            args.run.log_requests.is_none(),
-            "--log-requests",
-            "logs the requests of a single benchmark (qbench without a subcommand)",
-        )?;
-        usage(
-            args.run.hgrm.is_none(),
-            "--hgrm",
-            "write one from a side's report with `qbench hgrm`",
-        )?;
+        args.run.refuse_single_benchmark_outputs("compare")?;
         let spec = args.spec().ok_or_else(|| crate::config::ConfigError {
             flag: "--protos",
             message: "give exactly two, as A,B".into(),

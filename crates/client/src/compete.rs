@@ -62,21 +62,7 @@ impl Plan {
 pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
     args.run.load.check(args.run.json_stream.is_some())?;
     args.run.fleet.refuse("compete")?;
-    usage(
-        args.run.qlog.is_none() && args.run.qlog_sample.is_none(),
-        "--qlog",
-        "writes the qlog files of a single benchmark (qbench --proto h3 without a subcommand)",
-    )?;
-    usage(
-        args.run.log_requests.is_none(),
-        "--log-requests",
-        "logs the requests of a single benchmark (qbench without a subcommand)",
-    )?;
-    usage(
-        args.run.hgrm.is_none(),
-        "--hgrm",
-        "write one from a flow's report with `qbench hgrm`",
-    )?;
+    args.run.refuse_single_benchmark_outputs("compete")?;
     usage(
         args.run.plot.is_none() && args.run.state_graph.is_none(),
         "--plot",
