@@ -38,6 +38,8 @@ command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 # Key logs are checked by decrypting a loopback capture with tshark.
 command -v tshark >/dev/null 2>&1 || missing+=(tshark)
+# Reports are validated against docs/schema/ with Python's jsonschema (PyPI, below).
+command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-pip)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "installing test peers: ${missing[*]}"
   sudo_if_needed apt-get update -qq
@@ -69,13 +71,21 @@ if ! go_ok; then
   export PATH
 fi
 
+python3 -c 'import jsonschema' 2>/dev/null ||
+  python3 -m pip install -q jsonschema 2>/dev/null ||
+  python3 -m pip install -q --break-system-packages jsonschema
+
 if command -v rustup >/dev/null 2>&1; then
   rustup component add rustfmt clippy >/dev/null 2>&1 || true
 fi
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo test --workspace --locked
+# Every JSON document the tests make qbench write is kept, then checked against docs/schema/.
+samples=$(mktemp -d -t qbench-report-samples.XXXXXX)
+trap 'rm -rf "$samples"' EXIT
+QBENCH_REPORT_SAMPLES="$samples" cargo test --workspace --locked
+PYTHONDONTWRITEBYTECODE=1 python3 scripts/validate_reports.py "$samples" scenarios/*.toml
 # The multi-host recipes: the Slurm job array for real, the Kubernetes manifests' fields (and
 # that the checker catches broken ones), against the binaries the tests just built.
 bin="${CARGO_TARGET_DIR:-target}/debug"

@@ -60,6 +60,8 @@ pub enum Command {
     Completions(crate::manuals::CompletionsArgs),
     /// Write man pages for qbench, its subcommands, qbench-server and qbench-shaper
     Man(crate::manuals::ManArgs),
+    /// Print the JSON Schema of a document qbench writes (or write them all with --dir)
+    Schema(crate::schema::SchemaArgs),
 }
 
 #[derive(Debug, Args)]

@@ -4,19 +4,13 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use qbench_core::cost::{CostModel, Estimates, Measured, Side, Stack};
+use qbench_core::cost::{CostModel, CostReport, Estimates, Measured, Side, Stack};
 use qbench_core::{Protocol, Report};
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::cli::CostArgs;
 use crate::export::{print_text, write_json, Dest};
-
-#[derive(Serialize)]
-struct CostOutput<'a> {
-    model: &'a CostModel,
-    measured: &'a [Measured],
-}
 
 pub fn cost(args: CostArgs) -> anyhow::Result<()> {
     let est = read_estimates(&args.criterion)?;
@@ -29,10 +23,7 @@ pub fn cost(args: CostArgs) -> anyhow::Result<()> {
     let json = args.json.as_deref().map(Dest::parse);
     print_text(&table(&model, &measured), json.as_ref());
     if let Some(dest) = &json {
-        let out = CostOutput {
-            model: &model,
-            measured: &measured,
-        };
+        let out = CostReport::new(model, measured);
         write_json(dest, &out).context("--json")?;
     }
     Ok(())

@@ -23,6 +23,7 @@ mod reqlog;
 mod requests;
 pub mod rerun;
 mod runner;
+pub mod schema;
 mod side;
 pub mod sweep;
 mod tls;

@@ -35,6 +35,7 @@ fn main() -> ExitCode {
         Some(Command::Hgrm(h)) => qbench::export::hgrm::command(h),
         Some(Command::Completions(c)) => qbench::manuals::completions(c),
         Some(Command::Man(m)) => qbench::manuals::man(m),
+        Some(Command::Schema(s)) => qbench::schema::command(s),
         None => benchmark(cli.run),
     };
     qbench::console::exit_if_closed();

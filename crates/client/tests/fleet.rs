@@ -38,6 +38,11 @@ fn shards(dir: &Path, n: u32, args: &[&str]) -> Vec<PathBuf> {
                 "{}",
                 String::from_utf8_lossy(&out.stderr)
             );
+            common::keep_samples(
+                &["--json", json.to_str().unwrap()],
+                "",
+                std::time::UNIX_EPOCH,
+            );
             json
         })
         .collect()

@@ -8,7 +8,19 @@ use serde::{Deserialize, Serialize};
 
 use crate::telemetry::{tcp_ca, CcSample, Timeline};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 pub enum CcState {
     Init,
     SlowStart,
@@ -78,7 +90,7 @@ pub fn classify(samples: &[CcSample], cap: Option<u64>) -> Vec<CcState> {
 }
 
 /// Time share per state and transition probabilities between distinct consecutive states.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StateMachine {
     /// Fraction of the observed time spent in each state (sums to 1 when anything was seen).
     pub time_fraction: BTreeMap<CcState, f64>,

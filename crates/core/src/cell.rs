@@ -15,7 +15,7 @@ pub const SCHEMA_VERSION: u32 = 3;
 /// The earliest version this qbench reads.
 pub const OLDEST_READ: u32 = 2;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum CellReport {
     Compare(Box<CompareReport>),
@@ -31,7 +31,7 @@ impl CellReport {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CellFile {
     pub schema: String,
     pub schema_version: u32,
@@ -53,7 +53,7 @@ pub enum CellFileError {
 }
 
 /// Only what every version of the file has.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 struct Header {
     schema: String,
     #[serde(default = "first_version")]

@@ -15,7 +15,7 @@ pub const SCHEMA_VERSION: u32 = 3;
 /// Significance level of the verdict.
 pub const ALPHA: f64 = 0.01;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// A is better by the metric: lower for PLT and latencies, higher for goodput and rps.
@@ -25,7 +25,7 @@ pub enum Verdict {
     Inconclusive,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Comparison {
     /// Version 2 files compared page load times.
     #[serde(default)]
@@ -80,7 +80,7 @@ impl Comparison {
 }
 
 /// The JSON document `qbench compare --json` writes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CompareReport {
     pub schema: String,
     pub schema_version: u32,

@@ -10,7 +10,7 @@ pub const SCHEMA: &str = "qbench.compete-report";
 /// 2: the flows' run reports are schema 2; `schema_version` is new.
 pub const SCHEMA_VERSION: u32 = 2;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Flow {
     pub label: String,
     pub goodput_bps: Option<f64>,
@@ -30,7 +30,7 @@ impl Flow {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CompeteReport {
     pub schema: String,
     #[serde(default)]

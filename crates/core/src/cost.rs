@@ -22,6 +22,9 @@ pub const TCP_IO: u64 = 65536;
 pub const UDP_DATAGRAM: u64 = 1452;
 const GB: f64 = 1e9;
 
+pub const SCHEMA: &str = "qbench.cost-report";
+pub const SCHEMA_VERSION: u32 = 1;
+
 pub const SUITES: [&str; 3] = ["aes128gcm", "aes256gcm", "chacha20"];
 pub const MTUS: [u16; 2] = [1200, 1452];
 
@@ -35,7 +38,7 @@ pub enum CostError {
     Missing(String),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Stack {
     Quic,
@@ -51,7 +54,7 @@ impl Stack {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Side {
     Sender,
@@ -61,7 +64,7 @@ pub enum Side {
 }
 
 /// One component's share of the cost of a gigabyte.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct CostRow {
     pub stack: Stack,
     pub side: Side,
@@ -75,7 +78,7 @@ pub struct CostRow {
     pub cpu_s_per_gb: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct CostModel {
     pub suite: String,
     pub mtu: u16,
@@ -161,8 +164,28 @@ impl CostModel {
     }
 }
 
+/// The JSON document `qbench cost --json` writes.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct CostReport {
+    pub schema: String,
+    pub schema_version: u32,
+    pub model: CostModel,
+    pub measured: Vec<Measured>,
+}
+
+impl CostReport {
+    pub fn new(model: CostModel, measured: Vec<Measured>) -> Self {
+        Self {
+            schema: SCHEMA.into(),
+            schema_version: SCHEMA_VERSION,
+            model,
+            measured,
+        }
+    }
+}
+
 /// A measured transfer's CPU per GB beside the model's prediction.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Measured {
     pub source: String,
     pub stack: Stack,

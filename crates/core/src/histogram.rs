@@ -125,7 +125,7 @@ impl LatencyHistogram {
 }
 
 /// Percentiles in microseconds; every field is `null` for an empty histogram (never NaN).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PercentileSummary {
     pub count: u64,
     pub min_us: Option<u64>,
@@ -139,7 +139,7 @@ pub struct PercentileSummary {
 }
 
 /// What a histogram looks like in the JSON report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HistogramExport {
     pub unit: String,
     #[serde(flatten)]

@@ -20,6 +20,7 @@ pub mod recorder;
 pub mod report;
 pub mod saturation;
 pub mod scenario;
+pub mod schema;
 pub mod shard;
 pub mod spec;
 pub mod start;

@@ -34,7 +34,7 @@ fn field_err(field: &str, message: impl fmt::Display) -> LinkError {
 }
 
 /// A rate that may change over time.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RateSpec {
     Fixed {
@@ -45,6 +45,7 @@ pub enum RateSpec {
         min: Rate,
         max: Rate,
         #[serde(with = "dur_us")]
+        #[schemars(with = "u64")]
         period: Duration,
     },
     /// (time since start, rate) steps read from a file, mahimahi-style.
@@ -65,11 +66,12 @@ impl RateSpec {
 }
 
 /// Queue size at the bottleneck, in bytes or as time at the link rate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Queue {
     Bytes(ByteSize),
     #[serde(with = "dur_us")]
+    #[schemars(with = "u64")]
     Time(Duration),
 }
 
@@ -97,12 +99,14 @@ mod dur_us {
 }
 
 /// One direction of the link, as the router's egress toward that direction's receiver applies it.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Direction {
     pub rate: Option<RateSpec>,
     #[serde(with = "dur_us")]
+    #[schemars(with = "u64")]
     pub delay: Duration,
     #[serde(with = "dur_us")]
+    #[schemars(with = "u64")]
     pub jitter: Duration,
     /// Whether jitter may reorder packets (netem's behaviour); `None` = yes when jitter > 0.
     pub reorder: Option<bool>,
@@ -121,7 +125,7 @@ impl Direction {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LinkSpec {
     /// Client -> server.
     pub up: Direction,

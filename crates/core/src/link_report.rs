@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::link::LinkSpec;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// tbf + netem on the router (kernels with sch_netem).
@@ -15,7 +15,7 @@ pub enum Backend {
 }
 
 /// What the kernel and machine offered when the link was built.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Capabilities {
     pub root: bool,
     pub ip: bool,
@@ -27,7 +27,7 @@ pub struct Capabilities {
 }
 
 /// The three namespaces of one topology.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Names {
     pub id: String,
     pub client: String,
@@ -63,7 +63,7 @@ impl Names {
 /// vnet header. `dropped` covers random loss, queue overflow, failed writes and packets still
 /// queued when the forwarder stopped. `reordered` counts packets scheduled to leave before a
 /// packet that arrived earlier.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ForwarderStats {
     pub packets: u64,
     pub bytes: u64,
@@ -73,14 +73,14 @@ pub struct ForwarderStats {
 }
 
 /// One rate change as applied.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RateChange {
     pub t_ms: u64,
     pub direction: String,
     pub rate_bps: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LinkReport {
     pub spec: LinkSpec,
     pub backend: Backend,

@@ -20,7 +20,9 @@ pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
 pub const LATE_AFTER: Duration = Duration::from_millis(2);
 
 /// How the intended start times of an open-loop run are spaced.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum Arrivals {
@@ -32,13 +34,15 @@ pub enum Arrivals {
 }
 
 /// A load held for a time; recorded in the report's `config.load`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Load {
     /// How long requests are started, warm-up included.
     #[serde(rename = "duration_ms", with = "crate::spec::ms")]
+    #[schemars(with = "u64")]
     pub duration: Duration,
     /// Requests started before this are run but left out of every figure.
     #[serde(rename = "warmup_ms", with = "crate::spec::ms")]
+    #[schemars(with = "u64")]
     pub warmup: Duration,
     /// Open loop: requests per second over all connections. `None`: closed loop.
     pub rate: Option<f64>,

@@ -15,7 +15,7 @@ fn us(d: Duration) -> u64 {
 }
 
 /// How the load was applied.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LoadMode {
     /// `--streams` requests per connection kept in flight for the duration.
@@ -26,7 +26,7 @@ pub enum LoadMode {
 
 /// One run's held load. Every count covers requests started (open loop: due) in the
 /// measured window; requests of the warm-up are counted apart and nowhere else.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LoadReport {
     pub mode: LoadMode,
     /// Measured window: the duration less the warm-up.
@@ -56,7 +56,7 @@ pub struct LoadReport {
 }
 
 /// One `--interval`: what completed in it. Its histogram adds up exactly with the others'.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IntervalRecord {
     pub start_us: u64,
     pub end_us: u64,
@@ -70,6 +70,14 @@ pub struct IntervalRecord {
     pub in_flight: u64,
     pub errors: ErrorCounts,
     pub latency: HistogramExport,
+}
+
+/// One line of `--json-stream`: interval `interval` of run `run`.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct IntervalLine<'a> {
+    pub run: u32,
+    #[serde(flatten)]
+    pub interval: &'a IntervalRecord,
 }
 
 impl IntervalRecord {
@@ -207,7 +215,7 @@ impl LoadAcc {
 }
 
 /// The load figures of all runs: rates over runs, the histograms merged.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LoadSummary {
     pub achieved_rate: Stats,
     pub completed_rate: Stats,

@@ -14,7 +14,7 @@ use crate::start::StartRecord;
 use crate::ErrorCounts;
 
 /// One shard as the merged report lists it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ShardEntry {
     pub index: u32,
     /// The file it was read from.
@@ -30,7 +30,7 @@ pub struct ShardEntry {
 }
 
 /// What a merged report was made of.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MergeInfo {
     /// Shards the workload was split into.
     pub count: u32,

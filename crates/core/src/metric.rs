@@ -7,7 +7,9 @@ use crate::report::RunReport;
 
 /// One figure per run. Latencies are in microseconds (an open loop's count from the intended
 /// start), goodput in bit/s, the request rate in completions per second of the measured time.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Metric {

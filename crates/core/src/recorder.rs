@@ -14,7 +14,7 @@ use crate::report::{ObjectCounts, RunReport};
 pub struct ConnId(usize);
 
 /// What the handshake negotiated.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HandshakeInfo {
     pub alpn: Option<String>,
     /// The client offered a stored TLS session ticket.
@@ -26,7 +26,7 @@ pub struct HandshakeInfo {
 }
 
 /// One connection as it appears in the report. Times are microseconds since the run started.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConnectionRecord {
     pub started_us: u64,
     /// Connect + TLS (h1/h2) or QUIC handshake confirmed / 0-RTT accepted (h3).

@@ -23,7 +23,7 @@ pub const SCHEMA: &str = "qbench.run-report";
 /// `state_graph` and `dry_run` left it), and a run that fails before connecting has a report.
 pub const SCHEMA_VERSION: u32 = 2;
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CpuTimes {
     pub user_s: f64,
     pub sys_s: f64,
@@ -44,7 +44,7 @@ impl CpuTimes {
 }
 
 /// CPU spent during one run by the client and (when in-process) the server.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunCpu {
     pub client: CpuTimes,
     /// `null` when the server is not in this process.
@@ -64,7 +64,7 @@ impl RunCpu {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ObjectCounts {
     pub requested: u64,
     pub completed: u64,
@@ -73,7 +73,7 @@ pub struct ObjectCounts {
 }
 
 /// One run: one set of fresh connections (unless reused) fetching the whole workload.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunReport {
     pub index: u32,
     pub complete: bool,
@@ -119,7 +119,7 @@ pub struct RunReport {
 }
 
 /// Facts about the machine a report was produced on.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Environment {
     pub hostname: Option<String>,
     pub kernel: Option<String>,
@@ -132,7 +132,7 @@ pub struct Environment {
 }
 
 /// Figures over all runs of a report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     pub runs: usize,
     pub complete_runs: usize,
@@ -188,14 +188,14 @@ impl Summary {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolInfo {
     pub name: String,
     pub version: String,
 }
 
 /// The whole JSON document `--json` writes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Report {
     pub schema: String,
     pub schema_version: u32,
@@ -228,7 +228,7 @@ pub struct Report {
 }
 
 /// A shard's part of the whole workload.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ShardRecord {
     pub index: u32,
     pub count: u32,
@@ -268,7 +268,7 @@ pub enum ReportError {
 impl Report {
     /// Parses a report, refusing other schemas and versions by their header alone.
     pub fn from_json(text: &str) -> Result<Self, ReportError> {
-        #[derive(Deserialize)]
+        #[derive(Deserialize, schemars::JsonSchema)]
         struct Header {
             schema: String,
             schema_version: u32,

@@ -13,7 +13,7 @@ pub const BUSY_LIMIT: f64 = 0.9;
 pub const LAG_LIMIT_US: u64 = 10_000;
 
 /// One client thread over a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThreadLoad {
     pub name: String,
     /// Share of the run it was on a CPU.
@@ -24,7 +24,7 @@ pub struct ThreadLoad {
 }
 
 /// How loaded the client was during a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClientLoad {
     pub threads: Vec<ThreadLoad>,
     /// How late a 10 ms timer fired on the client's runtime, over the run.

@@ -37,7 +37,9 @@ fn field(field: &str, message: impl std::fmt::Display) -> ScenarioError {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     #[default]
@@ -46,7 +48,7 @@ pub enum Kind {
 }
 
 /// Options shared by every cell; names follow `qbench compare`'s flags.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Base {
     pub protos: Option<String>,
@@ -76,7 +78,7 @@ pub struct Base {
 }
 
 /// Per-side overrides (`--a.cc`, `--b.cwnd-cap`, ...).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SideBase {
     pub cc: Option<String>,
@@ -85,7 +87,7 @@ pub struct SideBase {
 }
 
 /// Values to sweep. Link axes are appended to the base link spec.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Axes {
     /// The link's rate.
@@ -103,7 +105,7 @@ pub struct Axes {
     pub zero_rtt: Option<Vec<bool>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     pub name: String,
@@ -118,7 +120,7 @@ pub struct Scenario {
 }
 
 /// How a cell runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum CellSpec {
     Compare(CompareSpec),
@@ -149,7 +151,7 @@ impl CellSpec {
 }
 
 /// One point of the sweep: its axis values and what runs there.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Cell {
     pub params: BTreeMap<String, String>,
     pub spec: CellSpec,

@@ -18,7 +18,7 @@ pub const INDEX_VARS: [&str; 4] = [
 ];
 
 /// Shard `index` (from 0) of `count`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Shard {
     pub index: u32,
     pub count: u32,

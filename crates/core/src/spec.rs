@@ -14,7 +14,7 @@ use crate::wire::{CcAlgo, Protocol};
 use crate::workload::Workload;
 
 /// Everything that decides one configuration's figures.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunSpec {
     pub proto: Protocol,
     /// `None` with `--url`.
@@ -28,6 +28,7 @@ pub struct RunSpec {
     pub zero_rtt: bool,
     pub verify: bool,
     #[serde(rename = "timeout_ms", with = "ms")]
+    #[schemars(with = "u64")]
     pub timeout: Duration,
     /// Sender congestion control of the in-process server; `None` for remote servers.
     pub cc: Option<CcAlgo>,
@@ -35,6 +36,7 @@ pub struct RunSpec {
     pub initial_cwnd: Option<u32>,
     pub rwnd: Option<ByteSize>,
     #[serde(rename = "sample_interval_us", with = "us")]
+    #[schemars(with = "u64")]
     pub sample_interval: Duration,
     pub telemetry: bool,
     pub link: Option<LinkSpec>,
@@ -50,6 +52,7 @@ pub struct RunSpec {
         rename = "interval_ms",
         with = "opt_ms"
     )]
+    #[schemars(with = "Option<u64>")]
     pub interval: Option<Duration>,
     /// `--shard I/N`: this copy does shard I's part of the workload above (which is the
     /// whole's).
@@ -89,7 +92,7 @@ impl Default for RunSpec {
 
 /// What one side of a comparison sets differently from the other. Declared once: the CLI's
 /// `--a.X`/`--b.X` flags, scenario files and labels all go through it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SideOverrides {
     pub cc: Option<CcAlgo>,
     pub cwnd_cap: Option<u32>,
@@ -134,7 +137,7 @@ impl SideOverrides {
 }
 
 /// `qbench compare`: two configurations, back to back.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CompareSpec {
     pub base: RunSpec,
     /// Protocols of sides A and B.
@@ -158,7 +161,7 @@ impl CompareSpec {
 }
 
 /// `qbench compete`: flows of several protocols at once through one bottleneck.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CompeteSpec {
     pub base: RunSpec,
     /// Protocols and how many flows of each.
@@ -189,7 +192,7 @@ pub fn parse_flows(s: &str) -> Result<Vec<(Protocol, u32)>, String> {
 }
 
 /// Host and port of an HTTPS origin.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Origin {
     pub host: String,
     pub port: u16,
@@ -207,7 +210,7 @@ impl Origin {
 }
 
 /// Whom a run fetches from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Target {
     /// The matched server, started in this process on loopback.
@@ -223,7 +226,7 @@ pub enum Target {
 }
 
 /// The validated configuration a run report says it used.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunConfig {
     #[serde(flatten)]
     pub spec: RunSpec,

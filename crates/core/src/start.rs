@@ -60,7 +60,7 @@ pub fn parse_start_at(s: &str) -> Result<StartAt, String> {
 
 /// The clock's synchronization as the kernel reports it (`adjtimex`), read when the barrier
 /// was reached: how far apart two machines' starts can be is bounded by their errors.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClockSync {
     /// The kernel's clock state: `ok`, `unsynchronized`, or a leap-second state.
     pub state: Option<String>,
@@ -72,7 +72,7 @@ pub struct ClockSync {
 }
 
 /// How close to the barrier a copy started.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StartRecord {
     /// `--start-at` as given.
     pub at: String,

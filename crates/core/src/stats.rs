@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Mean, median and spread of a sample; all `None` when it is empty (never NaN in JSON).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Stats {
     pub n: usize,
     pub mean: Option<f64>,
@@ -49,7 +49,7 @@ impl Stats {
 }
 
 /// Welch's unequal-variances t-test of two samples (two-sided).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Welch {
     pub t: f64,
     /// Welch-Satterthwaite degrees of freedom.

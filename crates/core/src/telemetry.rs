@@ -11,7 +11,7 @@ pub mod tcp_ca {
 }
 
 /// One sample of a sender's state. Counters are cumulative since the connection started.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CcSample {
     /// Microseconds since the connection was accepted, on the server's monotonic clock.
     pub t_us: u64,
@@ -41,7 +41,7 @@ pub struct CcSample {
 }
 
 /// All samples of one connection.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Timeline {
     /// `quic` or `tcp`.
     pub transport: String,

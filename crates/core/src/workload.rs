@@ -27,13 +27,13 @@ pub enum WorkloadError {
 }
 
 /// `count` objects of `size` bytes each.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ObjectGroup {
     pub count: u64,
     pub size: ByteSize,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(try_from = "String", into = "String")]
 pub struct Workload {
     groups: Vec<ObjectGroup>,

@@ -6,18 +6,10 @@ use std::io::{BufWriter, Write};
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use qbench_core::load_report::IntervalRecord;
-use serde::Serialize;
+use qbench_core::load_report::{IntervalLine, IntervalRecord};
 
 use super::text::interval_line;
 use super::Dest;
-
-#[derive(Serialize)]
-struct Line<'a> {
-    run: u32,
-    #[serde(flatten)]
-    interval: &'a IntervalRecord,
-}
 
 /// Where each interval goes.
 pub struct IntervalOut {
@@ -46,7 +38,7 @@ impl IntervalOut {
         if !self.json_stdout && self.json.is_none() {
             return;
         }
-        let text = match serde_json::to_string(&Line { run, interval: r }) {
+        let text = match serde_json::to_string(&IntervalLine { run, interval: r }) {
             Ok(t) => t + "\n",
             Err(e) => {
                 crate::tell!("warning: --json-stream: {e}");

@@ -82,16 +82,77 @@ pub(crate) fn qbench_plain(args: &[&str]) -> Captured {
 
 /// Runs `qbench ARGS` as given, killed after `secs` seconds.
 pub(crate) fn qbench_within(args: &[&str], secs: u64) -> Captured {
+    let started = std::time::SystemTime::now();
     let out = Command::cargo_bin("qbench")
         .expect("qbench binary built")
         .args(args)
         .timeout(std::time::Duration::from_secs(secs))
         .output()
         .expect("qbench runs");
-    Captured {
+    let captured = Captured {
         code: out.status.code(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    keep_samples(args, &captured.stdout, started);
+    captured
+}
+
+/// With `QBENCH_REPORT_SAMPLES=DIR` (set by scripts/test.sh), copies every JSON document the
+/// command wrote (stdout, `--json`, `--json-stream`, `-o`, `--out`) into DIR, where
+/// scripts/validate_reports.py checks them against docs/schema/.
+/// Files older than `since` are the test's own (e.g. a cell of an earlier format) and are left.
+pub(crate) fn keep_samples(args: &[&str], stdout: &str, since: std::time::SystemTime) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let Some(dir) = std::env::var_os("QBENCH_REPORT_SAMPLES") else {
+        return;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    let keep = |name: &str, text: &str| {
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let file = format!("{}-{n}-{name}", std::process::id());
+        std::fs::write(dir.join(file), text).expect("writing a report sample");
+    };
+    if stdout.trim_start().starts_with('{') {
+        let streamed = args.windows(2).any(|w| w == ["--json-stream", "-"]);
+        let ext = if streamed { "ndjson" } else { "json" };
+        keep(&format!("stdout.{ext}"), stdout);
+    }
+    for pair in args.windows(2) {
+        let (flag, value) = (pair[0], pair[1]);
+        if value == "-" || !["--json", "--json-stream", "-o", "--out"].contains(&flag) {
+            continue;
+        }
+        let path = std::path::Path::new(value);
+        let mut files = vec![path.to_path_buf()];
+        if path.is_dir() {
+            // A sweep's --out: its cell files, one level down.
+            files = std::fs::read_dir(path)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .collect();
+        }
+        for f in files {
+            let fresh = std::fs::metadata(&f)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t >= since);
+            if !fresh {
+                continue;
+            }
+            if let Ok(text) = std::fs::read_to_string(&f) {
+                let ext = if flag == "--json-stream" {
+                    "ndjson"
+                } else {
+                    "json"
+                };
+                let stem = f.file_stem().unwrap_or_default().to_string_lossy();
+                keep(&format!("{stem}.{ext}"), &text);
+            }
+        }
     }
 }
 
