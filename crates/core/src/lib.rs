@@ -2,11 +2,13 @@
 //!
 //! Nothing here touches sockets, spawns processes or reads a clock: time is passed in.
 
+pub mod bootstrap;
 pub mod ccstate;
 pub mod cell;
 pub mod compare;
 pub mod compete;
 pub mod cost;
+pub mod effect;
 pub mod errors;
 pub mod hgrm;
 pub mod histogram;
@@ -16,8 +18,10 @@ pub mod load;
 pub mod load_report;
 pub mod merge;
 pub mod metric;
+pub mod nonparam;
 pub mod recorder;
 pub mod report;
+pub mod rounds;
 pub mod saturation;
 pub mod scenario;
 pub mod schema;

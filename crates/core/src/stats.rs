@@ -76,6 +76,40 @@ pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
     Some(Welch { t, df, p })
 }
 
+/// Benjamini-Hochberg adjusted p-values (q-values), in the order given: a test is a
+/// discovery at false discovery rate `q` when its adjusted value is at most `q`. Non-finite
+/// p-values count as 1.
+pub fn benjamini_hochberg(p: &[f64]) -> Vec<f64> {
+    let m = p.len();
+    let clean = |x: f64| {
+        if x.is_finite() {
+            x.clamp(0.0, 1.0)
+        } else {
+            1.0
+        }
+    };
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&i, &j| clean(p[i]).total_cmp(&clean(p[j])));
+    let mut q = vec![1.0; m];
+    let mut running = 1.0_f64;
+    for (rank, &i) in order.iter().enumerate().rev() {
+        running = running.min(clean(p[i]) * m as f64 / (rank + 1) as f64);
+        q[i] = running;
+    }
+    q
+}
+
+/// What false discovery rate control at `level` says of each test: its q-value, and whether
+/// it is a discovery (q <= level). Tests without a p-value (`None`) take no part and get
+/// `None`.
+pub fn discoveries(p: &[Option<f64>], level: f64) -> Vec<Option<(f64, bool)>> {
+    let present: Vec<f64> = p.iter().flatten().copied().collect();
+    let mut q = benjamini_hochberg(&present).into_iter();
+    p.iter()
+        .map(|x| x.and_then(|_| q.next()).map(|q| (q, q <= level)))
+        .collect()
+}
+
 /// Jain's fairness index of per-flow throughputs: 1 when equal, 1/n when one flow has all.
 pub fn jain(x: &[f64]) -> Option<f64> {
     let sum: f64 = x.iter().sum();
@@ -107,6 +141,30 @@ mod tests {
         assert!((w.p - 0.920_427_062_719_431_9).abs() < 1e-9, "{w:?}");
         assert!(welch(&[1.0], &b).is_none());
         assert!(welch(&[2.0, 2.0], &[2.0, 2.0]).is_none());
+    }
+
+    #[test]
+    fn benjamini_hochberg_matches_scipy() {
+        // scipy.stats.false_discovery_control(p) 1.17.1 (method "bh").
+        let p = [0.01, 0.04, 0.03, 0.005, 0.2, 0.5, 0.045, 0.001];
+        let want = [
+            0.026_666_666_666_666_665,
+            0.06,
+            0.06,
+            0.02,
+            0.228_571_428_571_428_56,
+            0.5,
+            0.06,
+            0.008,
+        ];
+        for (q, w) in benjamini_hochberg(&p).iter().zip(want) {
+            assert!((q - w).abs() < 1e-15, "{q} != {w}");
+        }
+        assert!(benjamini_hochberg(&[]).is_empty());
+        assert_eq!(benjamini_hochberg(&[f64::NAN, 0.5]), vec![1.0, 1.0]);
+        // Cells without a p-value are left out of the count.
+        let d = discoveries(&[Some(0.01), None, Some(0.04)], 0.05);
+        assert_eq!(d, vec![Some((0.02, true)), None, Some((0.04, true))]);
     }
 
     #[test]
