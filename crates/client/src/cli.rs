@@ -118,6 +118,13 @@ pub struct ReportArgs {
     /// one each cell was run with]
     #[arg(long, value_enum)]
     pub metric: Option<qbench_core::metric::Metric>,
+
+    /// Judge every comparison cell by this test [default: the one each cell was run with]
+    #[arg(long, value_enum)]
+    pub test: Option<qbench_core::effect::Test>,
+
+    #[command(flatten)]
+    pub fdr: crate::judge::FdrArgs,
 }
 
 #[derive(Debug, Args)]
@@ -128,6 +135,9 @@ pub struct SweepArgs {
     /// Directory for the per-cell results; finished cells found there are not run again
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+
+    #[command(flatten)]
+    pub fdr: crate::judge::FdrArgs,
 }
 
 #[derive(Debug, Args)]
@@ -139,80 +149,15 @@ pub struct CompareArgs {
     #[arg(long, value_delimiter = ',', value_name = "A,B")]
     pub protos: Vec<Protocol>,
 
-    /// Rounds; each runs A and B once with fresh connections, alternating which goes first
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(2..))]
-    pub rounds: u32,
-
-    /// What the rounds compare: plt, goodput, rps, or the object latency's p50, p99 or p999
-    /// (from the intended start at a --rate) [default: plt; with --duration, p99 at a --rate
-    /// and goodput without]
-    #[arg(long, value_enum)]
-    pub metric: Option<qbench_core::metric::Metric>,
+    #[command(flatten)]
+    pub judge: crate::judge::JudgeArgs,
 
     #[command(flatten)]
-    pub a: SideA,
+    pub a: crate::side_flags::SideA,
 
     #[command(flatten)]
-    pub b: SideB,
+    pub b: crate::side_flags::SideB,
 }
-
-macro_rules! side_args {
-    ($name:ident, $cc:literal, $cap:literal, $init:literal, $rwnd:literal, $conns:literal, $streams:literal) => {
-        #[derive(Debug, Args)]
-        pub struct $name {
-            /// --cc for this side
-            #[arg(long = $cc, id = $cc, value_enum)]
-            pub cc: Option<CcAlgo>,
-            /// --cwnd-cap for this side
-            #[arg(long = $cap, id = $cap, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
-            pub cwnd_cap: Option<u32>,
-            /// --initial-cwnd for this side
-            #[arg(long = $init, id = $init, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
-            pub initial_cwnd: Option<u32>,
-            /// --rwnd for this side
-            #[arg(long = $rwnd, id = $rwnd, value_name = "BYTES", value_parser = parse_rwnd)]
-            pub rwnd: Option<ByteSize>,
-            /// --connections for this side
-            #[arg(long = $conns, id = $conns, value_parser = clap::value_parser!(u32).range(1..=MAX_CONNECTIONS))]
-            pub connections: Option<u32>,
-            /// --streams for this side
-            #[arg(long = $streams, id = $streams, value_parser = clap::value_parser!(u32).range(1..))]
-            pub streams: Option<u32>,
-        }
-
-        impl From<&$name> for SideOverrides {
-            fn from(s: &$name) -> Self {
-                SideOverrides {
-                    cc: s.cc,
-                    cwnd_cap: s.cwnd_cap,
-                    initial_cwnd: s.initial_cwnd,
-                    rwnd: s.rwnd,
-                    connections: s.connections,
-                    streams: s.streams,
-                }
-            }
-        }
-    };
-}
-
-side_args!(
-    SideA,
-    "a.cc",
-    "a.cwnd-cap",
-    "a.initial-cwnd",
-    "a.rwnd",
-    "a.connections",
-    "a.streams"
-);
-side_args!(
-    SideB,
-    "b.cc",
-    "b.cwnd-cap",
-    "b.initial-cwnd",
-    "b.rwnd",
-    "b.connections",
-    "b.streams"
-);
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -404,7 +349,7 @@ pub struct RunArgs {
     pub json_stream: Option<String>,
 }
 
-fn parse_rwnd(s: &str) -> Result<ByteSize, String> {
+pub(crate) fn parse_rwnd(s: &str) -> Result<ByteSize, String> {
     s.parse().map_err(|e| format!("{e}"))
 }
 
@@ -536,18 +481,26 @@ impl RunArgs {
 }
 
 impl CompareArgs {
-    /// `None` when `--protos` does not name exactly two.
-    pub fn spec(&self) -> Option<CompareSpec> {
+    /// An error naming the flag when `--protos` does not name exactly two or the rounds'
+    /// flags do not fit together.
+    pub fn spec(&self) -> Result<CompareSpec, crate::config::ConfigError> {
         let base = self.run.spec();
         let protos = match self.protos.as_slice() {
             [] => (base.proto, base.proto),
             [a, b] => (*a, *b),
-            _ => return None,
+            _ => {
+                return Err(crate::config::ConfigError {
+                    flag: "--protos",
+                    message: "give exactly two, as A,B".into(),
+                })
+            }
         };
-        Some(CompareSpec {
+        let (rounds, auto_rounds) = self.judge.rounds()?;
+        Ok(CompareSpec {
             base,
             protos,
-            rounds: self.rounds,
+            rounds,
+            auto_rounds,
             a: SideOverrides::from(&self.a),
             b: SideOverrides::from(&self.b),
         })
@@ -578,7 +531,7 @@ mod tests {
         assert_eq!(cli.run.spec(), RunSpec::default());
         let cli = Cli::try_parse_from(["qbench", "compare", "--protos", "h2,h3"]).unwrap();
         let spec = match cli.command {
-            Some(Command::Compare(c)) => c.spec(),
+            Some(Command::Compare(c)) => c.spec().ok(),
             _ => None,
         }
         .expect("a comparison of two protocols");

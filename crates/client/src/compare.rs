@@ -1,8 +1,10 @@
 //! `qbench compare`: two configurations, back to back, round after round.
 
 use anyhow::Context;
-use qbench_core::compare::{CompareReport, Verdict};
+use qbench_core::compare::{AutoRoundsRecord, CompareReport, Verdict};
+use qbench_core::effect::Test;
 use qbench_core::metric::Metric;
+use qbench_core::rounds::{AutoRounds, Stopped};
 use qbench_core::spec::CompareSpec;
 use qbench_core::Stats;
 
@@ -19,9 +21,12 @@ pub struct Plan {
     pub a: Config,
     pub b: Config,
     pub labels: (String, String),
+    /// Rounds to run; with `auto`, at most.
     pub rounds: u32,
-    /// What the rounds compare.
+    pub auto: Option<AutoRounds>,
+    /// What the rounds compare, and how.
     pub metric: Metric,
+    pub test: Test,
     pub outputs: Outputs,
 }
 
@@ -30,10 +35,7 @@ impl Plan {
         args.run.load.check(args.run.json_stream.is_some())?;
         args.run.fleet.refuse("compare")?;
         args.run.refuse_single_benchmark_outputs("compare")?;
-        let spec = args.spec().ok_or_else(|| crate::config::ConfigError {
-            flag: "--protos",
-            message: "give exactly two, as A,B".into(),
-        })?;
+        let spec = args.spec()?;
         usage(
             args.run.state_graph.is_none(),
             "--state-graph",
@@ -46,7 +48,7 @@ impl Plan {
         )?;
         let plan = Self::new(
             &spec,
-            args.metric,
+            (args.judge.metric, args.judge.test),
             &args.run.target(),
             args.run.link_choice(),
             args.run.outputs(),
@@ -58,7 +60,7 @@ impl Plan {
     /// Every check that concerns a comparison as a whole, for flags and scenario cells alike.
     pub fn new(
         spec: &CompareSpec,
-        metric: Option<Metric>,
+        (metric, test): (Option<Metric>, Test),
         target: &TargetArgs,
         link: LinkChoice,
         outputs: Outputs,
@@ -111,7 +113,9 @@ impl Plan {
             b,
             labels,
             rounds: spec.rounds,
+            auto: spec.auto_rounds,
             metric,
+            test,
             outputs,
         })
     }
@@ -196,30 +200,46 @@ fn table(r: &CompareReport) -> String {
     let diff = c
         .diff_pct
         .map_or("-".into(), |d| format!("{d:+.1}% (positive: B better)"));
-    out.push_str(&format!("  {:<20}{diff}\n", "difference"));
+    out.push_str(&format!("  {:<20}{diff}\n", "difference (means)"));
+    out.push_str(&effect_lines(c));
     if let Some(w) = &c.welch {
         out.push_str(&format!(
             "  {:<20}t = {:.3}, df = {:.1}, p = {:.3e}\n",
             "Welch's t-test", w.t, w.df, w.p
         ));
     }
+    if let Some(auto) = &r.auto_rounds {
+        let how = match auto.stopped {
+            Some(Stopped::Settled) => format!(
+                "stopped after {}: the interval is within \u{b1}{}%",
+                r.rounds, auto.rule.precision_pct
+            ),
+            Some(Stopped::MaxRounds) => format!(
+                "ran the maximum, {}: the interval is still wider than \u{b1}{}%",
+                r.rounds, auto.rule.precision_pct
+            ),
+            None => format!("{} so far", r.rounds),
+        };
+        out.push_str(&format!("  {:<20}auto, {how}\n", "rounds"));
+    }
     let better = if m.higher_is_better() {
         "higher"
     } else {
         "lower"
     };
+    let test = c.test.name();
     let verdict = match c.verdict {
         Verdict::AFaster => format!(
-            "A ({}) is better ({} {better}), significant at p < 0.01",
+            "A ({}) is better ({} {better}), significant at p < 0.01 ({test})",
             r.label_a,
             m.title()
         ),
         Verdict::BFaster => format!(
-            "B ({}) is better ({} {better}), significant at p < 0.01",
+            "B ({}) is better ({} {better}), significant at p < 0.01 ({test})",
             r.label_b,
             m.title()
         ),
-        Verdict::Inconclusive => "inconclusive (not significant at p < 0.01)".into(),
+        Verdict::Inconclusive => format!("inconclusive (not significant at p < 0.01, {test})"),
     };
     out.push_str(&format!("  {:<20}{verdict}\n", "verdict"));
     for (side, rep) in [("A", &r.a), ("B", &r.b)] {
@@ -228,6 +248,52 @@ fn table(r: &CompareReport) -> String {
                 "  WARNING: the client was saturated in {side}'s {why}: a client limit, not a server result\n"
             ));
         }
+    }
+    out
+}
+
+/// The chosen test's effect with its interval, and its statistic.
+fn effect_lines(c: &qbench_core::compare::Comparison) -> String {
+    let m = c.metric;
+    let mut out = String::new();
+    let what = match c.test {
+        Test::Welch => "difference of means",
+        Test::MannWhitney => "Hodges-Lehmann shift",
+        Test::Bootstrap => "difference of medians",
+    };
+    if let Some(e) = &c.effect {
+        let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:+.1}%"));
+        let interval = match (e.rel_low_pct, e.rel_high_pct) {
+            (Some(_), Some(_)) => format!(
+                " [{}, {}] ({:.0}% interval)",
+                pct(e.rel_low_pct),
+                pct(e.rel_high_pct),
+                e.level * 100.0
+            ),
+            _ => " (too few rounds for an interval)".into(),
+        };
+        let raw = if e.diff < 0.0 {
+            format!("-{}", m.show(-e.diff))
+        } else {
+            format!("+{}", m.show(e.diff))
+        };
+        out.push_str(&format!(
+            "  {:<20}{}{interval}; B - A = {raw} ({what})\n",
+            "effect",
+            pct(e.rel_pct)
+        ));
+    }
+    let stat = match (c.test, c.statistic, c.p) {
+        (Test::MannWhitney, Some(u), Some(p)) => format!("U = {u}, p = {p:.3e}"),
+        (Test::Bootstrap, Some(_), Some(p)) => format!("p = {p:.3e} (10,000 resamples)"),
+        _ => String::new(),
+    };
+    if !stat.is_empty() {
+        let name = match c.test {
+            Test::MannWhitney => "Mann-Whitney U",
+            _ => "bootstrap",
+        };
+        out.push_str(&format!("  {name:<20}{stat}\n"));
     }
     out
 }
@@ -271,16 +337,27 @@ pub async fn run(
         None => progress_bar((a.objects() + b.objects()) * u64::from(plan.rounds)),
     };
     let mut first = Vec::new();
-    let rounds = plan.rounds as usize;
-    let build = |a: &Side<'_>, b: &Side<'_>, first: &[String]| -> anyhow::Result<CompareReport> {
-        Ok(CompareReport::new(
-            plan.rounds,
+    // With --rounds auto the rounds planned are the ones run so far, once the rule stops.
+    let build = |a: &Side<'_>,
+                 b: &Side<'_>,
+                 first: &[String],
+                 stopped: Option<Stopped>|
+     -> anyhow::Result<CompareReport> {
+        let (done, planned) = match plan.auto {
+            Some(_) if stopped.is_some() => (first.len(), first.len()),
+            _ => (first.len(), plan.rounds as usize),
+        };
+        let mut r = CompareReport::new(
+            done as u32,
             plan.labels.clone(),
             first.to_vec(),
-            (a.report(rounds, None)?, b.report(rounds, None)?),
-            plan.metric,
-        ))
+            (a.report(planned, None)?, b.report(planned, None)?),
+            (plan.metric, plan.test),
+        );
+        r.auto_rounds = plan.auto.map(|rule| AutoRoundsRecord { rule, stopped });
+        Ok(r)
     };
+    let mut stopped = None;
     for round in 0..plan.rounds {
         let a_first = round % 2 == 0;
         first.push(if a_first { "a" } else { "b" }.to_string());
@@ -291,14 +368,21 @@ pub async fn run(
             b.run(round, &bar).await;
             a.run(round, &bar).await;
         }
+        if let Some(rule) = plan.auto {
+            let so_far = build(&a, &b, &first, None)?;
+            stopped = rule.check(round + 1, so_far.comparison.effect.as_ref());
+        }
+        if stopped.is_some() {
+            break;
+        }
         if let Some(Dest::File(path)) = &json {
-            write_json(&Dest::File(path.clone()), &build(&a, &b, &first)?)?;
+            write_json(&Dest::File(path.clone()), &build(&a, &b, &first, None)?)?;
         }
     }
     bar.finish_and_clear();
     a.finish().await;
     b.finish().await;
-    let report = build(&a, &b, &first)?;
+    let report = build(&a, &b, &first, stopped)?;
     if let Some(dest) = &json {
         write_json(dest, &report)?;
     }

@@ -1,6 +1,7 @@
 //! The command line that reruns a spec, for people to read and copy: the flags that differ
 //! from the defaults, in one order.
 
+use qbench_core::effect::Test;
 use qbench_core::load::{Arrivals, DEFAULT_MAX_INFLIGHT};
 use qbench_core::metric::Metric;
 use qbench_core::spec::{CompareSpec, CompeteSpec, RunSpec, SideOverrides};
@@ -127,15 +128,27 @@ fn side_flags(side: &str, o: &SideOverrides, args: &mut Vec<String>) {
     );
 }
 
-/// `qbench compare ...` that runs `s` and judges it by `metric`.
-pub fn compare_command(s: &CompareSpec, metric: Metric) -> Vec<String> {
+/// `qbench compare ...` that runs `s` and judges it by `metric` and `test`.
+pub fn compare_command(s: &CompareSpec, metric: Metric, test: Test) -> Vec<String> {
     let mut args: Vec<String> = vec!["qbench".into(), "compare".into()];
     push(
         &mut args,
         "protos",
         Some(format!("{},{}", s.protos.0, s.protos.1)),
     );
-    push(&mut args, "rounds", Some(s.rounds.to_string()));
+    match &s.auto_rounds {
+        Some(rule) => {
+            push(&mut args, "rounds", Some("auto".into()));
+            push(&mut args, "min-rounds", Some(rule.min.to_string()));
+            push(&mut args, "max-rounds", Some(rule.max.to_string()));
+            push(
+                &mut args,
+                "precision",
+                Some(format!("{}%", rule.precision_pct)),
+            );
+        }
+        None => push(&mut args, "rounds", Some(s.rounds.to_string())),
+    }
     push(&mut args, "proto", Some(s.base.proto.to_string()));
     run_flags(&s.base, &mut args);
     side_flags("a", &s.a, &mut args);
@@ -144,6 +157,11 @@ pub fn compare_command(s: &CompareSpec, metric: Metric) -> Vec<String> {
         &mut args,
         "metric",
         (metric != Metric::default_for(s.base.load.as_ref())).then(|| metric.to_string()),
+    );
+    push(
+        &mut args,
+        "test",
+        (test != crate::judge::DEFAULT_TEST).then(|| test.name().to_string()),
     );
     args
 }

@@ -7,8 +7,10 @@ use std::time::Instant;
 use anyhow::Context;
 use qbench_core::cell::{CellFile, CellFileError, CellReport};
 use qbench_core::compare::{Comparison, Verdict};
+use qbench_core::effect::Test;
 use qbench_core::metric::Metric;
 use qbench_core::scenario::{Cell, CellSpec, Scenario};
+use qbench_core::stats::discoveries;
 
 use crate::cli::{Outputs, SweepArgs};
 use crate::config::{LinkChoice, TargetArgs};
@@ -20,13 +22,13 @@ pub enum CellPlan {
     Compete(Box<crate::compete::Plan>),
 }
 
-/// `metric`: the scenario's, if it names one.
-pub fn plan_for(cell: &Cell, metric: Option<Metric>) -> anyhow::Result<CellPlan> {
+/// `judge`: the scenario's metric, if it names one, and its test.
+pub fn plan_for(cell: &Cell, judge: (Option<Metric>, Test)) -> anyhow::Result<CellPlan> {
     let (target, link) = (TargetArgs::default(), LinkChoice::default());
     Ok(match &cell.spec {
         CellSpec::Compare(s) => CellPlan::Compare(Box::new(crate::compare::Plan::new(
             s,
-            metric,
+            judge,
             &target,
             link,
             Outputs::default(),
@@ -68,22 +70,31 @@ fn read_cell(path: &Path) -> Option<CellFile> {
     CellFile::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
-fn row(what: &str, report: &CellReport) -> String {
+/// One line of the summary; `fdr` is the cell's q-value and whether it is kept.
+fn row(what: &str, report: &CellReport, fdr: Option<(f64, bool)>) -> String {
     match report {
         CellReport::Compare(r) => {
             let c = &r.comparison;
+            let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:+.1}%"));
+            let interval = c.effect.as_ref().map_or("-".into(), |e| {
+                format!("[{}, {}]", pct(e.rel_low_pct), pct(e.rel_high_pct))
+            });
+            let better = match c.verdict {
+                Verdict::AFaster => r.label_a.as_str(),
+                Verdict::BFaster => r.label_b.as_str(),
+                Verdict::Inconclusive => "inconclusive",
+            };
+            let kept = match fdr {
+                Some((_, false)) if c.verdict != Verdict::Inconclusive => " (not kept by FDR)",
+                _ => "",
+            };
             format!(
-                "  {what:<48} {:>8} {:>8} {:>10} {}",
-                c.metric.name(),
-                c.diff_pct.map_or("-".into(), |d| format!("{d:+.1}%")),
-                c.welch
-                    .as_ref()
-                    .map_or("-".into(), |w| format!("{:.2e}", w.p)),
-                match c.verdict {
-                    Verdict::AFaster => r.label_a.as_str(),
-                    Verdict::BFaster => r.label_b.as_str(),
-                    Verdict::Inconclusive => "inconclusive",
-                }
+                "  {what:<40} {:>6} {:>8} {:>18} {:>9} {:>9} {better}{kept}",
+                r.rounds,
+                pct(c.effect.as_ref().and_then(|e| e.rel_pct)),
+                interval,
+                c.p.map_or("-".into(), |p| format!("{p:.2e}")),
+                fdr.map_or("-".into(), |(q, _)| format!("{q:.2e}")),
             )
         }
         CellReport::Compete(r) => format!(
@@ -118,7 +129,8 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
     let plans = cells
         .iter()
         .map(|c| {
-            plan_for(c, scenario.metric()).with_context(|| format!("{shown}: cell {}", c.label()))
+            plan_for(c, (scenario.metric(), scenario.test()))
+                .with_context(|| format!("{shown}: cell {}", c.label()))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     check_out_dir(&args.out)?;
@@ -138,10 +150,10 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         let report = match done {
             Some(mut f) => {
                 crate::tell!("[{}/{}] {what}: done before, skipped", i + 1, cells.len());
-                // A finished cell is judged by the metric the scenario names now.
+                // A finished cell is judged by the metric and test the scenario names now.
                 if let (CellReport::Compare(r), CellPlan::Compare(p)) = (&mut f.report, plan) {
-                    if r.comparison.metric != p.metric {
-                        r.comparison = Comparison::of(&r.a.runs, &r.b.runs, p.metric);
+                    if (r.comparison.metric, r.comparison.test) != (p.metric, p.test) {
+                        r.comparison = Comparison::of(&r.a.runs, &r.b.runs, p.metric, p.test);
                         write_json(&Dest::File(path.clone()), &f)?;
                     }
                 }
@@ -171,7 +183,7 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
                 file.report
             }
         };
-        rows.push(row(&what, &report));
+        rows.push((what, report));
     }
     crate::say!(
         "sweep {}: {} cells ({ran} run, {} skipped) in {}",
@@ -180,15 +192,34 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         cells.len() as u32 - ran,
         humantime::format_duration(std::time::Duration::from_secs(started.elapsed().as_secs()))
     );
+    let p: Vec<Option<f64>> = rows
+        .iter()
+        .map(|(_, r)| match r {
+            CellReport::Compare(r) => r.comparison.p,
+            CellReport::Compete(_) => None,
+        })
+        .collect();
+    let fdr = match args.fdr.level() {
+        Some(level) => discoveries(&p, level),
+        None => vec![None; rows.len()],
+    };
     crate::say!(
-        "  {:<48} {:>8} {:>8} {:>10} better",
+        "  {:<40} {:>6} {:>8} {:>18} {:>9} {:>9} better",
         "cell",
-        "metric",
-        "diff",
-        "p"
+        "rounds",
+        "effect",
+        "95% interval",
+        "p",
+        "q"
     );
-    for r in rows {
-        crate::say!("{r}");
+    for ((what, report), fdr) in rows.iter().zip(fdr) {
+        crate::say!("{}", row(what, report, fdr));
+    }
+    if let Some(level) = args.fdr.level() {
+        crate::say!(
+            "  q: Benjamini-Hochberg over the {} compared cells; kept at q <= {level} (--no-fdr: each cell alone)",
+            p.iter().flatten().count()
+        );
     }
     anyhow::ensure!(
         failed.is_empty(),

@@ -32,8 +32,20 @@ fn rounds_alternate_and_statistics_cover_them() {
     assert_eq!(j["a"]["config"]["proto"], "h2");
     assert_eq!(j["b"]["config"]["proto"], "h3");
     let c = &j["comparison"];
-    assert_eq!(j["schema_version"], 3);
+    assert_eq!(j["schema_version"], 4);
     assert_eq!(c["metric"], "plt");
+    // Mann-Whitney by default, its effect with an interval around its estimate.
+    assert_eq!(c["test"], "mann-whitney");
+    assert!(c["p"].as_f64().is_some_and(|p| (0.0..=1.0).contains(&p)));
+    let e = &c["effect"];
+    let (lo, est, hi) = (
+        e["rel_low_pct"].as_f64().unwrap(),
+        e["rel_pct"].as_f64().unwrap(),
+        e["rel_high_pct"].as_f64().unwrap(),
+    );
+    assert!(lo <= est && est <= hi, "{e}");
+    assert_eq!(e["level"], 0.95);
+    assert!(j.get("auto_rounds").is_none());
     assert_eq!(c["a"]["n"], 4);
     assert_eq!(c["b"]["n"], 4);
     assert!(c["welch"]["p"]
@@ -169,6 +181,37 @@ fn bad_comparisons_are_refused() {
     for (args, flag) in [
         (&["--protos", "h2"][..], "--protos"),
         (&["--protos", "h2,h3", "--rounds", "1"][..], "--rounds"),
+        (&["--protos", "h2,h3", "--rounds", "some"][..], "--rounds"),
+        (
+            &["--protos", "h2,h3", "--min-rounds", "5"][..],
+            "--min-rounds",
+        ),
+        (
+            &["--protos", "h2,h3", "--precision", "2%"][..],
+            "--precision",
+        ),
+        (
+            &["--protos", "h2,h3", "--rounds", "auto", "--min-rounds", "1"][..],
+            "--min-rounds",
+        ),
+        (
+            &[
+                "--protos",
+                "h2,h3",
+                "--rounds",
+                "auto",
+                "--min-rounds",
+                "9",
+                "--max-rounds",
+                "5",
+            ][..],
+            "--max-rounds",
+        ),
+        (
+            &["--protos", "h2,h3", "--rounds", "auto", "--precision", "0%"][..],
+            "--precision",
+        ),
+        (&["--protos", "h2,h3", "--test", "student"][..], "--test"),
         (&["--protos", "h2,h3", "--runs", "3"][..], "--runs"),
         (&["--proto", "h3"][..], "both sides"),
         (&["--protos", "h2,h3", "--reuse"][..], "--reuse"),
@@ -186,5 +229,59 @@ fn bad_comparisons_are_refused() {
             first.starts_with("error") && first.contains(flag),
             "{args:?}: {stderr}"
         );
+    }
+}
+
+/// `--rounds auto` runs until the interval is as narrow as asked, or to the maximum, and says
+/// which; every round is in the report either way.
+#[test]
+fn auto_rounds_stop_at_the_precision_or_the_maximum() {
+    for (precision, max) in [("100%", "8"), ("0.001%", "5")] {
+        let (code, stderr, json) = compare(&[
+            "--protos",
+            "h2,h3",
+            "--objects",
+            "10x5KB",
+            "--rounds",
+            "auto",
+            "--min-rounds",
+            "4",
+            "--max-rounds",
+            max,
+            "--precision",
+            precision,
+            "--test",
+            "welch",
+        ]);
+        assert_eq!(code, Some(0), "{stderr}");
+        let j = json.unwrap();
+        let rounds = j["rounds"].as_u64().unwrap();
+        assert_eq!(j["first"].as_array().unwrap().len() as u64, rounds);
+        for side in ["a", "b"] {
+            assert_eq!(j[side]["runs"].as_array().unwrap().len() as u64, rounds);
+            assert_eq!(j[side]["complete"], true);
+        }
+        let auto = &j["auto_rounds"];
+        assert_eq!(auto["rule"]["max"].as_u64(), max.parse().ok());
+        let c = &j["comparison"];
+        assert_eq!(c["test"], "welch");
+        let half = (c["effect"]["rel_high_pct"].as_f64().unwrap()
+            - c["effect"]["rel_low_pct"].as_f64().unwrap())
+            / 2.0;
+        match auto["stopped"].as_str().unwrap() {
+            "settled" => {
+                assert!((4..=8).contains(&rounds), "{rounds}");
+                assert!(half <= 100.0, "{half}");
+                assert!(stderr.contains("auto, stopped after"), "{stderr}");
+            }
+            "max_rounds" => {
+                assert_eq!(rounds, max.parse::<u64>().unwrap());
+                assert!(stderr.contains("ran the maximum"), "{stderr}");
+            }
+            other => panic!("{other}"),
+        }
+        if precision == "0.001%" {
+            assert_eq!(auto["stopped"], "max_rounds");
+        }
     }
 }

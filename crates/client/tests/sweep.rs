@@ -6,6 +6,7 @@ use std::path::Path;
 use clap::Parser;
 use qbench::cli::{Cli, Command};
 use qbench::rerun::{compare_command, compete_command};
+use qbench_core::effect::Test;
 use qbench_core::metric::Metric;
 use qbench_core::scenario::{CellSpec, Scenario};
 
@@ -54,25 +55,30 @@ fn shipped_scenarios_expand_into_valid_comparisons() {
         );
         let s = Scenario::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         for cell in s.cells().unwrap() {
-            let plan = qbench::sweep::plan_for(&cell, s.metric())
+            let plan = qbench::sweep::plan_for(&cell, (s.metric(), s.test()))
                 .unwrap_or_else(|e| panic!("{}: {:?}: {e:#}", path.display(), cell.params));
-            let metric = match &plan {
-                qbench::sweep::CellPlan::Compare(p) => p.metric,
-                qbench::sweep::CellPlan::Compete(_) => Metric::Plt,
+            let (metric, test) = match &plan {
+                qbench::sweep::CellPlan::Compare(p) => (p.metric, p.test),
+                qbench::sweep::CellPlan::Compete(_) => (Metric::Plt, Test::Welch),
             };
             // The command line shown for a cell sets exactly its spec (and its metric), and
             // the hash is the spec's: flags are a way to write it, not part of it.
             let (argv, spec) = match &cell.spec {
-                CellSpec::Compare(s) => (compare_command(s, metric), CellSpec::Compare(s.clone())),
+                CellSpec::Compare(s) => (
+                    compare_command(s, metric, test),
+                    CellSpec::Compare(s.clone()),
+                ),
                 CellSpec::Compete(s) => (compete_command(s), CellSpec::Compete(s.clone())),
             };
             let parsed = match Cli::try_parse_from(&argv).unwrap().command {
                 Some(Command::Compare(c)) => {
                     let spec = c.spec().unwrap();
                     let chosen = c
+                        .judge
                         .metric
                         .unwrap_or(Metric::default_for(spec.base.load.as_ref()));
                     assert_eq!(chosen, metric, "{argv:?}");
+                    assert_eq!(c.judge.test, test, "{argv:?}");
                     CellSpec::Compare(spec)
                 }
                 Some(Command::Compete(c)) => CellSpec::Compete(c.spec()),
@@ -142,10 +148,12 @@ fn held_load_cells_judge_by_their_metric() {
         v
     };
     for (j, rate) in cells().iter().zip([100.0, 50.0]) {
-        assert_eq!(j["schema_version"], 3);
+        assert_eq!(j["schema_version"], 4);
         let r = &j["report"];
-        assert_eq!(r["schema_version"], 3);
+        assert_eq!(r["schema_version"], 4);
         assert_eq!(r["comparison"]["metric"], "p99");
+        // A scenario that names no test keeps Welch's, as scenario files always had.
+        assert_eq!(r["comparison"]["test"], "welch");
         assert_eq!(r["comparison"]["a"]["n"], 2, "{}", r["comparison"]);
         for side in ["a", "b"] {
             assert_eq!(r[side]["config"]["load"]["rate"], rate);
@@ -164,13 +172,19 @@ fn held_load_cells_judge_by_their_metric() {
         let mean = p99.iter().sum::<f64>() / 2.0;
         assert!((r["comparison"]["a"]["mean"].as_f64().unwrap() - mean).abs() < 1e-6);
     }
-    std::fs::write(&file, text("rps")).unwrap();
+    assert!(
+        stdout.contains("q: Benjamini-Hochberg over the 2 compared cells"),
+        "{stdout}"
+    );
+    let with_test = text("rps").replace("metric = ", "test = \"mann-whitney\"\nmetric = ");
+    std::fs::write(&file, with_test).unwrap();
     let (ok, stdout, stderr) = sweep(&file, &out);
     assert!(ok, "{stderr}");
     assert!(stdout.contains("(0 run, 2 skipped)"), "{stdout}");
-    assert!(cells()
-        .iter()
-        .all(|j| j["report"]["comparison"]["metric"] == "rps"));
+    assert!(cells().iter().all(|j| {
+        let c = &j["report"]["comparison"];
+        c["metric"] == "rps" && c["test"] == "mann-whitney" && c["effect"].is_object()
+    }));
 
     let page = dir.path().join("tail.html");
     let c = report_with(&out, &page, &["--metric", "p50"]);
@@ -180,6 +194,17 @@ fn held_load_cells_judge_by_their_metric() {
         html.contains("p50 latency") && html.contains("--metric p50"),
         "{html}"
     );
+    assert!(
+        html.contains("q (FDR)") && html.contains("<title>"),
+        "{html}"
+    );
+    let c = report_with(&out, &page, &["--test", "bootstrap", "--no-fdr"]);
+    assert_eq!(c.code, Some(0), "{}", c.stderr);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<td>bootstrap</td>") && html.contains("per round"));
+    let c = report_with(&out, &page, &["--fdr", "1.5"]);
+    assert_eq!(c.code, Some(2), "{}", c.stderr);
+    assert!(c.stderr.contains("--fdr"), "{}", c.stderr);
     let c = report_with(&out, &page, &["--metric", "plt"]);
     assert_eq!(c.code, Some(2), "{}", c.stderr);
     assert!(c.stderr.contains("--metric") && c.stderr.contains("page load time"));

@@ -9,6 +9,9 @@ use sha2::{Digest, Sha256};
 use crate::link::{parse_duration, LinkSpec};
 use crate::load::{parse_rate, Arrivals, Load, DEFAULT_MAX_INFLIGHT};
 use crate::metric::Metric;
+use crate::rounds::{
+    parse_precision, AutoRounds, RoundsError, MAX_ROUNDS, MIN_ROUNDS, PRECISION_PCT,
+};
 use crate::spec::{parse_flows, CompareSpec, CompeteSpec, RunSpec, SideOverrides};
 use crate::wire::{CcAlgo, Protocol};
 use crate::workload::Workload;
@@ -47,6 +50,14 @@ pub enum Kind {
     Compete,
 }
 
+/// `rounds = 10` or `rounds = "auto"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum RoundsField {
+    Count(u32),
+    Word(String),
+}
+
 /// Options shared by every cell; names follow `qbench compare`'s flags.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -56,7 +67,16 @@ pub struct Base {
     pub flows: Option<String>,
     pub proto: Option<String>,
     pub objects: Option<String>,
-    pub rounds: Option<u32>,
+    /// A number, or "auto" (as `--rounds auto`, with `min_rounds`, `max_rounds` and
+    /// `precision`).
+    pub rounds: Option<RoundsField>,
+    pub min_rounds: Option<u32>,
+    pub max_rounds: Option<u32>,
+    /// "2%": with `rounds = "auto"`, the half-width of the relative difference's interval.
+    pub precision: Option<String>,
+    /// The test comparison cells are judged by (as `--test`); Welch's when absent, so that
+    /// scenario files written before keep their verdicts. Not part of a cell's hash.
+    pub test: Option<crate::effect::Test>,
     pub link: Option<String>,
     pub connections: Option<u32>,
     pub streams: Option<u32>,
@@ -303,8 +323,10 @@ impl Scenario {
                 if let Some(v) = p.get("b_cwnd_cap") {
                     b_side.cwnd_cap = Some(v.parse().map_err(|e| field("b_cwnd_cap", e))?);
                 }
+                let (rounds, auto_rounds) = self.rounds()?;
                 CellSpec::Compare(CompareSpec {
-                    rounds: b.rounds.unwrap_or(DEFAULT_ROUNDS),
+                    rounds,
+                    auto_rounds,
                     a: side(&b.a, "a")?,
                     b: b_side,
                     protos,
@@ -328,6 +350,65 @@ impl Scenario {
     /// What comparison cells are judged by unless `qbench report --metric` says otherwise.
     pub fn metric(&self) -> Option<Metric> {
         self.base.metric
+    }
+
+    /// The test comparison cells are judged by: Welch's unless the file names another.
+    pub fn test(&self) -> crate::effect::Test {
+        self.base.test.unwrap_or(crate::effect::Test::Welch)
+    }
+
+    /// Rounds per cell, at most with `rounds = "auto"`, and the rule that may stop them.
+    fn rounds(&self) -> Result<(u32, Option<AutoRounds>), ScenarioError> {
+        let b = &self.base;
+        let auto = match &b.rounds {
+            None => false,
+            Some(RoundsField::Count(n)) => {
+                if *n < 2 {
+                    return Err(field("base.rounds", "at least 2"));
+                }
+                false
+            }
+            Some(RoundsField::Word(w)) if w == "auto" => true,
+            Some(RoundsField::Word(w)) => {
+                return Err(field("base.rounds", format!("`{w}`: a number or \"auto\"")))
+            }
+        };
+        if !auto {
+            for (name, given) in [
+                ("base.min_rounds", b.min_rounds.is_some()),
+                ("base.max_rounds", b.max_rounds.is_some()),
+                ("base.precision", b.precision.is_some()),
+            ] {
+                if given {
+                    return Err(field(name, "only with rounds = \"auto\""));
+                }
+            }
+            let n = match b.rounds {
+                Some(RoundsField::Count(n)) => n,
+                _ => DEFAULT_ROUNDS,
+            };
+            return Ok((n, None));
+        }
+        let precision = match &b.precision {
+            Some(p) => parse_precision(p).map_err(|_| {
+                field(
+                    "base.precision",
+                    format!("`{p}`: a percentage above 0 and at most 100"),
+                )
+            })?,
+            None => PRECISION_PCT,
+        };
+        let rule = AutoRounds::new(
+            b.min_rounds.unwrap_or(MIN_ROUNDS),
+            b.max_rounds.unwrap_or(MAX_ROUNDS),
+            precision,
+        )
+        .map_err(|e| match e {
+            RoundsError::Min(_) => field("base.min_rounds", "at least 2"),
+            RoundsError::Max { .. } => field("base.max_rounds", "at least min_rounds"),
+            RoundsError::Precision(_) => field("base.precision", e),
+        })?;
+        Ok((rule.max, Some(rule)))
     }
 
     /// The held load of every cell, at `rate` (from the base or the axis).

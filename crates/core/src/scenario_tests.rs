@@ -228,6 +228,76 @@ fn bad_loads_name_their_field() {
     assert!(err.to_string().contains("p95"), "{err}");
 }
 
+#[test]
+fn auto_rounds_and_the_test() {
+    let s = Scenario::parse(
+        "name = \"x\"\n[base]\nprotos = \"h2,h3\"\nrounds = \"auto\"\nmax_rounds = 30\nprecision = \"1.5%\"\ntest = \"mann-whitney\"\n",
+    )
+    .unwrap();
+    assert_eq!(s.test(), crate::effect::Test::MannWhitney);
+    let CellSpec::Compare(c) = &s.cells().unwrap()[0].spec else {
+        panic!("a comparison")
+    };
+    assert_eq!(c.rounds, 30);
+    assert_eq!(
+        c.auto_rounds,
+        Some(AutoRounds {
+            min: 5,
+            max: 30,
+            precision_pct: 1.5
+        })
+    );
+    // Without either, a file means what it always did: 10 rounds, Welch's t-test, and the
+    // hash of a fixed-rounds cell is unchanged by the new optional field.
+    let old = Scenario::parse(FIG6).unwrap();
+    assert_eq!(old.test(), crate::effect::Test::Welch);
+    let cell = &old.cells().unwrap()[0];
+    let CellSpec::Compare(c) = &cell.spec else {
+        panic!("a comparison")
+    };
+    assert_eq!((c.rounds, c.auto_rounds), (10, None));
+    assert!(!serde_json::to_string(&cell.spec)
+        .unwrap()
+        .contains("auto_rounds"));
+}
+
+#[test]
+fn bad_rounds_name_their_field() {
+    for (toml, want) in [
+        ("rounds = 1", "base.rounds: at least 2"),
+        ("rounds = \"many\"", "base.rounds: `many`"),
+        (
+            "min_rounds = 5",
+            "base.min_rounds: only with rounds = \"auto\"",
+        ),
+        (
+            "rounds = 4\nprecision = \"2%\"",
+            "base.precision: only with",
+        ),
+        (
+            "rounds = \"auto\"\nmin_rounds = 1",
+            "base.min_rounds: at least 2",
+        ),
+        (
+            "rounds = \"auto\"\nmin_rounds = 9\nmax_rounds = 3",
+            "base.max_rounds: at least min_rounds",
+        ),
+        (
+            "rounds = \"auto\"\nprecision = \"0\"",
+            "base.precision: `0`",
+        ),
+    ] {
+        let s = Scenario::parse(&format!(
+            "name = \"x\"\n[base]\nprotos = \"h2,h3\"\n{toml}\n"
+        ))
+        .unwrap();
+        let err = s.cells().unwrap_err().to_string();
+        assert!(err.starts_with(want), "{toml}: {err}");
+    }
+    let err = Scenario::parse("name = \"x\"\n[base]\ntest = \"student\"\n").unwrap_err();
+    assert!(err.to_string().contains("student"), "{err}");
+}
+
 proptest::proptest! {
     #[test]
     fn scenario_parser_never_panics(text in "\\PC{0,200}") {

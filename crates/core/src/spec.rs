@@ -142,7 +142,11 @@ pub struct CompareSpec {
     pub base: RunSpec,
     /// Protocols of sides A and B.
     pub protos: (Protocol, Protocol),
+    /// Rounds to run; with `auto_rounds`, at most.
     pub rounds: u32,
+    /// `--rounds auto`: the rule that stops the rounds once the difference is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_rounds: Option<crate::rounds::AutoRounds>,
     pub a: SideOverrides,
     pub b: SideOverrides,
 }

@@ -10,18 +10,58 @@ use qbench_core::compare::Verdict;
 use super::html::{esc, Cmp};
 
 /// Percent difference oriented so that positive means the QUIC side was better (B better
-/// when neither or both sides are QUIC); `None` when not significant.
+/// when neither or both sides are QUIC); `None` when not significant, or when false
+/// discovery rate control does not keep the cell.
 fn quic_gain(f: &Cmp) -> Option<f64> {
     let c = &f.report.comparison;
     let d = c.diff_pct?;
-    if c.verdict == Verdict::Inconclusive {
+    if c.verdict == Verdict::Inconclusive || f.fdr.is_some_and(|(_, kept)| !kept) {
         return None;
     }
+    Some(quic_sign(f) * d)
+}
+
+/// -1 when A is the QUIC side and B is not: turns "B better" into "QUIC better".
+fn quic_sign(f: &Cmp) -> f64 {
     let (a_quic, b_quic) = (
         f.report.a.config.spec.proto.is_quic(),
         f.report.b.config.spec.proto.is_quic(),
     );
-    Some(if a_quic && !b_quic { -d } else { d })
+    if a_quic && !b_quic {
+        -1.0
+    } else {
+        1.0
+    }
+}
+
+/// The hover text of a square: the effect's interval, p and q.
+fn hover(f: &Cmp) -> String {
+    let c = &f.report.comparison;
+    let s = quic_sign(f);
+    let mut t = format!("{}: {} rounds", f.cell.label(), f.report.rounds);
+    if let Some(e) = &c.effect {
+        if let (Some(lo), Some(hi)) = (e.rel_low_pct, e.rel_high_pct) {
+            let (lo, hi) = ((s * lo).min(s * hi), (s * lo).max(s * hi));
+            let _ = write!(
+                t,
+                "; effect {:+.1}% [{lo:+.1}%, {hi:+.1}%] ({}, {:.0}% interval)",
+                s * e.rel_pct.unwrap_or(0.0),
+                c.test.name(),
+                e.level * 100.0
+            );
+        }
+    }
+    if let Some(p) = c.p {
+        let _ = write!(t, "; p {p:.2e}");
+    }
+    if let Some((q, kept)) = f.fdr {
+        let _ = write!(
+            t,
+            "; q {q:.2e}{}",
+            if kept { "" } else { " (not kept by FDR)" }
+        );
+    }
+    t
 }
 
 fn color(gain: Option<f64>) -> String {
@@ -93,6 +133,8 @@ pub(super) struct Square<'a> {
     pub y: &'a str,
     pub fill: String,
     pub text: String,
+    /// Shown on hover.
+    pub title: String,
 }
 
 /// The squares of `cells` on axes `x` and `y` (`None`: a one-axis strip).
@@ -111,6 +153,7 @@ pub(super) fn squares<'a>(cells: &[&'a Cmp], x: &str, y: Option<&str>) -> Vec<Sq
                 y: yv,
                 fill,
                 text,
+                title: hover(c),
             })
         })
         .collect()
@@ -122,8 +165,13 @@ fn heatmap_square(c: &Cmp) -> (String, String) {
     let g = quic_gain(c);
     (
         color(g),
-        d.map_or("-".into(), |_| {
-            g.map_or("n.s.".into(), |g| format!("{g:+.0}%"))
+        d.map_or("-".into(), |_| match (g, c.fdr) {
+            (Some(g), _) => format!("{g:+.0}%"),
+            // Significant alone, not after FDR control.
+            (None, Some((_, false))) if c.report.comparison.verdict != Verdict::Inconclusive => {
+                "n.s. (FDR)".into()
+            }
+            (None, _) => "n.s.".into(),
         }),
     )
 }
@@ -175,7 +223,8 @@ pub(super) fn heatmap(title: &str, x: &str, y: Option<&str>, squares: &[Square<'
         let (cx, cy) = (left + cw * xi[s.x] as f64, top + ch * yi[s.y] as f64);
         let _ = writeln!(
             o,
-            r##"<rect x="{cx}" y="{cy}" width="{cw}" height="{ch}" fill="{}" stroke="#999"/><text x="{}" y="{}" text-anchor="middle">{}</text>"##,
+            r##"<g><title>{}</title><rect x="{cx}" y="{cy}" width="{cw}" height="{ch}" fill="{}" stroke="#999"/><text x="{}" y="{}" text-anchor="middle">{}</text></g>"##,
+            esc(&s.title),
             s.fill,
             cx + cw / 2.0,
             cy + ch / 2.0 + 4.0,
@@ -230,6 +279,7 @@ mod tests {
                 y: "",
                 fill: "#fff".into(),
                 text: "n.s.".into(),
+                title: String::new(),
             })
             .collect();
         let svg = heatmap("t", "objects", None, &sq);
@@ -245,6 +295,7 @@ mod tests {
                 y,
                 fill: "#fff".into(),
                 text: String::new(),
+                title: String::new(),
             })
             .collect();
         let svg = heatmap("t", "objects", Some("rate"), &sq);

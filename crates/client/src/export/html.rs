@@ -12,8 +12,10 @@ use qbench_core::ccstate::StateMachine;
 use qbench_core::cell::{CellFile, CellReport};
 use qbench_core::compare::{CompareReport, Comparison, Verdict};
 use qbench_core::compete::CompeteReport;
+use qbench_core::effect::Test;
 use qbench_core::metric::Metric;
 use qbench_core::scenario::{Cell, CellSpec};
+use qbench_core::stats::discoveries;
 use qbench_core::telemetry::Timeline;
 use qbench_core::{Report, Stats};
 
@@ -27,6 +29,8 @@ use crate::rerun::{compare_command, compete_command};
 pub(super) struct Cmp {
     pub(super) cell: Cell,
     pub(super) report: CompareReport,
+    /// With false discovery rate control: the cell's q-value and whether it is kept.
+    pub(super) fdr: Option<(f64, bool)>,
 }
 
 /// The cell files of a sweep's output directory.
@@ -77,6 +81,34 @@ fn latency_cdf(i: usize, r: &CompareReport) -> anyhow::Result<String> {
         &series,
         None,
     ))
+}
+
+/// Every round's value of the cell's metric, per side, so that bimodal rounds and drift show.
+fn per_round(i: usize, r: &CompareReport) -> String {
+    let m = r.comparison.metric;
+    let (scale, unit) = match m {
+        Metric::Goodput => (1e-6, "Mbit/s"),
+        Metric::Rps => (1.0, "req/s"),
+        _ => (1e-3, "ms"),
+    };
+    let series: Vec<Series> = sides(r)
+        .into_iter()
+        .map(|(label, rep)| Series {
+            label: label.to_string(),
+            points: rep
+                .runs
+                .iter()
+                .filter_map(|run| Some((f64::from(run.index) + 1.0, m.of(run)? * scale)))
+                .collect(),
+        })
+        .collect();
+    line_chart(
+        &format!("{} per round, cell {i}", m.title()),
+        "round",
+        &format!("{} ({unit})", m.title()),
+        &series,
+        None,
+    )
 }
 
 /// The first connection of each side's first round; `None` when neither side recorded one.
@@ -156,6 +188,7 @@ fn cell_details(i: usize, c: &Cmp) -> anyhow::Result<String> {
         "<h3>{}</h3><div style=\"display:flex;flex-wrap:wrap;gap:1em\">",
         esc(&c.cell.label())
     );
+    html.push_str(&per_round(i, r));
     html.push_str(&latency_cdf(i, r)?);
     if let Some(chart) = first_round_cwnd(i, r) {
         html.push_str(&chart);
@@ -192,6 +225,7 @@ fn read_cells(dir: &Path) -> anyhow::Result<Sweep> {
         scenario.get_or_insert_with(|| f.scenario.clone());
         match f.report {
             CellReport::Compare(report) => comparisons.push(Cmp {
+                fdr: None,
                 cell: f.cell,
                 report: *report,
             }),
@@ -263,10 +297,22 @@ fn metric_titles(cells: &[Cmp]) -> String {
     }
 }
 
+/// The tests the comparison cells are judged by.
+fn test_names(cells: &[Cmp]) -> String {
+    let mut seen: Vec<&str> = Vec::new();
+    for c in cells {
+        let t = c.report.comparison.test.name();
+        if !seen.contains(&t) {
+            seen.push(t);
+        }
+    }
+    seen.join(", ")
+}
+
 fn page_head(name: &str, cells: &[Cmp]) -> String {
     let mut html = String::new();
     let _ = writeln!(html, "<!doctype html><html><head><meta charset=\"utf-8\"><title>qbench: {}</title><style>body{{font-family:Helvetica,Arial,sans-serif;margin:2em;max-width:1100px}}table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#f4f4f4}}code{{font-size:12px}}</style></head><body>", esc(name));
-    let _ = writeln!(html, "<h1>qbench sweep: {}</h1><p>{} cells. Percent difference in the mean {} per cell; <span style=\"color:#c00\">red: QUIC better</span>, <span style=\"color:#00c\">blue: TCP better</span>, white: not significant (Welch's t-test, p &ge; 0.01).</p>", esc(name), cells.len(), esc(&metric_titles(cells)));
+    let _ = writeln!(html, "<h1>qbench sweep: {}</h1><p>{} cells. Percent difference in the mean {} per cell; <span style=\"color:#c00\">red: QUIC better</span>, <span style=\"color:#00c\">blue: TCP better</span>, white: not significant ({}, p &ge; 0.01{}). Hover over a square for the effect's interval, p and q.</p>", esc(name), cells.len(), esc(&metric_titles(cells)), esc(&test_names(cells)), if cells.iter().any(|c| c.fdr.is_some()) { ", or not kept by false discovery rate control: <em>n.s. (FDR)</em>" } else { "" });
     html
 }
 
@@ -304,16 +350,52 @@ fn verdict_text(r: &CompareReport) -> String {
 
 fn cell_table(cells: &[Cmp]) -> String {
     let mut html = String::new();
-    let _ = writeln!(html, "<h2>Cells</h2><table><tr><th>cell</th><th>A</th><th>B</th><th>metric</th><th>mean A</th><th>mean B</th><th>diff (B better +)</th><th>p</th><th>verdict</th></tr>");
+    let _ = writeln!(html, "<h2>Cells</h2><table><tr><th>cell</th><th>A</th><th>B</th><th>metric</th><th>rounds</th><th>mean A</th><th>mean B</th><th>diff of means (B better +)</th><th>test</th><th>effect [95% interval]</th><th>p</th><th>q (FDR)</th><th>verdict</th></tr>");
     for c in cells {
         let r = &c.report;
-        let m = r.comparison.metric;
-        let _ = writeln!(html, "<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        let cmp = &r.comparison;
+        let m = cmp.metric;
+        let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:+.1}%"));
+        let effect = cmp.effect.as_ref().map_or("-".into(), |e| {
+            format!(
+                "{} [{}, {}]",
+                pct(e.rel_pct),
+                pct(e.rel_low_pct),
+                pct(e.rel_high_pct)
+            )
+        });
+        let (q, verdict) = match c.fdr {
+            Some((q, kept)) => (
+                format!("{q:.2e}"),
+                format!(
+                    "{}{}",
+                    verdict_text(r),
+                    if !kept && cmp.verdict != Verdict::Inconclusive {
+                        " (not kept by FDR)"
+                    } else {
+                        ""
+                    }
+                ),
+            ),
+            None => ("-".into(), verdict_text(r)),
+        };
+        let rounds = match &r.auto_rounds {
+            Some(a) => format!(
+                "{} (auto{})",
+                r.rounds,
+                match a.stopped {
+                    Some(qbench_core::rounds::Stopped::MaxRounds) => ", max",
+                    _ => "",
+                }
+            ),
+            None => r.rounds.to_string(),
+        };
+        let _ = writeln!(html, "<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&c.cell.label()),
-            esc(&r.label_a), esc(&r.label_b), m.name(), mean(m, &r.comparison.a), mean(m, &r.comparison.b),
-            r.comparison.diff_pct.map_or("-".into(), |d| format!("{d:+.1}%")),
-            r.comparison.welch.as_ref().map_or("-".into(), |w| format!("{:.2e}", w.p)),
-            esc(&verdict_text(r)));
+            esc(&r.label_a), esc(&r.label_b), m.name(), rounds, mean(m, &cmp.a), mean(m, &cmp.b),
+            pct(cmp.diff_pct), cmp.test.name(), effect,
+            cmp.p.map_or("-".into(), |p| format!("{p:.2e}")),
+            q, esc(&verdict));
     }
     html.push_str("</table>");
     html
@@ -375,11 +457,15 @@ fn environment_and_commands(sweep: &Sweep) -> anyhow::Result<String> {
         .comparisons
         .iter()
         .map(|c| match &c.cell.spec {
-            CellSpec::Compare(s) => compare_command(s, c.report.comparison.metric),
+            CellSpec::Compare(s) => {
+                compare_command(s, c.report.comparison.metric, c.report.comparison.test)
+            }
             CellSpec::Compete(s) => compete_command(s),
         })
         .chain(sweep.competitions.iter().map(|(c, _)| match &c.spec {
-            CellSpec::Compare(s) => compare_command(s, Metric::default_for(s.base.load.as_ref())),
+            CellSpec::Compare(s) => {
+                compare_command(s, Metric::default_for(s.base.load.as_ref()), Test::Welch)
+            }
             CellSpec::Compete(s) => compete_command(s),
         }));
     for command in commands {
@@ -389,26 +475,38 @@ fn environment_and_commands(sweep: &Sweep) -> anyhow::Result<String> {
     Ok(html)
 }
 
-/// `--metric`: every comparison judged anew from its runs.
-fn rejudge(cells: &mut [Cmp], metric: Metric) -> anyhow::Result<()> {
+/// `--metric` and `--test`: every comparison judged anew from its runs.
+fn rejudge(cells: &mut [Cmp], metric: Option<Metric>, test: Option<Test>) -> anyhow::Result<()> {
     for c in cells {
         let r = &mut c.report;
-        metric
-            .check(r.a.config.spec.load.as_ref())
+        let m = metric.unwrap_or(r.comparison.metric);
+        m.check(r.a.config.spec.load.as_ref())
             .map_err(|message| crate::config::ConfigError {
                 flag: "--metric",
                 message: format!("cell {}: {message}", c.cell.label()),
             })?;
-        r.comparison = Comparison::of(&r.a.runs, &r.b.runs, metric);
+        let t = test.unwrap_or(r.comparison.test);
+        r.comparison = Comparison::of(&r.a.runs, &r.b.runs, m, t);
     }
     Ok(())
+}
+
+/// Benjamini-Hochberg over the cells' p-values at `level`.
+fn control_fdr(cells: &mut [Cmp], level: f64) {
+    let p: Vec<Option<f64>> = cells.iter().map(|c| c.report.comparison.p).collect();
+    for (c, d) in cells.iter_mut().zip(discoveries(&p, level)) {
+        c.fdr = d;
+    }
 }
 
 pub fn report(args: ReportArgs) -> anyhow::Result<()> {
     crate::export::check_writable("--html", &args.html)?;
     let mut sweep = read_cells(&args.dir)?;
-    if let Some(m) = args.metric {
-        rejudge(&mut sweep.comparisons, m)?;
+    if args.metric.is_some() || args.test.is_some() {
+        rejudge(&mut sweep.comparisons, args.metric, args.test)?;
+    }
+    if let Some(level) = args.fdr.level() {
+        control_fdr(&mut sweep.comparisons, level);
     }
     let cells = &sweep.comparisons;
     let layout = heatmap_layout(cells);

@@ -1,0 +1,66 @@
+//! `--a.X` and `--b.X`: what one side of `qbench compare` changes from the common flags.
+
+use clap::Args;
+use qbench_core::spec::SideOverrides;
+use qbench_core::units::ByteSize;
+use qbench_core::CcAlgo;
+
+use crate::cli::{parse_rwnd, MAX_CONNECTIONS};
+
+macro_rules! side_args {
+    ($name:ident, $cc:literal, $cap:literal, $init:literal, $rwnd:literal, $conns:literal, $streams:literal) => {
+        #[derive(Debug, Args)]
+        pub struct $name {
+            /// --cc for this side
+            #[arg(long = $cc, id = $cc, value_enum)]
+            pub cc: Option<CcAlgo>,
+            /// --cwnd-cap for this side
+            #[arg(long = $cap, id = $cap, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
+            pub cwnd_cap: Option<u32>,
+            /// --initial-cwnd for this side
+            #[arg(long = $init, id = $init, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
+            pub initial_cwnd: Option<u32>,
+            /// --rwnd for this side
+            #[arg(long = $rwnd, id = $rwnd, value_name = "BYTES", value_parser = parse_rwnd)]
+            pub rwnd: Option<ByteSize>,
+            /// --connections for this side
+            #[arg(long = $conns, id = $conns, value_parser = clap::value_parser!(u32).range(1..=MAX_CONNECTIONS))]
+            pub connections: Option<u32>,
+            /// --streams for this side
+            #[arg(long = $streams, id = $streams, value_parser = clap::value_parser!(u32).range(1..))]
+            pub streams: Option<u32>,
+        }
+
+        impl From<&$name> for SideOverrides {
+            fn from(s: &$name) -> Self {
+                SideOverrides {
+                    cc: s.cc,
+                    cwnd_cap: s.cwnd_cap,
+                    initial_cwnd: s.initial_cwnd,
+                    rwnd: s.rwnd,
+                    connections: s.connections,
+                    streams: s.streams,
+                }
+            }
+        }
+    };
+}
+
+side_args!(
+    SideA,
+    "a.cc",
+    "a.cwnd-cap",
+    "a.initial-cwnd",
+    "a.rwnd",
+    "a.connections",
+    "a.streams"
+);
+side_args!(
+    SideB,
+    "b.cc",
+    "b.cwnd-cap",
+    "b.initial-cwnd",
+    "b.rwnd",
+    "b.connections",
+    "b.streams"
+);
