@@ -1,9 +1,10 @@
 //! `qbench compare`: two configurations, back to back, round after round.
 
 use anyhow::Context;
-use qbench_core::compare::{AutoRoundsRecord, CompareReport, Verdict};
+use qbench_core::compare::{AutoRoundsRecord, CompareReport, DiscardedRound, Verdict};
 use qbench_core::effect::Test;
 use qbench_core::metric::Metric;
+use qbench_core::noise::STEAL_THRESHOLD_PCT;
 use qbench_core::rounds::{AutoRounds, Stopped};
 use qbench_core::spec::CompareSpec;
 use qbench_core::Stats;
@@ -27,6 +28,9 @@ pub struct Plan {
     /// What the rounds compare, and how.
     pub metric: Metric,
     pub test: Test,
+    /// Steal above this flags a run; `discard_noisy` runs such rounds again.
+    pub steal_threshold: f64,
+    pub discard_noisy: bool,
     pub outputs: Outputs,
 }
 
@@ -46,13 +50,17 @@ impl Plan {
             "--interval",
             "live intervals are printed by a single benchmark (qbench without a subcommand)",
         )?;
-        let plan = Self::new(
+        let mut plan = Self::new(
             &spec,
             (args.judge.metric, args.judge.test),
             &args.run.target(),
             args.run.link_choice(),
             args.run.outputs(),
         )?;
+        if let Some(t) = args.judge.steal_threshold {
+            plan.steal_threshold = t;
+        }
+        plan.discard_noisy = args.judge.discard_noisy;
         crate::tls::log_keys_to(args.run.keylog.as_deref())?;
         Ok(plan)
     }
@@ -116,6 +124,8 @@ impl Plan {
             auto: spec.auto_rounds,
             metric,
             test,
+            steal_threshold: STEAL_THRESHOLD_PCT,
+            discard_noisy: false,
             outputs,
         })
     }
@@ -222,6 +232,7 @@ fn table(r: &CompareReport) -> String {
         };
         out.push_str(&format!("  {:<20}auto, {how}\n", "rounds"));
     }
+    out.push_str(&noise_line(r));
     let better = if m.higher_is_better() {
         "higher"
     } else {
@@ -250,6 +261,41 @@ fn table(r: &CompareReport) -> String {
         }
     }
     out
+}
+
+/// Steal time and load over the rounds' runs, the noisy ones, and the rounds dropped.
+fn noise_line(r: &CompareReport) -> String {
+    let noise: Vec<_> =
+        r.a.runs
+            .iter()
+            .chain(&r.b.runs)
+            .filter_map(|run| run.noise.as_ref())
+            .collect();
+    if noise.is_empty() {
+        return String::new();
+    }
+    let max_steal = noise.iter().map(|n| n.steal_pct).fold(0.0, f64::max);
+    let busy = Stats::of(&noise.iter().map(|n| n.busy_pct).collect::<Vec<_>>()).median;
+    let noisy = noise.iter().filter(|n| n.noisy).count();
+    let mut line = format!(
+        "  {:<20}steal at most {max_steal:.1}%, machine busy {:.0}% (median); {noisy} of {} runs noisy",
+        "noise",
+        busy.unwrap_or(0.0),
+        noise.len()
+    );
+    if !r.discarded.is_empty() {
+        let steal: Vec<String> = r
+            .discarded
+            .iter()
+            .map(|d| format!("{:.0}%", d.steal_pct))
+            .collect();
+        line.push_str(&format!(
+            "; {} round(s) dropped and run again ({} steal)",
+            r.discarded.len(),
+            steal.join(", ")
+        ));
+    }
+    line + "\n"
 }
 
 /// The chosen test's effect with its interval, and its statistic.
@@ -319,6 +365,12 @@ fn plot_both(path: &std::path::Path, r: &CompareReport) -> anyhow::Result<()> {
     std::fs::write(path, svg).with_context(|| format!("--plot: writing {}", path.display()))
 }
 
+/// The larger steal share of the two sides' last runs, when either was noisy.
+fn noisy(a: &Side<'_>, b: &Side<'_>) -> Option<f64> {
+    let last = |s: &Side<'_>| s.runs.last().and_then(|r| r.noise.as_ref()).cloned();
+    qbench_core::noise::noisy_round(&[last(a), last(b)])
+}
+
 /// Runs the rounds; returns the first error when a side had incomplete runs.
 pub async fn run(
     plan: &Plan,
@@ -331,6 +383,8 @@ pub async fn run(
     prepared.prime_tcp_metrics(&[&plan.a, &plan.b]).await?;
     let mut a = Side::open(&plan.a, server(0), prepared, command.clone(), clock).await?;
     let mut b = Side::open(&plan.b, server(1), prepared, command, clock).await?;
+    a.steal_threshold = plan.steal_threshold;
+    b.steal_threshold = plan.steal_threshold;
     let rounds_of = |per_side: u64| per_side.saturating_mul(2 * u64::from(plan.rounds));
     let bar = match &plan.a.spec().load {
         Some(l) => time_bar(rounds_of(l.duration.as_millis() as u64)),
@@ -358,7 +412,9 @@ pub async fn run(
         Ok(r)
     };
     let mut stopped = None;
-    for round in 0..plan.rounds {
+    let mut discarded: Vec<DiscardedRound> = Vec::new();
+    let mut round = 0;
+    while round < plan.rounds {
         let a_first = round % 2 == 0;
         first.push(if a_first { "a" } else { "b" }.to_string());
         if a_first {
@@ -368,9 +424,20 @@ pub async fn run(
             b.run(round, &bar).await;
             a.run(round, &bar).await;
         }
+        if plan.discard_noisy && discarded.len() < plan.rounds as usize {
+            if let Some(steal_pct) = noisy(&a, &b) {
+                crate::tell!("round {round}: {steal_pct:.0}% steal time, dropped and run again");
+                a.discard_last();
+                b.discard_last();
+                first.pop();
+                discarded.push(DiscardedRound { round, steal_pct });
+                continue;
+            }
+        }
+        round += 1;
         if let Some(rule) = plan.auto {
             let so_far = build(&a, &b, &first, None)?;
-            stopped = rule.check(round + 1, so_far.comparison.effect.as_ref());
+            stopped = rule.check(round, so_far.comparison.effect.as_ref());
         }
         if stopped.is_some() {
             break;
@@ -382,7 +449,8 @@ pub async fn run(
     bar.finish_and_clear();
     a.finish().await;
     b.finish().await;
-    let report = build(&a, &b, &first, stopped)?;
+    let mut report = build(&a, &b, &first, stopped)?;
+    report.discarded = discarded;
     if let Some(dest) = &json {
         write_json(dest, &report)?;
     }

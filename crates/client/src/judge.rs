@@ -45,6 +45,16 @@ pub struct JudgeArgs {
     /// (difference of means, as IMC'17) or bootstrap (of medians)
     #[arg(long, value_enum, default_value_t = DEFAULT_TEST)]
     pub test: Test,
+
+    /// A run during which other guests took more than this share of the machine's CPU
+    /// (steal time, /proc/stat) is flagged as noisy [default: 10%]
+    #[arg(long, value_name = "PCT", value_parser = parse_precision_arg)]
+    pub steal_threshold: Option<f64>,
+
+    /// Drop a round in which either side's run was noisy and run it again (at most as many
+    /// times as there are rounds; the report lists the dropped rounds)
+    #[arg(long)]
+    pub discard_noisy: bool,
 }
 
 /// Default of `--fdr`.

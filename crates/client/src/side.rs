@@ -4,6 +4,9 @@
 use std::sync::Arc;
 
 use crate::cpu::process_cpu;
+use qbench_core::noise::{
+    forwarder_deltas, parse_proc_stat, CpuStat, RunNoise, STEAL_THRESHOLD_PCT,
+};
 use qbench_core::{CpuTimes, Report, ReportMeta, RunCpu, RunReport, ToolInfo};
 use qbench_server::InProcess;
 use qbench_shaper::Topology;
@@ -31,6 +34,14 @@ pub(crate) struct Side<'a> {
     /// `--shard` and `--start-at`, recorded in every report written.
     pub shard: Option<qbench_core::report::ShardRecord>,
     pub start: Option<qbench_core::start::StartRecord>,
+    /// Steal above this (percent) flags a run as noisy.
+    pub steal_threshold: f64,
+}
+
+/// The machine's CPU counters, or `None` where `/proc/stat` cannot be read or parsed (the run
+/// then records no noise; it is not worth failing a measurement for).
+fn machine_cpu() -> Option<CpuStat> {
+    parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?).ok()
 }
 
 /// What a report says about how it was produced, fixed before the first run.
@@ -140,6 +151,7 @@ impl<'a> Side<'a> {
             runs: Vec::new(),
             shard: None,
             start: None,
+            steal_threshold: STEAL_THRESHOLD_PCT,
         })
     }
 
@@ -176,9 +188,20 @@ impl<'a> Side<'a> {
 
     /// One run; its report is appended to `runs` and returned.
     pub(crate) async fn run(&mut self, index: u32, bar: &indicatif::ProgressBar) -> &RunReport {
+        let (m0, f0) = (machine_cpu(), self.link.map(Topology::forwarder_stats));
         let (p0, s0) = self.cpu_now();
         let mut rep = self.runner.run(index, bar).await;
         let (p1, s1) = self.cpu_now();
+        let (m1, f1) = (machine_cpu(), self.link.map(Topology::forwarder_stats));
+        rep.noise = m0
+            .zip(m1)
+            .and_then(|(a, b)| RunNoise::between(&a, &b, self.steal_threshold))
+            .map(|mut n| {
+                if let Some((a, b)) = f0.zip(f1) {
+                    n.forwarders = forwarder_deltas(&a, &b);
+                }
+                n
+            });
         let server = s0.zip(s1).map(|(a, b)| b.since(&a));
         let process = p1.since(&p0);
         let client = match server {
@@ -201,6 +224,11 @@ impl<'a> Side<'a> {
         r.shard = self.shard.clone();
         r.start = self.start.clone();
         Ok(r)
+    }
+
+    /// Drops the last run (a noisy round to be run again).
+    pub(crate) fn discard_last(&mut self) -> Option<RunReport> {
+        self.runs.pop()
     }
 
     /// The first error of any run, for the one-line message.

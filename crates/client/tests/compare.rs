@@ -285,3 +285,46 @@ fn auto_rounds_stop_at_the_precision_or_the_maximum() {
         }
     }
 }
+
+/// Every run long enough to span clock ticks records the machine's steal time and load; a
+/// threshold no run can exceed keeps every round, and a bad threshold is refused.
+#[test]
+fn noise_is_recorded_per_run() {
+    let (code, stderr, json) = compare(&[
+        "--protos",
+        "h2,h3",
+        "--objects",
+        "1x100MB",
+        "--rounds",
+        "2",
+        "--steal-threshold",
+        "100%",
+        "--discard-noisy",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let j = json.unwrap();
+    assert!(j.get("discarded").is_none());
+    for side in ["a", "b"] {
+        for run in j[side]["runs"].as_array().unwrap() {
+            let n = &run["noise"];
+            let steal = n["steal_pct"].as_f64().unwrap();
+            let busy = n["busy_pct"].as_f64().unwrap();
+            assert!(
+                (0.0..=100.0).contains(&steal) && (0.0..=100.0).contains(&busy),
+                "{n}"
+            );
+            assert_eq!(n["noisy"], false);
+            assert!(n["ticks"].as_u64().unwrap() > 0, "{n}");
+        }
+    }
+    assert!(
+        stderr.contains("noise") && stderr.contains("0 of 4 runs noisy"),
+        "{stderr}"
+    );
+    let (code, stderr, _) = compare(&["--protos", "h2,h3", "--steal-threshold", "0%"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.lines().next().unwrap().contains("--steal-threshold"),
+        "{stderr}"
+    );
+}

@@ -340,6 +340,46 @@ fn report_says_when_the_delay_path_may_limit_the_link() {
     }
 }
 
+/// The userspace forwarders' counters are recorded per run (over that run alone), beside
+/// the link's totals.
+#[test]
+fn forwarder_counters_per_run() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = qbench(&[
+        "--proto",
+        "h2",
+        "--objects",
+        "1x2MB",
+        "--runs",
+        "2",
+        "--backend",
+        "userspace",
+        "--link",
+        "rate=50mbit,rtt=10ms",
+    ]);
+    assert_complete(&r, 2, 1, 2_000_000);
+    let j = r.json.unwrap();
+    let total = |name: &str, stats: &Value| -> u64 {
+        stats
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f[0].as_str().is_some_and(|n| n.ends_with(name)))
+            .map(|f| f[1]["bytes"].as_u64().unwrap())
+            .unwrap()
+    };
+    let mut sum = 0;
+    for run in j["runs"].as_array().unwrap() {
+        let f = &run["noise"]["forwarders"];
+        assert_eq!(f.as_array().unwrap().len(), 2, "{run}");
+        let down = total("dn", f);
+        // The body and its framing crossed the downlink during the run, once.
+        assert!((2_000_000..3_000_000).contains(&down), "{down}");
+        sum += down;
+    }
+    assert!(sum <= total("dn", &j["link"]["forwarders"]));
+}
+
 #[test]
 fn tcp_initial_window_and_offloads_off() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -105,6 +105,14 @@ impl Comparison {
     }
 }
 
+/// A round dropped because a side's run was noisy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DiscardedRound {
+    pub round: u32,
+    /// The larger of the two runs' steal time, in percent.
+    pub steal_pct: f64,
+}
+
 /// How `--rounds auto` went.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AutoRoundsRecord {
@@ -123,6 +131,10 @@ pub struct CompareReport {
     /// With `--rounds auto`: the rule and why the rounds stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_rounds: Option<AutoRoundsRecord>,
+    /// With `--discard-noisy`: rounds dropped for steal time above the threshold, and run
+    /// again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub discarded: Vec<DiscardedRound>,
     pub label_a: String,
     pub label_b: String,
     /// Which side went first in each round (alternating).
@@ -147,6 +159,7 @@ impl CompareReport {
             schema_version: SCHEMA_VERSION,
             rounds,
             auto_rounds: None,
+            discarded: Vec::new(),
             label_a: labels.0,
             label_b: labels.1,
             first,

@@ -18,6 +18,7 @@ pub mod load;
 pub mod load_report;
 pub mod merge;
 pub mod metric;
+pub mod noise;
 pub mod nonparam;
 pub mod recorder;
 pub mod report;

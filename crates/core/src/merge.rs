@@ -406,6 +406,12 @@ impl<'a> Parts<'a> {
             load: self.load(completed)?,
             intervals: self.intervals()?,
             client: self.client()?,
+            // A merged run is as noisy as its noisiest shard.
+            noise: self
+                .runs
+                .iter()
+                .filter_map(|(_, r)| r.noise.clone())
+                .max_by(|a, b| a.steal_pct.total_cmp(&b.steal_pct)),
         })
     }
 }

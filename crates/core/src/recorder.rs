@@ -304,6 +304,7 @@ impl Recorder {
             load: load.map(|(l, _)| l),
             intervals: self.intervals,
             client: None,
+            noise: None,
         }
     }
 }

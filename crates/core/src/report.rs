@@ -116,6 +116,9 @@ pub struct RunReport {
     /// The client's own load, and whether it may have limited the result.
     #[serde(default)]
     pub client: Option<ClientLoad>,
+    /// What the machine (steal, load) and the link's forwarders did during the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<crate::noise::RunNoise>,
 }
 
 /// Facts about the machine a report was produced on.

@@ -198,6 +198,14 @@ impl Topology {
         self.backend
     }
 
+    /// Each forwarder's counters now (none with the kernel's qdiscs).
+    pub fn forwarder_stats(&self) -> Vec<(String, qbench_core::link_report::ForwarderStats)> {
+        self.forwarders
+            .iter()
+            .map(|(n, f)| (n.clone(), f.stats()))
+            .collect()
+    }
+
     pub fn report(&self) -> LinkReport {
         LinkReport {
             spec: self.link.clone(),
@@ -205,11 +213,7 @@ impl Topology {
             capabilities: self.caps.clone(),
             namespaces: self.names.clone(),
             commands: self.executed.clone(),
-            forwarders: self
-                .forwarders
-                .iter()
-                .map(|(n, f)| (n.clone(), f.stats()))
-                .collect(),
+            forwarders: self.forwarder_stats(),
             rate_changes: self.rates.as_ref().map(|r| r.changes()).unwrap_or_default(),
             notes: self.notes(),
         }

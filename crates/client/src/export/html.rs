@@ -350,7 +350,7 @@ fn verdict_text(r: &CompareReport) -> String {
 
 fn cell_table(cells: &[Cmp]) -> String {
     let mut html = String::new();
-    let _ = writeln!(html, "<h2>Cells</h2><table><tr><th>cell</th><th>A</th><th>B</th><th>metric</th><th>rounds</th><th>mean A</th><th>mean B</th><th>diff of means (B better +)</th><th>test</th><th>effect [95% interval]</th><th>p</th><th>q (FDR)</th><th>verdict</th></tr>");
+    let _ = writeln!(html, "<h2>Cells</h2><table><tr><th>cell</th><th>A</th><th>B</th><th>metric</th><th>rounds</th><th>mean A</th><th>mean B</th><th>diff of means (B better +)</th><th>test</th><th>effect [95% interval]</th><th>p</th><th>q (FDR)</th><th>noisy runs, rounds dropped</th><th>verdict</th></tr>");
     for c in cells {
         let r = &c.report;
         let cmp = &r.comparison;
@@ -390,12 +390,18 @@ fn cell_table(cells: &[Cmp]) -> String {
             ),
             None => r.rounds.to_string(),
         };
-        let _ = writeln!(html, "<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        let noisy =
+            r.a.runs
+                .iter()
+                .chain(&r.b.runs)
+                .filter(|run| run.noise.as_ref().is_some_and(|n| n.noisy))
+                .count();
+        let _ = writeln!(html, "<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{noisy}, {}</td><td>{}</td></tr>",
             esc(&c.cell.label()),
             esc(&r.label_a), esc(&r.label_b), m.name(), rounds, mean(m, &cmp.a), mean(m, &cmp.b),
             pct(cmp.diff_pct), cmp.test.name(), effect,
             cmp.p.map_or("-".into(), |p| format!("{p:.2e}")),
-            q, esc(&verdict));
+            q, r.discarded.len(), esc(&verdict));
     }
     html.push_str("</table>");
     html

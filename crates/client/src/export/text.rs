@@ -126,6 +126,15 @@ fn client_lines(report: &Report, line: &mut dyn FnMut(&str, String)) {
                 format!("the client may have limited run {}: {why}", r.index),
             );
         }
+        if let Some(n) = r.noise.as_ref().filter(|n| n.noisy) {
+            line(
+                "WARNING",
+                format!(
+                    "run {}: {:.0}% of the machine's CPU time was stolen by other guests",
+                    r.index, n.steal_pct
+                ),
+            );
+        }
     }
 }
 
