@@ -443,7 +443,9 @@ pub async fn run(
             break;
         }
         if let Some(Dest::File(path)) = &json {
-            write_json(&Dest::File(path.clone()), &build(&a, &b, &first, None)?)?;
+            let mut so_far = build(&a, &b, &first, None)?;
+            so_far.discarded.clone_from(&discarded);
+            write_json(&Dest::File(path.clone()), &so_far)?;
         }
     }
     bar.finish_and_clear();

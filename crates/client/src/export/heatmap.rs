@@ -55,10 +55,11 @@ fn hover(f: &Cmp) -> String {
         let _ = write!(t, "; p {p:.2e}");
     }
     if let Some((q, kept)) = f.fdr {
+        let dropped = !kept && c.verdict != Verdict::Inconclusive;
         let _ = write!(
             t,
             "; q {q:.2e}{}",
-            if kept { "" } else { " (not kept by FDR)" }
+            if dropped { " (not kept by FDR)" } else { "" }
         );
     }
     t
