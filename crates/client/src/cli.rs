@@ -266,6 +266,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
     pub initial_cwnd: Option<u32>,
 
+    /// Packets that may overtake one before it is declared lost: QUIC's packet threshold
+    /// (quinn, both ends), TCP's net.ipv4.tcp_reordering in the server's namespace (--link)
+    /// [default: 3, the stacks' own]
+    #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub reorder_threshold: Option<u32>,
+
     /// Cap the client's receive window: QUIC stream and connection windows, HTTP/2 windows,
     /// TCP SO_RCVBUF and TCP_WINDOW_CLAMP (e.g. 64KiB)
     #[arg(long, value_name = "BYTES", value_parser = parse_rwnd)]
@@ -436,6 +442,7 @@ impl RunArgs {
             cc: self.cc,
             cwnd_cap: self.cwnd_cap,
             initial_cwnd: self.initial_cwnd,
+            reorder_threshold: self.reorder_threshold,
             rwnd: self.rwnd,
             sample_interval: self.sample_interval,
             telemetry: !self.no_telemetry,

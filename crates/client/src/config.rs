@@ -236,6 +236,12 @@ fn check_spec(s: &RunSpec) -> Result<(), ConfigError> {
     {
         return Err(bad("--rwnd", "must be between 1KiB and 4GiB"));
     }
+    if s.proto != Protocol::H3 && s.link.is_none() && s.reorder_threshold.is_some() {
+        return Err(bad(
+            "--reorder-threshold",
+            "TCP's is net.ipv4.tcp_reordering, set in the server's own namespace and never on this host: use --link, or h3",
+        ));
+    }
     if s.proto != Protocol::H3 && s.link.is_none() {
         for (flag, given) in [
             ("--cwnd-cap", s.cwnd_cap.is_some()),
@@ -262,6 +268,7 @@ fn server_options(s: &RunSpec) -> ServerOptions {
     if s.proto.is_quic() {
         o.cwnd_cap = s.cwnd_cap;
         o.initial_cwnd = s.initial_cwnd;
+        o.reorder_threshold = s.reorder_threshold;
     }
     if s.link.is_some() {
         let addr = qbench_shaper::plan::SERVER_ADDR;
@@ -334,6 +341,7 @@ impl Config {
                 ("--cc", spec.cc.is_some()),
                 ("--cwnd-cap", spec.cwnd_cap.is_some()),
                 ("--initial-cwnd", spec.initial_cwnd.is_some()),
+                ("--reorder-threshold", spec.reorder_threshold.is_some()),
             ] {
                 if given {
                     return Err(bad(
@@ -388,6 +396,7 @@ impl Config {
             offloads: link.offloads,
             tcp_cwnd_cap: spec.cwnd_cap.filter(|_| tcp),
             tcp_initial_cwnd: spec.initial_cwnd.filter(|_| tcp),
+            tcp_reordering: spec.reorder_threshold.filter(|_| tcp),
             id: None,
         });
         Ok(Self {

@@ -104,6 +104,7 @@ impl Prepared {
                 server_name: self.server_host.clone(),
                 timeout: cfg.spec().timeout,
                 rwnd: None,
+                reorder_threshold: None,
             };
             TlsTcp::new(endpoint, tls, None, alpn, false)
                 .prime()
@@ -199,6 +200,7 @@ pub(crate) async fn peer(
                 .spec
                 .rwnd
                 .map(|r| u32::try_from(r.0).unwrap_or(u32::MAX)),
+            reorder_threshold: run.spec.reorder_threshold,
         },
         origin,
         trust,

@@ -44,6 +44,11 @@ fn run_flags(s: &RunSpec, args: &mut Vec<String>) {
     push(args, "cc", s.cc.map(|c| c.to_string()));
     push(args, "cwnd-cap", s.cwnd_cap.map(|c| c.to_string()));
     push(args, "initial-cwnd", s.initial_cwnd.map(|c| c.to_string()));
+    push(
+        args,
+        "reorder-threshold",
+        s.reorder_threshold.map(|c| c.to_string()),
+    );
     push(args, "rwnd", s.rwnd.map(|c| c.0.to_string()));
     push(
         args,

@@ -274,3 +274,25 @@ fn connections_beyond_the_descriptor_limit() {
     assert!(err.contains("RLIMIT_NOFILE is 512"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+/// `--reorder-threshold`: 1 to 1000 packets; TCP's only behind a link (a namespace's sysctl),
+/// and only for the in-process server.
+#[test]
+fn bad_reorder_thresholds() {
+    for args in [
+        &["--reorder-threshold", "0"][..],
+        &["--reorder-threshold", "1001"][..],
+        &["--reorder-threshold", "many"][..],
+        &["--proto", "h2", "--reorder-threshold", "10"][..],
+        &["--proto", "h1", "--reorder-threshold", "10"][..],
+        &[
+            "--target",
+            "https://127.0.0.1:9",
+            "--reorder-threshold",
+            "10",
+        ][..],
+    ] {
+        rejected(args, "--reorder-threshold");
+        assert_eq!(common::qbench_plain(args).code, Some(2), "{args:?}");
+    }
+}

@@ -95,6 +95,7 @@ fn with_link<T>(spec: &str, f: impl FnOnce(&str) -> T) -> T {
         offloads: qbench_shaper::Offloads::Default,
         tcp_cwnd_cap: None,
         tcp_initial_cwnd: None,
+        tcp_reordering: None,
         id: None,
     };
     let topo = qbench_shaper::Topology::up(spec.parse().unwrap(), &opts).expect("link up (root)");
@@ -378,6 +379,95 @@ fn forwarder_counters_per_run() {
         sum += down;
     }
     assert!(sum <= total("dn", &j["link"]["forwarders"]));
+}
+
+/// QUIC's packet threshold reaches quinn on both ends: under jitter that reorders and no
+/// loss, the server's sender declares packets lost that were only overtaken at threshold 3,
+/// and far fewer at 1000.
+#[test]
+fn reorder_threshold_reaches_quinn() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lost = |threshold: &str| -> u64 {
+        let r = qbench(&[
+            "--proto",
+            "h3",
+            "--objects",
+            "1x4MB",
+            "--reorder-threshold",
+            threshold,
+            "--link",
+            "rate=100mbit,rtt=20ms,jitter=5ms",
+        ]);
+        assert_complete(&r, 1, 1, 4_000_000);
+        let j = r.json.unwrap();
+        assert_eq!(
+            j["config"]["reorder_threshold"],
+            threshold.parse::<u64>().unwrap()
+        );
+        let run = &j["runs"][0];
+        let dropped: u64 = run["noise"]["forwarders"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f[1]["dropped"].as_u64().unwrap())
+            .sum();
+        assert_eq!(dropped, 0, "the link lost nothing: {run}");
+        run["telemetry"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                t["samples"].as_array().unwrap().last().unwrap()["lost_packets"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .sum()
+    };
+    let (three, thousand) = (lost("3"), lost("1000"));
+    assert!(three > 0, "reordering made spurious losses at threshold 3");
+    assert!(
+        thousand < three,
+        "threshold 1000: {thousand} lost, threshold 3: {three}"
+    );
+}
+
+/// TCP's threshold is the server namespace's net.ipv4.tcp_reordering: set there, read back
+/// into the report, and the host's own left as it was.
+#[test]
+fn tcp_reordering_is_set_in_the_server_namespace_only() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let host = || std::fs::read_to_string("/proc/sys/net/ipv4/tcp_reordering").unwrap();
+    let before = host();
+    let r = qbench(&[
+        "--proto",
+        "h2",
+        "--objects",
+        "1x100KB",
+        "--reorder-threshold",
+        "57",
+        "--link",
+        "rtt=10ms",
+    ]);
+    assert_complete(&r, 1, 1, 100_000);
+    let link = &r.json.as_ref().unwrap()["link"];
+    let commands: Vec<&str> = link["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        commands
+            .iter()
+            .any(|c| c.contains("-s sysctl -qw net.ipv4.tcp_reordering=57")),
+        "{commands:?}"
+    );
+    let notes = link["notes"].to_string();
+    assert!(
+        notes.contains("net.ipv4.tcp_reordering = 57 (read back)"),
+        "{notes}"
+    );
+    assert_eq!(host(), before);
 }
 
 #[test]

@@ -82,6 +82,8 @@ pub struct Base {
     pub streams: Option<u32>,
     pub cc: Option<String>,
     pub cwnd_cap: Option<u32>,
+    /// As `--reorder-threshold`.
+    pub reorder_threshold: Option<u32>,
     pub timeout: Option<String>,
     /// Hold a load in every cell (as `--duration`, e.g. "30s"), after `warmup`.
     pub duration: Option<String>,
@@ -123,6 +125,8 @@ pub struct Axes {
     pub cc: Option<Vec<String>>,
     pub b_cwnd_cap: Option<Vec<u32>>,
     pub zero_rtt: Option<Vec<bool>>,
+    /// `--reorder-threshold` of both sides (QUIC's packet threshold, TCP's tcp_reordering).
+    pub reorder_threshold: Option<Vec<u32>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -206,6 +210,7 @@ impl Scenario {
             ("cc", s(&a.cc)),
             ("b_cwnd_cap", n(&a.b_cwnd_cap)),
             ("zero_rtt", b(&a.zero_rtt)),
+            ("reorder_threshold", n(&a.reorder_threshold)),
             ("request_rate", s(&a.request_rate)),
             ("rate", s(&a.rate)),
             ("rtt", s(&a.rtt)),
@@ -270,6 +275,16 @@ impl Scenario {
             run.cc = Some(v.parse::<CcAlgo>().map_err(|e| field("cc", e))?);
         }
         run.cwnd_cap = b.cwnd_cap.or(run.cwnd_cap);
+        run.reorder_threshold = match p.get("reorder_threshold") {
+            Some(v) => Some(v.parse().map_err(|e| field("reorder_threshold", e))?),
+            None => b.reorder_threshold,
+        };
+        if run
+            .reorder_threshold
+            .is_some_and(|n| !(1..=1000).contains(&n))
+        {
+            return Err(field("reorder_threshold", "1 to 1000 packets"));
+        }
         if let Some(v) = &b.timeout {
             run.timeout =
                 parse_duration("base.timeout", v).map_err(|e| field("base.timeout", e))?;

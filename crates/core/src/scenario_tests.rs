@@ -298,6 +298,32 @@ fn bad_rounds_name_their_field() {
     assert!(err.to_string().contains("student"), "{err}");
 }
 
+#[test]
+fn reorder_threshold_axis_sets_both_sides() {
+    let s = Scenario::parse(
+        "name = \"x\"\n[base]\nprotos = \"h2,h3\"\nlink = \"rtt=112ms,jitter=10ms\"\n[axes]\nreorder_threshold = [3, 100]\n",
+    )
+    .unwrap();
+    let got: Vec<Option<u32>> = s
+        .cells()
+        .unwrap()
+        .iter()
+        .map(|c| match &c.spec {
+            CellSpec::Compare(c) => c.base.reorder_threshold,
+            CellSpec::Compete(_) => None,
+        })
+        .collect();
+    assert_eq!(got, vec![Some(3), Some(100)]);
+    for bad in [
+        "[base]\nreorder_threshold = 0",
+        "[base]\n[axes]\nreorder_threshold = [1001]",
+    ] {
+        let s = Scenario::parse(&format!("name = \"x\"\n{bad}\n")).unwrap();
+        let err = s.cells().unwrap_err().to_string();
+        assert!(err.starts_with("reorder_threshold: 1 to 1000"), "{err}");
+    }
+}
+
 proptest::proptest! {
     #[test]
     fn scenario_parser_never_panics(text in "\\PC{0,200}") {

@@ -34,6 +34,11 @@ pub struct RunSpec {
     pub cc: Option<CcAlgo>,
     pub cwnd_cap: Option<u32>,
     pub initial_cwnd: Option<u32>,
+    /// Packets a later one may overtake before an earlier one is declared lost: quinn's
+    /// `packet_threshold` (both ends), and for TCP the server namespace's
+    /// `net.ipv4.tcp_reordering` (with `--link`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reorder_threshold: Option<u32>,
     pub rwnd: Option<ByteSize>,
     #[serde(rename = "sample_interval_us", with = "us")]
     #[schemars(with = "u64")]
@@ -77,6 +82,7 @@ impl Default for RunSpec {
             cc: None,
             cwnd_cap: None,
             initial_cwnd: None,
+            reorder_threshold: None,
             rwnd: None,
             sample_interval: Duration::from_millis(10),
             telemetry: true,

@@ -34,6 +34,9 @@ pub fn transport(opts: &ServerOptions) -> quinn::TransportConfig {
         opts.initial_window_bytes(),
         opts.cwnd_cap.map(u64::from),
     ));
+    if let Some(n) = opts.reorder_threshold {
+        t.packet_threshold(n);
+    }
     t
 }
 

@@ -153,6 +153,11 @@ impl Server {
                     flag: "--initial-cwnd",
                 });
             }
+            if opts.reorder_threshold.is_some() {
+                return Err(ServerError::TcpCap {
+                    flag: "--reorder-threshold",
+                });
+            }
         }
         let key_log = match &opts.keylog {
             Some(path) => {

@@ -69,6 +69,11 @@ pub struct ServerOptions {
     #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
     pub initial_cwnd: Option<u32>,
 
+    /// Packets that may overtake one before QUIC declares it lost (quinn's packet threshold)
+    /// [default: 3]
+    #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub reorder_threshold: Option<u32>,
+
     /// Sample sender telemetry (cwnd, RTT, losses...) this often; 0 turns it off
     #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
     pub sample_interval: Duration,

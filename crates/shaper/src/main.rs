@@ -39,6 +39,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 offloads,
                 tcp_cwnd_cap,
                 tcp_initial_cwnd: None,
+                tcp_reordering: None,
                 id,
             };
             if dry {

@@ -108,6 +108,8 @@ pub struct PlanOptions {
     pub tcp_cwnd_cap: Option<u32>,
     /// TCP initial window in packets, on the same route.
     pub tcp_initial_cwnd: Option<u32>,
+    /// `net.ipv4.tcp_reordering` in the server's namespace (per namespace since Linux 4.x).
+    pub tcp_reordering: Option<u32>,
 }
 
 /// tbf's burst: enough for the timer granularity at this rate, at least a few full packets.
@@ -407,6 +409,12 @@ pub fn up(names: &Names, link: &LinkSpec, opts: &PlanOptions) -> Vec<Cmd> {
             }
         }
     }
+    if let Some(n) = opts.tcp_reordering {
+        v.push(Cmd::new(
+            Some(names.server.as_str()),
+            &["sysctl", "-qw", &format!("net.ipv4.tcp_reordering={n}")],
+        ));
+    }
     if opts.tcp_cwnd_cap.is_some() || opts.tcp_initial_cwnd.is_some() {
         v.extend(tcp_route_metrics(
             names,
@@ -494,6 +502,7 @@ mod tests {
             nft: true,
             tcp_cwnd_cap: None,
             tcp_initial_cwnd: None,
+            tcp_reordering: None,
         }
     }
 

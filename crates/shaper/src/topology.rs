@@ -37,6 +37,11 @@ pub enum ShaperError {
     Rate(#[from] RateError),
     #[error("starting the userspace forwarder on {tun}: {source}")]
     Forwarder { tun: String, source: std::io::Error },
+    #[error("reading {key} back in the server's namespace: {source}")]
+    ReadBack {
+        key: &'static str,
+        source: std::io::Error,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -53,6 +58,8 @@ pub struct TopologyOptions {
     pub offloads: Offloads,
     pub tcp_cwnd_cap: Option<u32>,
     pub tcp_initial_cwnd: Option<u32>,
+    /// `net.ipv4.tcp_reordering` in the server's namespace.
+    pub tcp_reordering: Option<u32>,
     /// Namespace id; random when `None`.
     pub id: Option<String>,
 }
@@ -68,6 +75,8 @@ pub struct Topology {
     executed: Vec<String>,
     forwarders: Vec<(String, Forwarder)>,
     rates: Option<RateController>,
+    /// Sysctls set in the server's namespace, as read back there.
+    server_sysctls: Vec<(String, String)>,
 }
 
 fn random_id() -> String {
@@ -99,6 +108,7 @@ fn plan_options(opts: &TopologyOptions, caps: &Capabilities) -> PlanOptions {
         nft: caps.nft,
         tcp_cwnd_cap: opts.tcp_cwnd_cap,
         tcp_initial_cwnd: opts.tcp_initial_cwnd,
+        tcp_reordering: opts.tcp_reordering,
     }
 }
 
@@ -135,12 +145,22 @@ impl Topology {
             executed: Vec::new(),
             forwarders: Vec::new(),
             rates: None,
+            server_sysctls: Vec::new(),
         };
         // From here on, Drop tears down whatever part was built.
         let mut exec = Executor::default();
         let result = exec.run_all(&plan::up(&names, &link, &plan_opts));
         topo.executed = exec.done;
         result?;
+        if plan_opts.tcp_reordering.is_some() {
+            let key = "net.ipv4.tcp_reordering";
+            let out = std::process::Command::new("ip")
+                .args(["netns", "exec", &names.server, "sysctl", "-n", key])
+                .output()
+                .map_err(|source| ShaperError::ReadBack { key, source })?;
+            let value = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            topo.server_sysctls.push((key.to_string(), value));
+        }
         if backend == Backend::Userspace {
             topo.start_forwarders(!plan_opts.nft)?;
         }
@@ -221,6 +241,9 @@ impl Topology {
 
     fn notes(&self) -> Vec<String> {
         let mut notes = vec![L2_NOTE.to_string()];
+        for (k, v) in &self.server_sysctls {
+            notes.push(format!("server namespace: {k} = {v} (read back)"));
+        }
         if !self.forwarders.is_empty() {
             for (dir, d) in self.link.directions() {
                 let peak = d.rate.as_ref().and_then(|r| r.peak());

@@ -48,13 +48,16 @@ pub(crate) fn qlog_to(dir: &std::path::Path, sample: f64) {
     let _ = QLOG.set(qbench_server::qlog::QlogDir::new(dir, sample, "client"));
 }
 
-fn transport(timeout: Duration, rwnd: Option<u32>) -> quinn::TransportConfig {
+fn transport(e: &Endpoint) -> quinn::TransportConfig {
     let mut t = quinn::TransportConfig::default();
-    t.stream_receive_window(quinn::VarInt::from_u32(rwnd.unwrap_or(STREAM_WINDOW)));
-    if let Some(r) = rwnd {
+    t.stream_receive_window(quinn::VarInt::from_u32(e.rwnd.unwrap_or(STREAM_WINDOW)));
+    if let Some(r) = e.rwnd {
         t.receive_window(quinn::VarInt::from_u32(r));
     }
-    t.max_idle_timeout(timeout.try_into().ok());
+    t.max_idle_timeout(e.timeout.try_into().ok());
+    if let Some(n) = e.reorder_threshold {
+        t.packet_threshold(n);
+    }
     t
 }
 
@@ -101,7 +104,7 @@ impl H3 {
         Ok(Self {
             endpoint,
             crypto: Arc::new(crypto),
-            transport: Arc::new(transport(target.timeout, target.rwnd)),
+            transport: Arc::new(transport(&target)),
             target,
             clock,
             zero_rtt,
@@ -124,7 +127,7 @@ impl H3 {
             seen: peer.clone(),
         }));
         let qlogged = QLOG.get().and_then(|q| q.next(None)).map(|(stream, _)| {
-            let mut tc = transport(t.timeout, t.rwnd);
+            let mut tc = transport(t);
             tc.qlog_stream(Some(stream));
             Arc::new(tc)
         });

@@ -95,6 +95,8 @@ pub(crate) struct Endpoint {
     pub timeout: Duration,
     /// Receive-window cap in bytes (`--rwnd`).
     pub rwnd: Option<u32>,
+    /// QUIC's packet threshold (`--reorder-threshold`).
+    pub reorder_threshold: Option<u32>,
 }
 
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
