@@ -4,7 +4,7 @@ use anyhow::Context;
 use qbench_core::compare::{AutoRoundsRecord, CompareReport, DiscardedRound, Verdict};
 use qbench_core::effect::Test;
 use qbench_core::metric::Metric;
-use qbench_core::noise::STEAL_THRESHOLD_PCT;
+use qbench_core::noise::{Losses, STEAL_THRESHOLD_PCT};
 use qbench_core::rounds::{AutoRounds, Stopped};
 use qbench_core::spec::CompareSpec;
 use qbench_core::Stats;
@@ -233,6 +233,7 @@ fn table(r: &CompareReport) -> String {
         out.push_str(&format!("  {:<20}auto, {how}\n", "rounds"));
     }
     out.push_str(&noise_line(r));
+    out.push_str(&losses_line(r));
     let better = if m.higher_is_better() {
         "higher"
     } else {
@@ -296,6 +297,29 @@ fn noise_line(r: &CompareReport) -> String {
         ));
     }
     line + "\n"
+}
+
+/// Median per round of the losses each side's sender declared and the link dropped, when
+/// both are known (telemetry and a userspace link).
+fn losses_line(r: &CompareReport) -> String {
+    let side = |rep: &qbench_core::Report| -> Option<String> {
+        let l: Vec<Losses> = rep.runs.iter().filter_map(Losses::of).collect();
+        let med = |f: fn(&Losses) -> u64| {
+            Stats::of(&l.iter().map(|x| f(x) as f64).collect::<Vec<_>>()).median
+        };
+        Some(format!(
+            "{:.0} declared lost, {:.0} dropped by the link",
+            med(|x| x.declared)?,
+            med(|x| x.dropped)?
+        ))
+    };
+    match (side(&r.a), side(&r.b)) {
+        (Some(a), Some(b)) => format!(
+            "  {:<20}A: {a}; B: {b} (median per round; declared - dropped were reordering)\n",
+            "losses"
+        ),
+        _ => String::new(),
+    }
 }
 
 /// The chosen test's effect with its interval, and its statistic.

@@ -381,53 +381,63 @@ fn forwarder_counters_per_run() {
     assert!(sum <= total("dn", &j["link"]["forwarders"]));
 }
 
-/// QUIC's packet threshold reaches quinn on both ends: under jitter that reorders and no
-/// loss, the server's sender declares packets lost that were only overtaken at threshold 3,
-/// and far fewer at 1000.
+/// Across a link, `--reorder-threshold` is recorded in the report and the run completes.
+/// That quinn's loss detection uses it is shown where it is observable without noise: the
+/// transport configs' own tests (server h3srv.rs, client transport/h3.rs). Counting losses
+/// here cannot tell the threshold's from the time threshold's or the kernel's drops under
+/// load, and quinn 0.11's qlog labels every loss "reordering_threshold".
 #[test]
-fn reorder_threshold_reaches_quinn() {
+fn reorder_threshold_is_recorded_across_a_link() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let lost = |threshold: &str| -> u64 {
-        let r = qbench(&[
-            "--proto",
-            "h3",
-            "--objects",
-            "1x4MB",
-            "--reorder-threshold",
-            threshold,
-            "--link",
-            "rate=100mbit,rtt=20ms,jitter=5ms",
-        ]);
-        assert_complete(&r, 1, 1, 4_000_000);
-        let j = r.json.unwrap();
-        assert_eq!(
-            j["config"]["reorder_threshold"],
-            threshold.parse::<u64>().unwrap()
-        );
-        let run = &j["runs"][0];
-        let dropped: u64 = run["noise"]["forwarders"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| f[1]["dropped"].as_u64().unwrap())
-            .sum();
-        assert_eq!(dropped, 0, "the link lost nothing: {run}");
-        run["telemetry"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| {
-                t["samples"].as_array().unwrap().last().unwrap()["lost_packets"]
-                    .as_u64()
-                    .unwrap()
-            })
-            .sum()
-    };
-    let (three, thousand) = (lost("3"), lost("1000"));
-    assert!(three > 0, "reordering made spurious losses at threshold 3");
+    let r = qbench(&[
+        "--proto",
+        "h3",
+        "--objects",
+        "1x1MB",
+        "--reorder-threshold",
+        "100",
+        "--link",
+        "rate=100mbit,rtt=20ms,jitter=5ms",
+    ]);
+    assert_complete(&r, 1, 1, 1_000_000);
+    let j = r.json.unwrap();
+    assert_eq!(j["config"]["reorder_threshold"], 100);
+    let reordered: u64 = j["runs"][0]["noise"]["forwarders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f[1]["reordered"].as_u64().unwrap())
+        .sum();
+    assert!(reordered > 0, "the jitter reordered packets");
+}
+
+/// A comparison across a reordering link shows each side's declared losses beside the link's
+/// drops.
+#[test]
+fn compare_shows_losses_declared_and_dropped() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = qbench(&[
+        "compare",
+        "--protos",
+        "h2,h3",
+        "--objects",
+        "1x1MB",
+        "--rounds",
+        "2",
+        "--reorder-threshold",
+        "3",
+        "--link",
+        "rate=100mbit,rtt=20ms,jitter=5ms",
+    ]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let line = r
+        .stderr
+        .lines()
+        .find(|l| l.trim_start().starts_with("losses"))
+        .unwrap_or_else(|| panic!("{}", r.stderr));
     assert!(
-        thousand < three,
-        "threshold 1000: {thousand} lost, threshold 3: {three}"
+        line.contains("A: ") && line.contains("dropped by the link"),
+        "{line}"
     );
 }
 

@@ -118,6 +118,39 @@ pub fn noisy_round(runs: &[Option<RunNoise>]) -> Option<f64> {
         .then(|| present.map(|n| n.steal_pct).fold(0.0, f64::max))
 }
 
+/// Losses of one run as the senders declared them and as the link made them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Losses {
+    /// Packets the servers' senders declared lost (QUIC) or retransmitted (TCP), from the
+    /// last telemetry sample of each connection.
+    pub declared: u64,
+    /// Packets the userspace link dropped during the run (both directions).
+    pub dropped: u64,
+}
+
+impl Losses {
+    /// Declared losses the link never made: packets that were only overtaken (reordering) or
+    /// late. A lower bound where a drop in the ACK direction cost no data packet.
+    pub fn spurious(&self) -> u64 {
+        self.declared.saturating_sub(self.dropped)
+    }
+
+    /// `None` without telemetry or without a userspace link's counters.
+    pub fn of(run: &crate::RunReport) -> Option<Self> {
+        let declared = run
+            .telemetry
+            .as_ref()?
+            .iter()
+            .filter_map(|t| t.samples.last().map(|s| s.lost_packets))
+            .sum();
+        let f = &run.noise.as_ref()?.forwarders;
+        (!f.is_empty()).then(|| Self {
+            declared,
+            dropped: f.iter().map(|(_, s)| s.dropped).sum(),
+        })
+    }
+}
+
 /// Counters of each forwarder between two snapshots (by name); the queue's high-water mark is
 /// the later one's.
 pub fn forwarder_deltas(
@@ -212,6 +245,20 @@ procs_blocked 0\n";
             None
         );
         assert_eq!(noisy_round(&[None, None]), None);
+    }
+
+    #[test]
+    fn spurious_losses_are_declared_minus_dropped() {
+        let l = Losses {
+            declared: 105,
+            dropped: 5,
+        };
+        assert_eq!(l.spurious(), 100);
+        let none = Losses {
+            declared: 2,
+            dropped: 9,
+        };
+        assert_eq!(none.spurious(), 0);
     }
 
     #[test]

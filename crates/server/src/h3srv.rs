@@ -201,3 +201,17 @@ async fn drain(stream: &mut Stream) -> Drained {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// quinn keeps `packet_threshold` private; its Debug form is where the setting shows.
+    #[test]
+    fn reorder_threshold_reaches_quinn() {
+        let mut opts = ServerOptions::loopback();
+        assert!(format!("{:?}", transport(&opts)).contains("packet_threshold: 3,"));
+        opts.reorder_threshold = Some(57);
+        assert!(format!("{:?}", transport(&opts)).contains("packet_threshold: 57,"));
+    }
+}

@@ -14,6 +14,7 @@ use qbench_core::compare::{CompareReport, Comparison, Verdict};
 use qbench_core::compete::CompeteReport;
 use qbench_core::effect::Test;
 use qbench_core::metric::Metric;
+use qbench_core::noise::Losses;
 use qbench_core::scenario::{Cell, CellSpec};
 use qbench_core::stats::discoveries;
 use qbench_core::telemetry::Timeline;
@@ -111,6 +112,33 @@ fn per_round(i: usize, r: &CompareReport) -> String {
     )
 }
 
+/// Per side, the median over rounds of the losses the senders declared, the packets the link
+/// dropped, and the difference: losses that were only reordering (IMC'17 Figure 10).
+fn losses_table(r: &CompareReport) -> String {
+    let rows: Vec<String> = sides(r)
+        .into_iter()
+        .filter_map(|(label, rep)| {
+            let l: Vec<Losses> = rep.runs.iter().filter_map(Losses::of).collect();
+            let med = |f: &dyn Fn(&Losses) -> u64| {
+                Stats::of(&l.iter().map(|x| f(x) as f64).collect::<Vec<_>>()).median
+            };
+            let (d, k, s) = (
+                med(&|x| x.declared)?,
+                med(&|x| x.dropped)?,
+                med(&|x| x.spurious())?,
+            );
+            Some(format!(
+                "<tr><td>{}</td><td>{d:.0}</td><td>{k:.0}</td><td>{s:.0}</td></tr>",
+                esc(label)
+            ))
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    format!("<table><tr><th>side</th><th>declared lost (median per round)</th><th>dropped by the link</th><th>spurious (declared - dropped)</th></tr>{}</table>", rows.concat())
+}
+
 /// The first connection of each side's first round; `None` when neither side recorded one.
 fn first_round_cwnd(i: usize, r: &CompareReport) -> Option<String> {
     let lines: Vec<(String, &Timeline)> = sides(r)
@@ -203,6 +231,7 @@ fn cell_details(i: usize, c: &Cmp) -> anyhow::Result<String> {
         }
     }
     html.push_str("</div>");
+    html.push_str(&losses_table(r));
     html.push_str(&state_share_table(&machines)?);
     Ok(html)
 }

@@ -275,3 +275,23 @@ impl Exchange for H3Conn {
         self.conn.close(quinn::VarInt::from_u32(0x100), b"done");
     }
 }
+
+#[cfg(test)]
+mod reorder_tests {
+    use super::*;
+
+    /// quinn keeps `packet_threshold` private; its Debug form is where the setting shows.
+    #[test]
+    fn reorder_threshold_reaches_quinn() {
+        let mut e = Endpoint {
+            addr: (Ipv4Addr::LOCALHOST, 443).into(),
+            server_name: "localhost".into(),
+            timeout: Duration::from_secs(10),
+            rwnd: None,
+            reorder_threshold: None,
+        };
+        assert!(format!("{:?}", transport(&e)).contains("packet_threshold: 3,"));
+        e.reorder_threshold = Some(57);
+        assert!(format!("{:?}", transport(&e)).contains("packet_threshold: 57,"));
+    }
+}
