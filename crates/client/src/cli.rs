@@ -272,6 +272,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub reorder_threshold: Option<u32>,
 
+    /// QUIC's time threshold, in RTTs: a packet sent this long before one that was
+    /// acknowledged is declared lost (quinn, both ends; h3 only) [default: 1.125]
+    #[arg(long, value_name = "RTTS", value_parser = qbench_core::spec::parse_time_threshold)]
+    pub reorder_time_threshold: Option<f64>,
+
     /// Cap the client's receive window: QUIC stream and connection windows, HTTP/2 windows,
     /// TCP SO_RCVBUF and TCP_WINDOW_CLAMP (e.g. 64KiB)
     #[arg(long, value_name = "BYTES", value_parser = parse_rwnd)]
@@ -443,6 +448,7 @@ impl RunArgs {
             cwnd_cap: self.cwnd_cap,
             initial_cwnd: self.initial_cwnd,
             reorder_threshold: self.reorder_threshold,
+            reorder_time_threshold: self.reorder_time_threshold,
             rwnd: self.rwnd,
             sample_interval: self.sample_interval,
             telemetry: !self.no_telemetry,

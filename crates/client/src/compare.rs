@@ -315,7 +315,7 @@ fn losses_line(r: &CompareReport) -> String {
     };
     match (side(&r.a), side(&r.b)) {
         (Some(a), Some(b)) => format!(
-            "  {:<20}A: {a}; B: {b} (median per round; declared - dropped were reordering)\n",
+            "  {:<20}A: {a}; B: {b} (median per round; the rest were reordered, or dropped outside the forwarder)\n",
             "losses"
         ),
         _ => String::new(),

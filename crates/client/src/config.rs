@@ -236,6 +236,12 @@ fn check_spec(s: &RunSpec) -> Result<(), ConfigError> {
     {
         return Err(bad("--rwnd", "must be between 1KiB and 4GiB"));
     }
+    if s.proto != Protocol::H3 && s.reorder_time_threshold.is_some() {
+        return Err(bad(
+            "--reorder-time-threshold",
+            "QUIC's alone (TCP has no such setting; --reorder-threshold sets its tcp_reordering)",
+        ));
+    }
     if s.proto != Protocol::H3 && s.link.is_none() && s.reorder_threshold.is_some() {
         return Err(bad(
             "--reorder-threshold",
@@ -269,6 +275,7 @@ fn server_options(s: &RunSpec) -> ServerOptions {
         o.cwnd_cap = s.cwnd_cap;
         o.initial_cwnd = s.initial_cwnd;
         o.reorder_threshold = s.reorder_threshold;
+        o.reorder_time_threshold = s.reorder_time_threshold;
     }
     if s.link.is_some() {
         let addr = qbench_shaper::plan::SERVER_ADDR;
@@ -342,6 +349,10 @@ impl Config {
                 ("--cwnd-cap", spec.cwnd_cap.is_some()),
                 ("--initial-cwnd", spec.initial_cwnd.is_some()),
                 ("--reorder-threshold", spec.reorder_threshold.is_some()),
+                (
+                    "--reorder-time-threshold",
+                    spec.reorder_time_threshold.is_some(),
+                ),
             ] {
                 if given {
                     return Err(bad(

@@ -105,6 +105,7 @@ impl Prepared {
                 timeout: cfg.spec().timeout,
                 rwnd: None,
                 reorder_threshold: None,
+                reorder_time_threshold: None,
             };
             TlsTcp::new(endpoint, tls, None, alpn, false)
                 .prime()
@@ -201,6 +202,7 @@ pub(crate) async fn peer(
                 .rwnd
                 .map(|r| u32::try_from(r.0).unwrap_or(u32::MAX)),
             reorder_threshold: run.spec.reorder_threshold,
+            reorder_time_threshold: run.spec.reorder_time_threshold,
         },
         origin,
         trust,

@@ -49,6 +49,11 @@ fn run_flags(s: &RunSpec, args: &mut Vec<String>) {
         "reorder-threshold",
         s.reorder_threshold.map(|c| c.to_string()),
     );
+    push(
+        args,
+        "reorder-time-threshold",
+        s.reorder_time_threshold.map(|c| c.to_string()),
+    );
     push(args, "rwnd", s.rwnd.map(|c| c.0.to_string()));
     push(
         args,

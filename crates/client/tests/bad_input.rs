@@ -295,4 +295,12 @@ fn bad_reorder_thresholds() {
         rejected(args, "--reorder-threshold");
         assert_eq!(common::qbench_plain(args).code, Some(2), "{args:?}");
     }
+    for args in [
+        &["--reorder-time-threshold", "0.5"][..],
+        &["--reorder-time-threshold", "nan"][..],
+        &["--proto", "h2", "--reorder-time-threshold", "2"][..],
+    ] {
+        rejected(args, "--reorder-time-threshold");
+        assert_eq!(common::qbench_plain(args).code, Some(2), "{args:?}");
+    }
 }

@@ -129,8 +129,9 @@ pub struct Losses {
 }
 
 impl Losses {
-    /// Declared losses the link never made: packets that were only overtaken (reordering) or
-    /// late. A lower bound where a drop in the ACK direction cost no data packet.
+    /// Declared losses the forwarder did not make: packets that were only overtaken
+    /// (reordering) or late, or dropped where the forwarder cannot see (a qdisc's queue, a
+    /// socket buffer).
     pub fn spurious(&self) -> u64 {
         self.declared.saturating_sub(self.dropped)
     }

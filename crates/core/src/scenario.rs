@@ -84,6 +84,8 @@ pub struct Base {
     pub cwnd_cap: Option<u32>,
     /// As `--reorder-threshold`.
     pub reorder_threshold: Option<u32>,
+    /// As `--reorder-time-threshold` (RTTs, e.g. 4.0).
+    pub reorder_time_threshold: Option<f64>,
     pub timeout: Option<String>,
     /// Hold a load in every cell (as `--duration`, e.g. "30s"), after `warmup`.
     pub duration: Option<String>,
@@ -284,6 +286,12 @@ impl Scenario {
             .is_some_and(|n| !(1..=1000).contains(&n))
         {
             return Err(field("reorder_threshold", "1 to 1000 packets"));
+        }
+        if let Some(r) = b.reorder_time_threshold {
+            run.reorder_time_threshold = Some(
+                crate::spec::parse_time_threshold(&r.to_string())
+                    .map_err(|e| field("base.reorder_time_threshold", e))?,
+            );
         }
         if let Some(v) = &b.timeout {
             run.timeout =

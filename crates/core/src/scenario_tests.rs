@@ -322,6 +322,17 @@ fn reorder_threshold_axis_sets_both_sides() {
         let err = s.cells().unwrap_err().to_string();
         assert!(err.starts_with("reorder_threshold: 1 to 1000"), "{err}");
     }
+    let s = Scenario::parse("name = \"x\"\n[base]\nreorder_time_threshold = 0.5\n").unwrap();
+    let err = s.cells().unwrap_err().to_string();
+    assert!(
+        err.starts_with("base.reorder_time_threshold: `0.5`"),
+        "{err}"
+    );
+    let s = Scenario::parse("name = \"x\"\n[base]\nreorder_time_threshold = 4.0\n").unwrap();
+    let CellSpec::Compare(c) = &s.cells().unwrap()[0].spec else {
+        panic!("a comparison")
+    };
+    assert_eq!(c.base.reorder_time_threshold, Some(4.0));
 }
 
 proptest::proptest! {

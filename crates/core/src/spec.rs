@@ -39,6 +39,10 @@ pub struct RunSpec {
     /// `net.ipv4.tcp_reordering` (with `--link`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reorder_threshold: Option<u32>,
+    /// QUIC's time threshold: a packet sent this many RTTs before one that was acknowledged
+    /// is declared lost (quinn's `time_threshold`, RFC 9002's kTimeThreshold, 9/8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reorder_time_threshold: Option<f64>,
     pub rwnd: Option<ByteSize>,
     #[serde(rename = "sample_interval_us", with = "us")]
     #[schemars(with = "u64")]
@@ -83,6 +87,7 @@ impl Default for RunSpec {
             cwnd_cap: None,
             initial_cwnd: None,
             reorder_threshold: None,
+            reorder_time_threshold: None,
             rwnd: None,
             sample_interval: Duration::from_millis(10),
             telemetry: true,
@@ -176,6 +181,16 @@ pub struct CompeteSpec {
     pub base: RunSpec,
     /// Protocols and how many flows of each.
     pub flows: Vec<(Protocol, u32)>,
+}
+
+/// `--reorder-time-threshold`: a multiple of the RTT from 1 to 10 (RFC 9002 recommends 9/8).
+pub fn parse_time_threshold(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if (1.0..=10.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "`{s}`: a multiple of the RTT from 1 to 10 (RFC 9002's is 1.125)"
+        )),
+    }
 }
 
 /// Bounds on `PROTO:COUNT` flows.
@@ -336,6 +351,20 @@ mod tests {
         #[test]
         fn flows_parser_never_panics(s in "\\PC{0,40}") {
             let _ = parse_flows(&s);
+        }
+
+        #[test]
+        fn time_threshold_parser_never_panics(s in "\\PC{0,20}") {
+            let _ = parse_time_threshold(&s);
+        }
+    }
+
+    #[test]
+    fn time_thresholds() {
+        assert_eq!(parse_time_threshold("1.125"), Ok(1.125));
+        assert_eq!(parse_time_threshold("4"), Ok(4.0));
+        for bad in ["", "0.9", "11", "nan", "inf", "x"] {
+            assert!(parse_time_threshold(bad).is_err(), "{bad}");
         }
     }
 

@@ -37,6 +37,9 @@ pub fn transport(opts: &ServerOptions) -> quinn::TransportConfig {
     if let Some(n) = opts.reorder_threshold {
         t.packet_threshold(n);
     }
+    if let Some(r) = opts.reorder_time_threshold {
+        t.time_threshold(r as f32);
+    }
     t
 }
 
@@ -212,6 +215,11 @@ mod tests {
         let mut opts = ServerOptions::loopback();
         assert!(format!("{:?}", transport(&opts)).contains("packet_threshold: 3,"));
         opts.reorder_threshold = Some(57);
-        assert!(format!("{:?}", transport(&opts)).contains("packet_threshold: 57,"));
+        opts.reorder_time_threshold = Some(2.5);
+        let t = format!("{:?}", transport(&opts));
+        assert!(
+            t.contains("packet_threshold: 57,") && t.contains("time_threshold: 2.5,"),
+            "{t}"
+        );
     }
 }

@@ -158,6 +158,11 @@ impl Server {
                     flag: "--reorder-threshold",
                 });
             }
+            if opts.reorder_time_threshold.is_some() {
+                return Err(ServerError::TcpCap {
+                    flag: "--reorder-time-threshold",
+                });
+            }
         }
         let key_log = match &opts.keylog {
             Some(path) => {

@@ -74,6 +74,11 @@ pub struct ServerOptions {
     #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub reorder_threshold: Option<u32>,
 
+    /// QUIC's time threshold in RTTs: a packet sent this long before an acknowledged one is
+    /// declared lost (quinn's time_threshold) [default: 1.125]
+    #[arg(long, value_name = "RTTS", value_parser = qbench_core::spec::parse_time_threshold)]
+    pub reorder_time_threshold: Option<f64>,
+
     /// Sample sender telemetry (cwnd, RTT, losses...) this often; 0 turns it off
     #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
     pub sample_interval: Duration,

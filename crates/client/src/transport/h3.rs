@@ -58,6 +58,9 @@ fn transport(e: &Endpoint) -> quinn::TransportConfig {
     if let Some(n) = e.reorder_threshold {
         t.packet_threshold(n);
     }
+    if let Some(r) = e.reorder_time_threshold {
+        t.time_threshold(r as f32);
+    }
     t
 }
 
@@ -289,9 +292,15 @@ mod reorder_tests {
             timeout: Duration::from_secs(10),
             rwnd: None,
             reorder_threshold: None,
+            reorder_time_threshold: None,
         };
         assert!(format!("{:?}", transport(&e)).contains("packet_threshold: 3,"));
         e.reorder_threshold = Some(57);
-        assert!(format!("{:?}", transport(&e)).contains("packet_threshold: 57,"));
+        e.reorder_time_threshold = Some(2.5);
+        let t = format!("{:?}", transport(&e));
+        assert!(
+            t.contains("packet_threshold: 57,") && t.contains("time_threshold: 2.5,"),
+            "{t}"
+        );
     }
 }

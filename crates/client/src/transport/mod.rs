@@ -97,6 +97,8 @@ pub(crate) struct Endpoint {
     pub rwnd: Option<u32>,
     /// QUIC's packet threshold (`--reorder-threshold`).
     pub reorder_threshold: Option<u32>,
+    /// QUIC's time threshold in RTTs (`--reorder-time-threshold`).
+    pub reorder_time_threshold: Option<f64>,
 }
 
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
