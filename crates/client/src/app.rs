@@ -30,7 +30,11 @@ pub struct Outcome {
 /// The client's tokio runtime. One worker means the calling thread itself: with a separate
 /// worker, every object completion would wake the thread blocked in `block_on` across threads
 /// (a futex round trip each), which cost a quarter of the CPU on small-object workloads.
-pub fn runtime(workers: u32) -> anyhow::Result<tokio::runtime::Runtime> {
+/// With `cpu`, every runtime thread and the calling one run under its quota and cpuset.
+pub fn runtime(
+    workers: u32,
+    cpu: Option<&crate::client_cpu::ClientCpu>,
+) -> anyhow::Result<tokio::runtime::Runtime> {
     let mut builder = match workers {
         1 => tokio::runtime::Builder::new_current_thread(),
         n => {
@@ -39,6 +43,10 @@ pub fn runtime(workers: u32) -> anyhow::Result<tokio::runtime::Runtime> {
             b
         }
     };
+    if let Some(c) = cpu {
+        builder.on_thread_start(c.on_thread_start());
+        c.join_current();
+    }
     builder
         .thread_name("qbench-client")
         .enable_all()
@@ -89,7 +97,7 @@ pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
     // The link and server come first: building them moves this thread into the client
     // namespace, where the runtime's threads must be created.
     let prepared = Prepared::new(&[cfg])?;
-    let rt = runtime(cfg.spec().client_threads)?;
+    let rt = runtime(cfg.spec().client_threads, prepared.cpu.as_ref())?;
     let command: Vec<String> = std::env::args().collect();
     // Before the first run, SIGINT drops everything; once runs started, the run loop takes it
     // and still writes the report (`aborted` says why), and a second SIGINT drops everything.

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use qbench_core::cpulimit::{CpuQuota, CpuSet};
 use qbench_core::link::LinkSpec;
 use qbench_core::spec::{CompareSpec, CompeteSpec, RunSpec, SideOverrides};
 use qbench_core::{ByteSize, CcAlgo, Protocol, Workload};
@@ -345,6 +346,15 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub client_threads: u32,
 
+    /// Run the client's threads (not the in-process server's) under a CPU quota of this
+    /// share of one core, e.g. 0.25 (cgroup v2 cpu.max, else v1 cpu.cfs_quota_us; root)
+    #[arg(long, value_name = "FRACTION", value_parser = parse_client_cpu)]
+    pub client_cpu: Option<f64>,
+
+    /// Pin the client's threads to these CPUs, e.g. 1 or 0-1,3
+    #[arg(long, value_name = "CPUS")]
+    pub client_cpuset: Option<CpuSet>,
+
     /// Worker threads of the in-process server
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub server_threads: u32,
@@ -362,6 +372,14 @@ pub struct RunArgs {
 
 pub(crate) fn parse_rwnd(s: &str) -> Result<ByteSize, String> {
     s.parse().map_err(|e| format!("{e}"))
+}
+
+pub(crate) fn parse_client_cpu(s: &str) -> Result<f64, String> {
+    qbench_core::cpulimit::parse_fraction(s, crate::client_cpu::cores())
+}
+
+pub(crate) fn parse_side_cpu(s: &str) -> Result<CpuQuota, String> {
+    CpuQuota::parse(s, crate::client_cpu::cores())
 }
 
 /// Where a command writes what it measured; not part of what is measured.
@@ -449,6 +467,8 @@ impl RunArgs {
             initial_cwnd: self.initial_cwnd,
             reorder_threshold: self.reorder_threshold,
             reorder_time_threshold: self.reorder_time_threshold,
+            client_cpu: self.client_cpu,
+            client_cpuset: self.client_cpuset.clone(),
             rwnd: self.rwnd,
             sample_interval: self.sample_interval,
             telemetry: !self.no_telemetry,

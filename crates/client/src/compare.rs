@@ -255,10 +255,20 @@ fn table(r: &CompareReport) -> String {
     };
     out.push_str(&format!("  {:<20}{verdict}\n", "verdict"));
     for (side, rep) in [("A", &r.a), ("B", &r.b)] {
+        if let Some(cpu) = crate::client_cpu::describe(&rep.runs) {
+            out.push_str(&format!("  {:<20}{side}: {cpu}\n", "client cpu"));
+        }
+    }
+    for (side, rep) in [("A", &r.a), ("B", &r.b)] {
         if let Some(why) = saturated(rep) {
-            out.push_str(&format!(
-                "  WARNING: the client was saturated in {side}'s {why}: a client limit, not a server result\n"
-            ));
+            out.push_str(&match rep.runs.iter().any(crate::client_cpu::limited) {
+                true => format!(
+                    "  note: {side}'s client was held to its --client-cpu quota in {why}, as asked\n"
+                ),
+                false => format!(
+                    "  WARNING: the client was saturated in {side}'s {why}: a client limit, not a server result\n"
+                ),
+            });
         }
     }
     out
@@ -500,7 +510,7 @@ pub fn run_blocking(
     command: Vec<String>,
 ) -> anyhow::Result<(CompareReport, Option<String>)> {
     let prepared = Prepared::new(&[&plan.a, &plan.b])?;
-    let rt = crate::app::runtime(plan.a.spec().client_threads)?;
+    let rt = crate::app::runtime(plan.a.spec().client_threads, prepared.cpu.as_ref())?;
     let outcome = rt.block_on(async {
         tokio::select! {
             r = run(plan, &prepared, command) => r,

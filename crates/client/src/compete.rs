@@ -93,7 +93,7 @@ pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
 pub fn run_blocking(plan: &Plan, json: Option<&Dest>) -> anyhow::Result<CompeteReport> {
     let refs: Vec<&Config> = plan.flows.iter().map(|(_, c)| c).collect();
     let prepared = Prepared::new(&refs)?;
-    let rt = crate::app::runtime(plan.client_threads.max(2))?;
+    let rt = crate::app::runtime(plan.client_threads.max(2), prepared.cpu.as_ref())?;
     let command: Vec<String> = std::env::args().collect();
     let result: anyhow::Result<Vec<Report>> = rt.block_on(async {
         let clock = Clock::start();

@@ -216,6 +216,7 @@ fn check_spec(s: &RunSpec) -> Result<(), ConfigError> {
         return Err(bad("--timeout", "must be greater than zero"));
     }
     check_load(s)?;
+    crate::client_cpu::check(s)?;
     if s.proto == Protocol::H1 && s.streams.is_some_and(|n| n > 1) {
         return Err(bad(
             "--streams",

@@ -2,6 +2,7 @@
 
 pub mod app;
 pub mod cli;
+pub mod client_cpu;
 mod clock;
 pub mod compare;
 pub mod compete;

@@ -19,7 +19,7 @@ fn main() -> ExitCode {
     // Many connections need many descriptors; a failure only matters if they run out.
     let _ = qbench_server::fdlimit::raise_fd_limit();
     let result = match cli.command {
-        Some(Command::Serve(s)) => runtime(2).and_then(|rt| {
+        Some(Command::Serve(s)) => runtime(2, None).and_then(|rt| {
             rt.block_on(qbench_server::standalone::serve_until_signal(
                 s.server,
                 &s.cert_out,

@@ -10,6 +10,7 @@ use qbench_shaper::Topology;
 use qbench_core::spec::{Origin, RunConfig, Target};
 use qbench_core::ErrorKind;
 
+use crate::client_cpu::ClientCpu;
 use crate::config::Config;
 use crate::tls::{client_config, Trust};
 use crate::transport::tcp::TlsTcp;
@@ -23,6 +24,9 @@ pub struct Prepared {
     pub servers: Vec<Option<InProcess>>,
     server_host: String,
     pub link: Option<Topology>,
+    /// `--client-cpu`/`--client-cpuset`: declared after the link, so that the client's
+    /// threads leave the cgroup only after everything that ran in them is gone.
+    pub cpu: Option<ClientCpu>,
     /// Whether the link locks TCP window metrics on the server's route toward the client.
     tcp_route_metrics: bool,
 }
@@ -32,6 +36,7 @@ impl Prepared {
     /// all); each gets its own in-process server.
     pub fn new(cfgs: &[&Config]) -> anyhow::Result<Self> {
         let first = cfgs.first().context("nothing to run")?;
+        let cpu = ClientCpu::new(cfgs)?;
         let mut tcp_route_metrics = false;
         let link = match (&first.spec().link, &first.link_options) {
             (Some(spec), Some(opts)) => {
@@ -73,6 +78,7 @@ impl Prepared {
             servers,
             server_host,
             link,
+            cpu,
             tcp_route_metrics,
         })
     }

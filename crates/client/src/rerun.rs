@@ -55,6 +55,12 @@ fn run_flags(s: &RunSpec, args: &mut Vec<String>) {
         s.reorder_time_threshold.map(|c| c.to_string()),
     );
     push(args, "rwnd", s.rwnd.map(|c| c.0.to_string()));
+    push(args, "client-cpu", s.client_cpu.map(|c| c.to_string()));
+    push(
+        args,
+        "client-cpuset",
+        s.client_cpuset.as_ref().map(|c| c.to_string()),
+    );
     push(
         args,
         "sample-interval",
@@ -135,6 +141,11 @@ fn side_flags(side: &str, o: &SideOverrides, args: &mut Vec<String>) {
         args,
         &format!("{side}.streams"),
         o.streams.map(|c| c.to_string()),
+    );
+    push(
+        args,
+        &format!("{side}.client-cpu"),
+        o.client_cpu.map(|c| c.to_string()),
     );
 }
 

@@ -29,6 +29,9 @@ pub(crate) struct Side<'a> {
     runner: Runner,
     server: Option<&'a InProcess>,
     link: Option<&'a Topology>,
+    cpu: Option<&'a crate::client_cpu::ClientCpu>,
+    /// `--client-cpu` of this side (`None`: no quota while it runs).
+    client_cpu: Option<f64>,
     meta: ReportMeta,
     pub runs: Vec<RunReport>,
     /// `--shard` and `--start-at`, recorded in every report written.
@@ -147,6 +150,8 @@ impl<'a> Side<'a> {
             runner: Runner::new(transport, plan, clock),
             server,
             link: prepared.link.as_ref(),
+            cpu: prepared.cpu.as_ref(),
+            client_cpu: spec.client_cpu,
             meta,
             runs: Vec::new(),
             shard: None,
@@ -188,6 +193,9 @@ impl<'a> Side<'a> {
 
     /// One run; its report is appended to `runs` and returned.
     pub(crate) async fn run(&mut self, index: u32, bar: &indicatif::ProgressBar) -> &RunReport {
+        // The sides of a comparison take turns, each under its own quota.
+        let quota = self.cpu.map(|c| c.apply(self.client_cpu));
+        let throttled0 = self.cpu.and_then(|c| c.throttling());
         let (m0, f0) = (machine_cpu(), self.link.map(Topology::forwarder_stats));
         let (p0, s0) = self.cpu_now();
         let mut rep = self.runner.run(index, bar).await;
@@ -209,6 +217,14 @@ impl<'a> Side<'a> {
             None => process,
         };
         rep.cpu = Some(RunCpu::new(client, server, rep.payload_bytes));
+        if let Some(c) = self.cpu {
+            rep.client_cpu = Some(c.record(self.client_cpu, throttled0.as_ref()));
+        }
+        if let Some(Err(e)) = quota {
+            // Not the client that was asked for: the run does not count.
+            rep.complete = false;
+            rep.first_error = Some(format!("{e:#}"));
+        }
         qbench_server::qlog::flush_all();
         self.runs.push(rep);
         self.runs.last().expect("just pushed")

@@ -5,10 +5,11 @@ use qbench_core::spec::SideOverrides;
 use qbench_core::units::ByteSize;
 use qbench_core::CcAlgo;
 
-use crate::cli::{parse_rwnd, MAX_CONNECTIONS};
+use crate::cli::{parse_rwnd, parse_side_cpu, MAX_CONNECTIONS};
+use qbench_core::cpulimit::CpuQuota;
 
 macro_rules! side_args {
-    ($name:ident, $cc:literal, $cap:literal, $init:literal, $rwnd:literal, $conns:literal, $streams:literal) => {
+    ($name:ident, $cc:literal, $cap:literal, $init:literal, $rwnd:literal, $conns:literal, $streams:literal, $cpu:literal) => {
         #[derive(Debug, Args)]
         pub struct $name {
             /// --cc for this side
@@ -29,6 +30,9 @@ macro_rules! side_args {
             /// --streams for this side
             #[arg(long = $streams, id = $streams, value_parser = clap::value_parser!(u32).range(1..))]
             pub streams: Option<u32>,
+            /// --client-cpu for this side, or `none` for no quota
+            #[arg(long = $cpu, id = $cpu, value_name = "FRACTION", value_parser = parse_side_cpu)]
+            pub client_cpu: Option<CpuQuota>,
         }
 
         impl From<&$name> for SideOverrides {
@@ -40,6 +44,7 @@ macro_rules! side_args {
                     rwnd: s.rwnd,
                     connections: s.connections,
                     streams: s.streams,
+                    client_cpu: s.client_cpu,
                 }
             }
         }
@@ -53,7 +58,8 @@ side_args!(
     "a.initial-cwnd",
     "a.rwnd",
     "a.connections",
-    "a.streams"
+    "a.streams",
+    "a.client-cpu"
 );
 side_args!(
     SideB,
@@ -62,5 +68,6 @@ side_args!(
     "b.initial-cwnd",
     "b.rwnd",
     "b.connections",
-    "b.streams"
+    "b.streams",
+    "b.client-cpu"
 );

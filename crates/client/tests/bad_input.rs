@@ -304,3 +304,60 @@ fn bad_reorder_thresholds() {
         assert_eq!(common::qbench_plain(args).code, Some(2), "{args:?}");
     }
 }
+
+/// `--client-cpu`: a share of one core up to the cores here; `--client-cpuset`: CPUs this
+/// process may use; per side, a share or `none`.
+#[test]
+fn bad_client_cpu_limits() {
+    let cores = std::thread::available_parallelism().unwrap().get();
+    let too_many = format!("{}", cores + 1);
+    for args in [
+        &["--client-cpu", "0"][..],
+        &["--client-cpu=-0.5"][..],
+        &["--client-cpu", "0.001"][..],
+        &["--client-cpu", too_many.as_str()][..],
+        &["--client-cpu", "half"][..],
+        &["--client-cpu", "inf"][..],
+    ] {
+        rejected(args, "--client-cpu");
+    }
+    let absent = format!("{}", 4095);
+    for args in [
+        &["--client-cpuset", "3-1"][..],
+        &["--client-cpuset", ""][..],
+        &["--client-cpuset", "0,x"][..],
+        &["--client-cpuset", absent.as_str()][..],
+    ] {
+        rejected(args, "--client-cpuset");
+    }
+    for args in [
+        &["compare", "--a.client-cpu", "0"][..],
+        &["compare", "--b.client-cpu", "nothing"][..],
+    ] {
+        let flag = args[1];
+        rejected(args, flag);
+    }
+}
+
+/// Without the right to create a cgroup (any user but root here): refused before anything is
+/// changed on the host.
+#[test]
+fn client_cpu_needs_the_right_to_create_a_cgroup() {
+    use std::os::unix::process::CommandExt as _;
+    if unsafe { libc::geteuid() } != 0 {
+        return; // Only root can run it as another user; CI runs as root.
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_qbench"))
+        .args(["--client-cpu", "0.5", "--objects", "1x1KB"])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("error: --client-cpu: cannot create a cgroup"),
+        "{err}"
+    );
+}

@@ -8,6 +8,7 @@ pub mod cell;
 pub mod compare;
 pub mod compete;
 pub mod cost;
+pub mod cpulimit;
 pub mod effect;
 pub mod errors;
 pub mod hgrm;

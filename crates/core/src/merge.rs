@@ -400,6 +400,9 @@ impl<'a> Parts<'a> {
             )?,
             ttfb: merged(&self.runs.iter().map(|(_, r)| &r.ttfb).collect::<Vec<_>>())?,
             cpu,
+            // Each machine's client had its own cgroup: the shards' reports keep theirs, and
+            // the merged config says what quota they all ran under.
+            client_cpu: None,
             digests,
             telemetry: (!telemetry.is_empty()).then_some(telemetry),
             cc_states: None,

@@ -298,6 +298,7 @@ impl Recorder {
             object_latency: HistogramExport::from(&self.latency),
             ttfb: HistogramExport::from(&self.ttfb),
             cpu: None,
+            client_cpu: None,
             digests: None,
             telemetry: None,
             cc_states: None,

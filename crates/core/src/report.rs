@@ -101,6 +101,10 @@ pub struct RunReport {
     pub object_latency: HistogramExport,
     pub ttfb: HistogramExport,
     pub cpu: Option<RunCpu>,
+    /// With `--client-cpu` or `--client-cpuset`: the quota and CPUs the client ran under, as
+    /// read back, and how often the quota stopped it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cpu: Option<crate::cpulimit::ClientCpuRecord>,
     /// With `--verify` on URLs: SHA-256 (hex) of each URL's body.
     pub digests: Option<BTreeMap<String, String>>,
     /// Sender telemetry per connection, fetched from a qbench server after the run.

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::cpulimit::CpuQuota;
 use crate::link::{parse_duration, LinkSpec};
 use crate::load::{parse_rate, Arrivals, Load, DEFAULT_MAX_INFLIGHT};
 use crate::metric::Metric;
@@ -86,6 +87,10 @@ pub struct Base {
     pub reorder_threshold: Option<u32>,
     /// As `--reorder-time-threshold` (RTTs, e.g. 4.0).
     pub reorder_time_threshold: Option<f64>,
+    /// As `--client-cpu` (a share of one core, e.g. 0.25).
+    pub client_cpu: Option<CpuQuota>,
+    /// As `--client-cpuset` (e.g. "1").
+    pub client_cpuset: Option<String>,
     pub timeout: Option<String>,
     /// Hold a load in every cell (as `--duration`, e.g. "30s"), after `warmup`.
     pub duration: Option<String>,
@@ -108,6 +113,8 @@ pub struct SideBase {
     pub cc: Option<String>,
     pub cwnd_cap: Option<u32>,
     pub connections: Option<u32>,
+    /// This side's share of a core, or "none".
+    pub client_cpu: Option<CpuQuota>,
 }
 
 /// Values to sweep. Link axes are appended to the base link spec.
@@ -129,6 +136,8 @@ pub struct Axes {
     pub zero_rtt: Option<Vec<bool>>,
     /// `--reorder-threshold` of both sides (QUIC's packet threshold, TCP's tcp_reordering).
     pub reorder_threshold: Option<Vec<u32>>,
+    /// `--client-cpu` of both sides: shares of a core, or "none" for an unrestricted client.
+    pub client_cpu: Option<Vec<CpuQuota>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -213,6 +222,12 @@ impl Scenario {
             ("b_cwnd_cap", n(&a.b_cwnd_cap)),
             ("zero_rtt", b(&a.zero_rtt)),
             ("reorder_threshold", n(&a.reorder_threshold)),
+            (
+                "client_cpu",
+                a.client_cpu
+                    .as_ref()
+                    .map(|x| x.iter().map(CpuQuota::to_string).collect()),
+            ),
             ("request_rate", s(&a.request_rate)),
             ("rate", s(&a.rate)),
             ("rtt", s(&a.rtt)),
@@ -293,6 +308,14 @@ impl Scenario {
                     .map_err(|e| field("base.reorder_time_threshold", e))?,
             );
         }
+        let cpu = match p.get("client_cpu") {
+            Some(v) => Some(v.parse().map_err(|e| field("client_cpu", e))?),
+            None => b.client_cpu,
+        };
+        run.client_cpu = cpu.and_then(CpuQuota::fraction);
+        if let Some(v) = &b.client_cpuset {
+            run.client_cpuset = Some(v.parse().map_err(|e| field("base.client_cpuset", e))?);
+        }
         if let Some(v) = &b.timeout {
             run.timeout =
                 parse_duration("base.timeout", v).map_err(|e| field("base.timeout", e))?;
@@ -339,6 +362,7 @@ impl Scenario {
                                 .map_err(|e| field(&format!("base.{name}.cc"), e))?,
                             cwnd_cap: s.cwnd_cap,
                             connections: s.connections,
+                            client_cpu: s.client_cpu,
                             ..SideOverrides::default()
                         })
                     };

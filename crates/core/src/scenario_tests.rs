@@ -335,6 +335,54 @@ fn reorder_threshold_axis_sets_both_sides() {
     assert_eq!(c.base.reorder_time_threshold, Some(4.0));
 }
 
+#[test]
+fn client_cpu_axis_and_side_quota() {
+    let s = Scenario::parse(
+        "name = \"x\"\n[base]\nprotos = \"h3,h2\"\nclient_cpuset = \"0\"\n[base.b]\nclient_cpu = \"none\"\n[axes]\nclient_cpu = [\"none\", 0.25, \"0.1\"]\n",
+    )
+    .unwrap();
+    let cells = s.cells().unwrap();
+    let got: Vec<(Option<f64>, Option<f64>)> = cells
+        .iter()
+        .map(|c| {
+            let (a, b) = c.spec.as_compare().unwrap().sides();
+            assert_eq!(a.client_cpuset.map(|s| s.to_string()).as_deref(), Some("0"));
+            (a.client_cpu, b.client_cpu)
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![(None, None), (Some(0.25), None), (Some(0.1), None)]
+    );
+    let labels: Vec<String> = cells.iter().map(Cell::label).collect();
+    assert_eq!(
+        labels,
+        ["client_cpu=none", "client_cpu=0.25", "client_cpu=0.1"]
+    );
+    // A cell without a quota hashes as it did before the field existed.
+    let plain = Scenario::parse("name = \"x\"\n[base]\nprotos = \"h3,h2\"\n").unwrap();
+    let without = Scenario::parse(
+        "name = \"x\"\n[base]\nprotos = \"h3,h2\"\n[axes]\nclient_cpu = [\"none\"]\n",
+    )
+    .unwrap();
+    assert_eq!(
+        plain.cells().unwrap()[0].hash,
+        without.cells().unwrap()[0].hash
+    );
+    for bad in [
+        "[axes]\nclient_cpu = [0]",
+        "[axes]\nclient_cpu = [\"half\"]",
+        "[base]\nclient_cpu = -1",
+        "[base.a]\nclient_cpu = true",
+    ] {
+        let err = Scenario::parse(&format!("name = \"x\"\n{bad}\n")).unwrap_err();
+        assert!(err.to_string().contains("client_cpu"), "{bad}: {err}");
+    }
+    let s = Scenario::parse("name = \"x\"\n[base]\nclient_cpuset = \"2-1\"\n").unwrap();
+    let err = s.cells().unwrap_err().to_string();
+    assert!(err.starts_with("base.client_cpuset: `2-1`"), "{err}");
+}
+
 proptest::proptest! {
     #[test]
     fn scenario_parser_never_panics(text in "\\PC{0,200}") {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cpulimit::{CpuQuota, CpuSet};
 use crate::link::LinkSpec;
 use crate::load::Load;
 use crate::units::ByteSize;
@@ -43,6 +44,13 @@ pub struct RunSpec {
     /// is declared lost (quinn's `time_threshold`, RFC 9002's kTimeThreshold, 9/8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reorder_time_threshold: Option<f64>,
+    /// `--client-cpu`: the client's threads may use this share of one core (a CFS quota);
+    /// the in-process server's are not limited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cpu: Option<f64>,
+    /// `--client-cpuset`: the CPUs the client's threads are pinned to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cpuset: Option<CpuSet>,
     pub rwnd: Option<ByteSize>,
     #[serde(rename = "sample_interval_us", with = "us")]
     #[schemars(with = "u64")]
@@ -88,6 +96,8 @@ impl Default for RunSpec {
             initial_cwnd: None,
             reorder_threshold: None,
             reorder_time_threshold: None,
+            client_cpu: None,
+            client_cpuset: None,
             rwnd: None,
             sample_interval: Duration::from_millis(10),
             telemetry: true,
@@ -111,6 +121,9 @@ pub struct SideOverrides {
     pub rwnd: Option<ByteSize>,
     pub connections: Option<u32>,
     pub streams: Option<u32>,
+    /// `--a.client-cpu`: this side's share of a core, or `none` where the common flag sets one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cpu: Option<CpuQuota>,
 }
 
 impl SideOverrides {
@@ -126,6 +139,9 @@ impl SideOverrides {
         s.rwnd = self.rwnd.or(s.rwnd);
         s.connections = self.connections.unwrap_or(s.connections);
         s.streams = self.streams.or(s.streams);
+        if let Some(q) = self.client_cpu {
+            s.client_cpu = q.fraction();
+        }
         s
     }
 
@@ -143,6 +159,7 @@ impl SideOverrides {
         add("rwnd", self.rwnd.map(|c| c.to_string()));
         add("connections", self.connections.map(|c| c.to_string()));
         add("streams", self.streams.map(|c| c.to_string()));
+        add("client-cpu", self.client_cpu.map(|c| c.to_string()));
         parts.join(" ")
     }
 }

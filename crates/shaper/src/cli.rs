@@ -44,7 +44,8 @@ pub enum Cmd {
     },
     /// List the links that exist
     Status,
-    /// Remove every qb- namespace left behind (e.g. after a killed run); touches nothing else
+    /// Remove every qb- namespace and empty qb-<hex>-cpu cgroup left behind (e.g. after a killed
+    /// run); touches nothing else
     Cleanup,
 }
 

@@ -4,6 +4,7 @@
 //! did) -> `Topology`, an RAII guard over client, router and server namespaces. Kernels
 //! without netem get a userspace TUN forwarder for delay, jitter and reordering.
 
+pub mod cgroup;
 pub mod cli;
 pub mod exec;
 pub mod forwarder;

@@ -100,16 +100,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Cleanup => {
-            let removed = cleanup();
-            println!(
-                "removed {} namespace(s){}",
-                removed.len(),
-                if removed.is_empty() {
+            let list = |v: &[String]| {
+                if v.is_empty() {
                     String::new()
                 } else {
-                    format!(": {}", removed.join(" "))
+                    format!(": {}", v.join(" "))
                 }
-            );
+            };
+            let removed = cleanup();
+            println!("removed {} namespace(s){}", removed.len(), list(&removed));
+            let cgroups = qbench_shaper::cgroup::cleanup();
+            println!("removed {} cgroup(s){}", cgroups.len(), list(&cgroups));
             Ok(())
         }
     }

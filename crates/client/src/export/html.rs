@@ -233,6 +233,11 @@ fn cell_details(i: usize, c: &Cmp) -> anyhow::Result<String> {
     }
     html.push_str("</div>");
     html.push_str(&losses_table(r));
+    for (label, rep) in sides(r) {
+        if let Some(cpu) = crate::client_cpu::describe(&rep.runs) {
+            let _ = write!(html, "<p>client CPU of {}: {}</p>", esc(label), esc(&cpu));
+        }
+    }
     html.push_str(&state_share_table(&machines)?);
     Ok(html)
 }

@@ -119,12 +119,24 @@ fn client_lines(report: &Report, line: &mut dyn FnMut(&str, String)) {
             ),
         );
     }
+    if let Some(cpu) = crate::client_cpu::describe(&report.runs) {
+        line("client cpu", cpu);
+    }
     for r in &report.runs {
         if let Some(why) = r.client.as_ref().and_then(|c| c.saturated.as_ref()) {
-            line(
-                "WARNING",
-                format!("the client may have limited run {}: {why}", r.index),
-            );
+            match crate::client_cpu::limited(r) {
+                true => line(
+                    "note",
+                    format!(
+                        "run {}'s client was held to its --client-cpu quota: {why}",
+                        r.index
+                    ),
+                ),
+                false => line(
+                    "WARNING",
+                    format!("the client may have limited run {}: {why}", r.index),
+                ),
+            }
         }
         if let Some(n) = r.noise.as_ref().filter(|n| n.noisy) {
             line(

@@ -1,0 +1,256 @@
+//! `--client-cpu` and `--client-cpuset`: the client's runtime threads, and only those, run
+//! under a CFS quota and on chosen CPUs, as a phone's client would (IMC'17 Figures 12-13).
+//! The in-process server beside them keeps the whole machine.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use qbench_core::cpulimit::{ClientCpuRecord, CpuSet, Throttling};
+use qbench_core::spec::RunSpec;
+use qbench_shaper::cgroup::{self, CpuCgroup};
+
+use crate::config::{Config, ConfigError};
+
+/// How many cores this process may use (its affinity mask), which bounds `--client-cpu`.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The CPUs this process may run on.
+fn allowed_cpus() -> Vec<u16> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; the kernel fills it for this thread.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = size_of::<libc::cpu_set_t>();
+    if unsafe { libc::sched_getaffinity(0, size, &mut set) } != 0 {
+        return Vec::new();
+    }
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .filter_map(|c| u16::try_from(c).ok())
+        .collect()
+}
+
+/// Bad input before anything is changed on the host: a share above the cores here, CPUs this
+/// process may not use, no cgroup cpu controller, or no right to create a cgroup.
+pub fn check(s: &RunSpec) -> Result<(), ConfigError> {
+    let bad = |flag, message: String| ConfigError { flag, message };
+    if let Some(f) = s.client_cpu {
+        qbench_core::cpulimit::parse_fraction(&f.to_string(), cores())
+            .map_err(|e| bad("--client-cpu", e))?;
+        let probe = cgroup::probe().map_err(|e| bad("--client-cpu", e.to_string()))?;
+        let parent = std::ffi::CString::new(probe.parent.as_os_str().as_encoded_bytes())
+            .map_err(|_| bad("--client-cpu", "the cgroup path has a NUL byte".into()))?;
+        // SAFETY: a valid NUL-terminated path; access() only reads it.
+        if unsafe { libc::access(parent.as_ptr(), libc::W_OK) } != 0 {
+            return Err(bad(
+                "--client-cpu",
+                format!(
+                    "cannot create a cgroup under {} (needs root, or that cgroup delegated to you)",
+                    probe.parent.display()
+                ),
+            ));
+        }
+    }
+    if let Some(set) = &s.client_cpuset {
+        let allowed = allowed_cpus();
+        if let Some(c) = set.cpus().find(|c| !allowed.contains(c)) {
+            return Err(bad(
+                "--client-cpuset",
+                format!("CPU {c} is not one this process may run on"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn gettid() -> i32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() }
+}
+
+/// Pins the calling thread; `None` allows every CPU the process may use.
+fn pin(cpus: &[u16]) -> std::io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET stays within CPU_SETSIZE.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus
+        .iter()
+        .filter(|&&c| (c as usize) < libc::CPU_SETSIZE as usize)
+    {
+        unsafe { libc::CPU_SET(c as usize, &mut set) };
+    }
+    let size = size_of::<libc::cpu_set_t>();
+    // SAFETY: `set` is a valid cpu_set_t of `size` bytes; 0 means the calling thread.
+    if unsafe { libc::sched_setaffinity(0, size, &set) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// What a runtime thread does as it starts: join the cgroup, take the cpuset. Kept apart from
+/// the cgroup's owner so that a thread outliving the runtime cannot keep the cgroup alive.
+struct Joiner {
+    threads: Option<PathBuf>,
+    cpuset: Option<Vec<u16>>,
+    /// The first thread that could not join, reported by the next run.
+    failed: Mutex<Option<String>>,
+}
+
+impl Joiner {
+    fn join_current(&self) {
+        let mut result = Ok(());
+        if let Some(path) = &self.threads {
+            result = std::fs::write(path, gettid().to_string())
+                .with_context(|| format!("moving a client thread into {}", path.display()));
+        }
+        if let (Ok(()), Some(cpus)) = (&result, &self.cpuset) {
+            result = pin(cpus).context("--client-cpuset: pinning a client thread");
+        }
+        if let Err(e) = result {
+            let mut slot = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+            slot.get_or_insert(format!("{e:#}"));
+        }
+    }
+}
+
+/// The quota and pinning of the client's runtime threads, owned by what outlives the runtime.
+pub struct ClientCpu {
+    cgroup: Option<CpuCgroup>,
+    joiner: Arc<Joiner>,
+    cpuset: Option<CpuSet>,
+    /// The main thread's CPUs before it was pinned.
+    home: Vec<u16>,
+}
+
+impl ClientCpu {
+    /// For the configurations of one runtime: a cgroup when any sets `--client-cpu`, and the
+    /// cpuset they share. `None` when none asks for either.
+    pub fn new(cfgs: &[&Config]) -> anyhow::Result<Option<Self>> {
+        let quota = cfgs.iter().any(|c| c.spec().client_cpu.is_some());
+        let cpuset = cfgs.iter().find_map(|c| c.spec().client_cpuset.clone());
+        if !quota && cpuset.is_none() {
+            return Ok(None);
+        }
+        let cgroup = match quota {
+            true => {
+                let probe = cgroup::probe().context("--client-cpu")?;
+                Some(CpuCgroup::create(&probe).context("--client-cpu: creating the cgroup")?)
+            }
+            false => None,
+        };
+        let joiner = Arc::new(Joiner {
+            threads: cgroup.as_ref().map(CpuCgroup::threads_path),
+            cpuset: cpuset.as_ref().map(|s| s.cpus().collect()),
+            failed: Mutex::new(None),
+        });
+        Ok(Some(Self {
+            cgroup,
+            joiner,
+            cpuset,
+            home: allowed_cpus(),
+        }))
+    }
+
+    /// The hook every runtime thread runs as it starts.
+    pub fn on_thread_start(&self) -> impl Fn() + Send + Sync + 'static {
+        let joiner = self.joiner.clone();
+        move || joiner.join_current()
+    }
+
+    /// The calling thread (the one that drives `block_on`) joins too, until `self` is dropped.
+    pub fn join_current(&self) {
+        self.joiner.join_current();
+    }
+
+    /// Sets the quota for the next run (`None`: no quota). A thread that could not join is
+    /// an error here, before a run measures a client that is not the one asked for.
+    pub fn apply(&self, fraction: Option<f64>) -> anyhow::Result<()> {
+        if let Some(e) = self
+            .joiner
+            .failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            anyhow::bail!(e);
+        }
+        if let Some(cg) = &self.cgroup {
+            cg.set_limit(fraction)
+                .context("--client-cpu: setting the quota")?;
+        }
+        Ok(())
+    }
+
+    pub fn throttling(&self) -> Option<Throttling> {
+        self.cgroup.as_ref().map(CpuCgroup::throttling)
+    }
+
+    /// What the run ran under, read back from the kernel.
+    pub fn record(&self, fraction: Option<f64>, before: Option<&Throttling>) -> ClientCpuRecord {
+        let cg = self.cgroup.as_ref();
+        let limit = cg.and_then(|c| c.limit().ok());
+        ClientCpuRecord {
+            fraction,
+            backend: cg.map(CpuCgroup::backend),
+            cgroup: cg.map(|c| c.dir().display().to_string()),
+            quota_us: limit.and_then(|(q, _)| q),
+            period_us: limit.map(|(_, p)| p),
+            cpuset: self.cpuset.clone(),
+            threads: cg.map_or(0, |c| c.threads().len()),
+            throttling: cg.zip(before).map(|(c, b)| c.throttling().since(b)),
+        }
+    }
+}
+
+impl Drop for ClientCpu {
+    fn drop(&mut self) {
+        // The cgroup's own drop moves every thread still in it (this one too) back.
+        if self.cpuset.is_some() {
+            let _ = pin(&self.home);
+        }
+    }
+}
+
+/// `0.25 of a core (cgroup-v1), throttled in 10 of 11 periods, 0.69 s stopped; pinned to 1`,
+/// over the runs that recorded one; `None` when none did.
+pub fn describe(runs: &[qbench_core::RunReport]) -> Option<String> {
+    let records: Vec<&ClientCpuRecord> =
+        runs.iter().filter_map(|r| r.client_cpu.as_ref()).collect();
+    let first = records.first()?;
+    let mut parts = Vec::new();
+    match (first.fraction, first.backend) {
+        (Some(f), Some(b)) => {
+            let backend = serde_json::to_value(b).ok();
+            let backend = backend
+                .as_ref()
+                .and_then(|v| v.as_str())
+                .unwrap_or("cgroup");
+            let t = records.iter().filter_map(|r| r.throttling.as_ref()).fold(
+                Throttling::default(),
+                |a, t| Throttling {
+                    periods: a.periods + t.periods,
+                    throttled_periods: a.throttled_periods + t.throttled_periods,
+                    throttled_us: a.throttled_us + t.throttled_us,
+                },
+            );
+            parts.push(format!(
+                "{f} of a core ({backend}), throttled in {} of {} periods, {:.2} s stopped",
+                t.throttled_periods,
+                t.periods,
+                t.throttled_us as f64 / 1e6
+            ));
+        }
+        _ => parts.push("no quota".into()),
+    }
+    if let Some(set) = &first.cpuset {
+        parts.push(format!("pinned to CPU {set}"));
+    }
+    Some(parts.join("; "))
+}
+
+/// Whether the run's client ran under a quota, so that its saturation was asked for.
+pub fn limited(run: &qbench_core::RunReport) -> bool {
+    run.client_cpu
+        .as_ref()
+        .is_some_and(|c| c.fraction.is_some())
+}

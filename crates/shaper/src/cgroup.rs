@@ -1,0 +1,439 @@
+//! A CPU quota for some threads of this process: a `qb-<hex>-cpu` cgroup under the process's
+//! own, cgroup v2 `cpu.max` on a threaded child where v2 has the cpu controller, else cgroup
+//! v1 `cpu.cfs_quota_us`. Threads, not the process, are moved in, so that an in-process server
+//! beside the client keeps its full CPU. Dropping the guard moves them back and removes it.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use qbench_core::cpulimit::{period_us, quota_us, CgroupBackend, Throttling, PERIOD_US};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupError {
+    #[error("no cgroup cpu controller here: {0}")]
+    NoController(String),
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CgroupError + '_ {
+    move |source| CgroupError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Where the cgroup hierarchies are mounted (`/proc/self/mountinfo`).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Mounts {
+    pub v2: Option<PathBuf>,
+    /// The v1 hierarchy the `cpu` controller is bound to.
+    pub v1_cpu: Option<PathBuf>,
+}
+
+/// Mount points as mountinfo writes them: space, tab, newline and backslash in octal.
+fn unescape(field: &str) -> String {
+    let mut out = String::new();
+    let mut rest = field;
+    while let Some(i) = rest.find('\\') {
+        out.push_str(&rest[..i]);
+        let code = rest
+            .get(i + 1..i + 4)
+            .and_then(|o| u8::from_str_radix(o, 8).ok());
+        match code {
+            Some(c) => {
+                out.push(char::from(c));
+                rest = &rest[i + 4..];
+            }
+            None => {
+                out.push('\\');
+                rest = &rest[i + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+pub fn parse_mountinfo(text: &str) -> Mounts {
+    let mut m = Mounts::default();
+    for line in text.lines() {
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let Some(point) = left.split_whitespace().nth(4) else {
+            continue;
+        };
+        let mut r = right.split_whitespace();
+        let (fstype, options) = (r.next(), r.nth(1).unwrap_or(""));
+        match fstype {
+            Some("cgroup2") if m.v2.is_none() => m.v2 = Some(unescape(point).into()),
+            Some("cgroup") if m.v1_cpu.is_none() && options.split(',').any(|o| o == "cpu") => {
+                m.v1_cpu = Some(unescape(point).into());
+            }
+            _ => {}
+        }
+    }
+    m
+}
+
+/// The process's own cgroups (`/proc/self/cgroup`): the v2 path and the v1 `cpu` one.
+pub fn parse_proc_cgroup(text: &str) -> (Option<String>, Option<String>) {
+    let (mut v2, mut v1) = (None, None);
+    for line in text.lines() {
+        let mut f = line.splitn(3, ':');
+        let (Some(id), Some(ctrl), Some(path)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        if id == "0" && ctrl.is_empty() {
+            v2 = Some(path.to_string());
+        } else if ctrl.split(',').any(|c| c == "cpu") {
+            v1 = Some(path.to_string());
+        }
+    }
+    (v2, v1)
+}
+
+/// Where a quota can be set, found without changing anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    pub backend: CgroupBackend,
+    /// The process's own cgroup directory: ours goes beneath it, threads go back to it.
+    pub parent: PathBuf,
+}
+
+/// The cgroup under the mount point `mount` at the process's `path` in that hierarchy.
+fn under(mount: &Path, path: &str) -> PathBuf {
+    match path.trim_start_matches('/') {
+        "" => mount.to_path_buf(),
+        rest => mount.join(rest),
+    }
+}
+
+/// v2 where the process's cgroup is offered the cpu controller, else v1's `cpu` hierarchy.
+pub fn probe() -> Result<Probe, CgroupError> {
+    let read = |p: &str| fs::read_to_string(p).map_err(io(Path::new(p)));
+    let mounts = parse_mountinfo(&read("/proc/self/mountinfo")?);
+    let own = parse_proc_cgroup(&read("/proc/self/cgroup")?);
+    choose(&mounts, own, |dir| {
+        fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default()
+    })
+}
+
+/// The choice `probe` makes, given what it read; `controllers` reads a v2 cgroup's
+/// `cgroup.controllers`.
+pub fn choose(
+    mounts: &Mounts,
+    (v2_path, v1_path): (Option<String>, Option<String>),
+    controllers: impl Fn(&Path) -> String,
+) -> Result<Probe, CgroupError> {
+    let mut why = Vec::new();
+    match (&mounts.v2, &v2_path) {
+        (Some(mount), Some(path)) => {
+            let parent = under(mount, path);
+            if controllers(&parent).split_whitespace().any(|c| c == "cpu") {
+                return Ok(Probe {
+                    backend: CgroupBackend::CgroupV2,
+                    parent,
+                });
+            }
+            why.push(format!(
+                "cgroup v2 does not offer cpu to {}",
+                parent.display()
+            ));
+        }
+        _ => why.push("no cgroup v2 mount".into()),
+    }
+    match (&mounts.v1_cpu, &v1_path) {
+        (Some(mount), Some(path)) => Ok(Probe {
+            backend: CgroupBackend::CgroupV1,
+            parent: under(mount, path),
+        }),
+        _ => {
+            why.push("no cgroup v1 hierarchy with the cpu controller".into());
+            Err(CgroupError::NoController(why.join("; ")))
+        }
+    }
+}
+
+/// `qb-<8 hex>-cpu`: the only cgroups `cleanup` removes.
+pub fn is_ours(name: &str) -> bool {
+    name.strip_prefix("qb-")
+        .and_then(|r| r.strip_suffix("-cpu"))
+        .is_some_and(|h| h.len() == 8 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// One cgroup holding some of this process's threads.
+#[derive(Debug)]
+pub struct CpuCgroup {
+    backend: CgroupBackend,
+    dir: PathBuf,
+    parent: PathBuf,
+    /// v2: `+cpu` was written to the parent's `cgroup.subtree_control` by us.
+    enabled_cpu: bool,
+}
+
+impl CpuCgroup {
+    pub fn create(probe: &Probe) -> Result<Self, CgroupError> {
+        let name = format!("qb-{:08x}-cpu", rand::random::<u32>());
+        let dir = probe.parent.join(name);
+        fs::create_dir(&dir).map_err(io(&dir))?;
+        let mut cg = Self {
+            backend: probe.backend,
+            dir,
+            parent: probe.parent.clone(),
+            enabled_cpu: false,
+        };
+        if cg.backend == CgroupBackend::CgroupV2 {
+            cg.write("cgroup.type", "threaded")?;
+            let control = cg.parent.join("cgroup.subtree_control");
+            let on = fs::read_to_string(&control).map_err(io(&control))?;
+            if !on.split_whitespace().any(|c| c == "cpu") {
+                fs::write(&control, "+cpu").map_err(io(&control))?;
+                cg.enabled_cpu = true;
+            }
+        }
+        Ok(cg)
+    }
+
+    pub fn backend(&self) -> CgroupBackend {
+        self.backend
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn write(&self, file: &str, value: &str) -> Result<(), CgroupError> {
+        let path = self.dir.join(file);
+        fs::write(&path, value).map_err(io(&path))
+    }
+
+    fn read(&self, file: &str) -> Result<String, CgroupError> {
+        let path = self.dir.join(file);
+        fs::read_to_string(&path).map_err(io(&path))
+    }
+
+    /// The file a thread id is written to to move that thread in.
+    pub fn threads_path(&self) -> PathBuf {
+        self.dir.join(self.threads_file())
+    }
+
+    fn threads_file(&self) -> &'static str {
+        match self.backend {
+            CgroupBackend::CgroupV2 => "cgroup.threads",
+            CgroupBackend::CgroupV1 => "tasks",
+        }
+    }
+
+    /// Sets the quota (`None`: none) and returns it as read back: (quota, period) in µs.
+    pub fn set_limit(&self, fraction: Option<f64>) -> Result<(Option<u64>, u64), CgroupError> {
+        match self.backend {
+            CgroupBackend::CgroupV2 => {
+                let period = fraction.map_or(PERIOD_US, period_us);
+                let quota = fraction.map_or("max".into(), |f| quota_us(f).to_string());
+                self.write("cpu.max", &format!("{quota} {period}"))?;
+            }
+            CgroupBackend::CgroupV1 => {
+                // No quota first: a new period is checked against the quota in force.
+                self.write("cpu.cfs_quota_us", "-1")?;
+                let period = fraction.map_or(PERIOD_US, period_us);
+                self.write("cpu.cfs_period_us", &period.to_string())?;
+                if let Some(f) = fraction {
+                    self.write("cpu.cfs_quota_us", &quota_us(f).to_string())?;
+                }
+            }
+        }
+        self.limit()
+    }
+
+    /// The quota and period in force, in µs (`None`: no quota).
+    pub fn limit(&self) -> Result<(Option<u64>, u64), CgroupError> {
+        let bad = |what: &str, text: &str| CgroupError::Io {
+            path: self.dir.join(what).display().to_string(),
+            source: std::io::Error::other(format!("unexpected contents `{}`", text.trim())),
+        };
+        let (quota, period) = match self.backend {
+            CgroupBackend::CgroupV2 => {
+                let text = self.read("cpu.max")?;
+                let mut w = text.split_whitespace();
+                let (q, p) = (w.next().unwrap_or(""), w.next().unwrap_or(""));
+                (q.to_string(), p.to_string())
+            }
+            CgroupBackend::CgroupV1 => (
+                self.read("cpu.cfs_quota_us")?.trim().to_string(),
+                self.read("cpu.cfs_period_us")?.trim().to_string(),
+            ),
+        };
+        let period = period.parse().map_err(|_| bad("period", &period))?;
+        let quota = match quota.as_str() {
+            "max" | "-1" => None,
+            q => Some(q.parse().map_err(|_| bad("quota", q))?),
+        };
+        Ok((quota, period))
+    }
+
+    /// Moves one thread of this process (its kernel thread id) into the cgroup.
+    pub fn add_thread(&self, tid: i32) -> Result<(), CgroupError> {
+        self.write(self.threads_file(), &tid.to_string())
+    }
+
+    /// Moves one thread back to the process's own cgroup.
+    pub fn release_thread(&self, tid: i32) -> Result<(), CgroupError> {
+        let path = self.parent.join(self.threads_file());
+        fs::write(&path, tid.to_string()).map_err(io(&path))
+    }
+
+    /// The thread ids in the cgroup now.
+    pub fn threads(&self) -> Vec<i32> {
+        self.read(self.threads_file())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    pub fn throttling(&self) -> Throttling {
+        Throttling::parse_cpu_stat(&self.read("cpu.stat").unwrap_or_default())
+    }
+}
+
+impl Drop for CpuCgroup {
+    fn drop(&mut self) {
+        for tid in self.threads() {
+            let _ = self.release_thread(tid);
+        }
+        let _ = fs::remove_dir(&self.dir);
+        if self.enabled_cpu {
+            let _ = fs::write(self.parent.join("cgroup.subtree_control"), "-cpu");
+        }
+    }
+}
+
+/// Removes every empty `qb-<hex>-cpu` cgroup in the cpu hierarchies (after a `kill -9`); one
+/// that still holds threads belongs to a live run and is left alone (the kernel refuses).
+pub fn cleanup() -> Vec<String> {
+    let mounts = fs::read_to_string("/proc/self/mountinfo")
+        .map(|t| parse_mountinfo(&t))
+        .unwrap_or_default();
+    let mut removed = Vec::new();
+    for root in mounts.v2.iter().chain(&mounts.v1_cpu) {
+        sweep(root, 0, &mut removed);
+    }
+    removed
+}
+
+/// Depth-first, bounded: cgroup trees are shallow, and a loop must not run away.
+fn sweep(dir: &Path, depth: usize, removed: &mut Vec<String>) {
+    const MAX_DEPTH: usize = 12;
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        if is_ours(&e.file_name().to_string_lossy()) {
+            if fs::remove_dir(&path).is_ok() {
+                removed.push(path.display().to_string());
+            }
+        } else if depth < MAX_DEPTH {
+            sweep(&path, depth + 1, removed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MOUNTINFO: &str = "\
+25 30 0:23 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+26 25 0:24 / /sys/fs/cgroup/cpu rw,relatime shared:9 - cgroup cgroup rw,cpu
+27 25 0:25 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct
+28 25 0:26 / /sys/fs/cgroup/un\\040ified rw,relatime - cgroup2 cgroup2 rw
+";
+
+    #[test]
+    fn mounts_are_found_by_type_and_controller() {
+        let m = parse_mountinfo(MOUNTINFO);
+        assert_eq!(m.v1_cpu.as_deref(), Some(Path::new("/sys/fs/cgroup/cpu")));
+        assert_eq!(m.v2.as_deref(), Some(Path::new("/sys/fs/cgroup/un ified")));
+        let joint = "1 0 0:1 / /c rw - cgroup cgroup rw,cpu,cpuacct\n";
+        assert_eq!(
+            parse_mountinfo(joint).v1_cpu.as_deref(),
+            Some(Path::new("/c"))
+        );
+        assert_eq!(
+            parse_mountinfo("1 0 0:1 / /c rw - cgroup cgroup rw,cpuacct\n"),
+            Mounts::default()
+        );
+    }
+
+    #[test]
+    fn the_process_cgroups_of_both_versions() {
+        let text = "4:memory:/x\n2:cpu,cpuacct:/user/1\n0::/init.scope\n";
+        assert_eq!(
+            parse_proc_cgroup(text),
+            (Some("/init.scope".into()), Some("/user/1".into()))
+        );
+        assert_eq!(parse_proc_cgroup("1:cpuacct:/a\n"), (None, None));
+        assert_eq!(under(Path::new("/m"), "/").to_str(), Some("/m"));
+        assert_eq!(under(Path::new("/m"), "/a/b"), PathBuf::from("/m/a/b"));
+    }
+
+    #[test]
+    fn v2_when_it_offers_cpu_else_v1_else_an_error() {
+        let both = parse_mountinfo(MOUNTINFO);
+        let own = || (Some("/a".to_string()), Some("/".to_string()));
+        let v2 = choose(&both, own(), |_| "cpuset cpu io".into()).unwrap();
+        assert_eq!(v2.backend, CgroupBackend::CgroupV2);
+        assert_eq!(v2.parent, PathBuf::from("/sys/fs/cgroup/un ified/a"));
+        let v1 = choose(&both, own(), |_| "hugetlb".into()).unwrap();
+        assert_eq!(v1.backend, CgroupBackend::CgroupV1);
+        assert_eq!(v1.parent, PathBuf::from("/sys/fs/cgroup/cpu"));
+        let v2_only = Mounts {
+            v2: both.v2.clone(),
+            v1_cpu: None,
+        };
+        let e = choose(&v2_only, own(), |_| "memory".into())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("does not offer cpu") && e.contains("no cgroup v1"),
+            "{e}"
+        );
+        let e = choose(&Mounts::default(), (None, None), |_| String::new()).unwrap_err();
+        assert!(
+            e.to_string().starts_with("no cgroup cpu controller here"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn only_our_names_are_ours() {
+        assert!(is_ours("qb-0a1b2c3d-cpu"));
+        for other in [
+            "qb-0a1b2c3d-c",
+            "qb-xyz-cpu",
+            "user.slice",
+            "qb-0a1b2c3d0-cpu",
+        ] {
+            assert!(!is_ours(other), "{other}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parsers_never_panic(s in "\\PC{0,200}") {
+            let _ = parse_mountinfo(&s);
+            let _ = parse_proc_cgroup(&s);
+            let _ = unescape(&s);
+            let _ = is_ours(&s);
+        }
+    }
+}
