@@ -36,6 +36,9 @@ pub struct Cli {
 pub enum Command {
     /// Run the matched server (same as the qbench-server binary)
     Serve(Box<ServeArgs>),
+    /// A split-connection proxy: the matched server's listeners and limits, relaying every
+    /// request over its own HTTP/3 or HTTP/2 connection to an origin (IMC'17 Figures 16-18)
+    Proxy(Box<crate::proxy::ProxyArgs>),
     /// Compare two configurations in back-to-back rounds: PLT statistics, percent difference
     /// and Welch's t-test (IMC'17 method)
     Compare(Box<CompareArgs>),

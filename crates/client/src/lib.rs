@@ -21,6 +21,7 @@ pub mod manuals;
 pub mod merge;
 mod pacer;
 mod prepare;
+pub mod proxy;
 mod reqlog;
 mod requests;
 pub mod rerun;

@@ -23,9 +23,11 @@ fn main() -> ExitCode {
             rt.block_on(qbench_server::standalone::serve_until_signal(
                 s.server,
                 &s.cert_out,
+                None,
             ))
             .context("qbench serve")
         }),
+        Some(Command::Proxy(p)) => qbench::proxy::proxy(*p),
         Some(Command::Compare(c)) => compare(*c),
         Some(Command::Sweep(s)) => qbench::sweep::sweep(s),
         Some(Command::Report(r)) => qbench::export::html::report(r),

@@ -1,6 +1,6 @@
-//! The hyper response body: chunks of the shared payload buffer, or a short fixed text.
+//! The hyper response body: chunks of the shared payload buffer, a short fixed text, or (in
+//! a proxy) the origin's body.
 
-use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -10,10 +10,11 @@ use http_body::{Frame, SizeHint};
 use crate::payload::Chunks;
 use crate::routes::Body;
 
-#[derive(Debug)]
 pub enum PayloadBody {
     Chunks(Chunks),
     Once(Option<Bytes>),
+    /// `qbench proxy`: the origin's body as it arrives.
+    Relay(crate::relay::RelayBody),
 }
 
 impl From<Body> for PayloadBody {
@@ -28,15 +29,17 @@ impl From<Body> for PayloadBody {
 
 impl http_body::Body for PayloadBody {
     type Data = Bytes;
-    type Error = Infallible;
+    /// Only a relayed body fails: its upstream stream broke, and the client's is reset.
+    type Error = std::io::Error;
 
     fn poll_frame(
         self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let next = match self.get_mut() {
             Self::Chunks(c) => c.next(),
             Self::Once(b) => b.take(),
+            Self::Relay(r) => return r.poll_chunk(cx).map(|c| c.map(|d| d.map(Frame::data))),
         };
         Poll::Ready(next.map(|b| Ok(Frame::data(b))))
     }
@@ -45,6 +48,7 @@ impl http_body::Body for PayloadBody {
         match self {
             Self::Chunks(c) => c.remaining() == 0,
             Self::Once(b) => b.is_none(),
+            Self::Relay(_) => false,
         }
     }
 
@@ -52,6 +56,7 @@ impl http_body::Body for PayloadBody {
         match self {
             Self::Chunks(c) => SizeHint::with_exact(c.remaining()),
             Self::Once(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            Self::Relay(_) => SizeHint::default(),
         }
     }
 }

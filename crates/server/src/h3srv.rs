@@ -10,6 +10,7 @@ use qbench_core::wire::CONN_WINDOW;
 
 use crate::options::ServerOptions;
 use crate::payload::Chunks;
+use crate::relay::{self, UpstreamConn};
 use crate::request::{Answer, Drained, MAX_REQUEST_BODY};
 use crate::routes::Body;
 use crate::shared::{Shared, Stats};
@@ -136,15 +137,17 @@ async fn serve_connection(conn: quinn::Connection, shared: &Arc<Shared>) {
         .build::<_, Bytes>(h3_quinn::Connection::new(conn))
         .await;
     let Ok(mut h3conn) = built else { return };
+    let upstream = Arc::new(UpstreamConn::default());
     // Ends on peer close, H3_NO_ERROR or a connection error; nothing to report server-side.
     while let Ok(Some(resolver)) = h3conn.accept().await {
         let (shared, telemetry) = (shared.clone(), telemetry.clone());
+        let upstream = upstream.clone();
         tokio::spawn(async move {
             let Ok((req, stream)) = resolver.resolve_request().await else {
                 return;
             };
             let (parts, ()) = req.into_parts();
-            request(stream, &parts, peer, &shared, telemetry.as_ref()).await;
+            request(stream, &parts, peer, &shared, telemetry.as_ref(), &upstream).await;
         });
     }
 }
@@ -156,6 +159,7 @@ async fn request(
     peer: SocketAddr,
     shared: &Shared,
     telemetry: Option<&Arc<ConnTelemetry>>,
+    upstream: &UpstreamConn,
 ) {
     let drained = drain(&mut stream).await;
     if drained == Drained::Broken {
@@ -167,6 +171,10 @@ async fn request(
         stream.stop_sending(Code::H3_NO_ERROR);
     }
     shared.stall.wait().await;
+    if let Some(up) = relay::target(shared, req, drained) {
+        relay_to(stream, up, upstream, req).await;
+        return;
+    }
     let a = Answer::new(req, peer, drained, shared, telemetry);
     if stream.send_response(a.head).await.is_err() {
         return;
@@ -182,6 +190,45 @@ async fn request(
         Body::Bytes(b) if b.is_empty() => {}
         Body::Bytes(b) => {
             if stream.send_data(b).await.is_err() {
+                return;
+            }
+        }
+    }
+    let _ = stream.finish().await;
+}
+
+/// Streams the origin's answer to the client as it arrives; a broken upstream stream resets
+/// the client's, so that a truncated body is never taken for a whole one.
+async fn relay_to(
+    mut stream: Stream,
+    up: &relay::Upstream,
+    conn: &UpstreamConn,
+    req: &http::request::Parts,
+) {
+    let mut body = match up.fetch(conn, req).await {
+        Ok((head, body)) => {
+            if stream.send_response(head).await.is_err() {
+                return;
+            }
+            body
+        }
+        Err(e) => {
+            let (head, text) = relay::failure(&e);
+            if stream.send_response(head).await.is_ok() && stream.send_data(text).await.is_ok() {
+                let _ = stream.finish().await;
+            }
+            return;
+        }
+    };
+    while let Some(chunk) = body.next_chunk().await {
+        match chunk {
+            Ok(d) => {
+                if stream.send_data(d).await.is_err() {
+                    return;
+                }
+            }
+            Err(_) => {
+                stream.stop_stream(Code::H3_INTERNAL_ERROR);
                 return;
             }
         }

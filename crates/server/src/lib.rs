@@ -14,6 +14,7 @@ pub mod h3srv;
 pub mod options;
 pub mod payload;
 pub mod qlog;
+pub mod relay;
 pub mod request;
 pub mod routes;
 pub mod shared;
@@ -236,6 +237,14 @@ impl Server {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Makes this server a split-connection proxy (`qbench proxy`): requests are relayed to
+    /// `up` instead of answered here, except its own telemetry. Before `run`.
+    pub fn relay_to(&mut self, up: relay::Upstream) {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.upstream = Some(up);
+        }
     }
 
     pub fn cert_pem(&self) -> &str {

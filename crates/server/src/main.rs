@@ -5,7 +5,7 @@ use qbench_server::standalone::{serve_until_signal, Cli};
 #[tokio::main]
 async fn main() {
     let cli = Cli::parse();
-    let result = serve_until_signal(cli.server, &cli.cert_out)
+    let result = serve_until_signal(cli.server, &cli.cert_out, None)
         .await
         .context("qbench-server");
     if let Err(e) = result {

@@ -49,6 +49,8 @@ pub struct Shared {
     refusing: AtomicBool,
     /// `--qlog`: where QUIC connections write their qlog files.
     pub qlog: Option<QuicQlog>,
+    /// `qbench proxy`: where requests are relayed instead of answered here.
+    pub upstream: Option<crate::relay::Upstream>,
 }
 
 /// A qlogged connection is accepted with `base` and its own qlog stream.
@@ -80,6 +82,7 @@ impl Shared {
             slots,
             refusing: AtomicBool::new(false),
             qlog: None,
+            upstream: None,
         }
     }
 

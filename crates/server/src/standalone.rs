@@ -92,9 +92,12 @@ fn write_cert(out: &CertOut, pem: &str) -> Result<CertFile, ServerError> {
     })
 }
 
+/// Serves until SIGINT or SIGTERM; with `relay`, as `qbench proxy` (the upstream, and how to
+/// say where it relays).
 pub async fn serve_until_signal(
     opts: ServerOptions,
     cert_out: &CertOut,
+    relay: Option<(crate::relay::Upstream, String)>,
 ) -> Result<(), ServerError> {
     if let Err(e) = raise_fd_limit() {
         eprintln!("warning: could not raise the open-file limit ({e}); ulimit -n bounds how many connections the server holds");
@@ -108,7 +111,14 @@ pub async fn serve_until_signal(
         .collect();
     let warning = exposure_warning(opts.listen, opts.max_object, opts.telemetry);
     let from_env = std::env::var_os(TOKEN_ENV).is_some();
-    let server = Server::bind(opts, identity)?;
+    let mut server = Server::bind(opts, identity)?;
+    let (name, relaying) = match relay {
+        Some((up, what)) => {
+            server.relay_to(up);
+            ("qbench proxy", format!(" {what}"))
+        }
+        None => ("qbench-server", String::new()),
+    };
     // Before the first line: whoever waits for it may signal at once, and the certificate
     // must still be cleaned up then.
     let mut term = signal(SignalKind::terminate()).map_err(ServerError::Signal)?;
@@ -119,7 +129,7 @@ pub async fn serve_until_signal(
         None
     };
     eprintln!(
-        "qbench-server listening on {} ({}){}",
+        "{name} listening on {} ({}){relaying}{}",
         server.local_addr(),
         protocols.join(","),
         if generated {
@@ -144,7 +154,7 @@ pub async fn serve_until_signal(
     }
     crate::qlog::flush_all();
     eprintln!(
-        "qbench-server: stopped after {} connections ({} refused at --max-connections, {} \
+        "{name}: stopped after {} connections ({} refused at --max-connections, {} \
          handshake timeouts, {} idle closes, {} telemetry requests refused as busy)",
         Stats::get(&stats.accepted),
         Stats::get(&stats.refused),

@@ -17,6 +17,7 @@ use crate::body::PayloadBody;
 use crate::cc::set_tcp;
 use crate::conn_io::Tracked;
 use crate::fdlimit::{classify, AcceptError, Burst, ACCEPT_BACKOFF};
+use crate::relay::{self, UpstreamConn};
 use crate::request::{drain_body, Answer};
 use crate::shared::{Shared, Stats};
 use crate::telemetry::{watch_tcp, ConnTelemetry};
@@ -35,10 +36,22 @@ async fn answer(
     peer: SocketAddr,
     shared: &Shared,
     telemetry: Option<&Arc<ConnTelemetry>>,
+    upstream: &UpstreamConn,
 ) -> Response<PayloadBody> {
     let (parts, body) = req.into_parts();
     let drained = drain_body(body).await;
     shared.stall.wait().await;
+    if let Some(up) = relay::target(shared, &parts, drained) {
+        let (head, body) = match up.fetch(upstream, &parts).await {
+            Ok((head, body)) => (head, PayloadBody::Relay(body)),
+            Err(e) => {
+                let (head, text) = relay::failure(&e);
+                (head, PayloadBody::Once(Some(text)))
+            }
+        };
+        let (head, ()) = head.into_parts();
+        return Response::from_parts(head, body);
+    }
     let a = Answer::new(&parts, peer, drained, shared, telemetry);
     let head = a.head;
     let (parts, ()) = head.into_parts();
@@ -115,9 +128,13 @@ async fn connection(tcp: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, sha
     let is_h2 = tls.get_ref().1.alpn_protocol() == Some(ALPN_H2);
     let io = TokioIo::new(tls);
     let svc_shared = shared.clone();
+    let upstream = Arc::new(UpstreamConn::default());
     let svc = service_fn(move |req: Request<Incoming>| {
         let (shared, telemetry) = (svc_shared.clone(), telemetry.clone());
-        async move { Ok::<_, Infallible>(answer(req, peer, &shared, telemetry.as_ref()).await) }
+        let upstream = upstream.clone();
+        async move {
+            Ok::<_, Infallible>(answer(req, peer, &shared, telemetry.as_ref(), &upstream).await)
+        }
     });
     let idle = activity.idle(opts.idle_timeout);
     if is_h2 {

@@ -180,12 +180,20 @@ pub(crate) fn interrupt(child: &std::process::Child) {
 pub(crate) struct Served {
     child: std::process::Child,
     pub target: String,
+    /// What the process writes to stderr after its first line, once it ends.
+    rest: Option<std::thread::JoinHandle<String>>,
 }
 
 impl Served {
     pub(crate) fn start(args: &[&str], cert: &std::path::Path) -> Self {
+        Self::start_as("serve", args, cert)
+    }
+
+    /// `qbench SUBCOMMAND --listen 127.0.0.1:0 ARGS --cert-out CERT` (serve or proxy), once
+    /// it says where it listens.
+    pub(crate) fn start_as(sub: &str, args: &[&str], cert: &std::path::Path) -> Self {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_qbench"))
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args([sub, "--listen", "127.0.0.1:0"])
             .args(args)
             .arg("--cert-out")
             .arg(cert)
@@ -196,17 +204,40 @@ impl Served {
         let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
         let mut line = String::new();
         err.read_line(&mut line).unwrap();
-        let target = format!("https://{}", line.split_whitespace().nth(3).unwrap());
+        let mut words = line.split_whitespace().skip_while(|w| *w != "on");
+        let addr = words
+            .nth(1)
+            .unwrap_or_else(|| panic!("no address in `{line}`"));
+        let target = format!("https://{addr}");
         // The server goes on writing (its stats line at the end): keep reading.
-        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-        Self { child, target }
+        let rest = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut err, &mut text);
+            text
+        });
+        Self {
+            child,
+            target,
+            rest: Some(rest),
+        }
     }
 
     /// Stops the server; true if it exited cleanly.
-    pub(crate) fn stop(mut self) -> bool {
+    pub(crate) fn stop(self) -> bool {
+        self.stop_with_output().0
+    }
+
+    /// Stops the server (SIGTERM): whether it exited cleanly, and what it wrote last.
+    pub(crate) fn stop_with_output(mut self) -> (bool, String) {
         // SAFETY: plain kill(2) on our own child.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        self.child.wait().is_ok_and(|s| s.success())
+        let ok = self.child.wait().is_ok_and(|s| s.success());
+        let rest = self
+            .rest
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default();
+        (ok, rest)
     }
 }
 

@@ -1,0 +1,189 @@
+//! `qbench proxy`: a split-connection HTTP proxy (IMC'17 Section 5.5). It terminates the
+//! client's QUIC or TCP + TLS connection with the matched server's own listeners, TLS and
+//! limits, and relays each request over its own upstream HTTP/3 or HTTP/2 connection.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use qbench_core::Protocol;
+use qbench_server::relay::{RelayStats, Upstream};
+
+use crate::cli::ServeArgs;
+use crate::config::ConfigError;
+use crate::tls::{client_config, Trust};
+
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    /// The origin requests are relayed to: https://HOST[:PORT] (e.g. a qbench-server)
+    #[arg(long, value_name = "URL")]
+    pub upstream: String,
+
+    /// Protocol of the upstream connections (h2: TCP + TLS; h3: QUIC)
+    #[arg(long, value_enum, default_value = "h3")]
+    pub upstream_proto: Protocol,
+
+    /// Trust this CA for the origin (e.g. the qbench-cert.pem a qbench-server wrote)
+    #[arg(long, value_name = "FILE")]
+    pub upstream_ca: Option<PathBuf>,
+
+    /// Do not verify the origin's certificate
+    #[arg(long, conflicts_with = "upstream_ca")]
+    pub upstream_insecure: bool,
+
+    /// Give up opening an upstream connection, or waiting for a response head, after this
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub upstream_timeout: Duration,
+
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+/// The origin's host, port and name, as `--upstream` gives them.
+pub fn parse_upstream(url: &str) -> Result<(String, u16), String> {
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| format!("`{url}`: {e} (https://HOST[:PORT])"))?;
+    if uri.scheme_str() != Some("https") {
+        return Err(format!("`{url}`: an https:// URL"));
+    }
+    let host = uri
+        .host()
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| format!("`{url}`: no host"))?;
+    if uri.path_and_query().is_some_and(|p| p.as_str() != "/") {
+        return Err(format!(
+            "`{url}`: the origin only (requests keep their own paths)"
+        ));
+    }
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    Ok((host.to_string(), uri.port_u16().unwrap_or(443)))
+}
+
+/// What `args` relay to; needs a tokio runtime (the QUIC endpoint binds here).
+pub async fn upstream(args: &ProxyArgs) -> anyhow::Result<Upstream> {
+    let bad = |flag, message: String| ConfigError { flag, message };
+    if args.upstream_proto == Protocol::H1 {
+        return Err(bad(
+            "--upstream-proto",
+            "h2 or h3 (an HTTP/1.1 upstream would serialize the client's streams)".into(),
+        )
+        .into());
+    }
+    let (host, port) = parse_upstream(&args.upstream).map_err(|e| bad("--upstream", e))?;
+    let trust = match (&args.upstream_ca, args.upstream_insecure) {
+        (_, true) => Trust::Insecure,
+        (Some(path), false) => Trust::Pem {
+            origin: path.display().to_string(),
+            pem: std::fs::read_to_string(path).map_err(|e| {
+                bad(
+                    "--upstream-ca",
+                    format!("{}: {}", path.display(), qbench_core::errors::one_line(&e)),
+                )
+            })?,
+        },
+        (None, false) => Trust::System,
+    };
+    let tls =
+        client_config(&trust, args.upstream_proto.alpn(), None, false).context("--upstream-ca")?;
+    let addr: SocketAddr = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .with_context(|| format!("--upstream: resolving {host}"))?
+        .next()
+        .with_context(|| format!("--upstream: {host} has no address"))?;
+    let endpoint = match args.upstream_proto {
+        Protocol::H3 => {
+            let any: SocketAddr = match addr {
+                SocketAddr::V4(_) => "0.0.0.0:0".parse()?,
+                SocketAddr::V6(_) => "[::]:0".parse()?,
+            };
+            Some(quinn::Endpoint::client(any).context("binding the upstream QUIC endpoint")?)
+        }
+        _ => None,
+    };
+    Ok(Upstream {
+        proto: args.upstream_proto,
+        addr,
+        server_name: host,
+        tls: Arc::new(tls),
+        endpoint,
+        timeout: args.upstream_timeout,
+        stats: Arc::new(RelayStats::default()),
+    })
+}
+
+/// One line on what the proxy carried and the CPU it used, for when it stops.
+pub fn summary(stats: &RelayStats) -> String {
+    let g = RelayStats::get;
+    let cpu = crate::cpu::process_cpu();
+    format!(
+        "qbench proxy: relayed {} requests over {} upstream connections ({} failed to open); \
+         {} bytes up (request heads), {} bytes down (bodies); {} responses broken upstream; \
+         CPU {:.3} s user, {:.3} s system",
+        g(&stats.requests),
+        g(&stats.connects),
+        g(&stats.connect_failures),
+        g(&stats.bytes_up),
+        g(&stats.bytes_down),
+        g(&stats.broken),
+        cpu.user_s,
+        cpu.sys_s
+    )
+}
+
+/// `qbench proxy ARGS`: relays until SIGINT or SIGTERM.
+pub fn proxy(args: ProxyArgs) -> anyhow::Result<()> {
+    let rt = crate::app::runtime(2, None)?;
+    rt.block_on(async {
+        let up = upstream(&args).await?;
+        let stats = up.stats.clone();
+        let what = format!("relaying to {} over {}", args.upstream, args.upstream_proto);
+        qbench_server::standalone::serve_until_signal(
+            args.serve.server,
+            &args.serve.cert_out,
+            Some((up, what)),
+        )
+        .await
+        .context("qbench proxy")?;
+        crate::tell!("{}", summary(&stats));
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_urls() {
+        assert_eq!(
+            parse_upstream("https://a.example"),
+            Ok(("a.example".into(), 443))
+        );
+        assert_eq!(
+            parse_upstream("https://198.18.2.2:4433/"),
+            Ok(("198.18.2.2".into(), 4433))
+        );
+        assert_eq!(parse_upstream("https://[::1]:9"), Ok(("::1".into(), 9)));
+        for bad in [
+            "http://a",
+            "a:1",
+            "https://a/x",
+            "https://",
+            "",
+            "https://a:99999",
+        ] {
+            assert!(parse_upstream(bad).is_err(), "{bad}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn upstream_parser_never_panics(s in "\\PC{0,40}") {
+            let _ = parse_upstream(&s);
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! `qbench proxy` between qbench (and clients nobody here wrote) and a `qbench serve` origin:
+//! every client protocol over either upstream protocol, bodies checked byte for byte, the
+//! proxy's own account of what it carried, and its answer when the origin is gone.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{assert_complete, qbench, Served};
+
+/// An origin and a proxy in front of it, relaying over `upstream`.
+fn chain(dir: &Path, upstream: &str) -> (Served, Served, PathBuf) {
+    let origin_cert = dir.join(format!("origin-{upstream}.pem"));
+    let origin = Served::start(&[], &origin_cert);
+    let port = origin.target.rsplit(':').next().unwrap().to_string();
+    let proxy_cert = dir.join(format!("proxy-{upstream}.pem"));
+    let proxy = Served::start_as(
+        "proxy",
+        &[
+            "--upstream",
+            &format!("https://localhost:{port}"),
+            "--upstream-ca",
+            origin_cert.to_str().unwrap(),
+            "--upstream-proto",
+            upstream,
+        ],
+        &proxy_cert,
+    );
+    (origin, proxy, proxy_cert)
+}
+
+fn through(proxy: &Served) -> String {
+    let port = proxy.target.rsplit(':').next().unwrap();
+    format!("https://localhost:{port}")
+}
+
+#[test]
+fn every_protocol_is_relayed_byte_for_byte_over_either_upstream() {
+    let dir = tempfile::tempdir().unwrap();
+    for upstream in ["h3", "h2"] {
+        let (origin, proxy, ca) = chain(dir.path(), upstream);
+        let target = through(&proxy);
+        for proto in ["h3", "h2", "h1"] {
+            let r = qbench(&[
+                "--proto",
+                proto,
+                "--target",
+                &target,
+                "--ca",
+                ca.to_str().unwrap(),
+                "--objects",
+                "2x1MB,10x10KB",
+                "--connections",
+                "2",
+                "--verify",
+            ]);
+            assert_complete(&r, 1, 12, 2_100_000);
+        }
+        let (clean, said) = proxy.stop_with_output();
+        assert!(clean, "the proxy exits cleanly on SIGTERM: {said}");
+        // Three runs' bodies, and each run's telemetry answered by the proxy itself.
+        assert!(
+            said.contains(&format!("{} bytes down (bodies)", 3 * 2_100_000)),
+            "{said}"
+        );
+        assert!(
+            said.contains("relayed 36 requests over 6 upstream connections (0 failed"),
+            "{said}"
+        );
+        assert!(origin.stop());
+    }
+}
+
+#[test]
+fn curl_through_the_proxy_gets_the_origins_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (origin, proxy, ca) = chain(dir.path(), "h3");
+    let fetch = |base: &str, ca: &Path| {
+        let out = Command::new("curl")
+            .args(["-sS", "--fail", "--http2", "--max-time", "30", "--cacert"])
+            .arg(ca)
+            .arg(format!("{base}/bytes/3000001"))
+            .output()
+            .expect("curl is installed (scripts/test.sh)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let origin_port = origin.target.rsplit(':').next().unwrap();
+    let direct = fetch(
+        &format!("https://localhost:{origin_port}"),
+        &dir.path().join("origin-h3.pem"),
+    );
+    let relayed = fetch(&through(&proxy), &ca);
+    assert_eq!(relayed.len(), 3_000_001);
+    assert!(
+        relayed == direct,
+        "the relayed body differs from the origin's"
+    );
+    assert!(proxy.stop());
+    assert!(origin.stop());
+}
+
+/// quic-go's HTTP/3 client checks every body byte against the payload pattern.
+#[test]
+fn quic_go_through_the_proxy() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../interop/quicgo");
+    let bin = Path::new(env!("CARGO_TARGET_TMPDIR")).join("quicgo-proxy");
+    let go = if Command::new("go").arg("version").output().is_ok() {
+        PathBuf::from("go")
+    } else {
+        PathBuf::from("/usr/local/go/bin/go")
+    };
+    let built = Command::new(go)
+        .current_dir(&src)
+        .args(["build", "-o"])
+        .arg(&bin)
+        .arg(".")
+        .status()
+        .expect("Go is installed (scripts/test.sh)");
+    assert!(built.success());
+    let dir = tempfile::tempdir().unwrap();
+    let (origin, proxy, ca) = chain(dir.path(), "h2");
+    let started = Instant::now();
+    let out = Command::new(&bin)
+        .arg("-url-base")
+        .arg(through(&proxy))
+        .arg("-ca")
+        .arg(&ca)
+        .args(["-size", "1000000", "-fetches", "5", "-concurrent", "10"])
+        .args(["-timeout", "20s"])
+        .output()
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(120));
+    let summary: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+    assert_eq!(summary["errors"], 0, "{summary}");
+    assert_eq!(summary["hung"], 0, "{summary}");
+    assert_eq!(summary["ok"], 15, "{summary}");
+    assert!(proxy.stop());
+    assert!(origin.stop());
+}
+
+/// With the origin gone, the proxy answers 502 itself: the client counts an HTTP error, and
+/// the proxy goes on serving.
+#[test]
+fn an_unreachable_origin_is_a_502() {
+    let dir = tempfile::tempdir().unwrap();
+    let (origin, proxy, ca) = chain(dir.path(), "h2");
+    assert!(origin.stop());
+    let r = qbench(&[
+        "--proto",
+        "h2",
+        "--target",
+        &through(&proxy),
+        "--ca",
+        ca.to_str().unwrap(),
+        "--objects",
+        "3x10KB",
+    ]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("502"), "{}", r.stderr);
+    let (clean, said) = proxy.stop_with_output();
+    assert!(clean);
+    // One connection, three requests: each tried to open the upstream connection anew.
+    assert!(
+        said.contains("over 3 upstream connections (3 failed to open)"),
+        "{said}"
+    );
+}
+
+#[test]
+fn bad_proxy_flags() {
+    for (args, flag) in [
+        (
+            &["proxy", "--upstream", "http://localhost:1"][..],
+            "--upstream",
+        ),
+        (
+            &["proxy", "--upstream", "https://localhost:1/path"][..],
+            "--upstream",
+        ),
+        (
+            &[
+                "proxy",
+                "--upstream",
+                "https://localhost:1",
+                "--upstream-proto",
+                "h1",
+            ][..],
+            "--upstream-proto",
+        ),
+        (
+            &[
+                "proxy",
+                "--upstream",
+                "https://localhost:1",
+                "--upstream-ca",
+                "/nonexistent/ca.pem",
+            ][..],
+            "--upstream-ca",
+        ),
+        (&["proxy"][..], "--upstream"),
+    ] {
+        let out = common::qbench_plain(args);
+        assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
+        // clap lists a missing flag on the line after its own.
+        let head: String = out.stderr.lines().take(2).collect();
+        assert!(
+            head.starts_with("error:") && head.contains(flag),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+}
