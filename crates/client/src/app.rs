@@ -90,7 +90,10 @@ pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
     let plan = RunPlan::from_args(&args)?;
     let cfg = &plan.cfg;
     if let (true, Some(link), Some(opts)) = (plan.dry_run, &cfg.spec().link, &cfg.link_options) {
-        let (backend, script) = qbench_shaper::topology::dry_run(link, opts);
+        let (backend, script) = match &cfg.spec().link_b {
+            Some(far) => qbench_shaper::topology::dry_run_chain(link, far, opts),
+            None => qbench_shaper::topology::dry_run(link, opts),
+        };
         crate::say!("# backend: {backend:?}\n{script}");
         return Ok(());
     }

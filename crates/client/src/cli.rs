@@ -329,8 +329,11 @@ pub struct RunArgs {
     /// Run client and in-process server in network namespaces with an emulated link between
     /// them, e.g. rate=100mbit,rtt=36ms,loss=1% (fields: rate, rtt, delay, jitter, loss,
     /// reorder, queue, mtu; up./down. prefixes; rate=50..150mbit/1s or rate=trace:FILE). Root
-    #[arg(long, value_name = "SPEC")]
+    #[arg(long, visible_alias = "link-a", value_name = "SPEC")]
     pub link: Option<LinkSpec>,
+
+    #[command(flatten)]
+    pub chain: crate::chain_flags::ChainArgs,
 
     /// How to emulate the link: netem where the kernel has it, else tc + nftables + a
     /// userspace delay path
@@ -476,6 +479,8 @@ impl RunArgs {
             sample_interval: self.sample_interval,
             telemetry: !self.no_telemetry,
             link: self.link.clone(),
+            link_b: self.chain.link_b.clone(),
+            proxy: self.chain.proxy,
             client_threads: self.client_threads,
             server_threads: self.server_threads,
             load: self.load.load(),

@@ -258,6 +258,9 @@ fn table(r: &CompareReport) -> String {
         if let Some(cpu) = crate::client_cpu::describe(&rep.runs) {
             out.push_str(&format!("  {:<20}{side}: {cpu}\n", "client cpu"));
         }
+        if let Some(p) = crate::proxy::describe(&rep.runs) {
+            out.push_str(&format!("  {:<20}{side}: {p}\n", "proxy"));
+        }
     }
     for (side, rep) in [("A", &r.a), ("B", &r.b)] {
         if let Some(why) = saturated(rep) {

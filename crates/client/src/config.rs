@@ -249,6 +249,7 @@ fn check_spec(s: &RunSpec) -> Result<(), ConfigError> {
             "TCP's is net.ipv4.tcp_reordering, set in the server's own namespace and never on this host: use --link, or h3",
         ));
     }
+    check_chain(s)?;
     if s.proto != Protocol::H3 && s.link.is_none() {
         for (flag, given) in [
             ("--cwnd-cap", s.cwnd_cap.is_some()),
@@ -265,12 +266,47 @@ fn check_spec(s: &RunSpec) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// `--link-b` and `--proxy`: a middle host needs both segments, and a relay is HTTP/2 or /3.
+fn check_chain(s: &RunSpec) -> Result<(), ConfigError> {
+    if s.proxy.is_some() && s.link_b.is_none() {
+        return Err(bad(
+            "--proxy",
+            "runs on the middle host of a two-segment path: --link-a SPEC --link-b SPEC",
+        ));
+    }
+    if s.proxy == Some(Protocol::H1) {
+        return Err(bad("--proxy", "h2 or h3"));
+    }
+    if s.link_b.is_some() && s.link.is_none() {
+        return Err(bad("--link-b", "needs --link-a (the client's segment)"));
+    }
+    if s.link_b.is_some() && !s.proto.is_quic() {
+        for (flag, given) in [
+            ("--cwnd-cap", s.cwnd_cap.is_some()),
+            ("--initial-cwnd", s.initial_cwnd.is_some()),
+            ("--reorder-threshold", s.reorder_threshold.is_some()),
+        ] {
+            if given {
+                return Err(bad(
+                    flag,
+                    "TCP's is a route or sysctl of one server namespace; across --link-b the sender may be the proxy or the server: h3 only",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The matched server in this process, as the spec sets it up.
 fn server_options(s: &RunSpec) -> ServerOptions {
     let mut o = ServerOptions::loopback();
     // The client logs the same secrets (SSLKEYLOGFILE would reach this server's parser too).
     o.keylog = None;
     o.protocols = vec![s.proto];
+    // Behind a proxy, the server also speaks the proxy's upstream protocol.
+    if let Some(via) = s.proxy.filter(|&p| p != s.proto) {
+        o.protocols.push(via);
+    }
     o.cc = s.cc.unwrap_or(CcAlgo::Cubic);
     if s.proto.is_quic() {
         o.cwnd_cap = s.cwnd_cap;
@@ -279,9 +315,12 @@ fn server_options(s: &RunSpec) -> ServerOptions {
         o.reorder_time_threshold = s.reorder_time_threshold;
     }
     if s.link.is_some() {
-        let addr = qbench_shaper::plan::SERVER_ADDR;
+        let addr = match s.link_b {
+            Some(_) => qbench_shaper::plan::chain_server_addr(),
+            None => qbench_shaper::plan::SERVER_ADDR.to_string(),
+        };
         o.listen = format!("{addr}:0").parse().expect("valid literal address");
-        o.cert_names.push(addr.to_string());
+        o.cert_names.push(addr);
     }
     o.sample_interval = s.sample_interval;
     // Room for one run's connections while the previous run's are still closing.
@@ -364,6 +403,9 @@ impl Config {
             }
             if spec.link.is_some() {
                 return Err(bad("--link", "runs the in-process server behind the link; it cannot be used with --target or --url"));
+            }
+            if spec.proxy.is_some() {
+                return Err(bad("--proxy", "runs beside the in-process server's link; for a remote server, run `qbench proxy` there"));
             }
         }
         if matches!(target, Target::Urls { .. }) {

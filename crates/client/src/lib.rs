@@ -1,6 +1,7 @@
 //! qbench: the client library behind the `qbench` binary.
 
 pub mod app;
+pub mod chain_flags;
 pub mod cli;
 pub mod client_cpu;
 mod clock;

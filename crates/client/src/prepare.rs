@@ -10,6 +10,10 @@ use qbench_shaper::Topology;
 use qbench_core::spec::{Origin, RunConfig, Target};
 use qbench_core::ErrorKind;
 
+use std::sync::Arc;
+
+use qbench_server::relay::{RelayStats, Upstream};
+
 use crate::client_cpu::ClientCpu;
 use crate::config::Config;
 use crate::tls::{client_config, Trust};
@@ -20,20 +24,91 @@ use crate::transport::{Endpoint, FetchError};
 /// namespace (with `--link`), so the runtime's threads, created afterwards, live there too.
 pub struct Prepared {
     /// One in-process server per configuration under test (`None` for remote targets).
-    /// Declared before `link` so the servers stop before their namespace goes.
+    /// Declared before the links so the servers stop before their namespaces go.
     pub servers: Vec<Option<InProcess>>,
-    server_host: String,
+    /// `--proxy`: the middle host's proxy of each configuration that fetches through one.
+    pub proxies: Vec<Option<Proxy>>,
+    /// Where each configuration's client connects.
+    hosts: Vec<String>,
     pub link: Option<Topology>,
-    /// `--client-cpu`/`--client-cpuset`: declared after the link, so that the client's
+    /// `--link-b`: the server's segment beyond the middle host.
+    pub link_b: Option<Topology>,
+    /// `--client-cpu`/`--client-cpuset`: declared after the links, so that the client's
     /// threads leave the cgroup only after everything that ran in them is gone.
     pub cpu: Option<ClientCpu>,
     /// Whether the link locks TCP window metrics on the server's route toward the client.
     tcp_route_metrics: bool,
 }
 
+/// `qbench proxy` on a chain's middle host, in this process.
+pub struct Proxy {
+    pub server: InProcess,
+    pub stats: Arc<RelayStats>,
+    pub upstream: qbench_core::Protocol,
+}
+
+/// The proxy of `cfg` in the middle host (the near segment's server namespace), relaying to
+/// `origin` beyond it and trusting only its certificate.
+fn start_proxy(
+    cfg: &Config,
+    via: qbench_core::Protocol,
+    origin: &InProcess,
+    middle: String,
+) -> anyhow::Result<Proxy> {
+    let mut opts = cfg
+        .server
+        .clone()
+        .context("the proxy needs the in-process server")?;
+    let near = qbench_shaper::plan::SERVER_ADDR;
+    opts.listen = format!("{near}:0").parse()?;
+    opts.protocols = vec![cfg.spec().proto];
+    opts.cert_names.push(near.to_string());
+    // Its own sender toward the client is sampled, as the origin's would be.
+    let threads = cfg.spec().server_threads as usize;
+    let trust = Trust::Pem {
+        origin: "in-process server".into(),
+        pem: origin.cert_pem().to_string(),
+    };
+    let tls = client_config(&trust, via.alpn(), None, false)?;
+    let far = qbench_shaper::plan::chain_server_addr();
+    let addr = SocketAddr::new(far.parse()?, origin.local_addr().port());
+    let stats = Arc::new(RelayStats::default());
+    let (relay_stats, timeout) = (stats.clone(), cfg.spec().timeout);
+    let enter_ns = middle.clone();
+    let server = InProcess::start_relay_in(
+        opts,
+        threads,
+        move || qbench_shaper::netns::enter(&enter_ns).map_err(|e| e.to_string()),
+        move || {
+            let endpoint = match via {
+                qbench_core::Protocol::H3 => Some(
+                    quinn::Endpoint::client("0.0.0.0:0".parse().expect("literal"))
+                        .map_err(|e| format!("the proxy's QUIC endpoint: {e}"))?,
+                ),
+                _ => None,
+            };
+            Ok(Upstream {
+                proto: via,
+                addr,
+                server_name: far,
+                tls: Arc::new(tls),
+                endpoint,
+                timeout,
+                stats: relay_stats,
+            })
+        },
+    )
+    .context("starting the proxy on the middle host")?;
+    Ok(Proxy {
+        server,
+        stats,
+        upstream: via,
+    })
+}
+
 impl Prepared {
     /// `cfgs` share one link (the first one's, whose route settings its plan made common to
-    /// all); each gets its own in-process server.
+    /// all); each gets its own in-process server, and its own proxy if it asks for one.
     pub fn new(cfgs: &[&Config]) -> anyhow::Result<Self> {
         let first = cfgs.first().context("nothing to run")?;
         let cpu = ClientCpu::new(cfgs)?;
@@ -45,6 +120,14 @@ impl Prepared {
             }
             _ => None,
         };
+        let link_b = match (&link, &first.spec().link_b, &first.link_options) {
+            (Some(near), Some(spec), Some(opts)) => {
+                Some(Topology::up_beyond(spec.clone(), opts, near).context("--link-b")?)
+            }
+            _ => None,
+        };
+        // The servers live at the far end: beyond the middle host when there is one.
+        let far = link_b.as_ref().or(link.as_ref());
         let mut servers = Vec::new();
         for cfg in cfgs {
             let Some(opts) = cfg.server.clone() else {
@@ -52,7 +135,7 @@ impl Prepared {
                 continue;
             };
             let threads = cfg.spec().server_threads as usize;
-            let server = match &link {
+            let server = match far {
                 Some(l) => {
                     let ns = l.names().server.clone();
                     InProcess::start_in(opts, threads, move || {
@@ -66,21 +149,50 @@ impl Prepared {
             };
             servers.push(Some(server));
         }
-        let server_host = match &link {
-            Some(l) => {
-                qbench_shaper::netns::enter(&l.names().client)
-                    .context("--link: entering the client namespace")?;
-                qbench_shaper::plan::SERVER_ADDR.to_string()
-            }
-            None => "127.0.0.1".into(),
-        };
+        let mut proxies = Vec::new();
+        let mut hosts = Vec::new();
+        for (cfg, server) in cfgs.iter().zip(&servers) {
+            let proxy = match (cfg.spec().proxy, server, &link, &link_b) {
+                (Some(via), Some(origin), Some(near), Some(_)) => {
+                    Some(start_proxy(cfg, via, origin, near.names().server.clone())?)
+                }
+                _ => None,
+            };
+            hosts.push(match (&proxy, &link_b, &link) {
+                (Some(_), _, _) | (None, None, Some(_)) => {
+                    qbench_shaper::plan::SERVER_ADDR.to_string()
+                }
+                (None, Some(_), _) => qbench_shaper::plan::chain_server_addr(),
+                (None, None, None) => "127.0.0.1".into(),
+            });
+            proxies.push(proxy);
+        }
+        if let Some(l) = &link {
+            qbench_shaper::netns::enter(&l.names().client)
+                .context("--link: entering the client namespace")?;
+        }
         Ok(Self {
             servers,
-            server_host,
+            proxies,
+            hosts,
             link,
+            link_b,
             cpu,
             tcp_route_metrics,
         })
+    }
+
+    /// Which configuration `server` serves (its index in `servers`).
+    fn index_of(&self, server: &InProcess) -> Option<usize> {
+        self.servers
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|s| std::ptr::eq(s, server)))
+    }
+
+    /// The proxy the configuration of `server` fetches through, if any.
+    pub fn proxy_for(&self, server: Option<&InProcess>) -> Option<&Proxy> {
+        let i = self.index_of(server?)?;
+        self.proxies.get(i)?.as_ref()
     }
 
     /// With a TCP window cap across the link: one complete TCP + TLS connection to each
@@ -100,14 +212,13 @@ impl Prepared {
             };
             let alpn = cfg.spec().proto.alpn();
             let tls = client_config(&trust, alpn, None, false)?;
+            let host = qbench_shaper::plan::SERVER_ADDR;
             let endpoint = Endpoint {
                 addr: SocketAddr::new(
-                    self.server_host
-                        .parse()
-                        .context("in-process server address")?,
+                    host.parse().context("in-process server address")?,
                     server.local_addr().port(),
                 ),
-                server_name: self.server_host.clone(),
+                server_name: host.to_string(),
                 timeout: cfg.spec().timeout,
                 rwnd: None,
                 reorder_threshold: None,
@@ -171,17 +282,34 @@ pub(crate) async fn peer(
     let run = &cfg.run;
     let (origin, trust, description) = match (&run.target, server) {
         (Target::InProcess, Some(server)) => {
+            let host = prepared
+                .index_of(server)
+                .and_then(|i| prepared.hosts.get(i))
+                .cloned()
+                .context("the in-process server has no address")?;
+            // Through a proxy, the client speaks to the proxy and trusts its certificate.
+            let end = prepared
+                .proxy_for(Some(server))
+                .map_or(server, |p| &p.server);
             let origin = Origin {
-                host: prepared.server_host.clone(),
-                port: server.local_addr().port(),
+                host,
+                port: end.local_addr().port(),
             };
             let trust = Trust::Pem {
                 origin: "in-process server".into(),
-                pem: server.cert_pem().to_string(),
+                pem: end.cert_pem().to_string(),
             };
-            let what = match &run.spec.link {
-                Some(l) => format!("in-process qbench-server behind link {}", l.text),
-                None => "in-process qbench-server".to_string(),
+            let what = match (&run.spec.link, &run.spec.link_b, run.spec.proxy) {
+                (Some(a), Some(b), Some(via)) => format!(
+                    "in-process qbench-server behind link {} + {}, through qbench proxy (upstream {via})",
+                    a.text, b.text
+                ),
+                (Some(a), Some(b), None) => format!(
+                    "in-process qbench-server behind link {} + {}, direct",
+                    a.text, b.text
+                ),
+                (Some(l), None, _) => format!("in-process qbench-server behind link {}", l.text),
+                _ => "in-process qbench-server".to_string(),
             };
             (origin, trust, what)
         }

@@ -60,7 +60,21 @@ pub fn parse_upstream(url: &str) -> Result<(String, u16), String> {
         ));
     }
     let host = host.trim_start_matches('[').trim_end_matches(']');
-    Ok((host.to_string(), uri.port_u16().unwrap_or(443)))
+    // http::Uri drops a port it cannot read: look at the authority's text itself.
+    let authority = uri.authority().map_or("", |a| a.as_str());
+    let port_text = match authority.rsplit_once(':') {
+        Some((_, p)) if !authority.ends_with(']') => Some(p),
+        _ => None,
+    };
+    let port = match port_text {
+        Some(p) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|&p| p > 0)
+            .ok_or_else(|| format!("`{url}`: port {p} is not 1 to 65535"))?,
+        None => 443,
+    };
+    Ok((host.to_string(), port))
 }
 
 /// What `args` relay to; needs a tokio runtime (the QUIC endpoint binds here).
@@ -151,6 +165,27 @@ pub fn proxy(args: ProxyArgs) -> anyhow::Result<()> {
         crate::tell!("{}", summary(&stats));
         Ok(())
     })
+}
+
+/// `h2 upstream: 26 requests over 2 connections, 2.1 MB down, 0.4 kB up, CPU 0.05 s` over the
+/// runs that went through a proxy; `None` when none did.
+pub fn describe(runs: &[qbench_core::RunReport]) -> Option<String> {
+    let recs: Vec<_> = runs.iter().filter_map(|r| r.proxy.as_ref()).collect();
+    let first = recs.first()?;
+    let sum =
+        |f: fn(&qbench_core::link_report::ProxyRun) -> u64| recs.iter().map(|r| f(r)).sum::<u64>();
+    let cpu: f64 = recs.iter().map(|r| r.cpu.user_s + r.cpu.sys_s).sum();
+    Some(format!(
+        "{} upstream: {} requests over {} connections ({} failed), {} bytes down, {} bytes up, {} broken; CPU {:.3} s",
+        first.upstream,
+        sum(|r| r.requests),
+        sum(|r| r.connects),
+        sum(|r| r.connect_failures),
+        sum(|r| r.bytes_down),
+        sum(|r| r.bytes_up),
+        sum(|r| r.broken),
+        cpu
+    ))
 }
 
 #[cfg(test)]

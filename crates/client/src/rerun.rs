@@ -70,6 +70,8 @@ fn run_flags(s: &RunSpec, args: &mut Vec<String>) {
         ),
     );
     push(args, "link", s.link.as_ref().map(|l| l.text.clone()));
+    push(args, "link-b", s.link_b.as_ref().map(|l| l.text.clone()));
+    push(args, "proxy", s.proxy.map(|p| p.to_string()));
     if let Some(l) = &s.load {
         let time = |d| Some(humantime::format_duration(d).to_string());
         push(args, "duration", time(l.duration));
@@ -146,6 +148,11 @@ fn side_flags(side: &str, o: &SideOverrides, args: &mut Vec<String>) {
         args,
         &format!("{side}.client-cpu"),
         o.client_cpu.map(|c| c.to_string()),
+    );
+    push(
+        args,
+        &format!("{side}.proxy"),
+        o.proxy.map(|c| c.to_string()),
     );
 }
 

@@ -29,6 +29,9 @@ pub(crate) struct Side<'a> {
     runner: Runner,
     server: Option<&'a InProcess>,
     link: Option<&'a Topology>,
+    link_b: Option<&'a Topology>,
+    /// `--proxy`: the middle host's proxy this side fetches through.
+    proxy: Option<&'a crate::prepare::Proxy>,
     cpu: Option<&'a crate::client_cpu::ClientCpu>,
     /// `--client-cpu` of this side (`None`: no quota while it runs).
     client_cpu: Option<f64>,
@@ -45,6 +48,19 @@ pub(crate) struct Side<'a> {
 /// then records no noise; it is not worth failing a measurement for).
 fn machine_cpu() -> Option<CpuStat> {
     parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?).ok()
+}
+
+/// A proxy's counters now: requests, connects, connect failures, bytes up, bytes down, broken.
+fn relayed(s: &qbench_server::relay::RelayStats) -> [u64; 6] {
+    use qbench_server::relay::RelayStats as R;
+    [
+        R::get(&s.requests),
+        R::get(&s.connects),
+        R::get(&s.connect_failures),
+        R::get(&s.bytes_up),
+        R::get(&s.bytes_down),
+        R::get(&s.broken),
+    ]
 }
 
 /// What a report says about how it was produced, fixed before the first run.
@@ -150,6 +166,8 @@ impl<'a> Side<'a> {
             runner: Runner::new(transport, plan, clock),
             server,
             link: prepared.link.as_ref(),
+            link_b: prepared.link_b.as_ref(),
+            proxy: prepared.proxy_for(server),
             cpu: prepared.cpu.as_ref(),
             client_cpu: spec.client_cpu,
             meta,
@@ -187,8 +205,14 @@ impl<'a> Side<'a> {
         self.runner.objects()
     }
 
-    fn cpu_now(&self) -> (CpuTimes, Option<CpuTimes>) {
-        (process_cpu(), self.server.map(|s| s.cpu()))
+    /// The process's CPU, and that of the in-process servers this side uses (the origin and
+    /// its proxy), which are not the client's.
+    fn cpu_now(&self) -> (CpuTimes, Option<CpuTimes>, Option<CpuTimes>) {
+        (
+            process_cpu(),
+            self.server.map(|s| s.cpu()),
+            self.proxy.map(|p| p.server.cpu()),
+        )
     }
 
     /// One run; its report is appended to `runs` and returned.
@@ -197,9 +221,10 @@ impl<'a> Side<'a> {
         let quota = self.cpu.map(|c| c.apply(self.client_cpu));
         let throttled0 = self.cpu.and_then(|c| c.throttling());
         let (m0, f0) = (machine_cpu(), self.link.map(Topology::forwarder_stats));
-        let (p0, s0) = self.cpu_now();
+        let (p0, s0, x0) = self.cpu_now();
+        let relayed0 = self.proxy.map(|p| relayed(&p.stats));
         let mut rep = self.runner.run(index, bar).await;
-        let (p1, s1) = self.cpu_now();
+        let (p1, s1, x1) = self.cpu_now();
         let (m1, f1) = (machine_cpu(), self.link.map(Topology::forwarder_stats));
         rep.noise = m0
             .zip(m1)
@@ -211,14 +236,40 @@ impl<'a> Side<'a> {
                 n
             });
         let server = s0.zip(s1).map(|(a, b)| b.since(&a));
+        let proxy_cpu = x0.zip(x1).map(|(a, b)| b.since(&a));
         let process = p1.since(&p0);
-        let client = match server {
+        let mut client = match server {
             Some(s) => process.since(&s),
             None => process,
         };
+        if let Some(x) = proxy_cpu {
+            client = client.since(&x);
+        }
+        if let (Some(p), Some(before), Some(cpu)) = (self.proxy, relayed0, proxy_cpu) {
+            let now = relayed(&p.stats);
+            rep.proxy = Some(qbench_core::link_report::ProxyRun {
+                upstream: p.upstream,
+                requests: now[0] - before[0],
+                connects: now[1] - before[1],
+                connect_failures: now[2] - before[2],
+                bytes_up: now[3] - before[3],
+                bytes_down: now[4] - before[4],
+                broken: now[5] - before[5],
+                cpu,
+            });
+        }
         rep.cpu = Some(RunCpu::new(client, server, rep.payload_bytes));
         if let Some(c) = self.cpu {
-            rep.client_cpu = Some(c.record(self.client_cpu, throttled0.as_ref()));
+            let record = c.record(self.client_cpu, throttled0.as_ref());
+            if self.client_cpu.is_some() && record.quota_us.is_none() && rep.complete {
+                // Something removed the quota while the run went on: not the client asked for.
+                rep.complete = false;
+                rep.first_error = Some(format!(
+                    "--client-cpu: the quota was no longer in force at the run's end ({})",
+                    record.cgroup.as_deref().unwrap_or("no cgroup")
+                ));
+            }
+            rep.client_cpu = Some(record);
         }
         if let Some(Err(e)) = quota {
             // Not the client that was asked for: the run does not count.
@@ -237,6 +288,7 @@ impl<'a> Side<'a> {
     ) -> anyhow::Result<Report> {
         let mut r = Report::new(self.meta.clone(), self.runs.clone(), expected_runs, aborted)?;
         r.link = self.link.map(Topology::report);
+        r.link_b = self.link_b.map(Topology::report);
         r.shard = self.shard.clone();
         r.start = self.start.clone();
         Ok(r)

@@ -9,7 +9,7 @@ use crate::cli::{parse_rwnd, parse_side_cpu, MAX_CONNECTIONS};
 use qbench_core::cpulimit::CpuQuota;
 
 macro_rules! side_args {
-    ($name:ident, $cc:literal, $cap:literal, $init:literal, $rwnd:literal, $conns:literal, $streams:literal, $cpu:literal) => {
+    ($name:ident, $cc:literal, $cap:literal, $init:literal, $rwnd:literal, $conns:literal, $streams:literal, $cpu:literal, $proxy:literal) => {
         #[derive(Debug, Args)]
         pub struct $name {
             /// --cc for this side
@@ -33,6 +33,9 @@ macro_rules! side_args {
             /// --client-cpu for this side, or `none` for no quota
             #[arg(long = $cpu, id = $cpu, value_name = "FRACTION", value_parser = parse_side_cpu)]
             pub client_cpu: Option<CpuQuota>,
+            /// --proxy for this side (h2, h3), or `none` to go straight to the server
+            #[arg(long = $proxy, id = $proxy, value_name = "PROTO", value_parser = crate::chain_flags::parse_side_proxy)]
+            pub proxy: Option<qbench_core::spec::ProxyChoice>,
         }
 
         impl From<&$name> for SideOverrides {
@@ -45,6 +48,7 @@ macro_rules! side_args {
                     connections: s.connections,
                     streams: s.streams,
                     client_cpu: s.client_cpu,
+                    proxy: s.proxy,
                 }
             }
         }
@@ -59,7 +63,8 @@ side_args!(
     "a.rwnd",
     "a.connections",
     "a.streams",
-    "a.client-cpu"
+    "a.client-cpu",
+    "a.proxy"
 );
 side_args!(
     SideB,
@@ -69,5 +74,6 @@ side_args!(
     "b.rwnd",
     "b.connections",
     "b.streams",
-    "b.client-cpu"
+    "b.client-cpu",
+    "b.proxy"
 );

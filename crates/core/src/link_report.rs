@@ -33,6 +33,22 @@ pub struct Names {
     pub client: String,
     pub router: String,
     pub server: String,
+    /// The third octet of the client side's /24 (the server side's is the next one): 1 for a
+    /// link of its own (198.18.1.0/24 and 198.18.2.0/24), 3 for a chain's second segment.
+    #[serde(default = "first_net", skip_serializing_if = "is_first_net")]
+    pub net: u8,
+    /// The client namespace is the server namespace of the segment before (a chain's middle
+    /// host): this link neither makes nor deletes it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shares_client: bool,
+}
+
+fn first_net() -> u8 {
+    1
+}
+
+fn is_first_net(n: &u8) -> bool {
+    *n == 1
 }
 
 impl Names {
@@ -42,7 +58,57 @@ impl Names {
             client: format!("qb-{id}-c"),
             router: format!("qb-{id}-r"),
             server: format!("qb-{id}-s"),
+            net: 1,
+            shares_client: false,
         }
+    }
+
+    /// The second segment of a chain: its client side is `near`'s server namespace, and its
+    /// addresses are the next two /24s.
+    pub fn beyond(id: &str, near: &Self) -> Self {
+        Self {
+            client: near.server.clone(),
+            net: near.net.saturating_add(2),
+            shares_client: true,
+            ..Self::new(id)
+        }
+    }
+
+    fn addr(&self, side: u8, host: u8) -> String {
+        format!("198.18.{}.{host}", self.net.saturating_add(side))
+    }
+
+    pub fn client_addr(&self) -> String {
+        self.addr(0, 2)
+    }
+
+    pub fn router_client_side(&self) -> String {
+        self.addr(0, 1)
+    }
+
+    pub fn router_server_side(&self) -> String {
+        self.addr(1, 1)
+    }
+
+    pub fn server_addr(&self) -> String {
+        self.addr(1, 2)
+    }
+
+    pub fn client_net(&self) -> String {
+        self.addr(0, 0) + "/24"
+    }
+
+    pub fn server_net(&self) -> String {
+        self.addr(1, 0) + "/24"
+    }
+
+    /// The namespaces this link makes (and deletes).
+    pub fn own(&self) -> Vec<&String> {
+        let mut v = vec![&self.router, &self.server];
+        if !self.shares_client {
+            v.insert(0, &self.client);
+        }
+        v
     }
 
     /// Whether `ns` looks like one of ours (`qb-<hex id>-c|r|s`).
@@ -90,4 +156,22 @@ pub struct LinkReport {
     pub forwarders: Vec<(String, ForwarderStats)>,
     pub rate_changes: Vec<RateChange>,
     pub notes: Vec<String>,
+}
+
+/// What `qbench proxy` on a chain's middle host did during one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ProxyRun {
+    /// The protocol of its upstream connections.
+    pub upstream: crate::wire::Protocol,
+    /// Requests relayed, and upstream connections opened and failed.
+    pub requests: u64,
+    pub connects: u64,
+    pub connect_failures: u64,
+    /// Request heads sent upstream and response bodies relayed to the client, in bytes.
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    /// Responses whose upstream stream broke.
+    pub broken: u64,
+    /// CPU time of the proxy's threads.
+    pub cpu: crate::report::CpuTimes,
 }

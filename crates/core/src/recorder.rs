@@ -299,6 +299,7 @@ impl Recorder {
             ttfb: HistogramExport::from(&self.ttfb),
             cpu: None,
             client_cpu: None,
+            proxy: None,
             digests: None,
             telemetry: None,
             cc_states: None,

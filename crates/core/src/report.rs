@@ -105,6 +105,9 @@ pub struct RunReport {
     /// read back, and how often the quota stopped it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_cpu: Option<crate::cpulimit::ClientCpuRecord>,
+    /// With `--proxy`: what the middle host's proxy carried during the run, and its CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<crate::link_report::ProxyRun>,
     /// With `--verify` on URLs: SHA-256 (hex) of each URL's body.
     pub digests: Option<BTreeMap<String, String>>,
     /// Sender telemetry per connection, fetched from a qbench server after the run.
@@ -220,6 +223,9 @@ pub struct Report {
     pub aborted: Option<String>,
     /// The emulated link (spec, backend, commands run, forwarder counters), with `--link`.
     pub link: Option<LinkReport>,
+    /// With `--link-b`: the server's segment beyond the middle host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_b: Option<LinkReport>,
     pub summary: Summary,
     pub runs: Vec<RunReport>,
     /// With `--shard`: which shard, how its index was found, and its share of the whole
@@ -317,6 +323,7 @@ impl Report {
             complete,
             aborted,
             link: None,
+            link_b: None,
             summary,
             runs,
             shard: None,

@@ -13,7 +13,7 @@ use crate::metric::Metric;
 use crate::rounds::{
     parse_precision, AutoRounds, RoundsError, MAX_ROUNDS, MIN_ROUNDS, PRECISION_PCT,
 };
-use crate::spec::{parse_flows, CompareSpec, CompeteSpec, RunSpec, SideOverrides};
+use crate::spec::{parse_flows, CompareSpec, CompeteSpec, ProxyChoice, RunSpec, SideOverrides};
 use crate::wire::{CcAlgo, Protocol};
 use crate::workload::Workload;
 
@@ -78,7 +78,12 @@ pub struct Base {
     /// The test comparison cells are judged by (as `--test`); Welch's when absent, so that
     /// scenario files written before keep their verdicts. Not part of a cell's hash.
     pub test: Option<crate::effect::Test>,
+    /// The client's segment: the link axes (rate, rtt, loss, jitter) are added to it.
     pub link: Option<String>,
+    /// As `--link-b`: the server's segment, beyond a middle host.
+    pub link_b: Option<String>,
+    /// As `--proxy` (h2, h3): through `qbench proxy` on the middle host.
+    pub proxy: Option<ProxyChoice>,
     pub connections: Option<u32>,
     pub streams: Option<u32>,
     pub cc: Option<String>,
@@ -115,6 +120,8 @@ pub struct SideBase {
     pub connections: Option<u32>,
     /// This side's share of a core, or "none".
     pub client_cpu: Option<CpuQuota>,
+    /// This side's proxy (h2, h3), or "none" (direct).
+    pub proxy: Option<ProxyChoice>,
 }
 
 /// Values to sweep. Link axes are appended to the base link spec.
@@ -330,6 +337,22 @@ impl Scenario {
             let spec: LinkSpec = link.join(",").parse().map_err(|e| field("link", e))?;
             run.link = Some(spec);
         }
+        if let Some(v) = &b.link_b {
+            if run.link.is_none() {
+                return Err(field(
+                    "base.link_b",
+                    "needs base.link (the client's segment)",
+                ));
+            }
+            run.link_b = Some(v.parse().map_err(|e| field("base.link_b", e))?);
+        }
+        run.proxy = b.proxy.and_then(ProxyChoice::protocol);
+        if run.proxy.is_some() && run.link_b.is_none() {
+            return Err(field(
+                "base.proxy",
+                "runs on the middle host: needs base.link_b",
+            ));
+        }
         run.load = self.load(pick("request_rate", &b.request_rate))?;
         if let Some(m) = b.metric {
             if self.kind == Kind::Compete {
@@ -363,6 +386,7 @@ impl Scenario {
                             cwnd_cap: s.cwnd_cap,
                             connections: s.connections,
                             client_cpu: s.client_cpu,
+                            proxy: s.proxy,
                             ..SideOverrides::default()
                         })
                     };

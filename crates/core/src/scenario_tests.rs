@@ -383,6 +383,46 @@ fn client_cpu_axis_and_side_quota() {
     assert!(err.starts_with("base.client_cpuset: `2-1`"), "{err}");
 }
 
+#[test]
+fn two_segments_and_a_proxy_per_side() {
+    let s = Scenario::parse(
+        "name = \"x\"\n[base]\nprotos = \"h2,h3\"\nlink = \"rtt=40ms\"\nlink_b = \"rtt=40ms\"\n[base.a]\nproxy = \"h2\"\n[axes]\nloss = [\"0%\", \"1%\"]\n",
+    )
+    .unwrap();
+    let cells = s.cells().unwrap();
+    assert_eq!(cells.len(), 2);
+    let (a, b) = cells[1].spec.as_compare().unwrap().sides();
+    assert_eq!(a.proxy, Some(Protocol::H2));
+    assert_eq!(b.proxy, None);
+    // The link axes go to the client's segment; the server's stays as written.
+    assert!(a.link.as_ref().unwrap().text.contains("loss=1%"));
+    assert_eq!(a.link_b.as_ref().unwrap().text, "rtt=40ms");
+    assert_eq!(
+        cells[1].spec.as_compare().unwrap().labels().0,
+        "h2 proxy=h2"
+    );
+    for (bad, want) in [
+        (
+            "[base]\nproxy = \"h3\"\nlink = \"rtt=1ms\"",
+            "base.proxy: runs on the middle host",
+        ),
+        (
+            "[base]\nlink_b = \"rtt=1ms\"",
+            "base.link_b: needs base.link",
+        ),
+        (
+            "[base]\nlink = \"rtt=1ms\"\nlink_b = \"rtt=oops\"",
+            "base.link_b:",
+        ),
+    ] {
+        let s = Scenario::parse(&format!("name = \"x\"\n{bad}\n")).unwrap();
+        let err = s.cells().unwrap_err().to_string();
+        assert!(err.starts_with(want), "{bad}: {err}");
+    }
+    let err = Scenario::parse("name = \"x\"\n[base.b]\nproxy = \"h1\"\n").unwrap_err();
+    assert!(err.to_string().contains("proxy"), "{err}");
+}
+
 proptest::proptest! {
     #[test]
     fn scenario_parser_never_panics(text in "\\PC{0,200}") {

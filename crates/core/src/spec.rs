@@ -57,6 +57,14 @@ pub struct RunSpec {
     pub sample_interval: Duration,
     pub telemetry: bool,
     pub link: Option<LinkSpec>,
+    /// With `link_b`, `link` is the client's segment (`--link-a`) and this the server's: a
+    /// middle host joins them, where `proxy` runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_b: Option<LinkSpec>,
+    /// `--proxy h2|h3`: fetch through `qbench proxy` on the middle host, which relays over its
+    /// own connection of this protocol; `None`: straight to the server, across both segments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<Protocol>,
     pub client_threads: u32,
     pub server_threads: u32,
     /// `--duration` (and `--rate`): hold a load instead of fetching `objects` once.
@@ -102,6 +110,8 @@ impl Default for RunSpec {
             sample_interval: Duration::from_millis(10),
             telemetry: true,
             link: None,
+            link_b: None,
+            proxy: None,
             client_threads: 1,
             server_threads: 1,
             load: None,
@@ -124,6 +134,50 @@ pub struct SideOverrides {
     /// `--a.client-cpu`: this side's share of a core, or `none` where the common flag sets one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_cpu: Option<CpuQuota>,
+    /// `--a.proxy`: through the middle host's proxy (h2, h3), or `none` (direct).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<ProxyChoice>,
+}
+
+/// One side's `--a.proxy`: relay over h2 or h3, or go direct where the common flag says proxy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ProxyChoice {
+    None,
+    H2,
+    H3,
+}
+
+impl ProxyChoice {
+    pub fn protocol(self) -> Option<Protocol> {
+        match self {
+            Self::None => None,
+            Self::H2 => Some(Protocol::H2),
+            Self::H3 => Some(Protocol::H3),
+        }
+    }
+}
+
+impl std::str::FromStr for ProxyChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "none" => Ok(Self::None),
+            "h2" => Ok(Self::H2),
+            "h3" => Ok(Self::H3),
+            other => Err(format!("`{other}`: h2, h3 or none")),
+        }
+    }
+}
+
+impl std::fmt::Display for ProxyChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::None => "none",
+            Self::H2 => "h2",
+            Self::H3 => "h3",
+        })
+    }
 }
 
 impl SideOverrides {
@@ -141,6 +195,9 @@ impl SideOverrides {
         s.streams = self.streams.or(s.streams);
         if let Some(q) = self.client_cpu {
             s.client_cpu = q.fraction();
+        }
+        if let Some(p) = self.proxy {
+            s.proxy = p.protocol();
         }
         s
     }
@@ -160,6 +217,7 @@ impl SideOverrides {
         add("connections", self.connections.map(|c| c.to_string()));
         add("streams", self.streams.map(|c| c.to_string()));
         add("client-cpu", self.client_cpu.map(|c| c.to_string()));
+        add("proxy", self.proxy.map(|c| c.to_string()));
         parts.join(" ")
     }
 }

@@ -284,6 +284,8 @@ pub fn identity_for(opts: &ServerOptions) -> Result<Identity, ServerError> {
     })
 }
 
+type MakeUpstream = Box<dyn FnOnce() -> Result<relay::Upstream, String> + Send>;
+
 /// A server on its own runtime and threads inside this process, so its CPU time can be told
 /// apart from the client's. Stops when dropped.
 pub struct InProcess {
@@ -296,7 +298,7 @@ pub struct InProcess {
 
 impl InProcess {
     pub fn start(opts: ServerOptions, worker_threads: usize) -> Result<Self, ServerError> {
-        Self::build(opts, worker_threads)
+        Self::build(opts, worker_threads, None)
     }
 
     /// Starts the server from a new thread that first runs `enter` (e.g. a `setns` into a
@@ -308,13 +310,33 @@ impl InProcess {
     ) -> Result<Self, ServerError> {
         std::thread::spawn(move || {
             enter().map_err(ServerError::Enter)?;
-            Self::build(opts, worker_threads)
+            Self::build(opts, worker_threads, None)
         })
         .join()
         .map_err(|_| ServerError::Enter("server start thread panicked".into()))?
     }
 
-    fn build(opts: ServerOptions, worker_threads: usize) -> Result<Self, ServerError> {
+    /// As `start_in`, a `qbench proxy` relaying to what `upstream` makes (inside the new
+    /// runtime, where a QUIC endpoint can bind, in the place `enter` chose).
+    pub fn start_relay_in(
+        opts: ServerOptions,
+        worker_threads: usize,
+        enter: impl FnOnce() -> Result<(), String> + Send + 'static,
+        upstream: impl FnOnce() -> Result<relay::Upstream, String> + Send + 'static,
+    ) -> Result<Self, ServerError> {
+        std::thread::spawn(move || {
+            enter().map_err(ServerError::Enter)?;
+            Self::build(opts, worker_threads, Some(Box::new(upstream)))
+        })
+        .join()
+        .map_err(|_| ServerError::Enter("proxy start thread panicked".into()))?
+    }
+
+    fn build(
+        opts: ServerOptions,
+        worker_threads: usize,
+        upstream: Option<MakeUpstream>,
+    ) -> Result<Self, ServerError> {
         let identity = identity_for(&opts)?;
         let threads = cpu::ThreadGroup::default();
         let reg = threads.clone();
@@ -327,7 +349,11 @@ impl InProcess {
             .map_err(ServerError::Runtime)?;
         let server = {
             let _ctx = rt.enter();
-            Server::bind(opts, identity)?
+            let mut server = Server::bind(opts, identity)?;
+            if let Some(make) = upstream {
+                server.relay_to(make().map_err(ServerError::Enter)?);
+            }
+            server
         };
         let addr = server.local_addr();
         let cert_pem = server.cert_pem().to_string();

@@ -118,32 +118,81 @@ pub fn probe() -> Result<Probe, CgroupError> {
     let read = |p: &str| fs::read_to_string(p).map_err(io(Path::new(p)));
     let mounts = parse_mountinfo(&read("/proc/self/mountinfo")?);
     let own = parse_proc_cgroup(&read("/proc/self/cgroup")?);
-    choose(&mounts, own, |dir| {
-        fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default()
-    })
+    choose(
+        &mounts,
+        own,
+        |dir| fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default(),
+        threaded_blocker,
+    )
+}
+
+/// Controllers that work per thread: only these may be enabled above threaded cgroups.
+const THREADED_CONTROLLERS: &[&str] = &["cpu", "cpuset", "perf_event", "pids"];
+
+/// Why the kernel would refuse a threaded child under `parent` (EOPNOTSUPP): domain
+/// controllers enabled for its children, or a child cgroup of its own holding processes.
+fn threaded_blocker(parent: &Path) -> Option<String> {
+    let read = |p: PathBuf| fs::read_to_string(p).unwrap_or_default();
+    let domain: Vec<String> = read(parent.join("cgroup.subtree_control"))
+        .split_whitespace()
+        .filter(|c| !THREADED_CONTROLLERS.contains(c))
+        .map(str::to_string)
+        .collect();
+    if !domain.is_empty() && parent.join("cgroup.type").exists() {
+        return Some(format!(
+            "{} enables {} for its child cgroups, which threaded ones cannot have",
+            parent.display(),
+            domain.join(", ")
+        ));
+    }
+    let children = fs::read_dir(parent).ok()?;
+    for child in children
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+    {
+        let dir = child.path();
+        let kind = read(dir.join("cgroup.type"));
+        let populated = read(dir.join("cgroup.events"))
+            .lines()
+            .any(|l| l.trim() == "populated 1");
+        if kind.trim() == "domain" && populated && parent.join("cgroup.type").exists() {
+            return Some(format!(
+                "{} has processes in a child cgroup of its own ({}), beside which the kernel allows no threaded one",
+                parent.display(),
+                dir.display()
+            ));
+        }
+    }
+    None
 }
 
 /// The choice `probe` makes, given what it read; `controllers` reads a v2 cgroup's
-/// `cgroup.controllers`.
+/// `cgroup.controllers`, `blocker` says why a threaded child cannot go under it, if it cannot.
 pub fn choose(
     mounts: &Mounts,
     (v2_path, v1_path): (Option<String>, Option<String>),
     controllers: impl Fn(&Path) -> String,
+    blocker: impl Fn(&Path) -> Option<String>,
 ) -> Result<Probe, CgroupError> {
     let mut why = Vec::new();
     match (&mounts.v2, &v2_path) {
         (Some(mount), Some(path)) => {
             let parent = under(mount, path);
-            if controllers(&parent).split_whitespace().any(|c| c == "cpu") {
+            if !controllers(&parent).split_whitespace().any(|c| c == "cpu") {
+                why.push(format!(
+                    "cgroup v2 does not offer cpu to {}",
+                    parent.display()
+                ));
+            } else if let Some(reason) = blocker(&parent) {
+                why.push(format!(
+                    "cgroup v2: {reason}; run qbench from a leaf cgroup"
+                ));
+            } else {
                 return Ok(Probe {
                     backend: CgroupBackend::CgroupV2,
                     parent,
                 });
             }
-            why.push(format!(
-                "cgroup v2 does not offer cpu to {}",
-                parent.display()
-            ));
         }
         _ => why.push("no cgroup v2 mount".into()),
     }
@@ -188,7 +237,16 @@ impl CpuCgroup {
             enabled_cpu: false,
         };
         if cg.backend == CgroupBackend::CgroupV2 {
-            cg.write("cgroup.type", "threaded")?;
+            let _lock = ParentLock::take(&cg.parent);
+            cg.write("cgroup.type", "threaded").map_err(|e| match e {
+                CgroupError::Io { source, .. } if source.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                    CgroupError::NoController(format!(
+                        "cgroup v2 refuses a threaded child under {} (populated child cgroups or domain controllers there); run qbench from a leaf cgroup",
+                        cg.parent.display()
+                    ))
+                }
+                other => other,
+            })?;
             let control = cg.parent.join("cgroup.subtree_control");
             let on = fs::read_to_string(&control).map_err(io(&control))?;
             if !on.split_whitespace().any(|c| c == "cpu") {
@@ -301,13 +359,39 @@ impl CpuCgroup {
     }
 }
 
+/// An exclusive `flock` on the parent cgroup's directory while cpu is enabled for its
+/// children or disabled again, so that two runs under one parent do not undo each other.
+struct ParentLock {
+    /// Held, not read: the lock lasts as long as the descriptor.
+    _file: Option<fs::File>,
+}
+
+impl ParentLock {
+    fn take(dir: &Path) -> Self {
+        use std::os::fd::AsRawFd;
+        let file = fs::File::open(dir).ok().filter(|f| {
+            // SAFETY: flock on a descriptor we own; released when it closes.
+            unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) == 0 }
+        });
+        Self { _file: file }
+    }
+}
+
+/// Whether `dir` has any child cgroup (a subdirectory).
+fn has_children(dir: &Path) -> bool {
+    fs::read_dir(dir).is_ok_and(|d| d.flatten().any(|e| e.file_type().is_ok_and(|t| t.is_dir())))
+}
+
 impl Drop for CpuCgroup {
     fn drop(&mut self) {
+        let _lock =
+            (self.backend == CgroupBackend::CgroupV2).then(|| ParentLock::take(&self.parent));
         for tid in self.threads() {
             let _ = self.release_thread(tid);
         }
         let _ = fs::remove_dir(&self.dir);
-        if self.enabled_cpu {
+        // Another run's cgroup (or anyone's) beside ours may need cpu still: then it stays on.
+        if self.enabled_cpu && !has_children(&self.parent) {
             let _ = fs::write(self.parent.join("cgroup.subtree_control"), "-cpu");
         }
     }
@@ -390,28 +474,67 @@ mod tests {
     fn v2_when_it_offers_cpu_else_v1_else_an_error() {
         let both = parse_mountinfo(MOUNTINFO);
         let own = || (Some("/a".to_string()), Some("/".to_string()));
-        let v2 = choose(&both, own(), |_| "cpuset cpu io".into()).unwrap();
+        let none = |_: &Path| None;
+        let v2 = choose(&both, own(), |_| "cpuset cpu io".into(), none).unwrap();
         assert_eq!(v2.backend, CgroupBackend::CgroupV2);
         assert_eq!(v2.parent, PathBuf::from("/sys/fs/cgroup/un ified/a"));
-        let v1 = choose(&both, own(), |_| "hugetlb".into()).unwrap();
+        let v1 = choose(&both, own(), |_| "hugetlb".into(), none).unwrap();
         assert_eq!(v1.backend, CgroupBackend::CgroupV1);
         assert_eq!(v1.parent, PathBuf::from("/sys/fs/cgroup/cpu"));
         let v2_only = Mounts {
             v2: both.v2.clone(),
             v1_cpu: None,
         };
-        let e = choose(&v2_only, own(), |_| "memory".into())
+        let e = choose(&v2_only, own(), |_| "memory".into(), none)
             .unwrap_err()
             .to_string();
         assert!(
             e.contains("does not offer cpu") && e.contains("no cgroup v1"),
             "{e}"
         );
-        let e = choose(&Mounts::default(), (None, None), |_| String::new()).unwrap_err();
+        let e = choose(&Mounts::default(), (None, None), |_| String::new(), none).unwrap_err();
         assert!(
             e.to_string().starts_with("no cgroup cpu controller here"),
             "{e}"
         );
+        // Where v2 cannot hold a threaded child, v1 is taken if it is there, else the reason.
+        let blocked = |_: &Path| Some("/a has processes in a child cgroup".to_string());
+        let v1 = choose(&both, own(), |_| "cpu".into(), blocked).unwrap();
+        assert_eq!(v1.backend, CgroupBackend::CgroupV1);
+        let e = choose(&v2_only, own(), |_| "cpu".into(), blocked)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("processes in a child cgroup; run qbench from a leaf cgroup"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn threaded_children_are_refused_beside_domain_controllers_or_populated_children() {
+        let root = std::env::temp_dir().join(format!("qb-cgtest-{}", std::process::id()));
+        let parent = root.join("parent");
+        let child = parent.join("other");
+        fs::create_dir_all(&child).unwrap();
+        let put = |p: PathBuf, text: &str| fs::write(p, text).unwrap();
+        put(parent.join("cgroup.type"), "domain\n");
+        put(parent.join("cgroup.subtree_control"), "cpu pids\n");
+        put(child.join("cgroup.type"), "domain\n");
+        put(child.join("cgroup.events"), "populated 0\nfrozen 0\n");
+        assert_eq!(threaded_blocker(&parent), None);
+        put(child.join("cgroup.events"), "populated 1\nfrozen 0\n");
+        let why = threaded_blocker(&parent).unwrap();
+        assert!(why.contains("processes in a child cgroup"), "{why}");
+        put(child.join("cgroup.type"), "threaded\n");
+        assert_eq!(threaded_blocker(&parent), None);
+        put(parent.join("cgroup.subtree_control"), "cpu memory io\n");
+        let why = threaded_blocker(&parent).unwrap();
+        assert!(why.contains("enables memory, io"), "{why}");
+        // The root cgroup (no cgroup.type) mixes both kinds.
+        fs::remove_file(parent.join("cgroup.type")).unwrap();
+        assert_eq!(threaded_blocker(&parent), None);
+        assert!(has_children(&parent) && !has_children(&child));
+        fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

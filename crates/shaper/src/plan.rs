@@ -14,6 +14,11 @@ pub const ROUTER_CLIENT_SIDE: &str = "198.18.1.1";
 pub const ROUTER_SERVER_SIDE: &str = "198.18.2.1";
 pub const SERVER_ADDR: &str = "198.18.2.2";
 
+/// The server's address at the far end of a chain (`--link-b`): the second segment's.
+pub fn chain_server_addr() -> String {
+    Names::beyond("0", &Names::new("0")).server_addr()
+}
+
 /// Interface names inside the namespaces (unique per namespace, so fixed).
 pub const CLIENT_IF: &str = "qb-c0";
 pub const SERVER_IF: &str = "qb-s0";
@@ -209,7 +214,8 @@ fn nft_loss(names: &Names, link: &LinkSpec) -> Option<Cmd> {
 /// Namespaces, veths, addresses, routes and forwarding: the topology without impairments.
 fn topology(n: &Names, mtu: Option<u32>, offloads: Offloads) -> Vec<Cmd> {
     let (c, r, s) = (n.client.as_str(), n.router.as_str(), n.server.as_str());
-    let mut v: Vec<Cmd> = [c, r, s]
+    let mut v: Vec<Cmd> = n
+        .own()
         .iter()
         .map(|ns| Cmd::new(None, &["ip", "netns", "add", ns]))
         .collect();
@@ -226,15 +232,24 @@ fn topology(n: &Names, mtu: Option<u32>, offloads: Offloads) -> Vec<Cmd> {
         ));
     }
     let ends = [
-        (c, CLIENT_IF, "198.18.1.2/24"),
-        (r, ROUTER_TO_CLIENT, "198.18.1.1/24"),
-        (r, ROUTER_TO_SERVER, "198.18.2.1/24"),
-        (s, SERVER_IF, "198.18.2.2/24"),
+        (c, CLIENT_IF, n.client_addr()),
+        (r, ROUTER_TO_CLIENT, n.router_client_side()),
+        (r, ROUTER_TO_SERVER, n.router_server_side()),
+        (s, SERVER_IF, n.server_addr()),
     ];
     for (ns, dev, addr) in ends {
         v.push(Cmd::new(
             None,
-            &["ip", "-n", ns, "addr", "add", addr, "dev", dev],
+            &[
+                "ip",
+                "-n",
+                ns,
+                "addr",
+                "add",
+                &format!("{addr}/24"),
+                "dev",
+                dev,
+            ],
         ));
         if let Some(m) = mtu {
             v.push(Cmd::new(
@@ -268,23 +283,34 @@ fn topology(n: &Names, mtu: Option<u32>, offloads: Offloads) -> Vec<Cmd> {
             &["ip", "-n", ns, "link", "set", "dev", dev, "up"],
         ));
     }
-    for ns in [c, r, s] {
+    for ns in n.own() {
         v.push(Cmd::new(
             None,
             &["ip", "-n", ns, "link", "set", "dev", "lo", "up"],
         ));
     }
-    for (ns, via) in [(c, ROUTER_CLIENT_SIDE), (s, ROUTER_SERVER_SIDE)] {
+    // A chain's middle host keeps its default route toward the client; only the far server's
+    // subnet goes this way.
+    let toward_server = if n.shares_client {
+        n.server_net()
+    } else {
+        "default".to_string()
+    };
+    for (ns, dest, via) in [
+        (c, toward_server, n.router_client_side()),
+        (s, "default".to_string(), n.router_server_side()),
+    ] {
         v.push(Cmd::new(
             None,
-            &["ip", "-n", ns, "route", "add", "default", "via", via],
+            &["ip", "-n", ns, "route", "add", &dest, "via", &via],
         ));
     }
     v.push(Cmd::new(
         Some(r),
         &["sysctl", "-qw", "net.ipv4.ip_forward=1"],
     ));
-    for ns in [c, s] {
+    let ends: Vec<&str> = if n.shares_client { vec![s] } else { vec![c, s] };
+    for ns in ends {
         for (k, val) in ENDPOINT_SYSCTLS {
             v.push(Cmd::new(
                 Some(ns),
@@ -436,9 +462,9 @@ pub fn tcp_route_metrics(n: &Names, cap: Option<u32>, initcwnd: Option<u32>) -> 
         s,
         "route",
         "replace",
-        "198.18.1.0/24",
+        &n.client_net(),
         "via",
-        ROUTER_SERVER_SIDE,
+        &n.router_server_side(),
         "dev",
         SERVER_IF,
     ]
@@ -463,10 +489,49 @@ pub fn tcp_route_metrics(n: &Names, cap: Option<u32>, initcwnd: Option<u32>) -> 
 
 /// Tearing down is deleting the namespaces: every veth, TUN, qdisc and nft table in them goes.
 pub fn down(names: &Names) -> Vec<Cmd> {
-    [&names.client, &names.router, &names.server]
+    names
+        .own()
         .iter()
         .map(|ns| Cmd::new(None, &["ip", "netns", "del", ns]))
         .collect()
+}
+
+/// Joins two segments into one path through the middle host (`far` is beyond `near`): the
+/// routers learn the subnets at the far ends, and the middle host forwards what is not its
+/// own, so a client can also reach the far server directly, across both segments.
+pub fn chain(near: &Names, far: &Names) -> Vec<Cmd> {
+    vec![
+        Cmd::new(
+            None,
+            &[
+                "ip",
+                "-n",
+                &near.router,
+                "route",
+                "add",
+                &far.server_net(),
+                "via",
+                &near.server_addr(),
+            ],
+        ),
+        Cmd::new(
+            None,
+            &[
+                "ip",
+                "-n",
+                &far.router,
+                "route",
+                "add",
+                &near.client_net(),
+                "via",
+                &far.client_addr(),
+            ],
+        ),
+        Cmd::new(
+            Some(&near.server),
+            &["sysctl", "-qw", "net.ipv4.ip_forward=1"],
+        ),
+    ]
 }
 
 /// `tc qdisc change` lines for a new rate on one direction's egress (for `tc -batch -`).

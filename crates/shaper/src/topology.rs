@@ -122,19 +122,52 @@ pub fn dry_run(link: &LinkSpec, opts: &TopologyOptions) -> (Backend, String) {
     )
 }
 
+/// The plan of a chain, `near` then `far` beyond it, for `--dry-run`.
+pub fn dry_run_chain(near: &LinkSpec, far: &LinkSpec, opts: &TopologyOptions) -> (Backend, String) {
+    let plan_opts = plan_options(opts, &probe());
+    let a = Names::new("ID");
+    let b = Names::beyond("ID2", &a);
+    let mut cmds = plan::up(&a, near, &plan_opts);
+    cmds.extend(plan::up(&b, far, &plan_opts));
+    cmds.extend(plan::chain(&a, &b));
+    (plan_opts.backend, plan::script(&cmds))
+}
+
 impl Topology {
     pub fn up(link: LinkSpec, opts: &TopologyOptions) -> Result<Self, ShaperError> {
+        let names = Names::new(&opts.id.clone().unwrap_or_else(random_id));
+        Self::build(link, opts, names, Vec::new())
+    }
+
+    /// The second segment of a chain: from `near`'s server namespace (the middle host) to a
+    /// server of its own, with routes that also carry traffic straight across both.
+    pub fn up_beyond(
+        link: LinkSpec,
+        opts: &TopologyOptions,
+        near: &Self,
+    ) -> Result<Self, ShaperError> {
+        let mut id = random_id();
+        if id == near.names.id {
+            id.push('0');
+        }
+        let names = Names::beyond(&id, &near.names);
+        let joins = plan::chain(&near.names, &names);
+        Self::build(link, opts, names, joins)
+    }
+
+    fn build(
+        link: LinkSpec,
+        opts: &TopologyOptions,
+        names: Names,
+        extra: Vec<plan::Cmd>,
+    ) -> Result<Self, ShaperError> {
         let caps = probe();
         let plan_opts = plan_options(opts, &caps);
         let backend = plan_opts.backend;
         crate::probe::check(&caps, backend, opts.offloads != Offloads::Default)?;
-        let names = Names::new(&opts.id.clone().unwrap_or_else(random_id));
         // A link with this id is up already: leave it alone (its namespaces are not ours).
         let existing = netns::list();
-        if [&names.client, &names.router, &names.server]
-            .iter()
-            .any(|ns| existing.contains(*ns))
-        {
+        if names.own().iter().any(|ns| existing.contains(*ns)) {
             return Err(ShaperError::InUse(names.id.clone()));
         }
         let mut topo = Self {
@@ -149,7 +182,9 @@ impl Topology {
         };
         // From here on, Drop tears down whatever part was built.
         let mut exec = Executor::default();
-        let result = exec.run_all(&plan::up(&names, &link, &plan_opts));
+        let mut cmds = plan::up(&names, &link, &plan_opts);
+        cmds.extend(extra);
+        let result = exec.run_all(&cmds);
         topo.executed = exec.done;
         result?;
         if plan_opts.tcp_reordering.is_some() {

@@ -237,6 +237,9 @@ fn cell_details(i: usize, c: &Cmp) -> anyhow::Result<String> {
         if let Some(cpu) = crate::client_cpu::describe(&rep.runs) {
             let _ = write!(html, "<p>client CPU of {}: {}</p>", esc(label), esc(&cpu));
         }
+        if let Some(p) = crate::proxy::describe(&rep.runs) {
+            let _ = write!(html, "<p>proxy of {}: {}</p>", esc(label), esc(&p));
+        }
     }
     html.push_str(&state_share_table(&machines)?);
     Ok(html)

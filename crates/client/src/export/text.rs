@@ -122,6 +122,9 @@ fn client_lines(report: &Report, line: &mut dyn FnMut(&str, String)) {
     if let Some(cpu) = crate::client_cpu::describe(&report.runs) {
         line("client cpu", cpu);
     }
+    if let Some(p) = crate::proxy::describe(&report.runs) {
+        line("proxy", p);
+    }
     for r in &report.runs {
         if let Some(why) = r.client.as_ref().and_then(|c| c.saturated.as_ref()) {
             match crate::client_cpu::limited(r) {

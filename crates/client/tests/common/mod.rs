@@ -247,3 +247,17 @@ impl Drop for Served {
         let _ = self.child.wait();
     }
 }
+
+/// `qbench ARGS` exits 2 with an error naming `flag` in its first two lines (clap lists a
+/// missing flag on the line after its own), and writes no report.
+pub(crate) fn refused(args: &[&str], flag: &str) {
+    let out = qbench_plain(args);
+    assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
+    assert!(out.stdout.is_empty(), "{args:?} printed a report");
+    let head: String = out.stderr.lines().take(2).collect();
+    assert!(
+        head.starts_with("error:") && head.contains(flag),
+        "{args:?}: {}",
+        out.stderr
+    );
+}
