@@ -218,7 +218,13 @@ pub fn describe(runs: &[qbench_core::RunReport]) -> Option<String> {
         runs.iter().filter_map(|r| r.client_cpu.as_ref()).collect();
     let first = records.first()?;
     let mut parts = Vec::new();
+    let lost = records
+        .iter()
+        .any(|r| r.fraction.is_some() && r.quota_us.is_none());
     match (first.fraction, first.backend) {
+        (Some(f), Some(_)) if lost => parts.push(format!(
+            "{f} of a core asked, but the quota was not in force at the end of every run"
+        )),
         (Some(f), Some(b)) => {
             let backend = serde_json::to_value(b).ok();
             let backend = backend
@@ -248,9 +254,53 @@ pub fn describe(runs: &[qbench_core::RunReport]) -> Option<String> {
     Some(parts.join("; "))
 }
 
-/// Whether the run's client ran under a quota, so that its saturation was asked for.
+/// Whether the run's client ran under a quota still in force at its end, so that its
+/// saturation was asked for.
 pub fn limited(run: &qbench_core::RunReport) -> bool {
     run.client_cpu
         .as_ref()
-        .is_some_and(|c| c.fraction.is_some())
+        .is_some_and(|c| c.fraction.is_some() && c.quota_us.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qbench_core::cpulimit::CgroupBackend;
+    use qbench_core::Recorder;
+
+    fn run_with(quota_us: Option<u64>) -> qbench_core::RunReport {
+        let mut run =
+            Recorder::new(0, 1, std::time::Duration::ZERO).finish(std::time::Duration::ZERO);
+        run.client_cpu = Some(ClientCpuRecord {
+            fraction: Some(0.2),
+            backend: Some(CgroupBackend::CgroupV2),
+            cgroup: Some("/sys/fs/cgroup/qb-00000000-cpu".into()),
+            quota_us,
+            period_us: quota_us.map(|_| 10_000),
+            cpuset: None,
+            threads: 1,
+            throttling: Some(Throttling {
+                periods: 10,
+                throttled_periods: 4,
+                throttled_us: 20_000,
+            }),
+        });
+        run
+    }
+
+    #[test]
+    fn a_quota_that_vanished_is_neither_described_nor_excused_as_held() {
+        let held = run_with(Some(2_000));
+        assert!(limited(&held));
+        let text = describe(std::slice::from_ref(&held)).unwrap();
+        assert_eq!(
+            text,
+            "0.2 of a core (cgroup-v2), throttled in 4 of 10 periods, 0.02 s stopped"
+        );
+        let lost = run_with(None);
+        assert!(!limited(&lost));
+        let text = describe(&[held, lost]).unwrap();
+        assert!(text.contains("the quota was not in force"), "{text}");
+        assert_eq!(describe(&[]), None);
+    }
 }

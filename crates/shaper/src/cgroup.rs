@@ -126,36 +126,26 @@ pub fn probe() -> Result<Probe, CgroupError> {
     )
 }
 
-/// Controllers that work per thread: only these may be enabled above threaded cgroups.
-const THREADED_CONTROLLERS: &[&str] = &["cpu", "cpuset", "perf_event", "pids"];
-
-/// Why the kernel would refuse a threaded child under `parent` (EOPNOTSUPP): domain
-/// controllers enabled for its children, or a child cgroup of its own holding processes.
+/// Why the kernel would refuse a threaded child under `parent` (EOPNOTSUPP): a child cgroup
+/// of its own that holds processes and is not threaded. (Domain controllers enabled for the
+/// children cannot be the reason: the kernel keeps processes out of such a cgroup, and the
+/// mixable root, which has no `cgroup.type`, allows both.)
 fn threaded_blocker(parent: &Path) -> Option<String> {
-    let read = |p: PathBuf| fs::read_to_string(p).unwrap_or_default();
-    let domain: Vec<String> = read(parent.join("cgroup.subtree_control"))
-        .split_whitespace()
-        .filter(|c| !THREADED_CONTROLLERS.contains(c))
-        .map(str::to_string)
-        .collect();
-    if !domain.is_empty() && parent.join("cgroup.type").exists() {
-        return Some(format!(
-            "{} enables {} for its child cgroups, which threaded ones cannot have",
-            parent.display(),
-            domain.join(", ")
-        ));
+    if !parent.join("cgroup.type").exists() {
+        return None;
     }
+    let read = |p: PathBuf| fs::read_to_string(p).unwrap_or_default();
     let children = fs::read_dir(parent).ok()?;
     for child in children
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
     {
         let dir = child.path();
-        let kind = read(dir.join("cgroup.type"));
+        let threaded = read(dir.join("cgroup.type")).trim() == "threaded";
         let populated = read(dir.join("cgroup.events"))
             .lines()
             .any(|l| l.trim() == "populated 1");
-        if kind.trim() == "domain" && populated && parent.join("cgroup.type").exists() {
+        if populated && !threaded {
             return Some(format!(
                 "{} has processes in a child cgroup of its own ({}), beside which the kernel allows no threaded one",
                 parent.display(),
@@ -241,7 +231,7 @@ impl CpuCgroup {
             cg.write("cgroup.type", "threaded").map_err(|e| match e {
                 CgroupError::Io { source, .. } if source.raw_os_error() == Some(libc::EOPNOTSUPP) => {
                     CgroupError::NoController(format!(
-                        "cgroup v2 refuses a threaded child under {} (populated child cgroups or domain controllers there); run qbench from a leaf cgroup",
+                        "cgroup v2 refuses a threaded child under {} (a child cgroup there holds processes); run qbench from a leaf cgroup",
                         cg.parent.display()
                     ))
                 }
@@ -511,26 +501,25 @@ mod tests {
     }
 
     #[test]
-    fn threaded_children_are_refused_beside_domain_controllers_or_populated_children() {
+    fn threaded_children_are_refused_beside_populated_children_that_are_not_threaded() {
         let root = std::env::temp_dir().join(format!("qb-cgtest-{}", std::process::id()));
         let parent = root.join("parent");
         let child = parent.join("other");
         fs::create_dir_all(&child).unwrap();
         let put = |p: PathBuf, text: &str| fs::write(p, text).unwrap();
         put(parent.join("cgroup.type"), "domain\n");
-        put(parent.join("cgroup.subtree_control"), "cpu pids\n");
         put(child.join("cgroup.type"), "domain\n");
         put(child.join("cgroup.events"), "populated 0\nfrozen 0\n");
         assert_eq!(threaded_blocker(&parent), None);
         put(child.join("cgroup.events"), "populated 1\nfrozen 0\n");
         let why = threaded_blocker(&parent).unwrap();
         assert!(why.contains("processes in a child cgroup"), "{why}");
+        put(child.join("cgroup.type"), "domain threaded\n");
+        assert!(threaded_blocker(&parent).is_some());
         put(child.join("cgroup.type"), "threaded\n");
         assert_eq!(threaded_blocker(&parent), None);
-        put(parent.join("cgroup.subtree_control"), "cpu memory io\n");
-        let why = threaded_blocker(&parent).unwrap();
-        assert!(why.contains("enables memory, io"), "{why}");
         // The root cgroup (no cgroup.type) mixes both kinds.
+        put(child.join("cgroup.type"), "domain\n");
         fs::remove_file(parent.join("cgroup.type")).unwrap();
         assert_eq!(threaded_blocker(&parent), None);
         assert!(has_children(&parent) && !has_children(&child));
