@@ -3,7 +3,8 @@
 # Installs what the tests need when it is missing: Debian's caddy (interop peer), Go (to build
 # h2spec and quic-go's client from the Go module proxy), for the emulated-link tests
 # iproute2, nftables, ethtool and ping, and openssh for the multi-host fleet test (sshd in
-# namespaces; no system service is started). Those tests need root.
+# namespaces; no system service is started). Those tests need root. scripts/kernel-tests.sh, last,
+# installs QEMU, virtme-ng and Debian's stock kernel to test the netem backend in a VM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -96,3 +97,5 @@ PYTHONDONTWRITEBYTECODE=1 QBENCH="$bin/qbench" QBENCH_SERVER="$bin/qbench-server
 QBENCH="$bin/qbench" bash scripts/hgrm_check.sh
 # HTTP/2 conformance of the server: ten runs, since the failures h2spec can find are races.
 H2SPEC_RUNS=10 bash scripts/h2spec.sh
+# The netem backend, which this kernel lacks, on Debian's stock kernel booted under QEMU.
+bash scripts/kernel-tests.sh

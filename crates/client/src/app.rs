@@ -110,7 +110,7 @@ pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
             r = run(&plan, command, &prepared, &runs_started) => r,
             () = async {
                 loop {
-                    let _ = tokio::signal::ctrl_c().await;
+                    crate::interrupt::sigint().await;
                     if !runs_started.swap(false, Ordering::Relaxed) {
                         break;
                     }

@@ -517,7 +517,7 @@ pub fn run_blocking(
     let outcome = rt.block_on(async {
         tokio::select! {
             r = run(plan, &prepared, command) => r,
-            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+            () = crate::interrupt::sigint() => Err(anyhow::anyhow!("interrupted")),
         }
     });
     rt.shutdown_timeout(std::time::Duration::from_secs(1));

@@ -108,7 +108,7 @@ pub fn run_blocking(plan: &Plan, json: Option<&Dest>) -> anyhow::Result<CompeteR
         let work = join_all(sides.iter_mut().map(|s| s.run(0, &bar)));
         tokio::select! {
             _ = work => {}
-            _ = tokio::signal::ctrl_c() => anyhow::bail!("interrupted"),
+            () = crate::interrupt::sigint() => anyhow::bail!("interrupted"),
         }
         bar.finish_and_clear();
         for s in &mut sides {

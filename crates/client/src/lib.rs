@@ -16,6 +16,7 @@ pub mod export;
 mod fds;
 pub mod fleet;
 mod hold;
+mod interrupt;
 pub mod judge;
 pub mod load_flags;
 pub mod manuals;

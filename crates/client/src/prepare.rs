@@ -111,6 +111,7 @@ impl Prepared {
     /// all); each gets its own in-process server, and its own proxy if it asks for one.
     pub fn new(cfgs: &[&Config]) -> anyhow::Result<Self> {
         let first = cfgs.first().context("nothing to run")?;
+        crate::interrupt::hold()?;
         let cpu = ClientCpu::new(cfgs)?;
         let mut tcp_route_metrics = false;
         let link = match (&first.spec().link, &first.link_options) {
@@ -120,12 +121,14 @@ impl Prepared {
             }
             _ => None,
         };
+        crate::interrupt::check("the link was being built")?;
         let link_b = match (&link, &first.spec().link_b, &first.link_options) {
             (Some(near), Some(spec), Some(opts)) => {
                 Some(Topology::up_beyond(spec.clone(), opts, near).context("--link-b")?)
             }
             _ => None,
         };
+        crate::interrupt::check("the link was being built")?;
         // The servers live at the far end: beyond the middle host when there is one.
         let far = link_b.as_ref().or(link.as_ref());
         let mut servers = Vec::new();
@@ -167,6 +170,7 @@ impl Prepared {
             });
             proxies.push(proxy);
         }
+        crate::interrupt::check("the servers were being started")?;
         if let Some(l) = &link {
             qbench_shaper::netns::enter(&l.names().client)
                 .context("--link: entering the client namespace")?;

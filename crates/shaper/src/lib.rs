@@ -11,6 +11,7 @@ pub mod forwarder;
 pub mod netns;
 pub mod plan;
 pub mod probe;
+pub mod qdisc;
 pub mod rate;
 pub mod topology;
 pub mod tun;

@@ -2,11 +2,11 @@
 //! executor runs the list, `--dry-run` prints it.
 
 use std::fmt;
-use std::time::Duration;
 
-use qbench_core::link::{Direction, LinkSpec, RateSpec};
-use qbench_core::units::Rate;
+use qbench_core::link::LinkSpec;
 use serde::Serialize;
+
+use crate::qdisc;
 
 /// Addresses from the benchmarking range 198.18.0.0/15 (RFC 2544).
 pub const CLIENT_ADDR: &str = "198.18.1.2";
@@ -115,100 +115,6 @@ pub struct PlanOptions {
     pub tcp_initial_cwnd: Option<u32>,
     /// `net.ipv4.tcp_reordering` in the server's namespace (per namespace since Linux 4.x).
     pub tcp_reordering: Option<u32>,
-}
-
-/// tbf's burst: enough for the timer granularity at this rate, at least a few full packets.
-pub fn tbf_burst(rate: Rate, mtu: u32) -> u64 {
-    let per_ms = rate.0 / 8 / 1000;
-    per_ms.max(u64::from(mtu) * 4)
-}
-
-/// Queue in bytes when the spec sets none: 50 ms at the rate, at least 64 KiB.
-pub fn default_queue(rate: Rate) -> u64 {
-    (rate.0 / 8 / 20).max(64 * 1024)
-}
-
-fn tbf(ns: &str, dev: &str, d: &Direction, mtu: u32) -> Option<Cmd> {
-    let rate = d.rate.as_ref()?.peak().or(match d.rate.as_ref()? {
-        RateSpec::Trace { .. } => Some(Rate(1_000_000_000)),
-        _ => None,
-    })?;
-    let limit = d
-        .queue
-        .map_or_else(|| default_queue(rate), |q| q.bytes_at(rate))
-        .max(u64::from(mtu) * 2);
-    let (r, b, l) = (
-        format!("{}bit", rate.0),
-        tbf_burst(rate, mtu).to_string(),
-        limit.to_string(),
-    );
-    Some(Cmd::new(
-        Some(ns),
-        &[
-            "tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", "tbf", "rate", &r,
-            "burst", &b, "limit", &l,
-        ],
-    ))
-}
-
-fn us(d: Duration) -> String {
-    format!("{}us", d.as_micros())
-}
-
-fn netem(ns: &str, dev: &str, d: &Direction, has_tbf: bool) -> Option<Cmd> {
-    if !d.needs_delay_path() && d.loss == 0.0 {
-        return None;
-    }
-    let parent: Vec<&str> = if has_tbf {
-        vec!["parent", "1:1", "handle", "10:"]
-    } else {
-        vec!["root", "handle", "10:"]
-    };
-    let mut argv: Vec<String> = ["tc", "qdisc", "replace", "dev", dev]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    argv.extend(parent.iter().map(|s| s.to_string()));
-    argv.extend(
-        ["netem", "limit", "100000", "delay"]
-            .iter()
-            .map(|s| s.to_string()),
-    );
-    argv.push(us(d.delay));
-    if !d.jitter.is_zero() {
-        argv.push(us(d.jitter));
-    }
-    if d.loss > 0.0 {
-        argv.push("loss".into());
-        argv.push(format!("{}%", d.loss * 100.0));
-    }
-    let a: Vec<&str> = argv.iter().map(String::as_str).collect();
-    Some(Cmd::new(Some(ns), &a))
-}
-
-fn nft_loss(names: &Names, link: &LinkSpec) -> Option<Cmd> {
-    let mut rules = String::new();
-    for (dev, d) in [(ROUTER_TO_SERVER, &link.up), (ROUTER_TO_CLIENT, &link.down)] {
-        if d.loss > 0.0 {
-            // numgen draws 0..999999 per packet; matching oifname counts each packet once,
-            // also when it crosses the router twice through the TUN path.
-            let threshold = (d.loss * 1_000_000.0).round() as u64;
-            rules.push_str(&format!(
-                "    oifname \"{dev}\" numgen random mod 1000000 < {threshold} counter drop\n"
-            ));
-        }
-    }
-    if rules.is_empty() {
-        return None;
-    }
-    let script = format!(
-        "table inet qb_link {{\n  chain forward {{\n    type filter hook forward priority 0; policy accept;\n{rules}  }}\n}}\n"
-    );
-    Some(Cmd {
-        ns: Some(names.router.clone()),
-        argv: vec!["nft".into(), "-f".into(), "-".into()],
-        stdin: Some(script),
-    })
 }
 
 /// Namespaces, veths, addresses, routes and forwarding: the topology without impairments.
@@ -414,18 +320,18 @@ pub fn up(names: &Names, link: &LinkSpec, opts: &PlanOptions) -> Vec<Cmd> {
     match opts.backend {
         Backend::Netem => {
             for (dev, d) in dirs {
-                let t = tbf(r, dev, d, mtu);
-                let has_tbf = t.is_some();
-                v.extend(t);
-                v.extend(netem(r, dev, d, has_tbf));
+                let n = qdisc::netem(r, dev, d);
+                let under_netem = n.is_some();
+                v.extend(n);
+                v.extend(qdisc::tbf(r, dev, d, mtu, under_netem));
             }
         }
         Backend::Userspace => {
             for (dev, d) in dirs {
-                v.extend(tbf(r, dev, d, mtu));
+                v.extend(qdisc::tbf(r, dev, d, mtu, false));
             }
             if opts.nft {
-                v.extend(nft_loss(names, link));
+                v.extend(qdisc::nft_loss(names, link));
             }
             if link.up.needs_delay_path()
                 || link.down.needs_delay_path()
@@ -534,18 +440,6 @@ pub fn chain(near: &Names, far: &Names) -> Vec<Cmd> {
     ]
 }
 
-/// `tc qdisc change` lines for a new rate on one direction's egress (for `tc -batch -`).
-/// The burst must stay that of the schedule's peak rate: a packet queued under a larger burst
-/// would never fit a smaller bucket, and tbf would stall behind it for good.
-pub fn rate_change_line(dev: &str, rate: Rate, peak: Rate, queue_bytes: u64, mtu: u32) -> String {
-    format!(
-        "qdisc change dev {dev} root handle 1: tbf rate {}bit burst {} limit {}\n",
-        rate.0,
-        tbf_burst(peak, mtu),
-        queue_bytes.max(u64::from(mtu) * 2)
-    )
-}
-
 /// The shell script `--dry-run` prints.
 pub fn script(cmds: &[Cmd]) -> String {
     let mut s = String::from("#!/bin/sh\nset -e\n");
@@ -592,6 +486,17 @@ mod tests {
         o.tcp_cwnd_cap = Some(430);
         o.offloads = Offloads::Off;
         insta::assert_snapshot!(script(&up(&Names::new("ff00"), &link, &o)));
+    }
+
+    /// The plan crates/client/tests/netem_kernel.rs runs on a kernel with netem (in a VM)
+    /// and compares with this snapshot, command for command.
+    #[test]
+    fn netem_kernel_plan() {
+        let link: LinkSpec =
+            "rate=20mbit,rtt=40ms,jitter=4ms,loss=1%,queue=30KB,up.rate=5mbit,up.reorder=off"
+                .parse()
+                .unwrap();
+        insta::assert_snapshot!(script(&up(&Names::new("ID"), &link, &opts(Backend::Netem))));
     }
 
     #[test]

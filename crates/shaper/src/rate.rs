@@ -12,7 +12,7 @@ use qbench_core::link::{parse_trace, LinkError, Queue, RateSpec};
 use qbench_core::units::Rate;
 use rand::Rng;
 
-use crate::plan::{default_queue, rate_change_line};
+use crate::qdisc::{default_queue, rate_change_line};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RateError {
@@ -34,6 +34,8 @@ pub struct Varying {
     pub direction: &'static str,
     pub dev: &'static str,
     pub queue: Option<Queue>,
+    /// The tbf is netem's child (netem backend, with delay or loss on this direction).
+    pub under_netem: bool,
     schedule: Schedule,
 }
 
@@ -61,6 +63,7 @@ impl Varying {
         dev: &'static str,
         spec: &RateSpec,
         queue: Option<Queue>,
+        under_netem: bool,
     ) -> Result<Option<Self>, RateError> {
         let schedule = match spec {
             RateSpec::Fixed { .. } => return Ok(None),
@@ -85,6 +88,7 @@ impl Varying {
             direction,
             dev,
             queue,
+            under_netem,
             schedule,
         }))
     }
@@ -115,7 +119,8 @@ fn write_line(stdin: &mut ChildStdin, v: &Varying, rate: Rate, mtu: u32) -> std:
     let queue = v
         .queue
         .map_or_else(|| default_queue(rate), |q| q.bytes_at(rate));
-    stdin.write_all(rate_change_line(v.dev, rate, v.peak(), queue, mtu).as_bytes())?;
+    stdin
+        .write_all(rate_change_line(v.dev, rate, v.peak(), queue, mtu, v.under_netem).as_bytes())?;
     stdin.flush()
 }
 
@@ -196,7 +201,9 @@ mod tests {
             max: Rate(150),
             period: Duration::from_secs(1),
         };
-        let v = Varying::new("down", "qb-rc", &spec, None).unwrap().unwrap();
+        let v = Varying::new("down", "qb-rc", &spec, None, false)
+            .unwrap()
+            .unwrap();
         let mut rng = rand::thread_rng();
         for _ in 0..100 {
             let (r, next) = v.rate_at(Duration::from_secs(3), &mut rng);
@@ -207,6 +214,7 @@ mod tests {
             direction: "up",
             dev: "qb-rs",
             queue: None,
+            under_netem: false,
             schedule: Schedule::Steps(vec![
                 (Duration::ZERO, Rate(10)),
                 (Duration::from_secs(2), Rate(20)),
@@ -221,7 +229,7 @@ mod tests {
             (Rate(20), None)
         );
         assert!(
-            Varying::new("up", "x", &RateSpec::Fixed { bps: Rate(1) }, None)
+            Varying::new("up", "x", &RateSpec::Fixed { bps: Rate(1) }, None, false)
                 .unwrap()
                 .is_none()
         );

@@ -206,7 +206,8 @@ impl Topology {
             ("down", ROUTER_TO_CLIENT, &link.down),
         ] {
             if let Some(spec) = &d.rate {
-                varying.extend(Varying::new(dir, dev, spec, d.queue)?);
+                let under_netem = backend == Backend::Netem && crate::qdisc::has_netem(d);
+                varying.extend(Varying::new(dir, dev, spec, d.queue, under_netem)?);
             }
         }
         topo.rates = RateController::start(&names.router, varying, mtu)?;

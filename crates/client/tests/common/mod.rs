@@ -6,6 +6,8 @@ use qbench_core::LatencyHistogram;
 use serde_json::Value;
 use std::io::BufRead as _;
 
+pub(crate) mod links;
+
 pub(crate) struct Run {
     pub code: Option<i32>,
     pub stderr: String,

@@ -1,0 +1,108 @@
+//! Emulated links built with the shaper library, and what ping measures across them.
+
+use std::process::Command;
+
+use qbench_shaper::BackendChoice;
+
+/// The link namespaces on the machine, except other tests' own fixtures.
+pub(crate) fn ours() -> Vec<String> {
+    std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| {
+                    n.starts_with("qb-")
+                        && !n.starts_with("qb-test")
+                        && !n.starts_with("qb-fwdtest")
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `ping ARGS 198.18.2.2` from namespace `ns`: its standard output.
+pub(crate) fn ping(ns: &str, args: &[&str]) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "ping"])
+        .args(args)
+        .arg("198.18.2.2")
+        .output()
+        .expect("ping runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `f` with the client namespace of a link the shaper builds with `backend`.
+pub(crate) fn with_link<T>(spec: &str, backend: BackendChoice, f: impl FnOnce(&str) -> T) -> T {
+    let opts = qbench_shaper::TopologyOptions {
+        backend,
+        offloads: qbench_shaper::Offloads::Default,
+        tcp_cwnd_cap: None,
+        tcp_initial_cwnd: None,
+        tcp_reordering: None,
+        id: None,
+    };
+    let topo = qbench_shaper::Topology::up(spec.parse().unwrap(), &opts).expect("link up (root)");
+    f(&topo.names().client)
+}
+
+/// The round-trip times ping printed, in milliseconds, in the order the replies came.
+pub(crate) fn rtts(ping_out: &str) -> Vec<f64> {
+    ping_out
+        .lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|t| t.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+/// How many echoes came back, from ping's summary line.
+pub(crate) fn received(ping_out: &str) -> f64 {
+    ping_out
+        .split(" received")
+        .next()
+        .and_then(|s| s.rsplit(", ").next())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no summary: {ping_out}"))
+}
+
+/// Replies that came after one with a higher sequence number: packets the link reordered.
+pub(crate) fn inversions(ping_out: &str) -> usize {
+    let seqs: Vec<u64> = ping_out
+        .lines()
+        .filter_map(|l| l.split("icmp_seq=").nth(1))
+        .filter_map(|t| t.split_whitespace().next()?.parse().ok())
+        .collect();
+    let mut highest = 0;
+    let mut late = 0;
+    for s in seqs {
+        if s < highest {
+            late += 1;
+        }
+        highest = highest.max(s);
+    }
+    late
+}
+
+pub(crate) fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    assert!(n > 0, "no samples");
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+/// Echoes lost over `n` sent with probability `p` of loss each way: within four standard
+/// deviations of the binomial's mean (1 in 15,000 false alarms).
+pub(crate) fn assert_binomial(lost: f64, n: f64, p_each_way: f64) {
+    let p = 1.0 - (1.0 - p_each_way) * (1.0 - p_each_way);
+    let sigma = (p * (1.0 - p) / n).sqrt();
+    assert!(
+        (lost / n - p).abs() < 4.0 * sigma,
+        "lost {:.4}, expected {p:.4} +- {:.4}",
+        lost / n,
+        4.0 * sigma
+    );
+}

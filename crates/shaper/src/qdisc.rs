@@ -1,0 +1,215 @@
+//! The router's per-direction impairments as tc and nftables commands: tbf for the rate and
+//! its bottleneck queue, netem for delay, jitter and loss (netem backend), an nftables rule
+//! for loss (userspace backend).
+
+use std::time::Duration;
+
+use qbench_core::link::{Direction, LinkSpec, RateSpec};
+use qbench_core::units::Rate;
+
+use crate::plan::{Cmd, Names, ROUTER_TO_CLIENT, ROUTER_TO_SERVER};
+
+/// netem's handle when it is the root qdisc; the rate's tbf then hangs off its only class.
+pub const NETEM_HANDLE: &str = "10:";
+pub const NETEM_CLASS: &str = "10:1";
+/// netem's own queue in packets. It holds packets only while they are being delayed: the
+/// bottleneck queue is tbf's, in bytes, below it.
+pub const NETEM_LIMIT: &str = "100000";
+/// With `reorder=off`, netem is given this rate so that each packet leaves no earlier than the
+/// one before it (netem schedules from the last queued packet when it has a rate); a 1500-byte
+/// packet takes 12 ns at it, so it never limits the link.
+pub const NETEM_ORDER_RATE: &str = "1000gbit";
+
+/// tbf's burst: enough for the timer granularity at this rate, at least a few full packets.
+pub fn tbf_burst(rate: Rate, mtu: u32) -> u64 {
+    let per_ms = rate.0 / 8 / 1000;
+    per_ms.max(u64::from(mtu) * 4)
+}
+
+/// Queue in bytes when the spec sets none: 50 ms at the rate, at least 64 KiB.
+pub fn default_queue(rate: Rate) -> u64 {
+    (rate.0 / 8 / 20).max(64 * 1024)
+}
+
+/// Whether the netem backend puts a netem qdisc on this direction.
+pub fn has_netem(d: &Direction) -> bool {
+    d.needs_delay_path() || d.loss > 0.0
+}
+
+fn attach(under_netem: bool) -> [&'static str; 3] {
+    if under_netem {
+        ["parent", NETEM_CLASS, "handle"]
+    } else {
+        ["root", "handle", ""]
+    }
+}
+
+/// The rate's tbf, at the root or (`under_netem`) as netem's child, so that its byte limit is
+/// the queue that fills: as netem's parent it would only ever see netem's packet queue.
+pub fn tbf(ns: &str, dev: &str, d: &Direction, mtu: u32, under_netem: bool) -> Option<Cmd> {
+    let rate = d.rate.as_ref()?.peak().or(match d.rate.as_ref()? {
+        RateSpec::Trace { .. } => Some(Rate(1_000_000_000)),
+        _ => None,
+    })?;
+    let limit = d
+        .queue
+        .map_or_else(|| default_queue(rate), |q| q.bytes_at(rate))
+        .max(u64::from(mtu) * 2);
+    let (r, b, l) = (
+        format!("{}bit", rate.0),
+        tbf_burst(rate, mtu).to_string(),
+        limit.to_string(),
+    );
+    let mut argv = vec!["tc", "qdisc", "replace", "dev", dev];
+    argv.extend(attach(under_netem).iter().filter(|a| !a.is_empty()));
+    argv.extend(["1:", "tbf", "rate", &r, "burst", &b, "limit", &l]);
+    Some(Cmd::new(Some(ns), &argv))
+}
+
+fn us(d: Duration) -> String {
+    format!("{}us", d.as_micros())
+}
+
+/// netem's delay and its spread for a link's `delay` and `jitter`: qbench's jitter adds
+/// uniformly 0..=jitter to the delay, netem's spreads it either side of the mean, so the mean
+/// moves up by half the jitter and the delay is never below the one asked for.
+pub fn netem_delay(delay: Duration, jitter: Duration) -> (Duration, Duration) {
+    let j = jitter.as_micros() as u64;
+    let half_down = Duration::from_micros(j / 2);
+    let half_up = Duration::from_micros(j - j / 2);
+    (delay + half_up, half_down)
+}
+
+/// netem as the root of one direction's egress: delay, jitter and loss.
+pub fn netem(ns: &str, dev: &str, d: &Direction) -> Option<Cmd> {
+    if !has_netem(d) {
+        return None;
+    }
+    let (mean, spread) = netem_delay(d.delay, d.jitter);
+    let mut argv: Vec<String> = [
+        "tc",
+        "qdisc",
+        "replace",
+        "dev",
+        dev,
+        "root",
+        "handle",
+        NETEM_HANDLE,
+        "netem",
+        "limit",
+        NETEM_LIMIT,
+        "delay",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    argv.push(us(mean));
+    if !spread.is_zero() {
+        argv.push(us(spread));
+    }
+    if d.loss > 0.0 {
+        argv.push("loss".into());
+        argv.push(format!("{}%", d.loss * 100.0));
+    }
+    if !d.jitter.is_zero() && !d.reorders() {
+        argv.push("rate".into());
+        argv.push(NETEM_ORDER_RATE.into());
+    }
+    let a: Vec<&str> = argv.iter().map(String::as_str).collect();
+    Some(Cmd::new(Some(ns), &a))
+}
+
+/// The userspace backend's loss: a random drop in the router's forward chain.
+pub fn nft_loss(names: &Names, link: &LinkSpec) -> Option<Cmd> {
+    let mut rules = String::new();
+    for (dev, d) in [(ROUTER_TO_SERVER, &link.up), (ROUTER_TO_CLIENT, &link.down)] {
+        if d.loss > 0.0 {
+            // numgen draws 0..999999 per packet; matching oifname counts each packet once,
+            // also when it crosses the router twice through the TUN path.
+            let threshold = (d.loss * 1_000_000.0).round() as u64;
+            rules.push_str(&format!(
+                "    oifname \"{dev}\" numgen random mod 1000000 < {threshold} counter drop\n"
+            ));
+        }
+    }
+    if rules.is_empty() {
+        return None;
+    }
+    let script = format!(
+        "table inet qb_link {{\n  chain forward {{\n    type filter hook forward priority 0; policy accept;\n{rules}  }}\n}}\n"
+    );
+    Some(Cmd {
+        ns: Some(names.router.clone()),
+        argv: vec!["nft".into(), "-f".into(), "-".into()],
+        stdin: Some(script),
+    })
+}
+
+/// A `tc -batch -` line for a new rate on one direction's tbf (at the root, or under netem).
+/// The burst must stay that of the schedule's peak rate: a packet queued under a larger burst
+/// would never fit a smaller bucket, and tbf would stall behind it for good.
+pub fn rate_change_line(
+    dev: &str,
+    rate: Rate,
+    peak: Rate,
+    queue_bytes: u64,
+    mtu: u32,
+    under_netem: bool,
+) -> String {
+    let at = if under_netem {
+        format!("parent {NETEM_CLASS} handle")
+    } else {
+        "root handle".to_string()
+    };
+    format!(
+        "qdisc change dev {dev} {at} 1: tbf rate {}bit burst {} limit {}\n",
+        rate.0,
+        tbf_burst(peak, mtu),
+        queue_bytes.max(u64::from(mtu) * 2)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn rate_change_targets_the_tbf_where_it_is() {
+        let l = rate_change_line("qb-rs", Rate(10_000_000), Rate(20_000_000), 1, 1500, true);
+        assert_eq!(
+            l,
+            "qdisc change dev qb-rs parent 10:1 handle 1: tbf rate 10000000bit burst 6000 limit 3000\n"
+        );
+        let l = rate_change_line("qb-rs", Rate(10_000_000), Rate(20_000_000), 1, 1500, false);
+        assert!(
+            l.starts_with("qdisc change dev qb-rs root handle 1: tbf"),
+            "{l}"
+        );
+    }
+
+    #[test]
+    fn reorder_off_keeps_order_with_a_rate() {
+        let d: LinkSpec = "rtt=40ms,jitter=10ms,reorder=off".parse().unwrap();
+        let c = netem("ns", "qb-rs", &d.up).unwrap();
+        assert!(
+            c.argv.ends_with(&["rate".into(), NETEM_ORDER_RATE.into()]),
+            "{c}"
+        );
+        let d: LinkSpec = "rtt=40ms,jitter=10ms".parse().unwrap();
+        let c = netem("ns", "qb-rs", &d.up).unwrap();
+        assert!(!c.argv.contains(&"rate".to_string()), "{c}");
+    }
+
+    proptest! {
+        /// netem's uniform spread around its mean stays within [delay, delay + jitter].
+        #[test]
+        fn netem_delay_covers_the_asked_range(d in 0u64..10_000_000, j in 0u64..10_000_000) {
+            let (mean, spread) = netem_delay(Duration::from_micros(d), Duration::from_micros(j));
+            prop_assert!(mean >= spread);
+            prop_assert!(mean - spread >= Duration::from_micros(d));
+            prop_assert!(mean + spread <= Duration::from_micros(d + j));
+            prop_assert!((mean + spread) - (mean - spread) + Duration::from_micros(1) >= Duration::from_micros(j));
+        }
+    }
+}
