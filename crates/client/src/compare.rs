@@ -313,7 +313,7 @@ fn noise_line(r: &CompareReport) -> String {
 }
 
 /// Median per round of the losses each side's sender declared and the link dropped, when
-/// both are known (telemetry and a userspace link).
+/// both are known (telemetry and a link).
 fn losses_line(r: &CompareReport) -> String {
     let side = |rep: &qbench_core::Report| -> Option<String> {
         let l: Vec<Losses> = rep.runs.iter().filter_map(Losses::of).collect();
@@ -328,7 +328,7 @@ fn losses_line(r: &CompareReport) -> String {
     };
     match (side(&r.a), side(&r.b)) {
         (Some(a), Some(b)) => format!(
-            "  {:<20}A: {a}; B: {b} (median per round; the rest were reordered, or dropped outside the forwarder)\n",
+            "  {:<20}A: {a}; B: {b} (median per round; the rest were reordered or late, or dropped outside the link)\n",
             "losses"
         ),
         _ => String::new(),

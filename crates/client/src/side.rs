@@ -221,11 +221,13 @@ impl<'a> Side<'a> {
         let quota = self.cpu.map(|c| c.apply(self.client_cpu));
         let throttled0 = self.cpu.and_then(|c| c.throttling());
         let (m0, f0) = (machine_cpu(), self.link.map(Topology::forwarder_stats));
+        let d0 = self.link.and_then(Topology::drops);
         let (p0, s0, x0) = self.cpu_now();
         let relayed0 = self.proxy.map(|p| relayed(&p.stats));
         let mut rep = self.runner.run(index, bar).await;
         let (p1, s1, x1) = self.cpu_now();
         let (m1, f1) = (machine_cpu(), self.link.map(Topology::forwarder_stats));
+        let d1 = self.link.and_then(Topology::drops);
         rep.noise = m0
             .zip(m1)
             .and_then(|(a, b)| RunNoise::between(&a, &b, self.steal_threshold))
@@ -233,6 +235,7 @@ impl<'a> Side<'a> {
                 if let Some((a, b)) = f0.zip(f1) {
                     n.forwarders = forwarder_deltas(&a, &b);
                 }
+                n.link_drops = d0.zip(d1).map(|(a, b)| b.since(&a));
                 n
             });
         let server = s0.zip(s1).map(|(a, b)| b.since(&a));

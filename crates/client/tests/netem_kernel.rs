@@ -50,8 +50,12 @@ fn router_of(client: &str) -> String {
 
 /// `qbench --proto PROTO --objects OBJECTS --link LINK --backend netem EXTRA...`
 fn over_netem(proto: &str, objects: &str, link: &str, extra: &[&str]) -> common::Run {
-    let args = ["--proto", proto, "--objects", objects, "--link", link];
-    qbench(&[&args[..], &["--backend", "netem"], extra].concat())
+    common::links::fetch_over(
+        proto,
+        objects,
+        link,
+        &[&["--backend", "netem"], extra].concat(),
+    )
 }
 
 fn report(r: &common::Run) -> &Value {
@@ -170,12 +174,14 @@ fn wait_for_qdisc(router: &str, dev: &str, want: &str) -> String {
 #[ignore = "needs sch_netem: scripts/kernel-tests.sh runs it in a VM"]
 fn rates_fixed_and_variable() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // 4 Mbit/s is well within what the emulated CPU carries through TLS.
-    let r = over_netem("h2", "1x1MB", "rate=4mbit,rtt=20ms", &[]);
-    assert_complete(&r, 1, 1, 1_000_000);
+    // 4 Mbit/s is well within what the emulated CPU carries through TLS, but its stalls
+    // (runtime timers tens of ms late) cost a run 10-25% of the rate (measured: 74-90%); the
+    // ceiling is the physics, tbf's L2 bytes, and stays tight.
+    let r = over_netem("h2", "1x2MB", "rate=4mbit,rtt=20ms", &[]);
+    assert_complete(&r, 1, 1, 2_000_000);
     let g = report(&r)["runs"][0]["goodput_bps"].as_f64().unwrap();
     eprintln!("rate=4mbit: goodput {:.1}% of the rate", g / 4e6 * 100.0);
-    assert!((0.75..=0.98).contains(&(g / 4e6)), "goodput {g}");
+    assert!((0.65..=0.98).contains(&(g / 4e6)), "goodput {g}");
 
     // A trace steps the tbf under netem through `tc -batch`: the kernel shows each step.
     let dir = tempfile::tempdir().unwrap();
@@ -288,6 +294,9 @@ fn h2_and_h3_across_netem_obey_the_physics() {
         let r = over_netem(proto, "10x10KB", "rtt=40ms,loss=1%", &[]);
         assert_complete(&r, 1, 10, 100_000);
         assert_eq!(report(&r)["link"]["backend"], "netem");
+        // netem's random loss is counted as the link's drops.
+        let drops = &report(&r)["runs"][0]["noise"]["link_drops"];
+        assert!(drops["up"].is_u64() && drops["down"].is_u64(), "{drops}");
     }
     // TCP + TLS 1.3 takes one round trip more than QUIC. At 400 ms the emulated CPU's tens of
     // milliseconds do not blur it.
@@ -324,6 +333,7 @@ fn h2_and_h3_across_netem_obey_the_physics() {
         assert_eq!(runs.len(), 3);
         assert!(runs.iter().all(|x| x["complete"] == true), "{side}");
     }
+    assert!(r.stderr.contains("dropped by the link"), "{}", r.stderr);
     let verdict = j["comparison"]["verdict"].as_str().unwrap();
     assert!(["a_faster", "b_faster", "inconclusive"].contains(&verdict));
 }

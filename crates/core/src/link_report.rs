@@ -125,6 +125,32 @@ impl Names {
     }
 }
 
+/// Packets the emulated link itself dropped, per direction: its qdiscs (a full tbf queue,
+/// netem's random loss) and the userspace backend's nftables loss rules. The forwarders of
+/// the userspace path count theirs apart.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+pub struct LinkDrops {
+    /// Client -> server.
+    pub up: u64,
+    /// Server -> client.
+    pub down: u64,
+}
+
+impl LinkDrops {
+    pub fn since(&self, before: &Self) -> Self {
+        Self {
+            up: self.up.saturating_sub(before.up),
+            down: self.down.saturating_sub(before.down),
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.up.saturating_add(self.down)
+    }
+}
+
 /// Counters of one forwarder. A GSO super-packet counts as one packet; `bytes` excludes the
 /// vnet header. `dropped` covers random loss, queue overflow, failed writes and packets still
 /// queued when the forwarder stopped. `reordered` counts packets scheduled to leave before a

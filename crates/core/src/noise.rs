@@ -83,6 +83,10 @@ pub struct RunNoise {
     /// mark since the link was built.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub forwarders: Vec<(String, ForwarderStats)>,
+    /// What the link's qdiscs and loss rules dropped during this run (with `--link`, either
+    /// backend): a full queue, random loss.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_drops: Option<crate::link_report::LinkDrops>,
     /// Steal above the threshold: the round measured the neighbours too.
     pub noisy: bool,
 }
@@ -103,6 +107,7 @@ impl RunNoise {
             procs_running: after.procs_running,
             ticks,
             forwarders: Vec::new(),
+            link_drops: None,
             noisy: steal_pct > steal_threshold_pct,
         })
     }
@@ -124,19 +129,19 @@ pub struct Losses {
     /// Packets the servers' senders declared lost (QUIC) or retransmitted (TCP), from the
     /// last telemetry sample of each connection.
     pub declared: u64,
-    /// Packets the userspace link dropped during the run (both directions).
+    /// Packets the link dropped during the run (both directions): its qdiscs and loss rules,
+    /// and the userspace path's forwarders.
     pub dropped: u64,
 }
 
 impl Losses {
-    /// Declared losses the forwarder did not make: packets that were only overtaken
-    /// (reordering) or late, or dropped where the forwarder cannot see (a qdisc's queue, a
-    /// socket buffer).
+    /// Declared losses the link did not make: packets that were only overtaken (reordering)
+    /// or late, or dropped outside the link (a socket buffer, the endpoints' veths).
     pub fn spurious(&self) -> u64 {
         self.declared.saturating_sub(self.dropped)
     }
 
-    /// `None` without telemetry or without a userspace link's counters.
+    /// `None` without telemetry or without the link's counters.
     pub fn of(run: &crate::RunReport) -> Option<Self> {
         let declared = run
             .telemetry
@@ -144,10 +149,15 @@ impl Losses {
             .iter()
             .filter_map(|t| t.samples.last().map(|s| s.lost_packets))
             .sum();
-        let f = &run.noise.as_ref()?.forwarders;
-        (!f.is_empty()).then(|| Self {
+        let noise = run.noise.as_ref()?;
+        let f = &noise.forwarders;
+        if f.is_empty() && noise.link_drops.is_none() {
+            return None;
+        }
+        let forwarded: u64 = f.iter().map(|(_, s)| s.dropped).sum();
+        Some(Self {
             declared,
-            dropped: f.iter().map(|(_, s)| s.dropped).sum(),
+            dropped: forwarded + noise.link_drops.map_or(0, |d| d.total()),
         })
     }
 }
@@ -234,6 +244,7 @@ procs_blocked 0\n";
             procs_running: None,
             ticks: 100,
             forwarders: Vec::new(),
+            link_drops: None,
             noisy,
         };
         assert_eq!(

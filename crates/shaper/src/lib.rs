@@ -6,6 +6,7 @@
 
 pub mod cgroup;
 pub mod cli;
+pub mod drops;
 pub mod exec;
 pub mod forwarder;
 pub mod netns;

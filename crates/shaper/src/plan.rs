@@ -48,6 +48,18 @@ pub enum Offloads {
     Off,
 }
 
+/// The offloads a link gets. With loss in either direction and no explicit choice, off: netem,
+/// nftables and the forwarder drop whole skbs, and a GSO super-packet (up to 64 KiB of TCP
+/// segments, or quinn's ten datagrams) would be lost at once, making loss bursty and less
+/// frequent than asked, and differently so for TCP and QUIC.
+pub fn effective_offloads(asked: Offloads, link: &LinkSpec) -> Offloads {
+    if asked == Offloads::Default && (link.up.loss > 0.0 || link.down.loss > 0.0) {
+        Offloads::Off
+    } else {
+        asked
+    }
+}
+
 /// One command, optionally inside a namespace (`ip netns exec NS ...`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Cmd {
@@ -181,7 +193,19 @@ fn topology(n: &Names, mtu: Option<u32>, offloads: Offloads) -> Vec<Cmd> {
         if let Some(st) = state {
             v.push(Cmd::new(
                 Some(ns),
-                &["ethtool", "-K", dev, "gso", st, "tso", st, "gro", st],
+                &[
+                    "ethtool",
+                    "-K",
+                    dev,
+                    "gso",
+                    st,
+                    "tso",
+                    st,
+                    "gro",
+                    st,
+                    "tx-udp-segmentation",
+                    st,
+                ],
             ));
         }
         v.push(Cmd::new(
@@ -314,7 +338,7 @@ fn tun_path(n: &Names) -> Vec<Cmd> {
 /// Every command that brings the link up, in order.
 pub fn up(names: &Names, link: &LinkSpec, opts: &PlanOptions) -> Vec<Cmd> {
     let mtu = link.mtu.unwrap_or(1500);
-    let mut v = topology(names, link.mtu, opts.offloads);
+    let mut v = topology(names, link.mtu, effective_offloads(opts.offloads, link));
     let r = names.router.as_str();
     let dirs = [(ROUTER_TO_SERVER, &link.up), (ROUTER_TO_CLIENT, &link.down)];
     match opts.backend {

@@ -23,6 +23,9 @@ pub const USERSPACE_DELAY_CAPACITY_BPS: u64 = 6_000_000_000;
 pub const L2_NOTE: &str =
     "tc counts L2 bytes: TCP goodput tops out near 95-96% of the configured rate";
 
+/// Note attached when loss turned the veths' offloads off.
+pub const LOSS_OFFLOADS_NOTE: &str = "loss: GSO/TSO/GRO are off on the link's veths, so that each packet, not each GSO super-packet, is dropped with the loss probability (--offloads on keeps them)";
+
 #[derive(Debug, thiserror::Error)]
 pub enum ShaperError {
     #[error("a link with id {0} is up already; `qbench-shaper down --id {0}` ends it")]
@@ -77,6 +80,8 @@ pub struct Topology {
     rates: Option<RateController>,
     /// Sysctls set in the server's namespace, as read back there.
     server_sysctls: Vec<(String, String)>,
+    /// Offloads were turned off because the link drops packets (`plan::effective_offloads`).
+    offloads_off_for_loss: bool,
 }
 
 fn random_id() -> String {
@@ -164,7 +169,8 @@ impl Topology {
         let caps = probe();
         let plan_opts = plan_options(opts, &caps);
         let backend = plan_opts.backend;
-        crate::probe::check(&caps, backend, opts.offloads != Offloads::Default)?;
+        let offloads = plan::effective_offloads(opts.offloads, &link);
+        crate::probe::check(&caps, backend, offloads != Offloads::Default)?;
         // A link with this id is up already: leave it alone (its namespaces are not ours).
         let existing = netns::list();
         if names.own().iter().any(|ns| existing.contains(*ns)) {
@@ -179,6 +185,7 @@ impl Topology {
             forwarders: Vec::new(),
             rates: None,
             server_sysctls: Vec::new(),
+            offloads_off_for_loss: offloads != opts.offloads,
         };
         // From here on, Drop tears down whatever part was built.
         let mut exec = Executor::default();
@@ -262,6 +269,15 @@ impl Topology {
             .collect()
     }
 
+    /// What the router's qdiscs (and nftables loss rules) have dropped since the link was
+    /// built; `None` if they cannot be read.
+    pub fn drops(&self) -> Option<crate::drops::Drops> {
+        let nft_loss = self.backend == Backend::Userspace
+            && self.caps.nft
+            && (self.link.up.loss > 0.0 || self.link.down.loss > 0.0);
+        crate::drops::read(&self.names.router, nft_loss)
+    }
+
     pub fn report(&self) -> LinkReport {
         LinkReport {
             spec: self.link.clone(),
@@ -279,6 +295,9 @@ impl Topology {
         let mut notes = vec![L2_NOTE.to_string()];
         for (k, v) in &self.server_sysctls {
             notes.push(format!("server namespace: {k} = {v} (read back)"));
+        }
+        if self.offloads_off_for_loss {
+            notes.push(LOSS_OFFLOADS_NOTE.to_string());
         }
         if !self.forwarders.is_empty() {
             for (dir, d) in self.link.directions() {

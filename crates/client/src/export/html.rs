@@ -112,9 +112,9 @@ fn per_round(i: usize, r: &CompareReport) -> String {
     )
 }
 
-/// Per side, the median over rounds of the losses the senders declared, the packets the link's
-/// forwarder dropped, and the difference: reordering taken for loss (IMC'17 Figure 10), or
-/// drops the forwarder does not see (a qdisc's queue, socket buffers).
+/// Per side, the median over rounds of the losses the senders declared, the packets the link
+/// dropped (qdiscs, loss rules, forwarders), and the difference: reordering taken for loss
+/// (IMC'17 Figure 10), or drops outside the link (socket buffers).
 fn losses_table(r: &CompareReport) -> String {
     let rows: Vec<String> = sides(r)
         .into_iter()
@@ -137,7 +137,7 @@ fn losses_table(r: &CompareReport) -> String {
     if rows.is_empty() {
         return String::new();
     }
-    format!("<table><tr><th>side</th><th>declared lost (median per round)</th><th>dropped by the link</th><th>not dropped by the forwarder (reordered, or dropped elsewhere)</th></tr>{}</table>", rows.concat())
+    format!("<table><tr><th>side</th><th>declared lost (median per round)</th><th>dropped by the link</th><th>not dropped by the link (reordered or late, or dropped elsewhere)</th></tr>{}</table>", rows.concat())
 }
 
 /// The first connection of each side's first round; `None` when neither side recorded one.

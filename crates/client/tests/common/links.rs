@@ -45,6 +45,12 @@ pub(crate) fn with_link<T>(spec: &str, backend: BackendChoice, f: impl FnOnce(&s
     f(&topo.names().client)
 }
 
+/// `qbench --proto PROTO --objects OBJECTS --link LINK EXTRA... --json -`
+pub(crate) fn fetch_over(proto: &str, objects: &str, link: &str, extra: &[&str]) -> super::Run {
+    let args = ["--proto", proto, "--objects", objects, "--link", link];
+    super::qbench(&[&args[..], extra].concat())
+}
+
 /// The round-trip times ping printed, in milliseconds, in the order the replies came.
 pub(crate) fn rtts(ping_out: &str) -> Vec<f64> {
     ping_out
