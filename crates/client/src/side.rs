@@ -220,8 +220,10 @@ impl<'a> Side<'a> {
         // The sides of a comparison take turns, each under its own quota.
         let quota = self.cpu.map(|c| c.apply(self.client_cpu));
         let throttled0 = self.cpu.and_then(|c| c.throttling());
-        let (m0, f0) = (machine_cpu(), self.link.map(Topology::forwarder_stats));
+        // The link's drops are read with tc, outside the machine's CPU readings: that is
+        // qbench's bookkeeping, not other work on the machine during the run.
         let d0 = self.link.and_then(Topology::drops);
+        let (m0, f0) = (machine_cpu(), self.link.map(Topology::forwarder_stats));
         let (p0, s0, x0) = self.cpu_now();
         let relayed0 = self.proxy.map(|p| relayed(&p.stats));
         let mut rep = self.runner.run(index, bar).await;

@@ -125,6 +125,9 @@ impl Names {
     }
 }
 
+/// The userspace forwarder (its TUN device) of the down direction, server -> client.
+pub const FORWARDER_DOWN: &str = "qb-tdn";
+
 /// Packets the emulated link itself dropped, per direction: its qdiscs (a full tbf queue,
 /// netem's random loss) and the userspace backend's nftables loss rules. The forwarders of
 /// the userspace path count theirs apart.

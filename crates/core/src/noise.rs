@@ -129,8 +129,9 @@ pub struct Losses {
     /// Packets the servers' senders declared lost (QUIC) or retransmitted (TCP), from the
     /// last telemetry sample of each connection.
     pub declared: u64,
-    /// Packets the link dropped during the run (both directions): its qdiscs and loss rules,
-    /// and the userspace path's forwarders.
+    /// Packets the link dropped on their way to the client during the run (the servers'
+    /// senders' packets, the ones they declare lost): its qdiscs and loss rules, and the
+    /// userspace path's down forwarder.
     pub dropped: u64,
 }
 
@@ -149,15 +150,23 @@ impl Losses {
             .iter()
             .filter_map(|t| t.samples.last().map(|s| s.lost_packets))
             .sum();
-        let noise = run.noise.as_ref()?;
+        Self::with_noise(declared, run.noise.as_ref()?)
+    }
+
+    /// `declared` beside what `noise` says the link dropped toward the client.
+    pub fn with_noise(declared: u64, noise: &RunNoise) -> Option<Self> {
         let f = &noise.forwarders;
         if f.is_empty() && noise.link_drops.is_none() {
             return None;
         }
-        let forwarded: u64 = f.iter().map(|(_, s)| s.dropped).sum();
+        let forwarded: u64 = f
+            .iter()
+            .filter(|(name, _)| name == crate::link_report::FORWARDER_DOWN)
+            .map(|(_, s)| s.dropped)
+            .sum();
         Some(Self {
             declared,
-            dropped: forwarded + noise.link_drops.map_or(0, |d| d.total()),
+            dropped: forwarded + noise.link_drops.map_or(0, |d| d.down),
         })
     }
 }
@@ -271,6 +280,37 @@ procs_blocked 0\n";
             dropped: 9,
         };
         assert_eq!(none.spurious(), 0);
+    }
+
+    #[test]
+    fn the_links_drops_toward_the_client_are_the_senders_losses() {
+        let fwd = |dropped| ForwarderStats {
+            dropped,
+            ..ForwarderStats::default()
+        };
+        let mut n = RunNoise {
+            steal_pct: 0.0,
+            busy_pct: 0.0,
+            procs_running: None,
+            ticks: 100,
+            forwarders: Vec::new(),
+            link_drops: None,
+            noisy: false,
+        };
+        assert_eq!(Losses::with_noise(7, &n), None, "no link, no count");
+        n.link_drops = Some(crate::link_report::LinkDrops { up: 40, down: 3 });
+        assert_eq!(
+            Losses::with_noise(7, &n),
+            Some(Losses {
+                declared: 7,
+                dropped: 3
+            })
+        );
+        n.forwarders = vec![
+            ("qb-tup".into(), fwd(100)),
+            (crate::link_report::FORWARDER_DOWN.into(), fwd(2)),
+        ];
+        assert_eq!(Losses::with_noise(7, &n).unwrap().dropped, 5);
     }
 
     #[test]
