@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every check CI runs: formatting, lints and the whole test suite, including the interop tests.
 # Installs what the tests need when it is missing: Debian's caddy (interop peer), Go (to build
-# h2spec and quic-go's client from the Go module proxy), for the emulated-link tests
+# h2spec and quic-go's client from the Go module proxy), chromium and Playwright (to record a
+# real page as a HAR), for the emulated-link tests
 # iproute2, nftables, ethtool and ping, and openssh for the multi-host fleet test (sshd in
 # namespaces; no system service is started). Those tests need root. scripts/kernel-tests.sh, last,
 # installs QEMU, virtme-ng and Debian's stock kernel to test the netem backend in a VM.
@@ -39,6 +40,9 @@ command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 # Key logs are checked by decrypting a loopback capture with tshark.
 command -v tshark >/dev/null 2>&1 || missing+=(tshark)
+# A page is recorded with Debian's chromium, driven by Playwright (PyPI, below), for the HAR
+# replay test.
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 # Reports are validated against docs/schema/ with Python's jsonschema (PyPI, below).
 command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-pip)
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -75,6 +79,9 @@ fi
 python3 -c 'import jsonschema' 2>/dev/null ||
   python3 -m pip install -q jsonschema 2>/dev/null ||
   python3 -m pip install -q --break-system-packages jsonschema
+python3 -c 'import playwright' 2>/dev/null ||
+  python3 -m pip install -q playwright 2>/dev/null ||
+  python3 -m pip install -q --break-system-packages playwright
 
 if command -v rustup >/dev/null 2>&1; then
   rustup component add rustfmt clippy >/dev/null 2>&1 || true

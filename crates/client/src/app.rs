@@ -153,6 +153,8 @@ pub(crate) fn check_telemetry(flag: &'static str, cfg: &Config) -> Result<(), Co
 impl RunPlan {
     pub fn from_args(args: &RunArgs) -> Result<Self, ConfigError> {
         args.load.check(args.json_stream.is_some())?;
+        args.apps
+            .check(args.objects.is_some(), !args.urls.is_empty())?;
         let mut spec = args.spec();
         let shard = args.fleet.shard()?;
         spec.shard = shard.map(|(s, _)| s);
@@ -340,10 +342,17 @@ pub async fn run(
         spec.proto,
         side.peer.origin.authority(),
         side.peer.description,
-        spec.objects.as_ref().map_or_else(
-            || format!("{} URL fetches", cfg.run.total_objects),
-            |w| w.to_string()
-        ),
+        match (&spec.objects, &spec.video, &spec.page) {
+            (Some(w), _, _) => w.to_string(),
+            (None, Some(v), _) => format!(
+                "a {} video ({}) in {} segments",
+                humantime::format_duration(v.length),
+                v.quality,
+                v.segments()
+            ),
+            (None, None, Some(p)) => format!("page {}", p.name),
+            (None, None, None) => format!("{} URL fetches", cfg.run.total_objects),
+        },
         spec.connections,
         spec.runs
     );

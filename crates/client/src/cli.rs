@@ -369,6 +369,9 @@ pub struct RunArgs {
     pub load: LoadArgs,
 
     #[command(flatten)]
+    pub apps: crate::app_flags::AppArgs,
+
+    #[command(flatten)]
     pub fleet: crate::fleet::FleetArgs,
 
     /// With --interval: write each interval as one JSON line here ("-" for stdout)
@@ -459,7 +462,8 @@ impl RunArgs {
     pub fn spec(&self) -> RunSpec {
         RunSpec {
             proto: self.proto,
-            objects: Some(self.objects.clone().unwrap_or_default()),
+            objects: (self.apps.video.is_none() && self.apps.page.is_none())
+                .then(|| self.objects.clone().unwrap_or_default()),
             streams: self.streams,
             connections: self.connections,
             runs: self.runs,
@@ -487,6 +491,8 @@ impl RunArgs {
             interval: self.load.interval,
             // Resolved by the benchmark command, which alone takes --shard.
             shard: None,
+            video: self.apps.video(),
+            page: self.apps.page.clone(),
         }
     }
 

@@ -37,6 +37,9 @@ pub struct Plan {
 impl Plan {
     pub fn from_args(args: CompareArgs) -> anyhow::Result<Self> {
         args.run.load.check(args.run.json_stream.is_some())?;
+        args.run
+            .apps
+            .check(args.run.objects.is_some(), !args.run.urls.is_empty())?;
         args.run.fleet.refuse("compare")?;
         args.run.refuse_single_benchmark_outputs("compare")?;
         let spec = args.spec()?;
@@ -92,6 +95,11 @@ impl Plan {
                 flag: "--metric",
                 message,
             })?;
+        usage(
+            !metric.is_video() || spec.base.video.is_some(),
+            "--metric",
+            format!("{metric} is a video session's figure: it needs --video"),
+        )?;
         let labels = spec.labels();
         usage(
             labels.0 != labels.1,

@@ -61,6 +61,18 @@ impl Plan {
 
 pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
     args.run.load.check(args.run.json_stream.is_some())?;
+    args.run
+        .apps
+        .check(args.run.objects.is_some(), !args.run.urls.is_empty())?;
+    usage(
+        args.run.apps.video.is_none() && args.run.apps.page.is_none(),
+        if args.run.apps.video.is_some() {
+            "--video"
+        } else {
+            "--page"
+        },
+        "compete runs flows of --objects at once; compare sessions with `qbench compare`",
+    )?;
     args.run.fleet.refuse("compete")?;
     args.run.refuse_single_benchmark_outputs("compete")?;
     usage(

@@ -216,6 +216,7 @@ fn check_spec(s: &RunSpec) -> Result<(), ConfigError> {
         return Err(bad("--timeout", "must be greater than zero"));
     }
     check_load(s)?;
+    crate::app_flags::check(s)?;
     crate::client_cpu::check(s)?;
     if s.proto == Protocol::H1 && s.streams.is_some_and(|n| n > 1) {
         return Err(bad(
@@ -429,7 +430,11 @@ impl Config {
         let total_objects = match (&target, &spec.objects) {
             (Target::Urls { urls, repeat, .. }, _) => urls.len() as u64 * u64::from(*repeat),
             (_, Some(w)) => w.total_objects(),
-            (_, None) => 0,
+            (_, None) => match (&spec.video, &spec.page) {
+                (Some(v), _) => v.segments(),
+                (_, Some(p)) => p.profile.objects.len() as u64,
+                _ => 0,
+            },
         };
         if spec.load.is_none() && u64::from(spec.connections) > total_objects {
             return Err(bad(

@@ -1,6 +1,7 @@
 //! qbench: the client library behind the `qbench` binary.
 
 pub mod app;
+pub mod app_flags;
 pub mod chain_flags;
 pub mod cli;
 pub mod client_cpu;
@@ -22,6 +23,7 @@ pub mod load_flags;
 pub mod manuals;
 pub mod merge;
 mod pacer;
+mod page;
 mod prepare;
 pub mod proxy;
 mod reqlog;
@@ -35,4 +37,5 @@ pub mod sweep;
 mod tls;
 mod transport;
 mod verify;
+mod video;
 mod workers;

@@ -22,6 +22,18 @@ fn run_flags(s: &RunSpec, args: &mut Vec<String>) {
         .as_ref()
         .filter(|w| Some(*w) != d.objects.as_ref());
     push(args, "objects", objects.map(|w| w.to_string()));
+    if let Some(v) = &s.video {
+        let time = |d| Some(humantime::format_duration(d).to_string());
+        let ladder: Vec<String> = v.bitrates.iter().map(|r| format!("{}bit", r.0)).collect();
+        push(args, "video", Some(ladder.join(",")));
+        push(args, "video-quality", Some(String::from(v.quality)));
+        push(args, "segment", time(v.segment));
+        push(args, "length", time(v.length));
+        push(args, "start-buffer", time(v.start_buffer));
+        push(args, "max-buffer", time(v.max_buffer));
+        push(args, "watch", v.watch.and_then(time));
+    }
+    push(args, "page", s.page.as_ref().map(|p| p.name.clone()));
     push(args, "streams", s.streams.map(|v| v.to_string()));
     push(
         args,

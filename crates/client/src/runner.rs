@@ -42,6 +42,53 @@ pub(crate) struct Plan {
     pub(crate) log: Option<Arc<crate::reqlog::RequestLog>>,
     pub(crate) interval: Option<Duration>,
     pub(crate) on_interval: Option<OnInterval>,
+    /// A video session or a page instead of `requests`.
+    pub(crate) app: Option<AppPlan>,
+}
+
+/// An application workload: it decides what to fetch, and when, as it goes.
+#[derive(Clone)]
+pub(crate) enum App {
+    Video(qbench_core::video::VideoSpec),
+    Page(Arc<qbench_core::page_report::PageSpec>),
+}
+
+/// What an application workload shares with the rest of its run.
+pub(crate) struct AppRun<'a> {
+    pub(crate) rec: &'a Arc<Mutex<Recorder>>,
+    pub(crate) book: &'a DigestBook,
+    pub(crate) clock: Clock,
+    /// When the run started (before connecting): its times count from here.
+    pub(crate) start: Duration,
+    /// `https://HOST:PORT` of the server every object comes from.
+    pub(crate) base: &'a str,
+    pub(crate) verify: bool,
+    pub(crate) progress: &'a ProgressBar,
+    pub(crate) log: Option<&'a crate::reqlog::LogTo>,
+}
+
+impl AppRun<'_> {
+    /// The request for `size` bytes of the server's payload.
+    pub(crate) fn request(&self, size: u64) -> ObjectReq {
+        ObjectReq {
+            uri: format!("{}{}", self.base, qbench_core::wire::bytes_path(size))
+                .parse()
+                .expect("an authority and a /bytes path make a URI"),
+            expected_len: Some(size),
+            verify: self.verify,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct AppPlan {
+    pub(crate) app: App,
+    /// `https://HOST:PORT` of the server its objects come from.
+    pub(crate) base: String,
+    /// `--verify`: check bodies against the payload pattern.
+    pub(crate) verify: bool,
+    /// HTTP/1.1: a page opens up to six connections per origin.
+    pub(crate) h1: bool,
 }
 
 type Open = Vec<(Arc<dyn Conn>, HandshakeInfo)>;
@@ -158,21 +205,56 @@ impl Runner {
                 let mut ids = Vec::new();
                 for (ci, (c, info)) in warm.iter().enumerate() {
                     ids.push(lock(&rec).connection_reused(info.clone()));
-                    if open_loop_rate.is_none() {
+                    if open_loop_rate.is_none() && self.plan.app.is_none() {
                         workers.spawn(ci as u64, c, &mut tasks);
                     }
                 }
                 (warm, ids)
             }
+            None if matches!(self.plan.app.as_ref().map(|a| &a.app), Some(App::Page(_))) => {
+                (Vec::new(), Vec::new())
+            }
             None => {
+                let app = self.plan.app.is_some();
                 let mut up = |ci: usize, c: &Arc<dyn Conn>, tasks: &mut JoinSet<()>| {
-                    if open_loop_rate.is_none() {
+                    if open_loop_rate.is_none() && !app {
                         workers.spawn(ci as u64, c, tasks);
                     }
                 };
                 self.connect_all(&rec, &mut tasks, &mut up).await
             }
         };
+        let (mut video, mut page) = (None, None);
+        let (mut conns, mut ids) = (conns, ids);
+        if let Some(app) = &self.plan.app {
+            let s = AppRun {
+                rec: &rec,
+                book: &workers.book,
+                clock,
+                start: run_start,
+                base: &app.base,
+                verify: app.verify,
+                progress,
+                log: log.as_ref(),
+            };
+            match &app.app {
+                App::Video(v) => {
+                    if let Some((c, _)) = conns.first() {
+                        let (report, requested) =
+                            crate::video::play(c.as_ref(), v.clone(), s).await;
+                        lock(&rec).set_requested(requested);
+                        video = Some(report);
+                    }
+                }
+                App::Page(p) => {
+                    lock(&rec).set_requested(p.profile.objects.len() as u64);
+                    let (opened, opened_ids, report) =
+                        crate::page::load(p, self.transport.as_ref(), app.h1, s).await;
+                    (conns, ids) = (opened, opened_ids);
+                    page = Some(report);
+                }
+            }
+        }
         // Every connection is up (or failed): a held load's clock starts now.
         if let (Some(l), Some(until)) = (&load, &until) {
             let start = clock.now();
@@ -221,6 +303,8 @@ impl Runner {
             .expect("recorder lock")
             .finish(clock.now());
         report.started_unix_us = Some(qbench_core::start::unix_us(wall_start));
+        report.video = video;
+        report.page = page;
         let loads =
             crate::cpu::thread_loads(&threads, &crate::cpu::client_threads(), wall.elapsed());
         let start_lag = report.load.as_ref().and_then(|l| l.lag.as_ref());
@@ -361,3 +445,7 @@ async fn fetch_telemetry<'a>(
 #[cfg(test)]
 #[path = "runner_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "app_tests.rs"]
+mod app_tests;

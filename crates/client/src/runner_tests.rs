@@ -17,7 +17,7 @@ use crate::transport::mock::{MockTransport, Script, Seen};
 use crate::transport::ObjectReq;
 
 /// Objects of 1..=n bytes, so each path names its object.
-fn plan(n: u64, connections: usize, streams: Option<usize>, reuse: bool) -> Plan {
+pub(super) fn plan(n: u64, connections: usize, streams: Option<usize>, reuse: bool) -> Plan {
     Plan {
         requests: Arc::new(Requests::new(n, false, |i| ObjectReq {
             uri: format!("https://mock{}", bytes_path(i + 1))
@@ -35,10 +35,11 @@ fn plan(n: u64, connections: usize, streams: Option<usize>, reuse: bool) -> Plan
         log: None,
         interval: None,
         on_interval: None,
+        app: None,
     }
 }
 
-fn runner(script: Script, plan: Plan) -> (Runner, Arc<Seen>) {
+pub(super) fn runner(script: Script, plan: Plan) -> (Runner, Arc<Seen>) {
     let clock = Clock::paused();
     let t = MockTransport::new(script, clock);
     let seen = t.seen.clone();

@@ -142,6 +142,7 @@ impl<'a> Side<'a> {
             log: None,
             interval: spec.interval,
             on_interval: None,
+            app: app_plan(spec, &peer.origin.authority()),
         };
         let tickets = spec.resume.then(ticket_store);
         let alpn = spec.proto.alpn();
@@ -330,4 +331,20 @@ impl<'a> Side<'a> {
         self.runner.finish().await;
         qbench_server::qlog::flush_all();
     }
+}
+
+/// The video or page `spec` asks for, fetched from `authority`.
+fn app_plan(spec: &qbench_core::spec::RunSpec, authority: &str) -> Option<crate::runner::AppPlan> {
+    use crate::runner::App;
+    let app = match (&spec.video, &spec.page) {
+        (Some(v), _) => App::Video(v.clone()),
+        (None, Some(p)) => App::Page(Arc::new(p.clone())),
+        (None, None) => return None,
+    };
+    Some(crate::runner::AppPlan {
+        app,
+        base: format!("https://{authority}"),
+        verify: spec.verify,
+        h1: spec.proto == Protocol::H1,
+    })
 }

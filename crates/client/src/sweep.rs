@@ -119,11 +119,24 @@ fn run_cell(plan: &CellPlan) -> anyhow::Result<(CellReport, Option<String>)> {
     })
 }
 
+/// A scenario file's text, parsed, with the pages it names read from its directory.
+pub fn load_scenario(path: &Path, text: &str) -> anyhow::Result<Scenario> {
+    let shown = path.display().to_string();
+    let mut scenario = Scenario::parse(text).with_context(|| shown.clone())?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    for page in scenario.page_paths() {
+        let spec = crate::app_flags::read_page(&dir.join(&page), &page)
+            .map_err(|e| anyhow::anyhow!("{shown}: page: {e}"))?;
+        scenario.pages.insert(page, spec);
+    }
+    Ok(scenario)
+}
+
 pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
     let shown = args.scenario.display().to_string();
     let text =
         std::fs::read_to_string(&args.scenario).with_context(|| format!("reading {shown}"))?;
-    let scenario = Scenario::parse(&text).with_context(|| shown.clone())?;
+    let scenario = load_scenario(&args.scenario, &text)?;
     let cells = scenario.cells().with_context(|| shown.clone())?;
     // Every cell is checked before the first one runs.
     let plans = cells

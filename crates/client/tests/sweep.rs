@@ -8,7 +8,7 @@ use qbench::cli::{Cli, Command};
 use qbench::rerun::{compare_command, compete_command};
 use qbench_core::effect::Test;
 use qbench_core::metric::Metric;
-use qbench_core::scenario::{CellSpec, Scenario};
+use qbench_core::scenario::CellSpec;
 
 mod common;
 
@@ -47,13 +47,17 @@ fn shipped_scenarios_expand_into_valid_comparisons() {
     let mut n = 0;
     for e in std::fs::read_dir(&dir).unwrap() {
         let path = e.unwrap().path();
+        if path.extension().is_none_or(|x| x != "toml") {
+            continue;
+        }
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(
             text.starts_with('#'),
             "{}: starts with a comment naming the experiment",
             path.display()
         );
-        let s = Scenario::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let s = qbench::sweep::load_scenario(&path, &text)
+            .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
         for cell in s.cells().unwrap() {
             let plan = qbench::sweep::plan_for(&cell, (s.metric(), s.test()))
                 .unwrap_or_else(|e| panic!("{}: {:?}: {e:#}", path.display(), cell.params));
@@ -70,6 +74,15 @@ fn shipped_scenarios_expand_into_valid_comparisons() {
                 ),
                 CellSpec::Compete(s) => (compete_command(s), CellSpec::Compete(s.clone())),
             };
+            // A page is named as the scenario names it, relative to the scenario's directory.
+            let page_name = argv
+                .iter()
+                .position(|a| a == "--page")
+                .map(|i| argv[i + 1].clone());
+            let mut argv = argv;
+            if let Some(i) = argv.iter().position(|a| a == "--page") {
+                argv[i + 1] = dir.join(&argv[i + 1]).display().to_string();
+            }
             let parsed = match Cli::try_parse_from(&argv).unwrap().command {
                 Some(Command::Compare(c)) => {
                     let spec = c.spec().unwrap();
@@ -79,6 +92,10 @@ fn shipped_scenarios_expand_into_valid_comparisons() {
                         .unwrap_or(Metric::default_for(spec.base.load.as_ref()));
                     assert_eq!(chosen, metric, "{argv:?}");
                     assert_eq!(c.judge.test, test, "{argv:?}");
+                    let mut spec = spec;
+                    if let (Some(p), Some(name)) = (&mut spec.base.page, &page_name) {
+                        p.name = name.clone();
+                    }
                     CellSpec::Compare(spec)
                 }
                 Some(Command::Compete(c)) => CellSpec::Compete(c.spec()),

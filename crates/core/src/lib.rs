@@ -21,6 +21,8 @@ pub mod merge;
 pub mod metric;
 pub mod noise;
 pub mod nonparam;
+pub mod page;
+pub mod page_report;
 pub mod recorder;
 pub mod report;
 pub mod rounds;
@@ -33,6 +35,7 @@ pub mod start;
 pub mod stats;
 pub mod telemetry;
 pub mod units;
+pub mod video;
 pub mod wire;
 pub mod workload;
 

@@ -416,6 +416,9 @@ impl<'a> Parts<'a> {
                 .iter()
                 .filter_map(|(_, r)| r.noise.clone())
                 .max_by(|a, b| a.steal_pct.total_cmp(&b.steal_pct)),
+            // A video session or a page is one client's: never sharded.
+            video: None,
+            page: None,
         })
     }
 }

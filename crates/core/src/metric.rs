@@ -21,16 +21,28 @@ pub enum Metric {
     P50,
     P99,
     P999,
+    /// A video's time to start (session start to playback), us.
+    Start,
+    /// A video's stalled time over its played time.
+    Rebuffer,
+    /// A video's mean bitrate, bit/s.
+    Bitrate,
+    /// The share of a video downloaded (with a watch time).
+    Loaded,
 }
 
 impl Metric {
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 10] = [
         Self::Plt,
         Self::Goodput,
         Self::Rps,
         Self::P50,
         Self::P99,
         Self::P999,
+        Self::Start,
+        Self::Rebuffer,
+        Self::Bitrate,
+        Self::Loaded,
     ];
 
     /// What a comparison uses unless told: PLT for a page, the tail at a fixed rate, and
@@ -59,7 +71,19 @@ impl Metric {
             Self::P50 => "p50",
             Self::P99 => "p99",
             Self::P999 => "p999",
+            Self::Start => "start",
+            Self::Rebuffer => "rebuffer",
+            Self::Bitrate => "bitrate",
+            Self::Loaded => "loaded",
         }
+    }
+
+    /// A video's figure, which only a video session has.
+    pub fn is_video(self) -> bool {
+        matches!(
+            self,
+            Self::Start | Self::Rebuffer | Self::Bitrate | Self::Loaded
+        )
     }
 
     /// How a table heads the figure.
@@ -71,6 +95,10 @@ impl Metric {
             Self::P50 => "p50 latency",
             Self::P99 => "p99 latency",
             Self::P999 => "p99.9 latency",
+            Self::Start => "time to start",
+            Self::Rebuffer => "rebuffer ratio",
+            Self::Bitrate => "mean bitrate",
+            Self::Loaded => "video loaded",
         }
     }
 
@@ -78,12 +106,17 @@ impl Metric {
         match self {
             Self::Goodput => "bit/s",
             Self::Rps => "req/s",
+            Self::Bitrate => "bit/s",
+            Self::Rebuffer | Self::Loaded => "ratio",
             _ => "us",
         }
     }
 
     pub fn higher_is_better(self) -> bool {
-        matches!(self, Self::Goodput | Self::Rps)
+        matches!(
+            self,
+            Self::Goodput | Self::Rps | Self::Bitrate | Self::Loaded
+        )
     }
 
     /// The run's figure, `None` when it has none: PLT only for a complete page; latencies
@@ -105,13 +138,18 @@ impl Metric {
             Self::P50 => us(lat.p50_us),
             Self::P99 => us(lat.p99_us),
             Self::P999 => us(lat.p999_us),
+            Self::Start => r.video.as_ref()?.time_to_start_us.map(|t| t as f64),
+            Self::Rebuffer => r.video.as_ref()?.rebuffer_ratio,
+            Self::Bitrate => r.video.as_ref()?.mean_bitrate_bps,
+            Self::Loaded => r.video.as_ref().map(|v| v.loaded_fraction),
         }
     }
 
     /// A value for people: ms, Mbit/s or req/s.
     pub fn show(self, v: f64) -> String {
         match self {
-            Self::Goodput => format!("{:.2} Mbit/s", v / 1e6),
+            Self::Goodput | Self::Bitrate => format!("{:.2} Mbit/s", v / 1e6),
+            Self::Rebuffer | Self::Loaded => format!("{:.2}%", v * 100.0),
             Self::Rps => format!("{v:.1} req/s"),
             _ => format!("{:.2} ms", v / 1000.0),
         }
@@ -131,7 +169,9 @@ impl std::str::FromStr for Metric {
         Self::ALL
             .into_iter()
             .find(|m| m.name() == s.trim())
-            .ok_or_else(|| format!("`{s}` is not plt, goodput, rps, p50, p99 or p999"))
+            .ok_or_else(|| {
+                format!("`{s}` is not plt, goodput, rps, p50, p99, p999, start, rebuffer, bitrate or loaded")
+            })
     }
 }
 

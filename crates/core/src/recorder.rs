@@ -247,6 +247,12 @@ impl Recorder {
         }
     }
 
+    /// A session that decides as it goes how many objects it fetches (a video) says at its
+    /// end how many it requested.
+    pub fn set_requested(&mut self, n: u64) {
+        self.requested = n;
+    }
+
     pub fn finish(mut self, now: Duration) -> RunReport {
         let load = self.load.take().map(|l| {
             // Every measured request was sent or dropped: the held load's own count.
@@ -257,7 +263,7 @@ impl Recorder {
                 dropped,
             )
         });
-        let not_started = self.requested - self.completed - self.failed;
+        let not_started = self.requested.saturating_sub(self.completed + self.failed);
         let complete = match &load {
             // Dropped requests are a result of the load, counted and shown, not an error.
             Some((_, dropped)) => self.errors.is_empty() && not_started == *dropped,
@@ -307,6 +313,8 @@ impl Recorder {
             intervals: self.intervals,
             client: None,
             noise: None,
+            video: None,
+            page: None,
         }
     }
 }

@@ -126,6 +126,12 @@ pub struct RunReport {
     /// What the machine (steal, load) and the link's forwarders did during the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noise: Option<crate::noise::RunNoise>,
+    /// With `--video`: the session's quality of experience.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub video: Option<crate::video::VideoReport>,
+    /// With `--page`: when each dependency level of the page was done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<crate::page_report::PageReport>,
 }
 
 /// Facts about the machine a report was produced on.

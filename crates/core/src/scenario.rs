@@ -17,6 +17,10 @@ use crate::spec::{parse_flows, CompareSpec, CompeteSpec, ProxyChoice, RunSpec, S
 use crate::wire::{CcAlgo, Protocol};
 use crate::workload::Workload;
 
+#[path = "scenario_apps.rs"]
+mod apps;
+pub use apps::VideoTable;
+
 /// Most cells a sweep may have: more is surely a mistake, and every cell is validated (and
 /// its spec hashed) before the first one runs.
 pub const MAX_CELLS: u64 = 10_000;
@@ -109,6 +113,8 @@ pub struct Base {
     pub metric: Option<Metric>,
     pub a: Option<SideBase>,
     pub b: Option<SideBase>,
+    /// A HAR file (relative to the scenario file) to replay, as `--page`.
+    pub page: Option<String>,
 }
 
 /// Per-side overrides (`--a.cc`, `--b.cwnd-cap`, ...).
@@ -145,6 +151,10 @@ pub struct Axes {
     pub reorder_threshold: Option<Vec<u32>>,
     /// `--client-cpu` of both sides: shares of a core, or "none" for an unrestricted client.
     pub client_cpu: Option<Vec<CpuQuota>>,
+    /// The `[video]` table's quality: "abr" or one of its bitrates.
+    pub video_quality: Option<Vec<String>>,
+    /// HAR files (relative to the scenario file) to replay.
+    pub page: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -159,6 +169,11 @@ pub struct Scenario {
     pub base: Base,
     #[serde(default)]
     pub axes: Axes,
+    /// Every cell plays this video instead of fetching objects.
+    pub video: Option<VideoTable>,
+    /// The pages named by `base.page` and the `page` axis, as the caller read them.
+    #[serde(skip)]
+    pub pages: BTreeMap<String, crate::page_report::PageSpec>,
 }
 
 /// How a cell runs.
@@ -241,6 +256,8 @@ impl Scenario {
             ("loss", s(&a.loss)),
             ("jitter", s(&a.jitter)),
             ("objects", s(&a.objects)),
+            ("video_quality", s(&a.video_quality)),
+            ("page", s(&a.page)),
         ];
         let mut out = Vec::new();
         for (name, v) in all {
@@ -293,6 +310,7 @@ impl Scenario {
             let w: Workload = v.parse().map_err(|e| field("objects", e))?;
             run.objects = Some(w);
         }
+        self.apply_apps(p, &mut run)?;
         run.connections = b.connections.unwrap_or(run.connections);
         run.streams = b.streams.or(run.streams);
         if let Some(v) = pick("cc", &b.cc) {
@@ -360,6 +378,9 @@ impl Scenario {
             }
             m.check(run.load.as_ref())
                 .map_err(|e| field("base.metric", e))?;
+            if m.is_video() && run.video.is_none() {
+                return Err(field("base.metric", format!("{m} needs a [video] table")));
+            }
         }
         if p.get("zero_rtt").map(String::as_str) == Some("true") {
             run.zero_rtt = true;

@@ -83,6 +83,12 @@ pub struct RunSpec {
     /// whole's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<crate::shard::Shard>,
+    /// `--video`: play a video over one connection instead of fetching `objects`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub video: Option<crate::video::VideoSpec>,
+    /// `--page`: replay a recorded page instead of fetching `objects`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<crate::page_report::PageSpec>,
 }
 
 /// The defaults of `qbench` without flags.
@@ -117,6 +123,8 @@ impl Default for RunSpec {
             load: None,
             interval: None,
             shard: None,
+            video: None,
+            page: None,
         }
     }
 }
@@ -351,7 +359,7 @@ pub(crate) mod ms {
     }
 }
 
-mod opt_ms {
+pub(crate) mod opt_ms {
     use std::time::Duration;
 
     use serde::{Deserialize, Deserializer, Serializer};

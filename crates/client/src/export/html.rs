@@ -88,8 +88,9 @@ fn latency_cdf(i: usize, r: &CompareReport) -> anyhow::Result<String> {
 fn per_round(i: usize, r: &CompareReport) -> String {
     let m = r.comparison.metric;
     let (scale, unit) = match m {
-        Metric::Goodput => (1e-6, "Mbit/s"),
+        Metric::Goodput | Metric::Bitrate => (1e-6, "Mbit/s"),
         Metric::Rps => (1.0, "req/s"),
+        Metric::Rebuffer | Metric::Loaded => (100.0, "%"),
         _ => (1e-3, "ms"),
     };
     let series: Vec<Series> = sides(r)
@@ -562,6 +563,7 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
     let mut html = page_head(&sweep.scenario, cells);
     html.push_str(&heatmaps(&sweep.scenario, &layout, out_dir)?);
     html.push_str(&cell_table(cells));
+    html.push_str(&super::qoe::table(cells));
     html.push_str("<h2>Per cell</h2>");
     for (i, c) in cells.iter().enumerate() {
         html.push_str(&cell_details(i, c)?);

@@ -2,9 +2,11 @@
 //! text, SVG, HTML, Graphviz) and `export` puts it on stdout or replaces a file atomically,
 //! so an interrupted run never leaves half a file behind.
 
+mod app_text;
 mod heatmap;
 pub mod hgrm;
 pub mod html;
+mod qoe;
 pub mod stream;
 pub mod svg;
 pub mod text;

@@ -227,6 +227,7 @@ pub fn summary(report: &Report, headline: &str) -> String {
     if let Some(v) = streams_line(report) {
         line("streams", v);
     }
+    super::app_text::lines(report, &mut line);
     if let (Some(l), Some(first)) = (&s.load, report.runs.iter().find_map(|r| r.load.as_ref())) {
         load_lines(l, first.mode, first.target_rate, &mut line);
     }

@@ -1,0 +1,259 @@
+//! A page replayed as a browser loads it: each object is requested once the object that
+//! revealed it has arrived, over connections per origin (as many as six for HTTP/1.1, one
+//! at a time each; one multiplexed connection for HTTP/2 and HTTP/3), opened as they are
+//! needed. Every origin's objects come from the one qbench server, at their recorded sizes.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use qbench_core::page_report::{LevelRecord, PageReport, PageSpec};
+use qbench_core::recorder::ConnId;
+use qbench_core::{HandshakeInfo, ObjectOutcome};
+
+use crate::runner::{fetch_one, lock, AppRun};
+use crate::transport::{Conn, Connected, FetchError, Transport};
+
+/// Connections a browser opens per origin over HTTP/1.1 (Chrome's and Firefox's limit).
+pub(crate) const H1_PER_ORIGIN: usize = 6;
+
+/// A page load's run, and how it connects.
+struct Load<'a> {
+    transport: &'a dyn Transport,
+    /// HTTP/1.1: up to six connections per origin, one request at a time on each.
+    h1: bool,
+    run: AppRun<'a>,
+}
+
+enum Event {
+    Connected(usize, ConnId, Result<Connected, FetchError>),
+    /// A 0-RTT connection's handshake completed.
+    Handshake(ConnId, HandshakeInfo),
+    Fetched {
+        origin: usize,
+        conn: usize,
+        object: usize,
+        outcome: ObjectOutcome,
+    },
+}
+
+type Pending<'a> = Pin<Box<dyn Future<Output = Event> + Send + 'a>>;
+
+#[derive(Default)]
+struct Origin {
+    conns: Vec<(Arc<dyn Conn>, bool)>,
+    connecting: usize,
+    queue: VecDeque<usize>,
+    opened: u64,
+}
+
+/// Loads the page once; returns the connections it opened (with their ids, for the run's
+/// stream figures and telemetry) and the page's report.
+pub(crate) async fn load(
+    page: &PageSpec,
+    transport: &dyn Transport,
+    h1: bool,
+    run: AppRun<'_>,
+) -> (Vec<(Arc<dyn Conn>, HandshakeInfo)>, Vec<ConnId>, PageReport) {
+    let s = Load { transport, h1, run };
+    let profile = &page.profile;
+    let n = profile.objects.len();
+    let mut children = vec![Vec::new(); n];
+    let mut origins: Vec<Origin> = profile.origins.iter().map(|_| Origin::default()).collect();
+    for (i, o) in profile.objects.iter().enumerate() {
+        match o.parent {
+            Some(p) => children[p].push(i),
+            None => origins[o.origin].queue.push_back(i),
+        }
+    }
+    let limit = if s.h1 { H1_PER_ORIGIN } else { 1 };
+    let mut sent = vec![None; n];
+    let mut done: Vec<Option<(Duration, bool)>> = vec![None; n];
+    let mut opened = Vec::new();
+    let mut pending: FuturesUnordered<Pending<'_>> = FuturesUnordered::new();
+    let s = &s;
+    for (oi, o) in origins.iter_mut().enumerate() {
+        start_what_can(s, profile, limit, oi, o, &mut sent, &mut pending);
+    }
+    while let Some(event) = pending.next().await {
+        match event {
+            Event::Connected(oi, id, Ok(c)) => {
+                let o = &mut origins[oi];
+                o.connecting -= 1;
+                match c.zero_rtt {
+                    Some(accepted) => {
+                        pending.push(Box::pin(
+                            async move { Event::Handshake(id, accepted.await) },
+                        ))
+                    }
+                    None => lock(s.run.rec).handshake_done(id, c.done, c.info.clone()),
+                }
+                o.conns.push((c.conn.clone(), false));
+                opened.push((id, c.conn, c.info));
+                start_what_can(s, profile, limit, oi, o, &mut sent, &mut pending);
+            }
+            Event::Connected(oi, id, Err(e)) => {
+                origins[oi].connecting -= 1;
+                lock(s.run.rec).connection_failed(id, e.kind, &e.message);
+                // Objects that wait for a connection that never comes stay unsent: the run
+                // counts them as not started. Another request may still open one.
+            }
+            Event::Handshake(id, info) => {
+                lock(s.run.rec).handshake_done(id, s.run.clock.now(), info)
+            }
+            Event::Fetched {
+                origin,
+                conn,
+                object,
+                outcome,
+            } => {
+                let ok = outcome.error.is_none();
+                done[object] = Some((outcome.done, ok));
+                s.run.progress.inc(1);
+                lock(s.run.rec).object(outcome);
+                origins[origin].conns[conn].1 = false;
+                if ok {
+                    for &c in &children[object] {
+                        let oc = profile.objects[c].origin;
+                        origins[oc].queue.push_back(c);
+                        if oc != origin {
+                            start_what_can(
+                                s,
+                                profile,
+                                limit,
+                                oc,
+                                &mut origins[oc],
+                                &mut sent,
+                                &mut pending,
+                            );
+                        }
+                    }
+                }
+                start_what_can(
+                    s,
+                    profile,
+                    limit,
+                    origin,
+                    &mut origins[origin],
+                    &mut sent,
+                    &mut pending,
+                );
+            }
+        }
+    }
+    let report = PageReport {
+        name: page.name.clone(),
+        objects: n as u64,
+        bytes: profile.total_bytes(),
+        origins: profile.origins.len() as u64,
+        connections: origins.iter().map(|o| o.opened).collect(),
+        levels: levels(page, &sent, &done, s.run.start),
+    };
+    opened.sort_by_key(|(id, _, _)| *id);
+    let ids = opened.iter().map(|(id, _, _)| *id).collect();
+    (
+        opened.into_iter().map(|(_, c, i)| (c, i)).collect(),
+        ids,
+        report,
+    )
+}
+
+/// Sends what origin `oi` has queued on its idle connections, and opens connections for
+/// what finds every one busy.
+fn start_what_can<'b>(
+    s: &'b Load<'b>,
+    profile: &'b qbench_core::page::PageProfile,
+    limit: usize,
+    oi: usize,
+    o: &mut Origin,
+    sent: &mut [Option<Duration>],
+    pending: &mut FuturesUnordered<Pending<'b>>,
+) {
+    while let Some(&object) = o.queue.front() {
+        let idle = o.conns.iter().position(|(_, busy)| !s.h1 || !busy);
+        let Some(ci) = idle else {
+            break;
+        };
+        o.queue.pop_front();
+        o.conns[ci].1 = true;
+        let conn = o.conns[ci].0.clone();
+        let req = s.run.request(profile.objects[object].size);
+        sent[object] = Some(s.run.clock.now());
+        pending.push(Box::pin(async move {
+            let outcome = fetch_one(conn.as_ref(), &s.run.clock, &req, s.run.book).await;
+            if let Some(l) = s.run.log {
+                l.line(oi as u64, &req.uri, &outcome);
+            }
+            Event::Fetched {
+                origin: oi,
+                conn: ci,
+                object,
+                outcome,
+            }
+        }));
+    }
+    // A browser opens another connection for a request that finds every one busy.
+    while o.queue.len() > o.connecting && o.conns.len() + o.connecting < limit {
+        o.connecting += 1;
+        o.opened += 1;
+        let id = lock(s.run.rec).connection_started(s.run.clock.now());
+        pending.push(Box::pin(async move {
+            Event::Connected(oi, id, s.transport.connect().await)
+        }));
+    }
+}
+
+fn us(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// Per level: its objects and bytes, its first request and, once all of it arrived, its
+/// last byte.
+fn levels(
+    page: &PageSpec,
+    sent: &[Option<Duration>],
+    done: &[Option<(Duration, bool)>],
+    start: Duration,
+) -> Vec<LevelRecord> {
+    let count = page.profile.levels() as usize;
+    let mut out: Vec<LevelRecord> = (0..count)
+        .map(|l| LevelRecord {
+            level: l as u32,
+            objects: 0,
+            bytes: 0,
+            first_request_us: None,
+            done_us: None,
+            failed: 0,
+        })
+        .collect();
+    let mut complete = vec![true; count];
+    for (i, o) in page.profile.objects.iter().enumerate() {
+        let l = &mut out[o.level as usize];
+        l.objects += 1;
+        l.bytes = l.bytes.saturating_add(o.size);
+        if let Some(t) = sent[i] {
+            let t = us(t.saturating_sub(start));
+            l.first_request_us = Some(l.first_request_us.map_or(t, |f| f.min(t)));
+        }
+        match done[i] {
+            Some((t, true)) => {
+                let t = us(t.saturating_sub(start));
+                l.done_us = Some(l.done_us.map_or(t, |d| d.max(t)));
+            }
+            Some((_, false)) => {
+                l.failed += 1;
+                complete[o.level as usize] = false;
+            }
+            None => complete[o.level as usize] = false,
+        }
+    }
+    for (l, whole) in out.iter_mut().zip(complete) {
+        if !whole {
+            l.done_us = None;
+        }
+    }
+    out
+}
