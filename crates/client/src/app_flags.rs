@@ -184,6 +184,11 @@ pub(crate) fn check(s: &RunSpec) -> Result<(), ConfigError> {
     };
     usage(s.connections == 1, "--connections", conns)?;
     usage(
+        s.interval.is_none(),
+        "--interval",
+        format!("reports a load's intervals; {app} reports its own figures per run"),
+    )?;
+    usage(
         s.streams.is_none(),
         "--streams",
         format!("{app} decides what is in flight"),

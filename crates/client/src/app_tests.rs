@@ -187,6 +187,37 @@ async fn a_refused_origin_leaves_its_objects_unsent() {
     let rep = r.run(0, &ProgressBar::hidden()).await;
     assert!(!rep.complete);
     assert_eq!((rep.objects.requested, rep.objects.not_started), (2, 2));
+    assert_eq!(
+        rep.connections.len(),
+        crate::page::CONNECT_ATTEMPTS as usize
+    );
     let pg = rep.page.unwrap();
     assert!(pg.levels.iter().all(|l| l.done_us.is_none()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_request_retires_its_connection() {
+    // The document reveals a response that never comes (it times out at 1 s) and a slow one
+    // (2 s) whose child is asked for after the timeout: it goes on a new connection.
+    let script = Script {
+        stall: [bytes_path(200)].into_iter().collect(),
+        slow: vec![(bytes_path(300), ms(2000))],
+        ..Script::default()
+    };
+    let p = page(
+        vec![
+            object(0, 100, None, 0),
+            object(0, 200, Some(0), 1),
+            object(0, 300, Some(0), 1),
+            object(0, 400, Some(2), 2),
+        ],
+        1,
+    );
+    let (mut r, seen) = runner(script, plan(p, false));
+    let rep = r.run(0, &ProgressBar::hidden()).await;
+    assert_eq!((rep.objects.completed, rep.objects.failed), (3, 1));
+    let paths = seen.requests.lock().unwrap().clone();
+    let want = |sizes: &[u64]| sizes.iter().map(|s| bytes_path(*s)).collect::<Vec<_>>();
+    assert_eq!(paths, vec![want(&[100, 200, 300]), want(&[400])]);
+    assert_eq!(rep.page.unwrap().connections, [2]);
 }

@@ -41,6 +41,9 @@ impl Clock {
 
     /// The instant `offset` after the epoch, to sleep until.
     pub(crate) fn at(&self, offset: Duration) -> Instant {
-        self.epoch + offset
+        // A far deadline (a day, say) must not overflow the monotonic clock.
+        self.epoch
+            .checked_add(offset)
+            .unwrap_or_else(|| self.epoch + Duration::from_secs(100 * 365 * 86_400))
     }
 }

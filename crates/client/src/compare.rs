@@ -88,7 +88,7 @@ impl Plan {
         )?;
         usage(spec.rounds >= 2, "--rounds", "at least 2")?;
         let load = spec.base.load.as_ref();
-        let metric = metric.unwrap_or(Metric::default_for(load));
+        let metric = metric.unwrap_or(Metric::default_for_spec(&spec.base));
         metric
             .check(load)
             .map_err(|message| crate::config::ConfigError {

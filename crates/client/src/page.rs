@@ -20,6 +20,9 @@ use crate::transport::{Conn, Connected, FetchError, Transport};
 /// Connections a browser opens per origin over HTTP/1.1 (Chrome's and Firefox's limit).
 pub(crate) const H1_PER_ORIGIN: usize = 6;
 
+/// Connection attempts per origin before its waiting objects are given up on.
+pub(crate) const CONNECT_ATTEMPTS: u32 = 3;
+
 /// A page load's run, and how it connects.
 struct Load<'a> {
     transport: &'a dyn Transport,
@@ -44,8 +47,12 @@ type Pending<'a> = Pin<Box<dyn Future<Output = Event> + Send + 'a>>;
 
 #[derive(Default)]
 struct Origin {
-    conns: Vec<(Arc<dyn Conn>, bool)>,
+    /// Each connection and whether it is busy; `None` once retired by a failed request.
+    conns: Vec<Option<(Arc<dyn Conn>, bool)>>,
     connecting: usize,
+    /// Connection attempts that failed: after `CONNECT_ATTEMPTS`, the origin's objects that
+    /// wait for a connection stay unsent.
+    failed: u32,
     queue: VecDeque<usize>,
     opened: u64,
 }
@@ -91,15 +98,18 @@ pub(crate) async fn load(
                     }
                     None => lock(s.run.rec).handshake_done(id, c.done, c.info.clone()),
                 }
-                o.conns.push((c.conn.clone(), false));
+                o.conns.push(Some((c.conn.clone(), false)));
                 opened.push((id, c.conn, c.info));
                 start_what_can(s, profile, limit, oi, o, &mut sent, &mut pending);
             }
             Event::Connected(oi, id, Err(e)) => {
-                origins[oi].connecting -= 1;
+                let o = &mut origins[oi];
+                o.connecting -= 1;
+                o.failed += 1;
                 lock(s.run.rec).connection_failed(id, e.kind, &e.message);
-                // Objects that wait for a connection that never comes stay unsent: the run
-                // counts them as not started. Another request may still open one.
+                // Tried again up to CONNECT_ATTEMPTS; then what waits stays unsent, and the
+                // run counts it as not started.
+                start_what_can(s, profile, limit, oi, o, &mut sent, &mut pending);
             }
             Event::Handshake(id, info) => {
                 lock(s.run.rec).handshake_done(id, s.run.clock.now(), info)
@@ -114,7 +124,13 @@ pub(crate) async fn load(
                 done[object] = Some((outcome.done, ok));
                 s.run.progress.inc(1);
                 lock(s.run.rec).object(outcome);
-                origins[origin].conns[conn].1 = false;
+                // A request that failed may have taken its connection down (HTTP/1.1 always
+                // does): the next request gets another one.
+                let slot = &mut origins[origin].conns[conn];
+                match slot {
+                    Some((_, busy)) if ok => *busy = false,
+                    _ => *slot = None,
+                }
                 if ok {
                     for &c in &children[object] {
                         let oc = profile.objects[c].origin;
@@ -173,13 +189,19 @@ fn start_what_can<'b>(
     pending: &mut FuturesUnordered<Pending<'b>>,
 ) {
     while let Some(&object) = o.queue.front() {
-        let idle = o.conns.iter().position(|(_, busy)| !s.h1 || !busy);
+        let idle = o
+            .conns
+            .iter()
+            .position(|c| c.as_ref().is_some_and(|(_, busy)| !s.h1 || !busy));
         let Some(ci) = idle else {
             break;
         };
         o.queue.pop_front();
-        o.conns[ci].1 = true;
-        let conn = o.conns[ci].0.clone();
+        let Some((conn, busy)) = &mut o.conns[ci] else {
+            break;
+        };
+        *busy = true;
+        let conn = conn.clone();
         let req = s.run.request(profile.objects[object].size);
         sent[object] = Some(s.run.clock.now());
         pending.push(Box::pin(async move {
@@ -196,7 +218,11 @@ fn start_what_can<'b>(
         }));
     }
     // A browser opens another connection for a request that finds every one busy.
-    while o.queue.len() > o.connecting && o.conns.len() + o.connecting < limit {
+    let alive = o.conns.iter().flatten().count();
+    while o.queue.len() > o.connecting
+        && alive + o.connecting < limit
+        && o.failed < CONNECT_ATTEMPTS
+    {
         o.connecting += 1;
         o.opened += 1;
         let id = lock(s.run.rec).connection_started(s.run.clock.now());

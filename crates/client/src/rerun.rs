@@ -196,7 +196,7 @@ pub fn compare_command(s: &CompareSpec, metric: Metric, test: Test) -> Vec<Strin
     push(
         &mut args,
         "metric",
-        (metric != Metric::default_for(s.base.load.as_ref())).then(|| metric.to_string()),
+        (metric != Metric::default_for_spec(&s.base)).then(|| metric.to_string()),
     );
     push(
         &mut args,

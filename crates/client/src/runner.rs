@@ -225,6 +225,8 @@ impl Runner {
             }
         };
         let (mut video, mut page) = (None, None);
+        // Whether the connections are fit to be kept for the next run (`--reuse`).
+        let mut keep = true;
         let (mut conns, mut ids) = (conns, ids);
         if let Some(app) = &self.plan.app {
             let s = AppRun {
@@ -240,9 +242,10 @@ impl Runner {
             match &app.app {
                 App::Video(v) => {
                     if let Some((c, _)) = conns.first() {
-                        let (report, requested) =
+                        let (report, requested, abandoned) =
                             crate::video::play(c.as_ref(), v.clone(), s).await;
                         lock(&rec).set_requested(requested);
+                        keep &= !abandoned;
                         video = Some(report);
                     }
                 }
@@ -325,7 +328,7 @@ impl Runner {
                 report.telemetry = Some(timelines);
             }
         }
-        if self.plan.reuse && !conns.is_empty() && report.complete {
+        if self.plan.reuse && keep && !conns.is_empty() && report.complete {
             self.warm = Some(conns);
         } else {
             for (c, _) in &conns {

@@ -9,12 +9,18 @@ use crate::transport::Conn;
 
 /// Plays `spec` over `conn` until the video is downloaded, a segment fails or the watch
 /// time is over; a segment still downloading at the watch time is abandoned, not failed.
-/// Returns the session's figures and the segments requested (the abandoned one excluded).
-pub(crate) async fn play(conn: &dyn Conn, spec: VideoSpec, s: AppRun<'_>) -> (VideoReport, u64) {
+/// Returns the session's figures, the segments requested (the abandoned one excluded) and
+/// whether one was abandoned: its response was cut off, so an HTTP/1.1 connection is gone.
+pub(crate) async fn play(
+    conn: &dyn Conn,
+    spec: VideoSpec,
+    s: AppRun<'_>,
+) -> (VideoReport, u64, bool) {
     let clock = s.clock;
     let mut player = Player::new(spec, s.start);
     let watch_end = player.watch_end();
     let mut requested = 0u64;
+    let mut abandoned = false;
     loop {
         let now = clock.now();
         match player.next(now) {
@@ -25,12 +31,15 @@ pub(crate) async fn play(conn: &dyn Conn, spec: VideoSpec, s: AppRun<'_>) -> (Vi
                 let fetch = fetch_one(conn, &clock, &req, s.book);
                 let outcome = match watch_end {
                     Some(end) => tokio::select! {
+                        // A segment that lands as the watch time ends is counted.
+                        biased;
                         o = fetch => Some(o),
                         () = tokio::time::sleep_until(clock.at(end)) => None,
                     },
                     None => Some(fetch.await),
                 };
                 let Some(outcome) = outcome else {
+                    abandoned = true;
                     break;
                 };
                 requested += 1;
@@ -48,5 +57,5 @@ pub(crate) async fn play(conn: &dyn Conn, spec: VideoSpec, s: AppRun<'_>) -> (Vi
             }
         }
     }
-    (player.finish(clock.now()), requested)
+    (player.finish(clock.now()), requested, abandoned)
 }

@@ -103,6 +103,13 @@ fn bad_video_flags_name_the_flag() {
     );
     rejected(&["--segment", "1s"], &["--segment", "needs --video"]);
     rejected(
+        &["--video", "1mbit", "--watch", "10000000000000000000s"],
+        &["--watch", "longer than a day"],
+    );
+    rejected(&["--video", "1mbit", "--length", "0s"], &["--length"]);
+    rejected(&["--video", "50000mbit"], &["--video", "10 GB"]);
+    rejected(&["--video", "1mbit", "--interval", "1s"], &["--interval"]);
+    rejected(
         &["--video", "1mbit", "--objects", "1x1KB"],
         &["--video", "--objects"],
     );

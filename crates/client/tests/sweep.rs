@@ -89,7 +89,7 @@ fn shipped_scenarios_expand_into_valid_comparisons() {
                     let chosen = c
                         .judge
                         .metric
-                        .unwrap_or(Metric::default_for(spec.base.load.as_ref()));
+                        .unwrap_or(Metric::default_for_spec(&spec.base));
                     assert_eq!(chosen, metric, "{argv:?}");
                     assert_eq!(c.judge.test, test, "{argv:?}");
                     let mut spec = spec;

@@ -55,6 +55,16 @@ impl Metric {
         }
     }
 
+    /// As `default_for`, and a video session is judged by its time to start, which every
+    /// session that plays has (its download time is paced by playback, and its rebuffer
+    /// ratio is often zero on both sides).
+    pub fn default_for_spec(spec: &crate::spec::RunSpec) -> Self {
+        match spec.video {
+            Some(_) => Self::Start,
+            None => Self::default_for(spec.load.as_ref()),
+        }
+    }
+
     /// Why this metric cannot judge runs of this kind, if it cannot.
     pub fn check(self, load: Option<&Load>) -> Result<(), String> {
         if self == Self::Plt && load.is_some() {
@@ -202,6 +212,10 @@ mod tests {
         l.rate = Some(100.0);
         assert_eq!(Metric::default_for(Some(&l)), Metric::P99);
         assert!(Metric::P99.check(Some(&l)).is_ok() && Metric::Plt.check(None).is_ok());
+        let mut spec = crate::spec::RunSpec::default();
+        assert_eq!(Metric::default_for_spec(&spec), Metric::Plt);
+        spec.video = Some(crate::video::VideoSpec::new(vec![crate::Rate(1_000_000)]));
+        assert_eq!(Metric::default_for_spec(&spec), Metric::Start);
     }
 
     proptest::proptest! {

@@ -14,8 +14,8 @@ use time::OffsetDateTime;
 
 /// Most entries read: bounds the bookkeeping a stray multi-gigabyte log could ask for.
 pub const MAX_ENTRIES: usize = 100_000;
-/// Largest response body accepted (1 TiB): anything above is a corrupt log, not a page.
-pub const MAX_OBJECT_SIZE: u64 = 1 << 40;
+/// Largest response body accepted: the most qbench-server sends as one object (10 GB).
+pub const MAX_OBJECT_SIZE: u64 = crate::wire::MAX_OBJECT;
 /// Characters of a URL or value quoted in an error: data: URLs run to megabytes.
 const SHOWN_CHARS: usize = 120;
 
@@ -86,7 +86,7 @@ pub enum EntryProblem {
     NegativeSize(String),
     #[error("{field} is not a whole number of bytes ({value})")]
     BadSize { field: &'static str, value: String },
-    #[error("response size {0} is above the 1 TiB limit")]
+    #[error("response size {0} is above the 10 GB a qbench server sends as one object")]
     SizeTooLarge(String),
     #[error("startedDateTime is missing")]
     MissingStart,

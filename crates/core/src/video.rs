@@ -241,6 +241,9 @@ impl VideoSpec {
                 format!("segment {} is shorter than 100ms", show(self.segment)),
             );
         }
+        if self.length.is_zero() {
+            return shape("length", "the video's length must be above zero".into());
+        }
         if self.length > MAX_LENGTH {
             return shape(
                 "length",
@@ -281,6 +284,17 @@ impl VideoSpec {
         }
         if self.watch == Some(Duration::ZERO) {
             return shape("watch", "watch must be longer than zero".into());
+        }
+        if self.watch.is_some_and(|w| w > MAX_LENGTH) {
+            return shape("watch", "watch is longer than a day".into());
+        }
+        let top = *self.bitrates.last().expect("checked above: not empty");
+        if self.segment_bytes(0, top) > crate::wire::MAX_OBJECT {
+            let m = format!(
+                "a {} segment at {top} is more than the 10 GB a qbench server sends as one object",
+                show(self.segment)
+            );
+            return shape("bitrates", m);
         }
         Ok(())
     }

@@ -3,8 +3,9 @@
 //!
 //! Playback starts once `start_buffer` of video is buffered (or the whole video is), plays
 //! at real time, stalls when the buffer runs dry (a rebuffer) and resumes once
-//! `start_buffer` is buffered again. Segments are fetched one at a time; none is requested
-//! while the buffer holds more than `max_buffer` minus that segment.
+//! `start_buffer` is buffered again. Segments are fetched one at a time; while playing, none is
+//! requested while the buffer holds more than `max_buffer` minus that segment (before playback
+//! starts and during a stall, the buffer may pass that by at most the one segment fetched).
 
 use std::time::Duration;
 
@@ -257,10 +258,12 @@ impl Player {
             None => now.max(self.at),
         };
         self.advance(end);
-        let played_out = self.all_loaded() && watch_end.is_none() && !self.failed;
+        // Everything downloaded: playback goes on without a stall, to the video's end or
+        // the watch time, whichever comes first.
         let mut session_end = end;
-        if played_out && self.state == State::Playing {
-            session_end = end + (self.buffered - self.position);
+        if self.all_loaded() && !self.failed && self.state == State::Playing {
+            let played_out = end + (self.buffered - self.position);
+            session_end = watch_end.map_or(played_out, |w| played_out.min(w.max(end)));
             self.advance(session_end);
         }
         if let State::Stalled { since } = self.state {

@@ -87,6 +87,11 @@ fn shapes_are_checked() {
     );
     let s = spec(&[1.0], 100, 86_400_000);
     assert!(err(s).contains("more than 100000"));
+    assert!(err(spec(&[1.0], 2000, 0)).contains("length must be above zero"));
+    let mut s = spec(&[1.0], 2000, 60_000);
+    s.watch = Some(Duration::from_secs(10_000_000_000_000_000_000));
+    assert_eq!(err(s), "watch is longer than a day");
+    assert!(err(spec(&[50_000.0], 2000, 60_000)).contains("10 GB"));
 }
 
 #[test]
@@ -219,6 +224,20 @@ fn the_watch_time_ends_the_session_and_counts_an_unfinished_stall() {
         r.complete,
         "the watch time ending a session is not a failure"
     );
+}
+
+#[test]
+fn a_watch_time_longer_than_the_download_plays_on_to_its_end() {
+    // Ten 2 s segments land in 100 ms each; a 60 s watch of a 20 s video plays all of it,
+    // and a 10 s watch plays 10 s.
+    let mut s = spec(&[1.0], 2000, 20_000);
+    s.watch = Some(ms(60_000));
+    let (r, _) = play(s.clone(), &[100; 10]);
+    assert_eq!((r.played_us, r.session_us), (20_000_000, 20_100_000));
+    s.watch = Some(ms(10_000));
+    let (r, _) = play(s, &[100; 10]);
+    assert_eq!((r.played_us, r.session_us), (9_900_000, 10_000_000));
+    assert_eq!(r.rebuffer_us, 0);
 }
 
 #[test]

@@ -509,7 +509,7 @@ fn environment_and_commands(sweep: &Sweep) -> anyhow::Result<String> {
         })
         .chain(sweep.competitions.iter().map(|(c, _)| match &c.spec {
             CellSpec::Compare(s) => {
-                compare_command(s, Metric::default_for(s.base.load.as_ref()), Test::Welch)
+                compare_command(s, Metric::default_for_spec(&s.base), Test::Welch)
             }
             CellSpec::Compete(s) => compete_command(s),
         }));
