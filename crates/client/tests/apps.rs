@@ -278,20 +278,11 @@ fn a_page_recorded_by_chromium_replays_object_for_object() {
 #[test]
 fn video_cells_are_judged_by_qoe_and_reported_as_table_6() {
     let dir = tempfile::tempdir().unwrap();
-    let scn = dir.path().join("video.toml");
-    std::fs::write(
-        &scn,
+    let (_, out, _) = common::sweeps::swept(
+        dir.path(),
+        "video.toml",
         "# tiny video sweep\nname = \"v\"\n[base]\nprotos = \"h2,h3\"\nrounds = 2\nmetric = \"start\"\n[video]\nbitrates = \"1,2mbit\"\nsegment = \"500ms\"\nlength = \"1s\"\n[axes]\nvideo_quality = [\"1mbit\", \"abr\"]\n",
-    )
-    .unwrap();
-    let out = dir.path().join("out");
-    let c = common::qbench_plain(&[
-        "sweep",
-        scn.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(c.code, Some(0), "{}", c.stderr);
+    );
     let mut cells = 0;
     for e in std::fs::read_dir(&out).unwrap() {
         let v: Value =
@@ -307,13 +298,7 @@ fn video_cells_are_judged_by_qoe_and_reported_as_table_6() {
     }
     assert_eq!(cells, 2);
     let page = dir.path().join("r.html");
-    let c = common::qbench_plain(&[
-        "report",
-        out.to_str().unwrap(),
-        "--html",
-        page.to_str().unwrap(),
-    ]);
-    assert_eq!(c.code, Some(0), "{}", c.stderr);
+    common::sweeps::report(&out, &page);
     let html = std::fs::read_to_string(&page).unwrap();
     let table = html
         .split("Video quality of experience")
