@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use qbench_core::cpulimit::{CpuQuota, CpuSet};
 use qbench_core::link::LinkSpec;
+use qbench_core::quic_knobs::QuicKnobs;
 use qbench_core::spec::{CompareSpec, CompeteSpec, RunSpec, SideOverrides};
 use qbench_core::{ByteSize, CcAlgo, Protocol, Workload};
 
@@ -286,6 +287,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "BYTES", value_parser = parse_rwnd)]
     pub rwnd: Option<ByteSize>,
 
+    /// QUIC stack settings of both ends (h3; with --target, the client's end only):
+    /// ack-frequency=PACKETS, ack-delay=DURATION, gso=on|off, gro=on|off, mtu-discovery=on|off,
+    /// max-udp-payload=BYTES, initial-mtu=BYTES, initial-rtt=DURATION, send-window=SIZE
+    #[arg(long, value_name = "KEY=VALUE,...")]
+    pub quic: Option<QuicKnobs>,
+
     /// Interval at which the in-process server samples sender telemetry; 0 turns it off
     #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
     pub sample_interval: Duration,
@@ -480,6 +487,7 @@ impl RunArgs {
             client_cpu: self.client_cpu,
             client_cpuset: self.client_cpuset.clone(),
             rwnd: self.rwnd,
+            quic: self.quic.unwrap_or_default(),
             sample_interval: self.sample_interval,
             telemetry: !self.no_telemetry,
             link: self.link.clone(),

@@ -238,6 +238,9 @@ fn check_spec(s: &RunSpec) -> Result<(), ConfigError> {
     {
         return Err(bad("--rwnd", "must be between 1KiB and 4GiB"));
     }
+    if s.proto != Protocol::H3 && !s.quic.is_empty() {
+        return Err(bad("--quic", "sets QUIC's stack: h3 only"));
+    }
     if s.proto != Protocol::H3 && s.reorder_time_threshold.is_some() {
         return Err(bad(
             "--reorder-time-threshold",
@@ -314,6 +317,7 @@ fn server_options(s: &RunSpec) -> ServerOptions {
         o.initial_cwnd = s.initial_cwnd;
         o.reorder_threshold = s.reorder_threshold;
         o.reorder_time_threshold = s.reorder_time_threshold;
+        o.quic = s.quic;
     }
     if s.link.is_some() {
         let addr = match s.link_b {

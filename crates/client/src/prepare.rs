@@ -227,6 +227,7 @@ impl Prepared {
                 rwnd: None,
                 reorder_threshold: None,
                 reorder_time_threshold: None,
+                quic: Default::default(),
             };
             TlsTcp::new(endpoint, tls, None, alpn, false)
                 .prime()
@@ -341,6 +342,7 @@ pub(crate) async fn peer(
                 .map(|r| u32::try_from(r.0).unwrap_or(u32::MAX)),
             reorder_threshold: run.spec.reorder_threshold,
             reorder_time_threshold: run.spec.reorder_time_threshold,
+            quic: run.spec.quic,
         },
         origin,
         trust,

@@ -67,6 +67,11 @@ fn run_flags(s: &RunSpec, args: &mut Vec<String>) {
         s.reorder_time_threshold.map(|c| c.to_string()),
     );
     push(args, "rwnd", s.rwnd.map(|c| c.0.to_string()));
+    push(
+        args,
+        "quic",
+        (!s.quic.is_empty()).then(|| s.quic.to_string()),
+    );
     push(args, "client-cpu", s.client_cpu.map(|c| c.to_string()));
     push(
         args,

@@ -297,7 +297,9 @@ impl Runner {
         }
         for ((c, _), id) in conns.iter().zip(ids) {
             let facts = c.streams();
-            lock(&rec).streams(id, facts.peer_limit, facts.peak);
+            let mut r = lock(&rec);
+            r.streams(id, facts.peer_limit, facts.peak);
+            r.quic(id, facts.quic);
         }
         let mut report = Arc::try_unwrap(rec)
             .map_err(|_| ())

@@ -203,6 +203,7 @@ mod tests {
             interval_us: 10_000,
             samples,
             truncated: false,
+            quic: None,
         }
     }
 

@@ -23,6 +23,7 @@ pub mod noise;
 pub mod nonparam;
 pub mod page;
 pub mod page_report;
+pub mod quic_knobs;
 pub mod recorder;
 pub mod report;
 pub mod rounds;

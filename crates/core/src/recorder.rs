@@ -42,6 +42,9 @@ pub struct ConnectionRecord {
     /// The most requests this connection had on the wire at once during the run.
     #[serde(default)]
     pub peak_streams: u64,
+    /// What the client's QUIC stack did on this connection during the run (h3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<crate::quic_knobs::QuicStats>,
 }
 
 /// How one object fetch went, as measured by a transport.
@@ -164,6 +167,7 @@ impl Recorder {
             error: None,
             server_max_streams: None,
             peak_streams: 0,
+            quic: None,
         });
         ConnId(self.conns.len() - 1)
     }
@@ -177,6 +181,7 @@ impl Recorder {
             error: None,
             server_max_streams: None,
             peak_streams: 0,
+            quic: None,
         });
         ConnId(self.conns.len() - 1)
     }
@@ -187,6 +192,11 @@ impl Recorder {
         let c = &mut self.conns[id.0];
         c.server_max_streams = server_max;
         c.peak_streams = peak;
+    }
+
+    /// What the client's QUIC stack did on a connection during the run.
+    pub fn quic(&mut self, id: ConnId, stats: Option<crate::quic_knobs::QuicStats>) {
+        self.conns[id.0].quic = stats;
     }
 
     pub fn handshake_done(&mut self, id: ConnId, now: Duration, info: HandshakeInfo) {

@@ -51,15 +51,30 @@ pub struct RunCpu {
     pub server: Option<CpuTimes>,
     /// Payload bytes per CPU-second of client + server (client only for remote servers).
     pub payload_bytes_per_cpu_s: Option<f64>,
+    /// CPU seconds the client spent per GB (10^9 bytes) of payload.
+    #[serde(default)]
+    pub client_s_per_gb: Option<f64>,
+    /// The same for the in-process server.
+    #[serde(default)]
+    pub server_s_per_gb: Option<f64>,
+    /// Payload Gbit/s per core kept busy by client + server (client alone for remote
+    /// servers): the rate one fully busy core would carry.
+    #[serde(default)]
+    pub gbit_per_busy_core: Option<f64>,
 }
 
 impl RunCpu {
     pub fn new(client: CpuTimes, server: Option<CpuTimes>, payload_bytes: u64) -> Self {
         let total = client.total_s() + server.map_or(0.0, |s| s.total_s());
+        let gb = payload_bytes as f64 / 1e9;
+        let per_gb = |s: f64| (payload_bytes > 0).then(|| s / gb);
         Self {
             client,
             server,
             payload_bytes_per_cpu_s: (total > 0.0).then(|| payload_bytes as f64 / total),
+            client_s_per_gb: per_gb(client.total_s()),
+            server_s_per_gb: server.and_then(|s| per_gb(s.total_s())),
+            gbit_per_busy_core: (total > 0.0).then(|| gb * 8.0 / total),
         }
     }
 }
@@ -336,5 +351,34 @@ impl Report {
             start: None,
             merged: None,
         })
+    }
+}
+
+#[cfg(test)]
+mod cpu_tests {
+    use super::*;
+
+    #[test]
+    fn cpu_per_gb_and_per_busy_core() {
+        let c = CpuTimes {
+            user_s: 0.75,
+            sys_s: 0.25,
+        };
+        let s = CpuTimes {
+            user_s: 0.5,
+            sys_s: 0.0,
+        };
+        let r = RunCpu::new(c, Some(s), 3_000_000_000);
+        assert_eq!(r.client_s_per_gb, Some(1.0 / 3.0));
+        assert_eq!(r.server_s_per_gb, Some(0.5 / 3.0));
+        // 24 Gbit over 1.5 CPU-seconds.
+        assert_eq!(r.gbit_per_busy_core, Some(16.0));
+        let remote = RunCpu::new(c, None, 1_000_000_000);
+        assert_eq!(
+            (remote.server_s_per_gb, remote.gbit_per_busy_core),
+            (None, Some(8.0))
+        );
+        let empty = RunCpu::new(c, Some(s), 0);
+        assert_eq!((empty.client_s_per_gb, empty.server_s_per_gb), (None, None));
     }
 }

@@ -10,6 +10,7 @@ use crate::cpulimit::CpuQuota;
 use crate::link::{parse_duration, LinkSpec};
 use crate::load::{parse_rate, Arrivals, Load, DEFAULT_MAX_INFLIGHT};
 use crate::metric::Metric;
+use crate::quic_knobs::QuicKnobs;
 use crate::rounds::{
     parse_precision, AutoRounds, RoundsError, MAX_ROUNDS, MIN_ROUNDS, PRECISION_PCT,
 };
@@ -94,6 +95,8 @@ pub struct Base {
     pub cwnd_cap: Option<u32>,
     /// As `--reorder-threshold`.
     pub reorder_threshold: Option<u32>,
+    /// As `--quic` (e.g. "gso=off"); a `quic` axis value overrides it key by key.
+    pub quic: Option<String>,
     /// As `--reorder-time-threshold` (RTTs, e.g. 4.0).
     pub reorder_time_threshold: Option<f64>,
     /// As `--client-cpu` (a share of one core, e.g. 0.25).
@@ -149,6 +152,8 @@ pub struct Axes {
     pub zero_rtt: Option<Vec<bool>>,
     /// `--reorder-threshold` of both sides (QUIC's packet threshold, TCP's tcp_reordering).
     pub reorder_threshold: Option<Vec<u32>>,
+    /// `--quic` settings (e.g. "ack-frequency=10"), over `base.quic`; QUIC sides only.
+    pub quic: Option<Vec<String>>,
     /// `--client-cpu` of both sides: shares of a core, or "none" for an unrestricted client.
     pub client_cpu: Option<Vec<CpuQuota>>,
     /// The `[video]` table's quality: "abr" or one of its bitrates.
@@ -244,6 +249,7 @@ impl Scenario {
             ("b_cwnd_cap", n(&a.b_cwnd_cap)),
             ("zero_rtt", b(&a.zero_rtt)),
             ("reorder_threshold", n(&a.reorder_threshold)),
+            ("quic", s(&a.quic)),
             (
                 "client_cpu",
                 a.client_cpu
@@ -327,6 +333,12 @@ impl Scenario {
         {
             return Err(field("reorder_threshold", "1 to 1000 packets"));
         }
+        let knobs = |v: Option<&String>, name| {
+            v.map_or(Ok(Default::default()), |t| t.parse::<QuicKnobs>())
+                .map_err(|e| field(name, e))
+        };
+        run.quic = knobs(b.quic.as_ref(), "base.quic")?.overlaid(&knobs(p.get("quic"), "quic")?);
+        run.quic.check().map_err(|e| field("quic", e))?;
         if let Some(r) = b.reorder_time_threshold {
             run.reorder_time_threshold = Some(
                 crate::spec::parse_time_threshold(&r.to_string())

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::cpulimit::{CpuQuota, CpuSet};
 use crate::link::LinkSpec;
 use crate::load::Load;
+use crate::quic_knobs::QuicKnobs;
 use crate::units::ByteSize;
 use crate::wire::{CcAlgo, Protocol};
 use crate::workload::Workload;
@@ -52,6 +53,9 @@ pub struct RunSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_cpuset: Option<CpuSet>,
     pub rwnd: Option<ByteSize>,
+    /// `--quic`: QUIC stack settings of both ends (h3 only).
+    #[serde(default, skip_serializing_if = "QuicKnobs::is_empty")]
+    pub quic: QuicKnobs,
     #[serde(rename = "sample_interval_us", with = "us")]
     #[schemars(with = "u64")]
     pub sample_interval: Duration,
@@ -113,6 +117,7 @@ impl Default for RunSpec {
             client_cpu: None,
             client_cpuset: None,
             rwnd: None,
+            quic: QuicKnobs::default(),
             sample_interval: Duration::from_millis(10),
             telemetry: true,
             link: None,
@@ -195,6 +200,9 @@ impl SideOverrides {
         let mut s = base.clone();
         s.proto = proto;
         s.zero_rtt &= proto.is_quic();
+        if !proto.is_quic() {
+            s.quic = QuicKnobs::default();
+        }
         s.cc = self.cc.or(s.cc);
         s.cwnd_cap = self.cwnd_cap.or(s.cwnd_cap);
         s.initial_cwnd = self.initial_cwnd.or(s.initial_cwnd);
@@ -253,8 +261,14 @@ impl CompareSpec {
         )
     }
 
+    /// Each side's label; a QUIC side names the `--quic` settings it runs with.
     pub fn labels(&self) -> (String, String) {
-        (self.a.label(self.protos.0), self.b.label(self.protos.1))
+        let label = |o: &SideOverrides, p: Protocol| match p.is_quic() && !self.base.quic.is_empty()
+        {
+            true => format!("{} quic={}", o.label(p), self.base.quic),
+            false => o.label(p),
+        };
+        (label(&self.a, self.protos.0), label(&self.b, self.protos.1))
     }
 }
 

@@ -53,6 +53,9 @@ pub struct Timeline {
     pub samples: Vec<CcSample>,
     /// Samples were dropped because the connection outlived the sample budget.
     pub truncated: bool,
+    /// What the server's QUIC stack did on this connection since it opened (h3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<crate::quic_knobs::QuicStats>,
 }
 
 /// Samples kept per connection: 10 minutes at the default 10 ms interval.

@@ -41,6 +41,7 @@ pub fn transport(opts: &ServerOptions) -> quinn::TransportConfig {
     if let Some(r) = opts.reorder_time_threshold {
         t.time_threshold(r as f32);
     }
+    crate::quic_knobs::apply(&mut t, &opts.quic);
     t
 }
 
@@ -127,6 +128,7 @@ async fn serve_connection(conn: quinn::Connection, shared: &Arc<Shared>) {
         .map(|p| u64::from(p) * u64::from(conn.stats().path.current_mtu));
     let telemetry = watch_quic(
         &conn,
+        shared.udp.clone(),
         opts.cc.as_str(),
         cap,
         opts.sample_interval,

@@ -14,6 +14,7 @@ pub mod h3srv;
 pub mod options;
 pub mod payload;
 pub mod qlog;
+pub mod quic_knobs;
 pub mod relay;
 pub mod request;
 pub mod routes;
@@ -194,6 +195,7 @@ impl Server {
             None => None,
         };
         let mut quic_base = None;
+        let mut udp_handle = None;
         let quic = match udp {
             Some(sock) => {
                 let cfg =
@@ -206,13 +208,23 @@ impl Server {
                 sc.max_incoming(opts.max_connections as usize);
                 // A qlogged connection gets this configuration with its own qlog stream.
                 quic_base = opts.qlog.is_some().then(|| sc.clone());
+                // The endpoint owns the socket from here; `gro=off` is set on it after quinn
+                // has turned GRO on.
+                let fd = sock
+                    .try_clone()
+                    .map_err(|source| ServerError::Bind { addr, source })?;
                 let ep = quinn::Endpoint::new(
-                    quinn::EndpointConfig::default(),
+                    quic_knobs::endpoint_config(&opts.quic),
                     Some(sc),
                     sock,
                     Arc::new(quinn::TokioRuntime),
                 )
                 .map_err(|source| ServerError::Bind { addr, source })?;
+                if let Some(on) = opts.quic.gro {
+                    quic_knobs::set_gro(&fd, on)
+                        .map_err(|source| ServerError::Bind { addr, source })?;
+                }
+                udp_handle = Some(Arc::new(fd));
                 Some(ep)
             }
             None => None,
@@ -220,6 +232,7 @@ impl Server {
         let env_token = std::env::var(access::TOKEN_ENV).ok();
         let access = access::Access::new(opts.telemetry, env_token)?;
         let mut shared = Shared::new(opts, access);
+        shared.udp = udp_handle;
         if let (Some(dir), Some(base)) = (&shared.opts.qlog, quic_base) {
             shared.qlog = Some(shared::QuicQlog {
                 dir: qlog::QlogDir::new(dir, shared.opts.qlog_sample, "server"),

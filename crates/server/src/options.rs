@@ -79,6 +79,18 @@ pub struct ServerOptions {
     #[arg(long, value_name = "RTTS", value_parser = qbench_core::spec::parse_time_threshold)]
     pub reorder_time_threshold: Option<f64>,
 
+    /// QUIC stack settings, KEY=VALUE,... (h3): ack-frequency=PACKETS (one ACK per this many,
+    /// asked of the peer), ack-delay=DURATION, gso=on|off, gro=on|off, mtu-discovery=on|off,
+    /// max-udp-payload=BYTES, initial-mtu=BYTES, initial-rtt=DURATION, send-window=SIZE
+    /// [default: quinn's own]
+    #[arg(
+        long,
+        value_name = "KEY=VALUE,...",
+        default_value = "",
+        hide_default_value = true
+    )]
+    pub quic: qbench_core::quic_knobs::QuicKnobs,
+
     /// Sample sender telemetry (cwnd, RTT, losses...) this often; 0 turns it off
     #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
     pub sample_interval: Duration,

@@ -51,6 +51,8 @@ pub struct Shared {
     pub qlog: Option<QuicQlog>,
     /// `qbench proxy`: where requests are relayed instead of answered here.
     pub upstream: Option<crate::relay::Upstream>,
+    /// The QUIC endpoint's socket (a second handle), where telemetry reads UDP_GRO.
+    pub udp: Option<Arc<std::net::UdpSocket>>,
 }
 
 /// A qlogged connection is accepted with `base` and its own qlog stream.
@@ -83,6 +85,7 @@ impl Shared {
             refusing: AtomicBool::new(false),
             qlog: None,
             upstream: None,
+            udp: None,
         }
     }
 

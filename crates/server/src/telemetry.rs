@@ -21,7 +21,7 @@ pub const KEPT_SAMPLES: usize = 8192;
 const TCP_INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
 
 enum Source {
-    Quic(quinn::Connection),
+    Quic(quinn::Connection, Option<Arc<std::net::UdpSocket>>),
     /// The raw fd while the socket is open; -1 once `Tracked` is dropped.
     Tcp(Mutex<RawFd>),
 }
@@ -56,6 +56,7 @@ impl ConnTelemetry {
                 interval_us: interval.as_micros() as u64,
                 samples: Vec::new(),
                 truncated: false,
+                quic: None,
             }),
         })
     }
@@ -64,7 +65,7 @@ impl ConnTelemetry {
     fn sample(&self) -> Option<(CcSample, Option<u64>)> {
         let t_us = self.started.elapsed().as_micros() as u64;
         match &self.source {
-            Source::Quic(conn) => conn
+            Source::Quic(conn, _) => conn
                 .close_reason()
                 .is_none()
                 .then(|| quic_sample(conn, t_us)),
@@ -88,7 +89,10 @@ impl ConnTelemetry {
             self.record(s);
         }
         let json = {
-            let tl = self.timeline.lock().expect("timeline lock");
+            let mut tl = self.timeline.lock().expect("timeline lock");
+            if let Source::Quic(conn, sock) = &self.source {
+                tl.quic = Some(crate::quic_knobs::stats(conn, sock.as_deref()));
+            }
             serde_json::to_vec(&*tl).expect("timeline serializes")
         };
         Some(Bytes::from_owner(Held {
@@ -214,6 +218,7 @@ fn tcp_sample(fd: RawFd, t_us: u64) -> Option<CcSample> {
 /// Starts sampling a QUIC connection; `None` when `interval` is zero (telemetry off).
 pub fn watch_quic(
     conn: &quinn::Connection,
+    sock: Option<Arc<std::net::UdpSocket>>,
     cc: &str,
     cap: Option<u64>,
     interval: Duration,
@@ -222,7 +227,7 @@ pub fn watch_quic(
     if interval.is_zero() {
         return None;
     }
-    let t = ConnTelemetry::new(Source::Quic(conn.clone()), "quic", cc, cap, interval);
+    let t = ConnTelemetry::new(Source::Quic(conn.clone(), sock), "quic", cc, cap, interval);
     t.spawn_sampler(stats.clone());
     Some(t)
 }

@@ -164,6 +164,53 @@ fn streams_line(report: &Report) -> Option<String> {
     })
 }
 
+/// What the QUIC stacks did, over every connection of every run: where `--quic` shows.
+fn quic_line(report: &Report) -> Option<String> {
+    use qbench_core::quic_knobs::QuicStats;
+    let mut client: Option<QuicStats> = None;
+    let mut server: Option<QuicStats> = None;
+    for r in &report.runs {
+        for q in r.connections.iter().filter_map(|c| c.quic.as_ref()) {
+            client.get_or_insert_with(QuicStats::default).add(q);
+        }
+        for q in r.telemetry.iter().flatten().filter_map(|t| t.quic.as_ref()) {
+            server.get_or_insert_with(QuicStats::default).add(q);
+        }
+    }
+    let c = client?;
+    let per = |n: u64, d: u64| match d {
+        0 => "-".to_string(),
+        d => format!("{:.1}", n as f64 / d as f64),
+    };
+    let gro = |g: Option<bool>| match g {
+        Some(true) => "on",
+        Some(false) => "off",
+        None => "?",
+    };
+    let mut v = format!(
+        "client: 1 ACK per {} packets received, {} datagrams per send call, GRO {}, MTU {}",
+        per(c.rx_datagrams, c.acks_sent),
+        per(c.tx_datagrams, c.tx_calls),
+        gro(c.gro),
+        c.mtu
+    );
+    if let Some(s) = server {
+        v.push_str(&format!(
+            "; server: {} datagrams per send call, 1 ACK per {} packets received, GRO {}",
+            per(s.tx_datagrams, s.tx_calls),
+            per(s.rx_datagrams, s.acks_sent),
+            gro(s.gro)
+        ));
+    }
+    if c.ack_frequency_sent + c.ack_frequency_received > 0 {
+        v.push_str(&format!(
+            "; ACK_FREQUENCY frames sent {}, received {}",
+            c.ack_frequency_sent, c.ack_frequency_received
+        ));
+    }
+    Some(v)
+}
+
 /// The readable summary: one figure per line, medians over runs.
 /// This copy's part of the whole, and where its index came from.
 fn shard_line(sh: &qbench_core::report::ShardRecord, connections: u32) -> String {
@@ -227,6 +274,9 @@ pub fn summary(report: &Report, headline: &str) -> String {
     if let Some(v) = streams_line(report) {
         line("streams", v);
     }
+    if let Some(v) = quic_line(report) {
+        line("quic", v);
+    }
     super::app_text::lines(report, &mut line);
     if let (Some(l), Some(first)) = (&s.load, report.runs.iter().find_map(|r| r.load.as_ref())) {
         load_lines(l, first.mode, first.target_rate, &mut line);
@@ -241,9 +291,15 @@ pub fn summary(report: &Report, headline: &str) -> String {
             .map(|c| c.server.map(|s| s.total_s()))
             .sum::<Option<f64>>();
         let total = client + server.unwrap_or(0.0);
-        let per = if total > 0.0 {
+        let per = if total > 0.0 && s.payload_bytes > 0 {
+            let gb = s.payload_bytes as f64 / 1e9;
             let mb = s.payload_bytes as f64 / total / 1e6;
-            format!("; {mb:.1} MB payload per CPU-second")
+            format!(
+                "; {mb:.1} MB payload per CPU-second; per GB client {:.2} s{}; {:.2} Gbit/s per busy core",
+                client / gb,
+                server.map_or(String::new(), |v| format!(", server {:.2} s", v / gb)),
+                gb * 8.0 / total
+            )
         } else {
             String::new()
         };

@@ -99,6 +99,7 @@ impl Exchange for H1Conn {
         StreamFacts {
             peer_limit: None,
             peak: self.on_wire.take_peak(),
+            quic: None,
         }
     }
 }

@@ -152,6 +152,7 @@ impl Exchange for H2Conn {
             // h2 reads an absent SETTINGS_MAX_CONCURRENT_STREAMS as no limit (usize::MAX).
             peer_limit: (limit != 0 && limit != usize::MAX).then_some(limit as u64),
             peak: self.on_wire.take_peak(),
+            quic: None,
         }
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use http::Uri;
+use qbench_core::quic_knobs::QuicStats;
 use qbench_core::wire::{MAX_RESPONSE_HEADER_BYTES, STREAM_WINDOW, UDP_BUFFER};
 use qbench_core::{ErrorKind, HandshakeInfo};
 use socket2::{Domain, Protocol, Socket, Type};
@@ -24,6 +25,8 @@ pub(crate) struct H3 {
     clock: Clock,
     zero_rtt: bool,
     tickets: Option<Arc<TicketStore>>,
+    /// The endpoint's socket (a second handle), where the report reads UDP_GRO.
+    sock: Arc<std::net::UdpSocket>,
 }
 
 struct H3Conn {
@@ -32,6 +35,9 @@ struct H3Conn {
     timeout: Duration,
     peer: Arc<PeerStreams>,
     on_wire: OnWire,
+    /// quinn's counters at the last report, so that each run gets its own.
+    reported: std::sync::Mutex<QuicStats>,
+    sock: Arc<std::net::UdpSocket>,
 }
 
 fn alpn_of(conn: &quinn::Connection) -> Option<String> {
@@ -61,6 +67,7 @@ fn transport(e: &Endpoint) -> quinn::TransportConfig {
     if let Some(r) = e.reorder_time_threshold {
         t.time_threshold(r as f32);
     }
+    qbench_server::quic_knobs::apply(&mut t, &e.quic);
     t
 }
 
@@ -97,13 +104,21 @@ impl H3 {
             .map_err(|e| FetchError::new(ErrorKind::Tls, format!("QUIC TLS config: {e}")))?;
         let sock = udp_socket(target.addr)
             .map_err(|e| FetchError::from_err("binding a UDP socket", &e))?;
+        // The endpoint owns the socket; `gro=off` is set after quinn has turned GRO on.
+        let fd = sock
+            .try_clone()
+            .map_err(|e| FetchError::from_err("binding a UDP socket", &e))?;
         let endpoint = quinn::Endpoint::new(
-            quinn::EndpointConfig::default(),
+            qbench_server::quic_knobs::endpoint_config(&target.quic),
             None,
             sock,
             Arc::new(quinn::TokioRuntime),
         )
         .map_err(|e| FetchError::from_err("creating the QUIC endpoint", &e))?;
+        if let Some(on) = target.quic.gro {
+            qbench_server::quic_knobs::set_gro(&fd, on)
+                .map_err(|e| FetchError::from_err("setting UDP_GRO", &e))?;
+        }
         Ok(Self {
             endpoint,
             crypto: Arc::new(crypto),
@@ -112,6 +127,7 @@ impl H3 {
             clock,
             zero_rtt,
             tickets,
+            sock: Arc::new(fd),
         })
     }
 
@@ -209,6 +225,8 @@ impl H3 {
                 timeout,
                 peer,
                 on_wire: OnWire::default(),
+                reported: Default::default(),
+                sock: self.sock.clone(),
             }),
             info,
             done,
@@ -267,9 +285,14 @@ impl Exchange for H3Conn {
     }
 
     fn streams(&self) -> StreamFacts {
+        let now = qbench_server::quic_knobs::stats(&self.conn, Some(&self.sock));
+        let mut last = self.reported.lock().expect("stats lock");
+        let run = now.since(&last);
+        *last = now;
         StreamFacts {
             peer_limit: self.peer.get(),
             peak: self.on_wire.take_peak(),
+            quic: Some(run),
         }
     }
 
@@ -293,6 +316,7 @@ mod reorder_tests {
             rwnd: None,
             reorder_threshold: None,
             reorder_time_threshold: None,
+            quic: Default::default(),
         };
         assert!(format!("{:?}", transport(&e)).contains("packet_threshold: 3,"));
         e.reorder_threshold = Some(57);

@@ -166,6 +166,7 @@ impl Exchange for MockConn {
         StreamFacts {
             peer_limit: self.script.max_streams,
             peak: self.on_wire.take_peak(),
+            quic: None,
         }
     }
 

@@ -99,6 +99,8 @@ pub(crate) struct Endpoint {
     pub reorder_threshold: Option<u32>,
     /// QUIC's time threshold in RTTs (`--reorder-time-threshold`).
     pub reorder_time_threshold: Option<f64>,
+    /// QUIC stack settings (`--quic`).
+    pub quic: qbench_core::quic_knobs::QuicKnobs,
 }
 
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -15,6 +15,8 @@ pub(crate) struct StreamFacts {
     pub(crate) peer_limit: Option<u64>,
     /// The most requests that were on the wire at once since the last report.
     pub(crate) peak: u64,
+    /// What the QUIC stack did on this connection since the last report (h3).
+    pub(crate) quic: Option<qbench_core::quic_knobs::QuicStats>,
 }
 
 #[derive(Default)]
