@@ -7,9 +7,9 @@
 # Rows: qbench h2 and h3 fetching one 1 GB object on loopback, beside the raw ceilings of the
 # same stacks (one quinn stream; TCP + rustls) and iperf3 (kernel TCP, no TLS); the same across
 # an unshaped namespace link (veth through a router namespace); and h2load (nghttp2) against
-# qbench-server for 10000 x 1 KB beside qbench --proto h2 for the same workload against the
-# same server. Prints a markdown table, then `qbench cost` for the loopback transfers if
-# `cargo bench -p qbench-benches` has left results in target/criterion.
+# qbench-server for 10000 x 1 KB (100 and 256 at once) beside qbench --proto h2 and h3 for the
+# same workload against the same server. Prints a markdown table, then `qbench cost` for the
+# loopback transfers if `cargo bench -p qbench-benches` has left results in target/criterion.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5}
@@ -53,8 +53,8 @@ row() { rows+=("| $1 | $2 | $3 | $4 |"); }
 
 # 1. One 1 GB object on loopback, rounds interleaved so drift hits every row alike: qbench h2
 # and h3, and the raw ceilings with the same stacks and settings minus HTTP (benches/src/bin).
-# h3-quinn hands quinn each DATA frame as a slice, which quinn copies; quic-copy shows what
-# that copy alone costs a raw stream.
+# quic-copy shows what copying every write (as h3-quinn does, and qbench's own h3 backend
+# does not: crates/server/src/h3_zero_copy.rs) costs a raw stream.
 for i in $(seq "$RUNS"); do
   for p in h2 h3; do
     $Q --proto "$p" --objects 1x1GB --json "$tmp/$p-$i.json" >/dev/null
@@ -73,7 +73,7 @@ rq=$(median_col "$tmp/raw-quic.tsv" 4)
 rc=$(median_col "$tmp/raw-copy.tsv" 4)
 rt=$(median_col "$tmp/raw-tls.tsv" 4)
 row "loopback, 1 GB, raw quinn stream (write_chunk, no copy)" "$(printf '%.2f Gbit/s' "$rq")" "$(median_col "$tmp/raw-quic.tsv" 5) s" "-"
-row "loopback, 1 GB, raw quinn stream (write, copying like h3-quinn)" "$(printf '%.2f Gbit/s' "$rc")" "$(median_col "$tmp/raw-copy.tsv" 5) s" "-"
+row "loopback, 1 GB, raw quinn stream (write, copying)" "$(printf '%.2f Gbit/s' "$rc")" "$(median_col "$tmp/raw-copy.tsv" 5) s" "-"
 row "loopback, 1 GB, raw TCP + rustls" "$(printf '%.2f Gbit/s' "$rt")" "$(median_col "$tmp/raw-tls.tsv" 5) s" "-"
 iperf3 -s -1 -B 127.0.0.1 -p 5299 -D
 sleep 0.3
@@ -82,8 +82,9 @@ row "loopback, iperf3 (TCP, no TLS)" "$(printf '%.2f Gbit/s' "$ig")" "-" "-"
 h2g=$(median_json "$tmp/h2.json" goodput_bps)
 h3g=$(median_json "$tmp/h3.json" goodput_bps)
 ratio() { python3 -c "print(f'{$1/$2:.2f}')"; }
-row "qbench h3 / raw quinn (target >= 0.90)" "-" "-" "$(ratio "$h3g/1e9" "$rq")"
+row "qbench h3 / raw quinn (target >= 0.97)" "-" "-" "$(ratio "$h3g/1e9" "$rq")"
 row "qbench h3 / raw quinn with copying writes" "-" "-" "$(ratio "$h3g/1e9" "$rc")"
+row "qbench h3 CPU per GB / raw quinn's (target <= 1.05)" "-" "-" "$(ratio "$(cpu_json "$tmp/h3.json")" "$(median_col "$tmp/raw-quic.tsv" 5)")"
 row "qbench h2 / raw TCP + rustls (target >= 0.75)" "-" "-" "$(ratio "$h2g/1e9" "$rt")"
 row "qbench h2 / iperf3" "-" "-" "$(ratio "$h2g/1e9" "$ig")"
 row "qbench h3 / iperf3" "-" "-" "$(ratio "$h3g/1e9" "$ig")"
@@ -107,21 +108,38 @@ if [ "$(id -u)" -eq 0 ]; then
   row "namespace link, iperf3 (TCP, no TLS)" "$(printf '%.2f Gbit/s' "$ng")" "-" "-"
 fi
 
-# 3. 10000 x 1 KB over one HTTP/2 connection: h2load vs qbench, same server.
-target/release/qbench-server --listen 127.0.0.1:4399 --protocols h2 --cert-out "$tmp/cert.pem" \
+# 3. 10000 x 1 KB over one connection, 100 and 256 requests at once: h2load vs qbench h2, same
+# server, rounds interleaved; qbench h3 beside them (Debian's h2load has no HTTP/3).
+target/release/qbench-server --listen 127.0.0.1:4399 --protocols h2,h3 --cert-out "$tmp/cert.pem" \
   --sample-interval 0s 2>"$tmp/server.log" &
 server_pid=$!
 for _ in $(seq 50); do [ -f "$tmp/cert.pem" ] && break; sleep 0.1; done
-h2=()
-for _ in $(seq "$RUNS"); do
-  h2+=("$(h2load -n 10000 -c 1 -m 256 https://127.0.0.1:4399/bytes/1000 | sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p')")
+objects_per_s() { # FILE: median objects/s over runs (from connecting to the last byte)
+  python3 -c "import json,statistics,sys; r=json.load(open(sys.argv[1])); print(statistics.median([x['objects']['completed']/(x['plt_us']/1e6) for x in r['runs']]))" "$1"
+}
+for m in 100 256; do
+  for i in $(seq "$RUNS"); do
+    h2load -n 10000 -c 1 -m "$m" https://127.0.0.1:4399/bytes/1000 |
+      sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' >>"$tmp/h2load-$m.txt"
+    for p in h2 h3; do
+      $Q --proto "$p" --target https://127.0.0.1:4399 --ca "$tmp/cert.pem" --objects 10000x1KB \
+        --streams "$m" --no-telemetry --json "$tmp/small-$p-$m-$i.json" >/dev/null
+    done
+  done
+  h2med=$(sort -n "$tmp/h2load-$m.txt" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  row "10000x1KB, h2load -c 1 -m $m (req/s)" "$(printf '%.0f' "$h2med")" "-" "-"
+  for p in h2 h3; do
+    merge_runs "$tmp/small-$p-$m.json" "$tmp/small-$p-$m"-*.json
+    qps=$(objects_per_s "$tmp/small-$p-$m.json")
+    row "10000x1KB, qbench $p --streams $m (objects/s)" "$(printf '%.0f' "$qps")" "-" \
+      "$(python3 -c "print(f'{$qps/$h2med:.2f} of h2load')")"
+  done
 done
-h2med=$(printf '%s\n' "${h2[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-$Q --proto h2 --target https://127.0.0.1:4399 --ca "$tmp/cert.pem" --objects 10000x1KB --streams 256 \
-  --runs "$RUNS" --no-telemetry --json "$tmp/small.json" >/dev/null
-qps=$(python3 -c "import json,statistics; r=json.load(open('$tmp/small.json')); print(statistics.median([x['objects']['completed']/(x['plt_us']/1e6) for x in r['runs']]))")
-row "10000x1KB, h2load -m 256 (req/s)" "$h2med" "-" "-"
-row "10000x1KB, qbench h2 --streams 256 (objects/s)" "$(printf '%.0f' "$qps")" "-" "$(python3 -c "print(f'{$qps/$h2med:.2f} of h2load')")"
+if ldd "$(command -v h2load)" | grep -q ngtcp2; then
+  row "h2load --h3" "this build has HTTP/3: add its rows" "-" "-"
+else
+  row "h2load HTTP/3" "not in this build (not linked with ngtcp2)" "-" "-"
+fi
 
 echo "| measurement (median of $RUNS) | result | CPU s/run (client+server) | ratio |"
 echo "| --- | --- | --- | --- |"

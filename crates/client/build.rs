@@ -9,7 +9,6 @@ const STACKS: &[&str] = &[
     "quinn-proto",
     "quinn-udp",
     "h3",
-    "h3-quinn",
     "hyper",
     "h2",
     "rustls",

@@ -43,6 +43,9 @@ impl Plan {
                 let mut s = base.clone();
                 s.proto = *proto;
                 s.zero_rtt &= proto.is_quic();
+                if !proto.is_quic() {
+                    s.quic = Default::default();
+                }
                 cfgs.push(Config::new(s, target, link).with_context(|| format!("flow {proto}"))?);
                 labels.push(format!("{proto} #{}", i + 1));
             }

@@ -148,3 +148,31 @@ fn bad_settings_are_refused_naming_the_flag() {
         );
     }
 }
+
+/// `compete` sets the QUIC flows alone: a TCP flow beside them runs with its stack's own.
+#[test]
+fn compete_sets_the_quic_flows_only() {
+    let r = common::qbench(&[
+        "compete",
+        "--flows",
+        "h3:1,h2:1",
+        "--objects",
+        "1x500KB",
+        "--link",
+        "rate=50mbit,rtt=10ms",
+        "--quic",
+        "gso=off",
+    ]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let j = r.json.unwrap();
+    let flows = j["flows"].as_array().unwrap();
+    let config = |proto: &str| {
+        let f = flows
+            .iter()
+            .find(|f| f["report"]["config"]["proto"] == proto)
+            .unwrap_or_else(|| panic!("a {proto} flow"));
+        f["report"]["config"]["quic"].clone()
+    };
+    assert_eq!(config("h3"), serde_json::json!({"gso": false}));
+    assert!(config("h2").is_null());
+}

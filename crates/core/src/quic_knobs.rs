@@ -14,6 +14,8 @@ use crate::units::ByteSize;
 pub const MIN_UDP_PAYLOAD: u16 = 1200;
 /// Largest UDP payload over IPv4 (65535 - 8 - 20).
 pub const MAX_UDP_PAYLOAD: u16 = 65527;
+/// The UDP payload quinn accepts unless told otherwise (Ethernet's 1500 less IP and UDP).
+pub const DEFAULT_MAX_UDP_PAYLOAD: u16 = 1472;
 /// Most ack-eliciting packets `ack-frequency` lets a receiver take per ACK.
 pub const MAX_ACK_FREQUENCY: u32 = 1000;
 
@@ -47,8 +49,8 @@ pub struct QuicKnobs {
     /// Probe for a larger path MTU (DPLPMTUD); on by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtu_discovery: Option<bool>,
-    /// The largest UDP payload each end accepts and probes up to (default 1452 probing,
-    /// 65527 advertised).
+    /// The largest UDP payload each end accepts and probes up to (default: 1472 accepted,
+    /// 1452 probed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_udp_payload: Option<u16>,
     /// The UDP payload size a connection starts with (default 1200).
@@ -109,6 +111,10 @@ fn on_off(key: &str, v: &str) -> Result<bool, KnobError> {
 
 fn duration(key: &str, v: &str, min: Duration, max: Duration) -> Result<Duration, KnobError> {
     let d = humantime::parse_duration(v).map_err(|e| err(key, format!("`{v}`: {e}")))?;
+    // Reports keep microseconds: a finer value would not be the one a rerun sets.
+    if d.subsec_nanos() % 1000 != 0 {
+        return Err(err(key, format!("`{v}`: whole microseconds")));
+    }
     if d < min || d > max {
         return Err(err(
             key,
@@ -161,11 +167,12 @@ impl QuicKnobs {
                 "is part of the ACK frequency request: give ack-frequency too",
             ));
         }
-        if let (Some(i), Some(m)) = (self.initial_mtu, self.max_udp_payload) {
+        if let Some(i) = self.initial_mtu {
+            let m = self.max_udp_payload.unwrap_or(DEFAULT_MAX_UDP_PAYLOAD);
             if i > m {
                 return Err(err(
                     "initial-mtu",
-                    format!("{i} is above max-udp-payload {m}"),
+                    format!("{i} is above max-udp-payload {m} (raise that too)"),
                 ));
             }
         }
@@ -176,9 +183,19 @@ impl QuicKnobs {
 impl FromStr for QuicKnobs {
     type Err = KnobError;
 
-    /// `ack-frequency=10,gso=off`; an empty string or `stock` sets nothing. A key given twice is an
-    /// error, not a silent override.
+    /// `ack-frequency=10,gso=off`; an empty string or `stock` sets nothing. A key given twice
+    /// is an error, not a silent override.
     fn from_str(s: &str) -> Result<Self, KnobError> {
+        let k = Self::parse_keys(s)?;
+        k.check()?;
+        Ok(k)
+    }
+}
+
+impl QuicKnobs {
+    /// The keys of `s`, without checking how they go together (a scenario's base is checked
+    /// once its axis value is over it).
+    pub fn parse_keys(s: &str) -> Result<Self, KnobError> {
         let mut k = Self::default();
         if s.trim() == "stock" {
             return Ok(k);
@@ -242,7 +259,6 @@ impl FromStr for QuicKnobs {
                 }
             }
         }
-        k.check()?;
         Ok(k)
     }
 }

@@ -50,6 +50,8 @@ fn bad_values_name_their_key() {
         ("initial-mtu=1400,max-udp-payload=1300", "initial-mtu"),
         ("initial-rtt=0s", "initial-rtt"),
         ("initial-rtt=11s", "initial-rtt"),
+        ("initial-rtt=100500ns", "initial-rtt"),
+        ("initial-mtu=1500", "initial-mtu"),
         ("send-window=10", "send-window"),
         ("send-window=2TiB", "send-window"),
         ("gso=on,gso=off", "gso"),
@@ -59,6 +61,18 @@ fn bad_values_name_their_key() {
         let e = text.parse::<QuicKnobs>().unwrap_err().to_string();
         assert!(e.starts_with(&format!("`{key}")), "{text}: {e}");
     }
+}
+
+#[test]
+fn keys_parse_apart_from_how_they_go_together() {
+    let base = QuicKnobs::parse_keys("ack-delay=25ms").unwrap();
+    assert!(base.check().is_err());
+    let k = base.overlaid(&"ack-frequency=10".parse().unwrap());
+    assert_eq!(k.to_string(), "ack-frequency=10,ack-delay=25ms");
+    assert!(k.check().is_ok());
+    assert!("initial-mtu=1500,max-udp-payload=1500"
+        .parse::<QuicKnobs>()
+        .is_ok());
 }
 
 #[test]

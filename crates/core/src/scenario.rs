@@ -334,7 +334,7 @@ impl Scenario {
             return Err(field("reorder_threshold", "1 to 1000 packets"));
         }
         let knobs = |v: Option<&String>, name| {
-            v.map_or(Ok(Default::default()), |t| t.parse::<QuicKnobs>())
+            v.map_or(Ok(Default::default()), |t| QuicKnobs::parse_keys(t))
                 .map_err(|e| field(name, e))
         };
         run.quic = knobs(b.quic.as_ref(), "base.quic")?.overlaid(&knobs(p.get("quic"), "quic")?);

@@ -53,7 +53,8 @@ pub struct Timeline {
     pub samples: Vec<CcSample>,
     /// Samples were dropped because the connection outlived the sample budget.
     pub truncated: bool,
-    /// What the server's QUIC stack did on this connection since it opened (h3).
+    /// What the server's QUIC stack did on this connection since the previous telemetry
+    /// fetch, or since it opened (h3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quic: Option<crate::quic_knobs::QuicStats>,
 }

@@ -17,7 +17,7 @@ use crate::shared::{Shared, Stats};
 use crate::tcpsrv::{REQUEST_CONN_WINDOW, REQUEST_STREAM_WINDOW};
 use crate::telemetry::{watch_quic, ConnTelemetry};
 
-type Stream = RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+type Stream = RequestStream<crate::h3_zero_copy::BidiStream, Bytes>;
 
 /// quinn transport settings for the sending side of bulk transfers.
 pub fn transport(opts: &ServerOptions) -> quinn::TransportConfig {
@@ -136,7 +136,7 @@ async fn serve_connection(conn: quinn::Connection, shared: &Arc<Shared>) {
     );
     let built = h3::server::builder()
         .max_field_section_size(u64::from(opts.max_header_bytes))
-        .build::<_, Bytes>(h3_quinn::Connection::new(conn))
+        .build::<_, Bytes>(crate::h3_zero_copy::Connection::new(conn))
         .await;
     let Ok(mut h3conn) = built else { return };
     let upstream = Arc::new(UpstreamConn::default());

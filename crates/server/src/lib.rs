@@ -9,6 +9,7 @@ pub mod cc;
 pub mod conn_io;
 pub mod cpu;
 pub mod fdlimit;
+pub mod h3_zero_copy;
 pub mod h3srv;
 
 pub mod options;

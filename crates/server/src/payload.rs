@@ -9,8 +9,9 @@ use qbench_core::wire::{payload_byte, PAYLOAD_PATTERN};
 /// Size of the shared buffer, and the largest chunk handed to a transport at once.
 pub const CHUNK: usize = 256 * 1024;
 
+static BUF: OnceLock<Bytes> = OnceLock::new();
+
 fn shared() -> &'static Bytes {
-    static BUF: OnceLock<Bytes> = OnceLock::new();
     BUF.get_or_init(|| {
         let v: Vec<u8> = (0..CHUNK as u64).map(payload_byte).collect();
         Bytes::from(v)
@@ -47,6 +48,16 @@ impl Iterator for Chunks {
     }
 }
 
+/// `chunk` as a reference into the shared buffer when it lies within it (a payload chunk
+/// handed back by h3), so that a transport can pass it on without copying.
+pub fn share(chunk: &[u8]) -> Option<Bytes> {
+    // Not built here: a client's requests must not build the server's buffer.
+    let buf = BUF.get()?;
+    let (start, end) = (buf.as_ptr() as usize, buf.as_ptr() as usize + buf.len());
+    let at = chunk.as_ptr() as usize;
+    (!chunk.is_empty() && at >= start && at + chunk.len() <= end).then(|| buf.slice_ref(chunk))
+}
+
 const _: () = assert!(CHUNK.is_multiple_of(PAYLOAD_PATTERN.len()));
 
 #[cfg(test)]
@@ -65,6 +76,16 @@ mod tests {
             }
             assert_eq!(offset, len);
         }
+    }
+
+    #[test]
+    fn only_slices_of_the_shared_buffer_are_shared() {
+        let c = Chunks::new(1000).next().unwrap();
+        let s = share(&c[10..20]).unwrap();
+        assert_eq!((s.as_ptr(), &s[..]), (c[10..].as_ptr(), &c[10..20]));
+        let copy = c.to_vec();
+        assert!(share(&copy).is_none());
+        assert!(share(&[]).is_none());
     }
 
     #[test]

@@ -12,6 +12,9 @@ pub fn apply(t: &mut quinn::TransportConfig, k: &QuicKnobs) {
         // quinn counts the packets a receiver may take without acknowledging at once.
         a.ack_eliciting_threshold(quinn::VarInt::from_u32(n.saturating_sub(1)));
         a.max_ack_delay(k.ack_delay);
+        // quinn's default here (2) would also change how reordering is acknowledged; 1 keeps
+        // the stack's own: an out-of-order packet is acknowledged at once.
+        a.reordering_threshold(quinn::VarInt::from_u32(1));
         t.ack_frequency_config(Some(a));
     }
     if let Some(on) = k.gso {
@@ -59,10 +62,12 @@ pub fn set_gro(sock: &impl AsRawFd, on: bool) -> std::io::Result<()> {
             size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
+    let e = std::io::Error::last_os_error();
+    match rc {
+        0 => Ok(()),
+        // A kernel without UDP GRO has it off already.
+        _ if !on && e.raw_os_error() == Some(libc::ENOPROTOOPT) => Ok(()),
+        _ => Err(e),
     }
 }
 
@@ -120,6 +125,7 @@ mod tests {
         let d = format!("{t:?}");
         for want in [
             "ack_eliciting_threshold: 9",
+            "reordering_threshold: 1",
             "max_ack_delay: Some(5ms)",
             "enable_segmentation_offload: false",
             "upper_bound: 9000",

@@ -83,8 +83,8 @@ impl RelayError {
     }
 }
 
-type H3Send = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
-type H3Stream = h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+type H3Send = h3::client::SendRequest<crate::h3_zero_copy::OpenStreams, Bytes>;
+type H3Stream = h3::client::RequestStream<crate::h3_zero_copy::BidiStream, Bytes>;
 
 #[derive(Clone)]
 enum Sender {
@@ -126,7 +126,7 @@ impl Upstream {
                 })
                 .await?;
                 let (mut driver, send) = within(self.timeout, async {
-                    h3::client::new(h3_quinn::Connection::new(conn))
+                    h3::client::new(crate::h3_zero_copy::Connection::new(conn))
                         .await
                         .map_err(|e| e.to_string())
                 })

@@ -34,6 +34,8 @@ pub struct ConnTelemetry {
     interval_us: AtomicU64,
     /// A telemetry body of this connection exists (in a response not yet fully sent).
     busy: Arc<AtomicBool>,
+    /// QUIC counters at the last telemetry fetch.
+    quic_reported: Mutex<qbench_core::quic_knobs::QuicStats>,
 }
 
 impl ConnTelemetry {
@@ -48,6 +50,7 @@ impl ConnTelemetry {
             source,
             interval_us: AtomicU64::new(interval.as_micros() as u64),
             busy: Arc::default(),
+            quic_reported: Mutex::default(),
             started: Instant::now(),
             timeline: Mutex::new(Timeline {
                 transport: transport.into(),
@@ -91,7 +94,11 @@ impl ConnTelemetry {
         let json = {
             let mut tl = self.timeline.lock().expect("timeline lock");
             if let Source::Quic(conn, sock) = &self.source {
-                tl.quic = Some(crate::quic_knobs::stats(conn, sock.as_deref()));
+                // Each fetch reports what happened since the previous one: one run's worth.
+                let now = crate::quic_knobs::stats(conn, sock.as_deref());
+                let mut last = self.quic_reported.lock().expect("stats lock");
+                tl.quic = Some(now.since(&last));
+                *last = now;
             }
             serde_json::to_vec(&*tl).expect("timeline serializes")
         };

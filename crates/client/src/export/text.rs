@@ -188,7 +188,7 @@ fn quic_line(report: &Report) -> Option<String> {
         None => "?",
     };
     let mut v = format!(
-        "client: 1 ACK per {} packets received, {} datagrams per send call, GRO {}, MTU {}",
+        "client: 1 ACK per {} datagrams received, {} datagrams per send call, GRO {}, MTU {}",
         per(c.rx_datagrams, c.acks_sent),
         per(c.tx_datagrams, c.tx_calls),
         gro(c.gro),
@@ -196,7 +196,7 @@ fn quic_line(report: &Report) -> Option<String> {
     );
     if let Some(s) = server {
         v.push_str(&format!(
-            "; server: {} datagrams per send call, 1 ACK per {} packets received, GRO {}",
+            "; server: {} datagrams per send call, 1 ACK per {} datagrams received, GRO {}",
             per(s.tx_datagrams, s.tx_calls),
             per(s.rx_datagrams, s.acks_sent),
             gro(s.gro)
@@ -204,7 +204,7 @@ fn quic_line(report: &Report) -> Option<String> {
     }
     if c.ack_frequency_sent + c.ack_frequency_received > 0 {
         v.push_str(&format!(
-            "; ACK_FREQUENCY frames sent {}, received {}",
+            "; client's ACK_FREQUENCY frames sent {}, received {}",
             c.ack_frequency_sent, c.ack_frequency_received
         ));
     }

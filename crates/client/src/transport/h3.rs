@@ -31,7 +31,7 @@ pub(crate) struct H3 {
 
 struct H3Conn {
     conn: quinn::Connection,
-    send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+    send: h3::client::SendRequest<qbench_server::h3_zero_copy::OpenStreams, Bytes>,
     timeout: Duration,
     peer: Arc<PeerStreams>,
     on_wire: OnWire,
@@ -195,7 +195,7 @@ impl H3 {
             timeout,
             h3::client::builder()
                 .max_field_section_size(MAX_RESPONSE_HEADER_BYTES)
-                .build::<_, _, Bytes>(h3_quinn::Connection::new(conn.clone())),
+                .build::<_, _, Bytes>(qbench_server::h3_zero_copy::Connection::new(conn.clone())),
         )
         .await?;
         tokio::spawn(async move {
