@@ -31,7 +31,9 @@
 //!   and packet-info cmsgs) with GRO turned off.
 //! - `udp_recv/gro`, `udp_recv/gro-max`: the same with GRO on and a GSO sender (10 or 45
 //!   segments), so each message carries a whole GSO send.
-//! - `tcp_write/65536`, `tcp_read/65536`: a connected loopback pair with `TCP_NODELAY`.
+//! - `tcp_write/{16384,65536}`, `tcp_read/{16384,65536}`: a connected loopback pair with
+//!   `TCP_NODELAY`, one write or read of that size per iteration (two sizes, so that a call's
+//!   fixed cost can be told from its cost per byte).
 //!
 //! Rounds are deliberately larger than L2 (1440 datagrams, about 3.5 MiB of kernel memory;
 //! 4 MiB for TCP), so the drain reads data that has left the writer's private caches, much
@@ -81,9 +83,9 @@ const UDP_ROUND: usize = 1440;
 /// Kernel memory one queued 1452-byte datagram is charged (skb head plus data), rounded up;
 /// only used to shrink rounds when the buffers could not be enlarged.
 const UDP_TRUESIZE: usize = 4096;
-/// One TCP iteration: a 64 KiB application write or read.
+/// The larger TCP iteration (a 64 KiB application write or read), and what rounds are made of.
 const TCP_CHUNK: usize = 65_536;
-/// Writes per TCP round (4 MiB), well inside the enlarged buffers and receive window.
+/// 64 KiB chunks per TCP round (4 MiB), well inside the enlarged buffers and receive window.
 const TCP_ROUND: usize = 64;
 /// Requested SO_RCVBUF / SO_SNDBUF; far above any round so that no batch can overflow.
 const SOCKET_BUFFER: usize = 64 << 20;
@@ -277,8 +279,17 @@ fn udp_recv(group: &mut BenchmarkGroup<'_, WallTime>) {
 }
 
 fn tcp(group: &mut BenchmarkGroup<'_, WallTime>) {
-    group.throughput(Throughput::Bytes(TCP_CHUNK as u64));
-    let param = TCP_CHUNK.to_string();
+    // Two sizes, so that a call's fixed cost can be told from its cost per byte.
+    for size in [TCP_CHUNK / 4, TCP_CHUNK] {
+        tcp_size(group, size);
+    }
+}
+
+/// One `size`-byte write or read per iteration; rounds stay whole 64 KiB chunks on the wire.
+fn tcp_size(group: &mut BenchmarkGroup<'_, WallTime>, size: usize) {
+    group.throughput(Throughput::Bytes(size as u64));
+    let param = size.to_string();
+    let per_chunk = TCP_CHUNK / size;
 
     let mut pair = TcpPair::new();
     group.bench_function(BenchmarkId::new("tcp_write", &param), |b| {
@@ -286,11 +297,11 @@ fn tcp(group: &mut BenchmarkGroup<'_, WallTime>) {
             let mut total = Duration::ZERO;
             let mut left = iters as usize;
             while left > 0 {
-                let n = left.min(TCP_ROUND);
+                let n = left.min(TCP_ROUND * per_chunk);
                 let start = Instant::now();
-                pair.write_round(n);
+                pair.write_round_of(n, size);
                 total += start.elapsed();
-                pair.read_exact(n * TCP_CHUNK, pair.sink.len(), "tcp_write drain");
+                pair.read_exact(n * size, pair.sink.len(), "tcp_write drain");
                 left -= n;
             }
             total
@@ -304,10 +315,10 @@ fn tcp(group: &mut BenchmarkGroup<'_, WallTime>) {
             let mut total = Duration::ZERO;
             let mut left = iters as usize;
             while left > 0 {
-                let n = left.min(TCP_ROUND);
-                pair.write_round(n);
-                pair.wait_queued(n * TCP_CHUNK);
-                total += pair.read_exact(n * TCP_CHUNK, TCP_CHUNK, "tcp_read");
+                let n = left.min(TCP_ROUND * per_chunk);
+                pair.write_round_of(n, size);
+                pair.wait_queued(n * size);
+                total += pair.read_exact(n * size, size, "tcp_read");
                 left -= n;
             }
             total

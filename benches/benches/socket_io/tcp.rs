@@ -82,11 +82,11 @@ impl TcpPair {
         }
     }
 
-    /// `writes` full 64 KiB writes; a short one means the send buffer filled up.
-    pub(super) fn write_round(&mut self, writes: usize) {
+    /// `writes` full writes of `size` bytes; a short one means the send buffer filled up.
+    pub(super) fn write_round_of(&mut self, writes: usize, size: usize) {
         for i in 0..writes {
-            match self.tx.write(&self.chunk) {
-                Ok(TCP_CHUNK) => {}
+            match self.tx.write(&self.chunk[..size]) {
+                Ok(n) if n == size => {}
                 other => panic!(
                     "TCP write {i} of {writes} in a round returned {other:?}: \
                      socket buffers too small for a round"

@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use qbench_core::cost::{CostModel, CostReport, Estimates, Measured, Side, Stack};
+use qbench_core::cost::{
+    CostModel, CostReport, Estimates, EventCounts, Measured, MeasuredRun, Side, Stack,
+};
 use qbench_core::{Protocol, Report};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -111,7 +113,31 @@ fn measured(path: &Path, model: &CostModel) -> anyhow::Result<Measured> {
         let Some(server) = cpu.server else {
             bail!("{shown}: the server ran elsewhere, so the report has only the client's CPU");
         };
-        per_run.push((cpu.client.total_s() + server.total_s(), run.payload_bytes));
+        let both = cpu.client.plus(&server);
+        let tcp = (stack == Stack::TcpTls)
+            .then(|| Some(cpu.client_tcp?.plus(&cpu.server_tcp?)))
+            .flatten();
+        // A download's client sends little but ACKs: each datagram of its own is one.
+        let ack_datagrams = (stack == Stack::Quic)
+            .then(|| {
+                run.connections
+                    .iter()
+                    .map(|c| c.quic.as_ref().map(|q| q.tx_datagrams))
+                    .sum::<Option<u64>>()
+            })
+            .flatten();
+        per_run.push(MeasuredRun {
+            cpu_s: both.total_s(),
+            payload_bytes: run.payload_bytes,
+            events: EventCounts {
+                wakeups: both.voluntary_switches.map(|n| n as f64),
+                page_faults: both.minor_faults.map(|n| n as f64),
+                ack_datagrams: ack_datagrams.map(|n| n as f64),
+                tcp_read_calls: tcp.map(|t| EventCounts::calls_beyond_model(t.reads, t.read_bytes)),
+                tcp_write_calls: tcp
+                    .map(|t| EventCounts::calls_beyond_model(t.writes, t.written_bytes)),
+            },
+        });
     }
     if per_run.is_empty() {
         bail!("{shown}: no complete run with CPU figures");
@@ -155,31 +181,53 @@ fn table(model: &CostModel, measured: &[Measured]) -> String {
         "\nPredicted CPU per GB: QUIC {q:.3} s, TCP+TLS {t:.3} s (QUIC / TCP+TLS = {:.2})\n",
         q / t
     );
+    out += "\nWhat single-threaded benches leave out, per event (a run counts them):\n\n";
+    out += "| event | ns per event | benches |\n| --- | ---: | --- |\n";
+    for e in &model.events {
+        out += &format!(
+            "| {} | {:.0} | {} |\n",
+            e.event.label(),
+            e.ns_per_event,
+            e.benches.join(" + ")
+        );
+    }
     if !measured.is_empty() {
-        out += "\n| report | stack | runs | measured CPU s per GB | predicted | measured / predicted |\n";
-        out += "| --- | --- | ---: | ---: | ---: | ---: |\n";
+        out += "\n| report | stack | runs | event | per GB | CPU s per GB |\n";
+        out += "| --- | --- | ---: | --- | ---: | ---: |\n";
+        for m in measured {
+            for e in &m.events {
+                out += &format!(
+                    "| {} | {} | {} | {} | {:.0} | {:.3} |\n",
+                    m.source,
+                    m.stack.label(),
+                    m.runs,
+                    e.event.label(),
+                    e.per_gb,
+                    e.cpu_s_per_gb
+                );
+            }
+        }
+        out += "\n| report | stack | runs | measured CPU s per GB | predicted by benches | with events | measured / predicted |\n";
+        out += "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n";
         for m in measured {
             out += &format!(
-                "| {} | {} | {} | {:.3} | {:.3} | {:.2} |\n",
+                "| {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.2} |\n",
                 m.source,
                 m.stack.label(),
                 m.runs,
                 m.cpu_s_per_gb,
                 m.predicted_cpu_s_per_gb,
+                m.predicted_with_events_cpu_s_per_gb,
                 m.ratio
             );
         }
-        let of = |s| {
-            measured
-                .iter()
-                .find(|m| m.stack == s)
-                .map(|m| m.cpu_s_per_gb)
-        };
+        let of = |s| measured.iter().find(|m| m.stack == s);
         if let (Some(mq), Some(mt)) = (of(Stack::Quic), of(Stack::TcpTls)) {
             out += &format!(
-                "\nMeasured QUIC / TCP+TLS CPU per GB: {:.2} (predicted {:.2})\n",
-                mq / mt,
-                q / t
+                "\nMeasured QUIC / TCP+TLS CPU per GB: {:.2} (predicted {:.2} by benches, {:.2} with events)\n",
+                mq.cpu_s_per_gb / mt.cpu_s_per_gb,
+                q / t,
+                mq.predicted_with_events_cpu_s_per_gb / mt.predicted_with_events_cpu_s_per_gb
             );
         }
     }

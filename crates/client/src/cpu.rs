@@ -1,4 +1,5 @@
-//! CPU time of this whole process, from `getrusage` (microseconds); the in-process server
+//! CPU time of this whole process, with its page faults and context switches, from `getrusage`
+//! (microseconds); the in-process server
 //! accounts for its own threads, and the client's share is the difference.
 
 use qbench_core::CpuTimes;
@@ -15,6 +16,9 @@ pub fn process_cpu() -> CpuTimes {
     CpuTimes {
         user_s: secs(ru.ru_utime),
         sys_s: secs(ru.ru_stime),
+        minor_faults: Some(ru.ru_minflt as u64),
+        voluntary_switches: Some(ru.ru_nvcsw as u64),
+        involuntary_switches: Some(ru.ru_nivcsw as u64),
     }
 }
 

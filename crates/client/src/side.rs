@@ -8,6 +8,7 @@ use qbench_core::noise::{
     forwarder_deltas, parse_proc_stat, CpuStat, RunNoise, STEAL_THRESHOLD_PCT,
 };
 use qbench_core::{CpuTimes, Report, ReportMeta, RunCpu, RunReport, ToolInfo};
+use qbench_server::activity::{CLIENT_TCP, SERVER_TCP};
 use qbench_server::InProcess;
 use qbench_shaper::Topology;
 
@@ -226,9 +227,11 @@ impl<'a> Side<'a> {
         let d0 = self.link.and_then(Topology::drops);
         let (m0, f0) = (machine_cpu(), self.link.map(Topology::forwarder_stats));
         let (p0, s0, x0) = self.cpu_now();
+        let tcp0 = (CLIENT_TCP.snapshot(), SERVER_TCP.snapshot());
         let relayed0 = self.proxy.map(|p| relayed(&p.stats));
         let mut rep = self.runner.run(index, bar).await;
         let (p1, s1, x1) = self.cpu_now();
+        let tcp1 = (CLIENT_TCP.snapshot(), SERVER_TCP.snapshot());
         let (m1, f1) = (machine_cpu(), self.link.map(Topology::forwarder_stats));
         let d1 = self.link.and_then(Topology::drops);
         rep.noise = m0
@@ -264,7 +267,13 @@ impl<'a> Side<'a> {
                 cpu,
             });
         }
-        rep.cpu = Some(RunCpu::new(client, server, rep.payload_bytes));
+        let mut cpu = RunCpu::new(client, server, rep.payload_bytes);
+        cpu.client_tcp = tcp1.0.since(&tcp0.0);
+        // An in-process server's calls, unless a proxy's are mixed in with them.
+        cpu.server_tcp = (server.is_some() && self.proxy.is_none())
+            .then(|| tcp1.1.since(&tcp0.1))
+            .flatten();
+        rep.cpu = Some(cpu);
         if let Some(c) = self.cpu {
             let record = c.record(self.client_cpu, throttled0.as_ref());
             if self.client_cpu.is_some() && record.quota_us.is_none() && rep.complete {

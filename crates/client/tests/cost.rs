@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 mod common;
 
-const IDS: [&str; 11] = [
+const IDS: [&str; 17] = [
     "quic_packet/produce/aes256gcm-1452-gso",
     "quic_packet/ack/aes256gcm-1452-gso",
     "quic_packet/consume/aes256gcm-1452-gso",
@@ -19,6 +19,12 @@ const IDS: [&str; 11] = [
     "tls_record/open/aes256gcm-16384",
     "http_framing/h3_data/262144",
     "http_framing/h2_data/262144",
+    "sys_cost/wakeup/tokio",
+    "sys_cost/page_fault/anon-4k",
+    "socket_io/udp_send/sendmsg",
+    "socket_io/udp_recv/recvmmsg",
+    "socket_io/tcp_write/16384",
+    "socket_io/tcp_read/16384",
 ];
 
 /// The two files criterion writes per benchmark, with `ns` as every estimate.
@@ -48,6 +54,27 @@ fn predicts_from_medians_and_holds_real_reports_against_the_prediction() {
     for proto in ["h2", "h3"] {
         let run = common::qbench(&["--proto", proto, "--objects", "1x20MB", "--runs", "2"]);
         common::assert_complete(&run, 2, 1, 20_000_000);
+        let json = run.json.as_ref().unwrap();
+        for r in json["runs"].as_array().unwrap() {
+            let cpu = &r["cpu"];
+            for side in ["client", "server"] {
+                assert!(cpu[side]["minor_faults"].is_u64(), "{cpu}");
+                assert!(cpu[side]["voluntary_switches"].is_u64(), "{cpu}");
+            }
+            if proto == "h3" {
+                assert!(cpu["client_tcp"].is_null() && cpu["server_tcp"].is_null());
+                continue;
+            }
+            // Every payload byte came through the client's reads, which the server wrote:
+            // TLS and HTTP/2 framing on top, a few percent at most.
+            let (c, s) = (&cpu["client_tcp"], &cpu["server_tcp"]);
+            let read = c["read_bytes"].as_u64().unwrap();
+            assert!((20_000_000..20_400_000).contains(&read), "{c}");
+            assert!(s["written_bytes"].as_u64().unwrap() >= 20_000_000, "{s}");
+            // rustls reads about one record at a time: never 64 KiB at once, never nothing.
+            let reads = c["reads"].as_u64().unwrap();
+            assert!(reads >= read / 65_536 && reads <= read, "{c}");
+        }
         let path = dir.path().join(format!("{proto}.json"));
         std::fs::write(&path, run.json.unwrap().to_string()).unwrap();
         reports.push(path);
@@ -80,8 +107,41 @@ fn predicts_from_medians_and_holds_real_reports_against_the_prediction() {
         assert!(cpu > 0.0);
         let ratio = m["ratio"].as_f64().unwrap();
         let pred = m["predicted_cpu_s_per_gb"].as_f64().unwrap();
-        assert!((ratio - cpu / pred).abs() < 1e-9);
+        let with = m["predicted_with_events_cpu_s_per_gb"].as_f64().unwrap();
+        assert!((ratio - cpu / with).abs() < 1e-9);
+        // Each counted event at 1 us (an ACK datagram: two benches, 2 us), so its CPU per GB
+        // is its count per GB over a million (or half a million).
+        let mut added = 0.0;
+        let mut kinds = Vec::new();
+        for e in m["events"].as_array().unwrap() {
+            let (per_gb, s) = (
+                e["per_gb"].as_f64().unwrap(),
+                e["cpu_s_per_gb"].as_f64().unwrap(),
+            );
+            let us = if e["event"] == "ack_datagram" {
+                2.0
+            } else {
+                1.0
+            };
+            assert!((s - per_gb * us * 1e-6).abs() < 1e-9, "{e}");
+            added += s;
+            kinds.push(e["event"].as_str().unwrap().to_string());
+        }
+        assert!((with - pred - added).abs() < 1e-9);
+        let want: &[&str] = match stack {
+            "quic" => &["wakeup", "page_fault", "ack_datagram"],
+            _ => &["wakeup", "page_fault", "tcp_read_call", "tcp_write_call"],
+        };
+        assert_eq!(kinds, want);
+        // A download's QUIC client sends its ACKs: some datagrams per GB, far fewer than the
+        // ~700,000 packets a GB takes.
+        if stack == "quic" {
+            let acks = m["events"][2]["per_gb"].as_f64().unwrap();
+            assert!(acks > 0.0 && acks < 700_000.0, "{acks}");
+        }
     }
+    assert_eq!(v["model"]["events"].as_array().unwrap().len(), 5);
+    assert!(stdout.contains("| cross-thread wakeups | 1000 | sys_cost/wakeup/tokio |"));
 }
 
 #[test]

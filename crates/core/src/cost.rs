@@ -23,7 +23,9 @@ pub const UDP_DATAGRAM: u64 = 1452;
 const GB: f64 = 1e9;
 
 pub const SCHEMA: &str = "qbench.cost-report";
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: the model has `events` (what a run's counters add) and each measured transfer the
+/// events it counted, with the prediction that includes them.
+pub const SCHEMA_VERSION: u32 = 2;
 
 pub const SUITES: [&str; 3] = ["aes128gcm", "aes256gcm", "chacha20"];
 pub const MTUS: [u16; 2] = [1200, 1452];
@@ -83,9 +85,127 @@ pub struct CostModel {
     pub suite: String,
     pub mtu: u16,
     pub rows: Vec<CostRow>,
+    /// What the benches of single-threaded work predict, per stack.
     pub predicted_quic_cpu_s_per_gb: f64,
     pub predicted_tcp_tls_cpu_s_per_gb: f64,
+    /// What one event of each kind a run counts costs, from benches of their own.
+    pub events: Vec<EventCost>,
 }
+
+/// Work a transfer does that single-threaded benches leave out, counted by the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Event {
+    /// A thread blocked and was woken again (a voluntary context switch), client or server.
+    Wakeup,
+    /// A minor page fault, client or server.
+    PageFault,
+    /// A datagram the QUIC client sent on its own (an ACK, in a download): one `sendmsg`
+    /// there and its share of a `recvmmsg` at the server.
+    AckDatagram,
+    /// TCP reads (client and server) beyond one per 64 KiB read, as the model assumes: each
+    /// one more system call's fixed cost (fewer, larger reads count negative).
+    TcpReadCall,
+    /// The same for TCP writes.
+    TcpWriteCall,
+}
+
+impl Event {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Wakeup => "cross-thread wakeups",
+            Self::PageFault => "minor page faults",
+            Self::AckDatagram => "client datagrams (ACKs): send + receive syscalls",
+            Self::TcpReadCall => "TCP reads beyond one per 64 KiB",
+            Self::TcpWriteCall => "TCP writes beyond one per 64 KiB",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct EventCost {
+    pub event: Event,
+    /// The benchmark ids whose medians add up to one event's cost.
+    pub benches: Vec<String>,
+    pub ns_per_event: f64,
+}
+
+/// How many of each event a run counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EventCounts {
+    pub wakeups: Option<f64>,
+    pub page_faults: Option<f64>,
+    pub ack_datagrams: Option<f64>,
+    pub tcp_read_calls: Option<f64>,
+    pub tcp_write_calls: Option<f64>,
+}
+
+impl EventCounts {
+    fn get(&self, e: Event) -> Option<f64> {
+        match e {
+            Event::Wakeup => self.wakeups,
+            Event::PageFault => self.page_faults,
+            Event::AckDatagram => self.ack_datagrams,
+            Event::TcpReadCall => self.tcp_read_calls,
+            Event::TcpWriteCall => self.tcp_write_calls,
+        }
+    }
+
+    /// Socket calls beyond one per `TCP_IO` bytes.
+    pub fn calls_beyond_model(calls: u64, bytes: u64) -> f64 {
+        calls as f64 - bytes as f64 / TCP_IO as f64
+    }
+}
+
+/// One kind of event in a measured transfer: how many per GB, and what they cost.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct EventRow {
+    pub event: Event,
+    /// Median over runs.
+    pub per_gb: f64,
+    pub cpu_s_per_gb: f64,
+}
+
+/// The bench ids an event's cost comes from, and how: their sum, or (TCP calls) the fixed
+/// cost of one call, from the same call at 16 KiB (a) and at 64 KiB (b): a = c + 16 KiB x
+/// per byte and b = c + 64 KiB x per byte give c = (4a - b) / 3.
+fn event_cost(e: Event, est: &Estimates) -> Result<(Vec<String>, f64), CostError> {
+    let get = |id: &str| {
+        est.get(id)
+            .copied()
+            .ok_or_else(|| CostError::Missing(id.into()))
+    };
+    let fixed = |op: &str| {
+        let (a, b) = (
+            format!("socket_io/{op}/16384"),
+            format!("socket_io/{op}/{TCP_IO}"),
+        );
+        let c = (4.0 * get(&a)? - get(&b)?) / 3.0;
+        Ok((vec![a, b], c))
+    };
+    let sum = |ids: &[&str]| {
+        let mut ns = 0.0;
+        for id in ids {
+            ns += get(id)?;
+        }
+        Ok((ids.iter().map(|s| s.to_string()).collect(), ns))
+    };
+    match e {
+        Event::Wakeup => sum(&["sys_cost/wakeup/tokio"]),
+        Event::PageFault => sum(&["sys_cost/page_fault/anon-4k"]),
+        Event::AckDatagram => sum(&["socket_io/udp_send/sendmsg", "socket_io/udp_recv/recvmmsg"]),
+        Event::TcpReadCall => fixed("tcp_read"),
+        Event::TcpWriteCall => fixed("tcp_write"),
+    }
+}
+
+const EVENTS: [Event; 5] = [
+    Event::Wakeup,
+    Event::PageFault,
+    Event::AckDatagram,
+    Event::TcpReadCall,
+    Event::TcpWriteCall,
+];
 
 /// Benchmark id (`group/function/parameter`) -> median nanoseconds per iteration.
 pub type Estimates = BTreeMap<String, f64>;
@@ -147,12 +267,22 @@ impl CostModel {
                 .map(|r| r.cpu_s_per_gb)
                 .sum()
         };
+        let mut events = Vec::with_capacity(EVENTS.len());
+        for event in EVENTS {
+            let (benches, ns_per_event) = event_cost(event, est)?;
+            events.push(EventCost {
+                event,
+                benches,
+                ns_per_event,
+            });
+        }
         Ok(Self {
             suite: suite.to_string(),
             mtu,
             predicted_quic_cpu_s_per_gb: total(Quic),
             predicted_tcp_tls_cpu_s_per_gb: total(TcpTls),
             rows,
+            events,
         })
     }
 
@@ -192,39 +322,69 @@ pub struct Measured {
     pub runs: usize,
     /// Median over runs of (client + server CPU seconds) / payload GB.
     pub cpu_s_per_gb: f64,
+    /// The single-threaded benches' prediction alone.
     pub predicted_cpu_s_per_gb: f64,
-    /// measured / predicted.
+    /// The events the runs counted (every run counting it), at their benches' costs.
+    pub events: Vec<EventRow>,
+    /// The prediction with the events added.
+    pub predicted_with_events_cpu_s_per_gb: f64,
+    /// measured / predicted with events.
     pub ratio: f64,
 }
 
+/// One complete run of a measured transfer.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct MeasuredRun {
+    pub cpu_s: f64,
+    pub payload_bytes: u64,
+    pub events: EventCounts,
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(v[n / 2]),
+        n => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
 impl Measured {
-    /// `per_run` holds (CPU seconds, payload bytes) of each complete run; `None` when no run
-    /// moved a byte (CPU per GB would be a division by zero).
+    /// `None` when no run moved a byte (CPU per GB would be a division by zero).
     pub fn new(
         source: String,
         stack: Stack,
-        per_run: &[(f64, u64)],
+        per_run: &[MeasuredRun],
         model: &CostModel,
     ) -> Option<Self> {
-        let mut v: Vec<f64> = per_run
-            .iter()
-            .filter(|(_, b)| *b > 0)
-            .map(|(cpu, b)| cpu / (*b as f64 / GB))
-            .collect();
-        v.sort_by(f64::total_cmp);
-        let median = match v.len() {
-            0 => return None,
-            n if n % 2 == 1 => v[n / 2],
-            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-        };
+        let moved: Vec<&MeasuredRun> = per_run.iter().filter(|r| r.payload_bytes > 0).collect();
+        let gb = |r: &MeasuredRun| r.payload_bytes as f64 / GB;
+        let measured = median(moved.iter().map(|r| r.cpu_s / gb(r)).collect())?;
         let predicted = model.predicted(stack);
+        let mut events = Vec::new();
+        for cost in &model.events {
+            let per_gb: Option<Vec<f64>> = moved
+                .iter()
+                .map(|r| Some(r.events.get(cost.event)? / gb(r)))
+                .collect();
+            if let Some(per_gb) = per_gb.and_then(median) {
+                events.push(EventRow {
+                    event: cost.event,
+                    per_gb,
+                    cpu_s_per_gb: per_gb * cost.ns_per_event / 1e9,
+                });
+            }
+        }
+        let with_events = predicted + events.iter().map(|e| e.cpu_s_per_gb).sum::<f64>();
         Some(Self {
             source,
             stack,
-            runs: v.len(),
-            cpu_s_per_gb: median,
+            runs: moved.len(),
+            cpu_s_per_gb: measured,
             predicted_cpu_s_per_gb: predicted,
-            ratio: median / predicted,
+            events,
+            predicted_with_events_cpu_s_per_gb: with_events,
+            ratio: measured / with_events,
         })
     }
 }
@@ -251,7 +411,21 @@ mod tests {
         for f in ["seal", "open"] {
             e.insert(format!("tls_record/{f}/{suite}-16384"), 1000.0);
         }
+        e.insert("sys_cost/wakeup/tokio".into(), 5000.0);
+        e.insert("sys_cost/page_fault/anon-4k".into(), 500.0);
+        e.insert("socket_io/udp_send/sendmsg".into(), 3000.0);
+        e.insert("socket_io/udp_recv/recvmmsg".into(), 1000.0);
+        e.insert("socket_io/tcp_write/16384".into(), 1000.0);
+        e.insert("socket_io/tcp_read/16384".into(), 1000.0);
         e
+    }
+
+    fn run(cpu_s: f64, payload_bytes: u64) -> MeasuredRun {
+        MeasuredRun {
+            cpu_s,
+            payload_bytes,
+            events: EventCounts::default(),
+        }
     }
 
     #[test]
@@ -290,15 +464,93 @@ mod tests {
     fn measured_is_the_median_per_gigabyte_and_ignores_empty_runs() {
         let m = CostModel::new(&estimates("aes128gcm", 1452), "aes128gcm", 1452).unwrap();
         let runs = [
-            (2.0, 1_000_000_000),
-            (3.0, 1_000_000_000),
-            (1.0, 500_000_000),
-            (9.0, 0),
+            run(2.0, 1_000_000_000),
+            run(3.0, 1_000_000_000),
+            run(1.0, 500_000_000),
+            run(9.0, 0),
         ];
         let got = Measured::new("r.json".into(), Stack::Quic, &runs, &m).unwrap();
-        assert!(Measured::new("z.json".into(), Stack::Quic, &[(1.0, 0)], &m).is_none());
+        assert!(Measured::new("z.json".into(), Stack::Quic, &[run(1.0, 0)], &m).is_none());
         assert_eq!(got.runs, 3);
         assert_eq!(got.cpu_s_per_gb, 2.0);
+        // No run counted events: the prediction is the benches' alone.
+        assert!(got.events.is_empty());
+        assert_eq!(
+            got.predicted_with_events_cpu_s_per_gb,
+            got.predicted_cpu_s_per_gb
+        );
         assert!((got.ratio - 2.0 / m.predicted_quic_cpu_s_per_gb).abs() < 1e-12);
+    }
+
+    #[test]
+    fn counted_events_add_their_benches_cost_per_gigabyte() {
+        let m = CostModel::new(&estimates("aes256gcm", 1452), "aes256gcm", 1452).unwrap();
+        let ack = m
+            .events
+            .iter()
+            .find(|e| e.event == Event::AckDatagram)
+            .unwrap();
+        assert_eq!(ack.ns_per_event, 4000.0);
+        // 64 KiB reads and writes at 1 us and 16 KiB ones too: no fixed cost per call.
+        let tcp = m
+            .events
+            .iter()
+            .find(|e| e.event == Event::TcpReadCall)
+            .unwrap();
+        assert_eq!(tcp.ns_per_event, 1000.0);
+        let counted = |wakeups, ack_datagrams| EventCounts {
+            wakeups: Some(wakeups),
+            page_faults: Some(1000.0),
+            ack_datagrams,
+            ..EventCounts::default()
+        };
+        let runs = [
+            MeasuredRun {
+                cpu_s: 2.0,
+                payload_bytes: 2_000_000_000,
+                events: counted(200_000.0, Some(20_000.0)),
+            },
+            MeasuredRun {
+                cpu_s: 1.0,
+                payload_bytes: 1_000_000_000,
+                events: counted(100_000.0, None),
+            },
+        ];
+        let got = Measured::new("r.json".into(), Stack::TcpTls, &runs, &m).unwrap();
+        // ACK datagrams are left out: one run did not count them.
+        let rows: Vec<(Event, f64)> = got.events.iter().map(|e| (e.event, e.per_gb)).collect();
+        assert_eq!(
+            rows,
+            [(Event::Wakeup, 100_000.0), (Event::PageFault, 750.0)]
+        );
+        // 100,000 wakeups at 5 us and 750 faults at 0.5 us per GB.
+        let extra = 0.5 + 750.0 * 500.0 / 1e9;
+        let want = m.predicted_tcp_tls_cpu_s_per_gb + extra;
+        assert!((got.predicted_with_events_cpu_s_per_gb - want).abs() < 1e-12);
+        assert!((got.ratio - 1.0 / want).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_calls_fixed_cost_is_what_a_smaller_call_does_not_save() {
+        let mut e = estimates("aes256gcm", 1452);
+        // 2 us per 16 KiB read, 5 us per 64 KiB: 1 us fixed and 1 us per 16 KiB.
+        e.insert("socket_io/tcp_read/16384".into(), 2000.0);
+        e.insert("socket_io/tcp_read/65536".into(), 5000.0);
+        let m = CostModel::new(&e, "aes256gcm", 1452).unwrap();
+        let read = m
+            .events
+            .iter()
+            .find(|e| e.event == Event::TcpReadCall)
+            .unwrap();
+        assert!((read.ns_per_event - 1000.0).abs() < 1e-9);
+        assert_eq!(read.benches[0], "socket_io/tcp_read/16384");
+        // 1 GB in 16 KiB reads: three calls more per 64 KiB than the model's.
+        let beyond = EventCounts::calls_beyond_model(61_036, 1_000_000_000);
+        assert!((beyond - (61_036.0 - 1e9 / 65536.0)).abs() < 1e-9);
+        e.remove("socket_io/tcp_write/16384");
+        assert_eq!(
+            CostModel::new(&e, "aes256gcm", 1452),
+            Err(CostError::Missing("socket_io/tcp_write/16384".into()))
+        );
     }
 }

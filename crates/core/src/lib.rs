@@ -43,7 +43,9 @@ pub mod workload;
 pub use errors::{ErrorCounts, ErrorKind};
 pub use histogram::{HistogramExport, LatencyHistogram, PercentileSummary};
 pub use recorder::{HandshakeInfo, ObjectOutcome, Recorder};
-pub use report::{CpuTimes, Environment, Report, ReportMeta, RunCpu, RunReport, Summary, ToolInfo};
+pub use report::{
+    CpuTimes, Environment, Report, ReportMeta, RunCpu, RunReport, SocketCalls, Summary, ToolInfo,
+};
 pub use stats::Stats;
 pub use units::{ByteSize, Rate};
 pub use wire::{CcAlgo, Protocol};

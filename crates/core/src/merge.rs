@@ -330,24 +330,27 @@ impl<'a> Parts<'a> {
             .map(|(_, r)| r.cpu.as_ref())
             .collect::<Option<Vec<_>>>();
         let cpu = cpu.map(|c| {
-            let client = c.iter().fold(Default::default(), |a: crate::CpuTimes, x| {
-                crate::CpuTimes {
-                    user_s: a.user_s + x.client.user_s,
-                    sys_s: a.sys_s + x.client.sys_s,
-                }
-            });
+            let client = c
+                .iter()
+                .fold(crate::CpuTimes::zero_counted(), |a, x| a.plus(&x.client));
             let server = c
                 .iter()
                 .map(|x| x.server)
                 .collect::<Option<Vec<_>>>()
                 .map(|s| {
                     s.iter()
-                        .fold(crate::CpuTimes::default(), |a, x| crate::CpuTimes {
-                            user_s: a.user_s + x.user_s,
-                            sys_s: a.sys_s + x.sys_s,
-                        })
+                        .fold(crate::CpuTimes::zero_counted(), |a, x| a.plus(x))
                 });
-            RunCpu::new(client, server, payload)
+            let tcp = |f: fn(&RunCpu) -> Option<crate::SocketCalls>| {
+                c.iter()
+                    .map(|x| f(x))
+                    .collect::<Option<Vec<_>>>()
+                    .map(|v| v.iter().fold(Default::default(), |a, x| x.plus(&a)))
+            };
+            let mut cpu = RunCpu::new(client, server, payload);
+            cpu.client_tcp = tcp(|x| x.client_tcp);
+            cpu.server_tcp = tcp(|x| x.server_tcp);
+            cpu
         });
         let completed = self.sum(|r| r.objects.completed);
         let telemetry: Vec<_> = self

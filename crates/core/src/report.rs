@@ -27,18 +27,63 @@ pub const SCHEMA_VERSION: u32 = 2;
 pub struct CpuTimes {
     pub user_s: f64,
     pub sys_s: f64,
+    /// Minor page faults (served from memory, no I/O); absent where the kernel did not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minor_faults: Option<u64>,
+    /// Times a thread blocked (in epoll, a futex, a read) and was woken again: the
+    /// cross-thread wakeups the work took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voluntary_switches: Option<u64>,
+    /// Times the scheduler took the CPU from a thread that could still run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub involuntary_switches: Option<u64>,
 }
 
 impl CpuTimes {
+    pub fn new(user_s: f64, sys_s: f64) -> Self {
+        Self {
+            user_s,
+            sys_s,
+            ..Self::default()
+        }
+    }
+
     pub fn total_s(&self) -> f64 {
         self.user_s + self.sys_s
     }
 
-    /// `self - earlier`, clamped at zero (tick-based sources can step unevenly).
+    /// `self - earlier`, clamped at zero (tick-based sources can step unevenly); a counter
+    /// either side lacks is absent.
     pub fn since(&self, earlier: &Self) -> Self {
+        let diff = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
         Self {
             user_s: (self.user_s - earlier.user_s).max(0.0),
             sys_s: (self.sys_s - earlier.sys_s).max(0.0),
+            minor_faults: diff(self.minor_faults, earlier.minor_faults),
+            voluntary_switches: diff(self.voluntary_switches, earlier.voluntary_switches),
+            involuntary_switches: diff(self.involuntary_switches, earlier.involuntary_switches),
+        }
+    }
+
+    /// Both together (threads or runs); a counter either side lacks is absent.
+    pub fn plus(&self, other: &Self) -> Self {
+        let sum = |a: Option<u64>, b: Option<u64>| Some(a? + b?);
+        Self {
+            user_s: self.user_s + other.user_s,
+            sys_s: self.sys_s + other.sys_s,
+            minor_faults: sum(self.minor_faults, other.minor_faults),
+            voluntary_switches: sum(self.voluntary_switches, other.voluntary_switches),
+            involuntary_switches: sum(self.involuntary_switches, other.involuntary_switches),
+        }
+    }
+
+    /// The counters alone, zero: the start of a sum over threads or runs that have them.
+    pub fn zero_counted() -> Self {
+        Self {
+            minor_faults: Some(0),
+            voluntary_switches: Some(0),
+            involuntary_switches: Some(0),
+            ..Self::default()
         }
     }
 }
@@ -61,6 +106,43 @@ pub struct RunCpu {
     /// servers): the rate one fully busy core would carry.
     #[serde(default)]
     pub gbit_per_busy_core: Option<f64>,
+    /// The client's TCP socket calls that moved bytes during the run (h1, h2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_tcp: Option<SocketCalls>,
+    /// The same for the in-process server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_tcp: Option<SocketCalls>,
+}
+
+/// Socket reads and writes that moved bytes (each one system call), and the bytes they moved.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SocketCalls {
+    pub reads: u64,
+    pub read_bytes: u64,
+    pub writes: u64,
+    pub written_bytes: u64,
+}
+
+impl SocketCalls {
+    /// `self - earlier`, or `None` when nothing moved (no TCP in the run).
+    pub fn since(&self, earlier: &Self) -> Option<Self> {
+        let d = Self {
+            reads: self.reads.saturating_sub(earlier.reads),
+            read_bytes: self.read_bytes.saturating_sub(earlier.read_bytes),
+            writes: self.writes.saturating_sub(earlier.writes),
+            written_bytes: self.written_bytes.saturating_sub(earlier.written_bytes),
+        };
+        (d.reads + d.writes > 0).then_some(d)
+    }
+
+    pub fn plus(&self, o: &Self) -> Self {
+        Self {
+            reads: self.reads + o.reads,
+            read_bytes: self.read_bytes + o.read_bytes,
+            writes: self.writes + o.writes,
+            written_bytes: self.written_bytes + o.written_bytes,
+        }
+    }
 }
 
 impl RunCpu {
@@ -75,6 +157,8 @@ impl RunCpu {
             client_s_per_gb: per_gb(client.total_s()),
             server_s_per_gb: server.and_then(|s| per_gb(s.total_s())),
             gbit_per_busy_core: (total > 0.0).then(|| gb * 8.0 / total),
+            client_tcp: None,
+            server_tcp: None,
         }
     }
 }
@@ -360,14 +444,8 @@ mod cpu_tests {
 
     #[test]
     fn cpu_per_gb_and_per_busy_core() {
-        let c = CpuTimes {
-            user_s: 0.75,
-            sys_s: 0.25,
-        };
-        let s = CpuTimes {
-            user_s: 0.5,
-            sys_s: 0.0,
-        };
+        let c = CpuTimes::new(0.75, 0.25);
+        let s = CpuTimes::new(0.5, 0.0);
         let r = RunCpu::new(c, Some(s), 3_000_000_000);
         assert_eq!(r.client_s_per_gb, Some(1.0 / 3.0));
         assert_eq!(r.server_s_per_gb, Some(0.5 / 3.0));
@@ -380,5 +458,23 @@ mod cpu_tests {
         );
         let empty = RunCpu::new(c, Some(s), 0);
         assert_eq!((empty.client_s_per_gb, empty.server_s_per_gb), (None, None));
+    }
+
+    #[test]
+    fn counters_subtract_and_add_only_where_both_sides_have_them() {
+        let mut a = CpuTimes::zero_counted();
+        a.minor_faults = Some(10);
+        a.voluntary_switches = Some(7);
+        let mut b = CpuTimes::zero_counted();
+        b.minor_faults = Some(4);
+        b.voluntary_switches = Some(9);
+        let d = a.since(&b);
+        // A counter that went backwards (a thread gone) clamps at zero.
+        assert_eq!((d.minor_faults, d.voluntary_switches), (Some(6), Some(0)));
+        assert_eq!(a.plus(&b).minor_faults, Some(14));
+        let bare = CpuTimes::new(1.0, 0.0);
+        assert_eq!(a.since(&bare).minor_faults, None);
+        assert_eq!(bare.plus(&a).voluntary_switches, None);
+        assert_eq!(a.plus(&bare).user_s, 1.0);
     }
 }

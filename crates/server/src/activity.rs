@@ -55,15 +55,66 @@ impl Activity {
     }
 }
 
-/// A stream that tells its `Activity` whenever bytes move.
+/// Socket calls that moved bytes, summed over the connections of one side of this process
+/// (the cost model counts the system calls a transfer made).
+#[derive(Debug, Default)]
+pub struct CallTally {
+    reads: AtomicU64,
+    read_bytes: AtomicU64,
+    writes: AtomicU64,
+    written_bytes: AtomicU64,
+}
+
+/// The client's TCP connections in this process.
+pub static CLIENT_TCP: CallTally = CallTally::new();
+/// The TCP connections of the qbench-servers in this process.
+pub static SERVER_TCP: CallTally = CallTally::new();
+
+impl CallTally {
+    pub const fn new() -> Self {
+        Self {
+            reads: AtomicU64::new(0),
+            read_bytes: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            written_bytes: AtomicU64::new(0),
+        }
+    }
+
+    fn read(&self, n: usize) {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.read_bytes.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    fn wrote(&self, n: usize) {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.written_bytes.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> qbench_core::SocketCalls {
+        qbench_core::SocketCalls {
+            reads: self.reads.load(Ordering::Relaxed),
+            read_bytes: self.read_bytes.load(Ordering::Relaxed),
+            writes: self.writes.load(Ordering::Relaxed),
+            written_bytes: self.written_bytes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A stream that tells its `Activity` whenever bytes move, and counts the calls that moved
+/// them.
 pub struct Counted<S> {
     inner: S,
     activity: Activity,
+    tally: &'static CallTally,
 }
 
 impl<S> Counted<S> {
-    pub fn new(inner: S, activity: Activity) -> Self {
-        Self { inner, activity }
+    pub fn new(inner: S, activity: Activity, tally: &'static CallTally) -> Self {
+        Self {
+            inner,
+            activity,
+            tally,
+        }
     }
 
     pub fn get_ref(&self) -> &S {
@@ -83,8 +134,10 @@ impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let r = ready!(Pin::new(&mut self.inner).poll_read(cx, buf));
-        if buf.filled().len() > before {
+        let n = buf.filled().len() - before.min(buf.filled().len());
+        if n > 0 {
             self.activity.touch();
+            self.tally.read(n);
         }
         Poll::Ready(r)
     }
@@ -97,8 +150,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let r = ready!(Pin::new(&mut self.inner).poll_write(cx, buf));
-        if matches!(r, Ok(n) if n > 0) {
+        if let Ok(n @ 1..) = r {
             self.activity.touch();
+            self.tally.wrote(n);
         }
         Poll::Ready(r)
     }
@@ -109,8 +163,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let r = ready!(Pin::new(&mut self.inner).poll_write_vectored(cx, bufs));
-        if matches!(r, Ok(n) if n > 0) {
+        if let Ok(n @ 1..) = r {
             self.activity.touch();
+            self.tally.wrote(n);
         }
         Poll::Ready(r)
     }

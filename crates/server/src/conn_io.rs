@@ -36,7 +36,7 @@ struct Linger {
 impl Tracked {
     pub fn new(inner: TcpStream) -> Self {
         Self {
-            inner: Counted::new(inner, Activity::default()),
+            inner: Counted::new(inner, Activity::default(), &crate::activity::SERVER_TCP),
             telemetry: None,
             linger: None,
         }

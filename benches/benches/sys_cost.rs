@@ -1,0 +1,147 @@
+//! The costs a transfer pays that the single-threaded benches leave out, each measured in CPU
+//! time (not wall time: a thread waiting for a wakeup burns nothing while it waits, and a
+//! transfer's CPU per GB counts only what threads burn).
+//!
+//! - `sys_cost/wakeup/tokio`: one cross-thread wakeup as the stacks' tasks do it. Two
+//!   current-thread tokio runtimes on two threads bounce a message through tokio channels;
+//!   each side parks in its runtime's driver (epoll) until the other's send wakes it (mio's
+//!   eventfd), so each bounce is one thread blocking and being woken. One iteration is one
+//!   wakeup: the CPU both threads (and the kernel on their behalf) burnt per round trip, halved.
+//!   A run counts these as voluntary context switches.
+//! - `sys_cost/page_fault/anon-4k`: one minor page fault on fresh anonymous memory (fault,
+//!   zeroing, and its share of the unmap), as when an allocator returns memory to the kernel
+//!   and takes it back. A run counts these as minor faults.
+//!
+//! The syscalls a QUIC ACK costs (one `sendmsg` at the receiver, its share of a `recvmmsg` at
+//! the sender) are `socket_io/udp_send/sendmsg` and `socket_io/udp_recv/recvmmsg`.
+
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use tokio::sync::mpsc;
+
+/// CPU time of the whole process (all threads), from the kernel's per-process clock.
+fn process_cpu() -> Duration {
+    cpu_clock(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+fn thread_cpu() -> Duration {
+    cpu_clock(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+fn cpu_clock(clock: libc::clockid_t) -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes into the timespec we pass.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+fn wakeup(c: &mut Criterion) {
+    let (to_echo, mut echo_rx) = mpsc::unbounded_channel::<u64>();
+    let (echo_tx, mut back) = mpsc::unbounded_channel::<u64>();
+    let echo = std::thread::spawn(move || {
+        runtime().block_on(async move {
+            while let Some(v) = echo_rx.recv().await {
+                if echo_tx.send(v).is_err() {
+                    break;
+                }
+            }
+        })
+    });
+    let rt = runtime();
+    let mut g = c.benchmark_group("sys_cost/wakeup");
+    g.measurement_time(Duration::from_secs(3)).sample_size(30);
+    g.bench_function("tokio", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let start = process_cpu();
+                for i in 0..iters {
+                    to_echo.send(i).expect("echo thread alive");
+                    let got = back.recv().await.expect("echo thread alive");
+                    assert_eq!(got, i, "echoed out of order");
+                }
+                // Two wakeups per round trip: the echo thread's, then this one's.
+                (process_cpu() - start) / 2
+            })
+        })
+    });
+    g.finish();
+    drop(to_echo);
+    echo.join().expect("echo thread");
+}
+
+/// Pages touched per mapping: large enough that the map and unmap calls are a small share.
+const PAGES: usize = 256;
+const PAGE: usize = 4096;
+
+fn page_fault(c: &mut Criterion) {
+    let mut g = c.benchmark_group("sys_cost/page_fault");
+    g.measurement_time(Duration::from_secs(3)).sample_size(30);
+    g.bench_function("anon-4k", |b| {
+        b.iter_custom(|iters| {
+            let mut spent = Duration::ZERO;
+            let mut left = iters as usize;
+            while left > 0 {
+                let n = left.min(PAGES);
+                spent += touch_fresh_pages(n);
+                left -= n;
+            }
+            spent
+        })
+    });
+    g.finish();
+}
+
+/// Maps `n` fresh pages, writes one byte to each (one fault each), unmaps them; returns the
+/// thread's CPU for it and checks that the kernel counted the faults.
+fn touch_fresh_pages(n: usize) -> Duration {
+    let len = n * PAGE;
+    let faults0 = minor_faults();
+    let start = thread_cpu();
+    // SAFETY: a fresh private anonymous mapping; only this function touches it, and it is
+    // unmapped before returning.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED, "mmap");
+        // Huge pages would take one fault for 512 pages: not what is measured here.
+        libc::madvise(p, len, libc::MADV_NOHUGEPAGE);
+        let bytes = p.cast::<u8>();
+        for i in 0..n {
+            std::ptr::write_volatile(bytes.add(i * PAGE), 1);
+        }
+        assert_eq!(libc::munmap(p, len), 0, "munmap");
+    }
+    let spent = thread_cpu() - start;
+    let faults = minor_faults() - faults0;
+    assert!(faults >= n as u64, "{faults} faults for {n} pages");
+    spent
+}
+
+fn minor_faults() -> u64 {
+    // SAFETY: getrusage only writes into the zeroed struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    assert_eq!(rc, 0, "getrusage");
+    ru.ru_minflt as u64
+}
+
+criterion_group!(benches, wakeup, page_fault);
+criterion_main!(benches);
