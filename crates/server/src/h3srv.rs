@@ -174,7 +174,9 @@ async fn request(
     }
     shared.stall.wait().await;
     if let Some(up) = relay::target(shared, req, drained) {
-        relay_to(stream, up, upstream, req).await;
+        // Boxed for the same reason as in tcpsrv: the relay's future would otherwise size
+        // every request's task.
+        Box::pin(relay_to(stream, up, upstream, req)).await;
         return;
     }
     let a = Answer::new(req, peer, drained, shared, telemetry);

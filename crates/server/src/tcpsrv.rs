@@ -42,7 +42,9 @@ async fn answer(
     let drained = drain_body(body).await;
     shared.stall.wait().await;
     if let Some(up) = relay::target(shared, &parts, drained) {
-        let (head, body) = match up.fetch(upstream, &parts).await {
+        // Boxed: the relay's client future is kilobytes, and every request's task would
+        // otherwise carry (and tokio copy) it, relayed or not.
+        let (head, body) = match Box::pin(up.fetch(upstream, &parts)).await {
             Ok((head, body)) => (head, PayloadBody::Relay(body)),
             Err(e) => {
                 let (head, text) = relay::failure(&e);
