@@ -153,6 +153,9 @@ async fn fetch(sender: &mut SendRequest<Empty<Bytes>>, frames: u64, size: usize)
 }
 
 fn h2_data(c: &mut Criterion) {
+    // As in qbench and qbench-server: hyper's 256 KiB frame buffers would otherwise go back
+    // to the kernel and fault in again on every frame.
+    qbench_server::heap::keep_freed_memory();
     let mut group = c.benchmark_group("http_framing");
     configure(&mut group);
     for size in SIZES {

@@ -27,6 +27,8 @@ fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 fn main() {
+    // The same allocator settings as qbench's binaries, so the ceiling is like for like.
+    qbench_server::heap::keep_freed_memory();
     if let Err(e) = run(Args::parse()) {
         eprintln!("raw-transfer: {e:#}");
         std::process::exit(1);

@@ -16,6 +16,7 @@ fn compare(args: qbench::cli::CompareArgs) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    qbench_server::heap::keep_freed_memory();
     // Many connections need many descriptors; a failure only matters if they run out.
     let _ = qbench_server::fdlimit::raise_fd_limit();
     let result = match cli.command {

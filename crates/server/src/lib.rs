@@ -11,6 +11,7 @@ pub mod cpu;
 pub mod fdlimit;
 pub mod h3_zero_copy;
 pub mod h3srv;
+pub mod heap;
 
 pub mod options;
 pub mod payload;
