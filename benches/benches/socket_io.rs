@@ -49,12 +49,12 @@
 
 use std::io;
 use std::net::Ipv4Addr;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion};
 use criterion::{measurement::WallTime, Throughput};
-use socket2::Socket;
+use qbench_benches::sys::{grow_buffers, set_int_opt, wait_readable};
 
 #[path = "socket_io/tcp.rs"]
 mod tcp;
@@ -87,70 +87,9 @@ const UDP_TRUESIZE: usize = 4096;
 const TCP_CHUNK: usize = 65_536;
 /// 64 KiB chunks per TCP round (4 MiB), well inside the enlarged buffers and receive window.
 const TCP_ROUND: usize = 64;
-/// Requested SO_RCVBUF / SO_SNDBUF; far above any round so that no batch can overflow.
-const SOCKET_BUFFER: usize = 64 << 20;
 /// Loopback delivers within the send syscall; anything missing after this long was dropped.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 const LOCALHOST: Ipv4Addr = Ipv4Addr::LOCALHOST;
-
-fn set_int_opt(fd: RawFd, level: libc::c_int, name: libc::c_int, value: usize) -> io::Result<()> {
-    let value = libc::c_int::try_from(value).unwrap_or(libc::c_int::MAX);
-    // SAFETY: `value` is a live c_int for the duration of the call and the length passed
-    // matches its size; the kernel only reads it.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-/// Enlarges both socket buffers and returns the receive buffer the kernel actually granted.
-///
-/// The FORCE variants ignore `net.core.{r,w}mem_max` but need CAP_NET_ADMIN; without it the
-/// plain options still get as close as the sysctls allow, and rounds shrink to match.
-fn grow_buffers(sock: &Socket) -> usize {
-    let fd = sock.as_raw_fd();
-    if set_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, SOCKET_BUFFER).is_err() {
-        let _ = sock.set_recv_buffer_size(SOCKET_BUFFER);
-    }
-    if set_int_opt(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, SOCKET_BUFFER).is_err() {
-        let _ = sock.set_send_buffer_size(SOCKET_BUFFER);
-    }
-    sock.recv_buffer_size().expect("SO_RCVBUF")
-}
-
-/// Waits until `fd` is readable; `false` once `deadline` passes.
-fn wait_readable(fd: RawFd, deadline: Instant) -> bool {
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return false;
-        }
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = libc::c_int::try_from(left.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
-        // SAFETY: `pfd` is a single valid pollfd that outlives the call.
-        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if rc > 0 {
-            return true;
-        }
-        if rc < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            panic!("poll: {}", io::Error::last_os_error());
-        }
-    }
-}
 
 /// Calls `recv` until it has returned `expected` units in total and returns the time spent in
 /// those calls.

@@ -18,27 +18,8 @@
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use qbench_benches::sys::{process_cpu, thread_cpu, thread_minor_faults};
 use tokio::sync::mpsc;
-
-/// CPU time of the whole process (all threads), from the kernel's per-process clock.
-fn process_cpu() -> Duration {
-    cpu_clock(libc::CLOCK_PROCESS_CPUTIME_ID)
-}
-
-fn thread_cpu() -> Duration {
-    cpu_clock(libc::CLOCK_THREAD_CPUTIME_ID)
-}
-
-fn cpu_clock(clock: libc::clockid_t) -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime only writes into the timespec we pass.
-    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime");
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -107,7 +88,7 @@ fn page_fault(c: &mut Criterion) {
 /// thread's CPU for it and checks that the kernel counted the faults.
 fn touch_fresh_pages(n: usize) -> Duration {
     let len = n * PAGE;
-    let faults0 = minor_faults();
+    let faults0 = thread_minor_faults();
     let start = thread_cpu();
     // SAFETY: a fresh private anonymous mapping; only this function touches it, and it is
     // unmapped before returning.
@@ -130,17 +111,9 @@ fn touch_fresh_pages(n: usize) -> Duration {
         assert_eq!(libc::munmap(p, len), 0, "munmap");
     }
     let spent = thread_cpu() - start;
-    let faults = minor_faults() - faults0;
+    let faults = thread_minor_faults() - faults0;
     assert!(faults >= n as u64, "{faults} faults for {n} pages");
     spent
-}
-
-fn minor_faults() -> u64 {
-    // SAFETY: getrusage only writes into the zeroed struct we pass.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
-    assert_eq!(rc, 0, "getrusage");
-    ru.ru_minflt as u64
 }
 
 criterion_group!(benches, wakeup, page_fault);

@@ -3,4 +3,5 @@
 
 pub mod baseline;
 pub mod quic_mem;
+pub mod sys;
 pub mod tls;

@@ -181,7 +181,7 @@ fn table(model: &CostModel, measured: &[Measured]) -> String {
         "\nPredicted CPU per GB: QUIC {q:.3} s, TCP+TLS {t:.3} s (QUIC / TCP+TLS = {:.2})\n",
         q / t
     );
-    out += "\nWhat single-threaded benches leave out, per event (a run counts them):\n\n";
+    out += "\nWhat the component benches leave out, per event (a run counts them):\n\n";
     out += "| event | ns per event | benches |\n| --- | ---: | --- |\n";
     for e in &model.events {
         out += &format!(

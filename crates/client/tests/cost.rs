@@ -11,8 +11,8 @@ const IDS: [&str; 17] = [
     "quic_packet/produce/aes256gcm-1452-gso",
     "quic_packet/ack/aes256gcm-1452-gso",
     "quic_packet/consume/aes256gcm-1452-gso",
-    "socket_io/udp_send/gso",
-    "socket_io/udp_recv/gro",
+    "socket_pipe/udp/gso",
+    "socket_pipe/tcp/65536",
     "socket_io/tcp_write/65536",
     "socket_io/tcp_read/65536",
     "tls_record/seal/aes256gcm-16384",
@@ -93,9 +93,9 @@ fn predicts_from_medians_and_holds_real_reports_against_the_prediction() {
     assert!(stdout.contains("Measured QUIC / TCP+TLS CPU per GB"));
 
     let v: Value = serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
-    // 1 us per unit: five per-packet rows at 1452 - 41 payload bytes a packet, and one per
+    // 1 us per unit: four per-packet rows at 1452 - 41 payload bytes a packet, and one per
     // 256 KiB frame.
-    let quic = 5.0 * 1e9 / 1411.0 * 1e-6 + 1e9 / 262144.0 * 1e-6;
+    let quic = 4.0 * 1e9 / 1411.0 * 1e-6 + 1e9 / 262144.0 * 1e-6;
     let predicted = v["model"]["predicted_quic_cpu_s_per_gb"].as_f64().unwrap();
     assert!((predicted - quic).abs() < 1e-6, "{predicted} vs {quic}");
     let measured = v["measured"].as_array().unwrap();
