@@ -2,6 +2,7 @@
 //! pinned to one cipher suite, so every bench states which AEAD it measured.
 
 pub mod baseline;
+pub mod mem_link;
 pub mod quic_mem;
 pub mod sys;
 pub mod tls;
