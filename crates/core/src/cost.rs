@@ -175,11 +175,7 @@ pub struct EventRow {
 /// cost of one call, from the same call at 16 KiB (a) and at 64 KiB (b): a = c + 16 KiB x
 /// per byte and b = c + 64 KiB x per byte give c = (4a - b) / 3.
 fn event_cost(e: Event, est: &Estimates) -> Result<(Vec<String>, f64), CostError> {
-    let get = |id: &str| {
-        est.get(id)
-            .copied()
-            .ok_or_else(|| CostError::Missing(id.into()))
-    };
+    let get = |id: &str| bench_ns(est, id);
     let fixed = |op: &str| {
         let (a, b) = (
             format!("socket_io/{op}/16384"),
@@ -214,6 +210,13 @@ const EVENTS: [Event; 5] = [
 
 /// Benchmark id (`group/function/parameter`) -> median nanoseconds per iteration.
 pub type Estimates = BTreeMap<String, f64>;
+
+/// One benchmark's median, or the error naming the missing one.
+fn bench_ns(est: &Estimates, id: &str) -> Result<f64, CostError> {
+    est.get(id)
+        .copied()
+        .ok_or_else(|| CostError::Missing(id.into()))
+}
 
 impl CostModel {
     /// Builds the model for `suite` and QUIC packets of `mtu` bytes.
@@ -250,9 +253,7 @@ impl CostModel {
         ];
         let mut rows = Vec::with_capacity(specs.len());
         for (stack, side, component, bench, unit, units_per_gb) in specs {
-            let ns = *est
-                .get(&bench)
-                .ok_or_else(|| CostError::Missing(bench.clone()))?;
+            let ns = bench_ns(est, &bench)?;
             rows.push(CostRow {
                 stack,
                 side,
@@ -303,11 +304,7 @@ impl CostModel {
 /// the three `quic_packet` rows at the same suite and packet size. Measured with qbench's own suite and 1452-byte
 /// packets and charged per packet at any; never below zero.
 fn async_layer_row(est: &Estimates, packets: f64, unit: &str) -> Result<CostRow, CostError> {
-    let get = |id: &str| {
-        est.get(id)
-            .copied()
-            .ok_or_else(|| CostError::Missing(id.into()))
-    };
+    let get = |id: &str| bench_ns(est, id);
     let whole = get(ASYNC_LAYER_BENCH)? - get(ASYNC_LINK_BENCH)?;
     let mut proto = 0.0;
     for f in ["produce", "ack", "consume"] {
