@@ -8,15 +8,16 @@ use std::sync::Arc;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulConnection;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
 use crate::body::PayloadBody;
 use crate::cc::set_tcp;
+use crate::coalesce::{Coalesced, Gate};
 use crate::conn_io::Tracked;
 use crate::fdlimit::{classify, AcceptError, Burst, ACCEPT_BACKOFF};
+use crate::h2_conn_task::{ConnTask, StreamQueue};
 use crate::relay::{self, UpstreamConn};
 use crate::request::{drain_body, Answer};
 use crate::shared::{Shared, Stats};
@@ -128,7 +129,6 @@ async fn connection(tcp: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, sha
         t
     };
     let is_h2 = tls.get_ref().1.alpn_protocol() == Some(ALPN_H2);
-    let io = TokioIo::new(tls);
     let svc_shared = shared.clone();
     let upstream = Arc::new(UpstreamConn::default());
     let svc = service_fn(move |req: Request<Incoming>| {
@@ -140,34 +140,47 @@ async fn connection(tcp: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, sha
     });
     let idle = activity.idle(opts.idle_timeout);
     if is_h2 {
-        let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+        let (queue, gate) = (StreamQueue::default(), Gate::default());
+        let conn = hyper::server::conn::http2::Builder::new(queue.clone())
             .timer(TokioTimer::new())
             .initial_stream_window_size(REQUEST_STREAM_WINDOW)
             .initial_connection_window_size(REQUEST_CONN_WINDOW)
             .max_concurrent_streams(opts.max_streams)
             .max_header_list_size(opts.max_header_bytes)
             .max_send_buf_size(SEND_BUFFER)
-            .serve_connection(io, svc);
-        until_idle(conn, idle, &shared.stats).await;
+            .serve_connection(TokioIo::new(Coalesced::new(tls, gate.clone())), svc);
+        let task = ConnTask::new(conn, queue, gate);
+        until_idle(task, |t| t.conn().graceful_shutdown(), idle, &shared.stats).await;
     } else {
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(opts.header_timeout)
             .max_buf_size(opts.max_header_bytes.max(8192) as usize)
-            .serve_connection(io, svc);
-        until_idle(conn, idle, &shared.stats).await;
+            .serve_connection(TokioIo::new(tls), svc);
+        tokio::pin!(conn);
+        until_idle(
+            conn,
+            |c| c.as_mut().graceful_shutdown(),
+            idle,
+            &shared.stats,
+        )
+        .await;
     }
 }
 
 /// Serves `conn` until it ends or `idle` fires; then asks it to close gracefully (h2 GOAWAY),
 /// for at most `LINGER`.
-async fn until_idle<C: GracefulConnection>(conn: C, idle: impl Future<Output = ()>, stats: &Stats) {
-    tokio::pin!(conn);
+async fn until_idle<C: Future + Unpin>(
+    mut conn: C,
+    graceful_shutdown: impl FnOnce(&mut C),
+    idle: impl Future<Output = ()>,
+    stats: &Stats,
+) {
     tokio::select! {
-        _ = conn.as_mut() => return,
+        _ = &mut conn => return,
         () = idle => {}
     }
     Stats::bump(&stats.idle_closes);
-    conn.as_mut().graceful_shutdown();
+    graceful_shutdown(&mut conn);
     let _ = tokio::time::timeout(crate::conn_io::LINGER, conn).await;
 }

@@ -1,0 +1,71 @@
+//! Many small HTTP/2 responses ready at once leave the server in a few writes, not one each;
+//! a bulk body still arrives whole. (Its own test binary: the server's TCP call tally is
+//! process-wide.)
+
+mod common;
+
+use bytes::Bytes;
+use common::*;
+use futures_util::future::join_all;
+use http::Request;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use qbench_server::activity::SERVER_TCP;
+
+const REQUESTS: usize = 200;
+
+async fn fetch_all(
+    send: &hyper::client::conn::http2::SendRequest<Full<Bytes>>,
+    path: &str,
+    n: usize,
+) -> Vec<usize> {
+    join_all((0..n).map(|_| {
+        let mut send = send.clone();
+        let req = Request::get(format!("https://localhost{path}"))
+            .body(Full::default())
+            .unwrap();
+        async move {
+            let resp = send.send_request(req).await.expect("a response");
+            assert_eq!(resp.status(), 200);
+            let body = resp.into_body().collect().await.expect("a body");
+            body.to_bytes().len()
+        }
+    }))
+    .await
+}
+
+#[tokio::test]
+async fn small_responses_ready_together_are_written_together() {
+    let s = server(|_| {});
+    let io = TokioIo::new(tls(&s, b"h2").await);
+    let (send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .handshake(io)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    // The connection's first requests, sent while the server's SETTINGS are in flight, go
+    // out in a trickle: warm up first.
+    assert_eq!(fetch_all(&send, "/bytes/1000", 1).await, vec![1000]);
+
+    let before = SERVER_TCP.snapshot();
+    let sizes = tokio::time::timeout(WAIT, fetch_all(&send, "/bytes/1000", REQUESTS))
+        .await
+        .expect("all answered within the bound");
+    let after = SERVER_TCP.snapshot();
+    assert_eq!(sizes, vec![1000; REQUESTS]);
+    let writes = after.writes - before.writes;
+    let bytes = after.written_bytes - before.written_bytes;
+    assert!(bytes >= (REQUESTS * 1000) as u64, "{bytes} bytes written");
+    // One write per response before the writes were held back to the end of a turn.
+    assert!(
+        writes <= (REQUESTS / 4) as u64,
+        "{writes} writes for {REQUESTS} responses"
+    );
+
+    // A body far above the buffer's limit: straight through, every byte, in order.
+    let big = 8 * 1024 * 1024;
+    let sizes = tokio::time::timeout(WAIT, fetch_all(&send, &format!("/bytes/{big}"), 2))
+        .await
+        .expect("answered within the bound");
+    assert_eq!(sizes, vec![big; 2]);
+}
