@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes};
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use h3::error::Code;
 use h3::server::RequestStream;
 use qbench_core::wire::CONN_WINDOW;
@@ -140,18 +141,32 @@ async fn serve_connection(conn: quinn::Connection, shared: &Arc<Shared>) {
         .await;
     let Ok(mut h3conn) = built else { return };
     let upstream = Arc::new(UpstreamConn::default());
-    // Ends on peer close, H3_NO_ERROR or a connection error; nothing to report server-side.
-    while let Ok(Some(resolver)) = h3conn.accept().await {
-        let (shared, telemetry) = (shared.clone(), telemetry.clone());
-        let upstream = upstream.clone();
-        tokio::spawn(async move {
-            let Ok((req, stream)) = resolver.resolve_request().await else {
-                return;
-            };
-            let (parts, ()) = req.into_parts();
-            request(stream, &parts, peer, &shared, telemetry.as_ref(), &upstream).await;
-        });
+    // The requests run on the connection's task, as HTTP/2's do (`crate::h2_conn_task`): one
+    // worker at a time takes the connection's lock. h3's `accept` only takes a stream once
+    // it is ready, so a turn of the loop may drop it.
+    let mut requests = FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            biased;
+            Some(()) = requests.next(), if !requests.is_empty() => {}
+            accepted = h3conn.accept() => {
+                // Ends on peer close, H3_NO_ERROR or a connection error; nothing to report
+                // server-side.
+                let Ok(Some(resolver)) = accepted else { break };
+                let (shared, telemetry) = (shared.clone(), telemetry.clone());
+                let upstream = upstream.clone();
+                requests.push(async move {
+                    let Ok((req, stream)) = resolver.resolve_request().await else {
+                        return;
+                    };
+                    let (parts, ()) = req.into_parts();
+                    request(stream, &parts, peer, &shared, telemetry.as_ref(), &upstream).await;
+                });
+            }
+        }
     }
+    // Requests accepted before the end still finish (bounded by the idle timeout).
+    while requests.next().await.is_some() {}
 }
 
 /// Reads the request to its end (bounded), then answers it.
