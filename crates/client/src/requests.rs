@@ -64,25 +64,25 @@ impl Requests {
                 })
             }
             (_, Some(w)) => {
-                // (index just past the group, object size), for a binary search by index.
+                // (index just past the group, object size, its URI), for a binary search by
+                // index; a URI is made once per group (a clone shares its bytes).
                 let mut end = 0u64;
-                let groups: Vec<(u64, u64)> = w
+                let groups: Vec<(u64, u64, Uri)> = w
                     .groups()
                     .iter()
                     .map(|g| {
                         end += g.count;
-                        (end, g.size.0)
+                        let uri = format!("https://{authority}{}", bytes_path(g.size.0))
+                            .parse()
+                            .expect("an authority and a /bytes path make a URI");
+                        (end, g.size.0, uri)
                     })
                     .collect();
-                let base = format!("https://{authority}");
                 Self::new(end, false, move |i| {
-                    let g = groups.partition_point(|(end, _)| *end <= i);
-                    let size = groups[g].1;
+                    let (_, size, uri) = &groups[groups.partition_point(|(end, ..)| *end <= i)];
                     ObjectReq {
-                        uri: format!("{base}{}", bytes_path(size))
-                            .parse()
-                            .expect("an authority and a /bytes path make a URI"),
-                        expected_len: Some(size),
+                        uri: uri.clone(),
+                        expected_len: Some(*size),
                         verify,
                     }
                 })

@@ -3,6 +3,7 @@
 //! not timed out while its connection keeps moving.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 pub(crate) use qbench_server::activity::{Activity, Counted};
@@ -22,15 +23,67 @@ pub(crate) async fn step_while_moving<T, E>(
 where
     E: std::error::Error + 'static,
 {
+    let fut = async { fut.await.map_err(|e| FetchError::from_err(what, &e)) };
+    while_moving(activity, after, fut, || FetchError::timeout(what, after)).await
+}
+
+/// Which of a request's steps is under way (an atomic, so that the request's future stays
+/// `Send`).
+pub(crate) struct Phase {
+    at: AtomicUsize,
+    names: &'static [&'static str],
+}
+
+impl Phase {
+    pub(crate) fn new(names: &'static [&'static str]) -> Self {
+        Self {
+            at: AtomicUsize::new(0),
+            names,
+        }
+    }
+
+    /// Moves on to step `i` of `names`.
+    pub(crate) fn set(&self, i: usize) {
+        self.at.store(i, Ordering::Relaxed);
+    }
+
+    pub(crate) fn name(&self) -> &'static str {
+        let at = self.at.load(Ordering::Relaxed);
+        self.names.get(at).copied().unwrap_or("request")
+    }
+}
+
+/// As [`step_while_moving`] for a series of steps under one timer (one timer entry and one
+/// clock read per request rather than per step): `fut` says which step it is in through
+/// `phase`, which a timeout names, and words its own errors.
+pub(crate) async fn phases_while_moving<T>(
+    activity: &Activity,
+    phase: &Phase,
+    after: Duration,
+    fut: impl Future<Output = Result<T, FetchError>>,
+) -> Result<T, FetchError> {
+    while_moving(Some(activity), after, fut, || {
+        FetchError::timeout(phase.name(), after)
+    })
+    .await
+}
+
+async fn while_moving<T>(
+    activity: Option<&Activity>,
+    after: Duration,
+    fut: impl Future<Output = Result<T, FetchError>>,
+    timed_out: impl FnOnce() -> FetchError,
+) -> Result<T, FetchError> {
     tokio::pin!(fut);
     let start = Instant::now();
     let last = || activity.map_or(start, |a| a.last().max(start));
     loop {
         tokio::select! {
-            r = &mut fut => return r.map_err(|e| FetchError::from_err(what, &e)),
+            biased;
+            r = &mut fut => return r,
             () = tokio::time::sleep_until(last() + after) => {
                 if last() + after <= Instant::now() {
-                    return Err(FetchError::timeout(what, after));
+                    return Err(timed_out());
                 }
             }
         }
@@ -71,5 +124,27 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(e.kind, qbench_core::ErrorKind::Timeout);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_timeout_names_the_phase_it_stopped_in() {
+        let a = Activity::default();
+        let after = Duration::from_secs(1);
+        let phase = Phase::new(&["first", "second"]);
+        let steps = async {
+            tokio::time::sleep(Duration::from_millis(900)).await;
+            phase.set(1);
+            std::future::pending::<()>().await;
+            Ok::<_, FetchError>(())
+        };
+        let e = phases_while_moving(&a, &phase, after, steps)
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, qbench_core::ErrorKind::Timeout);
+        assert!(
+            e.message.starts_with("second: no progress for 1s"),
+            "{}",
+            e.message
+        );
     }
 }

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::Uri;
 use qbench_core::wire::{CONN_WINDOW, MAX_H2_FRAME, MAX_RESPONSE_HEADER_BYTES, STREAM_WINDOW};
 
-use super::activity::{step_while_moving, Activity};
+use super::activity::{phases_while_moving, Activity, Phase};
 use super::streams::{OnWire, StreamFacts};
 use super::tcp::TlsTcp;
 use super::{step, BoxFuture, Connected, Exchange, FetchError, Sink, Transport};
@@ -23,6 +23,15 @@ pub(crate) struct H2 {
     pub(crate) tcp: TlsTcp,
     pub(crate) clock: Clock,
 }
+
+/// A request's steps, as its errors name them.
+const STEPS: [&str; 5] = [
+    "waiting for an HTTP/2 stream",
+    "HTTP/2 connection ready",
+    "sending request",
+    "waiting for response headers",
+    "reading response body",
+];
 
 struct H2Conn {
     send: h2::client::SendRequest<Bytes>,
@@ -81,15 +90,6 @@ impl H2 {
 }
 
 impl H2Conn {
-    /// What moves on the connection keeps a step alive.
-    async fn step<T, E: std::error::Error + 'static>(
-        &self,
-        what: &str,
-        fut: impl std::future::Future<Output = Result<T, E>>,
-    ) -> Result<T, FetchError> {
-        step_while_moving(Some(&self.activity), what, self.timeout, fut).await
-    }
-
     /// After a response head: the server's limit may have changed.
     fn heard_from_server(&self) {
         let limit = self.send.current_max_send_streams();
@@ -104,46 +104,38 @@ impl Exchange for H2Conn {
         let request = http::Request::get(uri.clone())
             .body(())
             .map_err(|e| FetchError::from_err("building request", &e))?;
-        // A request is handed to h2 only when the server allows another stream, so h2 opens
-        // it at once and the object's timer starts when its stream does. The wait belongs to
-        // the connection: it times out only when nothing moves on the connection.
-        let _place = self
-            .step("waiting for an HTTP/2 stream", async {
-                Ok::<_, std::convert::Infallible>(
-                    self.on_wire
-                        .enter(|| self.send.current_max_send_streams())
-                        .await,
-                )
-            })
-            .await?;
-        let mut send = step(
-            "HTTP/2 connection ready",
-            self.timeout,
-            self.send.clone().ready(),
-        )
-        .await?;
-        p.sending();
-        let (resp, _) = send
-            .send_request(request, true)
-            .map_err(|e| FetchError::from_err("sending request", &e))?;
-        p.stream(u64::from(resp.stream_id().as_u32()));
-        let resp = self.step("waiting for response headers", resp).await?;
-        self.heard_from_server();
-        p.headers(resp.status(), resp.headers())?;
-        let mut body = resp.into_body();
-        loop {
-            let chunk = self
-                .step("reading response body", async {
-                    body.data().await.transpose()
-                })
-                .await?;
-            let Some(chunk) = chunk else {
-                return Ok(());
-            };
-            // The window opens as the bytes are read, as hyper does.
-            let _ = body.flow_control().release_capacity(chunk.len());
-            p.data(&chunk)?;
-        }
+        // Every step times out only when nothing moves on the connection: a request waiting
+        // for a stream belongs to the connection, which may be busy with others.
+        let phase = Phase::new(&STEPS);
+        let failed = |e: &(dyn std::error::Error + 'static)| FetchError::from_err(phase.name(), e);
+        let steps = async {
+            // A request is handed to h2 only when the server allows another stream, so h2
+            // opens it at once and the object's timer starts when its stream does.
+            let _place = self
+                .on_wire
+                .enter(|| self.send.current_max_send_streams())
+                .await;
+            phase.set(1);
+            let mut send = self.send.clone().ready().await.map_err(|e| failed(&e))?;
+            p.sending();
+            phase.set(2);
+            let (resp, _) = send.send_request(request, true).map_err(|e| failed(&e))?;
+            p.stream(u64::from(resp.stream_id().as_u32()));
+            phase.set(3);
+            let resp = resp.await.map_err(|e| failed(&e))?;
+            self.heard_from_server();
+            p.headers(resp.status(), resp.headers())?;
+            phase.set(4);
+            let mut body = resp.into_body();
+            while let Some(chunk) = body.data().await {
+                let chunk = chunk.map_err(|e| failed(&e))?;
+                // The window opens as the bytes are read, as hyper does.
+                let _ = body.flow_control().release_capacity(chunk.len());
+                p.data(&chunk)?;
+            }
+            Ok(())
+        };
+        phases_while_moving(&self.activity, &phase, self.timeout, steps).await
     }
 
     fn streams(&self) -> StreamFacts {
