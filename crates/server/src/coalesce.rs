@@ -4,10 +4,11 @@
 //! before it takes the next frame, so over TLS every 1 KB response was a TLS record and a
 //! `writev` of its own (10,000 x 1 KB over one connection, 100 streams at once: 20,005
 //! `writev`s for 20,000 responses). While the [`Gate`] is held, writes shorter than
-//! `PASS_THROUGH` are copied into a buffer and a flush keeps them there (if there are any); once it is
-//! released, a flush writes them as one. Longer writes (bulk DATA frames) go straight through, after
-//! what is buffered, so a bulk transfer pays no copy. The task that holds the gate
-//! ([`crate::h2_conn_task`]) releases it for a last flush at the end of each of its turns.
+//! `PASS_THROUGH` are copied into a buffer and a flush keeps them there (if there are any);
+//! once it is released, a flush or a read writes them as one. Longer writes (bulk DATA frames)
+//! go straight through, after what is buffered, so a bulk transfer pays no copy. The task that
+//! holds the gate ([`crate::h2_conn_task`]) releases it for a last poll of the connection at
+//! the end of each of its turns; and when the peer's side ends, what is buffered is sent.
 
 use std::io;
 use std::pin::Pin;
@@ -79,6 +80,22 @@ impl<T: AsyncWrite + Unpin> Coalesced<T> {
         Poll::Ready(Ok(()))
     }
 
+    fn poll_send_flushed(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        ready!(self.poll_send(cx))?;
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    /// Copies `bufs` in; the buffer grows to `BUFFER_LIMIT` at most.
+    fn keep(&mut self, bufs: &[io::IoSlice<'_>], len: usize) {
+        let need = self.buf.len() + len;
+        if need > self.buf.capacity() {
+            let cap = (self.buf.capacity() * 2).clamp(need, BUFFER_LIMIT.max(need));
+            self.buf.reserve_exact(cap - self.buf.len());
+        }
+        bufs.iter().for_each(|b| self.buf.extend_from_slice(b));
+        self.gate.unsent.store(true, Ordering::Relaxed);
+    }
+
     fn poll_write_slices(
         &mut self,
         cx: &mut Context<'_>,
@@ -91,19 +108,37 @@ impl<T: AsyncWrite + Unpin> Coalesced<T> {
         if len >= PASS_THROUGH {
             return Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
         }
-        bufs.iter().for_each(|b| self.buf.extend_from_slice(b));
-        self.gate.unsent.store(true, Ordering::Relaxed);
+        self.keep(bufs, len);
         Poll::Ready(Ok(len))
     }
 }
 
-impl<T: AsyncRead + Unpin> AsyncRead for Coalesced<T> {
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Coalesced<T> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        // A read with the gate open sends what waits: h2 reads before it flushes, and while
+        // it waits for the client's preface it only reads (its SETTINGS are buffered).
+        if !self.buf.is_empty() && !self.gate.held.load(Ordering::Relaxed) {
+            if let Poll::Ready(Err(e)) = self.poll_send_flushed(cx) {
+                return Poll::Ready(Err(e));
+            }
+        }
+        let filled = buf.filled().len();
+        let read = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let ended = match &read {
+            Poll::Ready(Ok(())) => buf.filled().len() == filled,
+            Poll::Ready(Err(_)) => true,
+            Poll::Pending => false,
+        };
+        // h2 may close without a flush when the peer's side ends: the answers already made
+        // still leave, as far as the socket takes them.
+        if ended && !self.buf.is_empty() {
+            let _ = self.poll_send_flushed(cx);
+        }
+        read
     }
 }
 
@@ -134,8 +169,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesced<T> {
         if self.gate.held.load(Ordering::Relaxed) && !self.buf.is_empty() {
             return Poll::Ready(Ok(()));
         }
-        ready!(self.poll_send(cx))?;
-        Pin::new(&mut self.inner).poll_flush(cx)
+        self.poll_send_flushed(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -155,6 +189,21 @@ mod tests {
         writes: Vec<Vec<u8>>,
         flushes: usize,
         shut: bool,
+        /// What reads return; then end of stream.
+        to_read: Vec<u8>,
+    }
+
+    impl AsyncRead for Recorder {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            let n = self.to_read.len().min(buf.remaining());
+            buf.put_slice(&self.to_read[..n]);
+            self.to_read.drain(..n);
+            Poll::Ready(Ok(()))
+        }
     }
 
     impl AsyncWrite for Recorder {
@@ -245,5 +294,53 @@ mod tests {
         let r = w.get_ref();
         assert_eq!(r.writes.len(), 3);
         assert_eq!(r.flushes, 3);
+    }
+
+    #[tokio::test]
+    async fn a_read_with_the_gate_open_sends_what_waits() {
+        use tokio::io::AsyncReadExt;
+        let gate = Gate::default();
+        let rec = Recorder {
+            to_read: b"preface".to_vec(),
+            ..Default::default()
+        };
+        let mut w = Coalesced::new(rec, gate.clone());
+        gate.hold(true);
+        w.write_all(b"SETTINGS").await.unwrap();
+        w.flush().await.unwrap();
+        let mut got = [0u8; 3];
+        w.read_exact(&mut got).await.unwrap();
+        // Held: the read leaves it.
+        assert!(w.get_ref().writes.is_empty());
+        gate.hold(false);
+        w.read_exact(&mut got).await.unwrap();
+        assert_eq!(w.get_ref().writes, vec![b"SETTINGS".to_vec()]);
+        assert_eq!(w.get_ref().flushes, 1);
+    }
+
+    #[tokio::test]
+    async fn the_end_of_the_peers_side_sends_what_waits() {
+        use tokio::io::AsyncReadExt;
+        let gate = Gate::default();
+        let mut w = Coalesced::new(Recorder::default(), gate.clone());
+        gate.hold(true);
+        w.write_all(b"response").await.unwrap();
+        w.flush().await.unwrap();
+        let mut got = Vec::new();
+        assert_eq!(w.read_to_end(&mut got).await.unwrap(), 0);
+        assert_eq!(w.get_ref().writes, vec![b"response".to_vec()]);
+    }
+
+    #[tokio::test]
+    async fn the_buffer_never_holds_more_than_its_limit() {
+        let gate = Gate::default();
+        let mut w = Coalesced::new(Recorder::default(), gate.clone());
+        gate.hold(true);
+        for n in [1usize, 100, 4095, 3000, 17, 4000] {
+            for _ in 0..40 {
+                w.write_all(&bytes(n, 7)).await.unwrap();
+                assert!(w.buf.capacity() <= BUFFER_LIMIT, "{}", w.buf.capacity());
+            }
+        }
     }
 }

@@ -17,7 +17,7 @@ use crate::cc::set_tcp;
 use crate::coalesce::{Coalesced, Gate};
 use crate::conn_io::Tracked;
 use crate::fdlimit::{classify, AcceptError, Burst, ACCEPT_BACKOFF};
-use crate::h2_conn_task::{ConnTask, StreamQueue};
+use crate::h2_conn_task::{ConnTask, Streams};
 use crate::relay::{self, UpstreamConn};
 use crate::request::{drain_body, Answer};
 use crate::shared::{Shared, Stats};
@@ -140,8 +140,8 @@ async fn connection(tcp: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, sha
     });
     let idle = activity.idle(opts.idle_timeout);
     if is_h2 {
-        let (queue, gate) = (StreamQueue::default(), Gate::default());
-        let conn = hyper::server::conn::http2::Builder::new(queue.clone())
+        let (streams, gate) = (Streams::default(), Gate::default());
+        let conn = hyper::server::conn::http2::Builder::new(streams.executor())
             .timer(TokioTimer::new())
             .initial_stream_window_size(REQUEST_STREAM_WINDOW)
             .initial_connection_window_size(REQUEST_CONN_WINDOW)
@@ -149,7 +149,7 @@ async fn connection(tcp: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, sha
             .max_header_list_size(opts.max_header_bytes)
             .max_send_buf_size(SEND_BUFFER)
             .serve_connection(TokioIo::new(Coalesced::new(tls, gate.clone())), svc);
-        let task = ConnTask::new(conn, queue, gate);
+        let task = ConnTask::new(conn, streams, gate);
         until_idle(task, |t| t.conn().graceful_shutdown(), idle, &shared.stats).await;
     } else {
         let conn = hyper::server::conn::http1::Builder::new()

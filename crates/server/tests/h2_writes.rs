@@ -1,5 +1,5 @@
 //! Many small HTTP/2 responses ready at once leave the server in a few writes, not one each;
-//! a bulk body still arrives whole. (Its own test binary: the server's TCP call tally is
+//! a bulk body still arrives whole; and what is held back does not hold back the server's preface. (Its own test binary: the server's TCP call tally is
 //! process-wide.)
 
 mod common;
@@ -11,6 +11,7 @@ use http::Request;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use qbench_server::activity::SERVER_TCP;
+use tokio::io::AsyncReadExt;
 
 const REQUESTS: usize = 200;
 
@@ -68,4 +69,17 @@ async fn small_responses_ready_together_are_written_together() {
         .await
         .expect("answered within the bound");
     assert_eq!(sizes, vec![big; 2]);
+}
+
+#[tokio::test]
+async fn the_servers_settings_do_not_wait_for_the_clients_preface() {
+    let s = server(|_| {});
+    let mut c = tls(&s, b"h2").await;
+    // RFC 9113 3.4: the server's preface is a SETTINGS frame, sent whatever the client does.
+    let mut head = [0u8; 9];
+    tokio::time::timeout(WAIT, c.read_exact(&mut head))
+        .await
+        .expect("the server's SETTINGS before the client says anything")
+        .unwrap();
+    assert_eq!(head[3], 0x4, "frame type of {head:?}");
 }
