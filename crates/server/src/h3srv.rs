@@ -1,10 +1,12 @@
 //! HTTP/3 over quinn.
 
 use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes};
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt;
 use h3::error::Code;
 use h3::server::RequestStream;
 use qbench_core::wire::CONN_WINDOW;
@@ -155,13 +157,15 @@ async fn serve_connection(conn: quinn::Connection, shared: &Arc<Shared>) {
                 let Ok(Some(resolver)) = accepted else { break };
                 let (shared, telemetry) = (shared.clone(), telemetry.clone());
                 let upstream = upstream.clone();
-                requests.push(async move {
+                let answer = async move {
                     let Ok((req, stream)) = resolver.resolve_request().await else {
                         return;
                     };
                     let (parts, ()) = req.into_parts();
                     request(stream, &parts, peer, &shared, telemetry.as_ref(), &upstream).await;
-                });
+                };
+                // A panic ends its request only, as it would end a task of its own.
+                requests.push(AssertUnwindSafe(answer).catch_unwind().map(|_| ()));
             }
         }
     }
