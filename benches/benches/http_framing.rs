@@ -32,8 +32,7 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, Bytes};
 use criterion::measurement::WallTime;
 use criterion::{
-    criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, SamplingMode,
-    Throughput,
+    criterion_group, BenchmarkGroup, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
 use futures_util::FutureExt;
 use h3::connection::RequestStream;
@@ -349,4 +348,9 @@ fn h3_data(c: &mut Criterion) {
 }
 
 criterion_group!(benches, h2_data, h3_data);
-criterion_main!(benches);
+fn main() {
+    // Copies as qbench's binaries make them, so the costs compare like for like.
+    qbench_server::rep_movsb::at_start();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -27,7 +27,8 @@ fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 fn main() {
-    // The same allocator settings as qbench's binaries, so the ceiling is like for like.
+    qbench_server::rep_movsb::at_start();
+    // The same copy and allocator settings as qbench's binaries, so the ceiling is like for like.
     qbench_server::heap::keep_freed_memory();
     if let Err(e) = run(Args::parse()) {
         eprintln!("raw-transfer: {e:#}");

@@ -244,6 +244,10 @@ pub struct Environment {
     pub sysctls: BTreeMap<String, String>,
     /// Versions of the protocol stacks this binary was built with.
     pub crates: BTreeMap<String, String>,
+    /// glibc's `x86_rep_movsb_threshold` where it is not glibc's own choice or where that
+    /// choice is slow on this CPU, and who decided (see qbench-server's `rep_movsb` module).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rep_movsb_threshold: Option<String>,
 }
 
 /// Figures over all runs of a report.

@@ -20,6 +20,7 @@ pub mod payload;
 pub mod qlog;
 pub mod quic_knobs;
 pub mod relay;
+pub mod rep_movsb;
 pub mod request;
 pub mod routes;
 pub mod shared;

@@ -2,13 +2,19 @@ use anyhow::Context;
 use clap::Parser;
 use qbench_server::standalone::{serve_until_signal, Cli};
 
-#[tokio::main]
-async fn main() {
+fn main() {
+    // Before the runtime's threads exist: it may start the process again.
+    qbench_server::rep_movsb::at_start();
     let cli = Cli::parse();
     qbench_server::heap::keep_freed_memory();
-    let result = serve_until_signal(cli.server, &cli.cert_out, None)
-        .await
-        .context("qbench-server");
+    let result = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("qbench-server: starting the runtime")
+        .and_then(|rt| {
+            rt.block_on(serve_until_signal(cli.server, &cli.cert_out, None))
+                .context("qbench-server")
+        });
     if let Err(e) = result {
         eprintln!("error: {}", qbench_core::errors::one_line(e.as_ref()));
         std::process::exit(1);
