@@ -1,15 +1,16 @@
 //! glibc's `memcpy` at the size of TLS records, made as fast in every run as in the best one.
 //!
-//! glibc copies with `rep movsb` from 2112 bytes up on CPUs that advertise fast string moves
-//! (ERMS). On AMD family 0x19 cores (Zen 3, Zen 4) that instruction runs 30-40 times slower
-//! when the destination lies 1 to 15 bytes past the source modulo 4096: 2.2-2.8 GB/s instead of
-//! about 100 for 4-64 KiB copies, measured with glibc 2.36 on an AMD EPYC of that family (glibc
-//! bug 30994; later glibc stopped choosing `rep movsb` on those cores). Whether a TLS read
-//! path's two buffers sit that way is settled once per run by where the allocator put them, so
-//! qbench's HTTP/2 client took either 0.19-0.27 or 0.43-0.60 s of user CPU per GB, run by run,
-//! and no cost model could match both. The threshold is a glibc tunable read only when a process
-//! starts, so each binary starts itself once more with it raised past any copy a transfer makes
-//! ([`RAISED_TO`]), then puts `GLIBC_TUNABLES` back as it found it for the programs it runs.
+//! glibc (2.36 in Debian 12) copies with `rep movsb` from 2112 bytes up on CPUs with fast string
+//! moves (ERMS). On AMD cores that instruction can run 30-40 times slower when the destination lies
+//! 1 to 15 bytes past the source modulo 4096: 2.2-2.8 GB/s instead of about 100 for 4-64 KiB
+//! copies, measured on an AMD EPYC of family 0x19 (Zen 4). glibc bug 30994 is
+//! this; glibc since stops using `rep movsb` on AMD CPUs below its non-temporal threshold.
+//! Whether a TLS read path's two buffers sit that way is settled once per run by where the
+//! allocator put them, so qbench's HTTP/2 client took either 0.19-0.27 or 0.43-0.60 s of user
+//! CPU per GB, run by run, and no cost model could match both. The threshold is a glibc tunable
+//! read only when a process starts, so on AMD CPUs with ERMS each binary starts itself once more
+//! with it raised past any copy a transfer makes ([`RAISED_TO`]), as newer glibc would have it,
+//! then puts `GLIBC_TUNABLES` back as it found it for the programs it runs.
 //! `QBENCH_REP_MOVSB=keep` leaves glibc's choice alone.
 
 use std::sync::OnceLock;
@@ -35,9 +36,9 @@ pub struct Cpu {
 }
 
 impl Cpu {
-    /// Zen 3 and Zen 4 (family 0x19) with ERMS, the cores glibc bug 30994 is about.
+    /// AMD with ERMS: the CPUs on which newer glibc no longer uses `rep movsb`, for this.
     pub fn slows_on_page_aliasing(&self) -> bool {
-        self.vendor == "AuthenticAMD" && self.family == 0x19 && self.erms
+        self.vendor == "AuthenticAMD" && self.erms
     }
 }
 
