@@ -350,7 +350,7 @@ fn h3_data(c: &mut Criterion) {
 criterion_group!(benches, h2_data, h3_data);
 fn main() {
     // Copies as qbench's binaries make them, so the costs compare like for like.
-    qbench_server::rep_movsb::at_start();
+    qbench_server::rep_movsb::at_start_or_exit();
     benches();
     Criterion::default().configure_from_args().final_summary();
 }

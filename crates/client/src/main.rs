@@ -15,7 +15,7 @@ fn compare(args: qbench::cli::CompareArgs) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
-    qbench_server::rep_movsb::at_start();
+    qbench_server::rep_movsb::at_start_or_exit();
     let cli = Cli::parse();
     qbench_server::heap::keep_freed_memory();
     // Many connections need many descriptors; a failure only matters if they run out.

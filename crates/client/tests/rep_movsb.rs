@@ -66,3 +66,19 @@ fn a_threshold_the_user_set_is_theirs() {
         State::User("4096".into()).describe()
     );
 }
+
+#[test]
+fn a_value_that_is_neither_keep_nor_raise_is_refused_on_one_line() {
+    let out = Command::new(env!("CARGO_BIN_EXE_qbench"))
+        .arg("--help")
+        .env("QBENCH_REP_MOVSB", "off")
+        .output()
+        .expect("qbench runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "refused before anything else");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: QBENCH_REP_MOVSB: `off` is neither `keep` nor `raise`\n"
+    );
+    assert_eq!(threshold(&[("QBENCH_REP_MOVSB", "raise")]), threshold(&[]));
+}

@@ -4,7 +4,7 @@ use qbench_server::standalone::{serve_until_signal, Cli};
 
 fn main() {
     // Before the runtime's threads exist: it may start the process again.
-    qbench_server::rep_movsb::at_start();
+    qbench_server::rep_movsb::at_start_or_exit();
     let cli = Cli::parse();
     qbench_server::heap::keep_freed_memory();
     let result = tokio::runtime::Builder::new_multi_thread()

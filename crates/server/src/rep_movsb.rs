@@ -11,7 +11,8 @@
 //! read only when a process starts, so on AMD CPUs with ERMS each binary starts itself once more
 //! with it raised past any copy a transfer makes ([`RAISED_TO`]), as newer glibc would have it,
 //! then puts `GLIBC_TUNABLES` back as it found it for the programs it runs.
-//! `QBENCH_REP_MOVSB=keep` leaves glibc's choice alone.
+//! `QBENCH_REP_MOVSB=keep` leaves glibc's choice alone (`raise`, or unset, is the default;
+//! any other value is refused with a one-line error before the binary does anything else).
 
 use std::sync::OnceLock;
 
@@ -19,7 +20,7 @@ use std::sync::OnceLock;
 pub const TUNABLE: &str = "glibc.cpu.x86_rep_movsb_threshold";
 /// 16 MiB: above every copy a transfer makes, so they all take glibc's vector loops.
 pub const RAISED_TO: &str = "0x1000000";
-/// Set to `keep` to leave glibc's threshold as it is.
+/// Set to `keep` to leave glibc's threshold as it is, `raise` (the default) to raise it.
 pub const KEEP_VAR: &str = "QBENCH_REP_MOVSB";
 /// Carries `GLIBC_TUNABLES` as it was across the restart: `-` when it was unset, else `=` and
 /// its value.
@@ -121,6 +122,29 @@ impl State {
     }
 }
 
+/// What [`KEEP_VAR`] asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    Raise,
+    Keep,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{KEEP_VAR}: `{0}` is neither `keep` nor `raise`")]
+pub struct BadChoice(String);
+
+/// [`KEEP_VAR`]'s value; unset or empty is [`Choice::Raise`].
+pub fn parse_choice(value: Option<&std::ffi::OsStr>) -> Result<Choice, BadChoice> {
+    match value.map(|v| v.to_str()) {
+        None => Ok(Choice::Raise),
+        Some(Some("" | "raise")) => Ok(Choice::Raise),
+        Some(Some("keep")) => Ok(Choice::Keep),
+        Some(v) => Err(BadChoice(
+            v.unwrap_or("(not UTF-8)").chars().take(40).collect(),
+        )),
+    }
+}
+
 /// What a binary does at start.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Start {
@@ -129,19 +153,16 @@ pub enum Start {
     Stay(State),
 }
 
-/// `cpu` is `None` where `/proc/cpuinfo` could not be read; `restarted` is whether this
-/// process is the one started again.
-pub fn decide(cpu: Option<&Cpu>, tunables: Option<&str>, keep: bool, restarted: bool) -> Start {
-    if restarted {
-        return Start::Stay(State::Raised);
-    }
+/// For a process not yet started again; `cpu` is `None` where `/proc/cpuinfo` could not be
+/// read.
+pub fn decide(cpu: Option<&Cpu>, tunables: Option<&str>, choice: Choice) -> Start {
     if let Some(v) = tunables.and_then(tunable_in) {
         return Start::Stay(State::User(v.to_string()));
     }
     if !cpu.is_some_and(Cpu::slows_on_page_aliasing) {
         return Start::Stay(State::Default);
     }
-    if keep {
+    if choice == Choice::Keep {
         return Start::Stay(State::Kept);
     }
     Start::Restart(with_raised(tunables))
@@ -156,12 +177,23 @@ pub fn state() -> &'static State {
 
 /// Call first in `main`, before any thread exists (it changes the environment). May not
 /// return: the process then starts again, same pid, arguments and descriptors.
-pub fn at_start() {
-    let _ = STATE.set(settle());
+pub fn at_start() -> Result<(), BadChoice> {
+    let choice = parse_choice(std::env::var_os(KEEP_VAR).as_deref())?;
+    let _ = STATE.set(settle(choice));
+    Ok(())
+}
+
+/// [`at_start`] for a binary: a bad [`KEEP_VAR`] ends it with a one-line error and status 2,
+/// as a bad flag does.
+pub fn at_start_or_exit() {
+    if let Err(e) = at_start() {
+        eprintln!("error: {e}");
+        std::process::exit(2);
+    }
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu", target_arch = "x86_64"))]
-fn settle() -> State {
+fn settle(choice: Choice) -> State {
     if let Some(before) = std::env::var_os(BEFORE_VAR) {
         restore(&before);
         return State::Raised;
@@ -177,15 +209,14 @@ fn settle() -> State {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| parse_cpuinfo(&t).ok());
-    let keep = std::env::var_os(KEEP_VAR).is_some_and(|v| v == "keep");
-    match decide(cpu.as_ref(), tunables.as_deref(), keep, false) {
+    match decide(cpu.as_ref(), tunables.as_deref(), choice) {
         Start::Stay(s) => s,
         Start::Restart(new) => State::RestartFailed(restart(&new, tunables.as_deref()).to_string()),
     }
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu", target_arch = "x86_64")))]
-fn settle() -> State {
+fn settle(_: Choice) -> State {
     State::Default
 }
 

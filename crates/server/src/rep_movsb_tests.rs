@@ -93,35 +93,45 @@ fn raising_keeps_the_users_other_tunables() {
 fn restarts_only_an_affected_cpu_left_to_glibc() {
     let cpu = zen4();
     assert_eq!(
-        decide(Some(&cpu), None, false, false),
+        decide(Some(&cpu), None, Choice::Raise),
         Start::Restart(with_raised(None))
     );
     assert_eq!(
         decide(
             Some(&cpu),
             Some("glibc.cpu.x86_rep_movsb_threshold=1234"),
-            false,
-            false
+            Choice::Raise
         ),
         Start::Stay(State::User("1234".into()))
     );
     assert_eq!(
-        decide(Some(&cpu), None, true, false),
+        decide(Some(&cpu), None, Choice::Keep),
         Start::Stay(State::Kept)
     );
     assert_eq!(
-        decide(None, None, false, false),
+        decide(None, None, Choice::Raise),
         Start::Stay(State::Default)
     );
     let intel = parse_cpuinfo(&cpuinfo("GenuineIntel", "6", "erms fsrm")).unwrap();
     assert_eq!(
-        decide(Some(&intel), None, false, false),
+        decide(Some(&intel), None, Choice::Raise),
         Start::Stay(State::Default)
     );
-    // The restarted process never restarts again, whatever it finds.
+}
+
+#[test]
+fn the_variable_says_keep_or_raise_or_nothing() {
+    use std::ffi::OsStr;
+    assert_eq!(parse_choice(None), Ok(Choice::Raise));
+    assert_eq!(parse_choice(Some(OsStr::new(""))), Ok(Choice::Raise));
+    assert_eq!(parse_choice(Some(OsStr::new("raise"))), Ok(Choice::Raise));
+    assert_eq!(parse_choice(Some(OsStr::new("keep"))), Ok(Choice::Keep));
+    let bad = parse_choice(Some(OsStr::new("Keep")))
+        .unwrap_err()
+        .to_string();
     assert_eq!(
-        decide(Some(&cpu), None, false, true),
-        Start::Stay(State::Raised)
+        bad,
+        "QBENCH_REP_MOVSB: `Keep` is neither `keep` nor `raise`"
     );
 }
 
@@ -167,5 +177,14 @@ proptest! {
         }
         let raised = with_raised(Some(&text));
         prop_assert!(tunable_in(&raised).is_some());
+    }
+
+    #[test]
+    fn the_variable_is_a_choice_or_an_error(text in ".{0,60}") {
+        match parse_choice(Some(std::ffi::OsStr::new(&text))) {
+            Ok(Choice::Keep) => prop_assert_eq!(text.as_str(), "keep"),
+            Ok(Choice::Raise) => prop_assert!(text.is_empty() || text == "raise"),
+            Err(e) => prop_assert!(e.to_string().starts_with(KEEP_VAR)),
+        }
     }
 }

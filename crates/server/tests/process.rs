@@ -1,5 +1,5 @@
 //! `qbench-server` as a process: out of file descriptors, its open-file limit, and the
-//! certificate file it writes next to other people's files.
+//! certificate file it writes next to other people's files, and the environment it refuses.
 
 mod common;
 
@@ -211,4 +211,19 @@ fn two_servers_in_one_directory_keep_their_files_apart() {
     assert!(!path.exists(), "the second removed its own file");
     let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn a_bad_rep_movsb_choice_is_refused_on_one_line() {
+    let out = Command::new(BIN)
+        .arg("--help")
+        .env("QBENCH_REP_MOVSB", "no")
+        .output()
+        .expect("qbench-server runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "refused before anything else");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: QBENCH_REP_MOVSB: `no` is neither `keep` nor `raise`\n"
+    );
 }
