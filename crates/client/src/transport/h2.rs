@@ -12,6 +12,7 @@ use qbench_core::wire::{CONN_WINDOW, MAX_H2_FRAME, MAX_RESPONSE_HEADER_BYTES, ST
 use super::activity::{phases_while_moving, Activity, Phase};
 use super::streams::{OnWire, StreamFacts};
 use super::tcp::TlsTcp;
+use super::turns::{Turns, TURN_BYTES};
 use super::{step, BoxFuture, Connected, Exchange, FetchError, Sink, Transport};
 use crate::clock::Clock;
 
@@ -66,7 +67,7 @@ impl H2 {
                 .max_concurrent_reset_streams(1024)
                 .initial_max_send_streams(INITIAL_MAX_SEND_STREAMS)
                 .enable_push(false)
-                .handshake::<_, Bytes>(tls),
+                .handshake::<_, Bytes>(Turns::new(tls, TURN_BYTES)),
         )
         .await?;
         // Ends when the last handle is dropped (GOAWAY) or the connection fails; a failure

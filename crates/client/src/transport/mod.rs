@@ -11,6 +11,7 @@ pub(crate) mod mock;
 mod peer_params;
 pub(crate) mod streams;
 pub(crate) mod tcp;
+mod turns;
 
 use std::future::Future;
 use std::net::SocketAddr;
