@@ -43,8 +43,21 @@ fn stock_settings_record_nothing_and_batch_both_ways() {
         n(&c, "ack_frequency_received") + n(&s, "ack_frequency_received"),
         0
     );
-    // MTU discovery on loopback reaches quinn's default upper bound.
-    assert_eq!((n(&c, "mtu"), n(&s, "mtu")), (1452, 1452));
+    // MTU discovery on loopback climbs from 1200 towards quinn's default upper bound.
+    assert_discovered(&c, &s, 1200, 1452);
+}
+
+/// Both ends' path MTU climbed above `from` and stayed within `bound`. It need not reach
+/// `bound`: loopback drops datagrams when a receive buffer fills mid-transfer, and quinn ends
+/// its binary search below the bound when one probe is lost three times (CI saw 3956 of 4000).
+fn assert_discovered(c: &Value, s: &Value, from: u64, bound: u64) {
+    for (side, v) in [("client", c), ("server", s)] {
+        let mtu = n(v, "mtu");
+        assert!(
+            from < mtu && mtu <= bound,
+            "{side} mtu {mtu} not in ({from}, {bound}]"
+        );
+    }
 }
 
 #[test]
@@ -89,11 +102,11 @@ fn mtu_settings_decide_the_path_mtu() {
     assert_eq!((n(&c, "mtu"), n(&s, "mtu")), (1200, 1200));
     let (_, c, s) = run("mtu-discovery=off,initial-mtu=1400");
     assert_eq!((n(&c, "mtu"), n(&s, "mtu")), (1400, 1400));
-    // Loopback carries 64 KB: discovery climbs to the raised bound on both ends. (At 9000,
-    // quinn 0.11's server falls back to 1200 unless gso=off.)
+    // Loopback carries 64 KB: discovery climbs past the default bound towards the raised one
+    // on both ends. (At 9000, quinn 0.11's server falls back to 1200 unless gso=off.)
     let (config, c, s) = run("max-udp-payload=4000");
     assert_eq!(config, serde_json::json!({"max_udp_payload": 4000}));
-    assert_eq!((n(&c, "mtu"), n(&s, "mtu")), (4000, 4000));
+    assert_discovered(&c, &s, 1452, 4000);
     assert!(n(&c, "rx_datagrams") < 3_000_000 / 1452, "{c}");
 }
 
