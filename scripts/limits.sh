@@ -109,9 +109,11 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 
 # 3. 10000 x 1 KB over one connection, 100 and 256 requests at once: h2load vs qbench h2, same
-# server, rounds interleaved; qbench h3 beside them (Debian's h2load has no HTTP/3).
+# server, rounds interleaved; qbench h3 beside them (Debian's h2load has no HTTP/3). Each
+# client has one thread and the server one worker (one connection keeps only one busy), as
+# the in-process server above: a second worker would share a core with the client.
 target/release/qbench-server --listen 127.0.0.1:4399 --protocols h2,h3 --cert-out "$tmp/cert.pem" \
-  --sample-interval 0s 2>"$tmp/server.log" &
+  --sample-interval 0s --threads 1 2>"$tmp/server.log" &
 server_pid=$!
 for _ in $(seq 50); do [ -f "$tmp/cert.pem" ] && break; sleep 0.1; done
 objects_per_s() { # FILE: median objects/s over runs (from connecting to the last byte)

@@ -12,7 +12,7 @@ use qbench_core::{ByteSize, CcAlgo, Protocol, Workload};
 
 use crate::config::{LinkChoice, TargetArgs};
 use crate::load_flags::LoadArgs;
-use qbench_server::standalone::CertOut;
+use qbench_server::standalone::{CertOut, Threads};
 use qbench_server::ServerOptions;
 use qbench_shaper::{BackendChoice, Offloads};
 
@@ -171,6 +171,9 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub cert_out: CertOut,
+
+    #[command(flatten)]
+    pub threads: Threads,
 }
 
 #[derive(Debug, Clone, Args)]

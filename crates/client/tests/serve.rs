@@ -12,7 +12,8 @@ use common::{assert_complete, qbench, Served};
 fn serve_then_benchmark_by_target_and_ca() {
     let dir = tempfile::tempdir().unwrap();
     let cert = dir.path().join("cert.pem");
-    let server = Served::start(&[], &cert);
+    // One worker serves all three protocols.
+    let server = Served::start(&["--threads", "1"], &cert);
     assert!(cert.exists(), "certificate written");
     let target = server.target.clone();
     for proto in ["h3", "h2", "h1"] {
@@ -35,6 +36,20 @@ fn serve_then_benchmark_by_target_and_ca() {
     }
     assert!(server.stop(), "clean exit on SIGTERM");
     assert!(!cert.exists(), "certificate removed on exit");
+}
+
+#[test]
+fn a_thread_count_out_of_range_is_refused_naming_the_flag() {
+    for bad in ["0", "1025"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_qbench"))
+            .args(["serve", "--threads", bad])
+            .output()
+            .expect("qbench runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        let first = stderr.lines().next().unwrap_or_default();
+        assert!(first.contains("--threads"), "{stderr}");
+    }
 }
 
 #[test]

@@ -7,9 +7,9 @@ fn main() {
     qbench_server::rep_movsb::at_start_or_exit();
     let cli = Cli::parse();
     qbench_server::heap::keep_freed_memory();
-    let result = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+    let result = cli
+        .threads
+        .runtime()
         .context("qbench-server: starting the runtime")
         .and_then(|rt| {
             rt.block_on(serve_until_signal(cli.server, &cli.cert_out, None))

@@ -28,6 +28,31 @@ pub struct CertOut {
     pub force: bool,
 }
 
+/// How many threads serve. One per side is what a single-connection benchmark on a small
+/// machine wants: a second worker of a server that can only keep one busy shares a core
+/// with the client instead (measured in the README).
+#[derive(Debug, Clone, Args)]
+pub struct Threads {
+    /// Worker threads of the server's runtime; connections spread over them [default: one
+    /// per CPU, or TOKIO_WORKER_THREADS]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=MAX_THREADS))]
+    pub threads: Option<u16>,
+}
+
+/// More workers than this is a typo, not a machine.
+pub const MAX_THREADS: i64 = 1024;
+
+impl Threads {
+    /// The multi-threaded runtime `--threads` asks for.
+    pub fn runtime(&self) -> io::Result<tokio::runtime::Runtime> {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        if let Some(n) = self.threads {
+            b.worker_threads(usize::from(n));
+        }
+        b.enable_all().build()
+    }
+}
+
 /// The certificate file this server wrote. It is removed when the server stops (a generated
 /// certificate is worthless once its key is gone), but only if it is still the very file this
 /// server wrote: another server, or the user, may have replaced it since.
@@ -175,4 +200,46 @@ pub struct Cli {
 
     #[command(flatten)]
     pub cert_out: CertOut,
+
+    #[command(flatten)]
+    pub threads: Threads,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn parse(threads: &str) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(["qbench-server".to_string(), format!("--threads={threads}")])
+    }
+
+    #[test]
+    fn threads_set_the_runtime_workers() {
+        for n in [1, 3] {
+            let cli = parse(&n.to_string()).unwrap();
+            let rt = cli.threads.runtime().unwrap();
+            assert_eq!(rt.metrics().num_workers(), n);
+        }
+        let none = Cli::try_parse_from(["qbench-server"]).unwrap();
+        assert_eq!(none.threads.threads, None);
+    }
+
+    #[test]
+    fn bad_thread_counts_are_refused_naming_the_flag() {
+        for bad in ["0", "1025", "-1", "two", ""] {
+            let e = parse(bad).err().unwrap_or_else(|| panic!("{bad} accepted"));
+            assert!(e.to_string().contains("--threads"), "{bad}: {e}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn threads_parse_to_a_count_or_an_error(s in "\\PC{0,8}") {
+            if let Ok(cli) = parse(&s) {
+                let n = i64::from(cli.threads.threads.unwrap());
+                prop_assert!((1..=MAX_THREADS).contains(&n));
+            }
+        }
+    }
 }
