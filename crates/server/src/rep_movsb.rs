@@ -31,7 +31,6 @@ const UNSET: &str = "-";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cpu {
     pub vendor: String,
-    pub family: u32,
     /// Enhanced `rep movsb`: glibc uses the instruction only when this is set.
     pub erms: bool,
 }
@@ -47,8 +46,6 @@ impl Cpu {
 pub enum CpuInfoError {
     #[error("/proc/cpuinfo: no `{0}` line for the first CPU")]
     Missing(&'static str),
-    #[error("/proc/cpuinfo: `cpu family` is `{0}`, not a number")]
-    BadFamily(String),
 }
 
 /// Reads the first CPU's block of `/proc/cpuinfo`.
@@ -63,12 +60,8 @@ pub fn parse_cpuinfo(text: &str) -> Result<Cpu, CpuInfoError> {
             })
             .ok_or(CpuInfoError::Missing(name))
     };
-    let family = field("cpu family")?;
     Ok(Cpu {
         vendor: field("vendor_id")?.to_string(),
-        family: family
-            .parse()
-            .map_err(|_| CpuInfoError::BadFamily(family.chars().take(40).collect()))?,
         erms: field("flags")?.split_whitespace().any(|f| f == "erms"),
     })
 }
