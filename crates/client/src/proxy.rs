@@ -150,7 +150,11 @@ pub fn summary(stats: &RelayStats) -> String {
 
 /// `qbench proxy ARGS`: relays until SIGINT or SIGTERM.
 pub fn proxy(args: ProxyArgs) -> anyhow::Result<()> {
-    let rt = crate::app::runtime(2, None)?;
+    let rt = args
+        .serve
+        .threads
+        .runtime()
+        .context("qbench proxy: starting the runtime")?;
     rt.block_on(async {
         let up = upstream(&args).await?;
         let stats = up.stats.clone();

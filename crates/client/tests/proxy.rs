@@ -9,6 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{assert_complete, qbench, Served};
+use qbench_server::standalone::WORKER_NAME;
 
 /// An origin and a proxy in front of it, relaying over `upstream`.
 fn chain(dir: &Path, upstream: &str) -> (Served, Served, PathBuf) {
@@ -25,8 +26,16 @@ fn chain(dir: &Path, upstream: &str) -> (Served, Served, PathBuf) {
             origin_cert.to_str().unwrap(),
             "--upstream-proto",
             upstream,
+            "--threads",
+            "7",
         ],
         &proxy_cert,
+    );
+    // Seven workers, and at most one thread of tokio's blocking pool (it resolved localhost).
+    let named = proxy.threads_named(WORKER_NAME);
+    assert!(
+        (7..=8).contains(&named),
+        "{named} threads named {WORKER_NAME}"
     );
     (origin, proxy, proxy_cert)
 }

@@ -42,6 +42,9 @@ pub struct Threads {
 /// More workers than this is a typo, not a machine.
 pub const MAX_THREADS: i64 = 1024;
 
+/// The name of the runtime's threads (tokio gives its blocking pool the same one).
+pub const WORKER_NAME: &str = "qbench-worker";
+
 impl Threads {
     /// The multi-threaded runtime `--threads` asks for.
     pub fn runtime(&self) -> io::Result<tokio::runtime::Runtime> {
@@ -49,7 +52,7 @@ impl Threads {
         if let Some(n) = self.threads {
             b.worker_threads(usize::from(n));
         }
-        b.enable_all().build()
+        b.thread_name(WORKER_NAME).enable_all().build()
     }
 }
 

@@ -225,6 +225,17 @@ impl Served {
         }
     }
 
+    /// How many of the process's threads carry `name`.
+    #[allow(dead_code)]
+    pub(crate) fn threads_named(&self, name: &str) -> usize {
+        let dir = format!("/proc/{}/task", self.child.id());
+        std::fs::read_dir(dir)
+            .expect("the server's threads")
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .filter(|comm| comm.trim_end() == name)
+            .count()
+    }
+
     /// Stops the server; true if it exited cleanly.
     pub(crate) fn stop(self) -> bool {
         self.stop_with_output().0
