@@ -17,6 +17,17 @@ use crate::shared::Stats;
 /// doubles, so a long-lived connection costs at most this many samples (about 1.5 MB).
 pub const KEPT_SAMPLES: usize = 8192;
 
+/// Samples per second all of a server's samplers take together. Each sample reads the
+/// connection's state under its lock: at 10,000 QUIC connections sampled every 10 ms, the
+/// samplers took 60% of the server's CPU, and under CPU contention the rest starved.
+pub const SAMPLES_PER_S: u64 = 20_000;
+
+/// How long a sampler whose own interval is `own_us` waits while `samplers` are running: its
+/// interval, or longer once the samplers together would pass [`SAMPLES_PER_S`].
+pub fn budget_wait_us(own_us: u64, samplers: usize) -> u64 {
+    own_us.max((samplers as u64).saturating_mul(1_000_000) / SAMPLES_PER_S)
+}
+
 /// TCP reports an unset ssthresh as this many segments.
 const TCP_INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
 
@@ -89,7 +100,7 @@ impl ConnTelemetry {
             return None;
         }
         if let Some(s) = self.sample() {
-            self.record(s);
+            self.record(s, None);
         }
         let json = {
             let mut tl = self.timeline.lock().expect("timeline lock");
@@ -108,7 +119,9 @@ impl ConnTelemetry {
         }))
     }
 
-    fn record(&self, (s, cap): (CcSample, Option<u64>)) {
+    /// Adds a sample; `waited` is how long the sampler waited for it, which the timeline's
+    /// interval then says (a fetch's extra sample has none).
+    fn record(&self, (s, cap): (CcSample, Option<u64>), waited: Option<u64>) {
         let mut tl = self.timeline.lock().expect("timeline lock");
         if cap.is_some() {
             tl.cwnd_cap_bytes = cap;
@@ -119,9 +132,14 @@ impl ConnTelemetry {
                 i += 1;
                 i % 2 == 1
             });
-            tl.interval_us = tl.interval_us.saturating_mul(2);
-            self.interval_us.store(tl.interval_us, Ordering::Relaxed);
+            let own = self.interval_us.load(Ordering::Relaxed).saturating_mul(2);
+            self.interval_us.store(own, Ordering::Relaxed);
         }
+        let own = self.interval_us.load(Ordering::Relaxed);
+        tl.interval_us = match waited {
+            Some(w) => own.max(w),
+            None => own.max(tl.interval_us),
+        };
         tl.push(s);
     }
 
@@ -129,11 +147,12 @@ impl ConnTelemetry {
         let me = Arc::downgrade(self);
         stats.samplers.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
-            while let Some(interval) = me.upgrade().map(|t| t.interval_us.load(Ordering::Relaxed)) {
-                tokio::time::sleep(Duration::from_micros(interval)).await;
+            while let Some(own) = me.upgrade().map(|t| t.interval_us.load(Ordering::Relaxed)) {
+                let wait = budget_wait_us(own, stats.samplers.load(Ordering::Relaxed));
+                tokio::time::sleep(Duration::from_micros(wait)).await;
                 let Some(t) = me.upgrade() else { break };
                 match t.sample() {
-                    Some(s) => t.record(s),
+                    Some(s) => t.record(s, Some(wait)),
                     None => break,
                 }
             }
@@ -296,7 +315,7 @@ mod tests {
         // Fed as the sampler feeds it: one sample per current interval.
         let mut now = 0;
         for _ in 0..4 * KEPT_SAMPLES {
-            t.record(sample(now));
+            t.record(sample(now), None);
             now += t.interval_us.load(Ordering::Relaxed);
         }
         let tl = t.timeline.lock().unwrap();
@@ -312,9 +331,53 @@ mod tests {
     }
 
     #[test]
+    fn many_samplers_share_a_budget() {
+        assert_eq!(budget_wait_us(10_000, 1), 10_000);
+        assert_eq!(
+            budget_wait_us(10_000, 200),
+            10_000,
+            "200 at 10 ms is the budget"
+        );
+        assert_eq!(budget_wait_us(10_000, 201), 10_050);
+        assert_eq!(budget_wait_us(10_000, 10_000), 500_000);
+        assert_eq!(budget_wait_us(0, usize::MAX), u64::MAX / SAMPLES_PER_S);
+    }
+
+    #[test]
+    fn the_timeline_says_how_far_apart_its_samples_are() {
+        let t = closed_tcp();
+        t.record(sample(0), Some(500_000));
+        assert_eq!(t.timeline.lock().unwrap().interval_us, 500_000);
+        t.record(sample(500_000), Some(10_000));
+        assert_eq!(
+            t.timeline.lock().unwrap().interval_us,
+            10_000,
+            "the budget eased"
+        );
+        // A fetch's extra sample changes nothing.
+        t.record(sample(505_000), None);
+        assert_eq!(t.timeline.lock().unwrap().interval_us, 10_000);
+        assert_eq!(
+            t.interval_us.load(Ordering::Relaxed),
+            10_000,
+            "its own interval stays"
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_budget_never_shortens_the_interval(own in 0u64..u64::MAX / 2, n in 0usize..1_000_000) {
+            let w = budget_wait_us(own, n);
+            proptest::prop_assert!(w >= own);
+            proptest::prop_assert!(w <= own.max(n as u64 * 1_000_000 / SAMPLES_PER_S));
+            proptest::prop_assert!(n as u64 * 1_000_000 / w.max(1) <= SAMPLES_PER_S || w == own);
+        }
+    }
+
+    #[test]
     fn one_body_exists_at_a_time() {
         let t = closed_tcp();
-        t.record(sample(1));
+        t.record(sample(1), None);
         let first = t.body().expect("the first body");
         assert!(t.body().is_none(), "a second while the first lives");
         let slice = first.slice(1..);
