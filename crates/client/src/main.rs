@@ -21,18 +21,14 @@ fn main() -> ExitCode {
     // Many connections need many descriptors; a failure only matters if they run out.
     let _ = qbench_server::fdlimit::raise_fd_limit();
     let result = match cli.command {
-        Some(Command::Serve(s)) => s
-            .threads
-            .runtime()
-            .context("qbench serve: starting the runtime")
-            .and_then(|rt| {
-                rt.block_on(qbench_server::standalone::serve_until_signal(
-                    s.server,
-                    &s.cert_out,
-                    None,
-                ))
-                .context("qbench serve")
-            }),
+        Some(Command::Serve(s)) => s.threads.runtime().context("qbench serve").and_then(|rt| {
+            rt.block_on(qbench_server::standalone::serve_until_signal(
+                s.server,
+                &s.cert_out,
+                None,
+            ))
+            .context("qbench serve")
+        }),
         Some(Command::Proxy(p)) => qbench::proxy::proxy(*p),
         Some(Command::Compare(c)) => compare(*c),
         Some(Command::Sweep(s)) => qbench::sweep::sweep(s),

@@ -150,11 +150,7 @@ pub fn summary(stats: &RelayStats) -> String {
 
 /// `qbench proxy ARGS`: relays until SIGINT or SIGTERM.
 pub fn proxy(args: ProxyArgs) -> anyhow::Result<()> {
-    let rt = args
-        .serve
-        .threads
-        .runtime()
-        .context("qbench proxy: starting the runtime")?;
+    let rt = args.serve.threads.runtime().context("qbench proxy")?;
     rt.block_on(async {
         let up = upstream(&args).await?;
         let stats = up.stats.clone();

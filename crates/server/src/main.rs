@@ -10,7 +10,7 @@ fn main() {
     let result = cli
         .threads
         .runtime()
-        .context("qbench-server: starting the runtime")
+        .context("qbench-server")
         .and_then(|rt| {
             rt.block_on(serve_until_signal(cli.server, &cli.cert_out, None))
                 .context("qbench-server")

@@ -23,7 +23,8 @@ pub struct Stats {
     pub idle_closes: AtomicU64,
     /// Connections holding a slot now.
     pub open: AtomicUsize,
-    /// Telemetry samplers running now: one per connection past its handshake.
+    /// Connections being sampled now: one per connection past its handshake, until its
+    /// telemetry is dropped.
     pub samplers: AtomicUsize,
     /// Telemetry requests answered 429 because one was already in flight on the connection.
     pub telemetry_busy: AtomicU64,

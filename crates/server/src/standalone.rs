@@ -45,14 +45,39 @@ pub const MAX_THREADS: i64 = 1024;
 /// The name of the runtime's threads (tokio gives its blocking pool the same one).
 pub const WORKER_NAME: &str = "qbench-worker";
 
+/// The variable tokio reads for its worker count when none is given.
+pub const THREADS_ENV: &str = "TOKIO_WORKER_THREADS";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ThreadsError {
+    #[error("{THREADS_ENV}: `{0}` is not a number of threads from 1 to {MAX_THREADS}")]
+    BadEnv(String),
+    #[error("starting the runtime: {0}")]
+    Runtime(#[from] io::Error),
+}
+
+/// The worker count `TOKIO_WORKER_THREADS` gives, read here because tokio panics on a bad one.
+pub fn threads_from_env(value: Option<&std::ffi::OsStr>) -> Result<Option<u16>, ThreadsError> {
+    let Some(v) = value else { return Ok(None) };
+    let text = v.to_string_lossy();
+    match text.trim().parse::<u16>() {
+        Ok(n) if n >= 1 && i64::from(n) <= MAX_THREADS => Ok(Some(n)),
+        _ => Err(ThreadsError::BadEnv(text.chars().take(40).collect())),
+    }
+}
+
 impl Threads {
-    /// The multi-threaded runtime `--threads` asks for.
-    pub fn runtime(&self) -> io::Result<tokio::runtime::Runtime> {
+    /// The multi-threaded runtime `--threads` (or `TOKIO_WORKER_THREADS`) asks for.
+    pub fn runtime(&self) -> Result<tokio::runtime::Runtime, ThreadsError> {
         let mut b = tokio::runtime::Builder::new_multi_thread();
-        if let Some(n) = self.threads {
+        let n = match self.threads {
+            Some(n) => Some(n),
+            None => threads_from_env(std::env::var_os(THREADS_ENV).as_deref())?,
+        };
+        if let Some(n) = n {
             b.worker_threads(usize::from(n));
         }
-        b.thread_name(WORKER_NAME).enable_all().build()
+        Ok(b.thread_name(WORKER_NAME).enable_all().build()?)
     }
 }
 
@@ -236,7 +261,30 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_environment_gives_a_count_or_a_one_line_error() {
+        use std::ffi::OsStr;
+        assert_eq!(threads_from_env(None).unwrap(), None);
+        assert_eq!(threads_from_env(Some(OsStr::new("3"))).unwrap(), Some(3));
+        for bad in ["0", "1025", "abc", "", "-2", "100000"] {
+            let e = threads_from_env(Some(OsStr::new(bad)))
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("TOKIO_WORKER_THREADS: `"), "{e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
     proptest! {
+        #[test]
+        fn the_environment_is_a_count_or_an_error(s in "\\PC{0,12}") {
+            match threads_from_env(Some(std::ffi::OsStr::new(&s))) {
+                Ok(Some(n)) => prop_assert!((1..=MAX_THREADS).contains(&i64::from(n))),
+                Ok(None) => prop_assert!(false, "a value gives a count or an error"),
+                Err(e) => prop_assert!(e.to_string().starts_with(THREADS_ENV)),
+            }
+        }
+
         #[test]
         fn threads_parse_to_a_count_or_an_error(s in "\\PC{0,8}") {
             if let Ok(cli) = parse(&s) {

@@ -4,7 +4,7 @@
 
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -47,6 +47,16 @@ pub struct ConnTelemetry {
     busy: Arc<AtomicBool>,
     /// QUIC counters at the last telemetry fetch.
     quic_reported: Mutex<qbench_core::quic_knobs::QuicStats>,
+    /// The server's counters, once a sampler counts this connection in `samplers`.
+    counted: OnceLock<Arc<Stats>>,
+}
+
+impl Drop for ConnTelemetry {
+    fn drop(&mut self) {
+        if let Some(stats) = self.counted.get() {
+            stats.samplers.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
 }
 
 impl ConnTelemetry {
@@ -62,6 +72,7 @@ impl ConnTelemetry {
             interval_us: AtomicU64::new(interval.as_micros() as u64),
             busy: Arc::default(),
             quic_reported: Mutex::default(),
+            counted: OnceLock::new(),
             started: Instant::now(),
             timeline: Mutex::new(Timeline {
                 transport: transport.into(),
@@ -100,7 +111,7 @@ impl ConnTelemetry {
             return None;
         }
         if let Some(s) = self.sample() {
-            self.record(s, None);
+            self.record(s);
         }
         let json = {
             let mut tl = self.timeline.lock().expect("timeline lock");
@@ -119,9 +130,7 @@ impl ConnTelemetry {
         }))
     }
 
-    /// Adds a sample; `waited` is how long the sampler waited for it, which the timeline's
-    /// interval then says (a fetch's extra sample has none).
-    fn record(&self, (s, cap): (CcSample, Option<u64>), waited: Option<u64>) {
+    fn record(&self, (s, cap): (CcSample, Option<u64>)) {
         let mut tl = self.timeline.lock().expect("timeline lock");
         if cap.is_some() {
             tl.cwnd_cap_bytes = cap;
@@ -132,19 +141,21 @@ impl ConnTelemetry {
                 i += 1;
                 i % 2 == 1
             });
-            let own = self.interval_us.load(Ordering::Relaxed).saturating_mul(2);
-            self.interval_us.store(own, Ordering::Relaxed);
+            tl.interval_us = tl.interval_us.saturating_mul(2);
+            self.interval_us.store(tl.interval_us, Ordering::Relaxed);
         }
-        let own = self.interval_us.load(Ordering::Relaxed);
-        tl.interval_us = match waited {
-            Some(w) => own.max(w),
-            None => own.max(tl.interval_us),
-        };
         tl.push(s);
     }
 
+    /// Samples every interval, or less often while many connections are sampled (see
+    /// [`SAMPLES_PER_S`]); the samples' timestamps show the spacing. The count drops when this
+    /// telemetry does, not when the sampler next wakes: a closed connection's sampler may
+    /// sleep a long wait, and must not stretch everyone else's meanwhile.
     fn spawn_sampler(self: &Arc<Self>, stats: Arc<Stats>) {
         let me = Arc::downgrade(self);
+        if self.counted.set(stats.clone()).is_err() {
+            return;
+        }
         stats.samplers.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
             while let Some(own) = me.upgrade().map(|t| t.interval_us.load(Ordering::Relaxed)) {
@@ -152,11 +163,10 @@ impl ConnTelemetry {
                 tokio::time::sleep(Duration::from_micros(wait)).await;
                 let Some(t) = me.upgrade() else { break };
                 match t.sample() {
-                    Some(s) => t.record(s, Some(wait)),
+                    Some(s) => t.record(s),
                     None => break,
                 }
             }
-            stats.samplers.fetch_sub(1, Ordering::Relaxed);
         });
     }
 
@@ -315,7 +325,7 @@ mod tests {
         // Fed as the sampler feeds it: one sample per current interval.
         let mut now = 0;
         for _ in 0..4 * KEPT_SAMPLES {
-            t.record(sample(now), None);
+            t.record(sample(now));
             now += t.interval_us.load(Ordering::Relaxed);
         }
         let tl = t.timeline.lock().unwrap();
@@ -343,25 +353,30 @@ mod tests {
         assert_eq!(budget_wait_us(0, usize::MAX), u64::MAX / SAMPLES_PER_S);
     }
 
-    #[test]
-    fn the_timeline_says_how_far_apart_its_samples_are() {
-        let t = closed_tcp();
-        t.record(sample(0), Some(500_000));
-        assert_eq!(t.timeline.lock().unwrap().interval_us, 500_000);
-        t.record(sample(500_000), Some(10_000));
+    /// A sampler counts while its connection's telemetry lives, however long it sleeps.
+    #[tokio::test(start_paused = true)]
+    async fn the_count_drops_with_the_telemetry_not_with_the_sampler() {
+        let stats = Arc::new(Stats::default());
+        let (a, b) = (closed_tcp(), closed_tcp());
+        a.spawn_sampler(stats.clone());
+        a.spawn_sampler(stats.clone());
+        b.spawn_sampler(stats.clone());
         assert_eq!(
-            t.timeline.lock().unwrap().interval_us,
-            10_000,
-            "the budget eased"
+            stats.samplers.load(Ordering::Relaxed),
+            2,
+            "one per connection"
         );
-        // A fetch's extra sample changes nothing.
-        t.record(sample(505_000), None);
-        assert_eq!(t.timeline.lock().unwrap().interval_us, 10_000);
+        drop(a);
         assert_eq!(
-            t.interval_us.load(Ordering::Relaxed),
-            10_000,
-            "its own interval stays"
+            stats.samplers.load(Ordering::Relaxed),
+            1,
+            "before its sampler wakes"
         );
+        drop(b);
+        assert_eq!(stats.samplers.load(Ordering::Relaxed), 0);
+        // The sleeping samplers then find their telemetry gone and end.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(stats.samplers.load(Ordering::Relaxed), 0);
     }
 
     proptest::proptest! {
@@ -377,7 +392,7 @@ mod tests {
     #[test]
     fn one_body_exists_at_a_time() {
         let t = closed_tcp();
-        t.record(sample(1), None);
+        t.record(sample(1));
         let first = t.body().expect("the first body");
         assert!(t.body().is_none(), "a second while the first lives");
         let slice = first.slice(1..);
