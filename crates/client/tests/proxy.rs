@@ -32,7 +32,7 @@ fn chain(dir: &Path, upstream: &str) -> (Served, Served, PathBuf) {
         &proxy_cert,
     );
     // Seven workers, and at most one thread of tokio's blocking pool (it resolved localhost).
-    let named = proxy.threads_named(WORKER_NAME);
+    let named = proxy.threads_named(WORKER_NAME, 7);
     assert!(
         (7..=8).contains(&named),
         "{named} threads named {WORKER_NAME}"

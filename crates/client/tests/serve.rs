@@ -16,7 +16,7 @@ fn serve_then_benchmark_by_target_and_ca() {
     // One worker serves all three protocols.
     let server = Served::start(&["--threads", "1"], &cert);
     assert!(cert.exists(), "certificate written");
-    assert_eq!(server.threads_named(WORKER_NAME), 1);
+    assert_eq!(server.threads_named(WORKER_NAME, 1), 1);
     let target = server.target.clone();
     for proto in ["h3", "h2", "h1"] {
         let r = qbench(&[

@@ -225,15 +225,25 @@ impl Served {
         }
     }
 
-    /// How many of the process's threads carry `name`.
+    /// How many of the process's threads carry `name`, once at least `least` do (a new thread
+    /// names itself only once it runs: waits at most 5 s) and 200 ms later, to see no more come.
     #[allow(dead_code)]
-    pub(crate) fn threads_named(&self, name: &str) -> usize {
-        let dir = format!("/proc/{}/task", self.child.id());
-        std::fs::read_dir(dir)
-            .expect("the server's threads")
-            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-            .filter(|comm| comm.trim_end() == name)
-            .count()
+    pub(crate) fn threads_named(&self, name: &str, least: usize) -> usize {
+        let count = || {
+            std::fs::read_dir(format!("/proc/{}/task", self.child.id()))
+                .expect("the server's threads")
+                .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .filter(|comm| comm.trim_end() == name)
+                .count()
+        };
+        for _ in 0..100 {
+            if count() >= least {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        count()
     }
 
     /// Stops the server; true if it exited cleanly.
