@@ -84,8 +84,8 @@ pub fn time_bar(total_ms: u64) -> ProgressBar {
     bar
 }
 
-/// `qbench [flags]`: builds the link and server, runs, and tears everything down; SIGINT
-/// stops it cleanly.
+/// `qbench [flags]`: builds the link and server, runs, and tears everything down; SIGINT,
+/// SIGTERM and SIGHUP stop it cleanly.
 pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
     let plan = RunPlan::from_args(&args)?;
     let cfg = &plan.cfg;
@@ -102,20 +102,22 @@ pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
     let prepared = Prepared::new(&[cfg])?;
     let rt = runtime(cfg.spec().client_threads, prepared.cpu.as_ref())?;
     let command: Vec<String> = std::env::args().collect();
-    // Before the first run, SIGINT drops everything; once runs started, the run loop takes it
-    // and still writes the report (`aborted` says why), and a second SIGINT drops everything.
+    // Before the first run, a stopping signal (SIGINT, SIGTERM, SIGHUP) drops everything;
+    // once runs started, the run loop takes it and still writes the report (`aborted` says
+    // why), and a second one drops everything.
     let runs_started = AtomicBool::new(false);
     let outcome = rt.block_on(async {
         tokio::select! {
             r = run(&plan, command, &prepared, &runs_started) => r,
-            () = async {
+            sig = async {
+                let mut signals = crate::interrupt::Listener::new();
                 loop {
-                    crate::interrupt::sigint().await;
+                    let sig = signals.next().await;
                     if !runs_started.swap(false, Ordering::Relaxed) {
-                        break;
+                        break sig;
                     }
                 }
-            } => Err(anyhow::anyhow!("interrupted")),
+            } => Err(anyhow::anyhow!("interrupted ({})", crate::interrupt::name(sig))),
         }
     });
     rt.shutdown_timeout(Duration::from_secs(1));
@@ -282,23 +284,32 @@ pub async fn run(
     if let Some(b) = &plan.barrier {
         side.start = Some(crate::fleet::wait(b).await);
     }
+    let mut signals = crate::interrupt::Listener::new();
+    // The signal that stopped a held load, whose run still ends and is reported.
+    let mut stopped_by = None;
     runs_started.store(true, Ordering::Relaxed);
     for i in 0..spec.runs {
         run_index.store(i, Ordering::Relaxed);
-        let interrupted = format!("interrupted (SIGINT) during run {i}");
-        // A held load stops starting requests at SIGINT and ends with those in flight, so
-        // the run so far is reported; any other run is dropped at once.
+        let interrupted = |sig: i32| {
+            format!(
+                "interrupted ({}) during run {i}",
+                crate::interrupt::name(sig)
+            )
+        };
+        // A held load stops starting requests at a stopping signal and ends with those in
+        // flight, so the run so far is reported; any other run is dropped at once.
         let ended = {
             let fut = side.run(i, &bar);
             tokio::pin!(fut);
             loop {
                 tokio::select! {
                     r = &mut fut => break Some(abort_reason(r)),
-                    _ = tokio::signal::ctrl_c() => {
-                        aborted = Some(interrupted.clone());
+                    sig = signals.next() => {
+                        aborted = Some(interrupted(sig));
                         if spec.load.is_none() || stop.is_set() {
                             break None;
                         }
+                        stopped_by = Some(sig);
                         stop.stop();
                     }
                 }
@@ -307,8 +318,8 @@ pub async fn run(
         let Some(reason) = ended else {
             break;
         };
-        let stop_reason = reason.or_else(|| stop.is_set().then(|| interrupted.clone()));
-        if let Some(Dest::File(path)) = &json {
+        let stop_reason = reason.or_else(|| stopped_by.map(interrupted));
+        if let Some(path) = json.as_ref().and_then(Dest::rewritable) {
             // The final write tries again (and keeps the data elsewhere if it fails too).
             if let Err(e) = write_json(&Dest::File(path.clone()), &side.report(expected, None)?) {
                 crate::tell!("warning: {e:#}");
@@ -356,7 +367,8 @@ pub async fn run(
         spec.connections,
         spec.runs
     );
-    print_text(&summary(&report, &headline), json.as_ref());
+    let stdout_taken = plan.outputs.takes_stdout().then_some(Dest::Stdout);
+    print_text(&summary(&report, &headline), stdout_taken.as_ref());
     // After the summary: if writing fails, the numbers were at least shown.
     if let Some(dest) = &json {
         write_json(dest, &report)?;

@@ -1,6 +1,8 @@
 //! Command-line flags as typed by the user; `config` turns them into a validated `Config`.
 
 use std::path::PathBuf;
+
+pub use crate::outputs::Outputs;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -401,52 +403,6 @@ pub(crate) fn parse_side_cpu(s: &str) -> Result<CpuQuota, String> {
     CpuQuota::parse(s, crate::client_cpu::cores())
 }
 
-/// Where a command writes what it measured; not part of what is measured.
-#[derive(Debug, Clone, Default)]
-pub struct Outputs {
-    /// `--json`: a file, or `-` for stdout.
-    pub json: Option<String>,
-    pub state_graph: Option<PathBuf>,
-    pub plot: Option<PathBuf>,
-    pub hgrm: Option<PathBuf>,
-    pub log_requests: Option<PathBuf>,
-    /// `--json-stream`: a file, or `-` for stdout.
-    pub json_stream: Option<String>,
-}
-
-impl Outputs {
-    /// Every output file can be written, checked before the first run.
-    pub fn check_writable(&self) -> Result<(), crate::config::ConfigError> {
-        use crate::export::check_writable;
-        if let Some(j) = self.json.as_deref().filter(|j| *j != "-") {
-            check_writable("--json", std::path::Path::new(j))?;
-        }
-        if let Some(p) = &self.state_graph {
-            check_writable("--state-graph", p)?;
-        }
-        if let Some(p) = &self.plot {
-            check_writable("--plot", p)?;
-        }
-        if let Some(p) = &self.hgrm {
-            check_writable("--hgrm", p)?;
-        }
-        if let Some(p) = &self.log_requests {
-            check_writable("--log-requests", p)?;
-        }
-        match self.json_stream.as_deref() {
-            Some("-") if self.json.as_deref() == Some("-") => {
-                return Err(crate::config::ConfigError {
-                    flag: "--json-stream",
-                    message: "stdout already carries --json -".into(),
-                })
-            }
-            Some(j) if j != "-" => check_writable("--json-stream", std::path::Path::new(j))?,
-            _ => {}
-        }
-        Ok(())
-    }
-}
-
 impl RunArgs {
     /// Files written about one benchmark's connections and requests: `compare` and
     /// `compete` refuse them (`qbench hgrm` reads a side's or a flow's report instead).
@@ -534,6 +490,7 @@ impl RunArgs {
             hgrm: self.hgrm.clone(),
             log_requests: self.log_requests.clone(),
             json_stream: self.json_stream.clone(),
+            keylog: self.keylog.clone(),
         }
     }
 }

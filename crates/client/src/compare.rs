@@ -487,7 +487,7 @@ pub async fn run(
         if stopped.is_some() {
             break;
         }
-        if let Some(Dest::File(path)) = &json {
+        if let Some(path) = json.as_ref().and_then(Dest::rewritable) {
             let mut so_far = build(&a, &b, &first, None)?;
             so_far.discarded.clone_from(&discarded);
             write_json(&Dest::File(path.clone()), &so_far)?;
@@ -504,7 +504,8 @@ pub async fn run(
     if let Some(path) = &plan.outputs.plot {
         plot_both(path, &report)?;
     }
-    crate::export::print_text(&table(&report), json.as_ref());
+    let stdout_taken = plan.outputs.takes_stdout().then_some(Dest::Stdout);
+    crate::export::print_text(&table(&report), stdout_taken.as_ref());
     let error = (!report.complete).then(|| {
         a.first_error()
             .map(|e| format!("A: {e}"))
@@ -515,7 +516,7 @@ pub async fn run(
 }
 
 /// Builds the link and servers, runs the rounds on a fresh runtime, and tears it all down;
-/// SIGINT stops it cleanly.
+/// SIGINT, SIGTERM and SIGHUP stop it cleanly.
 pub fn run_blocking(
     plan: &Plan,
     command: Vec<String>,
@@ -525,7 +526,7 @@ pub fn run_blocking(
     let outcome = rt.block_on(async {
         tokio::select! {
             r = run(plan, &prepared, command) => r,
-            () = crate::interrupt::sigint() => Err(anyhow::anyhow!("interrupted")),
+            sig = crate::interrupt::signalled() => Err(anyhow::anyhow!("interrupted ({})", crate::interrupt::name(sig))),
         }
     });
     rt.shutdown_timeout(std::time::Duration::from_secs(1));

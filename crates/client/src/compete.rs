@@ -123,7 +123,7 @@ pub fn run_blocking(plan: &Plan, json: Option<&Dest>) -> anyhow::Result<CompeteR
         let work = join_all(sides.iter_mut().map(|s| s.run(0, &bar)));
         tokio::select! {
             _ = work => {}
-            () = crate::interrupt::sigint() => anyhow::bail!("interrupted"),
+            sig = crate::interrupt::signalled() => anyhow::bail!("interrupted ({})", crate::interrupt::name(sig)),
         }
         bar.finish_and_clear();
         for s in &mut sides {

@@ -22,6 +22,7 @@ pub mod judge;
 pub mod load_flags;
 pub mod manuals;
 pub mod merge;
+pub mod outputs;
 mod pacer;
 mod page;
 mod prepare;

@@ -148,7 +148,7 @@ pub fn summary(stats: &RelayStats) -> String {
     )
 }
 
-/// `qbench proxy ARGS`: relays until SIGINT or SIGTERM.
+/// `qbench proxy ARGS`: relays until SIGINT, SIGTERM or SIGHUP.
 pub fn proxy(args: ProxyArgs) -> anyhow::Result<()> {
     let rt = args.serve.threads.runtime().context("qbench proxy")?;
     rt.block_on(async {

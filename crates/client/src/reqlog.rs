@@ -14,7 +14,7 @@ const HEADER: &str =
     "run\tconnection\tstream\tintended_us\tstart_us\tttfb_us\tend_us\tbytes\tstatus\terror\turl\n";
 
 pub(crate) struct RequestLog {
-    out: Mutex<BufWriter<std::fs::File>>,
+    out: Mutex<BufWriter<Box<dyn Write + Send>>>,
 }
 
 /// Where a request's line belongs: its run, and when that run started.
@@ -31,7 +31,11 @@ impl RequestLog {
             flag: "--log-requests",
             message: format!("{}: {e}", path.display()),
         };
-        let mut out = BufWriter::new(std::fs::File::create(path).map_err(bad)?);
+        let out = crate::export::target::open_stream(path).map_err(|e| ConfigError {
+            flag: "--log-requests",
+            message: e.to_string(),
+        })?;
+        let mut out = BufWriter::new(out);
         out.write_all(HEADER.as_bytes()).map_err(bad)?;
         Ok(Arc::new(Self {
             out: Mutex::new(out),

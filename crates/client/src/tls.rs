@@ -181,7 +181,18 @@ pub(crate) fn log_keys_to(
     let Some(path) = path else {
         return Ok(());
     };
-    let log = qbench_server::tls::KeyLogTo::open(path).map_err(|e| crate::config::ConfigError {
+    // Appended to, and so never replaced; but never a block device or a socket either, and
+    // `-` is stdout as for every output.
+    use crate::export::target::{resolve, Target};
+    let at = match resolve(path).map_err(|e| crate::config::ConfigError {
+        flag: "--keylog",
+        message: e.to_string(),
+    })? {
+        Target::Stdout => std::path::Path::new("/dev/stdout"),
+        Target::Stderr => std::path::Path::new("/dev/stderr"),
+        _ => path,
+    };
+    let log = qbench_server::tls::KeyLogTo::open(at).map_err(|e| crate::config::ConfigError {
         flag: "--keylog",
         message: format!("{}: {e}", path.display()),
     })?;

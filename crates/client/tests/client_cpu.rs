@@ -77,7 +77,7 @@ fn wait(child: &mut Child) -> std::process::ExitStatus {
 }
 
 #[test]
-fn the_quota_holds_the_client_threads_only_and_is_removed_after_sigint() {
+fn the_quota_holds_the_client_threads_only_and_is_removed_after_sigterm() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let probe = cgroup::probe().expect("a cgroup cpu controller (CI runs as root)");
     assert!(
@@ -126,14 +126,15 @@ fn the_quota_holds_the_client_threads_only_and_is_removed_after_sigint() {
             "server thread {t} is under the client's quota"
         );
     }
+    // SIGTERM, as `timeout`, Slurm and Kubernetes stop a job (SIGINT is handled the same way).
     // SAFETY: plain kill(2) on our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = wait(&mut child);
     assert!(
         status.code().is_some(),
         "qbench ended by a signal: {status:?}"
     );
-    assert!(!dir.exists(), "{} left behind after SIGINT", dir.display());
+    assert!(!dir.exists(), "{} left behind after SIGTERM", dir.display());
     assert!(ours(&probe.parent).is_empty());
 }
 

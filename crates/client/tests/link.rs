@@ -169,30 +169,41 @@ fn dry_run_changes_nothing() {
     assert_eq!(ours(), before);
 }
 
+/// SIGINT, SIGTERM and SIGHUP mid-run: the namespaces, qdiscs and forwarders go.
 #[test]
 fn interrupted_run_leaves_nothing() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = ours();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_qbench"))
-        .args([
-            "--proto",
-            "h2",
-            "--objects",
-            "1x100MB",
-            "--link",
-            "rate=10mbit,rtt=10ms",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    assert_ne!(ours(), before, "the link was up");
-    // SAFETY: plain kill(2) on our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = child.wait().unwrap();
-    assert!(!status.success());
-    assert_eq!(ours(), before, "namespaces left behind after SIGINT");
+    for (sig, name) in common::STOPPING {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("r.json");
+        let child = Command::new(env!("CARGO_BIN_EXE_qbench"))
+            .args([
+                "--proto",
+                "h2",
+                "--objects",
+                "1x100MB",
+                "--link",
+                "rate=10mbit,rtt=10ms",
+                "--json",
+            ])
+            .arg(&json)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        assert_ne!(ours(), before, "the link was up");
+        common::send(&child, sig);
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {err}");
+        assert_eq!(ours(), before, "namespaces left behind after {name}: {err}");
+        let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap())
+            .unwrap_or_else(|e| panic!("{name}: no report ({e}): {err}"));
+        assert_eq!(r["complete"], false);
+        assert_eq!(r["aborted"], format!("interrupted ({name}) during run 0"));
+    }
 }
 
 /// SIGINT at any point of building the link and the server: the run ends, and whatever was

@@ -122,10 +122,16 @@ fn an_open_loop_sends_exactly_its_schedule() {
     }
 }
 
-/// SIGINT during a held load: no request starts after it, those in flight finish, and the
-/// report so far is written with `complete: false` and why.
+/// SIGINT (or SIGTERM) during a held load: no request starts after it, those in flight finish,
+/// and the report so far is written with `complete: false` and why.
 #[test]
 fn sigint_ends_a_held_load_with_the_report_so_far() {
+    for (sig, name) in [common::STOPPING[0], common::STOPPING[1]] {
+        held_load_stopped_by(sig, name);
+    }
+}
+
+fn held_load_stopped_by(sig: i32, name: &str) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let mut child = common::spawn_with_json(
@@ -151,18 +157,18 @@ fn sigint_ends_a_held_load_with_the_report_so_far() {
         assert!(err.read_line(&mut line).unwrap() > 0, "qbench ended early");
         assert!(Instant::now() < deadline);
     }
-    common::interrupt(&child);
+    common::send(&child, sig);
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(1), "{rest}");
     assert!(
-        rest.contains("error: interrupted (SIGINT) during run 0"),
+        rest.contains(&format!("error: interrupted ({name}) during run 0")),
         "{rest}"
     );
     let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(r["complete"], false);
-    assert_eq!(r["aborted"], "interrupted (SIGINT) during run 0");
+    assert_eq!(r["aborted"], format!("interrupted ({name}) during run 0"));
     let run = run0(&r);
     assert!(run["objects"]["completed"].as_u64().unwrap() > 0);
     assert_eq!(run["objects"]["failed"], 0, "in-flight requests finished");

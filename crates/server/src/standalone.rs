@@ -1,4 +1,4 @@
-//! `qbench-server` / `qbench serve`: serve until SIGINT or SIGTERM.
+//! `qbench-server` / `qbench serve`: serve until SIGINT, SIGTERM or SIGHUP.
 
 use std::fs::OpenOptions;
 use std::io::{self, Write};
@@ -145,7 +145,7 @@ fn write_cert(out: &CertOut, pem: &str) -> Result<CertFile, ServerError> {
     })
 }
 
-/// Serves until SIGINT or SIGTERM; with `relay`, as `qbench proxy` (the upstream, and how to
+/// Serves until SIGINT, SIGTERM or SIGHUP; with `relay`, as `qbench proxy` (the upstream, and how to
 /// say where it relays).
 pub async fn serve_until_signal(
     opts: ServerOptions,
@@ -176,6 +176,9 @@ pub async fn serve_until_signal(
     // must still be cleaned up then.
     let mut term = signal(SignalKind::terminate()).map_err(ServerError::Signal)?;
     let mut int = signal(SignalKind::interrupt()).map_err(ServerError::Signal)?;
+    // A closed terminal or a supervisor's reload must not end it without its last line and
+    // without removing the certificate it wrote.
+    let mut hup = signal(SignalKind::hangup()).map_err(ServerError::Signal)?;
     let _cert = if generated {
         Some(write_cert(cert_out, server.cert_pem())?)
     } else {
@@ -204,6 +207,7 @@ pub async fn serve_until_signal(
         _ = server.run() => {}
         _ = term.recv() => {}
         _ = int.recv() => {}
+        _ = hup.recv() => {}
     }
     crate::qlog::flush_all();
     eprintln!(

@@ -78,8 +78,12 @@ impl Server {
     }
 
     fn stop(&mut self) -> std::process::ExitStatus {
+        self.stop_with(libc::SIGTERM)
+    }
+
+    fn stop_with(&mut self, sig: i32) -> std::process::ExitStatus {
         // SAFETY: plain kill(2) on our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        unsafe { libc::kill(self.child.id() as i32, sig) };
         self.child.wait().unwrap()
     }
 }
@@ -226,4 +230,27 @@ fn a_bad_rep_movsb_choice_is_refused_on_one_line() {
         String::from_utf8_lossy(&out.stderr),
         "error: QBENCH_REP_MOVSB: `no` is neither `keep` nor `raise`\n"
     );
+}
+
+/// SIGINT, SIGTERM and SIGHUP (a closed terminal, a supervisor) all end the server cleanly:
+/// its last line is written and the certificate it generated is removed.
+#[test]
+fn every_stopping_signal_ends_the_server_cleanly() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = dir.path().join("cert.pem");
+        let mut s = Server::start(None, &["--cert-out", cert.to_str().unwrap()]).unwrap();
+        assert!(cert.exists());
+        let status = s.stop_with(sig);
+        assert!(status.success(), "signal {sig}: {status}");
+        assert!(!cert.exists(), "signal {sig} left the certificate behind");
+        let deadline = std::time::Instant::now() + WAIT;
+        while s.count("stopped after") == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "signal {sig}: no last line"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }

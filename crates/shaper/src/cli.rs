@@ -19,7 +19,7 @@ pub struct Cli {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Cmd {
-    /// Build the link and hold it until SIGINT/SIGTERM (or `down`), then tear it down
+    /// Build the link and hold it until SIGINT/SIGTERM/SIGHUP (or `down`), then tear it down
     Up {
         /// e.g. rate=100mbit,rtt=36ms,loss=1% (see `qbench --help`, --link)
         spec: LinkSpec,

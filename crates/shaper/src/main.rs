@@ -6,7 +6,7 @@ use qbench_shaper::cli::{Cli, Cmd};
 use qbench_shaper::plan::{Names, CLIENT_ADDR, SERVER_ADDR};
 use qbench_shaper::topology::{cleanup, dry_run};
 use qbench_shaper::{netns, Topology, TopologyOptions};
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 fn ids() -> Vec<String> {
@@ -48,7 +48,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 return Ok(());
             }
             let mut signals =
-                Signals::new([SIGINT, SIGTERM]).context("installing signal handlers")?;
+                Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
             let topo = Topology::up(spec, &opts).context("bringing the link up")?;
             let n = topo.names();
             println!(

@@ -153,3 +153,31 @@ fn a_second_up_with_a_live_id_fails_and_leaves_the_live_link() {
     first.wait().unwrap();
     assert!(mine.iter().all(|n| !namespaces().contains(n)));
 }
+
+/// `up` ends as `down` would on SIGINT, SIGTERM (a supervisor, `timeout`) and SIGHUP (a closed
+/// terminal): the link's namespaces go.
+#[test]
+fn every_stopping_signal_takes_the_link_down() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for (n, sig) in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP]
+        .into_iter()
+        .enumerate()
+    {
+        let id = format!(
+            "{:x}",
+            0xc000_0000u32 | ((std::process::id() & 0xfff) << 4) | n as u32
+        );
+        let mut holder = up(&["rate=10mbit", "--id", &id]);
+        let router = format!("qb-{id}-r");
+        assert!(namespaces().contains(&router));
+        // SAFETY: plain kill(2) on our own child.
+        unsafe { libc::kill(holder.id() as i32, sig) };
+        let status = holder.wait().unwrap();
+        assert!(status.success(), "signal {sig}: {status}");
+        assert!(
+            !ours().iter().any(|ns| ns.contains(&id)),
+            "signal {sig} left {:?}",
+            ours()
+        );
+    }
+}

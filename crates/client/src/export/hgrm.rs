@@ -75,9 +75,5 @@ pub fn command(args: HgrmArgs) -> anyhow::Result<()> {
     let json = std::fs::read_to_string(&args.report).map_err(|e| bad(format!("{shown}: {e}")))?;
     let report = Report::from_json(&json).map_err(|e| bad(format!("{shown}: {e}")))?;
     let out = text(&report, args.of)?;
-    match args.out.as_str() {
-        "-" => crate::console::out(&out),
-        file => super::write_text(Path::new(file), &out)?,
-    }
-    Ok(())
+    super::write_text(Path::new(&args.out), &out)
 }

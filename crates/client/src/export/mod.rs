@@ -1,6 +1,7 @@
 //! Every file and stream qbench writes goes through here: a `Format` renders a result (JSON,
 //! text, SVG, HTML, Graphviz) and `export` puts it on stdout or replaces a file atomically,
-//! so an interrupted run never leaves half a file behind.
+//! so an interrupted run never leaves half a file behind; what is not a regular file is
+//! written through or refused (`target`), never replaced.
 
 mod app_text;
 mod heatmap;
@@ -9,6 +10,7 @@ pub mod html;
 mod qoe;
 pub mod stream;
 pub mod svg;
+pub mod target;
 pub mod text;
 
 use std::io::Write;
@@ -17,7 +19,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::Serialize;
 
-/// Where an output goes: `-` is stdout.
+/// Where an output goes: `-` (or `/dev/stdout`) is stdout.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Dest {
     Stdout,
@@ -26,9 +28,22 @@ pub enum Dest {
 
 impl Dest {
     pub fn parse(s: &str) -> Self {
-        match s {
-            "-" => Self::Stdout,
-            p => Self::File(PathBuf::from(p)),
+        let path = PathBuf::from(s);
+        match target::resolve(&path) {
+            Ok(target::Target::Stdout) => Self::Stdout,
+            _ => Self::File(path),
+        }
+    }
+
+    /// The file, if it may be written again and again as results come in: a regular file (or
+    /// a new path). A device or FIFO gets the final result alone, once: a FIFO's reader sees
+    /// one document, and a second open would wait for a reader that has gone.
+    pub fn rewritable(&self) -> Option<&PathBuf> {
+        match self {
+            Self::File(p) => {
+                matches!(target::resolve(p), Ok(target::Target::Replace(_))).then_some(p)
+            }
+            Self::Stdout => None,
         }
     }
 }
@@ -69,6 +84,13 @@ pub fn export<T: ?Sized>(format: &impl Format<T>, value: &T, dest: &Dest) -> any
     }
 }
 
+/// Writes `bytes` to `path` as `target::resolve` decides: a regular file or new path is
+/// replaced atomically, a device or FIFO written through, anything else refused.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let t = target::resolve(path)?;
+    target::write_all(&t, bytes)
+}
+
 /// Writes a JSON result. If its file cannot be written, the result is kept in the system's
 /// temporary directory and the error names where: a long run's data is never lost to a full
 /// disk or a vanished directory.
@@ -83,25 +105,25 @@ pub fn write_json<T: Serialize + ?Sized>(dest: &Dest, value: &T) -> anyhow::Resu
     }
 }
 
-/// Fails now, before any run, if `path` cannot be written later: a directory, a missing
-/// directory, or one without write permission.
+/// Fails now, before any run, if `path` cannot be written later: a directory, a block device,
+/// a socket, a missing directory, or one without write permission.
 pub fn check_writable(flag: &'static str, path: &Path) -> Result<(), crate::config::ConfigError> {
     let bad = |message: String| crate::config::ConfigError { flag, message };
-    if path.is_dir() {
-        return Err(bad(format!("{} is a directory", path.display())));
-    }
-    let tmp = temp_beside(path).map_err(|e| bad(format!("{e:#}")))?;
-    match std::fs::File::create(&tmp) {
-        Ok(_) => {
-            let _ = std::fs::remove_file(&tmp);
-            Ok(())
-        }
-        Err(e) => Err(bad(format!("cannot write {}: {e}", path.display()))),
-    }
+    let path = match target::resolve(path).map_err(|e| bad(e.to_string()))? {
+        target::Target::Replace(p) => p,
+        // A device or FIFO is opened when written: a FIFO may get its reader only then.
+        _ => return Ok(()),
+    };
+    let (dir, name) = dir_and_name(&path).map_err(|e| bad(format!("{e:#}")))?;
+    tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .tempfile_in(dir)
+        .map(drop)
+        .map_err(|e| bad(format!("cannot write {}: {e}", path.display())))
 }
 
-/// The hidden temporary file `write_atomic` writes before renaming it onto `path`.
-fn temp_beside(path: &Path) -> anyhow::Result<PathBuf> {
+/// The directory `path` is in and its file name.
+fn dir_and_name(path: &Path) -> anyhow::Result<(&Path, String)> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -109,11 +131,7 @@ fn temp_beside(path: &Path) -> anyhow::Result<PathBuf> {
     let name = path
         .file_name()
         .with_context(|| format!("{} names no file", path.display()))?;
-    Ok(dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    )))
+    Ok((dir, name.to_string_lossy().into_owned()))
 }
 
 /// Writes a rendered text to a file atomically.
@@ -122,22 +140,23 @@ pub fn write_text(path: &Path, text: &str) -> anyhow::Result<()> {
 }
 
 /// Temp file beside `path`, fsync, rename: readers see the old file or the new one, never a
-/// part, and a crash leaves at most a hidden temp file.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let tmp = temp_beside(path)?;
-    let written = (|| -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("writing {}", tmp.display()));
-    }
-    std::fs::rename(&tmp, path).with_context(|| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("renaming onto {}", path.display())
-    })
+/// part, and a crash leaves at most a hidden temp file. Only for what `target::resolve` found
+/// to be a regular file or a new path.
+fn replace_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let (dir, name) = dir_and_name(path)?;
+    // A fresh name opened exclusively: nothing planted under it is followed or overwritten.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .with_context(|| format!("writing beside {}", path.display()))?;
+    tmp.write_all(bytes)
+        .and_then(|()| tmp.as_file().sync_all())
+        .with_context(|| format!("writing {}", tmp.path().display()))?;
+    tmp.persist(path)
+        .map_err(|e| e.error)
+        .with_context(|| format!("renaming onto {}", path.display()))?;
+    Ok(())
 }
 
 /// A human summary goes to stdout, or to stderr when the JSON report takes stdout.

@@ -1,7 +1,6 @@
 //! Live intervals: one line each on stderr and, with `--json-stream`, one JSON object each
 //! (a line of its own, flushed as it ends, like iperf3's `--json-stream`).
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::sync::{Arc, Mutex};
 
@@ -11,21 +10,24 @@ use qbench_core::load_report::{IntervalLine, IntervalRecord};
 use super::text::interval_line;
 use super::Dest;
 
+/// The `--json-stream` file, device or FIFO; `None` once a write failed.
+type JsonOut = Mutex<Option<BufWriter<Box<dyn Write + Send>>>>;
+
 /// Where each interval goes.
 pub struct IntervalOut {
-    json: Option<Mutex<Option<BufWriter<File>>>>,
+    json: Option<JsonOut>,
     json_stdout: bool,
 }
 
 impl IntervalOut {
-    /// Creates (truncates) the `--json-stream` file; checked writable before this.
+    /// Creates (truncates) the `--json-stream` file, or opens the device it names; checked
+    /// writable before this.
     pub fn open(json_stream: Option<&str>) -> anyhow::Result<Arc<Self>> {
         let (json, json_stdout) = match json_stream.map(Dest::parse) {
             None => (None, false),
             Some(Dest::Stdout) => (None, true),
             Some(Dest::File(p)) => {
-                let f = File::create(&p)
-                    .with_context(|| format!("--json-stream: creating {}", p.display()))?;
+                let f = super::target::open_stream(&p).context("--json-stream")?;
                 (Some(Mutex::new(Some(BufWriter::new(f)))), false)
             }
         };

@@ -175,9 +175,24 @@ pub(crate) fn spawn_with_json(args: &[&str], json: &std::path::Path) -> std::pro
 /// Sends SIGINT to `child`, as Ctrl-C would.
 #[allow(dead_code)]
 pub(crate) fn interrupt(child: &std::process::Child) {
-    // SAFETY: plain kill(2) on our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    send(child, libc::SIGINT);
 }
+
+/// Sends `sig` to `child`, as Ctrl-C (SIGINT), `timeout` or a scheduler (SIGTERM) or a
+/// closed terminal (SIGHUP) would.
+#[allow(dead_code)]
+pub(crate) fn send(child: &std::process::Child, sig: i32) {
+    // SAFETY: plain kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, sig) };
+}
+
+/// The signals that stop qbench cleanly, with the names its messages give them.
+#[allow(dead_code)]
+pub(crate) const STOPPING: [(i32, &str); 3] = [
+    (libc::SIGINT, "SIGINT"),
+    (libc::SIGTERM, "SIGTERM"),
+    (libc::SIGHUP, "SIGHUP"),
+];
 
 /// `qbench serve` in its own process, stopped (SIGTERM) however the test ends.
 pub(crate) struct Served {

@@ -1,0 +1,221 @@
+//! Outputs never replace what qbench does not own: a device node, a FIFO or a link to one is
+//! written through, `-` and `/dev/stdout` are stdout for every output, and two outputs that
+//! name the same file are refused before anything runs.
+
+mod common;
+
+use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const RUN: [&str; 5] = ["--proto", "h2", "--objects", "5x1KB", "--no-telemetry"];
+
+fn run_in(dir: &Path, extra: &[&str]) -> std::process::Output {
+    let out = assert_cmd::Command::cargo_bin("qbench")
+        .unwrap()
+        .current_dir(dir)
+        .args(RUN)
+        .args(extra)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("panicked"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A character device like /dev/null (1, 3), made where the test owns it.
+fn null_device(at: &Path) -> bool {
+    let c = std::ffi::CString::new(at.to_str().unwrap()).unwrap();
+    // SAFETY: mknod(2) on a path inside the test's own directory.
+    let made = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) };
+    made == 0
+}
+
+fn is_char_device(p: &Path) -> bool {
+    std::fs::metadata(p).unwrap().file_type().is_char_device()
+}
+
+#[test]
+fn a_device_node_given_as_an_output_stays_a_device_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("null");
+    if !null_device(&dev) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs as root and must be able to make a device node"
+        );
+        eprintln!("skipped: making a device node needs root");
+        return;
+    }
+    let link = dir.path().join("to-null");
+    std::os::unix::fs::symlink(&dev, &link).unwrap();
+    let link_s = link.to_str().unwrap();
+    let dev_s = dev.to_str().unwrap();
+    let out = run_in(
+        dir.path(),
+        &["--json", dev_s, "--hgrm", link_s, "--log-requests", dev_s],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(is_char_device(&dev), "--json replaced the device node");
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    // `hgrm -o` and `merge -o` go through the same rule.
+    let report = dir.path().join("r.json");
+    let out = run_in(
+        dir.path(),
+        &["--json", report.to_str().unwrap(), "--shard", "0/1"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = report.to_str().unwrap();
+    for args in [vec!["hgrm", r, "-o", dev_s], vec!["merge", r, "-o", dev_s]] {
+        let out = common::qbench_plain(&args);
+        assert_eq!(out.code, Some(0), "{args:?}: {}", out.stderr);
+        assert!(is_char_device(&dev), "{args:?} replaced the device node");
+    }
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 3, "no temporary file stays: {names:?}");
+}
+
+#[test]
+fn a_fifo_given_as_the_report_is_written_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("report.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(3) on a path inside the test's own directory.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let out = run_in(dir.path(), &["--json", fifo.to_str().unwrap()]);
+    assert!(out.status.success());
+    let text = reader.join().unwrap();
+    let r: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(r["complete"], true);
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+}
+
+#[test]
+fn dev_stdout_and_dash_are_stdout_for_every_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_in(dir.path(), &["--json", "/dev/stdout"]);
+    assert!(out.status.success());
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(r["complete"], true);
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        summary.contains("qbench h2"),
+        "summary on stderr: {summary}"
+    );
+
+    let out = run_in(dir.path(), &["--hgrm", "-"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Value     Percentile"), "{text}");
+    assert!(
+        !text.contains("qbench h2"),
+        "the summary went to stderr: {text}"
+    );
+
+    let out = run_in(dir.path(), &["--log-requests", "-"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("run\tconnection\t"), "{text}");
+    assert_eq!(
+        text.lines().count(),
+        6,
+        "a header and five requests: {text}"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "a file named - was created"
+    );
+}
+
+#[test]
+fn two_outputs_naming_one_file_are_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = dir.path().join("x");
+    let xs = x.to_str().unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (&["--json", xs, "--hgrm", xs], "--hgrm"),
+        (
+            &[
+                "--interval",
+                "1s",
+                "--json-stream",
+                xs,
+                "--log-requests",
+                xs,
+            ],
+            "--json-stream",
+        ),
+        (&["--keylog", xs, "--json", xs], "--keylog"),
+        (&["--json", "-", "--hgrm", "/dev/stdout"], "--hgrm"),
+    ];
+    for (args, flag) in cases {
+        let out = run_in(dir.path(), args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        let first = err.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with("error: ") && first.contains(flag),
+            "{args:?}: {err}"
+        );
+        assert!(!x.exists(), "{args:?} wrote {xs} before refusing");
+    }
+    // The same file through a link counts too.
+    std::fs::write(&x, "mine").unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&x, &link).unwrap();
+    let out = run_in(
+        dir.path(),
+        &["--json", xs, "--hgrm", link.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(std::fs::read_to_string(&x).unwrap(), "mine");
+}
+
+#[test]
+fn a_directory_or_socket_as_an_output_is_refused_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("sock");
+    let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    for (flag, path) in [
+        ("--json", dir.path().to_str().unwrap()),
+        ("--hgrm", sock.to_str().unwrap()),
+        ("--log-requests", sock.to_str().unwrap()),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_qbench"))
+            .args(RUN)
+            .args([flag, path])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {err}");
+        assert!(err.starts_with(&format!("error: {flag}")), "{err}");
+    }
+}
