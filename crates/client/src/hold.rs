@@ -7,14 +7,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use indicatif::ProgressBar;
-use qbench_core::load::{Load, Schedule};
+use qbench_core::load::{Load, Schedule, MAX_LAG};
 use qbench_core::load_report::IntervalRecord;
 use qbench_core::Recorder;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use crate::clock::Clock;
-use crate::pacer::{pace, Due};
+use crate::pacer::{pace, Due, Paced};
 use crate::requests::Requests;
 use crate::runner::lock;
 use crate::transport::Conn;
@@ -127,7 +127,8 @@ pub(crate) async fn open_loop(o: OpenLoop, load: Load, rate: f64) {
     let nth = |j: u64| shard.map_or(j, |s| s.item(j));
     let schedule = Schedule::new(rate, load.arrivals, seed);
     let stop = until.stop.clone();
-    let mut due = match pace(schedule, start + phase, until) {
+    let warm_end = start.saturating_add(load.warmup);
+    let mut due = match pace(schedule, start + phase, warm_end, until.clone()) {
         Ok(rx) => rx,
         Err(e) => {
             lock(&rec).error(
@@ -138,10 +139,24 @@ pub(crate) async fn open_loop(o: OpenLoop, load: Load, rate: f64) {
         }
     };
     let mut tasks = JoinSet::new();
-    while let Some(Due { j, at }) = due.recv().await {
+    while let Some(paced) = due.recv().await {
         // Requests queued for the runtime when the stop came are not started either.
         if stop.is_set() {
             break;
+        }
+        let (j, at) = match paced {
+            Paced::Due(Due { j, at }) => (j, at),
+            Paced::Skipped { from, n } => {
+                lock(&rec).dropped_late(from, n);
+                continue;
+            }
+        };
+        // Queued while the runtime fell behind: started now it would be late beyond the
+        // bound, or after the window.
+        let now = clock.now();
+        if now >= until.end() || now.saturating_sub(at) > MAX_LAG {
+            lock(&rec).dropped_late(at, 1);
+            continue;
         }
         while tasks.try_join_next().is_some() {}
         if in_flight.load(Ordering::Relaxed) >= u64::from(load.max_inflight) {

@@ -174,3 +174,40 @@ fn held_load_stopped_by(sig: i32, name: &str) {
     assert_eq!(run["objects"]["failed"], 0, "in-flight requests finished");
     assert!(!run["intervals"].as_array().unwrap().is_empty());
 }
+
+/// An open loop far past the client's capacity (10 million requests per second for 1 s)
+/// ends at its duration: requests the client could not start within a second of their time,
+/// or by the window's end, are dropped and counted, every request due is either sent or
+/// dropped, and the rates are those of what was sent.
+#[test]
+fn an_open_loop_past_capacity_ends_at_its_duration() {
+    let r = qbench(&[
+        "--proto",
+        "h2",
+        "--objects",
+        "1x1KB",
+        "--rate",
+        "10M",
+        "--duration",
+        "1s",
+        "--no-telemetry",
+    ]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let j = r.json.unwrap();
+    let l = &run0(&j)["load"];
+    let (sent, dropped, late) = (
+        l["sent"].as_u64().unwrap(),
+        l["dropped"].as_u64().unwrap(),
+        l["dropped_late"].as_u64().unwrap(),
+    );
+    // A constant schedule at 10M/s has exactly 10,000,000 requests due in 1 s.
+    assert_eq!(sent + dropped, 10_000_000, "{l}");
+    assert!(late > 0 && late <= dropped, "{l}");
+    assert!(sent < 10_000_000, "{l}");
+    let achieved = l["achieved_rate"].as_f64().unwrap();
+    assert!(
+        (achieved - sent as f64).abs() < 1.0,
+        "rate per 1 s window: {achieved}, sent {sent}"
+    );
+    assert!(r.stderr.contains("past its capacity"), "{}", r.stderr);
+}

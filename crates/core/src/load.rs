@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use rand_distr::{Distribution, Exp};
+use rand_distr::{Distribution, Exp, Poisson};
 use serde::{Deserialize, Serialize};
 
 /// Requests per second above this are refused: no client here gets near it, and the
@@ -18,6 +18,11 @@ pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
 /// A request sent later than this after its intended start counts as late. tokio's timer
 /// ticks in milliseconds, so a start up to 1 ms after its time is on time.
 pub const LATE_AFTER: Duration = Duration::from_millis(2);
+/// Open loop: a request that could not be sent within this of its intended start is dropped
+/// (and counted in `dropped_late`) instead of sent, so a client past its capacity keeps to
+/// the schedule's present and its run ends at its duration, not when the backlog is worked
+/// off.
+pub const MAX_LAG: Duration = Duration::from_secs(1);
 
 /// How the intended start times of an open-loop run are spaced.
 #[derive(
@@ -158,6 +163,45 @@ impl Schedule {
     }
 }
 
+impl Schedule {
+    /// Skips every request due before `t` seconds from the start, returning how many. A
+    /// constant schedule goes on at the first index due at or after `t`; a Poisson one draws
+    /// how many arrivals the skipped stretch held and restarts after `t` (the process has no
+    /// memory, so what follows is distributed as if nothing had been skipped).
+    pub fn skip_to(&mut self, t: f64) -> u64 {
+        if !t.is_finite() || t <= 0.0 {
+            return 0;
+        }
+        match &mut self.poisson {
+            None => {
+                let due = |j: u64| j as f64 / self.rate;
+                let mut first = (t * self.rate).ceil().min(u64::MAX as f64) as u64;
+                while first > 0 && due(first - 1) >= t {
+                    first -= 1;
+                }
+                while due(first) < t && first < u64::MAX {
+                    first += 1;
+                }
+                let skipped = first.saturating_sub(self.next);
+                self.next = self.next.max(first);
+                skipped
+            }
+            Some((rng, exp)) => {
+                if self.at >= t {
+                    return 0;
+                }
+                // The pending arrival at `self.at`, and those strictly between it and `t`.
+                let lambda = self.rate * (t - self.at);
+                let between = Poisson::new(lambda).map_or(0, |p| p.sample(rng) as u64);
+                self.at = t + exp.sample(rng);
+                let skipped = between.saturating_add(1);
+                self.next = self.next.saturating_add(skipped);
+                skipped
+            }
+        }
+    }
+}
+
 impl Iterator for Schedule {
     type Item = Duration;
 
@@ -200,6 +244,57 @@ mod tests {
             .collect();
         assert_eq!(a, b);
         assert!(a.windows(2).all(|w| w[1] >= w[0]));
+    }
+
+    /// A constant schedule skips exactly the requests due before the point, and goes on with
+    /// the first due at or after it.
+    #[test]
+    fn skipping_a_constant_schedule_is_exact() {
+        for (rate, t) in [
+            (20_000.0, 0.5),
+            (3.0, 1.0),
+            (7.0, 0.99),
+            (10_000_000.0, 1.0),
+        ] {
+            let mut s = Schedule::new(rate, Arrivals::Constant, 0);
+            let first = s.next_secs();
+            assert_eq!(first, 0.0);
+            let skipped = s.skip_to(t);
+            let expected = Schedule::new(rate, Arrivals::Constant, 0)
+                .map(|d| d.as_secs_f64())
+                .take_while(|&d| d < t)
+                .count() as u64
+                - 1;
+            assert_eq!(skipped, expected, "rate {rate}, t {t}");
+            let next = s.next_secs();
+            assert!(next >= t && next - t < 1.0 / rate, "{next}");
+        }
+        let mut s = Schedule::new(100.0, Arrivals::Constant, 0);
+        assert_eq!(s.skip_to(-1.0) + s.skip_to(f64::NAN) + s.skip_to(0.0), 0);
+        assert_eq!(s.skip_to(1.0), 100);
+        assert_eq!(s.skip_to(0.5), 0, "nothing is skipped twice");
+    }
+
+    /// A Poisson schedule skips about rate x stretch requests, and carries on after the point.
+    #[test]
+    fn skipping_a_poisson_schedule_draws_the_stretch() {
+        let mut s = Schedule::new(1_000_000.0, Arrivals::Poisson, 3);
+        let skipped = s.skip_to(10.0);
+        // 10,000,000 expected, standard deviation about 3,162: 0.5% is over 15 of them.
+        assert!(skipped.abs_diff(10_000_000) < 50_000, "{skipped}");
+        assert!(s.next_secs() >= 10.0);
+    }
+
+    proptest! {
+        /// Skipping never panics, and what comes next is due at or after the point.
+        #[test]
+        fn skipping_never_panics(rate in 0.001f64..MAX_RATE, t in -10.0f64..1e7, poisson: bool) {
+            let arrivals = if poisson { Arrivals::Poisson } else { Arrivals::Constant };
+            let mut s = Schedule::new(rate, arrivals, 1);
+            s.skip_to(t);
+            let next = s.next_secs();
+            prop_assert!(next >= t.max(0.0), "{next} < {t}");
+        }
     }
 
     #[test]

@@ -46,8 +46,14 @@ pub struct LoadReport {
     pub completed_rate: f64,
     /// Open loop: requests sent more than 2 ms (`LATE_AFTER`) after their intended start.
     pub late: u64,
-    /// Open loop: requests due while `--max-inflight` were in flight, never sent.
+    /// Open loop: requests due in the window and never sent: due while `--max-inflight` were
+    /// in flight, or counted in `dropped_late`.
     pub dropped: u64,
+    /// Open loop: of `dropped`, those the client could not send within `MAX_LAG` (1 s) of
+    /// their intended start, or still unsent when the window ended: the client was past its
+    /// capacity.
+    #[serde(default)]
+    pub dropped_late: u64,
     /// Open loop: actual send minus intended start, of every request sent.
     pub lag: Option<HistogramExport>,
     /// Open loop: actual send -> last byte. The run's `object_latency` is measured from the
@@ -133,6 +139,7 @@ pub(crate) struct LoadAcc {
     pub(crate) sent: u64,
     pub(crate) late: u64,
     pub(crate) dropped: u64,
+    pub(crate) dropped_late: u64,
     pub(crate) lag: LatencyHistogram,
     pub(crate) service: LatencyHistogram,
 }
@@ -152,6 +159,7 @@ impl LoadAcc {
             sent: 0,
             late: 0,
             dropped: 0,
+            dropped_late: 0,
             lag: LatencyHistogram::new(),
             service: LatencyHistogram::new(),
         }
@@ -159,9 +167,15 @@ impl LoadAcc {
 
     /// A request started (or was due) at `start`: false if it belongs to the warm-up.
     pub(crate) fn measured(&mut self, start: Duration) -> bool {
+        self.measured_n(start, 1)
+    }
+
+    /// `n` requests started (or due) at `start` or, all on the same side of the warm-up's
+    /// end, after it: false if they belong to the warm-up.
+    pub(crate) fn measured_n(&mut self, start: Duration, n: u64) -> bool {
         let m = start >= self.measure_from;
         if !m {
-            self.warmup_requests += 1;
+            self.warmup_requests = self.warmup_requests.saturating_add(n);
         }
         m
     }
@@ -208,6 +222,7 @@ impl LoadAcc {
             completed_rate: per(completed, window.max(until_last)),
             late: self.late,
             dropped: self.dropped,
+            dropped_late: self.dropped_late,
             lag: open.then(|| HistogramExport::from(&self.lag)),
             service_time: open.then(|| HistogramExport::from(&self.service)),
         }
@@ -221,6 +236,8 @@ pub struct LoadSummary {
     pub completed_rate: Stats,
     pub late: u64,
     pub dropped: u64,
+    #[serde(default)]
+    pub dropped_late: u64,
     pub lag: Option<HistogramExport>,
     pub service_time: Option<HistogramExport>,
 }
@@ -249,6 +266,7 @@ impl LoadSummary {
             completed_rate: Stats::of(&rates(&|l| l.completed_rate)),
             late: all.iter().map(|l| l.late).sum(),
             dropped: all.iter().map(|l| l.dropped).sum(),
+            dropped_late: all.iter().map(|l| l.dropped_late).sum(),
             lag: merge(&|l| l.lag.as_ref())?,
             service_time: merge(&|l| l.service_time.as_ref())?,
         }))

@@ -191,6 +191,7 @@ impl<'a> Parts<'a> {
             completed_rate: per_s(completed, window.max(last.saturating_sub(start))),
             late: loads.iter().map(|(l, _)| l.late).sum(),
             dropped: loads.iter().map(|(l, _)| l.dropped).sum(),
+            dropped_late: loads.iter().map(|(l, _)| l.dropped_late).sum(),
             lag: merged_opt(
                 &loads
                     .iter()

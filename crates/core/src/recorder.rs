@@ -139,6 +139,18 @@ impl Recorder {
         }
     }
 
+    /// Open loop: `n` requests due from `intended` on (all on one side of the warm-up's end)
+    /// were not sent: the client was more than `MAX_LAG` behind, or the window had ended.
+    pub fn dropped_late(&mut self, intended: Duration, n: u64) {
+        self.interval.dropped = self.interval.dropped.saturating_add(n);
+        if let Some(l) = &mut self.load {
+            if l.measured_n(intended, n) {
+                l.dropped = l.dropped.saturating_add(n);
+                l.dropped_late = l.dropped_late.saturating_add(n);
+            }
+        }
+    }
+
     /// Ends the current interval at `now`, with `in_flight` requests outstanding.
     pub fn interval(&mut self, now: Duration, in_flight: u64) -> IntervalRecord {
         let warmup = self

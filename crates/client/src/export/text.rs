@@ -87,10 +87,20 @@ fn load_lines(
         line(
             "start lag",
             format!(
-                "{}; {} late (> 2 ms), {} dropped",
+                "{}; {} late (> 2 ms), {} dropped{}",
                 hist_line(lag),
                 l.late,
-                l.dropped
+                l.dropped,
+                if l.dropped_late > 0 {
+                    format!(
+                        " ({} of them not sendable within {:?} of their time or by the \
+                         window's end: the client is past its capacity)",
+                        l.dropped_late,
+                        qbench_core::load::MAX_LAG
+                    )
+                } else {
+                    String::new()
+                }
             ),
         );
     }
