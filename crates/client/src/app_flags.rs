@@ -15,7 +15,7 @@ use crate::config::{usage, ConfigError};
 
 /// Largest HAR file read: real pages' HARs are a few MB (bodies omitted); this bounds the
 /// memory a wrong file can take.
-pub const MAX_HAR_BYTES: u64 = 256 << 20;
+pub use qbench_core::input::MAX_HAR_BYTES;
 
 /// A bitrate ladder as one flag value.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,14 +34,8 @@ fn parse_page(s: &str) -> Result<PageSpec, String> {
 /// entry, where there is one).
 pub fn read_page(path: &Path, name: &str) -> Result<PageSpec, String> {
     let shown = path.display();
-    let meta = std::fs::metadata(path).map_err(|e| format!("{shown}: {e}"))?;
-    if meta.len() > MAX_HAR_BYTES {
-        return Err(format!(
-            "{shown}: {} bytes is more than the {MAX_HAR_BYTES} a HAR file may have",
-            meta.len()
-        ));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{shown}: {e}"))?;
+    // The limit holds while reading: a FIFO or /dev/zero states no size.
+    let text = crate::input::read_text(path, MAX_HAR_BYTES, "a HAR file")?;
     let profile = PageProfile::from_har(&text).map_err(|e| format!("{shown}: {e}"))?;
     Ok(PageSpec {
         name: name.to_string(),

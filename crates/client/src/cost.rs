@@ -1,7 +1,7 @@
 //! `qbench cost`: criterion results -> the cost model in core -> a table, with measured run
 //! reports held against the prediction.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context};
 use qbench_core::cost::{
@@ -89,14 +89,23 @@ struct CriterionEstimate {
     point_estimate: f64,
 }
 
-fn read_json<T: DeserializeOwned>(p: &PathBuf) -> anyhow::Result<T> {
-    let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+fn read_json<T: DeserializeOwned>(p: &Path) -> anyhow::Result<T> {
+    let text = crate::input::read_text(
+        p,
+        qbench_core::input::MAX_ESTIMATES_BYTES,
+        "criterion's estimates",
+    )
+    .map_err(anyhow::Error::msg)?;
     serde_json::from_str(&text).with_context(|| format!("parsing {}", p.display()))
 }
 
 fn measured(path: &Path, model: &CostModel) -> anyhow::Result<Measured> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {shown}"))?;
+    let text = crate::input::read_text(path, qbench_core::input::MAX_REPORT_BYTES, "a report")
+        .map_err(|message| crate::config::ConfigError {
+            flag: "REPORT",
+            message,
+        })?;
     let report = Report::from_json(&text).with_context(|| shown.clone())?;
     let stack = match report.config.spec.proto {
         Protocol::H3 => Stack::Quic,

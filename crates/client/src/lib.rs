@@ -17,6 +17,7 @@ pub mod export;
 mod fds;
 pub mod fleet;
 mod hold;
+mod input;
 mod interrupt;
 pub mod judge;
 pub mod load_flags;

@@ -60,8 +60,8 @@ fn files(inputs: &[PathBuf], out: Option<&Path>) -> Result<Vec<PathBuf>, ConfigE
 }
 
 fn read(path: &Path) -> Result<Report, ConfigError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| bad(format!("{}: {e}", path.display())))?;
+    let text = crate::input::read_text(path, qbench_core::input::MAX_REPORT_BYTES, "a report")
+        .map_err(bad)?;
     Report::from_json(&text).map_err(|e| bad(format!("{}: {e}", path.display())))
 }
 

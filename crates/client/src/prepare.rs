@@ -263,14 +263,11 @@ fn trust_from(run: &RunConfig) -> anyhow::Result<Trust> {
     match &run.ca {
         Some(path) => Ok(Trust::Pem {
             origin: path.display().to_string(),
-            pem: std::fs::read_to_string(path).map_err(|e| crate::config::ConfigError {
-                flag: "--ca",
-                message: format!(
-                    "cannot read {}: {}",
-                    path.display(),
-                    qbench_core::errors::one_line(&e)
-                ),
-            })?,
+            pem: crate::input::read_text(path, qbench_core::input::MAX_PEM_BYTES, "a PEM file")
+                .map_err(|e| crate::config::ConfigError {
+                    flag: "--ca",
+                    message: format!("cannot read {e}"),
+                })?,
         }),
         None => Ok(Trust::System),
     }

@@ -92,12 +92,8 @@ pub async fn upstream(args: &ProxyArgs) -> anyhow::Result<Upstream> {
         (_, true) => Trust::Insecure,
         (Some(path), false) => Trust::Pem {
             origin: path.display().to_string(),
-            pem: std::fs::read_to_string(path).map_err(|e| {
-                bad(
-                    "--upstream-ca",
-                    format!("{}: {}", path.display(), qbench_core::errors::one_line(&e)),
-                )
-            })?,
+            pem: crate::input::read_text(path, qbench_core::input::MAX_PEM_BYTES, "a PEM file")
+                .map_err(|e| bad("--upstream-ca", e))?,
         },
         (None, false) => Trust::System,
     };

@@ -8,12 +8,13 @@ use anyhow::Context;
 use qbench_core::cell::{CellFile, CellFileError, CellReport};
 use qbench_core::compare::{Comparison, Verdict};
 use qbench_core::effect::Test;
+use qbench_core::input::{MAX_REPORT_BYTES, MAX_SCENARIO_BYTES};
 use qbench_core::metric::Metric;
 use qbench_core::scenario::{Cell, CellSpec, Scenario};
 use qbench_core::stats::discoveries;
 
 use crate::cli::{Outputs, SweepArgs};
-use crate::config::{LinkChoice, TargetArgs};
+use crate::config::{ConfigError, LinkChoice, TargetArgs};
 use crate::export::{write_json, Dest};
 
 /// How a cell runs: its validated plan, built from the typed spec.
@@ -54,7 +55,7 @@ fn check_out_dir(out: &Path) -> anyhow::Result<()> {
             continue;
         }
         // A damaged file is not refused here: its cell is simply run again.
-        let Ok(bytes) = std::fs::read(e.path()) else {
+        let Ok(bytes) = crate::input::read_bytes(&e.path(), MAX_REPORT_BYTES, "a cell file") else {
             continue;
         };
         if let Err(err @ (CellFileError::Version(_) | CellFileError::Newer(_))) =
@@ -67,7 +68,8 @@ fn check_out_dir(out: &Path) -> anyhow::Result<()> {
 }
 
 fn read_cell(path: &Path) -> Option<CellFile> {
-    CellFile::from_slice(&std::fs::read(path).ok()?).ok()
+    CellFile::from_slice(&crate::input::read_bytes(path, MAX_REPORT_BYTES, "a cell file").ok()?)
+        .ok()
 }
 
 /// One line of the summary; `fdr` is the cell's q-value and whether it is kept.
@@ -134,8 +136,12 @@ pub fn load_scenario(path: &Path, text: &str) -> anyhow::Result<Scenario> {
 
 pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
     let shown = args.scenario.display().to_string();
-    let text =
-        std::fs::read_to_string(&args.scenario).with_context(|| format!("reading {shown}"))?;
+    let text = crate::input::read_text(&args.scenario, MAX_SCENARIO_BYTES, "a scenario").map_err(
+        |message| ConfigError {
+            flag: "SCENARIO",
+            message,
+        },
+    )?;
     let scenario = load_scenario(&args.scenario, &text)?;
     let cells = scenario.cells().with_context(|| shown.clone())?;
     // Every cell is checked before the first one runs.

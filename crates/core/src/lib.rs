@@ -13,6 +13,7 @@ pub mod effect;
 pub mod errors;
 pub mod hgrm;
 pub mod histogram;
+pub mod input;
 pub mod link;
 pub mod link_report;
 pub mod load;

@@ -64,8 +64,25 @@ impl Identity {
                 message: e.to_string(),
             }
         }
-        let chain = CertificateDer::pem_file_iter(cert)
-            .map_err(read_err("certificates", cert))?
+        // Read whole within the limit first: a FIFO or /dev/zero states no size.
+        let read = |what: &'static str, path: &Path| {
+            std::fs::File::open(path)
+                .map_err(qbench_core::input::InputError::from)
+                .and_then(|f| {
+                    qbench_core::input::read_text_capped(
+                        f,
+                        qbench_core::input::MAX_PEM_BYTES,
+                        "a PEM file",
+                    )
+                })
+                .map_err(|e| TlsError::Read {
+                    what,
+                    path: path.to_path_buf(),
+                    message: e.to_string(),
+                })
+        };
+        let pem = read("certificates", cert)?;
+        let chain = CertificateDer::pem_slice_iter(pem.as_bytes())
             .collect::<Result<Vec<_>, _>>()
             .map_err(read_err("certificates", cert))?;
         if chain.is_empty() {
@@ -73,12 +90,9 @@ impl Identity {
                 path: cert.to_path_buf(),
             });
         }
-        let key_der = PrivateKeyDer::from_pem_file(key).map_err(read_err("private key", key))?;
-        let pem = std::fs::read_to_string(cert).map_err(|e| TlsError::Read {
-            what: "certificates",
-            path: cert.to_path_buf(),
-            message: e.to_string(),
-        })?;
+        let key_pem = read("private key", key)?;
+        let key_der = PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
+            .map_err(read_err("private key", key))?;
         Ok(Self {
             chain,
             key: key_der,

@@ -19,7 +19,7 @@ pub enum RateError {
     #[error("reading rate trace {path}: {source}")]
     Read {
         path: String,
-        source: std::io::Error,
+        source: qbench_core::input::InputError,
     },
     #[error("rate trace {path}: {source}")]
     Parse { path: String, source: LinkError },
@@ -73,10 +73,20 @@ impl Varying {
                 period: *period,
             },
             RateSpec::Trace { path } => {
-                let text = std::fs::read_to_string(path).map_err(|source| RateError::Read {
-                    path: path.clone(),
-                    source,
-                })?;
+                // Read within the limit: a FIFO or /dev/zero states no size.
+                let text = std::fs::File::open(path)
+                    .map_err(qbench_core::input::InputError::from)
+                    .and_then(|f| {
+                        qbench_core::input::read_text_capped(
+                            f,
+                            qbench_core::input::MAX_TRACE_BYTES,
+                            "a rate trace",
+                        )
+                    })
+                    .map_err(|source| RateError::Read {
+                        path: path.clone(),
+                        source,
+                    })?;
                 let steps = parse_trace(&text).map_err(|source| RateError::Parse {
                     path: path.clone(),
                     source,

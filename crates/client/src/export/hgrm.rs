@@ -72,7 +72,12 @@ pub fn command(args: HgrmArgs) -> anyhow::Result<()> {
         flag: "REPORT",
         message,
     };
-    let json = std::fs::read_to_string(&args.report).map_err(|e| bad(format!("{shown}: {e}")))?;
+    let json = crate::input::read_text(
+        &args.report,
+        qbench_core::input::MAX_REPORT_BYTES,
+        "a report",
+    )
+    .map_err(bad)?;
     let report = Report::from_json(&json).map_err(|e| bad(format!("{shown}: {e}")))?;
     let out = text(&report, args.of)?;
     super::write_text(Path::new(&args.out), &out)

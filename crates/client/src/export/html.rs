@@ -259,7 +259,9 @@ fn read_cells(dir: &Path) -> anyhow::Result<Sweep> {
         if !(name.starts_with("cell-") && name.ends_with(".json")) {
             continue;
         }
-        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        let bytes =
+            crate::input::read_bytes(&path, qbench_core::input::MAX_REPORT_BYTES, "a cell file")
+                .map_err(anyhow::Error::msg)?;
         let f = CellFile::from_slice(&bytes).with_context(|| path.display().to_string())?;
         scenario.get_or_insert_with(|| f.scenario.clone());
         match f.report {
