@@ -32,6 +32,21 @@ pub fn err(text: &str) {
     write(io::stderr().lock(), text.as_bytes());
 }
 
+/// `text` with every control character but newlines and tabs escaped (`\u{1b}`): text that
+/// came from a file anyone can edit (a shard's hostname or error) cannot move the cursor,
+/// retitle the terminal or hide a line.
+pub fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Whoever reads our output has gone.
 pub fn closed() -> bool {
     CLOSED.load(Ordering::Relaxed)
@@ -62,4 +77,17 @@ macro_rules! tell {
     ($($arg:tt)*) => {
         $crate::console::err(&format!("{}\n", format_args!($($arg)*)))
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_and_lines_kept() {
+        assert_eq!(
+            printable("host\x1b]0;owned\x07\nnext\tcol"),
+            "host\\u{1b}]0;owned\\u{7}\nnext\tcol"
+        );
+    }
 }

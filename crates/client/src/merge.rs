@@ -116,8 +116,8 @@ pub fn merge(args: MergeArgs) -> anyhow::Result<()> {
         name: "qbench".into(),
         version: env!("CARGO_PKG_VERSION").into(),
     };
-    let report =
-        merge_reports(&inputs, tool, std::env::args().collect()).map_err(|e| bad(e.to_string()))?;
+    let report = merge_reports(&inputs, tool, std::env::args().collect())
+        .map_err(|e| bad(crate::console::printable(&e.to_string())))?;
     let info = report.merged.as_ref().expect("a merged report says so");
     let headline = format!(
         "qbench merge: {} of {} shard(s) of {} over {} connection(s)",
@@ -131,15 +131,18 @@ pub fn merge(args: MergeArgs) -> anyhow::Result<()> {
         crate::export::text::summary(&report, &headline),
         shard_lines(info)
     );
-    print_text(&text, Some(&dest));
+    // Hostnames, file names and errors come from the shards' files.
+    print_text(&crate::console::printable(&text), Some(&dest));
     write_json(&dest, &report)?;
     anyhow::ensure!(
         report.complete,
         "{}",
-        report
-            .aborted
-            .as_deref()
-            .unwrap_or("some shard is incomplete")
+        crate::console::printable(
+            report
+                .aborted
+                .as_deref()
+                .unwrap_or("some shard is incomplete")
+        )
     );
     Ok(())
 }

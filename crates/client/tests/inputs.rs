@@ -46,3 +46,60 @@ fn an_endless_input_is_refused_at_its_limit() {
         );
     }
 }
+
+/// `qbench merge` of real shards whose files were edited: a sum that would wrap is refused
+/// naming the file and the field, and a hostname with terminal escapes is shown escaped.
+#[test]
+fn merge_checks_what_its_shards_say() {
+    let dir = tempfile::tempdir().unwrap();
+    let shard = |i: u32| {
+        let path = dir.path().join(format!("s{i}.json"));
+        let r = common::qbench_plain(&[
+            "--proto",
+            "h2",
+            "--objects",
+            "10x1KB",
+            "--connections",
+            "2",
+            "--no-telemetry",
+            "--shard",
+            &format!("{i}/2"),
+            "--json",
+            path.to_str().unwrap(),
+        ]);
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        (path, v)
+    };
+    let (p0, _) = shard(0);
+    let (p1, mut v1) = shard(1);
+    let s0 = p0.to_str().unwrap();
+    let s1 = p1.to_str().unwrap();
+    let out = dir.path().join("m.json");
+    let merge = || common::qbench_plain(&["merge", s0, s1, "-o", out.to_str().unwrap()]);
+
+    let honest = v1.clone();
+    v1["runs"][0]["payload_bytes"] = serde_json::json!(u64::MAX);
+    std::fs::write(&p1, v1.to_string()).unwrap();
+    let r = merge();
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    let first = r.stderr.lines().next().unwrap_or_default();
+    assert!(
+        first.contains(s1)
+            && first.contains("`runs[0].payload_bytes` makes the shards' sum exceed"),
+        "{first}"
+    );
+    assert!(!out.exists());
+
+    let mut v1 = honest;
+    v1["environment"]["hostname"] = serde_json::json!("evil\u{1b}]0;owned\u{7}");
+    std::fs::write(&p1, v1.to_string()).unwrap();
+    let r = merge();
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(!r.stdout.contains('\u{1b}'), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("evil\\u{1b}]0;owned\\u{7}"),
+        "{}",
+        r.stdout
+    );
+}

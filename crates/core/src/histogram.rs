@@ -114,14 +114,65 @@ impl LatencyHistogram {
         base64::engine::general_purpose::STANDARD.encode(buf)
     }
 
+    /// Decodes a V2 histogram (compressed or not) of at most 3 significant digits, as qbench
+    /// writes them; its header is checked before anything is allocated, so a small encoding
+    /// cannot claim a payload or a counts array of hundreds of megabytes.
     pub fn decode(encoded: &str) -> Result<Self, HistogramError> {
         let bytes = base64::engine::general_purpose::STANDARD.decode(encoded.trim())?;
+        check_header(&bytes)?;
         let mut inner: Histogram<u64> = Deserializer::new()
             .deserialize(&mut bytes.as_slice())
             .map_err(|e| HistogramError::Decode(format!("{e:?}")))?;
         inner.auto(true);
         Ok(Self { inner })
     }
+}
+
+// The word-size bits (0x10) are part of the cookie, as hdrhistogram writes it.
+const V2_COOKIE: u32 = 0x1c84_9303 | 0x10;
+const V2_COMPRESSED_COOKIE: u32 = 0x1c84_9304 | 0x10;
+/// A V2 payload holds at most one varint (9 bytes at most) per count; at 3 significant digits
+/// over the whole u64 range that is 56,320 counts, about 500 KB.
+const MAX_PAYLOAD: u32 = 1 << 20;
+
+/// The V2 header fields that decide what decoding allocates, checked against what qbench
+/// writes: 3 significant digits at most, and a payload no larger than such counts can need.
+fn check_header(bytes: &[u8]) -> Result<(), HistogramError> {
+    use std::io::Read;
+    let bad = |m: &str| HistogramError::Decode(m.to_string());
+    let cookie = bytes.get(..4).ok_or_else(|| bad("too short"))?;
+    let mut header = [0u8; 20];
+    match u32::from_be_bytes(cookie.try_into().expect("4 bytes")) {
+        V2_COOKIE => {
+            let h = bytes.get(4..24).ok_or_else(|| bad("too short"))?;
+            header.copy_from_slice(h);
+        }
+        V2_COMPRESSED_COOKIE => {
+            let rest = bytes.get(8..).ok_or_else(|| bad("too short"))?;
+            let mut inner = [0u8; 24];
+            flate2::read::ZlibDecoder::new(rest)
+                .read_exact(&mut inner)
+                .map_err(|e| bad(&format!("inflating its header: {e}")))?;
+            if u32::from_be_bytes(inner[..4].try_into().expect("4 bytes")) != V2_COOKIE {
+                return Err(bad("no V2 histogram inside"));
+            }
+            header.copy_from_slice(&inner[4..]);
+        }
+        _ => return Err(bad("not a V2 histogram (cookie)")),
+    }
+    let field = |at: usize| u32::from_be_bytes(header[at..at + 4].try_into().expect("4 bytes"));
+    let (payload, digits) = (field(0), field(8));
+    if digits > u32::from(SIGNIFICANT_DIGITS) {
+        return Err(bad(&format!(
+            "{digits} significant digits: qbench's histograms have {SIGNIFICANT_DIGITS}"
+        )));
+    }
+    if payload > MAX_PAYLOAD {
+        return Err(bad(&format!(
+            "a payload of {payload} bytes, more than such a histogram can have ({MAX_PAYLOAD})"
+        )));
+    }
+    Ok(())
 }
 
 /// Percentiles in microseconds; every field is `null` for an empty histogram (never NaN).
@@ -203,7 +254,47 @@ mod tests {
         assert!(HistogramExport::from(&h).hdr.starts_with("HISTFAAA"));
     }
 
+    /// A V2 header (uncompressed) with these fields and `payload` bytes of zero counts.
+    fn v2(payload_len: u32, digits: u32, high: u64, payload: usize) -> String {
+        let mut b = Vec::new();
+        b.extend(V2_COOKIE.to_be_bytes());
+        b.extend(payload_len.to_be_bytes());
+        b.extend(0u32.to_be_bytes());
+        b.extend(digits.to_be_bytes());
+        b.extend(1u64.to_be_bytes());
+        b.extend(high.to_be_bytes());
+        b.extend(1.0f64.to_be_bytes());
+        b.extend(std::iter::repeat_n(0u8, payload));
+        base64::engine::general_purpose::STANDARD.encode(b)
+    }
+
+    /// A few bytes cannot make decoding allocate hundreds of megabytes: the payload length
+    /// and the precision are checked before anything is allocated.
+    #[test]
+    fn a_header_claiming_too_much_is_refused() {
+        let e = LatencyHistogram::decode(&v2(400_000_000, 3, 1 << 40, 0)).unwrap_err();
+        assert!(e.to_string().contains("payload of 400000000 bytes"), "{e}");
+        let e = LatencyHistogram::decode(&v2(0, 5, u64::MAX / 4, 0)).unwrap_err();
+        assert!(e.to_string().contains("5 significant digits"), "{e}");
+        let h = LatencyHistogram::decode(&v2(2, 3, 1 << 40, 2)).unwrap();
+        assert!(h.is_empty());
+        // Compressed: the same check on the inflated header.
+        let mut real = LatencyHistogram::new();
+        real.record(Duration::from_micros(5));
+        assert_eq!(LatencyHistogram::decode(&real.encode()).unwrap().len(), 1);
+        for short in ["", "HISTFAAA", "AAAA"] {
+            assert!(LatencyHistogram::decode(short).is_err(), "{short}");
+        }
+    }
+
     proptest! {
+        /// Any bytes, base64-encoded: a histogram or an error, never a panic.
+        #[test]
+        fn any_encoding_is_a_histogram_or_an_error(bytes in proptest::collection::vec(any::<u8>(), 0..200), digits in 0u32..8, len in 0u32..2_000_000) {
+            let _ = LatencyHistogram::decode(&base64::engine::general_purpose::STANDARD.encode(&bytes));
+            let _ = LatencyHistogram::decode(&v2(len, digits, 1 << 30, bytes.len()));
+        }
+
         #[test]
         fn encoding_round_trips_and_merge_adds(
             a in proptest::collection::vec(0u64..10_000_000, 0..200),

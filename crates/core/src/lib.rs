@@ -19,6 +19,7 @@ pub mod link_report;
 pub mod load;
 pub mod load_report;
 pub mod merge;
+pub mod merge_check;
 pub mod metric;
 pub mod noise;
 pub mod nonparam;

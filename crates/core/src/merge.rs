@@ -61,6 +61,8 @@ pub enum MergeError {
     },
     #[error("{0}")]
     Histogram(#[from] HistogramError),
+    #[error("{0}")]
+    Input(#[from] crate::merge_check::InputError),
 }
 
 /// The configuration with the shard index left out, as JSON fields.
@@ -464,6 +466,7 @@ pub fn merge(
             });
         }
     }
+    crate::merge_check::check(inputs)?;
     let missing: Vec<u32> = (0..count).filter(|i| !by_index.contains_key(i)).collect();
     let most_runs = by_index
         .values()

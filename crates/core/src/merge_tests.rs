@@ -29,7 +29,7 @@ fn meta(shard: Option<Shard>, connections: u32) -> ReportMeta {
                 ..RunSpec::default()
             },
             target: Target::InProcess,
-            total_objects: 300,
+            total_objects: 1_000_000,
             insecure: false,
             ca: None,
             connect_to: None,
@@ -218,7 +218,73 @@ fn a_damaged_histogram_is_an_error() {
     let mut b = shard_report(1, 2, &lat, 0);
     b.1.runs[0].object_latency.hdr = "HISTFAAA-not-base64".into();
     let e = merge(&[shard_report(0, 2, &lat, 0), b], tool(), vec![]).unwrap_err();
-    assert!(matches!(e, MergeError::Histogram(_)), "{e}");
+    assert!(matches!(e, MergeError::Input(_)), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("shard-1.json: `runs[0].object_latency` histogram encoding"),
+        "{e}"
+    );
+}
+
+/// Figures anyone can edit into a shard's report are checked before anything is added, and
+/// each refusal names the file and the field.
+#[test]
+fn lying_shards_are_refused_naming_file_and_field() {
+    let lat = latencies(10, 6);
+    let ok = || shard_report(0, 2, &lat, 1_700_000_000_000_000);
+    let other = || shard_report(1, 2, &lat, 1_700_000_000_000_000);
+    let refuse = |b: (String, Report), says: &str| {
+        let e = merge(&[ok(), b], tool(), vec![]).unwrap_err().to_string();
+        assert!(e.starts_with("shard-1.json: `"), "{e}");
+        assert!(e.contains(says), "{e}");
+    };
+    // Sums that would wrap.
+    let mut b = other();
+    b.1.runs[0].payload_bytes = u64::MAX;
+    refuse(
+        b,
+        "`runs[0].payload_bytes` makes the shards' sum exceed 2^64 - 1",
+    );
+    let mut b = other();
+    b.1.runs[0].objects.requested = u64::MAX;
+    b.1.runs[0].objects.completed = u64::MAX;
+    refuse(
+        b,
+        "`runs[0].objects.requested` makes the shards' sum exceed",
+    );
+    // Shard 5 of 2.
+    let mut b = other();
+    b.1.config.spec.shard = Some(Shard { index: 5, count: 2 });
+    refuse(b, "`config.shard.index` is 5 of 2");
+    // More completed than requested, and more requested than the workload has.
+    let mut b = other();
+    b.1.runs[0].objects.completed = 999;
+    refuse(b, "`runs[0].objects` says 999 completed");
+    let mut b = other();
+    b.1.config.total_objects = 15;
+    let mut a = ok();
+    a.1.config.total_objects = 15;
+    let e = merge(&[a, b], tool(), vec![]).unwrap_err().to_string();
+    assert!(e.contains("more than the workload's 15 objects"), "{e}");
+    // A wall-clock start 584,000 years away.
+    let mut b = other();
+    b.1.runs[0].started_unix_us = Some(u64::MAX);
+    refuse(b, "`runs[0].started_unix_us` is ");
+    let mut b = other();
+    b.1.runs[0].last_byte_us = Some(u64::MAX);
+    refuse(
+        b,
+        "`runs[0].last_byte_us` is 18446744073709551615 us, more than a run can last",
+    );
+    // A small histogram that claims a huge payload.
+    let mut b = other();
+    let mut claim = Vec::new();
+    claim.extend(0x1c84_9313u32.to_be_bytes());
+    claim.extend(400_000_000u32.to_be_bytes());
+    claim.extend([0u8; 36]);
+    b.1.runs[0].ttfb.hdr =
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, claim);
+    refuse(b, "`runs[0].ttfb` histogram encoding is not a valid V2 histogram: a payload of 400000000 bytes");
 }
 
 proptest::proptest! {
