@@ -100,6 +100,10 @@ func fetch(client *http.Client, url string, size int64, timeout time.Duration) (
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("status %s", resp.Status)
 	}
+	// RFC 9110 6.6.1: an origin server with a clock sends Date, over HTTP/3 as over h1/h2.
+	if _, err := http.ParseTime(resp.Header.Get("Date")); err != nil {
+		return 0, fmt.Errorf("no valid Date header (%q)", resp.Header.Get("Date"))
+	}
 	n, err := verify(resp.Body, size)
 	if err != nil && ctx.Err() != nil {
 		// A read cut short by the deadline is a hang, whatever error the stream reports.

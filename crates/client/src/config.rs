@@ -26,6 +26,18 @@ pub fn usage(ok: bool, flag: &'static str, message: impl Into<String>) -> Result
     }
 }
 
+/// Makes `--out DIR` (and its parents) unless it is a directory already; a file there is
+/// named as such instead of as "File exists".
+pub fn out_dir(path: &std::path::Path) -> Result<(), ConfigError> {
+    if path.exists() && !path.is_dir() {
+        return Err(bad(
+            "--out",
+            format!("{} is not a directory: --out names one", path.display()),
+        ));
+    }
+    std::fs::create_dir_all(path).map_err(|e| bad("--out", format!("{}: {e}", path.display())))
+}
+
 fn bad(flag: &'static str, message: impl Into<String>) -> ConfigError {
     ConfigError {
         flag,

@@ -15,6 +15,9 @@ use crate::cli::CostArgs;
 use crate::export::{print_text, write_json, Dest};
 
 pub fn cost(args: CostArgs) -> anyhow::Result<()> {
+    if let Some(j) = &args.json {
+        crate::export::check_writable("--json", Path::new(j))?;
+    }
     let est = read_estimates(&args.criterion)?;
     let model = CostModel::new(&est, &args.suite, args.mtu)?;
     let measured = args

@@ -53,6 +53,11 @@ pub(crate) fn take() -> Option<i32> {
         .filter(|&s| s != 0)
 }
 
+/// Whether a stopping signal came and was not yet taken (it stays to be taken).
+pub(crate) fn pending() -> bool {
+    HELD.get().is_some_and(|f| f.load(Ordering::SeqCst) != 0)
+}
+
 /// Fails with "interrupted (SIGNAL) while ..." if a stopping signal came while building.
 pub(crate) fn check(what: &str) -> anyhow::Result<()> {
     if let Some(sig) = take() {

@@ -16,6 +16,7 @@ fn compare(args: qbench::cli::CompareArgs) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     qbench_server::rep_movsb::at_start_or_exit();
+    qbench_server::standalone::unset_empty_env();
     let cli = Cli::parse();
     qbench_server::heap::keep_freed_memory();
     // Many connections need many descriptors; a failure only matters if they run out.
@@ -48,7 +49,9 @@ fn main() -> ExitCode {
         Err(e) => {
             qbench::tell!("error: {}", qbench_core::errors::one_line(e.as_ref()));
             // Bad input exits as clap's own usage errors do.
-            if e.chain().any(|c| c.is::<qbench::config::ConfigError>()) {
+            if e.chain().any(|c| c.is::<qbench::config::ConfigError>())
+                || qbench_server::standalone::is_bad_input(&e)
+            {
                 ExitCode::from(2)
             } else {
                 ExitCode::FAILURE

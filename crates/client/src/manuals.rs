@@ -74,10 +74,7 @@ fn pages(cmd: &clap::Command, dir: &Path, written: &mut usize) -> anyhow::Result
 }
 
 pub fn man(args: ManArgs) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&args.out).map_err(|e| crate::config::ConfigError {
-        flag: "--out",
-        message: format!("{}: {e}", args.out.display()),
-    })?;
+    crate::config::out_dir(&args.out)?;
     let mut written = 0;
     for p in Program::ALL {
         pages(&p.command(), &args.out, &mut written)?;

@@ -39,7 +39,13 @@ fn files(inputs: &[PathBuf], out: Option<&Path>) -> Result<Vec<PathBuf>, ConfigE
         let entries = std::fs::read_dir(p).map_err(|e| bad(format!("{}: {e}", p.display())))?;
         let mut found: Vec<PathBuf> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|f| f.extension().is_some_and(|x| x == "json") && Some(f.as_path()) != out)
+            .filter(|f| {
+                f.extension().is_some_and(|x| x == "json")
+                    && out.is_none_or(|o| {
+                        crate::export::target::identity(o).ok().flatten()
+                            != crate::export::target::identity(f).ok().flatten()
+                    })
+            })
             .collect();
         if found.is_empty() {
             return Err(bad(format!("{}: no *.json reports in it", p.display())));
@@ -47,7 +53,12 @@ fn files(inputs: &[PathBuf], out: Option<&Path>) -> Result<Vec<PathBuf>, ConfigE
         found.sort();
         files.extend(found);
     }
-    if let Some(o) = out.filter(|o| files.iter().any(|f| f == o)) {
+    // The same file by another name (`./x`, a link, a hard link) is the same file.
+    let same = |a: &Path, b: &Path| {
+        let id = |p: &Path| crate::export::target::identity(p).ok().flatten();
+        a == b || id(a).is_some_and(|x| Some(x) == id(b))
+    };
+    if let Some(o) = out.filter(|o| files.iter().any(|f| same(f, o))) {
         return Err(ConfigError {
             flag: "--out",
             message: format!(

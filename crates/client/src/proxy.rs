@@ -35,11 +35,20 @@ pub struct ProxyArgs {
     pub upstream_insecure: bool,
 
     /// Give up opening an upstream connection, or waiting for a response head, after this
-    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = positive_duration)]
     pub upstream_timeout: Duration,
 
     #[command(flatten)]
     pub serve: ServeArgs,
+}
+
+/// A duration above zero: a zero upstream timeout would answer every request 502.
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(s) {
+        Ok(d) if d.is_zero() => Err("must be more than 0 (every request would time out)".into()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// The origin's host, port and name, as `--upstream` gives them.

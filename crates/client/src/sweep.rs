@@ -142,8 +142,16 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
             message,
         },
     )?;
-    let scenario = load_scenario(&args.scenario, &text)?;
-    let cells = scenario.cells().with_context(|| shown.clone())?;
+    // What the scenario says is input: its errors exit as bad input does.
+    let bad_scenario = |e: anyhow::Error| ConfigError {
+        flag: "SCENARIO",
+        message: format!("{e:#}"),
+    };
+    let scenario = load_scenario(&args.scenario, &text).map_err(bad_scenario)?;
+    let cells = scenario
+        .cells()
+        .with_context(|| shown.clone())
+        .map_err(bad_scenario)?;
     // Every cell is checked before the first one runs.
     let plans = cells
         .iter()
@@ -151,10 +159,10 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
             plan_for(c, (scenario.metric(), scenario.test()))
                 .with_context(|| format!("{shown}: cell {}", c.label()))
         })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<anyhow::Result<Vec<_>>>()
+        .map_err(bad_scenario)?;
+    crate::config::out_dir(&args.out)?;
     check_out_dir(&args.out)?;
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
     let home = qbench_shaper::netns::current()?;
     let started = Instant::now();
     let (mut ran, mut failed, mut rows) = (0u32, Vec::new(), Vec::new());
@@ -165,7 +173,10 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         }
         let path = cell_path(&args.out, cell);
         let what = cell.label();
-        let done = read_cell(&path).filter(|f| f.cell.hash == cell.hash && f.report.complete());
+        // The stored hash is recomputed from the stored spec: an edited spec is not the cell.
+        let done = read_cell(&path).filter(|f| {
+            f.cell.hash == cell.hash && f.cell.spec.hash() == cell.hash && f.report.complete()
+        });
         let report = match done {
             Some(mut f) => {
                 crate::tell!("[{}/{}] {what}: done before, skipped", i + 1, cells.len());

@@ -219,3 +219,109 @@ fn a_directory_or_socket_as_an_output_is_refused_naming_the_flag() {
         assert!(err.starts_with(&format!("error: {flag}")), "{err}");
     }
 }
+
+/// Found by trying the rule as an attacker would: links to paths that do not exist yet,
+/// a trailing slash, modes, descriptors the shell opened, and other spellings of stdout.
+#[test]
+fn links_slashes_modes_and_descriptors() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // A link to a file not written yet names that file: the two are one output.
+    std::os::unix::fs::symlink("x", d.join("lx")).unwrap();
+    let out = run_in(d, &["--json", "x", "--hgrm", "lx"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // ... and written through the link, the link stays.
+    let out = run_in(d, &["--json", "lx"]);
+    assert!(out.status.success());
+    assert!(std::fs::symlink_metadata(d.join("lx"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let x = std::fs::metadata(d.join("x")).unwrap();
+    assert!(x.is_file());
+    // 0666 less the umask (cargo's test runner: 022), as `>` would make it, not 0600.
+    assert_eq!(x.permissions().mode() & 0o777, 0o644);
+    // A replaced file keeps its mode.
+    std::fs::set_permissions(d.join("x"), std::fs::Permissions::from_mode(0o640)).unwrap();
+    assert!(run_in(d, &["--json", "x"]).status.success());
+    let mode = std::fs::metadata(d.join("x")).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o640);
+    // A trailing slash names a directory, refused before the run.
+    let out = run_in(d, &["--json", "new/"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("error: --json"));
+    // Another spelling of stdout is stdout.
+    let out = run_in(d, &["--json", "/dev/./stdout"]);
+    assert!(out.status.success());
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["complete"], true);
+    // A descriptor the shell opened for appending keeps what it held.
+    let log = d.join("app.log");
+    std::fs::write(&log, "kept\n").unwrap();
+    let status = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "exec 3>>'{}'; '{}' {} --json /dev/fd/3 >/dev/null 2>&1",
+            log.display(),
+            env!("CARGO_BIN_EXE_qbench"),
+            RUN.join(" ")
+        ))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.starts_with("kept\n{"), "{text}");
+}
+
+/// A FIFO nobody reads does not hold qbench for ever: it waits a bounded time for a reader,
+/// then fails with the report kept in a fresh file of its own.
+#[test]
+fn a_fifo_nobody_reads_ends_the_run_with_the_report_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("nobody.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(3) on a path inside the test's own directory.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let out = run_in(dir.path(), &["--json", fifo.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no process read the FIFO"), "{err}");
+    let kept = err
+        .split("the result is kept in ")
+        .nth(1)
+        .and_then(|r| r.split(':').next())
+        .unwrap_or_else(|| panic!("no kept file named: {err}"));
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(kept).unwrap()).unwrap();
+    assert_eq!(r["complete"], true);
+    std::fs::remove_file(kept).unwrap();
+}
+
+#[test]
+fn subcommand_outputs_that_cannot_be_written_exit_2_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    assert!(run_in(dir.path(), &["--json", report.to_str().unwrap()])
+        .status
+        .success());
+    let r = report.to_str().unwrap();
+    let d = dir.path().to_str().unwrap();
+    for (args, flag) in [
+        (vec!["hgrm", r, "-o", d], "--out"),
+        (vec!["report", d, "--html", "-"], "--html"),
+        (vec!["merge", r, "-o", &format!("{d}/./r.json")], "--out"),
+    ] {
+        let out = common::qbench_plain(&args);
+        assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
+        assert!(
+            out.stderr.starts_with(&format!("error: {flag}")),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+}

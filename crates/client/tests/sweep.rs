@@ -106,6 +106,18 @@ fn cells_run_once_and_resume() {
     assert!(ok);
     assert!(stdout.contains("(0 run, 2 skipped)"), "{stdout}");
     assert_eq!(stderr.matches("skipped").count(), 2, "{stderr}");
+    // A cell file whose spec was edited (its stored hash left alone) is not that cell: the
+    // hash is recomputed from the stored spec, and the cell runs again.
+    let mut j: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&cells[0]).unwrap()).unwrap();
+    let spec = j["cell"]["spec"].to_string();
+    assert!(spec.contains("\"connections\":1"), "{spec}");
+    j["cell"]["spec"] =
+        serde_json::from_str(&spec.replacen("\"connections\":1", "\"connections\":7", 1)).unwrap();
+    std::fs::write(&cells[0], j.to_string()).unwrap();
+    let (ok, stdout, _) = sweep(&file, &out);
+    assert!(ok);
+    assert!(stdout.contains("(1 run, 1 skipped)"), "{stdout}");
 
     let page = dir.path().join("report.html");
     report(&out, &page);

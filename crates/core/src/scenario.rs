@@ -287,7 +287,10 @@ impl Scenario {
             Some(n) if n <= MAX_CELLS => n as usize,
             other => return Err(ScenarioError::TooMany(other)),
         };
-        let mut cells = Vec::with_capacity(total);
+        let mut cells: Vec<Cell> = Vec::with_capacity(total);
+        // Two axis values that make one experiment ("1x1KB" and "1000B", or a value given
+        // twice) would run once but count twice in the false discovery rate.
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
         for i in 0..total {
             let mut rest = i;
             let mut params = BTreeMap::new();
@@ -296,11 +299,23 @@ impl Scenario {
                 rest /= values.len();
             }
             let spec = self.spec(&params)?;
-            cells.push(Cell {
+            let cell = Cell {
                 params,
                 hash: spec.hash(),
                 spec,
-            });
+            };
+            if let Some(&other) = seen.get(&cell.hash) {
+                return Err(field(
+                    "axes",
+                    format!(
+                        "cells `{}` and `{}` are the same experiment: give each axis value once",
+                        cells[other].label(),
+                        cell.label()
+                    ),
+                ));
+            }
+            seen.insert(cell.hash.clone(), cells.len());
+            cells.push(cell);
         }
         Ok(cells)
     }

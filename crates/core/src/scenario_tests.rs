@@ -431,3 +431,19 @@ proptest::proptest! {
         }
     }
 }
+
+/// Axis values that make one experiment (given twice, or spelled two ways) would run once but
+/// count twice in the false discovery rate: refused, naming both cells.
+#[test]
+fn the_same_experiment_twice_is_refused() {
+    for objects in [r#"["1x1KB", "1x1KB"]"#, r#"["1x1KB", "1000B"]"#] {
+        let text = FIG6.replace(r#"["1x5KB", "1x10MB"]"#, objects);
+        let e = Scenario::parse(&text)
+            .unwrap()
+            .cells()
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("axes: cells `"), "{e}");
+        assert!(e.contains("are the same experiment"), "{e}");
+    }
+}

@@ -198,7 +198,10 @@ async fn request(
         Box::pin(relay_to(stream, up, upstream, req)).await;
         return;
     }
-    let a = Answer::new(req, peer, drained, shared, telemetry);
+    let mut a = Answer::new(req, peer, drained, shared, telemetry);
+    a.head
+        .headers_mut()
+        .insert(http::header::DATE, crate::routes::date());
     if stream.send_response(a.head).await.is_err() {
         return;
     }

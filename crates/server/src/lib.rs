@@ -411,3 +411,13 @@ impl Drop for InProcess {
         }
     }
 }
+
+/// `eprintln!` that never panics: a server whose terminal closed (SIGHUP, a dropped ssh
+/// session) must still stop cleanly, and its last line has nowhere to go.
+#[macro_export]
+macro_rules! note {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}

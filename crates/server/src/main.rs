@@ -5,6 +5,7 @@ use qbench_server::standalone::{serve_until_signal, Cli};
 fn main() {
     // Before the runtime's threads exist: it may start the process again.
     qbench_server::rep_movsb::at_start_or_exit();
+    qbench_server::standalone::unset_empty_env();
     let cli = Cli::parse();
     qbench_server::heap::keep_freed_memory();
     let result = cli
@@ -16,7 +17,12 @@ fn main() {
                 .context("qbench-server")
         });
     if let Err(e) = result {
-        eprintln!("error: {}", qbench_core::errors::one_line(e.as_ref()));
-        std::process::exit(1);
+        qbench_server::note!("error: {}", qbench_core::errors::one_line(e.as_ref()));
+        // Bad input exits as clap's own usage errors do.
+        std::process::exit(if qbench_server::standalone::is_bad_input(&e) {
+            2
+        } else {
+            1
+        });
     }
 }

@@ -234,9 +234,15 @@ impl Upstream {
                 }
             }
         };
-        let (head, body) = tokio::time::timeout(limit, answer)
+        let (mut head, body) = tokio::time::timeout(limit, answer)
             .await
             .map_err(|_| RelayError::Timeout(limit))??;
+        // The version the response came with, whatever the library left in the head.
+        *head.version_mut() = match self.proto {
+            Protocol::H3 => http::Version::HTTP_3,
+            Protocol::H2 => http::Version::HTTP_2,
+            Protocol::H1 => http::Version::HTTP_11,
+        };
         Ok((relayed_head(head), body.counted(self.stats.clone())))
     }
 }
@@ -250,12 +256,24 @@ fn relayed_head(from: Response<()>) -> Response<()> {
         header::CONTENT_TYPE,
         header::CONTENT_LENGTH,
         header::CACHE_CONTROL,
+        header::DATE,
     ] {
         if let Some(v) = from.headers().get(&name) {
             h.insert(name, v.clone());
         }
     }
-    h.insert(header::VIA, HeaderValue::from_static("qbench-proxy"));
+    // RFC 9110 6.6.1: a response forwarded without a Date gets one.
+    if !h.contains_key(header::DATE) {
+        h.insert(header::DATE, crate::routes::date());
+    }
+    // RFC 9110 7.6.3: the protocol the response was received with, then who relayed it.
+    let via = match from.version() {
+        http::Version::HTTP_3 => "3 qbench-proxy",
+        http::Version::HTTP_2 => "2 qbench-proxy",
+        http::Version::HTTP_10 => "1.0 qbench-proxy",
+        _ => "1.1 qbench-proxy",
+    };
+    h.insert(header::VIA, HeaderValue::from_static(via));
     resp
 }
 
@@ -267,6 +285,7 @@ pub fn failure(e: &RelayError) -> (Response<()>, Bytes) {
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(text.len()));
+    h.insert(header::DATE, crate::routes::date());
     (resp, text)
 }
 
@@ -354,13 +373,14 @@ mod tests {
             .header(header::CONTENT_LENGTH, "10")
             .header(header::CONNECTION, "close")
             .header("alt-svc", "h3=\":443\"")
+            .version(http::Version::HTTP_2)
             .body(())
             .unwrap();
         let r = relayed_head(origin);
         assert_eq!(r.status(), StatusCode::NOT_FOUND);
         assert_eq!(r.headers()[header::CONTENT_LENGTH], "10");
         assert_eq!(r.headers()[header::CONTENT_TYPE], "text/plain");
-        assert_eq!(r.headers()[header::VIA], "qbench-proxy");
+        assert_eq!(r.headers()[header::VIA], "2 qbench-proxy");
         assert!(r.headers().get(header::CONNECTION).is_none());
         assert!(r.headers().get("alt-svc").is_none());
     }

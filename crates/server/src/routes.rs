@@ -23,9 +23,10 @@ pub fn route(method: &Method, path: &str, max_object: u64) -> Route {
     match parse_bytes_path(path) {
         Some(n) => match n {
             Ok(n) if n <= max_object => Route::Bytes(n),
+            // 413 is about the request's content; this server refuses to serve the resource.
             Ok(_) => Route::Text(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "object larger than --max-object\n",
+                StatusCode::FORBIDDEN,
+                "object larger than this server's --max-object\n",
             ),
             Err(_) => Route::Text(
                 StatusCode::BAD_REQUEST,
@@ -35,6 +36,30 @@ pub fn route(method: &Method, path: &str, max_object: u64) -> Route {
         None if path == "/" => Route::Text(StatusCode::OK, "qbench-server: GET /bytes/{n}\n"),
         None => Route::Text(StatusCode::NOT_FOUND, "not found\n"),
     }
+}
+
+/// The `Date` header (RFC 9110 6.6.1) for HTTP/3 responses, which no library adds as hyper
+/// does for h1 and h2: formatted once per second per thread, not once per response.
+pub fn date() -> HeaderValue {
+    use std::cell::RefCell;
+    use std::time::{SystemTime, UNIX_EPOCH};
+    thread_local! {
+        static CACHED: RefCell<(u64, Option<HeaderValue>)> = const { RefCell::new((0, None)) };
+    }
+    let now = SystemTime::now();
+    let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    CACHED.with(|c| {
+        let mut c = c.borrow_mut();
+        match &c.1 {
+            Some(v) if c.0 == secs => v.clone(),
+            _ => {
+                let v = HeaderValue::from_str(&httpdate::fmt_http_date(now))
+                    .expect("an HTTP date is a valid header value");
+                *c = (secs, Some(v.clone()));
+                v
+            }
+        }
+    })
 }
 
 /// The telemetry maker of a server with telemetry off.
@@ -56,6 +81,10 @@ impl Route {
         h.insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+        if status == StatusCode::METHOD_NOT_ALLOWED {
+            // RFC 9110 15.5.6: a 405 lists the methods the resource supports.
+            h.insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        }
         resp
     }
 
@@ -102,8 +131,14 @@ mod tests {
         let too_big = route(&Method::GET, "/bytes/11", 10);
         assert_eq!(
             too_big.respond(no_telemetry).0.status(),
-            StatusCode::PAYLOAD_TOO_LARGE
+            StatusCode::FORBIDDEN
         );
+        let post = route(&Method::POST, "/bytes/1", 10).respond(no_telemetry).0;
+        assert_eq!(post.headers()[header::ALLOW], "GET, HEAD");
+        let d = date();
+        let parsed = httpdate::parse_http_date(d.to_str().unwrap()).unwrap();
+        let off = std::time::SystemTime::now().duration_since(parsed).unwrap();
+        assert!(off.as_secs() < 5, "{d:?}");
         assert_eq!(
             route(&Method::GET, "/bytes/x", 10)
                 .respond(no_telemetry)

@@ -106,7 +106,7 @@ impl Shared {
                 Stats::bump(&self.stats.refused);
                 // Said once per burst: a flood of refusals must not become a flood of lines.
                 if !self.refusing.swap(true, Ordering::Relaxed) {
-                    eprintln!(
+                    crate::note!(
                         "qbench-server: --max-connections {} reached; refusing {peer} and \
                          whoever else connects until a connection closes",
                         self.opts.max_connections

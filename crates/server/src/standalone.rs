@@ -56,6 +56,27 @@ pub enum ThreadsError {
     Runtime(#[from] io::Error),
 }
 
+/// Variables read as flags' values that, set but empty, mean unset (as curl and browsers take
+/// an empty SSLKEYLOGFILE): otherwise an empty one is a `--keylog` without a file, or a token
+/// that is no token. Called first thing in `main`, while the process has one thread.
+pub fn unset_empty_env() {
+    for name in ["SSLKEYLOGFILE", TOKEN_ENV] {
+        if std::env::var_os(name).is_some_and(|v| v.is_empty()) {
+            std::env::remove_var(name);
+        }
+    }
+}
+
+/// Whether `e` comes of what the user gave (a bad `TOKIO_WORKER_THREADS`), which exits 2.
+pub fn is_bad_input(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<ThreadsError>(),
+            Some(ThreadsError::BadEnv(_))
+        )
+    })
+}
+
 /// The worker count `TOKIO_WORKER_THREADS` gives, read here because tokio panics on a bad one.
 pub fn threads_from_env(value: Option<&std::ffi::OsStr>) -> Result<Option<u16>, ThreadsError> {
     let Some(v) = value else { return Ok(None) };
@@ -153,7 +174,7 @@ pub async fn serve_until_signal(
     relay: Option<(crate::relay::Upstream, String)>,
 ) -> Result<(), ServerError> {
     if let Err(e) = raise_fd_limit() {
-        eprintln!("warning: could not raise the open-file limit ({e}); ulimit -n bounds how many connections the server holds");
+        crate::note!("warning: could not raise the open-file limit ({e}); ulimit -n bounds how many connections the server holds");
     }
     let generated = opts.cert.is_none();
     let identity = identity_for(&opts)?;
@@ -184,7 +205,7 @@ pub async fn serve_until_signal(
     } else {
         None
     };
-    eprintln!(
+    crate::note!(
         "{name} listening on {} ({}){relaying}{}",
         server.local_addr(),
         protocols.join(","),
@@ -195,11 +216,11 @@ pub async fn serve_until_signal(
         }
     );
     if let Some(w) = warning {
-        eprintln!("{w}");
+        crate::note!("{w}");
     }
     match server.telemetry_token() {
-        Some(_) if from_env => eprintln!("telemetry token: the one in {TOKEN_ENV}"),
-        Some(t) => eprintln!("telemetry token (qbench --telemetry-token): {t}"),
+        Some(_) if from_env => crate::note!("telemetry token: the one in {TOKEN_ENV}"),
+        Some(t) => crate::note!("telemetry token (qbench --telemetry-token): {t}"),
         None => {}
     }
     let stats = server.stats();
@@ -210,7 +231,7 @@ pub async fn serve_until_signal(
         _ = hup.recv() => {}
     }
     crate::qlog::flush_all();
-    eprintln!(
+    crate::note!(
         "{name}: stopped after {} connections ({} refused at --max-connections, {} \
          handshake timeouts, {} idle closes, {} telemetry requests refused as busy)",
         Stats::get(&stats.accepted),

@@ -70,7 +70,7 @@ pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, shared: Arc<Sha
                 let kind = classify(&e);
                 if kind != AcceptError::Connection {
                     if burst.fail() {
-                        eprintln!(
+                        crate::note!(
                             "qbench-server: accept failed ({e}); retrying every {} ms{}",
                             ACCEPT_BACKOFF.as_millis(),
                             if kind == AcceptError::Exhausted {
@@ -86,7 +86,7 @@ pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, shared: Arc<Sha
             }
         };
         if let Some(n) = burst.ok() {
-            eprintln!("qbench-server: accepting again after {n} failed accepts");
+            crate::note!("qbench-server: accepting again after {n} failed accepts");
         }
         let Some(slot) = shared.admit(peer) else {
             continue;

@@ -254,3 +254,49 @@ fn every_stopping_signal_ends_the_server_cleanly() {
         }
     }
 }
+
+/// A bad `TOKIO_WORKER_THREADS` is bad input: one line naming it, status 2 (as clap's errors).
+#[test]
+fn a_bad_worker_count_in_the_environment_exits_2() {
+    let out = Command::new(BIN)
+        .env("TOKIO_WORKER_THREADS", "abc")
+        .args(["--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("error: ") && err.contains("TOKIO_WORKER_THREADS"),
+        "{err}"
+    );
+}
+
+/// A server whose terminal has closed (its stderr reader gone) still stops cleanly on SIGHUP
+/// and SIGTERM: its last line has nowhere to go, which must not be a panic (status 101).
+#[test]
+fn a_closed_terminal_does_not_make_the_last_line_a_panic() {
+    for sig in [libc::SIGHUP, libc::SIGTERM] {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = dir.path().join("cert.pem");
+        let mut child = Command::new(BIN)
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--cert-out",
+                cert.to_str().unwrap(),
+            ])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stderr.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        // The reader and the pipe are dropped here: stderr is closed.
+        // SAFETY: plain kill(2) on our own child.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let status = child.wait().unwrap();
+        assert!(status.success(), "signal {sig}: {status}");
+        assert!(!cert.exists());
+    }
+}

@@ -18,9 +18,14 @@ pub enum ExecError {
 
 /// Runs one command; its stderr becomes the error text.
 pub fn run(cmd: &Cmd) -> Result<String, ExecError> {
+    use std::os::unix::process::CommandExt as _;
     let argv = cmd.full_argv();
     let mut child = Command::new(&argv[0])
         .args(&argv[1..])
+        // Its own process group: a signal to ours (Ctrl-C, `timeout`, a closed terminal) must
+        // not kill `ip netns add` half way, leaving a namespace entry nobody can tear down;
+        // qbench takes the signal and tears down what was built.
+        .process_group(0)
         .stdin(if cmd.stdin.is_some() {
             Stdio::piped()
         } else {

@@ -9,6 +9,21 @@ use qbench_shaper::{netns, Topology, TopologyOptions};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
+/// `println!` / `eprintln!` that never panic: `up` must take its link down even when the
+/// terminal it printed to has closed (SIGHUP).
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+macro_rules! note {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 fn ids() -> Vec<String> {
     let mut ids: Vec<String> = netns::list()
         .into_iter()
@@ -44,21 +59,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             if dry {
                 let (backend, script) = dry_run(&spec, &opts);
-                println!("# backend: {backend:?}\n{script}");
+                say!("# backend: {backend:?}\n{script}");
                 return Ok(());
             }
             let mut signals =
                 Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
             let topo = Topology::up(spec, &opts).context("bringing the link up")?;
             let n = topo.names();
-            println!(
+            say!(
                 "link up (backend {:?}): client {CLIENT_ADDR} in {}, router {}, server {SERVER_ADDR} in {}",
                 topo.backend(),
                 n.client,
                 n.router,
                 n.server
             );
-            println!("run programs with `ip netns exec {} ...`; Ctrl-C or `qbench-shaper down --id {}` ends it", n.client, n.id);
+            say!("run programs with `ip netns exec {} ...`; Ctrl-C or `qbench-shaper down --id {}` ends it", n.client, n.id);
             let router = n.router.clone();
             let watch = std::thread::spawn(move || {
                 // `down` from another shell deletes the namespaces: notice and exit too.
@@ -70,7 +85,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             signals.forever().next();
             drop(topo);
             drop(watch);
-            println!("link down");
+            say!("link down");
             Ok(())
         }
         Cmd::Down { id } => {
@@ -85,11 +100,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Status => {
             let ids = ids();
             if ids.is_empty() {
-                println!("no links");
+                say!("no links");
             }
             for id in ids {
                 let n = Names::new(&id);
-                println!("link {id}: {} {} {}", n.client, n.router, n.server);
+                say!("link {id}: {} {} {}", n.client, n.router, n.server);
                 let qdisc = std::process::Command::new("tc")
                     .args(["-n", &n.router, "qdisc", "show"])
                     .output();
@@ -108,9 +123,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             };
             let removed = cleanup();
-            println!("removed {} namespace(s){}", removed.len(), list(&removed));
+            say!("removed {} namespace(s){}", removed.len(), list(&removed));
             let cgroups = qbench_shaper::cgroup::cleanup();
-            println!("removed {} cgroup(s){}", cgroups.len(), list(&cgroups));
+            say!("removed {} cgroup(s){}", cgroups.len(), list(&cgroups));
             Ok(())
         }
     }
@@ -120,7 +135,7 @@ fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", qbench_core::errors::one_line(e.as_ref()));
+            note!("error: {}", qbench_core::errors::one_line(e.as_ref()));
             ExitCode::FAILURE
         }
     }

@@ -2,6 +2,7 @@
 //! rate for each direction every period (random in a range) or at each step of a trace file.
 
 use std::io::Write;
+use std::os::unix::process::CommandExt as _;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -141,6 +142,8 @@ impl RateController {
         }
         let mut child = Command::new("ip")
             .args(["netns", "exec", router_ns, "tc", "-force", "-batch", "-"])
+            // Out of our process group, as every command the shaper runs (see `exec::run`).
+            .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -67,6 +67,7 @@ pub fn write(path: &Path, report: &Report) -> anyhow::Result<()> {
 }
 
 pub fn command(args: HgrmArgs) -> anyhow::Result<()> {
+    super::check_writable("--out", Path::new(&args.out))?;
     let shown = args.report.display().to_string();
     let bad = |message: String| ConfigError {
         flag: "REPORT",

@@ -548,6 +548,20 @@ fn control_fdr(cells: &mut [Cmp], level: f64) {
 
 pub fn report(args: ReportArgs) -> anyhow::Result<()> {
     crate::export::check_writable("--html", &args.html)?;
+    // The heatmaps are SVG files beside the page: a stream or a device has no "beside".
+    if !matches!(
+        crate::export::target::resolve(&args.html),
+        Ok(crate::export::target::Target::Replace(_))
+    ) {
+        return Err(crate::config::ConfigError {
+            flag: "--html",
+            message: format!(
+                "{}: the page's heatmaps are written beside it as SVG files; name a file",
+                args.html.display()
+            ),
+        }
+        .into());
+    }
     let mut sweep = read_cells(&args.dir)?;
     if args.metric.is_some() || args.test.is_some() {
         rejudge(&mut sweep.comparisons, args.metric, args.test)?;

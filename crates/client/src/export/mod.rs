@@ -98,9 +98,18 @@ pub fn write_json<T: Serialize + ?Sized>(dest: &Dest, value: &T) -> anyhow::Resu
     let Err(e) = export(&Json, value, dest) else {
         return Ok(());
     };
-    let kept = std::env::temp_dir().join(format!("qbench-result-{}.json", std::process::id()));
-    match export(&Json, value, &Dest::File(kept.clone())) {
-        Ok(()) => Err(e.context(format!("the result is kept in {}", kept.display()))),
+    // A fresh name created exclusively: in a directory everyone may write to, a name known in
+    // advance could be a link planted to make qbench (as root) overwrite another file.
+    let kept = (|| -> anyhow::Result<PathBuf> {
+        let mut f = tempfile::Builder::new()
+            .prefix("qbench-result-")
+            .suffix(".json")
+            .tempfile()?;
+        f.write_all(&Json.render(value)?)?;
+        Ok(f.keep()?.1)
+    })();
+    match kept {
+        Ok(kept) => Err(e.context(format!("the result is kept in {}", kept.display()))),
         Err(_) => Err(e),
     }
 }
@@ -116,10 +125,20 @@ pub fn check_writable(flag: &'static str, path: &Path) -> Result<(), crate::conf
     };
     let (dir, name) = dir_and_name(&path).map_err(|e| bad(format!("{e:#}")))?;
     tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
+        .prefix(&temp_prefix(&name))
         .tempfile_in(dir)
         .map(drop)
         .map_err(|e| bad(format!("cannot write {}: {e}", path.display())))
+}
+
+/// The hidden temporary name's prefix: the file's own name, shortened so that the whole
+/// stays within the 255 bytes a name may have.
+fn temp_prefix(name: &str) -> String {
+    let mut end = name.len().min(200);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(".{}.", &name[..end])
 }
 
 /// The directory `path` is in and its file name.
@@ -143,16 +162,27 @@ pub fn write_text(path: &Path, text: &str) -> anyhow::Result<()> {
 /// part, and a crash leaves at most a hidden temp file. Only for what `target::resolve` found
 /// to be a regular file or a new path.
 fn replace_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     let (dir, name) = dir_and_name(path)?;
+    // A replaced file keeps its mode; a new one gets 0666 less the umask, as `>` would give.
+    let old_mode = std::fs::metadata(path).ok().map(|m| m.permissions());
+    let mode = old_mode
+        .clone()
+        .unwrap_or_else(|| std::fs::Permissions::from_mode(0o666));
     // A fresh name opened exclusively: nothing planted under it is followed or overwritten.
     let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
+        .prefix(&temp_prefix(&name))
         .suffix(".tmp")
+        .permissions(mode)
         .tempfile_in(dir)
-        .with_context(|| format!("writing beside {}", path.display()))?;
+        .with_context(|| format!("writing {}", path.display()))?;
+    if let Some(m) = old_mode {
+        // The umask applied at creation; the replaced file's mode is restored exactly.
+        let _ = tmp.as_file().set_permissions(m);
+    }
     tmp.write_all(bytes)
         .and_then(|()| tmp.as_file().sync_all())
-        .with_context(|| format!("writing {}", tmp.path().display()))?;
+        .with_context(|| format!("writing {}", path.display()))?;
     tmp.persist(path)
         .map_err(|e| e.error)
         .with_context(|| format!("renaming onto {}", path.display()))?;

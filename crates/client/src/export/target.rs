@@ -37,14 +37,35 @@ pub enum Target {
     Stderr,
 }
 
-/// The process's own stream that a path names, if any (`/dev/stdout` is a link through
-/// `/proc/self/fd/1`, which replacing would break and writing through would reopen).
-fn own_stream(path: &Path) -> Option<Target> {
-    let s = path.to_str()?;
-    match s {
-        "-" | "/dev/stdout" | "/dev/fd/1" | "/proc/self/fd/1" => Some(Target::Stdout),
-        "/dev/stderr" | "/dev/fd/2" | "/proc/self/fd/2" => Some(Target::Stderr),
-        _ => None,
+/// At most this many symbolic links are followed, as the kernel's own limit (ELOOP).
+const MAX_LINKS: usize = 40;
+
+/// (device, inode) of what `path` names, following links.
+fn inode(path: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Whether `p` is an entry of this process's descriptor table (`/proc/self/fd/N`,
+/// `/dev/fd/N`, `/proc/thread-self/fd/N`), and which descriptor: such a link points at a
+/// file the shell opened, which must be written through, never replaced by another file.
+fn descriptor(p: &Path) -> Option<u32> {
+    let dir = std::fs::canonicalize(p.parent()?).ok()?;
+    let ours = Path::new("/proc").join(std::process::id().to_string());
+    if !(dir.starts_with(&ours) && dir.ends_with("fd")) {
+        return None;
+    }
+    p.file_name()?.to_str()?.parse().ok()
+}
+
+/// stdout or stderr, if `id` is the file one of them is open on.
+fn own_stream(id: Option<(u64, u64)>) -> Option<Target> {
+    let id = id?;
+    if inode(Path::new("/proc/self/fd/1")) == Some(id) {
+        Some(Target::Stdout)
+    } else if inode(Path::new("/proc/self/fd/2")) == Some(id) {
+        Some(Target::Stderr)
+    } else {
+        None
     }
 }
 
@@ -63,44 +84,94 @@ fn by_type(path: PathBuf, meta: &Metadata) -> Result<Target, TargetError> {
     }
 }
 
-/// Decides where writing `path` goes, without writing anything.
+/// Decides where writing `path` goes, without writing anything. Links are followed one at a
+/// time, so that a hop through a descriptor table is seen, and so that a link to a path that
+/// does not exist yet names that path (created there, atomically).
 pub fn resolve(path: &Path) -> Result<Target, TargetError> {
-    if let Some(t) = own_stream(path) {
-        return Ok(t);
+    if path == Path::new("-") {
+        return Ok(Target::Stdout);
     }
     let io = |source| TargetError::Io {
         path: path.to_path_buf(),
         source,
     };
-    let link = match std::fs::symlink_metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(Target::Replace(path.to_path_buf()))
-        }
-        Err(e) => return Err(io(e)),
-    };
-    if !link.file_type().is_symlink() {
-        return by_type(path.to_path_buf(), &link);
+    if path.as_os_str().as_encoded_bytes().ends_with(b"/") {
+        return Err(TargetError::Directory(path.to_path_buf()));
     }
-    match std::fs::canonicalize(path) {
-        // A link to nothing yet: writing through it creates its target, as a shell would.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Target::Through(path.into())),
-        Err(e) => Err(io(e)),
-        // A descriptor of this process (`/dev/fd/3`, `/proc/self/fd/3`): written through.
-        Ok(real) if real.starts_with("/proc") => Ok(Target::Through(path.to_path_buf())),
-        Ok(real) => {
-            let meta = std::fs::metadata(&real).map_err(io)?;
-            by_type(real, &meta)
+    let mut p = path.to_path_buf();
+    for _ in 0..MAX_LINKS {
+        if let Some(fd) = descriptor(&p) {
+            return Ok(match fd {
+                1 => Target::Stdout,
+                2 => Target::Stderr,
+                _ => Target::Through(path.to_path_buf()),
+            });
         }
+        let meta = match std::fs::symlink_metadata(&p) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Target::Replace(p)),
+            Err(e) => return Err(io(e)),
+        };
+        if !meta.file_type().is_symlink() {
+            // The file or FIFO stdout or stderr already writes to (a redirection) is written
+            // through that stream, never replaced under it. A device may be shared.
+            let t = meta.file_type();
+            if t.is_file() || t.is_fifo() {
+                if let Some(own) = own_stream(Some((meta.dev(), meta.ino()))) {
+                    return Ok(own);
+                }
+            }
+            return by_type(p, &meta);
+        }
+        let to = std::fs::read_link(&p).map_err(io)?;
+        p = match p.parent() {
+            Some(dir) if to.is_relative() => dir.join(to),
+            _ => to,
+        };
     }
+    Err(io(std::io::Error::from_raw_os_error(libc::ELOOP)))
 }
 
-/// Opens a target to write through (append: a descriptor's file keeps what it holds).
+/// How long a FIFO output waits for its reader; a signal ends the wait sooner.
+const FIFO_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Opens a target to write through (append: a descriptor's file keeps what it holds). A FIFO
+/// is opened without blocking, and tried again until a reader has it open: a blocking open
+/// would wait for ever, deaf to the signals qbench handles.
 fn open_through(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
+    use std::os::unix::fs::OpenOptionsExt;
+    let is_fifo = std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo());
+    if !is_fifo {
+        return std::fs::OpenOptions::new().append(true).open(path);
+    }
+    let since = std::time::Instant::now();
+    loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+        {
+            Ok(f) => {
+                // Writes block again (a full pipe waits for its reader) once it is open.
+                // SAFETY: fcntl(2) on a descriptor this function owns.
+                unsafe {
+                    let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+                    let flags = libc::fcntl(fd, libc::F_GETFL);
+                    libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+                }
+                return Ok(f);
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                if since.elapsed() >= FIFO_WAIT || crate::interrupt::pending() {
+                    return Err(std::io::Error::other(format!(
+                        "no process read the FIFO within {FIFO_WAIT:?}"
+                    )));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Writes `bytes` to `target` whole.
