@@ -106,13 +106,34 @@ pub async fn upstream(args: &ProxyArgs) -> anyhow::Result<Upstream> {
         },
         (None, false) => Trust::System,
     };
-    let tls =
-        client_config(&trust, args.upstream_proto.alpn(), None, false).context("--upstream-ca")?;
+    // The client's messages name `--ca`; here the file came with `--upstream-ca`.
+    let tls = client_config(&trust, args.upstream_proto.alpn(), None, false).map_err(|e| {
+        use crate::tls::ClientTlsError as E;
+        let message = match e {
+            E::Ca { path, message } => format!("{path}: {message}"),
+            E::CaEmpty { path } => format!("{path}: no certificate found"),
+            other => other.to_string(),
+        };
+        bad("--upstream-ca", message)
+    })?;
     let addr: SocketAddr = tokio::net::lookup_host((host.as_str(), port))
         .await
         .with_context(|| format!("--upstream: resolving {host}"))?
         .next()
         .with_context(|| format!("--upstream: {host} has no address"))?;
+    // Relaying to itself, each request would come back as a new one until every connection
+    // is taken; a longer loop of proxies is cut by the Via each relayed request carries.
+    let listen = args.serve.server.listen;
+    let local = |ip: std::net::IpAddr| ip.is_loopback() || ip.is_unspecified() || ip == listen.ip();
+    if addr.port() == listen.port()
+        && (addr.ip() == listen.ip() || listen.ip().is_unspecified() && local(addr.ip()))
+    {
+        return Err(bad(
+            "--upstream",
+            format!("{addr} is this proxy's own --listen address: it would relay to itself"),
+        )
+        .into());
+    }
     let endpoint = match args.upstream_proto {
         Protocol::H3 => {
             let any: SocketAddr = match addr {
@@ -139,14 +160,17 @@ pub fn summary(stats: &RelayStats) -> String {
     let g = RelayStats::get;
     let cpu = crate::cpu::process_cpu();
     format!(
-        "qbench proxy: relayed {} requests over {} upstream connections ({} failed to open); \
-         {} bytes up (request heads), {} bytes down (bodies); {} responses broken upstream; \
-         CPU {:.3} s user, {:.3} s system",
+        "qbench proxy: relayed {} requests over {} upstream connections ({} failed to open, \
+         {} opened again after the last closed); {} bytes up (request heads), {} bytes down \
+         (bodies); {} answered 502/504/508 by the proxy; {} responses broken upstream or of \
+         the wrong length; CPU {:.3} s user, {:.3} s system",
         g(&stats.requests),
         g(&stats.connects),
         g(&stats.connect_failures),
+        g(&stats.reopened),
         g(&stats.bytes_up),
         g(&stats.bytes_down),
+        g(&stats.failed),
         g(&stats.broken),
         cpu.user_s,
         cpu.sys_s

@@ -178,7 +178,11 @@ fn an_unreachable_origin_is_a_502() {
     assert!(clean);
     // One connection, three requests: each tried to open the upstream connection anew.
     assert!(
-        said.contains("over 3 upstream connections (3 failed to open)"),
+        said.contains("over 3 upstream connections (3 failed to open, 0 opened again"),
+        "{said}"
+    );
+    assert!(
+        said.contains("3 answered 502/504/508 by the proxy"),
         "{said}"
     );
 }
@@ -218,4 +222,141 @@ fn bad_proxy_flags() {
     ] {
         common::refused(args, flag);
     }
+}
+
+/// A certificate and key for `localhost`, so that an origin restarted on the same port is
+/// the same origin to the proxy that pins it.
+fn identity(dir: &Path) -> (PathBuf, PathBuf) {
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let (cert, key) = (dir.join("origin.pem"), dir.join("origin.key"));
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
+    (cert, key)
+}
+
+/// The origin restarts while a client keeps its connection to the proxy: the proxy opens a
+/// new upstream connection for the next request instead of answering 502 for ever.
+#[test]
+fn a_restarted_origin_is_reached_again_on_the_same_client_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = identity(dir.path());
+    let (c, k) = (cert.to_str().unwrap(), key.to_str().unwrap());
+    for upstream in ["h2", "h3"] {
+        let origin = Served::start(&["--cert", c, "--key", k], &dir.path().join("unused.pem"));
+        let listen = origin.target.trim_start_matches("https://").to_string();
+        let port = listen.rsplit(':').next().unwrap().to_string();
+        let proxy_cert = dir.path().join(format!("proxy-{upstream}.pem"));
+        let proxy = Served::start_as(
+            "proxy",
+            &[
+                "--upstream",
+                &format!("https://localhost:{port}"),
+                "--upstream-ca",
+                c,
+                "--upstream-proto",
+                upstream,
+            ],
+            &proxy_cert,
+        );
+        // Two requests on one connection, 5 s apart; the origin restarts between them.
+        let url = format!("{}/bytes/1000", through(&proxy));
+        let curl = Command::new("curl")
+            .args(["-sS", "--http2", "--rate", "12/m", "--max-time", "30"])
+            .args(["-o", "/dev/null", "-o", "/dev/null", "-w", "%{http_code}\n"])
+            .arg("--cacert")
+            .arg(&proxy_cert)
+            .args([&url, &url])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("curl is installed (scripts/test.sh)");
+        std::thread::sleep(Duration::from_millis(1500));
+        assert!(origin.stop());
+        let again = Served::start_at(
+            "serve",
+            &listen,
+            &["--cert", c, "--key", k],
+            &dir.path().join("unused.pem"),
+        );
+        let out = curl.wait_with_output().unwrap();
+        let codes = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            codes,
+            "200\n200\n",
+            "{upstream}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (clean, said) = proxy.stop_with_output();
+        assert!(clean);
+        assert!(
+            said.contains("1 opened again after the last closed"),
+            "{said}"
+        );
+        assert!(again.stop());
+    }
+}
+
+/// A proxy that would relay to itself is refused at start; a loop of two proxies is cut by
+/// the Via each relayed request carries (508 Loop Detected), not run until the connection
+/// limit.
+#[test]
+fn proxy_loops_are_refused_or_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::qbench_plain(&[
+        "proxy",
+        "--listen",
+        "127.0.0.1:18443",
+        "--upstream",
+        "https://127.0.0.1:18443",
+        "--upstream-insecure",
+    ]);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.starts_with("error: --upstream"),
+        "{}",
+        out.stderr
+    );
+    // A -> B -> A: B listens where A relays, A where B relays.
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let (pa, pb) = (free(), free());
+    let start = |me: u16, to: u16, name: &str| {
+        Served::start_at(
+            "proxy",
+            &format!("127.0.0.1:{me}"),
+            &[
+                "--upstream",
+                &format!("https://127.0.0.1:{to}"),
+                "--upstream-insecure",
+                "--upstream-proto",
+                "h2",
+            ],
+            &dir.path().join(name),
+        )
+    };
+    let (a, b) = (start(pa, pb, "a.pem"), start(pb, pa, "b.pem"));
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "-k",
+            "--http2",
+            "--max-time",
+            "30",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+        ])
+        .arg(format!("https://127.0.0.1:{pa}/bytes/10"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "508");
+    let (_, said) = a.stop_with_output();
+    assert!(said.contains("relayed 2 requests"), "{said}");
+    assert!(b.stop());
 }

@@ -20,6 +20,7 @@ pub mod payload;
 pub mod qlog;
 pub mod quic_knobs;
 pub mod relay;
+mod relay_body;
 pub mod rep_movsb;
 pub mod request;
 pub mod routes;
@@ -276,6 +277,11 @@ impl Server {
 
     pub fn stats(&self) -> Arc<Stats> {
         self.shared.stats.clone()
+    }
+
+    /// The QUIC endpoint (a handle to it), to close the connections when the server stops.
+    pub fn quic_endpoint(&self) -> Option<quinn::Endpoint> {
+        self.quic.clone()
     }
 
     /// Serves until the returned future is dropped.

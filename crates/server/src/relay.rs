@@ -4,19 +4,17 @@
 //! through as they arrive; nothing holds a whole object.
 
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response, StatusCode};
-use http_body::Body as _;
 use http_body_util::Empty;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use qbench_core::Protocol;
-use tokio::sync::OnceCell;
+
+pub use crate::relay_body::RelayBody;
 
 /// How far the origin may run ahead of a slower client, per stream and per upstream HTTP/2
 /// connection: what the proxy buffers at most for one client connection.
@@ -50,8 +48,14 @@ pub struct RelayStats {
     pub bytes_up: AtomicU64,
     /// Response body bytes relayed from the origin to clients.
     pub bytes_down: AtomicU64,
-    /// Responses that ended early because the upstream stream broke.
+    /// Responses that ended early because the upstream stream broke, or whose body was not
+    /// the length the origin announced.
     pub broken: AtomicU64,
+    /// Requests answered by the proxy itself with 502, 504 or 508: the origin could not be
+    /// reached, did not answer in time, or the request had been through this proxy already.
+    pub failed: AtomicU64,
+    /// Upstream connections opened again because the previous one had closed.
+    pub reopened: AtomicU64,
 }
 
 impl RelayStats {
@@ -60,7 +64,7 @@ impl RelayStats {
     }
 }
 
-fn add(c: &AtomicU64, n: u64) {
+pub(crate) fn add(c: &AtomicU64, n: u64) {
     c.fetch_add(n, Ordering::Relaxed);
 }
 
@@ -72,6 +76,8 @@ pub enum RelayError {
     Timeout(Duration),
     #[error("upstream request failed: {0}")]
     Request(String),
+    #[error("the request has been through this proxy already (its Via names it): a proxy loop")]
+    Loop,
 }
 
 impl RelayError {
@@ -79,24 +85,49 @@ impl RelayError {
         match self {
             Self::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::Connect { .. } | Self::Request(_) => StatusCode::BAD_GATEWAY,
+            Self::Loop => StatusCode::LOOP_DETECTED,
         }
     }
 }
 
 type H3Send = h3::client::SendRequest<crate::h3_zero_copy::OpenStreams, Bytes>;
-type H3Stream = h3::client::RequestStream<crate::h3_zero_copy::BidiStream, Bytes>;
+pub(crate) type H3Stream = h3::client::RequestStream<crate::h3_zero_copy::BidiStream, Bytes>;
 
 #[derive(Clone)]
 enum Sender {
     H2(hyper::client::conn::http2::SendRequest<Empty<Bytes>>),
-    H3(H3Send),
+    H3(H3Send, quinn::Connection),
 }
 
-/// One client connection's upstream connection, opened at its first request (again at the
-/// next one if that failed) and closed with the client's connection (its last handle dropped).
+impl Sender {
+    /// The connection has ended (the origin restarted, closed it, or it timed out).
+    fn is_closed(&self) -> bool {
+        match self {
+            Self::H2(s) => s.is_closed(),
+            Self::H3(_, c) => c.close_reason().is_some(),
+        }
+    }
+}
+
+/// One client connection's upstream connection, opened at its first request, opened again
+/// at the next request once it has closed, and closed with the client's connection (its last
+/// handle dropped).
 #[derive(Default)]
 pub struct UpstreamConn {
-    sender: OnceCell<Sender>,
+    sender: tokio::sync::Mutex<Option<Sender>>,
+}
+
+/// This process's name in the `Via` of the requests it relays: a request that comes back
+/// carrying it has gone round a loop of proxies (or a proxy relaying to itself).
+pub fn via_token() -> &'static str {
+    static TOKEN: OnceLock<String> = OnceLock::new();
+    TOKEN.get_or_init(|| {
+        // RandomState's keys are random per process: no RNG crate needed for a name.
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        format!("qbench-proxy-{:016x}", h.finish())
+    })
 }
 
 async fn within<T>(
@@ -125,6 +156,7 @@ impl Upstream {
                     conn.await.map_err(|e| e.to_string())
                 })
                 .await?;
+                let quic = conn.clone();
                 let (mut driver, send) = within(self.timeout, async {
                     h3::client::new(crate::h3_zero_copy::Connection::new(conn))
                         .await
@@ -134,7 +166,7 @@ impl Upstream {
                 tokio::spawn(async move {
                     let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
                 });
-                Ok(Sender::H3(send))
+                Ok(Sender::H3(send, quic))
             }
             _ => {
                 let tcp = within(self.timeout, async {
@@ -170,40 +202,99 @@ impl Upstream {
         }
     }
 
+    /// The connection to send on: the open one, or a new one if there is none yet or the
+    /// last one has closed.
+    async fn sender(&self, conn: &UpstreamConn) -> Result<Sender, RelayError> {
+        let mut slot = conn.sender.lock().await;
+        match slot.as_ref() {
+            Some(s) if !s.is_closed() => return Ok(s.clone()),
+            Some(_) => add(&self.stats.reopened, 1),
+            None => {}
+        }
+        *slot = None;
+        add(&self.stats.connects, 1);
+        let s = self.open().await.map_err(|message| {
+            add(&self.stats.connect_failures, 1);
+            RelayError::Connect {
+                addr: self.addr,
+                message,
+            }
+        })?;
+        *slot = Some(s.clone());
+        Ok(s)
+    }
+
     /// Sends `req`'s method and path upstream on `conn` and returns the response head and a
-    /// body that streams the origin's.
+    /// body that streams the origin's. A request that failed because the connection had
+    /// ended (the origin restarted) is sent once more on a new one: relayed requests are GET
+    /// and HEAD, which may be repeated.
     pub async fn fetch(
         &self,
         conn: &UpstreamConn,
         req: &http::request::Parts,
     ) -> Result<(Response<()>, RelayBody), RelayError> {
         add(&self.stats.requests, 1);
-        let sender = conn
-            .sender
-            .get_or_try_init(|| async {
-                add(&self.stats.connects, 1);
-                let r = self.open().await;
-                if r.is_err() {
-                    add(&self.stats.connect_failures, 1);
-                }
-                r
-            })
-            .await
-            .map_err(|message| RelayError::Connect {
-                addr: self.addr,
-                message,
-            })?
-            .clone();
+        let r = self.fetch_once(conn, req).await;
+        let r = match r {
+            Err(RelayError::Request(_)) if conn.closed().await => self.fetch_once(conn, req).await,
+            r => r,
+        };
+        if r.is_err() {
+            add(&self.stats.failed, 1);
+        }
+        r
+    }
+
+    async fn fetch_once(
+        &self,
+        conn: &UpstreamConn,
+        req: &http::request::Parts,
+    ) -> Result<(Response<()>, RelayBody), RelayError> {
+        let token = via_token();
+        let came_through = req
+            .headers
+            .get_all(header::VIA)
+            .iter()
+            .any(|v| v.to_str().is_ok_and(|v| v.contains(token)));
+        if came_through {
+            return Err(RelayError::Loop);
+        }
+        let sender = self.sender(conn).await?;
         let path = req.uri.path_and_query().map_or("/", |p| p.as_str());
-        let uri = format!("https://{}{path}", self.server_name);
+        // The authority names the port unless it is HTTPS's own.
+        let authority = match self.addr.port() {
+            443 => self.server_name.clone(),
+            port => format!("{}:{port}", self.server_name),
+        };
+        let uri = format!("https://{authority}{path}");
+        let version = match req.version {
+            http::Version::HTTP_3 => "3",
+            http::Version::HTTP_2 => "2",
+            http::Version::HTTP_10 => "1.0",
+            _ => "1.1",
+        };
+        // What the request came through already, then this proxy (RFC 9110 7.6.3): a loop of
+        // proxies shows as a Via that names one of them twice.
+        let mut via: Vec<&str> = req
+            .headers
+            .get_all(header::VIA)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        let ours = format!("{version} {token}");
+        via.push(&ours);
+        let via = via.join(", ");
         let up = Request::builder()
             .method(req.method.clone())
             .uri(&uri)
+            .header(header::VIA, &via)
             .body(())
             .map_err(|e| RelayError::Request(e.to_string()))?;
+        // The request head as sent: method, scheme, authority, path and Via.
         add(
             &self.stats.bytes_up,
-            (uri.len() + req.method.as_str().len()) as u64,
+            (req.method.as_str().len() + "https".len() + authority.len() + path.len() + via.len())
+                as u64,
         );
         let limit = self.timeout;
         let answer = async {
@@ -217,7 +308,7 @@ impl Upstream {
                     let (head, body) = resp.into_parts();
                     Ok((Response::from_parts(head, ()), RelayBody::H2(body)))
                 }
-                Sender::H3(mut s) => {
+                Sender::H3(mut s, _) => {
                     let mut stream: H3Stream = s
                         .send_request(up)
                         .await
@@ -243,7 +334,25 @@ impl Upstream {
             Protocol::H2 => http::Version::HTTP_2,
             Protocol::H1 => http::Version::HTTP_11,
         };
-        Ok((relayed_head(head), body.counted(self.stats.clone())))
+        let expected = head
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+            .filter(|_| req.method != http::Method::HEAD)
+            .filter(|_| !matches!(head.status().as_u16(), 204 | 304));
+        let body = body.checked(expected).counted(self.stats.clone());
+        Ok((relayed_head(head), body))
+    }
+}
+
+impl UpstreamConn {
+    /// Whether the connection requests went out on has ended.
+    async fn closed(&self) -> bool {
+        self.sender
+            .lock()
+            .await
+            .as_ref()
+            .is_some_and(Sender::is_closed)
     }
 }
 
@@ -287,63 +396,6 @@ pub fn failure(e: &RelayError) -> (Response<()>, Bytes) {
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(text.len()));
     h.insert(header::DATE, crate::routes::date());
     (resp, text)
-}
-
-/// The origin's response body, read as the client takes it: flow control holds the origin
-/// back when the client is slower.
-pub enum RelayBody {
-    H2(hyper::body::Incoming),
-    H3(Box<H3Stream>),
-    Counted(Box<Self>, Arc<RelayStats>),
-}
-
-impl RelayBody {
-    fn counted(self, stats: Arc<RelayStats>) -> Self {
-        Self::Counted(Box::new(self), stats)
-    }
-
-    /// The next chunk; `None` at the end, an error when the upstream stream broke.
-    pub fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<std::io::Result<Bytes>>> {
-        let broken = |e: String| std::io::Error::other(format!("upstream: {e}"));
-        match self {
-            Self::H2(b) => loop {
-                match Pin::new(&mut *b).poll_frame(cx) {
-                    Poll::Pending => return Poll::Pending,
-                    Poll::Ready(None) => return Poll::Ready(None),
-                    Poll::Ready(Some(Err(e))) => {
-                        return Poll::Ready(Some(Err(broken(e.to_string()))))
-                    }
-                    Poll::Ready(Some(Ok(f))) => {
-                        // Trailers are not relayed: qbench's origin sends none.
-                        if let Ok(d) = f.into_data() {
-                            return Poll::Ready(Some(Ok(d)));
-                        }
-                    }
-                }
-            },
-            Self::H3(s) => match s.poll_recv_data(cx) {
-                Poll::Pending => Poll::Pending,
-                Poll::Ready(Ok(None)) => Poll::Ready(None),
-                Poll::Ready(Ok(Some(mut d))) => {
-                    Poll::Ready(Some(Ok(d.copy_to_bytes(d.remaining()))))
-                }
-                Poll::Ready(Err(e)) => Poll::Ready(Some(Err(broken(e.to_string())))),
-            },
-            Self::Counted(inner, stats) => {
-                let r = inner.poll_chunk(cx);
-                match &r {
-                    Poll::Ready(Some(Ok(d))) => add(&stats.bytes_down, d.len() as u64),
-                    Poll::Ready(Some(Err(_))) => add(&stats.broken, 1),
-                    _ => {}
-                }
-                r
-            }
-        }
-    }
-
-    pub async fn next_chunk(&mut self) -> Option<std::io::Result<Bytes>> {
-        std::future::poll_fn(|cx| self.poll_chunk(cx)).await
-    }
 }
 
 /// The upstream a request goes to, if it is relayed: everything but the proxy's own

@@ -224,11 +224,18 @@ pub async fn serve_until_signal(
         None => {}
     }
     let stats = server.stats();
+    let quic = server.quic_endpoint();
     tokio::select! {
         _ = server.run() => {}
         _ = term.recv() => {}
         _ = int.recv() => {}
         _ = hup.recv() => {}
+    }
+    // Peers learn that the server stopped (CONNECTION_CLOSE) instead of finding out at their
+    // idle timeout: a proxy in front of it opens a new connection at its next request.
+    if let Some(ep) = quic {
+        ep.close(0u32.into(), b"server stopping");
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(500), ep.wait_idle()).await;
     }
     crate::qlog::flush_all();
     crate::note!(

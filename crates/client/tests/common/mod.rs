@@ -210,8 +210,13 @@ impl Served {
     /// `qbench SUBCOMMAND --listen 127.0.0.1:0 ARGS --cert-out CERT` (serve or proxy), once
     /// it says where it listens.
     pub(crate) fn start_as(sub: &str, args: &[&str], cert: &std::path::Path) -> Self {
+        Self::start_at(sub, "127.0.0.1:0", args, cert)
+    }
+
+    /// As `start_as`, listening on `listen`.
+    pub(crate) fn start_at(sub: &str, listen: &str, args: &[&str], cert: &std::path::Path) -> Self {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_qbench"))
-            .args([sub, "--listen", "127.0.0.1:0"])
+            .args([sub, "--listen", listen])
             .args(args)
             .arg("--cert-out")
             .arg(cert)
