@@ -360,3 +360,45 @@ fn proxy_loops_are_refused_or_cut() {
     assert!(said.contains("relayed 2 requests"), "{said}");
     assert!(b.stop());
 }
+
+/// An HTTP/2 client that advertises the largest windows, opens 256 streams of 10 GB and never
+/// reads holds the proxy to its bounds: 8 MiB from the upstream connection and 8 MiB toward
+/// the client (32 KiB per stream), over either upstream. Before the bounds it took 1.02 GB
+/// (h2 upstream) and 1.65 GB (h3 upstream: quinn's default connection window is unlimited).
+#[test]
+fn a_client_that_never_reads_cannot_make_the_proxy_hold_more_than_its_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    for upstream in ["h2", "h3"] {
+        let (origin, proxy, _) = chain(dir.path(), upstream);
+        let before = proxy.rss_kb();
+        let port = proxy.target.rsplit(':').next().unwrap().to_string();
+        let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts");
+        let hold = Command::new("python3")
+            .arg(scripts.join("proxy_hold.py"))
+            .args(["--target", &format!("127.0.0.1:{port}"), "--seconds", "4"])
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The most the proxy holds, sampled while the client holds its streams.
+        let mut most = 0;
+        for _ in 0..30 {
+            std::thread::sleep(Duration::from_millis(100));
+            most = most.max(proxy.rss_kb());
+        }
+        let out = hold.wait_with_output().unwrap();
+        assert!(out.status.success());
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("\"streams\": 256"),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let grew = most.saturating_sub(before);
+        assert!(
+            grew < 64 * 1024,
+            "{upstream}: the proxy grew by {grew} kB while one client held 256 streams"
+        );
+        assert!(proxy.stop());
+        assert!(origin.stop());
+    }
+}

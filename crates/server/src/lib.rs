@@ -86,6 +86,8 @@ pub struct Server {
     identity: Identity,
     tcp: Option<(tokio::net::TcpListener, tokio_rustls::TlsAcceptor)>,
     quic: Option<quinn::Endpoint>,
+    /// The endpoint's server configuration, for `relay_to` to bound a proxy's send window.
+    quic_config: Option<quinn::ServerConfig>,
     addr: SocketAddr,
 }
 
@@ -201,6 +203,7 @@ impl Server {
             None => None,
         };
         let mut quic_base = None;
+        let mut quic_config = None;
         let mut udp_handle = None;
         let quic = match udp {
             Some(sock) => {
@@ -214,6 +217,7 @@ impl Server {
                 sc.max_incoming(opts.max_connections as usize);
                 // A qlogged connection gets this configuration with its own qlog stream.
                 quic_base = opts.qlog.is_some().then(|| sc.clone());
+                quic_config = Some(sc.clone());
                 // The endpoint owns the socket from here; `gro=off` is set on it after quinn
                 // has turned GRO on.
                 let fd = sock
@@ -250,6 +254,7 @@ impl Server {
             identity,
             tcp,
             quic,
+            quic_config,
             addr,
         })
     }
@@ -261,8 +266,23 @@ impl Server {
     /// Makes this server a split-connection proxy (`qbench proxy`): requests are relayed to
     /// `up` instead of answered here, except its own telemetry. Before `run`.
     pub fn relay_to(&mut self, up: relay::Upstream) {
-        if let Some(shared) = Arc::get_mut(&mut self.shared) {
-            shared.upstream = Some(up);
+        let Some(shared) = Arc::get_mut(&mut self.shared) else {
+            return;
+        };
+        shared.upstream = Some(up);
+        // A proxy's bodies are copies held until the client acknowledges them: its send
+        // window per connection is what one upstream connection may bring (unless set).
+        if let (Some(ep), Some(sc), None) =
+            (&self.quic, &self.quic_config, shared.opts.quic.send_window)
+        {
+            let mut t = h3srv::transport(&shared.opts);
+            t.send_window(u64::from(relay::RELAY_CONN_WINDOW));
+            let mut sc = sc.clone();
+            sc.transport_config(Arc::new(t));
+            ep.set_server_config(Some(sc.clone()));
+            if let Some(q) = shared.qlog.as_mut() {
+                q.base = sc;
+            }
         }
     }
 

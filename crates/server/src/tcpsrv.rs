@@ -147,7 +147,12 @@ async fn connection(tcp: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, sha
             .initial_connection_window_size(REQUEST_CONN_WINDOW)
             .max_concurrent_streams(opts.max_streams)
             .max_header_list_size(opts.max_header_bytes)
-            .max_send_buf_size(SEND_BUFFER)
+            .max_send_buf_size(match shared.upstream {
+                // A proxy's bodies are copies, not slices of the shared payload: all of a
+                // connection's streams together hold what one upstream connection may.
+                Some(_) => relay::client_side_buffer(opts.max_streams),
+                None => SEND_BUFFER,
+            })
             .serve_connection(TokioIo::new(Coalesced::new(tls, gate.clone())), svc);
         let task = ConnTask::new(conn, streams, gate);
         until_idle(task, |t| t.conn().graceful_shutdown(), idle, &shared.stats).await;

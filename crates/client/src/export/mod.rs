@@ -98,20 +98,36 @@ pub fn write_json<T: Serialize + ?Sized>(dest: &Dest, value: &T) -> anyhow::Resu
     let Err(e) = export(&Json, value, dest) else {
         return Ok(());
     };
-    // A fresh name created exclusively: in a directory everyone may write to, a name known in
-    // advance could be a link planted to make qbench (as root) overwrite another file.
-    let kept = (|| -> anyhow::Result<PathBuf> {
-        let mut f = tempfile::Builder::new()
-            .prefix("qbench-result-")
-            .suffix(".json")
-            .tempfile()?;
-        f.write_all(&Json.render(value)?)?;
-        Ok(f.keep()?.1)
-    })();
+    let kept = keep(&Json.render(value)?);
     match kept {
         Ok(kept) => Err(e.context(format!("the result is kept in {}", kept.display()))),
         Err(_) => Err(e),
     }
+}
+
+/// Keeps `bytes` in this process's own file in the system's temporary directory: created
+/// once under a fresh name, exclusively (in a directory everyone may write to, a name known in
+/// advance could be a link planted to make qbench, as root, overwrite another file), then
+/// rewritten through the descriptor it was created with, so that a run whose report cannot be
+/// written run after run keeps one file, the latest.
+fn keep(bytes: &[u8]) -> anyhow::Result<PathBuf> {
+    use std::io::{Seek, SeekFrom};
+    static KEPT: std::sync::Mutex<Option<(PathBuf, std::fs::File)>> = std::sync::Mutex::new(None);
+    let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    if kept.is_none() {
+        let f = tempfile::Builder::new()
+            .prefix("qbench-result-")
+            .suffix(".json")
+            .tempfile()?;
+        let (file, path) = f.keep()?;
+        *kept = Some((path, file));
+    }
+    let (path, file) = kept.as_mut().expect("created above");
+    file.set_len(0)?;
+    file.seek(SeekFrom::Start(0))?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    Ok(path.clone())
 }
 
 /// Fails now, before any run, if `path` cannot be written later: a directory, a block device,

@@ -266,6 +266,17 @@ impl Served {
         count()
     }
 
+    /// The process's resident memory, in kB (VmRSS).
+    #[allow(dead_code)]
+    pub(crate) fn rss_kb(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS in /proc/PID/status")
+    }
+
     /// Stops the server; true if it exited cleanly.
     pub(crate) fn stop(self) -> bool {
         self.stop_with_output().0
