@@ -82,11 +82,12 @@ pub struct CostArgs {
     pub criterion: PathBuf,
 
     /// Cipher suite to predict for (qbench negotiates aes256gcm by default)
-    #[arg(long, default_value = "aes256gcm")]
+    #[arg(long, default_value = "aes256gcm", value_parser = ["aes128gcm", "aes256gcm", "chacha20"])]
     pub suite: String,
 
-    /// QUIC packet size to predict for (1452 after MTU discovery on a 1500-byte path)
-    #[arg(long, default_value_t = 1452)]
+    /// QUIC packet size to predict for (1452 after MTU discovery on a 1500-byte path; the
+    /// sizes the benches measure)
+    #[arg(long, default_value_t = 1452, value_parser = parse_cost_mtu)]
     pub mtu: u16,
 
     /// Also write the table as JSON (`-` for stdout)
@@ -389,6 +390,16 @@ pub struct RunArgs {
     /// With --interval: write each interval as one JSON line here ("-" for stdout)
     #[arg(long, value_name = "FILE")]
     pub json_stream: Option<String>,
+}
+
+/// `cost --mtu`: one of the packet sizes the benches measure.
+fn parse_cost_mtu(s: &str) -> Result<u16, String> {
+    match s.parse::<u16>() {
+        Ok(n @ (1200 | 1452)) => Ok(n),
+        _ => Err(format!(
+            "`{s}`: 1200 or 1452 (the sizes the benches measure)"
+        )),
+    }
 }
 
 pub(crate) fn parse_rwnd(s: &str) -> Result<ByteSize, String> {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use qbench_server::relay::{RelayStats, Upstream};
 
 use crate::client_cpu::ClientCpu;
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::tls::{client_config, Trust};
 use crate::transport::tcp::TlsTcp;
 use crate::transport::{Endpoint, FetchError};
@@ -106,6 +106,21 @@ fn start_proxy(
     })
 }
 
+/// A rate trace that cannot be read or parsed is bad input (status 2), like any other
+/// `--link` field; anything else that fails while building the link is not.
+fn link_error(e: qbench_shaper::topology::ShaperError) -> anyhow::Error {
+    use qbench_shaper::rate::RateError;
+    use qbench_shaper::topology::ShaperError;
+    match e {
+        ShaperError::Rate(r @ (RateError::Read { .. } | RateError::Parse { .. })) => ConfigError {
+            flag: "--link",
+            message: r.to_string(),
+        }
+        .into(),
+        e => anyhow::Error::new(e).context("--link"),
+    }
+}
+
 impl Prepared {
     /// `cfgs` share one link (the first one's, whose route settings its plan made common to
     /// all); each gets its own in-process server, and its own proxy if it asks for one.
@@ -117,7 +132,7 @@ impl Prepared {
         let link = match (&first.spec().link, &first.link_options) {
             (Some(spec), Some(opts)) => {
                 tcp_route_metrics = opts.tcp_cwnd_cap.is_some();
-                Some(Topology::up(spec.clone(), opts).context("--link")?)
+                Some(Topology::up(spec.clone(), opts).map_err(link_error)?)
             }
             _ => None,
         };
@@ -264,7 +279,7 @@ fn trust_from(run: &RunConfig) -> anyhow::Result<Trust> {
         Some(path) => Ok(Trust::Pem {
             origin: path.display().to_string(),
             pem: crate::input::read_text(path, qbench_core::input::MAX_PEM_BYTES, "a PEM file")
-                .map_err(|e| crate::config::ConfigError {
+                .map_err(|e| ConfigError {
                     flag: "--ca",
                     message: format!("cannot read {e}"),
                 })?,

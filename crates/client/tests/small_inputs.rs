@@ -48,7 +48,9 @@ fn bad_input_exits_2_naming_what_was_wrong() {
     std::fs::write(&scenario, "[[experiment]]\nname = 3\n").unwrap();
     let out_dir = dir.path().join("cells");
     let smoke = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/smoke.toml");
-    let cases: [Case<'_>; 5] = [
+    let cases: [Case<'_>; 7] = [
+        (QBENCH, vec!["cost", "--suite", "x"], vec![], "--suite"),
+        (QBENCH, vec!["cost", "--mtu", "0"], vec![], "--mtu"),
         (QBENCH, vec!["man", "--out", f], vec![], "--out"),
         (QBENCH, vec!["sweep", smoke, "--out", f], vec![], "--out"),
         (
