@@ -1,6 +1,6 @@
 //! Holding a load: the open loop's dispatcher, the interval ticker, and the stop a run
-//! honours (the duration's end or SIGINT) by starting no more requests and letting those
-//! in flight finish.
+//! honours (the duration's end, SIGINT, SIGTERM or SIGHUP) by starting no more requests and
+//! letting those in flight finish.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};

@@ -134,8 +134,8 @@ impl Runner {
         }
     }
 
-    /// Stops a held load early (SIGINT): no request starts after it, and the run ends once
-    /// those in flight are done.
+    /// Stops a held load early (a stopping signal): no request starts after it, and the run
+    /// ends once those in flight are done.
     pub(crate) fn stopper(&self) -> Arc<Stop> {
         self.stop.clone()
     }
