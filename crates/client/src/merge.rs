@@ -30,6 +30,10 @@ fn bad(message: String) -> ConfigError {
 
 /// The files named, with directories expanded to their *.json files in name order.
 fn files(inputs: &[PathBuf], out: Option<&Path>) -> Result<Vec<PathBuf>, ConfigError> {
+    // The same file by another name (`./x`, a link, a hard link) is the same file.
+    let id = |p: &Path| crate::export::target::identity(p).ok().flatten();
+    let out_id = out.and_then(id);
+    let same = |f: &Path, o: &Path| f == o || out_id.is_some() && id(f) == out_id;
     let mut files = Vec::new();
     for p in inputs {
         if !p.is_dir() {
@@ -40,11 +44,7 @@ fn files(inputs: &[PathBuf], out: Option<&Path>) -> Result<Vec<PathBuf>, ConfigE
         let mut found: Vec<PathBuf> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|f| {
-                f.extension().is_some_and(|x| x == "json")
-                    && out.is_none_or(|o| {
-                        crate::export::target::identity(o).ok().flatten()
-                            != crate::export::target::identity(f).ok().flatten()
-                    })
+                f.extension().is_some_and(|x| x == "json") && out.is_none_or(|o| !same(f, o))
             })
             .collect();
         if found.is_empty() {
@@ -53,11 +53,6 @@ fn files(inputs: &[PathBuf], out: Option<&Path>) -> Result<Vec<PathBuf>, ConfigE
         found.sort();
         files.extend(found);
     }
-    // The same file by another name (`./x`, a link, a hard link) is the same file.
-    let same = |a: &Path, b: &Path| {
-        let id = |p: &Path| crate::export::target::identity(p).ok().flatten();
-        a == b || id(a).is_some_and(|x| Some(x) == id(b))
-    };
     if let Some(o) = out.filter(|o| files.iter().any(|f| same(f, o))) {
         return Err(ConfigError {
             flag: "--out",

@@ -21,6 +21,7 @@ pub mod qlog;
 pub mod quic_knobs;
 pub mod relay;
 mod relay_body;
+mod relay_stats;
 pub mod rep_movsb;
 pub mod request;
 pub mod routes;

@@ -4,7 +4,6 @@
 //! through as they arrive; nothing holds a whole object.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -15,6 +14,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use qbench_core::Protocol;
 
 pub use crate::relay_body::RelayBody;
+use crate::relay_stats::add;
+pub use crate::relay_stats::RelayStats;
 
 /// How far the origin may run ahead of a slower client, per stream and per upstream HTTP/2
 /// connection: what the proxy buffers at most for one client connection.
@@ -44,37 +45,6 @@ pub struct Upstream {
     pub stats: Arc<RelayStats>,
 }
 
-/// What the proxy carried, per direction.
-#[derive(Debug, Default)]
-pub struct RelayStats {
-    pub requests: AtomicU64,
-    /// Upstream connections opened, and those that failed to open.
-    pub connects: AtomicU64,
-    pub connect_failures: AtomicU64,
-    /// Request heads sent upstream (their header bytes: requests carry no body upstream).
-    pub bytes_up: AtomicU64,
-    /// Response body bytes relayed from the origin to clients.
-    pub bytes_down: AtomicU64,
-    /// Responses that ended early because the upstream stream broke, or whose body was not
-    /// the length the origin announced.
-    pub broken: AtomicU64,
-    /// Requests answered by the proxy itself with 502, 504 or 508: the origin could not be
-    /// reached, did not answer in time, or the request had been through this proxy already.
-    pub failed: AtomicU64,
-    /// Upstream connections opened again because the previous one had closed.
-    pub reopened: AtomicU64,
-}
-
-impl RelayStats {
-    pub fn get(c: &AtomicU64) -> u64 {
-        c.load(Ordering::Relaxed)
-    }
-}
-
-pub(crate) fn add(c: &AtomicU64, n: u64) {
-    c.fetch_add(n, Ordering::Relaxed);
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum RelayError {
     #[error("connecting upstream to {addr}: {message}")]
@@ -98,7 +68,7 @@ impl RelayError {
 }
 
 type H3Send = h3::client::SendRequest<crate::h3_zero_copy::OpenStreams, Bytes>;
-pub(crate) type H3Stream = h3::client::RequestStream<crate::h3_zero_copy::BidiStream, Bytes>;
+use crate::relay_body::H3Stream;
 
 #[derive(Clone)]
 enum Sender {
