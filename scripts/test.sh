@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every check CI runs: formatting, lints and the whole test suite, including the interop tests.
-# Installs what the tests need when it is missing: Debian's caddy (interop peer), Go (to build
+# Installs what the tests need when it is missing: Debian's caddy and nginx (interop peers), Go (to build
 # h2spec and quic-go's client from the Go module proxy), chromium and Playwright (to record a
 # real page as a HAR), for the emulated-link tests
 # iproute2, nftables, ethtool and ping, and openssh for the multi-host fleet test (sshd in
@@ -18,6 +18,8 @@ export PATH="$PATH:/usr/local/go/bin"
 missing=()
 command -v unzip >/dev/null 2>&1 || missing+=(unzip)
 command -v caddy >/dev/null 2>&1 || missing+=(caddy)
+# nginx closes connections at its keepalive_requests: the client must carry on past it.
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v prlimit >/dev/null 2>&1 || missing+=(util-linux)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)

@@ -27,6 +27,20 @@ pub fn out_bytes(bytes: &[u8]) {
     write(io::stdout().lock(), bytes);
 }
 
+/// Writes data asked for (a report) to stdout. Unlike a line for the user, data that cannot be
+/// written is an error (`--json - >/dev/full`); a closed pipe still ends the program as
+/// SIGPIPE would.
+pub fn out_data(bytes: &[u8]) -> io::Result<()> {
+    let mut to = io::stdout().lock();
+    match to.write_all(bytes).and_then(|()| to.flush()) {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+            CLOSED.store(true, Ordering::Relaxed);
+            Ok(())
+        }
+        other => other,
+    }
+}
+
 /// Writes `text` to stderr.
 pub fn err(text: &str) {
     write(io::stderr().lock(), text.as_bytes());

@@ -43,6 +43,8 @@ fn main() -> ExitCode {
         Some(Command::Schema(s)) => qbench::schema::command(s),
         None => benchmark(cli.run),
     };
+    // Outputs written as the run went that lost lines fail the command, report or not.
+    let result = result.and_then(|()| qbench::export::lost::check());
     qbench::console::exit_if_closed();
     match result {
         Ok(()) => ExitCode::SUCCESS,

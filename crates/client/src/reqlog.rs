@@ -3,6 +3,7 @@
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,6 +16,8 @@ const HEADER: &str =
 
 pub(crate) struct RequestLog {
     out: Mutex<BufWriter<Box<dyn Write + Send>>>,
+    /// A write failed: the lines after it are not written (a log with a gap reads as whole).
+    failed: AtomicBool,
 }
 
 /// Where a request's line belongs: its run, and when that run started.
@@ -39,12 +42,16 @@ impl RequestLog {
         out.write_all(HEADER.as_bytes()).map_err(bad)?;
         Ok(Arc::new(Self {
             out: Mutex::new(out),
+            failed: AtomicBool::new(false),
         }))
     }
 
     pub(crate) fn flush(&self) -> std::io::Result<()> {
         match self.out.lock() {
-            Ok(mut out) => out.flush(),
+            Ok(_) if self.failed.load(Ordering::Relaxed) => Ok(()),
+            Ok(mut out) => out.flush().inspect_err(|_| {
+                self.failed.store(true, Ordering::Relaxed);
+            }),
             Err(_) => Ok(()),
         }
     }
@@ -66,8 +73,11 @@ impl LogTo {
         let Ok(mut out) = self.log.out.lock() else {
             return;
         };
+        if self.log.failed.load(Ordering::Relaxed) {
+            return;
+        }
         let out = &mut *out;
-        let _ = (|| -> std::io::Result<()> {
+        let written = (|| -> std::io::Result<()> {
             write!(out, "{}\t{conn}\t", self.run)?;
             field(out, o.stream)?;
             field(out, o.intended.map(us))?;
@@ -78,5 +88,9 @@ impl LogTo {
             field(out, o.error.as_ref().map(|(k, _)| k))?;
             writeln!(out, "{url}")
         })();
+        if let Err(e) = written {
+            self.log.failed.store(true, Ordering::Relaxed);
+            crate::export::lost::record("--log-requests", e);
+        }
     }
 }

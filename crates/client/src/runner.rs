@@ -22,6 +22,7 @@ use tokio::task::JoinSet;
 use crate::clock::Clock;
 use crate::hold::{open_loop, show_time, ticker, OnInterval, OpenLoop, Stop, Until};
 use crate::requests::Requests;
+use crate::transport::reopen::{Reopening, Reopens};
 use crate::transport::{fetch, get_body, Conn, ObjectReq, Transport};
 use crate::verify::DigestBook;
 use crate::workers::Workers;
@@ -103,7 +104,7 @@ pub(crate) const CONNECTING: usize = 256;
 
 /// One configuration's transport and request plan, run again and again.
 pub(crate) struct Runner {
-    transport: Box<dyn Transport>,
+    transport: Arc<dyn Transport>,
     plan: Plan,
     clock: Clock,
     /// Connections kept open between runs with `--reuse`.
@@ -126,7 +127,7 @@ pub(crate) fn abort_reason(run: &RunReport) -> Option<String> {
 impl Runner {
     pub(crate) fn new(transport: Box<dyn Transport>, plan: Plan, clock: Clock) -> Self {
         Self {
-            transport,
+            transport: Arc::from(transport),
             plan,
             clock,
             warm: None,
@@ -286,7 +287,7 @@ impl Runner {
         side_tasks.shutdown().await;
         if let Some(l) = &self.plan.log {
             if let Err(e) = l.flush() {
-                crate::tell!("warning: --log-requests: {e}");
+                crate::export::lost::record("--log-requests", e);
             }
         }
         if self.plan.interval.is_some() {
@@ -296,6 +297,7 @@ impl Runner {
             }
         }
         for ((c, _), id) in conns.iter().zip(ids) {
+            let id = record_reopens(&rec, id, c.reopens()).await;
             let facts = c.streams();
             let mut r = lock(&rec);
             r.streams(id, facts.peer_limit, facts.peak);
@@ -367,7 +369,9 @@ impl Runner {
         let mut done = Vec::new();
         while let Some((ci, id, result)) = attempts.next().await {
             match result {
-                Ok(c) => {
+                Ok(mut c) => {
+                    // Requests the server's close leaves unprocessed go again on a new one.
+                    c.conn = Arc::new(Reopening::new(self.transport.clone(), clock, c.conn));
                     match c.zero_rtt {
                         Some(accepted) => {
                             let rec = rec.clone();
@@ -388,6 +392,34 @@ impl Runner {
         let ids = done.iter().map(|(id, _, _)| *id).collect();
         (done.into_iter().map(|(_, c, i)| (c, i)).collect(), ids)
     }
+}
+
+/// Records the connections opened in place of connection `id` during the run, each with
+/// what the one before it saw of streams; returns the id of the one open now.
+async fn record_reopens(rec: &Mutex<Recorder>, mut id: ConnId, reopens: Reopens) -> ConnId {
+    lock(rec).retried(reopens.retried);
+    for r in reopens.opened {
+        match r.outcome {
+            Ok(new) => {
+                // Settled by now: the connection has carried requests since.
+                let info = match new.zero_rtt {
+                    Some(accepted) => accepted.await,
+                    None => new.info,
+                };
+                let mut rec = lock(rec);
+                rec.streams(id, new.previous.peer_limit, new.previous.peak);
+                rec.quic(id, new.previous.quic);
+                id = rec.connection_reopened(r.started);
+                rec.handshake_done(id, new.done, info);
+            }
+            Err(e) => {
+                let mut rec = lock(rec);
+                let failed = rec.connection_reopened(r.started);
+                rec.connection_failed(failed, e.kind, &e.message);
+            }
+        }
+    }
+    id
 }
 
 /// How late the client's runtime runs a 10 ms timer: its scheduling lag.
@@ -454,3 +486,7 @@ mod tests;
 #[cfg(test)]
 #[path = "app_tests.rs"]
 mod app_tests;
+
+#[cfg(test)]
+#[path = "reopen_tests.rs"]
+mod reopen_tests;

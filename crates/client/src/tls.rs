@@ -200,6 +200,11 @@ pub(crate) fn log_keys_to(
     Ok(())
 }
 
+/// The key log's first failed write, if one failed.
+pub(crate) fn key_log_failure() -> Option<String> {
+    KEY_LOG.get().and_then(|k| k.failure())
+}
+
 pub(crate) fn client_config(
     trust: &Trust,
     alpn: &[u8],

@@ -3,21 +3,11 @@
 
 mod common;
 
-use std::io::Read;
-use std::net::{TcpListener, TcpStream, UdpSocket};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::net::{TcpListener, UdpSocket};
+use std::process::{Command, Stdio};
 
+use common::peers::{file_bytes, localhost_cert, sha256_hex, which, Peer};
 use common::{assert_complete, qbench};
-
-struct Caddy(Child);
-
-impl Drop for Caddy {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// A port free on both TCP and UDP, so caddy can serve h3 and h2 on the same number.
 fn free_port_pair() -> u16 {
@@ -28,18 +18,6 @@ fn free_port_pair() -> u16 {
             return port;
         }
     }
-}
-
-fn file_bytes(len: usize, seed: u32) -> Vec<u8> {
-    let mut x = seed;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
 }
 
 #[test]
@@ -55,11 +33,7 @@ fn caddy_serves_files_over_h1_h2_h3() {
     std::fs::write(www.join("big.bin"), &big_body).unwrap();
     std::fs::write(www.join("small.bin"), &small_body).unwrap();
 
-    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let cert = dir.path().join("cert.pem");
-    let key = dir.path().join("key.pem");
-    std::fs::write(&cert, ck.cert.pem()).unwrap();
-    std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
+    let (cert, key) = localhost_cert(dir.path());
 
     let port = free_port_pair();
     let caddyfile = dir.path().join("Caddyfile");
@@ -75,7 +49,7 @@ fn caddy_serves_files_over_h1_h2_h3() {
     )
     .unwrap();
     let home = dir.path().to_str().unwrap();
-    let mut child = Command::new(caddy)
+    let child = Command::new(caddy)
         .args(["run", "--adapter", "caddyfile", "--config"])
         .arg(&caddyfile)
         .env("HOME", home)
@@ -85,22 +59,7 @@ fn caddy_serves_files_over_h1_h2_h3() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Ok(Some(status)) = child.try_wait() {
-            let mut err = String::new();
-            child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut err)
-                .unwrap();
-            panic!("caddy exited with {status}: {err}");
-        }
-        assert!(Instant::now() < deadline, "caddy did not start listening");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _guard = Caddy(child);
+    let _guard = Peer::listening(child, "caddy", &[port]);
 
     let big = format!("https://localhost:{port}/big.bin");
     let small = format!("https://localhost:{port}/small.bin");
@@ -184,20 +143,4 @@ fn caddy_serves_files_over_h1_h2_h3() {
     assert_eq!(run["payload_bytes"], 3 * 2_005_000);
     assert_eq!(run["digests"][&big], sha256_hex(&big_body));
     assert_eq!(run["digests"][&small], sha256_hex(&small_body));
-}
-
-fn which(name: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| std::path::Path::new(d).join(name))
-        .find(|p| p.is_file())
-}
-
-fn sha256_hex(data: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }

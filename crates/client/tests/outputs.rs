@@ -36,6 +36,18 @@ fn null_device(at: &Path) -> bool {
     made == 0
 }
 
+/// The report the error says was kept in a temporary file, read and the file removed.
+fn taken_back(err: &str) -> serde_json::Value {
+    let kept = err
+        .split("the result is kept in ")
+        .nth(1)
+        .and_then(|r| r.split(':').next())
+        .unwrap_or_else(|| panic!("no kept file named: {err}"));
+    let r = serde_json::from_slice(&std::fs::read(kept).unwrap()).unwrap();
+    std::fs::remove_file(kept).unwrap();
+    r
+}
+
 fn is_char_device(p: &Path) -> bool {
     std::fs::metadata(p).unwrap().file_type().is_char_device()
 }
@@ -292,14 +304,7 @@ fn a_fifo_nobody_reads_ends_the_run_with_the_report_kept() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("no process read the FIFO"), "{err}");
-    let kept = err
-        .split("the result is kept in ")
-        .nth(1)
-        .and_then(|r| r.split(':').next())
-        .unwrap_or_else(|| panic!("no kept file named: {err}"));
-    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(kept).unwrap()).unwrap();
-    assert_eq!(r["complete"], true);
-    std::fs::remove_file(kept).unwrap();
+    assert_eq!(taken_back(&err)["complete"], true);
 }
 
 #[test]
@@ -323,5 +328,66 @@ fn subcommand_outputs_that_cannot_be_written_exit_2_naming_the_flag() {
             "{args:?}: {}",
             out.stderr
         );
+    }
+}
+
+/// Data that cannot be written fails the command: the report on a full stdout (kept in a file
+/// instead, as for a file that cannot be written), and each output written as the run goes.
+#[test]
+fn outputs_that_cannot_take_their_data_fail_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = || {
+        std::fs::File::options()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_qbench"))
+        .args(RUN)
+        .args(["--json", "-"])
+        .stdout(full())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("qbench did not end");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("writing to stdout: No space left"), "{err}");
+    assert_eq!(taken_back(&err)["runs"][0]["objects"]["completed"], 5);
+
+    let report = dir.path().join("r.json");
+    for (flag, more) in [
+        ("--log-requests", &[][..]),
+        ("--keylog", &[][..]),
+        (
+            "--json-stream",
+            &["--duration", "1s", "--interval", "200ms"][..],
+        ),
+    ] {
+        let args = [
+            &["--json", report.to_str().unwrap(), flag, "/dev/full"][..],
+            more,
+        ]
+        .concat();
+        let out = run_in(dir.path(), &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{flag}: {err}");
+        assert!(
+            err.contains(&format!("error: not written whole: {flag} (")),
+            "{flag}: {err}"
+        );
+        // The report itself is whole.
+        let r: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+        assert_eq!(r["complete"], true, "{flag}");
+        std::fs::remove_file(&report).unwrap();
     }
 }

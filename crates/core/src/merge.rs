@@ -389,6 +389,7 @@ impl<'a> Parts<'a> {
                 completed,
                 failed: self.sum(|r| r.objects.failed),
                 not_started: self.sum(|r| r.objects.not_started),
+                retried: self.sum(|r| r.objects.retried),
             },
             connections,
             errors,

@@ -139,7 +139,7 @@ fn add(sum: &mut u64, v: u64, file: &str, field: &str) -> Result<(), InputError>
 fn sums(inputs: &[(&str, &Report)]) -> Result<(), InputError> {
     let most = inputs.iter().map(|(_, r)| r.runs.len()).max().unwrap_or(0);
     for k in 0..most {
-        let mut s = [0u64; 12];
+        let mut s = [0u64; 13];
         let mut errors = std::collections::BTreeMap::new();
         let mut intervals: Vec<[u64; 5]> = Vec::new();
         for (file, r) in inputs {
@@ -153,6 +153,7 @@ fn sums(inputs: &[(&str, &Report)]) -> Result<(), InputError> {
                 ("objects.completed", o.completed),
                 ("objects.failed", o.failed),
                 ("objects.not_started", o.not_started),
+                ("objects.retried", o.retried),
                 ("load.sent", l.map_or(0, |l| l.sent)),
                 ("load.warmup_requests", l.map_or(0, |l| l.warmup_requests)),
                 ("load.late", l.map_or(0, |l| l.late)),

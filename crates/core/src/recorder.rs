@@ -45,6 +45,10 @@ pub struct ConnectionRecord {
     /// What the client's QUIC stack did on this connection during the run (h3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quic: Option<crate::quic_knobs::QuicStats>,
+    /// Opened in place of a connection the server closed (its request limit: GOAWAY,
+    /// `Connection: close`) while requests were waiting for it.
+    #[serde(default)]
+    pub reopened: bool,
 }
 
 /// How one object fetch went, as measured by a transport.
@@ -75,6 +79,7 @@ pub struct Recorder {
     conns: Vec<ConnectionRecord>,
     completed: u64,
     failed: u64,
+    retried: u64,
     first_request: Option<Duration>,
     last_byte: Option<Duration>,
     payload_bytes: u64,
@@ -102,6 +107,7 @@ impl Recorder {
             conns: Vec::new(),
             completed: 0,
             failed: 0,
+            retried: 0,
             first_request: None,
             last_byte: None,
             payload_bytes: 0,
@@ -180,8 +186,21 @@ impl Recorder {
             server_max_streams: None,
             peak_streams: 0,
             quic: None,
+            reopened: false,
         });
         ConnId(self.conns.len() - 1)
+    }
+
+    /// A connection opened at `now` in place of one the server closed.
+    pub fn connection_reopened(&mut self, now: Duration) -> ConnId {
+        let id = self.connection_started(now);
+        self.conns[id.0].reopened = true;
+        id
+    }
+
+    /// `n` requests were sent again on a new connection (`ObjectCounts::retried`).
+    pub fn retried(&mut self, n: u64) {
+        self.retried = self.retried.saturating_add(n);
     }
 
     /// A connection reused from an earlier run: no handshake in this run.
@@ -194,6 +213,7 @@ impl Recorder {
             server_max_streams: None,
             peak_streams: 0,
             quic: None,
+            reopened: false,
         });
         ConnId(self.conns.len() - 1)
     }
@@ -319,6 +339,7 @@ impl Recorder {
                 completed: self.completed,
                 failed: self.failed,
                 not_started,
+                retried: self.retried,
             },
             connections: self.conns,
             errors: self.errors,

@@ -169,6 +169,11 @@ pub struct ObjectCounts {
     pub completed: u64,
     pub failed: u64,
     pub not_started: u64,
+    /// Requests sent again, on a new connection, because the server closed theirs without
+    /// processing them (above an HTTP/2 GOAWAY's last stream, a refused stream, or after an
+    /// HTTP/1.1 `Connection: close`). Each still counts once above.
+    #[serde(default)]
+    pub retried: u64,
 }
 
 /// One run: one set of fresh connections (unless reused) fetching the whole workload.

@@ -106,6 +106,8 @@ impl Identity {
 pub struct KeyLogTo {
     path: PathBuf,
     file: std::sync::Mutex<std::fs::File>,
+    /// The first write that failed: a key log missing secrets decrypts only some connections.
+    failed: std::sync::Mutex<Option<String>>,
 }
 
 impl KeyLogTo {
@@ -117,7 +119,13 @@ impl KeyLogTo {
         Ok(Arc::new(Self {
             path: path.to_path_buf(),
             file: std::sync::Mutex::new(file),
+            failed: std::sync::Mutex::new(None),
         }))
+    }
+
+    /// The first write that failed, naming the file.
+    pub fn failure(&self) -> Option<String> {
+        self.failed.lock().ok().and_then(|f| f.clone())
     }
 }
 
@@ -133,7 +141,11 @@ impl rustls::KeyLog for KeyLogTo {
         let line = format!("{label} {} {}\n", hex(client_random), hex(secret));
         // One write per line on an O_APPEND file: lines of concurrent writers do not mix.
         if let Ok(mut f) = self.file.lock() {
-            let _ = std::io::Write::write_all(&mut *f, line.as_bytes());
+            if let Err(e) = std::io::Write::write_all(&mut *f, line.as_bytes()) {
+                if let Ok(mut failed) = self.failed.lock() {
+                    failed.get_or_insert_with(|| format!("{}: {e}", self.path.display()));
+                }
+            }
         }
     }
 }

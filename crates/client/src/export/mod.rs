@@ -7,6 +7,7 @@ mod app_text;
 mod heatmap;
 pub mod hgrm;
 pub mod html;
+pub mod lost;
 mod qoe;
 pub mod stream;
 pub mod svg;
@@ -76,10 +77,7 @@ impl Format<str> for Raw {
 pub fn export<T: ?Sized>(format: &impl Format<T>, value: &T, dest: &Dest) -> anyhow::Result<()> {
     let bytes = format.render(value)?;
     match dest {
-        Dest::Stdout => {
-            crate::console::out_bytes(&bytes);
-            Ok(())
-        }
+        Dest::Stdout => crate::console::out_data(&bytes).context("writing to stdout"),
         Dest::File(path) => write_atomic(path, &bytes),
     }
 }

@@ -56,7 +56,7 @@ impl IntervalOut {
                 .as_mut()
                 .map(|w| w.write_all(text.as_bytes()).and_then(|()| w.flush()));
             if let Some(Err(e)) = failed {
-                crate::tell!("warning: --json-stream: {e}; no more intervals are written there");
+                super::lost::record("--json-stream", e);
                 *guard = None;
             }
         }

@@ -182,10 +182,7 @@ pub fn write_all(target: &Target, bytes: &[u8]) -> anyhow::Result<()> {
         Target::Through(path) => open_through(path)
             .and_then(|mut f| f.write_all(bytes).and_then(|()| f.flush()))
             .with_context(|| format!("writing {}", path.display())),
-        Target::Stdout => {
-            crate::console::out_bytes(bytes);
-            Ok(())
-        }
+        Target::Stdout => crate::console::out_data(bytes).context("writing to stdout"),
         Target::Stderr => {
             crate::console::err(&String::from_utf8_lossy(bytes));
             Ok(())

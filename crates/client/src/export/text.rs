@@ -174,6 +174,24 @@ fn streams_line(report: &Report) -> Option<String> {
     })
 }
 
+/// Connections the server closed with requests waiting (its request limit), and the
+/// requests that went again on the ones opened in their place.
+fn reopened_line(report: &Report) -> Option<String> {
+    let runs = &report.runs;
+    let opened = runs
+        .iter()
+        .flat_map(|r| &r.connections)
+        .filter(|c| c.reopened)
+        .count();
+    let retried: u64 = runs.iter().map(|r| r.objects.retried).sum();
+    (opened > 0 || retried > 0).then(|| {
+        format!(
+            "{opened} connection(s) opened after the server closed one (its request limit); \
+             {retried} request(s) it had not processed sent again"
+        )
+    })
+}
+
 /// What the QUIC stacks did, over every connection of every run: where `--quic` shows.
 fn quic_line(report: &Report) -> Option<String> {
     use qbench_core::quic_knobs::QuicStats;
@@ -283,6 +301,9 @@ pub fn summary(report: &Report, headline: &str) -> String {
     );
     if let Some(v) = streams_line(report) {
         line("streams", v);
+    }
+    if let Some(v) = reopened_line(report) {
+        line("reopened", v);
     }
     if let Some(v) = quic_line(report) {
         line("quic", v);

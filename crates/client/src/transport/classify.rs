@@ -135,6 +135,33 @@ pub(super) fn classify(e: &(dyn StdError + 'static)) -> ErrorKind {
     fallback.unwrap_or(ErrorKind::Io)
 }
 
+/// Whether the server says it never processed the request, so that it may be sent again
+/// elsewhere: RFC 9113 6.8 and 8.7 (streams above a GOAWAY's last stream id, REFUSED_STREAM),
+/// RFC 9114 5.2 and 8.1 (a GOAWAY before the request, H3_REQUEST_REJECTED).
+pub(super) fn unprocessed(e: &(dyn StdError + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(h) = err.downcast_ref::<h2::Error>() {
+            return h.is_remote()
+                && (h.is_go_away() || h.reason() == Some(h2::Reason::REFUSED_STREAM));
+        }
+        if let Some(s) = err.downcast_ref::<h3::error::StreamError>() {
+            use h3::error::StreamError as S;
+            return match s {
+                S::RemoteClosing => true,
+                S::RemoteTerminate { code } => *code == h3::error::Code::H3_REQUEST_REJECTED,
+                _ => false,
+            };
+        }
+        // io::Error's source skips the error it wraps.
+        if let Some(inner) = err.downcast_ref::<io::Error>().and_then(|e| e.get_ref()) {
+            return unprocessed(inner);
+        }
+        cur = err.source();
+    }
+    false
+}
+
 /// What to do about a failure whose message says what went wrong (rustls and quinn say it
 /// alike, in text): read by people, so it names the flag that helps.
 pub(super) fn hint(message: &str) -> Option<&'static str> {
@@ -175,6 +202,28 @@ mod tests {
             rustls::Error::NoApplicationProtocol,
         );
         assert_eq!(classify(&alpn), ErrorKind::Alpn);
+    }
+
+    /// The requests a server says it never processed, and only those, may go again.
+    #[test]
+    fn unprocessed_requests() {
+        use h3::error::{Code, StreamError};
+        assert!(unprocessed(&StreamError::RemoteClosing));
+        let rejected = StreamError::RemoteTerminate {
+            code: Code::H3_REQUEST_REJECTED,
+        };
+        assert!(unprocessed(&rejected));
+        let cancelled = StreamError::RemoteTerminate {
+            code: Code::H3_REQUEST_CANCELLED,
+        };
+        assert!(!unprocessed(&cancelled));
+        // Ours, not the server's: h2 made it, so the server has said nothing.
+        assert!(!unprocessed(&h2::Error::from(h2::Reason::REFUSED_STREAM)));
+        let reset = io::Error::from(io::ErrorKind::ConnectionReset);
+        assert!(!unprocessed(&reset));
+        // Found along the source chain, as transports wrap it.
+        let wrapped = io::Error::other(StreamError::RemoteClosing);
+        assert!(unprocessed(&wrapped));
     }
 
     #[test]

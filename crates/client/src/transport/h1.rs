@@ -1,6 +1,7 @@
 //! HTTP/1.1 over TLS 1.3 over TCP (hyper): one request at a time per connection, no pipelining,
 //! like a browser; use `--connections` for parallelism.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -65,7 +66,11 @@ impl Exchange for H1Conn {
     async fn request(&self, uri: &Uri, p: &mut dyn Sink) -> Result<(), FetchError> {
         // The lock is the HTTP/1.1 rule: the next request waits for this response to end.
         let mut send = self.send.lock().await;
-        step("HTTP/1.1 connection ready", self.timeout, send.ready()).await?;
+        // Closed before this request went out (the server's `Connection: close` on the
+        // previous response, or an idle close): the server never saw it.
+        step("HTTP/1.1 connection ready", self.timeout, send.ready())
+            .await
+            .map_err(FetchError::unsent)?;
         let _place = self.on_wire.opened();
         let host = uri
             .authority()
@@ -79,20 +84,26 @@ impl Exchange for H1Conn {
             .header(http::header::HOST, host)
             .body(Empty::<Bytes>::new())
             .map_err(|e| FetchError::from_err("building request", &e))?;
-        hyper_exchange(
-            send.send_request(request),
-            self.timeout,
-            &self.activity,
-            p,
-            |e| {
-                match e.kind {
-                    // HTTP/1.1 has no stream reset: a connection closed mid-body is a short body.
-                    ErrorKind::Reset => FetchError::new(ErrorKind::ShortBody, e.message),
-                    _ => e,
-                }
-            },
-        )
+        // hyper hands back a request it did not write when the connection closed first.
+        let unsent = AtomicBool::new(false);
+        let sent = async {
+            send.try_send_request(request).await.map_err(|e| {
+                unsent.store(e.message().is_some(), Ordering::Relaxed);
+                e.into_error()
+            })
+        };
+        hyper_exchange(sent, self.timeout, &self.activity, p, |e| {
+            match e.kind {
+                // HTTP/1.1 has no stream reset: a connection closed mid-body is a short body.
+                ErrorKind::Reset => FetchError::new(ErrorKind::ShortBody, e.message),
+                _ => e,
+            }
+        })
         .await
+        .map_err(|e| match unsent.load(Ordering::Relaxed) {
+            true => e.unsent(),
+            false => e,
+        })
     }
 
     fn streams(&self) -> StreamFacts {

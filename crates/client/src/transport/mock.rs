@@ -32,6 +32,11 @@ pub(crate) struct Script {
     pub(crate) max_streams: Option<u64>,
     /// Paths whose response head comes this much later than `ttfb` (a server stall).
     pub(crate) slow: Vec<(String, Duration)>,
+    /// Requests a connection processes; later ones are refused unprocessed, as after nginx's
+    /// `keepalive_requests` (a GOAWAY).
+    pub(crate) request_limit: Option<usize>,
+    /// Connections the peer accepts; later attempts are refused.
+    pub(crate) connect_limit: Option<usize>,
 }
 
 impl Default for Script {
@@ -45,6 +50,8 @@ impl Default for Script {
             timeout: Duration::from_secs(1),
             max_streams: None,
             slow: Vec::new(),
+            request_limit: None,
+            connect_limit: None,
         }
     }
 }
@@ -53,6 +60,8 @@ impl Default for Script {
 #[derive(Debug, Default)]
 pub(crate) struct Seen {
     pub(crate) connects: AtomicUsize,
+    /// Requests refused unprocessed (`Script::request_limit`).
+    pub(crate) refused: AtomicUsize,
     pub(crate) closes: AtomicUsize,
     /// Per connection: paths in the order their requests went out.
     pub(crate) requests: Mutex<Vec<Vec<String>>>,
@@ -81,6 +90,8 @@ struct MockConn {
     script: Script,
     seen: Arc<Seen>,
     in_flight: AtomicUsize,
+    /// Requests this connection was asked to process.
+    taken: AtomicUsize,
     on_wire: OnWire,
 }
 
@@ -88,7 +99,11 @@ impl Transport for MockTransport {
     fn connect(&self) -> BoxFuture<'_, Result<Connected, FetchError>> {
         Box::pin(async move {
             tokio::time::sleep(self.script.handshake).await;
-            if let Some(kind) = self.script.refuse {
+            let full = self
+                .script
+                .connect_limit
+                .is_some_and(|n| self.seen.connects.load(Ordering::SeqCst) >= n);
+            if let Some(kind) = self.script.refuse.or(full.then_some(ErrorKind::Refused)) {
                 return Err(FetchError::new(kind, "mock peer refuses"));
             }
             let id = self.seen.connects.fetch_add(1, Ordering::SeqCst);
@@ -100,6 +115,7 @@ impl Transport for MockTransport {
                     script: self.script.clone(),
                     seen: self.seen.clone(),
                     in_flight: AtomicUsize::new(0),
+                    taken: AtomicUsize::new(0),
                     on_wire: OnWire::default(),
                 }),
                 info: HandshakeInfo {
@@ -151,6 +167,12 @@ impl Exchange for MockConn {
             .map_or(usize::MAX, |m| usize::try_from(m).unwrap_or(usize::MAX));
         let _place = self.on_wire.enter(|| limit).await;
         sink.sending();
+        if let Some(max) = self.script.request_limit {
+            if self.taken.fetch_add(1, Ordering::SeqCst) >= max {
+                self.seen.refused.fetch_add(1, Ordering::SeqCst);
+                return Err(FetchError::new(ErrorKind::Reset, "mock peer: GOAWAY").unsent());
+            }
+        }
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         {
             let mut peak = self.seen.peak_in_flight.lock().unwrap();

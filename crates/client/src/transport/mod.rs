@@ -9,6 +9,7 @@ pub(crate) mod h3;
 #[cfg(test)]
 pub(crate) mod mock;
 mod peer_params;
+pub(crate) mod reopen;
 pub(crate) mod streams;
 pub(crate) mod tcp;
 mod turns;
@@ -48,6 +49,10 @@ pub(crate) struct Fetched {
 pub(crate) struct FetchError {
     pub kind: ErrorKind,
     pub message: String,
+    /// The server did not process the request (an HTTP/2 GOAWAY above it or REFUSED_STREAM,
+    /// an HTTP/3 GOAWAY or H3_REQUEST_REJECTED, an HTTP/1.1 connection closed before it
+    /// went out): it may go again on another connection.
+    pub unprocessed: bool,
 }
 
 impl FetchError {
@@ -55,6 +60,7 @@ impl FetchError {
         Self {
             kind,
             message: message.into(),
+            unprocessed: false,
         }
     }
 
@@ -63,8 +69,15 @@ impl FetchError {
         Self {
             kind: classify::classify(e),
             message: format!("{what}: {}", classify::one_line(e)),
+            unprocessed: classify::unprocessed(e),
         }
         .hinted()
+    }
+
+    /// Marks the request as one the server never saw.
+    pub(crate) fn unsent(mut self) -> Self {
+        self.unprocessed = true;
+        self
     }
 
     /// The message with what to do about it, where that is known.
@@ -159,6 +172,9 @@ pub(crate) trait Conn: Send + Sync {
 
     /// Graceful close; the peer learns of it from the connection's own task.
     fn close(&self);
+
+    /// What replaced this connection since the last call, where the server closed it.
+    fn reopens(&self) -> reopen::Reopens;
 }
 
 /// What each HTTP version implements; `Conn` boxes its future for dynamic dispatch.
@@ -173,6 +189,10 @@ pub(crate) trait Exchange: Send + Sync {
 
     /// Where dropping the last handle closes the connection, there is nothing to do.
     fn shut(&self) {}
+
+    fn reopens(&self) -> reopen::Reopens {
+        reopen::Reopens::default()
+    }
 }
 
 impl<T: Exchange> Conn for T {
@@ -190,6 +210,10 @@ impl<T: Exchange> Conn for T {
 
     fn close(&self) {
         self.shut();
+    }
+
+    fn reopens(&self) -> reopen::Reopens {
+        Exchange::reopens(self)
     }
 }
 
@@ -306,6 +330,7 @@ pub(crate) struct Progress<'a> {
     clock: &'a Clock,
     req: &'a ObjectReq,
     sent: Duration,
+    sent_once: bool,
     headers: Option<Duration>,
     content_length: Option<u64>,
     bytes: u64,
@@ -315,8 +340,13 @@ pub(crate) struct Progress<'a> {
 }
 
 impl Sink for Progress<'_> {
+    /// A request sent again on a new connection keeps its first time: the server's close
+    /// and the new handshake are part of what it cost.
     fn sending(&mut self) {
-        self.sent = self.clock.now();
+        if !self.sent_once {
+            self.sent = self.clock.now();
+            self.sent_once = true;
+        }
     }
 
     fn stream(&mut self, id: u64) {
@@ -378,6 +408,7 @@ impl<'a> Progress<'a> {
             clock,
             req,
             sent: clock.now(),
+            sent_once: false,
             headers: None,
             content_length: None,
             bytes: 0,

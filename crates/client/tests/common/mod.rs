@@ -7,6 +7,7 @@ use serde_json::Value;
 use std::io::BufRead as _;
 
 pub(crate) mod links;
+pub(crate) mod peers;
 pub(crate) mod sweeps;
 
 pub(crate) struct Run {
