@@ -109,15 +109,9 @@ pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
     let outcome = rt.block_on(async {
         tokio::select! {
             r = run(&plan, command, &prepared, &runs_started) => r,
-            sig = async {
-                let mut signals = crate::interrupt::Listener::new();
-                loop {
-                    let sig = signals.next().await;
-                    if !runs_started.swap(false, Ordering::Relaxed) {
-                        break sig;
-                    }
-                }
-            } => Err(anyhow::anyhow!("interrupted ({})", crate::interrupt::name(sig))),
+            sig = crate::interrupt::ending(&runs_started) => {
+                Err(anyhow::anyhow!("interrupted ({})", crate::interrupt::name(sig)))
+            }
         }
     });
     rt.shutdown_timeout(Duration::from_secs(1));
@@ -348,8 +342,17 @@ pub async fn run(
         };
         format!(", held for {:?} {how}{warm}", l.window())
     });
+    // A page opens connections as a browser does, per origin, not `--connections`.
+    let over = match &spec.page {
+        Some(p) => format!(
+            "{} objects from {} origin(s), connections opened as a browser opens them",
+            p.profile.objects.len(),
+            p.profile.origins.len()
+        ),
+        None => format!("over {} connection(s)", spec.connections),
+    };
     let headline = format!(
-        "qbench {} -> {} ({}), {} over {} connection(s), {} run(s){held}",
+        "qbench {} -> {} ({}), {} {over}, {} run(s){held}",
         spec.proto,
         side.peer.origin.authority(),
         side.peer.description,
@@ -364,7 +367,6 @@ pub async fn run(
             (None, None, Some(p)) => format!("page {}", p.name),
             (None, None, None) => format!("{} URL fetches", cfg.run.total_objects),
         },
-        spec.connections,
         spec.runs
     );
     let stdout_taken = plan.outputs.takes_stdout().then_some(Dest::Stdout);

@@ -221,3 +221,31 @@ async fn a_failed_request_retires_its_connection() {
     assert_eq!(paths, vec![want(&[100, 200, 300]), want(&[400])]);
     assert_eq!(rep.page.unwrap().connections, [2]);
 }
+
+/// A page of more origins than a browser holds connections: at most `MAX_OPEN` are open at
+/// once, idle ones of origins with nothing left to fetch are closed to make room, and every
+/// object arrives.
+#[tokio::test(start_paused = true)]
+async fn a_page_of_many_origins_holds_at_most_max_open_connections() {
+    use crate::page::MAX_OPEN;
+    use std::sync::atomic::Ordering::SeqCst;
+    let n = MAX_OPEN * 2 + 7;
+    let mut objects = vec![object(0, 100, None, 0)];
+    objects.extend((1..=n).map(|o| object(o, 1000 + o as u64, Some(0), 1)));
+    for h1 in [false, true] {
+        let (mut r, seen) = runner(Script::default(), plan(page(objects.clone(), n + 1), h1));
+        let rep = r.run(0, &ProgressBar::hidden()).await;
+        assert!(rep.complete, "{:?}", rep.first_error);
+        assert_eq!(rep.objects.completed, n as u64 + 1);
+        assert_eq!(seen.connects.load(SeqCst), n + 1);
+        assert_eq!(seen.peak_open.load(SeqCst), MAX_OPEN);
+        // Each connection past the first MAX_OPEN had one closed before it.
+        assert!(
+            seen.closes.load(SeqCst) > n - MAX_OPEN,
+            "{}",
+            seen.closes.load(SeqCst)
+        );
+        assert_eq!(rep.connections.len(), n + 1);
+        assert!(rep.connections.iter().all(|c| c.error.is_none()));
+    }
+}

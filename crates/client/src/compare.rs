@@ -8,6 +8,7 @@ use qbench_core::noise::{Losses, STEAL_THRESHOLD_PCT};
 use qbench_core::rounds::{AutoRounds, Stopped};
 use qbench_core::spec::CompareSpec;
 use qbench_core::Stats;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::app::{progress_bar, time_bar};
 use crate::cli::{CompareArgs, Outputs};
@@ -421,6 +422,7 @@ pub async fn run(
     plan: &Plan,
     prepared: &Prepared,
     command: Vec<String>,
+    rounds_started: &AtomicBool,
 ) -> anyhow::Result<(CompareReport, Option<String>)> {
     let clock = Clock::start();
     let json = plan.outputs.json.as_deref().map(Dest::parse);
@@ -440,7 +442,8 @@ pub async fn run(
     let build = |a: &Side<'_>,
                  b: &Side<'_>,
                  first: &[String],
-                 stopped: Option<Stopped>|
+                 stopped: Option<Stopped>,
+                 aborted: Option<&String>|
      -> anyhow::Result<CompareReport> {
         let (done, planned) = match plan.auto {
             Some(_) if stopped.is_some() => (first.len(), first.len()),
@@ -450,24 +453,52 @@ pub async fn run(
             done as u32,
             plan.labels.clone(),
             first.to_vec(),
-            (a.report(planned, None)?, b.report(planned, None)?),
+            (
+                a.report(planned, aborted.cloned())?,
+                b.report(planned, aborted.cloned())?,
+            ),
             (plan.metric, plan.test),
         );
         r.auto_rounds = plan.auto.map(|rule| AutoRoundsRecord { rule, stopped });
+        r.aborted = aborted.cloned();
         Ok(r)
     };
     let mut stopped = None;
     let mut discarded: Vec<DiscardedRound> = Vec::new();
+    // A stopping signal ends the rounds; the report still comes, `aborted` naming it.
+    let mut signals = crate::interrupt::Listener::new();
+    rounds_started.store(true, Ordering::Relaxed);
+    let mut aborted = None;
     let mut round = 0;
     while round < plan.rounds {
         let a_first = round % 2 == 0;
         first.push(if a_first { "a" } else { "b" }.to_string());
-        if a_first {
-            a.run(round, &bar).await;
-            b.run(round, &bar).await;
-        } else {
-            b.run(round, &bar).await;
-            a.run(round, &bar).await;
+        let both = async {
+            if a_first {
+                a.run(round, &bar).await;
+                b.run(round, &bar).await;
+            } else {
+                b.run(round, &bar).await;
+                a.run(round, &bar).await;
+            }
+        };
+        if let Some(sig) = tokio::select! {
+            () = both => None,
+            sig = signals.next() => Some(sig),
+        } {
+            let name = crate::interrupt::name(sig);
+            aborted = Some(format!("interrupted ({name}) during round {round}"));
+            // Rounds are compared in pairs: half a round is no round.
+            if a.runs.len() != b.runs.len() {
+                let ahead = if a.runs.len() > b.runs.len() {
+                    &mut a
+                } else {
+                    &mut b
+                };
+                ahead.discard_last();
+            }
+            first.pop();
+            break;
         }
         if plan.discard_noisy && discarded.len() < plan.rounds as usize {
             if let Some(steal_pct) = noisy(&a, &b) {
@@ -481,14 +512,14 @@ pub async fn run(
         }
         round += 1;
         if let Some(rule) = plan.auto {
-            let so_far = build(&a, &b, &first, None)?;
+            let so_far = build(&a, &b, &first, None, None)?;
             stopped = rule.check(round, so_far.comparison.effect.as_ref());
         }
         if stopped.is_some() {
             break;
         }
         if let Some(path) = json.as_ref().and_then(Dest::rewritable) {
-            let mut so_far = build(&a, &b, &first, None)?;
+            let mut so_far = build(&a, &b, &first, None, None)?;
             so_far.discarded.clone_from(&discarded);
             write_json(&Dest::File(path.clone()), &so_far)?;
         }
@@ -496,7 +527,7 @@ pub async fn run(
     bar.finish_and_clear();
     a.finish().await;
     b.finish().await;
-    let mut report = build(&a, &b, &first, stopped)?;
+    let mut report = build(&a, &b, &first, stopped, aborted.as_ref())?;
     report.discarded = discarded;
     if let Some(dest) = &json {
         write_json(dest, &report)?;
@@ -507,6 +538,9 @@ pub async fn run(
     let stdout_taken = plan.outputs.takes_stdout().then_some(Dest::Stdout);
     crate::export::print_text(&table(&report), stdout_taken.as_ref());
     let error = (!report.complete).then(|| {
+        if let Some(why) = &report.aborted {
+            return why.clone();
+        }
         a.first_error()
             .map(|e| format!("A: {e}"))
             .or_else(|| b.first_error().map(|e| format!("B: {e}")))
@@ -523,10 +557,15 @@ pub fn run_blocking(
 ) -> anyhow::Result<(CompareReport, Option<String>)> {
     let prepared = Prepared::new(&[&plan.a, &plan.b])?;
     let rt = crate::app::runtime(plan.a.spec().client_threads, prepared.cpu.as_ref())?;
+    // Before the first round, a stopping signal drops everything; once rounds started, the
+    // round loop takes it and still writes the report, and a second one drops everything.
+    let rounds_started = AtomicBool::new(false);
     let outcome = rt.block_on(async {
         tokio::select! {
-            r = run(plan, &prepared, command) => r,
-            sig = crate::interrupt::signalled() => Err(anyhow::anyhow!("interrupted ({})", crate::interrupt::name(sig))),
+            r = run(plan, &prepared, command, &rounds_started) => r,
+            sig = crate::interrupt::ending(&rounds_started) => {
+                Err(anyhow::anyhow!("interrupted ({})", crate::interrupt::name(sig)))
+            }
         }
     });
     rt.shutdown_timeout(std::time::Duration::from_secs(1));

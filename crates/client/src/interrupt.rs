@@ -115,6 +115,19 @@ impl Listener {
     }
 }
 
+/// The first stopping signal that ends everything: one before `started` was set (while
+/// setting up), or the second once the run loop took the first, clearing `started`, to end
+/// its runs and still write their report.
+pub(crate) async fn ending(started: &std::sync::atomic::AtomicBool) -> i32 {
+    let mut signals = Listener::new();
+    loop {
+        let sig = signals.next().await;
+        if !started.swap(false, Ordering::Relaxed) {
+            return sig;
+        }
+    }
+}
+
 /// The next stopping signal.
 pub(crate) async fn signalled() -> i32 {
     Listener::new().next().await

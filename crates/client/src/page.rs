@@ -3,7 +3,7 @@
 //! at a time each; one multiplexed connection for HTTP/2 and HTTP/3), opened as they are
 //! needed. Every origin's objects come from the one qbench server, at their recorded sizes.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -19,6 +19,12 @@ use crate::transport::{Conn, Connected, FetchError, Transport};
 
 /// Connections a browser opens per origin over HTTP/1.1 (Chrome's and Firefox's limit).
 pub(crate) const H1_PER_ORIGIN: usize = 6;
+
+/// Connections a page holds at once (open or opening) over all its origins: Chrome's
+/// per-pool limit. At it, a connection another origin has no use for is closed to make room,
+/// as Chrome closes idle sockets; a page of thousands of origins does not open thousands of
+/// connections at once.
+pub(crate) const MAX_OPEN: usize = 256;
 
 /// Connection attempts per origin before its waiting objects are given up on.
 pub(crate) const CONNECT_ATTEMPTS: u32 = 3;
@@ -45,11 +51,26 @@ enum Event {
 
 type Pending<'a> = Pin<Box<dyn Future<Output = Event> + Send + 'a>>;
 
+/// The connections still open at the end, by id: the run reads their stream figures and
+/// telemetry. One closed to make room has its figures recorded when it closes.
+type Opened = BTreeMap<ConnId, (Arc<dyn Conn>, HandshakeInfo)>;
+
+/// An open connection of an origin.
+struct Slot {
+    conn: Arc<dyn Conn>,
+    /// Its requests in flight.
+    busy: usize,
+    id: ConnId,
+}
+
 #[derive(Default)]
 struct Origin {
-    /// Each connection and whether it is busy; `None` once retired by a failed request.
-    conns: Vec<Option<(Arc<dyn Conn>, bool)>>,
+    /// Each connection and its requests in flight; `None` once retired (by a failed request,
+    /// or closed to make room for another origin's).
+    conns: Vec<Option<Slot>>,
     connecting: usize,
+    /// Wants a connection the page's `MAX_OPEN` does not allow yet.
+    waiting: bool,
     /// Connection attempts that failed: after `CONNECT_ATTEMPTS`, the origin's objects that
     /// wait for a connection stay unsent.
     failed: u32,
@@ -79,13 +100,36 @@ pub(crate) async fn load(
     let limit = if s.h1 { H1_PER_ORIGIN } else { 1 };
     let mut sent = vec![None; n];
     let mut done: Vec<Option<(Duration, bool)>> = vec![None; n];
-    let mut opened = Vec::new();
+    let mut opened = Opened::new();
     let mut pending: FuturesUnordered<Pending<'_>> = FuturesUnordered::new();
     let s = &s;
-    for (oi, o) in origins.iter_mut().enumerate() {
-        start_what_can(s, profile, limit, oi, o, &mut sent, &mut pending);
+    let mut waiting: VecDeque<usize> = (0..origins.len()).collect();
+    for o in &mut origins {
+        o.waiting = true;
     }
-    while let Some(event) = pending.next().await {
+    loop {
+        make_room(
+            s,
+            profile,
+            limit,
+            &mut origins,
+            &mut waiting,
+            &mut opened,
+            &mut sent,
+            &mut pending,
+        );
+        let Some(event) = pending.next().await else {
+            break;
+        };
+        let touched = match &event {
+            Event::Connected(oi, _, _) => vec![*oi],
+            Event::Handshake(..) => Vec::new(),
+            Event::Fetched { origin, object, .. } => {
+                let mut t = vec![*origin];
+                t.extend(children[*object].iter().map(|&c| profile.objects[c].origin));
+                t
+            }
+        };
         match event {
             Event::Connected(oi, id, Ok(c)) => {
                 let o = &mut origins[oi];
@@ -98,18 +142,20 @@ pub(crate) async fn load(
                     }
                     None => lock(s.run.rec).handshake_done(id, c.done, c.info.clone()),
                 }
-                o.conns.push(Some((c.conn.clone(), false)));
-                opened.push((id, c.conn, c.info));
-                start_what_can(s, profile, limit, oi, o, &mut sent, &mut pending);
+                o.conns.push(Some(Slot {
+                    conn: c.conn.clone(),
+                    busy: 0,
+                    id,
+                }));
+                opened.insert(id, (c.conn, c.info));
             }
             Event::Connected(oi, id, Err(e)) => {
                 let o = &mut origins[oi];
                 o.connecting -= 1;
                 o.failed += 1;
-                lock(s.run.rec).connection_failed(id, e.kind, &e.message);
                 // Tried again up to CONNECT_ATTEMPTS; then what waits stays unsent, and the
                 // run counts it as not started.
-                start_what_can(s, profile, limit, oi, o, &mut sent, &mut pending);
+                lock(s.run.rec).connection_failed(id, e.kind, &e.message);
             }
             Event::Handshake(id, info) => {
                 lock(s.run.rec).handshake_done(id, s.run.clock.now(), info)
@@ -128,35 +174,20 @@ pub(crate) async fn load(
                 // does): the next request gets another one.
                 let slot = &mut origins[origin].conns[conn];
                 match slot {
-                    Some((_, busy)) if ok => *busy = false,
+                    Some(slot) if ok => slot.busy -= 1,
                     _ => *slot = None,
                 }
                 if ok {
                     for &c in &children[object] {
-                        let oc = profile.objects[c].origin;
-                        origins[oc].queue.push_back(c);
-                        if oc != origin {
-                            start_what_can(
-                                s,
-                                profile,
-                                limit,
-                                oc,
-                                &mut origins[oc],
-                                &mut sent,
-                                &mut pending,
-                            );
-                        }
+                        origins[profile.objects[c].origin].queue.push_back(c);
                     }
                 }
-                start_what_can(
-                    s,
-                    profile,
-                    limit,
-                    origin,
-                    &mut origins[origin],
-                    &mut sent,
-                    &mut pending,
-                );
+            }
+        }
+        for oi in touched {
+            if !origins[oi].waiting {
+                origins[oi].waiting = true;
+                waiting.push_back(oi);
             }
         }
     }
@@ -168,17 +199,79 @@ pub(crate) async fn load(
         connections: origins.iter().map(|o| o.opened).collect(),
         levels: levels(page, &sent, &done, s.run.start),
     };
-    opened.sort_by_key(|(id, _, _)| *id);
-    let ids = opened.iter().map(|(id, _, _)| *id).collect();
-    (
-        opened.into_iter().map(|(_, c, i)| (c, i)).collect(),
-        ids,
-        report,
-    )
+    let ids = opened.keys().copied().collect();
+    (opened.into_values().collect(), ids, report)
+}
+
+/// Connections open or opening, over every origin.
+fn open(origins: &[Origin]) -> usize {
+    origins
+        .iter()
+        .map(|o| o.conns.iter().flatten().count() + o.connecting)
+        .sum()
+}
+
+/// Serves the origins that wait, in turn: each sends what it can and opens what it needs
+/// within `MAX_OPEN`, closing connections idle at origins with nothing queued to make room.
+/// Those still short of a connection wait for the next event.
+#[allow(clippy::too_many_arguments)]
+fn make_room<'b>(
+    s: &'b Load<'b>,
+    profile: &'b qbench_core::page::PageProfile,
+    limit: usize,
+    origins: &mut [Origin],
+    waiting: &mut VecDeque<usize>,
+    opened: &mut Opened,
+    sent: &mut [Option<Duration>],
+    pending: &mut FuturesUnordered<Pending<'b>>,
+) {
+    let mut room = MAX_OPEN.saturating_sub(open(origins));
+    // Idle connections of origins with nothing queued: nothing in this pass queues more.
+    let mut spare: Vec<(usize, usize)> = origins
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.queue.is_empty())
+        .flat_map(|(j, o)| {
+            o.conns
+                .iter()
+                .enumerate()
+                .filter_map(move |(k, c)| c.as_ref().is_some_and(|c| c.busy == 0).then_some((j, k)))
+        })
+        .collect();
+    let mut blocked = VecDeque::new();
+    while let Some(oi) = waiting.pop_front() {
+        loop {
+            let o = &mut origins[oi];
+            if !start_what_can(s, profile, limit, oi, o, sent, pending, &mut room) {
+                o.waiting = false;
+                break;
+            }
+            match spare.pop() {
+                Some((j, k)) => {
+                    if let Some(Slot { conn, id, .. }) = origins[j].conns[k].take() {
+                        // Its figures are final; dropping the last handle closes it.
+                        let facts = conn.streams();
+                        let mut rec = lock(s.run.rec);
+                        rec.streams(id, facts.peer_limit, facts.peak);
+                        rec.quic(id, facts.quic);
+                        conn.close();
+                        opened.remove(&id);
+                    }
+                    room += 1;
+                }
+                None => {
+                    blocked.push_back(oi);
+                    break;
+                }
+            }
+        }
+    }
+    *waiting = blocked;
 }
 
 /// Sends what origin `oi` has queued on its idle connections, and opens connections for
-/// what finds every one busy.
+/// what finds every one busy, using up `room`. Returns whether it wants one `room` lacked.
+#[allow(clippy::too_many_arguments)]
 fn start_what_can<'b>(
     s: &'b Load<'b>,
     profile: &'b qbench_core::page::PageProfile,
@@ -187,20 +280,21 @@ fn start_what_can<'b>(
     o: &mut Origin,
     sent: &mut [Option<Duration>],
     pending: &mut FuturesUnordered<Pending<'b>>,
-) {
+    room: &mut usize,
+) -> bool {
     while let Some(&object) = o.queue.front() {
         let idle = o
             .conns
             .iter()
-            .position(|c| c.as_ref().is_some_and(|(_, busy)| !s.h1 || !busy));
+            .position(|c| c.as_ref().is_some_and(|c| !s.h1 || c.busy == 0));
         let Some(ci) = idle else {
             break;
         };
         o.queue.pop_front();
-        let Some((conn, busy)) = &mut o.conns[ci] else {
+        let Some(Slot { conn, busy, .. }) = &mut o.conns[ci] else {
             break;
         };
-        *busy = true;
+        *busy += 1;
         let conn = conn.clone();
         let req = s.run.request(profile.objects[object].size);
         sent[object] = Some(s.run.clock.now());
@@ -219,10 +313,14 @@ fn start_what_can<'b>(
     }
     // A browser opens another connection for a request that finds every one busy.
     let alive = o.conns.iter().flatten().count();
-    while o.queue.len() > o.connecting
-        && alive + o.connecting < limit
-        && o.failed < CONNECT_ATTEMPTS
-    {
+    let wants = |o: &Origin| {
+        o.queue.len() > o.connecting && alive + o.connecting < limit && o.failed < CONNECT_ATTEMPTS
+    };
+    while wants(o) {
+        if *room == 0 {
+            return true;
+        }
+        *room -= 1;
         o.connecting += 1;
         o.opened += 1;
         let id = lock(s.run.rec).connection_started(s.run.clock.now());
@@ -230,6 +328,7 @@ fn start_what_can<'b>(
             Event::Connected(oi, id, s.transport.connect().await)
         }));
     }
+    false
 }
 
 fn us(d: Duration) -> u64 {

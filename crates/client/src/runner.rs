@@ -467,14 +467,27 @@ async fn fetch_telemetry<'a>(
         None => text,
     };
     let shown = hide(uri.to_string());
+    // One line for however many connections failed alike (a page may have thousands).
+    let (mut asked, mut failed, mut first) = (0, 0, None);
     for c in conns {
-        match get_body(c, uri, MAX_TELEMETRY_BYTES).await {
+        asked += 1;
+        let why = match get_body(c, uri, MAX_TELEMETRY_BYTES).await {
             Ok(body) => match serde_json::from_slice::<Timeline>(&body) {
-                Ok(t) => out.push(t),
-                Err(e) => crate::tell!("warning: telemetry from {shown} is not a timeline: {e}"),
+                Ok(t) => {
+                    out.push(t);
+                    continue;
+                }
+                Err(e) => format!("not a timeline: {e}"),
             },
-            Err(e) => crate::tell!("warning: no telemetry from {shown}: {}", hide(e.message)),
-        }
+            Err(e) => hide(e.message),
+        };
+        failed += 1;
+        first.get_or_insert(why);
+    }
+    if let Some(why) = first {
+        crate::tell!(
+            "warning: no telemetry from {shown} on {failed} of {asked} connection(s): {why}"
+        );
     }
     out
 }

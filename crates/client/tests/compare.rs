@@ -328,3 +328,49 @@ fn noise_is_recorded_per_run() {
         "{stderr}"
     );
 }
+
+/// A stopping signal between or during rounds ends the comparison with its report: the
+/// rounds run so far, in pairs, and `aborted` naming the signal, at the top and on each side.
+#[test]
+fn a_stopping_signal_writes_the_comparison_with_aborted_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("c.json");
+    let args = [
+        "compare",
+        "--protos",
+        "h2,h1",
+        "--objects",
+        "1x50MB",
+        "--rounds",
+        "40",
+    ];
+    let child = common::spawn_with_json(&args, &json);
+    // The report is rewritten after each round: the first is done once it exists.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !json.exists() {
+        assert!(std::time::Instant::now() < deadline, "no round finished");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    common::send(&child, libc::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: interrupted (SIGTERM) during round "),
+        "{stderr}"
+    );
+    let j: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(j["complete"], false);
+    let why = j["aborted"].as_str().unwrap();
+    assert!(
+        why.starts_with("interrupted (SIGTERM) during round "),
+        "{why}"
+    );
+    let rounds = j["rounds"].as_u64().unwrap();
+    assert!((1..40).contains(&rounds), "{rounds}");
+    assert_eq!(j["first"].as_array().unwrap().len() as u64, rounds);
+    for side in ["a", "b"] {
+        assert_eq!(j[side]["aborted"], why, "{side}");
+        assert_eq!(j[side]["runs"].as_array().unwrap().len() as u64, rounds);
+    }
+}

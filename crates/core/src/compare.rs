@@ -141,6 +141,10 @@ pub struct CompareReport {
     pub first: Vec<String>,
     pub comparison: Comparison,
     pub complete: bool,
+    /// Why the rounds ended before all were run (a stopping signal: "interrupted (SIGTERM)
+    /// during round 3"); the rounds before it are compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aborted: Option<String>,
     pub a: Report,
     pub b: Report,
 }
@@ -164,6 +168,7 @@ impl CompareReport {
             label_b: labels.1,
             first,
             complete: a.complete && b.complete,
+            aborted: None,
             comparison,
             a,
             b,

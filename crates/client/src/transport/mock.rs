@@ -63,6 +63,8 @@ pub(crate) struct Seen {
     /// Requests refused unprocessed (`Script::request_limit`).
     pub(crate) refused: AtomicUsize,
     pub(crate) closes: AtomicUsize,
+    /// The most connections open at once (made and not yet closed), seen at each connect.
+    pub(crate) peak_open: AtomicUsize,
     /// Per connection: paths in the order their requests went out.
     pub(crate) requests: Mutex<Vec<Vec<String>>>,
     /// Per connection: the most requests in flight at once.
@@ -107,6 +109,8 @@ impl Transport for MockTransport {
                 return Err(FetchError::new(kind, "mock peer refuses"));
             }
             let id = self.seen.connects.fetch_add(1, Ordering::SeqCst);
+            let open = id + 1 - self.seen.closes.load(Ordering::SeqCst);
+            self.seen.peak_open.fetch_max(open, Ordering::SeqCst);
             self.seen.requests.lock().unwrap().push(Vec::new());
             self.seen.peak_in_flight.lock().unwrap().push(0);
             Ok(Connected {
