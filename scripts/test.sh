@@ -2,7 +2,7 @@
 # Every check CI runs: formatting, lints and the whole test suite, including the interop tests.
 # Installs what the tests need when it is missing: Debian's caddy and nginx (interop peers), Go (to build
 # h2spec and quic-go's client from the Go module proxy), chromium and Playwright (to record a
-# real page as a HAR), for the emulated-link tests
+# real page as a HAR), mdBook (the book), for the emulated-link tests
 # iproute2, nftables, ethtool and ping, and openssh for the multi-host fleet test (sshd in
 # namespaces; no system service is started). Those tests need root. scripts/kernel-tests.sh, last,
 # installs QEMU, virtme-ng and Debian's stock kernel to test the netem backend in a VM.
@@ -88,6 +88,8 @@ python3 -c 'import playwright' 2>/dev/null ||
 if command -v rustup >/dev/null 2>&1; then
   rustup component add rustfmt clippy >/dev/null 2>&1 || true
 fi
+# The book (docs/book) is built with mdBook, from crates.io.
+command -v mdbook >/dev/null 2>&1 || cargo install --locked mdbook --version 0.5.4
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
@@ -96,6 +98,11 @@ samples=$(mktemp -d -t qbench-report-samples.XXXXXX)
 trap 'rm -rf "$samples"' EXIT
 QBENCH_REPORT_SAMPLES="$samples" cargo test --workspace --locked
 PYTHONDONTWRITEBYTECODE=1 python3 scripts/validate_reports.py "$samples" scenarios/*.toml
+# The book: built, its links checked, its layout page current (its command-line reference is
+# checked by the tests).
+mdbook build docs/book
+PYTHONDONTWRITEBYTECODE=1 python3 scripts/book_links.py
+PYTHONDONTWRITEBYTECODE=1 python3 scripts/book_layout.py --check
 # The multi-host recipes: the Slurm job array for real, the Kubernetes manifests' fields (and
 # that the checker catches broken ones), against the binaries the tests just built.
 bin="${CARGO_TARGET_DIR:-target}/debug"

@@ -9,8 +9,8 @@ use qbench_core::rounds::{parse_precision, AutoRounds, MAX_ROUNDS, MIN_ROUNDS, P
 use crate::config::ConfigError;
 
 /// The test `qbench compare` uses unless told: robust to the heavy tails and bimodal rounds of
-/// network timings, exact for small samples, and with no random resampling (README,
-/// "Which test").
+/// network timings, exact for small samples, and with no random resampling (the book,
+/// "Comparing two configurations", "Which test").
 pub const DEFAULT_TEST: Test = Test::MannWhitney;
 
 #[derive(Debug, Args)]

@@ -40,9 +40,22 @@ pub struct CompletionsArgs {
 #[derive(Debug, Args)]
 pub struct ManArgs {
     /// Directory for the pages: qbench.1, one per subcommand (qbench-compare.1, ...),
-    /// qbench-server.1, qbench-shaper.1 and its subcommands'
+    /// qbench-server.1, qbench-shaper.1 and its subcommands'; with `--format markdown`,
+    /// qbench.md, qbench-server.md and qbench-shaper.md
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+
+    /// man: roff pages for man(1); markdown: one page per program, every subcommand and
+    /// flag with its help, as the book's reference holds them
+    #[arg(long, value_enum, default_value = "man")]
+    pub format: PageFormat,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum PageFormat {
+    #[default]
+    Man,
+    Markdown,
 }
 
 /// Prints the completion script on stdout (e.g. `qbench completions bash >
@@ -77,8 +90,29 @@ pub fn man(args: ManArgs) -> anyhow::Result<()> {
     crate::config::out_dir(&args.out)?;
     let mut written = 0;
     for p in Program::ALL {
-        pages(&p.command(), &args.out, &mut written)?;
+        match args.format {
+            PageFormat::Man => pages(&p.command(), &args.out, &mut written)?,
+            PageFormat::Markdown => {
+                let cmd = p.command();
+                let path = args.out.join(format!("{}.md", cmd.get_name()));
+                crate::export::write_text(&path, &markdown(&cmd))?;
+                written += 1;
+            }
+        }
     }
-    crate::say!("wrote {written} man pages to {}", args.out.display());
+    let kind = match args.format {
+        PageFormat::Man => "man pages",
+        PageFormat::Markdown => "Markdown pages",
+    };
+    crate::say!("wrote {written} {kind} to {}", args.out.display());
     Ok(())
+}
+
+/// Every subcommand and flag of `cmd` with its help, as one Markdown page.
+fn markdown(cmd: &clap::Command) -> String {
+    let title = format!("`{}` command line", cmd.get_name());
+    let options = clap_markdown::MarkdownOptions::new()
+        .title(title)
+        .show_footer(false);
+    clap_markdown::help_markdown_command_custom(cmd, &options)
 }

@@ -90,3 +90,29 @@ fn version_names_the_commit_in_a_checkout() {
         assert!(r.stdout.contains("(git "), "{}", r.stdout);
     }
 }
+
+/// The book's command-line reference is what the definitions that parse the flags say: a
+/// flag added, renamed or re-documented without regenerating it fails here
+/// (`qbench man --format markdown --out docs/book/src/reference/cli`).
+#[test]
+fn the_books_command_line_reference_is_current() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = qbench_plain(&[
+        "man",
+        "--format",
+        "markdown",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let book =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/book/src/reference/cli");
+    for name in ["qbench.md", "qbench-server.md", "qbench-shaper.md"] {
+        let made = std::fs::read_to_string(dir.path().join(name)).unwrap();
+        let committed = std::fs::read_to_string(book.join(name)).unwrap_or_default();
+        assert!(
+            made == committed,
+            "docs/book/src/reference/cli/{name} is stale: run qbench man --format markdown --out docs/book/src/reference/cli"
+        );
+    }
+}

@@ -30,7 +30,7 @@ pub struct CertOut {
 
 /// How many threads serve. One per side is what a single-connection benchmark on a small
 /// machine wants: a second worker of a server that can only keep one busy shares a core
-/// with the client instead (measured in the README).
+/// with the client instead (measured in the book, "Userspace packet cost").
 #[derive(Debug, Clone, Args)]
 pub struct Threads {
     /// Worker threads of the server's runtime; connections spread over them [default: one

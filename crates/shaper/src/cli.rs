@@ -44,7 +44,7 @@ pub enum Cmd {
     },
     /// List the links that exist
     Status,
-    /// Remove every qb- namespace and empty qb-<hex>-cpu cgroup left behind (e.g. after a killed
+    /// Remove every `qb-` namespace and empty `qb-<hex>-cpu` cgroup left behind (e.g. after a killed
     /// run); touches nothing else
     Cleanup,
 }

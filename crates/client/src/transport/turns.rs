@@ -17,7 +17,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// Bytes read between turns: one TLS record's plaintext, two or three of h2's reads, about 15
 /// responses of 1 KB. On loopback with 100 and 256 requests of 1 KB in flight, 8 to 32 KiB
-/// all broke the lock-step (README, "Userspace packet cost"); a turn costs a pass of the
+/// all broke the lock-step (the book, "Userspace packet cost"); a turn costs a pass of the
 /// scheduler, not a syscall.
 pub(crate) const TURN_BYTES: usize = 16 * 1024;
 
