@@ -20,14 +20,19 @@ pub enum RelayBody {
     H2(hyper::body::Incoming),
     H3(Box<H3Stream>),
     Counted(Box<Self>, Arc<RelayStats>),
-    /// Chunks given in advance: the checks' unit tests.
+    /// Chunks given in advance: the checks' unit tests. An empty one stands for a moment
+    /// with nothing to read.
     #[cfg(test)]
     Fixed(std::collections::VecDeque<Bytes>),
-    /// The announced length (`None`: none announced) and the bytes passed on so far.
+    /// The announced length (`None`: none announced), the bytes taken from the origin so far,
+    /// the chunk that reached the announced length (held until the origin's end), and
+    /// whether that end has been passed on.
     Checked {
         inner: Box<Self>,
         expected: Option<u64>,
         seen: u64,
+        held: Option<Bytes>,
+        ended: bool,
     },
 }
 
@@ -37,12 +42,14 @@ impl RelayBody {
     }
 
     /// Checked against the origin's `content-length`: HTTP/2 (hyper) checks it itself, the
-    /// HTTP/3 library does not.
+    /// HTTP/3 library does not, and neither holds the last announced bytes until the end.
     pub(crate) fn checked(self, expected: Option<u64>) -> Self {
         Self::Checked {
             inner: Box::new(self),
             expected,
             seen: 0,
+            held: None,
+            ended: false,
         }
     }
 
@@ -74,29 +81,58 @@ impl RelayBody {
                 Poll::Ready(Err(e)) => Poll::Ready(Some(Err(broken(e.to_string())))),
             },
             #[cfg(test)]
-            Self::Fixed(chunks) => Poll::Ready(chunks.pop_front().map(Ok)),
+            Self::Fixed(chunks) => match chunks.pop_front() {
+                Some(c) if c.is_empty() => {
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                }
+                c => Poll::Ready(c.map(Ok)),
+            },
             Self::Checked {
                 inner,
                 expected,
                 seen,
+                held,
+                ended,
             } => {
-                let r = inner.poll_chunk(cx);
-                let Some(want) = *expected else { return r };
-                match r {
-                    Poll::Ready(Some(Ok(d))) => {
-                        let now = seen.saturating_add(d.len() as u64);
-                        if now > want {
-                            return Poll::Ready(Some(Err(broken(format!(
-                                "the origin sent more than its content-length of {want}"
-                            )))));
+                let Some(want) = *expected else {
+                    return inner.poll_chunk(cx);
+                };
+                if *ended {
+                    return Poll::Ready(None);
+                }
+                loop {
+                    match inner.poll_chunk(cx) {
+                        Poll::Ready(Some(Ok(d))) if d.is_empty() => {}
+                        Poll::Ready(Some(Ok(d))) => {
+                            let now = seen.saturating_add(d.len() as u64);
+                            if now > want {
+                                return Poll::Ready(Some(Err(broken(format!(
+                                    "the origin sent more than its content-length of {want}"
+                                )))));
+                            }
+                            *seen = now;
+                            if now < want {
+                                return Poll::Ready(Some(Ok(d)));
+                            }
+                            // A client that has every announced byte may take the body as
+                            // whole without waiting for the stream's end (curl over HTTP/2
+                            // and HTTP/1.1, qbench over HTTP/1.1): the last of them wait for
+                            // the origin to end there, so that bytes beyond its
+                            // content-length still break the body.
+                            *held = Some(d);
                         }
-                        *seen = now;
-                        Poll::Ready(Some(Ok(d)))
+                        Poll::Ready(None) if *seen != want => {
+                            return Poll::Ready(Some(Err(broken(format!(
+                                "the origin ended after {seen} of its content-length of {want} bytes"
+                            )))))
+                        }
+                        Poll::Ready(None) => {
+                            *ended = true;
+                            return Poll::Ready(held.take().map(Ok));
+                        }
+                        other => return other,
                     }
-                    Poll::Ready(None) if *seen != want => Poll::Ready(Some(Err(broken(format!(
-                        "the origin ended after {seen} of its content-length of {want} bytes"
-                    ))))),
-                    other => other,
                 }
             }
             Self::Counted(inner, stats) => {
@@ -150,9 +186,45 @@ mod tests {
         assert!(e
             .unwrap()
             .contains("ended after 5 of its content-length of 1000"));
+        // The excess comes before the origin's end: the announced bytes are not passed on.
         let (passed, e, broken) = relayed(&[b"1234567890", b"1234567890"], Some(10));
-        assert_eq!((passed, broken), (10, 1));
+        assert_eq!((passed, broken), (0, 1));
         assert!(e.unwrap().contains("more than its content-length of 10"));
         assert_eq!(relayed(&[b"abc"], None), (3, None, 0));
+    }
+
+    /// The bytes that complete the announced length wait for the origin's end: an excess
+    /// that comes after a pause still breaks the body before the client has them all, and an
+    /// end that comes after a pause lets them through.
+    #[test]
+    fn the_last_announced_bytes_wait_for_the_origins_end() {
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        let fixed = |chunks: &[&'static [u8]]| {
+            RelayBody::Fixed(chunks.iter().map(|c| Bytes::from_static(c)).collect())
+        };
+        let stats = Arc::new(RelayStats::default());
+        let mut body = fixed(&[b"1234567890", b"", b"x"])
+            .checked(Some(10))
+            .counted(stats.clone());
+        assert!(body.poll_chunk(&mut cx).is_pending());
+        match body.poll_chunk(&mut cx) {
+            Poll::Ready(Some(Err(e))) => assert!(e.to_string().contains("more than")),
+            _ => panic!("the excess is an error"),
+        }
+        assert_eq!(RelayStats::get(&stats.bytes_down), 0);
+        assert_eq!(RelayStats::get(&stats.broken), 1);
+
+        let mut body = fixed(&[b"12345", b"67890", b""]).checked(Some(10));
+        let mut next = || match body.poll_chunk(&mut cx) {
+            Poll::Ready(Some(Ok(d))) => Some(d),
+            Poll::Pending => None,
+            other => panic!("{:?}", other.map(|c| c.map(|r| r.map(|d| d.len())))),
+        };
+        assert_eq!(next().as_deref(), Some(&b"12345"[..]));
+        assert_eq!(next(), None, "held until the origin's end");
+        assert_eq!(next().as_deref(), Some(&b"67890"[..]));
+        assert!(matches!(body.poll_chunk(&mut cx), Poll::Ready(None)));
+        assert!(matches!(body.poll_chunk(&mut cx), Poll::Ready(None)));
     }
 }
