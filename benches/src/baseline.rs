@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use qbench::cpu::process_cpu;
+use qbench::measure::cpu::process_cpu;
 use qbench_server::options::ServerOptions;
 use qbench_server::payload::Chunks;
 use qbench_server::tls::{server_config, Identity};

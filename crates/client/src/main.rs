@@ -1,14 +1,14 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::Parser;
-use qbench::app::benchmark;
-use qbench::cli::{Cli, Command};
+use clap::{CommandFactory, Parser};
+use qbench::commands::run::benchmark;
+use qbench::flags::cli::{Cli, Command};
 
-fn compare(args: qbench::cli::CompareArgs) -> anyhow::Result<()> {
-    let plan = qbench::compare::Plan::from_args(args)?;
+fn compare(args: qbench::flags::cli::CompareArgs) -> anyhow::Result<()> {
+    let plan = qbench::commands::compare::Plan::from_args(args)?;
     let command: Vec<String> = std::env::args().collect();
-    match qbench::compare::run_blocking(&plan, command)?.1 {
+    match qbench::commands::compare::run_blocking(&plan, command)?.1 {
         Some(e) => Err(anyhow::anyhow!(e)),
         None => Ok(()),
     }
@@ -30,17 +30,17 @@ fn main() -> ExitCode {
             ))
             .context("qbench serve")
         }),
-        Some(Command::Proxy(p)) => qbench::proxy::proxy(*p),
+        Some(Command::Proxy(p)) => qbench::commands::proxy::proxy(*p),
         Some(Command::Compare(c)) => compare(*c),
-        Some(Command::Sweep(s)) => qbench::sweep::sweep(s),
+        Some(Command::Sweep(s)) => qbench::commands::sweep::sweep(s),
         Some(Command::Report(r)) => qbench::export::html::report(r),
-        Some(Command::Compete(c)) => qbench::compete::compete(*c),
-        Some(Command::Cost(c)) => qbench::cost::cost(c),
-        Some(Command::Merge(m)) => qbench::merge::merge(m),
+        Some(Command::Compete(c)) => qbench::commands::compete::compete(*c),
+        Some(Command::Cost(c)) => qbench::commands::cost::cost(c),
+        Some(Command::Merge(m)) => qbench::commands::merge::merge(m),
         Some(Command::Hgrm(h)) => qbench::export::hgrm::command(h),
-        Some(Command::Completions(c)) => qbench::manuals::completions(c),
-        Some(Command::Man(m)) => qbench::manuals::man(m),
-        Some(Command::Schema(s)) => qbench::schema::command(s),
+        Some(Command::Completions(c)) => qbench::commands::manuals::completions(c, &Cli::command()),
+        Some(Command::Man(m)) => qbench::commands::manuals::man(m, &Cli::command()),
+        Some(Command::Schema(s)) => qbench::commands::schema::command(s),
         None => benchmark(cli.run),
     };
     // Outputs written as the run went that lost lines fail the command, report or not.
@@ -51,7 +51,8 @@ fn main() -> ExitCode {
         Err(e) => {
             qbench::tell!("error: {}", qbench_core::errors::one_line(e.as_ref()));
             // Bad input exits as clap's own usage errors do.
-            if e.chain().any(|c| c.is::<qbench::config::ConfigError>())
+            if e.chain()
+                .any(|c| c.is::<qbench::plan::error::ConfigError>())
                 || qbench_server::standalone::is_bad_input(&e)
             {
                 ExitCode::from(2)

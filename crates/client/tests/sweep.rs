@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use clap::Parser;
-use qbench::cli::{Cli, Command};
-use qbench::rerun::{compare_command, compete_command};
+use qbench::flags::cli::{Cli, Command};
+use qbench::flags::rerun::{compare_command, compete_command};
 use qbench_core::effect::Test;
 use qbench_core::metric::Metric;
 use qbench_core::scenario::CellSpec;
@@ -29,14 +29,14 @@ fn shipped_scenarios_expand_into_valid_comparisons() {
             "{}: starts with a comment naming the experiment",
             path.display()
         );
-        let s = qbench::sweep::load_scenario(&path, &text)
+        let s = qbench::commands::sweep::load_scenario(&path, &text)
             .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
         for cell in s.cells().unwrap() {
-            let plan = qbench::sweep::plan_for(&cell, (s.metric(), s.test()))
+            let plan = qbench::commands::sweep::plan_for(&cell, (s.metric(), s.test()))
                 .unwrap_or_else(|e| panic!("{}: {:?}: {e:#}", path.display(), cell.params));
             let (metric, test) = match &plan {
-                qbench::sweep::CellPlan::Compare(p) => (p.metric, p.test),
-                qbench::sweep::CellPlan::Compete(_) => (Metric::Plt, Test::Welch),
+                qbench::commands::sweep::CellPlan::Compare(p) => (p.metric, p.test),
+                qbench::commands::sweep::CellPlan::Compete(_) => (Metric::Plt, Test::Welch),
             };
             // The command line shown for a cell sets exactly its spec (and its metric), and
             // the hash is the spec's: flags are a way to write it, not part of it.

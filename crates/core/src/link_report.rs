@@ -202,5 +202,5 @@ pub struct ProxyRun {
     /// Responses whose upstream stream broke.
     pub broken: u64,
     /// CPU time of the proxy's threads.
-    pub cpu: crate::report::CpuTimes,
+    pub cpu: crate::cpu_times::CpuTimes,
 }

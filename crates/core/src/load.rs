@@ -42,11 +42,11 @@ pub enum Arrivals {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Load {
     /// How long requests are started, warm-up included.
-    #[serde(rename = "duration_ms", with = "crate::spec::ms")]
+    #[serde(rename = "duration_ms", with = "crate::serde_ms::ms")]
     #[schemars(with = "u64")]
     pub duration: Duration,
     /// Requests started before this are run but left out of every figure.
-    #[serde(rename = "warmup_ms", with = "crate::spec::ms")]
+    #[serde(rename = "warmup_ms", with = "crate::serde_ms::ms")]
     #[schemars(with = "u64")]
     pub warmup: Duration,
     /// Open loop: requests per second over all connections. `None`: closed loop.

@@ -4,42 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use crate::histogram::{HistogramError, HistogramExport, LatencyHistogram};
 use crate::load_report::{IntervalRecord, LoadReport};
+pub use crate::merge_info::{MergeInfo, ShardEntry};
 use crate::report::{Report, ReportMeta, RunCpu, RunReport, ToolInfo};
 use crate::saturation::ClientLoad;
-use crate::start::StartRecord;
 use crate::ErrorCounts;
-
-/// One shard as the merged report lists it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ShardEntry {
-    pub index: u32,
-    /// The file it was read from.
-    pub file: String,
-    pub hostname: Option<String>,
-    pub complete: bool,
-    /// Why it is incomplete: its first error, or why it stopped.
-    pub error: Option<String>,
-    /// Its `--start-at` barrier and skew.
-    pub start: Option<StartRecord>,
-    /// Why its client may have limited it, in any run.
-    pub saturated: Option<String>,
-}
-
-/// What a merged report was made of.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct MergeInfo {
-    /// Shards the workload was split into.
-    pub count: u32,
-    pub shards: Vec<ShardEntry>,
-    /// Shard indices with no report: the merged report is incomplete.
-    pub missing: Vec<u32>,
-    /// Latest minus earliest wall-clock start of the shards' first runs, microseconds.
-    pub start_spread_us: Option<u64>,
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {

@@ -29,7 +29,7 @@ pub struct RunSpec {
     pub resume: bool,
     pub zero_rtt: bool,
     pub verify: bool,
-    #[serde(rename = "timeout_ms", with = "ms")]
+    #[serde(rename = "timeout_ms", with = "crate::serde_ms::ms")]
     #[schemars(with = "u64")]
     pub timeout: Duration,
     /// Sender congestion control of the in-process server; `None` for remote servers.
@@ -79,7 +79,7 @@ pub struct RunSpec {
         default,
         skip_serializing_if = "Option::is_none",
         rename = "interval_ms",
-        with = "opt_ms"
+        with = "crate::serde_ms::opt_ms"
     )]
     #[schemars(with = "Option<u64>")]
     pub interval: Option<Duration>,
@@ -357,39 +357,6 @@ pub struct RunConfig {
     pub insecure: bool,
     pub ca: Option<PathBuf>,
     pub connect_to: Option<SocketAddr>,
-}
-
-pub(crate) mod ms {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub(crate) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-    }
-
-    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        u64::deserialize(d).map(Duration::from_millis)
-    }
-}
-
-pub(crate) mod opt_ms {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub(crate) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-        match d {
-            Some(d) => super::ms::serialize(d, s),
-            None => s.serialize_none(),
-        }
-    }
-
-    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Option<Duration>, D::Error> {
-        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_millis))
-    }
 }
 
 mod us {

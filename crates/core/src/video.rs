@@ -156,20 +156,20 @@ pub struct VideoSpec {
     /// The encoding ladder, lowest first.
     pub bitrates: Vec<Rate>,
     pub quality: Quality,
-    #[serde(rename = "segment_ms", with = "crate::spec::ms")]
+    #[serde(rename = "segment_ms", with = "crate::serde_ms::ms")]
     #[schemars(with = "u64")]
     pub segment: Duration,
     /// The video's length: the session ends when it is all downloaded (or at `watch`).
-    #[serde(rename = "length_ms", with = "crate::spec::ms")]
+    #[serde(rename = "length_ms", with = "crate::serde_ms::ms")]
     #[schemars(with = "u64")]
     pub length: Duration,
     /// Playback starts, and resumes after a stall, once this much video is buffered (or the
     /// whole video is).
-    #[serde(rename = "start_buffer_ms", with = "crate::spec::ms")]
+    #[serde(rename = "start_buffer_ms", with = "crate::serde_ms::ms")]
     #[schemars(with = "u64")]
     pub start_buffer: Duration,
     /// No segment is requested while the buffer holds more than this minus one segment.
-    #[serde(rename = "max_buffer_ms", with = "crate::spec::ms")]
+    #[serde(rename = "max_buffer_ms", with = "crate::serde_ms::ms")]
     #[schemars(with = "u64")]
     pub max_buffer: Duration,
     /// End the session this long after it started, as the paper watched one minute of an
@@ -177,7 +177,7 @@ pub struct VideoSpec {
     #[serde(
         default,
         rename = "watch_ms",
-        with = "crate::spec::opt_ms",
+        with = "crate::serde_ms::opt_ms",
         skip_serializing_if = "Option::is_none"
     )]
     #[schemars(with = "Option<u64>")]

@@ -31,6 +31,7 @@ pub mod standalone;
 pub mod tcpsrv;
 pub mod telemetry;
 pub mod tls;
+pub mod upstream;
 
 use std::io;
 use std::net::{SocketAddr, TcpListener as StdTcpListener, UdpSocket};

@@ -16,6 +16,7 @@ use qbench_core::Protocol;
 pub use crate::relay_body::RelayBody;
 use crate::relay_stats::add;
 pub use crate::relay_stats::RelayStats;
+pub use crate::upstream::Upstream;
 
 /// How far the origin may run ahead of a slower client, per stream and per upstream HTTP/2
 /// connection: what the proxy buffers at most for one client connection.
@@ -27,22 +28,6 @@ pub const RELAY_CONN_WINDOW: u32 = 8 * 1024 * 1024;
 /// over HTTP/3 it is the connection's send window.
 pub fn client_side_buffer(streams: u32) -> usize {
     (RELAY_CONN_WINDOW as usize / streams.max(1) as usize).max(16 * 1024)
-}
-
-/// What a proxy relays to, and over what.
-pub struct Upstream {
-    pub proto: Protocol,
-    pub addr: SocketAddr,
-    /// The origin's name, for SNI and the requests' authority.
-    pub server_name: String,
-    /// With the ALPN of `proto`.
-    pub tls: Arc<rustls::ClientConfig>,
-    /// HTTP/3: the endpoint upstream connections leave from (bound where the caller chose:
-    /// with a split topology, in the upstream link's namespace).
-    pub endpoint: Option<quinn::Endpoint>,
-    /// Opening an upstream connection, and waiting for a response head, gives up after this.
-    pub timeout: Duration,
-    pub stats: Arc<RelayStats>,
 }
 
 #[derive(Debug, thiserror::Error)]

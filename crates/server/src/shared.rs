@@ -51,7 +51,7 @@ pub struct Shared {
     /// `--qlog`: where QUIC connections write their qlog files.
     pub qlog: Option<QuicQlog>,
     /// `qbench proxy`: where requests are relayed instead of answered here.
-    pub upstream: Option<crate::relay::Upstream>,
+    pub upstream: Option<crate::upstream::Upstream>,
     /// The QUIC endpoint's socket (a second handle), where telemetry reads UDP_GRO.
     pub udp: Option<Arc<std::net::UdpSocket>>,
 }

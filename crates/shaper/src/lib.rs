@@ -6,6 +6,8 @@
 
 pub mod cgroup;
 pub mod cli;
+pub mod cmd;
+pub mod devices;
 pub mod drops;
 pub mod exec;
 pub mod forwarder;

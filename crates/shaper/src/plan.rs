@@ -1,11 +1,13 @@
 //! LinkSpec -> the exact commands that build the topology and its impairments. Pure: the
 //! executor runs the list, `--dry-run` prints it.
 
-use std::fmt;
-
 use qbench_core::link::LinkSpec;
 use serde::Serialize;
 
+pub use crate::cmd::Cmd;
+pub use crate::devices::{
+    CLIENT_IF, ROUTER_TO_CLIENT, ROUTER_TO_SERVER, SERVER_IF, TUN_DOWN, TUN_UP,
+};
 use crate::qdisc;
 
 /// Addresses from the benchmarking range 198.18.0.0/15 (RFC 2544).
@@ -19,15 +21,6 @@ pub fn chain_server_addr() -> String {
     Names::beyond("0", &Names::new("0")).server_addr()
 }
 
-/// Interface names inside the namespaces (unique per namespace, so fixed).
-pub const CLIENT_IF: &str = "qb-c0";
-pub const SERVER_IF: &str = "qb-s0";
-/// Router side facing the client: egress here is the *down* direction.
-pub const ROUTER_TO_CLIENT: &str = "qb-rc";
-/// Router side facing the server: egress here is the *up* direction.
-pub const ROUTER_TO_SERVER: &str = "qb-rs";
-pub const TUN_UP: &str = "qb-tup";
-pub const TUN_DOWN: &str = qbench_core::link_report::FORWARDER_DOWN;
 const TABLE_UP: &str = "100";
 const TABLE_DOWN: &str = "101";
 
@@ -57,60 +50,6 @@ pub fn effective_offloads(asked: Offloads, link: &LinkSpec) -> Offloads {
         Offloads::Off
     } else {
         asked
-    }
-}
-
-/// One command, optionally inside a namespace (`ip netns exec NS ...`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Cmd {
-    pub ns: Option<String>,
-    pub argv: Vec<String>,
-    /// Text fed to the command's standard input (nft -f -).
-    pub stdin: Option<String>,
-}
-
-impl Cmd {
-    pub(crate) fn new(ns: Option<&str>, argv: &[&str]) -> Self {
-        Self {
-            ns: ns.map(str::to_string),
-            argv: argv.iter().map(|s| s.to_string()).collect(),
-            stdin: None,
-        }
-    }
-
-    /// The full argv as run from the root namespace.
-    pub fn full_argv(&self) -> Vec<String> {
-        match &self.ns {
-            Some(ns) => ["ip", "netns", "exec", ns]
-                .iter()
-                .map(|s| s.to_string())
-                .chain(self.argv.iter().cloned())
-                .collect(),
-            None => self.argv.clone(),
-        }
-    }
-}
-
-impl fmt::Display for Cmd {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let quoted: Vec<String> = self
-            .full_argv()
-            .iter()
-            .map(|a| {
-                if a.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./:=,".contains(c))
-                {
-                    a.clone()
-                } else {
-                    format!("'{}'", a.replace('\'', "'\\''"))
-                }
-            })
-            .collect();
-        write!(f, "{}", quoted.join(" "))?;
-        if let Some(input) = &self.stdin {
-            write!(f, " <<'EOF'\n{}EOF", input)?;
-        }
-        Ok(())
     }
 }
 

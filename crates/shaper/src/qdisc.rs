@@ -7,7 +7,9 @@ use std::time::Duration;
 use qbench_core::link::{Direction, LinkSpec, RateSpec};
 use qbench_core::units::Rate;
 
-use crate::plan::{Cmd, Names, ROUTER_TO_CLIENT, ROUTER_TO_SERVER};
+use crate::cmd::Cmd;
+use crate::devices::{ROUTER_TO_CLIENT, ROUTER_TO_SERVER};
+use qbench_core::link_report::Names;
 
 /// netem's handle when it is the root qdisc; the rate's tbf then hangs off its only class.
 pub const NETEM_HANDLE: &str = "10:";

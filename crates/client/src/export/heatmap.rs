@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use qbench_core::compare::Verdict;
 
-use super::html::{esc, Cmp};
+use super::html_cell::{esc, Cmp};
 
 /// Percent difference oriented so that positive means the QUIC side was better (B better
 /// when neither or both sides are QUIC); `None` when not significant, or when false

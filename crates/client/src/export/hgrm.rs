@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 use qbench_core::{HistogramExport, Report, Summary};
 
-use crate::config::ConfigError;
+use crate::plan::error::ConfigError;
 
 /// Values are microseconds; `.hgrm` files are conventionally read in milliseconds.
 const US_PER_MS: f64 = 1000.0;
@@ -73,7 +73,7 @@ pub fn command(args: HgrmArgs) -> anyhow::Result<()> {
         flag: "REPORT",
         message,
     };
-    let json = crate::input::read_text(
+    let json = crate::setup::input::read_text(
         &args.report,
         qbench_core::input::MAX_REPORT_BYTES,
         "a report",

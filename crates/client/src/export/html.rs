@@ -20,19 +20,12 @@ use qbench_core::stats::discoveries;
 use qbench_core::telemetry::Timeline;
 use qbench_core::{Report, Stats};
 
-use crate::cli::ReportArgs;
+use super::html_cell::{esc, Cmp};
 use crate::export::heatmap::{heatmap, squares};
 use crate::export::svg::{cwnd_chart, line_chart, state_graph, Series};
 use crate::export::write_text;
-use crate::rerun::{compare_command, compete_command};
-
-/// A comparison cell of a sweep.
-pub(super) struct Cmp {
-    pub(super) cell: Cell,
-    pub(super) report: CompareReport,
-    /// With false discovery rate control: the cell's q-value and whether it is kept.
-    pub(super) fdr: Option<(f64, bool)>,
-}
+use crate::flags::cli::ReportArgs;
+use crate::flags::rerun::{compare_command, compete_command};
 
 /// The cell files of a sweep's output directory.
 struct Sweep {
@@ -48,13 +41,6 @@ struct Layout<'a> {
     x: String,
     y: String,
     groups: BTreeMap<String, Vec<&'a Cmp>>,
-}
-
-pub(super) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// Both sides of a comparison with their labels, A first.
@@ -235,10 +221,10 @@ fn cell_details(i: usize, c: &Cmp) -> anyhow::Result<String> {
     html.push_str("</div>");
     html.push_str(&losses_table(r));
     for (label, rep) in sides(r) {
-        if let Some(cpu) = crate::client_cpu::describe(&rep.runs) {
+        if let Some(cpu) = crate::export::notes::client_cpu(&rep.runs) {
             let _ = write!(html, "<p>client CPU of {}: {}</p>", esc(label), esc(&cpu));
         }
-        if let Some(p) = crate::proxy::describe(&rep.runs) {
+        if let Some(p) = crate::export::notes::proxy(&rep.runs) {
             let _ = write!(html, "<p>proxy of {}: {}</p>", esc(label), esc(&p));
         }
     }
@@ -259,9 +245,12 @@ fn read_cells(dir: &Path) -> anyhow::Result<Sweep> {
         if !(name.starts_with("cell-") && name.ends_with(".json")) {
             continue;
         }
-        let bytes =
-            crate::input::read_bytes(&path, qbench_core::input::MAX_REPORT_BYTES, "a cell file")
-                .map_err(anyhow::Error::msg)?;
+        let bytes = crate::setup::input::read_bytes(
+            &path,
+            qbench_core::input::MAX_REPORT_BYTES,
+            "a cell file",
+        )
+        .map_err(anyhow::Error::msg)?;
         let f = CellFile::from_slice(&bytes).with_context(|| path.display().to_string())?;
         scenario.get_or_insert_with(|| f.scenario.clone());
         match f.report {
@@ -527,11 +516,12 @@ fn rejudge(cells: &mut [Cmp], metric: Option<Metric>, test: Option<Test>) -> any
     for c in cells {
         let r = &mut c.report;
         let m = metric.unwrap_or(r.comparison.metric);
-        m.check(r.a.config.spec.load.as_ref())
-            .map_err(|message| crate::config::ConfigError {
+        m.check(r.a.config.spec.load.as_ref()).map_err(|message| {
+            crate::plan::error::ConfigError {
                 flag: "--metric",
                 message: format!("cell {}: {message}", c.cell.label()),
-            })?;
+            }
+        })?;
         let t = test.unwrap_or(r.comparison.test);
         r.comparison = Comparison::of(&r.a.runs, &r.b.runs, m, t);
     }
@@ -553,7 +543,7 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
         crate::export::target::resolve(&args.html),
         Ok(crate::export::target::Target::Replace(_))
     ) {
-        return Err(crate::config::ConfigError {
+        return Err(crate::plan::error::ConfigError {
             flag: "--html",
             message: format!(
                 "{}: the page's heatmaps are written beside it as SVG files; name a file",

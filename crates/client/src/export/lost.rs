@@ -20,7 +20,7 @@ pub fn record(flag: &'static str, why: impl std::fmt::Display) {
 
 /// An error naming every output that was not written whole, if any was.
 pub fn check() -> anyhow::Result<()> {
-    if let Some(why) = crate::tls::key_log_failure() {
+    if let Some(why) = crate::transport::tls::key_log_failure() {
         record("--keylog", why);
     }
     let lost = LOST.lock().unwrap_or_else(|e| e.into_inner());

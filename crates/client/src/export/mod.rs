@@ -7,7 +7,9 @@ mod app_text;
 mod heatmap;
 pub mod hgrm;
 pub mod html;
+mod html_cell;
 pub mod lost;
+pub mod notes;
 mod qoe;
 pub mod stream;
 pub mod svg;
@@ -130,8 +132,11 @@ fn keep(bytes: &[u8]) -> anyhow::Result<PathBuf> {
 
 /// Fails now, before any run, if `path` cannot be written later: a directory, a block device,
 /// a socket, a missing directory, or one without write permission.
-pub fn check_writable(flag: &'static str, path: &Path) -> Result<(), crate::config::ConfigError> {
-    let bad = |message: String| crate::config::ConfigError { flag, message };
+pub fn check_writable(
+    flag: &'static str,
+    path: &Path,
+) -> Result<(), crate::plan::error::ConfigError> {
+    let bad = |message: String| crate::plan::error::ConfigError { flag, message };
     let path = match target::resolve(path).map_err(|e| bad(e.to_string()))? {
         target::Target::Replace(p) => p,
         // A device or FIFO is opened when written: a FIFO may get its reader only then.

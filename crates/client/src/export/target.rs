@@ -162,7 +162,7 @@ fn open_through(path: &Path) -> std::io::Result<std::fs::File> {
                 return Ok(f);
             }
             Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
-                if since.elapsed() >= FIFO_WAIT || crate::interrupt::pending() {
+                if since.elapsed() >= FIFO_WAIT || crate::setup::interrupt::pending() {
                     return Err(std::io::Error::other(format!(
                         "no process read the FIFO within {FIFO_WAIT:?}"
                     )));
@@ -242,10 +242,12 @@ pub fn identity(path: &Path) -> Result<Option<Identity>, TargetError> {
 
 /// Fails if two of the named outputs would write to the same file or stream: a later
 /// output would replace an earlier one, or two streams would interleave.
-pub fn check_distinct(outputs: &[(&'static str, &Path)]) -> Result<(), crate::config::ConfigError> {
+pub fn check_distinct(
+    outputs: &[(&'static str, &Path)],
+) -> Result<(), crate::plan::error::ConfigError> {
     let mut seen: Vec<(&'static str, Identity)> = Vec::new();
     for &(flag, path) in outputs {
-        let id = identity(path).map_err(|e| crate::config::ConfigError {
+        let id = identity(path).map_err(|e| crate::plan::error::ConfigError {
             flag,
             message: e.to_string(),
         })?;
@@ -256,7 +258,7 @@ pub fn check_distinct(outputs: &[(&'static str, &Path)]) -> Result<(), crate::co
                 Identity::Stderr => "stderr".to_string(),
                 _ => path.display().to_string(),
             };
-            return Err(crate::config::ConfigError {
+            return Err(crate::plan::error::ConfigError {
                 flag,
                 message: format!(
                     "{what} is already the output of {earlier}: give each output its own file"

@@ -129,15 +129,15 @@ fn client_lines(report: &Report, line: &mut dyn FnMut(&str, String)) {
             ),
         );
     }
-    if let Some(cpu) = crate::client_cpu::describe(&report.runs) {
+    if let Some(cpu) = crate::export::notes::client_cpu(&report.runs) {
         line("client cpu", cpu);
     }
-    if let Some(p) = crate::proxy::describe(&report.runs) {
+    if let Some(p) = crate::export::notes::proxy(&report.runs) {
         line("proxy", p);
     }
     for r in &report.runs {
         if let Some(why) = r.client.as_ref().and_then(|c| c.saturated.as_ref()) {
-            match crate::client_cpu::limited(r) {
+            match crate::setup::client_cpu::limited(r) {
                 true => line(
                     "note",
                     format!(

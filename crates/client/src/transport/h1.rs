@@ -16,7 +16,7 @@ use super::activity::Activity;
 use super::streams::{OnWire, StreamFacts};
 use super::tcp::TlsTcp;
 use super::{hyper_exchange, step, BoxFuture, Connected, Exchange, FetchError, Sink, Transport};
-use crate::clock::Clock;
+use crate::measure::clock::Clock;
 
 pub(crate) struct H1 {
     pub(crate) tcp: TlsTcp,

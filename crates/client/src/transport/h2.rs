@@ -14,7 +14,7 @@ use super::streams::{OnWire, StreamFacts};
 use super::tcp::TlsTcp;
 use super::turns::{Turns, TURN_BYTES};
 use super::{step, BoxFuture, Connected, Exchange, FetchError, Sink, Transport};
-use crate::clock::Clock;
+use crate::measure::clock::Clock;
 
 /// Streams assumed until the server's SETTINGS arrive: hyper's choice, and RFC 9113
 /// 6.5.2's recommended minimum for servers.

@@ -14,8 +14,8 @@ use socket2::{Domain, Protocol, Socket, Type};
 use super::peer_params::{PeerStreams, Recording};
 use super::streams::{OnWire, StreamFacts};
 use super::{step, BoxFuture, Connected, Endpoint, Exchange, FetchError, Sink, Transport, ZeroRtt};
-use crate::clock::Clock;
-use crate::tls::TicketStore;
+use crate::measure::clock::Clock;
+use crate::transport::tls::TicketStore;
 
 pub(crate) struct H3 {
     endpoint: quinn::Endpoint,

@@ -13,7 +13,7 @@ use qbench_core::{ErrorKind, HandshakeInfo};
 
 use super::streams::{OnWire, StreamFacts};
 use super::{step, BoxFuture, Connected, Exchange, FetchError, Sink, Transport};
-use crate::clock::Clock;
+use crate::measure::clock::Clock;
 
 /// What the fake peer does, and when.
 #[derive(Debug, Clone)]

@@ -12,6 +12,7 @@ mod peer_params;
 pub(crate) mod reopen;
 pub(crate) mod streams;
 pub(crate) mod tcp;
+pub(crate) mod tls;
 mod turns;
 
 use std::future::Future;
@@ -23,8 +24,8 @@ use std::time::Duration;
 use http::Uri;
 use qbench_core::{ErrorKind, HandshakeInfo, ObjectOutcome};
 
-use crate::clock::Clock;
-use crate::verify::Check;
+use crate::drive::verify::Check;
+use crate::measure::clock::Clock;
 use streams::StreamFacts;
 
 /// One object to fetch.

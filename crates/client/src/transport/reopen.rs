@@ -13,7 +13,7 @@ use qbench_core::HandshakeInfo;
 
 use super::streams::StreamFacts;
 use super::{Conn, Exchange, FetchError, Sink, Transport, ZeroRtt};
-use crate::clock::Clock;
+use crate::measure::clock::Clock;
 
 /// How often one request is sent again. Each time, the server closed a connection without
 /// processing it; a server that refuses everything ends here, not in a loop.

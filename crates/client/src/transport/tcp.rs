@@ -13,7 +13,7 @@ use tokio_rustls::TlsConnector;
 
 use super::activity::{Activity, Counted};
 use super::{step, Endpoint, FetchError};
-use crate::tls::TicketStore;
+use crate::transport::tls::TicketStore;
 
 /// Connects, with the receive window capped first when asked: SO_RCVBUF (which also turns
 /// off receive-buffer autotuning) and TCP_WINDOW_CLAMP.

@@ -1,0 +1,11 @@
+//! The subcommands, one file each: its arguments and its run.
+
+pub mod compare;
+pub mod compete;
+pub mod cost;
+pub mod manuals;
+pub mod merge;
+pub mod proxy;
+pub mod run;
+pub mod schema;
+pub mod sweep;

@@ -1,0 +1,443 @@
+//! The benchmark command: one configuration, `--runs` times, then the report.
+
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use qbench_core::ccstate::StateMachine;
+use qbench_core::telemetry::Timeline;
+use qbench_core::{ErrorKind, Recorder, Report, ReportMeta};
+
+use crate::drive::runner::abort_reason;
+use crate::export::stream::IntervalOut;
+use crate::export::text::summary;
+use crate::export::{print_text, write_json, write_text, Dest};
+use crate::flags::cli::{Outputs, RunArgs};
+use crate::measure::clock::Clock;
+use crate::plan::config::Config;
+use crate::plan::error::ConfigError;
+use crate::plan::side::{report_meta, Side};
+use crate::setup::prepare::{peer, Prepared};
+
+/// What the command ends with: whether every run was complete, else the first error.
+pub struct Outcome {
+    pub complete: bool,
+    pub error: Option<String>,
+}
+
+/// The client's tokio runtime. One worker means the calling thread itself: with a separate
+/// worker, every object completion would wake the thread blocked in `block_on` across threads
+/// (a futex round trip each), which cost a quarter of the CPU on small-object workloads.
+/// With `cpu`, every runtime thread and the calling one run under its quota and cpuset.
+pub fn runtime(
+    workers: u32,
+    cpu: Option<&crate::setup::client_cpu::ClientCpu>,
+) -> anyhow::Result<tokio::runtime::Runtime> {
+    let mut builder = match workers {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        n => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(n as usize);
+            b
+        }
+    };
+    if let Some(c) = cpu {
+        builder.on_thread_start(c.on_thread_start());
+        c.join_current();
+    }
+    builder
+        .thread_name("qbench-client")
+        .enable_all()
+        .build()
+        .context("starting the client runtime")
+}
+
+/// A progress bar on stderr, shown only when stderr is a terminal and the work lasts > 1 s.
+pub fn progress_bar(total: u64) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} objects {per_sec} eta {eta}")
+            .expect("valid template"),
+    );
+    if std::io::stderr().is_terminal() {
+        // Only runs longer than a second get a bar.
+        let b = bar.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            if !b.is_finished() {
+                b.set_draw_target(ProgressDrawTarget::stderr());
+            }
+        });
+    }
+    bar
+}
+
+/// A held load's bar counts milliseconds: elapsed and remaining time.
+pub fn time_bar(total_ms: u64) -> ProgressBar {
+    let bar = progress_bar(total_ms);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {elapsed} held, {eta} left")
+            .expect("valid template"),
+    );
+    bar
+}
+
+/// `qbench [flags]`: builds the link and server, runs, and tears everything down; SIGINT,
+/// SIGTERM and SIGHUP stop it cleanly.
+pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
+    let plan = RunPlan::from_args(&args)?;
+    let cfg = &plan.cfg;
+    if let (true, Some(link), Some(opts)) = (plan.dry_run, &cfg.spec().link, &cfg.link_options) {
+        let (backend, script) = match &cfg.spec().link_b {
+            Some(far) => qbench_shaper::topology::dry_run_chain(link, far, opts),
+            None => qbench_shaper::topology::dry_run(link, opts),
+        };
+        crate::say!("# backend: {backend:?}\n{script}");
+        return Ok(());
+    }
+    // The link and server come first: building them moves this thread into the client
+    // namespace, where the runtime's threads must be created.
+    let prepared = Prepared::new(&[cfg])?;
+    let rt = runtime(cfg.spec().client_threads, prepared.cpu.as_ref())?;
+    let command: Vec<String> = std::env::args().collect();
+    // Before the first run, a stopping signal (SIGINT, SIGTERM, SIGHUP) drops everything;
+    // once runs started, the run loop takes it and still writes the report (`aborted` says
+    // why), and a second one drops everything.
+    let runs_started = AtomicBool::new(false);
+    let outcome = rt.block_on(async {
+        tokio::select! {
+            r = run(&plan, command, &prepared, &runs_started) => r,
+            sig = crate::setup::interrupt::ending(&runs_started) => {
+                Err(anyhow::anyhow!("interrupted ({})", crate::setup::interrupt::name(sig)))
+            }
+        }
+    });
+    rt.shutdown_timeout(Duration::from_secs(1));
+    drop(prepared);
+    // What the connections logged after the last run (their closing) is written too.
+    qbench_server::qlog::flush_all();
+    match outcome?.error {
+        Some(e) => Err(anyhow::anyhow!(e)),
+        None => Ok(()),
+    }
+}
+
+/// `qbench [flags]`: the validated plan of one benchmark.
+pub struct RunPlan {
+    pub cfg: Config,
+    pub outputs: Outputs,
+    pub dry_run: bool,
+    /// `--shard auto/N`: the launcher variable that named the index.
+    pub shard_source: Option<&'static str>,
+    /// `--start-at`, resolved.
+    pub barrier: Option<crate::setup::fleet::Barrier>,
+}
+
+/// `--state-graph` and `--plot` draw the sender's telemetry, so there must be some.
+pub(crate) fn check_telemetry(flag: &'static str, cfg: &Config) -> Result<(), ConfigError> {
+    if cfg.spec().telemetry {
+        return Ok(());
+    }
+    Err(ConfigError {
+        flag,
+        message: "needs telemetry from a qbench server (not with --url, --no-telemetry or --sample-interval 0)".into(),
+    })
+}
+
+impl RunPlan {
+    pub fn from_args(args: &RunArgs) -> Result<Self, ConfigError> {
+        args.load.check(args.json_stream.is_some())?;
+        args.apps
+            .check(args.objects.is_some(), !args.urls.is_empty())?;
+        let mut spec = args.spec();
+        let shard = args.fleet.shard()?;
+        spec.shard = shard.map(|(s, _)| s);
+        let cfg = Config::new(spec, &args.target(), args.link_choice())?;
+        let barrier = args.fleet.barrier()?;
+        crate::setup::fds::check(&[&cfg])?;
+        let outputs = args.outputs();
+        if outputs.state_graph.is_some() {
+            check_telemetry("--state-graph", &cfg)?;
+        }
+        if outputs.plot.is_some() {
+            check_telemetry("--plot", &cfg)?;
+        }
+        outputs.check_writable()?;
+        let mut cfg = cfg;
+        qlog_to(args, &mut cfg)?;
+        // Opened (created) only once everything else is known to be valid.
+        crate::transport::tls::log_keys_to(args.keylog.as_deref())?;
+        Ok(Self {
+            cfg,
+            outputs,
+            dry_run: args.dry_run,
+            shard_source: shard.and_then(|(_, source)| source),
+            barrier,
+        })
+    }
+}
+
+/// `--qlog DIR [--qlog-sample P]`: the client's QUIC connections and the in-process server's
+/// write qlog files there.
+fn qlog_to(args: &RunArgs, cfg: &mut Config) -> Result<(), ConfigError> {
+    let bad = |flag, message: String| ConfigError { flag, message };
+    let Some(dir) = &args.qlog else {
+        return match args.qlog_sample {
+            Some(_) => Err(bad("--qlog-sample", "needs --qlog".into())),
+            None => Ok(()),
+        };
+    };
+    if !cfg.spec().proto.is_quic() {
+        return Err(bad(
+            "--qlog",
+            "qlog is written by QUIC connections: use --proto h3".into(),
+        ));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| bad("--qlog", format!("{}: {e}", dir.display())))?;
+    crate::export::check_writable("--qlog", &dir.join("qbench.sqlog"))?;
+    let sample = args.qlog_sample.unwrap_or(1.0);
+    crate::transport::h3::qlog_to(dir, sample);
+    if let Some(o) = cfg.server.as_mut() {
+        o.qlog = Some(dir.clone());
+        o.qlog_sample = sample;
+    }
+    Ok(())
+}
+
+/// A report of a run that ended before its first connection: nothing was fetched, and the
+/// one error says why.
+fn failed_before_connecting(
+    meta: ReportMeta,
+    plan: &RunPlan,
+    kind: ErrorKind,
+    message: &str,
+) -> anyhow::Result<Report> {
+    let mut rec = Recorder::new(0, plan.cfg.run.total_objects, Duration::ZERO);
+    rec.error(kind, message);
+    let run = rec.finish(Duration::ZERO);
+    let expected = plan.cfg.spec().runs as usize;
+    Ok(Report::new(
+        meta,
+        vec![run],
+        expected,
+        Some(format!("{kind}: {message}")),
+    )?)
+}
+
+pub async fn run(
+    plan: &RunPlan,
+    command: Vec<String>,
+    prepared: &Prepared,
+    runs_started: &AtomicBool,
+) -> anyhow::Result<Outcome> {
+    let cfg = &plan.cfg;
+    let spec = cfg.spec();
+    let json = plan.outputs.json.as_deref().map(Dest::parse);
+    let meta = report_meta(cfg, command);
+    let server = prepared.servers.first().and_then(Option::as_ref);
+    let peer = match peer(cfg, server, prepared).await? {
+        Ok(p) => p,
+        Err(e) => {
+            let report = failed_before_connecting(meta, plan, e.kind, &e.message)?;
+            if let Some(dest) = &json {
+                write_json(dest, &report)?;
+            }
+            return Ok(Outcome {
+                complete: false,
+                error: Some(format!("{}: {}", e.kind, e.message)),
+            });
+        }
+    };
+    prepared.prime_tcp_metrics(&[cfg]).await?;
+    let mut side = Side::new(cfg, server, prepared, peer, meta, Clock::start())?;
+    side.shard = crate::setup::fleet::record(cfg, plan.shard_source);
+    if let Some(path) = &plan.outputs.log_requests {
+        side.log_requests(crate::drive::reqlog::RequestLog::create(path)?);
+    }
+    let bar = match (&spec.load, spec.interval) {
+        // Interval lines are the live view.
+        (_, Some(_)) => ProgressBar::hidden(),
+        (Some(l), None) => {
+            time_bar((l.duration.as_millis() as u64).saturating_mul(u64::from(spec.runs)))
+        }
+        (None, None) => progress_bar(side.objects() * u64::from(spec.runs)),
+    };
+    let expected = spec.runs as usize;
+    let mut aborted = None;
+    let intervals = IntervalOut::open(plan.outputs.json_stream.as_deref())?;
+    let run_index = Arc::new(AtomicU32::new(0));
+    {
+        let (out, index) = (intervals.clone(), run_index.clone());
+        side.on_interval(Arc::new(move |r| {
+            out.emit(index.load(Ordering::Relaxed), r)
+        }));
+    }
+    let stop = side.stopper();
+    if let Some(b) = &plan.barrier {
+        side.start = Some(crate::setup::fleet::wait(b).await);
+    }
+    let mut signals = crate::setup::interrupt::Listener::new();
+    // The signal that stopped a held load, whose run still ends and is reported.
+    let mut stopped_by = None;
+    runs_started.store(true, Ordering::Relaxed);
+    for i in 0..spec.runs {
+        run_index.store(i, Ordering::Relaxed);
+        let interrupted = |sig: i32| {
+            format!(
+                "interrupted ({}) during run {i}",
+                crate::setup::interrupt::name(sig)
+            )
+        };
+        // A held load stops starting requests at a stopping signal and ends with those in
+        // flight, so the run so far is reported; any other run is dropped at once.
+        let ended = {
+            let fut = side.run(i, &bar);
+            tokio::pin!(fut);
+            loop {
+                tokio::select! {
+                    r = &mut fut => break Some(abort_reason(r)),
+                    sig = signals.next() => {
+                        aborted = Some(interrupted(sig));
+                        if spec.load.is_none() || stop.is_set() {
+                            break None;
+                        }
+                        stopped_by = Some(sig);
+                        stop.stop();
+                    }
+                }
+            }
+        };
+        let Some(reason) = ended else {
+            break;
+        };
+        let stop_reason = reason.or_else(|| stopped_by.map(interrupted));
+        if let Some(path) = json.as_ref().and_then(Dest::rewritable) {
+            // The final write tries again (and keeps the data elsewhere if it fails too).
+            if let Err(e) = write_json(&Dest::File(path.clone()), &side.report(expected, None)?) {
+                crate::tell!("warning: {e:#}");
+            }
+        }
+        if stop_reason.is_some() {
+            aborted = stop_reason;
+            break;
+        }
+    }
+    bar.finish_and_clear();
+    side.finish().await;
+    let report = side.report(expected, aborted)?;
+    let held = spec.load.as_ref().map_or(String::new(), |l| {
+        let how = match l.rate {
+            Some(r) => format!("at {r}/s ({:?} arrivals)", l.arrivals).to_lowercase(),
+            None => format!(
+                "with {} in flight per connection",
+                spec.streams.unwrap_or(1)
+            ),
+        };
+        let warm = if l.warmup.is_zero() {
+            String::new()
+        } else {
+            format!(" after a {:?} warm-up", l.warmup)
+        };
+        format!(", held for {:?} {how}{warm}", l.window())
+    });
+    // A page opens connections as a browser does, per origin, not `--connections`.
+    let over = match &spec.page {
+        Some(p) => format!(
+            "{} objects from {} origin(s), connections opened as a browser opens them",
+            p.profile.objects.len(),
+            p.profile.origins.len()
+        ),
+        None => format!("over {} connection(s)", spec.connections),
+    };
+    let headline = format!(
+        "qbench {} -> {} ({}), {} {over}, {} run(s){held}",
+        spec.proto,
+        side.peer.origin.authority(),
+        side.peer.description,
+        match (&spec.objects, &spec.video, &spec.page) {
+            (Some(w), _, _) => w.to_string(),
+            (None, Some(v), _) => format!(
+                "a {} video ({}) in {} segments",
+                humantime::format_duration(v.length),
+                v.quality,
+                v.segments()
+            ),
+            (None, None, Some(p)) => format!("page {}", p.name),
+            (None, None, None) => format!("{} URL fetches", cfg.run.total_objects),
+        },
+        spec.runs
+    );
+    let stdout_taken = plan.outputs.takes_stdout().then_some(Dest::Stdout);
+    print_text(&summary(&report, &headline), stdout_taken.as_ref());
+    // After the summary: if writing fails, the numbers were at least shown.
+    if let Some(dest) = &json {
+        write_json(dest, &report)?;
+    }
+    write_cc_outputs(cfg, &plan.outputs, &report)?;
+    if let Some(path) = &plan.outputs.hgrm {
+        crate::export::hgrm::write(path, &report).context("--hgrm")?;
+    }
+    let skipped = report.runs.len() < expected;
+    let error = (!report.complete).then(|| {
+        if let Some(why) = report
+            .aborted
+            .as_ref()
+            .filter(|w| w.starts_with("interrupted"))
+        {
+            return why.clone();
+        }
+        let e = side
+            .first_error()
+            .unwrap_or_else(|| "run incomplete".into());
+        if skipped {
+            format!("{e} (no connection could be established; remaining runs skipped)")
+        } else {
+            e
+        }
+    });
+    Ok(Outcome {
+        complete: report.complete,
+        error,
+    })
+}
+
+/// `--state-graph` (all runs' connections) and `--plot` (first run).
+fn write_cc_outputs(cfg: &Config, outputs: &Outputs, report: &Report) -> anyhow::Result<()> {
+    let spec = cfg.spec();
+    let title = format!(
+        "{} {}{}",
+        spec.proto,
+        spec.cc.map_or("server default cc", |c| c.as_str()),
+        spec.cwnd_cap
+            .map_or(String::new(), |c| format!(", cwnd cap {c} packets"))
+    );
+    let timelines: Vec<&Timeline> = report
+        .runs
+        .iter()
+        .flat_map(|r| r.telemetry.iter().flatten())
+        .collect();
+    if let Some(path) = &outputs.state_graph {
+        anyhow::ensure!(
+            !timelines.is_empty(),
+            "--state-graph: the server sent no telemetry"
+        );
+        let dot = StateMachine::infer(&timelines).to_dot(&title);
+        write_text(path, &dot).context("--state-graph")?;
+    }
+    if let Some(path) = &outputs.plot {
+        let first = report.runs.first().and_then(|r| r.telemetry.as_ref());
+        let lines: Vec<(String, &Timeline)> = first
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, t)| (format!("{} {} connection {i}", t.transport, t.cc), t))
+            .collect();
+        anyhow::ensure!(!lines.is_empty(), "--plot: the server sent no telemetry");
+        let svg = crate::export::svg::cwnd_chart(&format!("cwnd over time: {title}"), &lines);
+        write_text(path, &svg).context("--plot")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,264 @@
+//! `qbench sweep`: every cell of a scenario file, one JSON file per cell, written atomically,
+//! skipped when a complete file with the same hash is already there.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context;
+use qbench_core::cell::{CellFile, CellFileError, CellReport};
+use qbench_core::compare::{Comparison, Verdict};
+use qbench_core::effect::Test;
+use qbench_core::input::{MAX_REPORT_BYTES, MAX_SCENARIO_BYTES};
+use qbench_core::metric::Metric;
+use qbench_core::scenario::{Cell, CellSpec, Scenario};
+use qbench_core::stats::discoveries;
+
+use crate::export::{write_json, Dest};
+use crate::flags::cli::{Outputs, SweepArgs};
+use crate::plan::config::{LinkChoice, TargetArgs};
+use crate::plan::error::ConfigError;
+
+/// How a cell runs: its validated plan, built from the typed spec.
+pub enum CellPlan {
+    Compare(Box<crate::commands::compare::Plan>),
+    Compete(Box<crate::commands::compete::Plan>),
+}
+
+/// `judge`: the scenario's metric, if it names one, and its test.
+pub fn plan_for(cell: &Cell, judge: (Option<Metric>, Test)) -> anyhow::Result<CellPlan> {
+    let (target, link) = (TargetArgs::default(), LinkChoice::default());
+    Ok(match &cell.spec {
+        CellSpec::Compare(s) => CellPlan::Compare(Box::new(crate::commands::compare::Plan::new(
+            s,
+            judge,
+            &target,
+            link,
+            Outputs::default(),
+        )?)),
+        CellSpec::Compete(s) => CellPlan::Compete(Box::new(crate::commands::compete::Plan::new(
+            s, &target, link,
+        )?)),
+    })
+}
+
+fn cell_path(out: &Path, cell: &Cell) -> PathBuf {
+    out.join(format!("cell-{}.json", &cell.hash[..16]))
+}
+
+/// Cell files of an earlier format in `out` would be neither reused nor reported.
+fn check_out_dir(out: &Path) -> anyhow::Result<()> {
+    let Ok(entries) = std::fs::read_dir(out) else {
+        return Ok(());
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !(name.starts_with("cell-") && name.ends_with(".json")) {
+            continue;
+        }
+        // A damaged file is not refused here: its cell is simply run again.
+        let Ok(bytes) = crate::setup::input::read_bytes(&e.path(), MAX_REPORT_BYTES, "a cell file")
+        else {
+            continue;
+        };
+        if let Err(err @ (CellFileError::Version(_) | CellFileError::Newer(_))) =
+            CellFile::check_header(&bytes)
+        {
+            anyhow::bail!("--out: {}: {err}", e.path().display());
+        }
+    }
+    Ok(())
+}
+
+fn read_cell(path: &Path) -> Option<CellFile> {
+    CellFile::from_slice(
+        &crate::setup::input::read_bytes(path, MAX_REPORT_BYTES, "a cell file").ok()?,
+    )
+    .ok()
+}
+
+/// One line of the summary; `fdr` is the cell's q-value and whether it is kept.
+fn row(what: &str, report: &CellReport, fdr: Option<(f64, bool)>) -> String {
+    match report {
+        CellReport::Compare(r) => {
+            let c = &r.comparison;
+            let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:+.1}%"));
+            let interval = c.effect.as_ref().map_or("-".into(), |e| {
+                format!("[{}, {}]", pct(e.rel_low_pct), pct(e.rel_high_pct))
+            });
+            let better = match c.verdict {
+                Verdict::AFaster => r.label_a.as_str(),
+                Verdict::BFaster => r.label_b.as_str(),
+                Verdict::Inconclusive => "inconclusive",
+            };
+            let kept = match fdr {
+                Some((_, false)) if c.verdict != Verdict::Inconclusive => " (not kept by FDR)",
+                _ => "",
+            };
+            format!(
+                "  {what:<40} {:>6} {:>8} {:>18} {:>9} {:>9} {better}{kept}",
+                r.rounds,
+                pct(c.effect.as_ref().and_then(|e| e.rel_pct)),
+                interval,
+                c.p.map_or("-".into(), |p| format!("{p:.2e}")),
+                fdr.map_or("-".into(), |(q, _)| format!("{q:.2e}")),
+            )
+        }
+        CellReport::Compete(r) => format!(
+            "  {what:<48} Jain's index {}",
+            r.jain_index.map_or("-".into(), |j| format!("{j:.3}"))
+        ),
+    }
+}
+
+/// Runs one cell; returns its report and, when incomplete, why.
+fn run_cell(plan: &CellPlan) -> anyhow::Result<(CellReport, Option<String>)> {
+    Ok(match plan {
+        CellPlan::Compare(p) => {
+            let (r, e) = crate::commands::compare::run_blocking(p, std::env::args().collect())?;
+            (CellReport::Compare(Box::new(r)), e)
+        }
+        CellPlan::Compete(p) => {
+            let r = crate::commands::compete::run_blocking(p, None)?;
+            let e = (!r.complete).then(|| "some flows did not complete".to_string());
+            (CellReport::Compete(Box::new(r)), e)
+        }
+    })
+}
+
+/// A scenario file's text, parsed, with the pages it names read from its directory.
+pub fn load_scenario(path: &Path, text: &str) -> anyhow::Result<Scenario> {
+    let shown = path.display().to_string();
+    let mut scenario = Scenario::parse(text).with_context(|| shown.clone())?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    for page in scenario.page_paths() {
+        let spec = crate::flags::apps::read_page(&dir.join(&page), &page)
+            .map_err(|e| anyhow::anyhow!("{shown}: page: {e}"))?;
+        scenario.pages.insert(page, spec);
+    }
+    Ok(scenario)
+}
+
+pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
+    let shown = args.scenario.display().to_string();
+    let text = crate::setup::input::read_text(&args.scenario, MAX_SCENARIO_BYTES, "a scenario")
+        .map_err(|message| ConfigError {
+            flag: "SCENARIO",
+            message,
+        })?;
+    // What the scenario says is input: its errors exit as bad input does.
+    let bad_scenario = |e: anyhow::Error| ConfigError {
+        flag: "SCENARIO",
+        message: format!("{e:#}"),
+    };
+    let scenario = load_scenario(&args.scenario, &text).map_err(bad_scenario)?;
+    let cells = scenario
+        .cells()
+        .with_context(|| shown.clone())
+        .map_err(bad_scenario)?;
+    // Every cell is checked before the first one runs.
+    let plans = cells
+        .iter()
+        .map(|c| {
+            plan_for(c, (scenario.metric(), scenario.test()))
+                .with_context(|| format!("{shown}: cell {}", c.label()))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()
+        .map_err(bad_scenario)?;
+    crate::plan::error::out_dir(&args.out)?;
+    check_out_dir(&args.out)?;
+    let home = qbench_shaper::netns::current()?;
+    let started = Instant::now();
+    let (mut ran, mut failed, mut rows) = (0u32, Vec::new(), Vec::new());
+    for (i, (cell, plan)) in cells.iter().zip(&plans).enumerate() {
+        // Nobody reads on (`| head`): stop between cells; main ends as SIGPIPE would.
+        if crate::console::closed() {
+            return Ok(());
+        }
+        let path = cell_path(&args.out, cell);
+        let what = cell.label();
+        // The stored hash is recomputed from the stored spec: an edited spec is not the cell.
+        let done = read_cell(&path).filter(|f| {
+            f.cell.hash == cell.hash && f.cell.spec.hash() == cell.hash && f.report.complete()
+        });
+        let report = match done {
+            Some(mut f) => {
+                crate::tell!("[{}/{}] {what}: done before, skipped", i + 1, cells.len());
+                // A finished cell is judged by the metric and test the scenario names now.
+                if let (CellReport::Compare(r), CellPlan::Compare(p)) = (&mut f.report, plan) {
+                    if (r.comparison.metric, r.comparison.test) != (p.metric, p.test) {
+                        r.comparison = Comparison::of(&r.a.runs, &r.b.runs, p.metric, p.test);
+                        write_json(&Dest::File(path.clone()), &f)?;
+                    }
+                }
+                f.report
+            }
+            None => {
+                let eta = (ran > 0).then(|| {
+                    let left = started.elapsed() / ran * (cells.len() - i) as u32;
+                    humantime::format_duration(std::time::Duration::from_secs(left.as_secs()))
+                        .to_string()
+                });
+                crate::tell!(
+                    "[{}/{}] {what}{}",
+                    i + 1,
+                    cells.len(),
+                    eta.map_or(String::new(), |e| format!(" (eta {e})"))
+                );
+                let result = run_cell(plan);
+                qbench_shaper::netns::restore(&home)?;
+                let (report, error) = result.with_context(|| format!("cell {what}"))?;
+                if let Some(e) = error {
+                    failed.push(format!("{what}: {e}"));
+                }
+                let file = CellFile::new(scenario.name.clone(), cell.clone(), report);
+                write_json(&Dest::File(path), &file)?;
+                ran += 1;
+                file.report
+            }
+        };
+        rows.push((what, report));
+    }
+    crate::say!(
+        "sweep {}: {} cells ({ran} run, {} skipped) in {}",
+        scenario.name,
+        cells.len(),
+        cells.len() as u32 - ran,
+        humantime::format_duration(std::time::Duration::from_secs(started.elapsed().as_secs()))
+    );
+    let p: Vec<Option<f64>> = rows
+        .iter()
+        .map(|(_, r)| match r {
+            CellReport::Compare(r) => r.comparison.p,
+            CellReport::Compete(_) => None,
+        })
+        .collect();
+    let fdr = match args.fdr.level() {
+        Some(level) => discoveries(&p, level),
+        None => vec![None; rows.len()],
+    };
+    crate::say!(
+        "  {:<40} {:>6} {:>8} {:>18} {:>9} {:>9} better",
+        "cell",
+        "rounds",
+        "effect",
+        "95% interval",
+        "p",
+        "q"
+    );
+    for ((what, report), fdr) in rows.iter().zip(fdr) {
+        crate::say!("{}", row(what, report, fdr));
+    }
+    if let Some(level) = args.fdr.level() {
+        crate::say!(
+            "  q: Benjamini-Hochberg over the {} compared cells; kept at q <= {level} (--no-fdr: each cell alone)",
+            p.iter().flatten().count()
+        );
+    }
+    anyhow::ensure!(
+        failed.is_empty(),
+        "{} cell(s) incomplete: {}",
+        failed.len(),
+        failed.join("; ")
+    );
+    Ok(())
+}

@@ -1,0 +1,67 @@
+//! The notes a run's report gets beside its figures (its client's CPU quota, the split proxy
+//! it went through), rendered once for the text summary, the compare table and the HTML page.
+
+use qbench_core::cpulimit::{ClientCpuRecord, Throttling};
+
+/// `0.25 of a core (cgroup-v1), throttled in 10 of 11 periods, 0.69 s stopped; pinned to 1`,
+/// over the runs that recorded one; `None` when none did.
+pub fn client_cpu(runs: &[qbench_core::RunReport]) -> Option<String> {
+    let records: Vec<&ClientCpuRecord> =
+        runs.iter().filter_map(|r| r.client_cpu.as_ref()).collect();
+    let first = records.first()?;
+    let mut parts = Vec::new();
+    let lost = records
+        .iter()
+        .any(|r| r.fraction.is_some() && r.quota_us.is_none());
+    match (first.fraction, first.backend) {
+        (Some(f), Some(_)) if lost => parts.push(format!(
+            "{f} of a core asked, but the quota was not in force at the end of every run"
+        )),
+        (Some(f), Some(b)) => {
+            let backend = serde_json::to_value(b).ok();
+            let backend = backend
+                .as_ref()
+                .and_then(|v| v.as_str())
+                .unwrap_or("cgroup");
+            let t = records.iter().filter_map(|r| r.throttling.as_ref()).fold(
+                Throttling::default(),
+                |a, t| Throttling {
+                    periods: a.periods + t.periods,
+                    throttled_periods: a.throttled_periods + t.throttled_periods,
+                    throttled_us: a.throttled_us + t.throttled_us,
+                },
+            );
+            parts.push(format!(
+                "{f} of a core ({backend}), throttled in {} of {} periods, {:.2} s stopped",
+                t.throttled_periods,
+                t.periods,
+                t.throttled_us as f64 / 1e6
+            ));
+        }
+        _ => parts.push("no quota".into()),
+    }
+    if let Some(set) = &first.cpuset {
+        parts.push(format!("pinned to CPU {set}"));
+    }
+    Some(parts.join("; "))
+}
+
+/// What the split proxy carried over the runs, where they went through one.
+pub fn proxy(runs: &[qbench_core::RunReport]) -> Option<String> {
+    let recs: Vec<_> = runs.iter().filter_map(|r| r.proxy.as_ref()).collect();
+    let first = recs.first()?;
+    let sum =
+        |f: fn(&qbench_core::link_report::ProxyRun) -> u64| recs.iter().map(|r| f(r)).sum::<u64>();
+    let cpu: f64 = recs.iter().map(|r| r.cpu.user_s + r.cpu.sys_s).sum();
+    Some(format!(
+        "{} upstream: {} requests over {} connections ({} failed), {} bytes down, {} bytes up, {} broken; CPU {:.3} s",
+        first.upstream,
+        sum(|r| r.requests),
+        sum(|r| r.connects),
+        sum(|r| r.connect_failures),
+        sum(|r| r.bytes_down),
+        sum(|r| r.bytes_up),
+        sum(|r| r.broken),
+        cpu
+    ))
+}

@@ -1,0 +1,11 @@
+//! How the user spells things: the command line's flags and how they become typed specs (and back, for `rerun`).
+
+pub mod apps;
+pub mod chain;
+pub mod cli;
+pub mod judge;
+pub mod load;
+pub mod rerun;
+pub mod serve;
+pub mod side;
+pub(crate) mod values;

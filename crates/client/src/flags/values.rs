@@ -1,0 +1,20 @@
+//! Value parsers and bounds that more than one group of flags uses.
+
+use qbench_core::cpulimit::CpuQuota;
+use qbench_core::units::ByteSize;
+
+/// Connections per run, at most: TCP connections from one address to one server port are
+/// bounded by the kernel's ephemeral port range (32768-60999 by default, about 28,000).
+pub(crate) const MAX_CONNECTIONS: i64 = 25_000;
+
+pub(crate) fn parse_rwnd(s: &str) -> Result<ByteSize, String> {
+    s.parse().map_err(|e| format!("{e}"))
+}
+
+pub(crate) fn parse_client_cpu(s: &str) -> Result<f64, String> {
+    qbench_core::cpulimit::parse_fraction(s, crate::plan::client_cpu::cores())
+}
+
+pub(crate) fn parse_side_cpu(s: &str) -> Result<CpuQuota, String> {
+    CpuQuota::parse(s, crate::plan::client_cpu::cores())
+}
