@@ -93,6 +93,8 @@ command -v mdbook >/dev/null 2>&1 || cargo install --locked mdbook --version 0.5
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# No crate has an import circle: one means a type sits in the wrong file.
+PYTHONDONTWRITEBYTECODE=1 python3 scripts/import_circles.py
 # Every JSON document the tests make qbench write is kept, then checked against docs/schema/.
 samples=$(mktemp -d -t qbench-report-samples.XXXXXX)
 trap 'rm -rf "$samples"' EXIT
