@@ -1,14 +1,14 @@
 //! Application workloads end to end on loopback: a video session's segments and bytes, a
 //! page recorded by a real browser (Debian's chromium, through Playwright, loading a page
 //! that Debian's caddy serves) replayed object for object, and every bad input refused in
-//! one line. The README's test command installs chromium and Playwright; without them the
-//! recording test fails.
+//! one line.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::needs::{require, Need};
 use serde_json::Value;
 
 fn rejected(args: &[&str], names: &[&str]) {
@@ -254,6 +254,11 @@ fn the_shipped_profiles_replay_object_for_object() {
 
 #[test]
 fn a_page_recorded_by_chromium_replays_object_for_object() {
+    require!(
+        Need::Tool("chromium"),
+        Need::PyModule("playwright"),
+        Need::Tool("caddy")
+    );
     let dir = tempfile::tempdir().unwrap();
     let har = dir.path().join("recorded.har");
     let out = Command::new("python3")
@@ -277,6 +282,8 @@ fn a_page_recorded_by_chromium_replays_object_for_object() {
 /// lays them out as Table 6.
 #[test]
 fn video_cells_are_judged_by_qoe_and_reported_as_table_6() {
+    // A sweep sets its network namespace back after each cell: setns, which takes root.
+    require!(Need::Root);
     let dir = tempfile::tempdir().unwrap();
     let (_, out, _) = common::sweeps::swept(
         dir.path(),

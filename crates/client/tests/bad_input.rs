@@ -2,6 +2,8 @@
 
 mod common;
 
+use common::needs::{require, Need};
+
 fn rejected(args: &[&str], flag: &str) {
     let out = common::qbench_plain(args);
     assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
@@ -173,6 +175,8 @@ fn outputs_that_cannot_be_written_are_refused_before_the_first_run() {
 
 #[test]
 fn a_cause_is_said_once() {
+    // Without root the link is refused for that, before its trace is read.
+    require!(Need::Link);
     let out = common::qbench_plain(&[
         "--link",
         "rate=trace:/nonexistent/trace.txt",
@@ -256,6 +260,7 @@ fn bad_loads() {
 /// anything starts, naming the limit and what is needed.
 #[test]
 fn connections_beyond_the_descriptor_limit() {
+    require!(Need::Tool("prlimit"));
     let out = std::process::Command::new("prlimit")
         .args(["--nofile=512:512", env!("CARGO_BIN_EXE_qbench")])
         .args([
@@ -267,7 +272,7 @@ fn connections_beyond_the_descriptor_limit() {
             "1000x1B",
         ])
         .output()
-        .expect("prlimit runs (util-linux, installed by the test command)");
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.starts_with("error: --connections:"), "{err}");
@@ -344,9 +349,8 @@ fn bad_client_cpu_limits() {
 #[test]
 fn client_cpu_needs_the_right_to_create_a_cgroup() {
     use std::os::unix::process::CommandExt as _;
-    if unsafe { libc::geteuid() } != 0 {
-        return; // Only root can run it as another user; CI runs as root.
-    }
+    // Root, to run it as another user.
+    require!(Need::Root, Need::CgroupCpu);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_qbench"))
         .args(["--client-cpu", "0.5", "--objects", "1x1KB"])
         .uid(65534)

@@ -1,11 +1,12 @@
 //! Interop: qbench against Debian's caddy serving files over HTTP/1.1, HTTP/2 and HTTP/3 on
-//! loopback. The README's test command installs caddy; a missing caddy fails this test.
+//! loopback.
 
 mod common;
 
 use std::net::{TcpListener, UdpSocket};
 use std::process::{Command, Stdio};
 
+use common::needs::{require, Need};
 use common::peers::{file_bytes, localhost_cert, sha256_hex, which, Peer};
 use common::{assert_complete, qbench};
 
@@ -22,9 +23,8 @@ fn free_port_pair() -> u16 {
 
 #[test]
 fn caddy_serves_files_over_h1_h2_h3() {
-    let caddy = which("caddy").expect(
-        "caddy is not installed: run the README's test command, which installs it (apt-get install caddy)",
-    );
+    require!(Need::Tool("caddy"));
+    let caddy = which("caddy").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let www = dir.path().join("www");
     std::fs::create_dir(&www).unwrap();

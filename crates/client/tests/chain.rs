@@ -6,6 +6,7 @@ mod common;
 
 use std::sync::Mutex;
 
+use common::needs::{require, Need};
 use common::{assert_complete, qbench};
 use serde_json::Value;
 
@@ -43,6 +44,7 @@ fn through(proto: &str, proxy: Option<&str>) -> Value {
 
 #[test]
 fn proxied_and_direct_across_the_middle_host() {
+    require!(Need::Link);
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = ours();
     for (proto, via) in [("h2", "h2"), ("h3", "h3"), ("h1", "h3"), ("h3", "h2")] {
@@ -72,6 +74,7 @@ fn proxied_and_direct_across_the_middle_host() {
 
 #[test]
 fn compare_sides_may_differ_in_proxy() {
+    require!(Need::Link);
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = ours();
     let r = common::qbench_plain(&[

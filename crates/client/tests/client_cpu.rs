@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use common::needs::{require, Need};
 use common::{assert_complete, qbench};
 use qbench_core::cpulimit::CgroupBackend;
 use qbench_shaper::cgroup;
@@ -78,8 +79,9 @@ fn wait(child: &mut Child) -> std::process::ExitStatus {
 
 #[test]
 fn the_quota_holds_the_client_threads_only_and_is_removed_after_sigterm() {
+    require!(Need::Root, Need::CgroupCpu);
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let probe = cgroup::probe().expect("a cgroup cpu controller (CI runs as root)");
+    let probe = cgroup::probe().unwrap();
     assert!(
         ours(&probe.parent).is_empty(),
         "a qb- cgroup exists before the test"
@@ -140,8 +142,9 @@ fn the_quota_holds_the_client_threads_only_and_is_removed_after_sigterm() {
 
 #[test]
 fn a_killed_run_leaves_an_empty_cgroup_that_cleanup_removes() {
+    require!(Need::Root, Need::CgroupCpu);
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let probe = cgroup::probe().expect("a cgroup cpu controller (CI runs as root)");
+    let probe = cgroup::probe().unwrap();
     let mut child = spawn(20);
     let dir = wait_for_cgroup(&probe.parent, probe.backend);
     child.kill().unwrap();
@@ -160,8 +163,9 @@ fn a_killed_run_leaves_an_empty_cgroup_that_cleanup_removes() {
 
 #[test]
 fn runs_record_the_quota_they_ran_under_and_its_throttling() {
+    require!(Need::Root, Need::CgroupCpu);
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let probe = cgroup::probe().expect("a cgroup cpu controller (CI runs as root)");
+    let probe = cgroup::probe().unwrap();
     // 40 MB take a few hundred ms of client CPU: at a tenth of a core, that is throttled.
     let r = qbench(&[
         "--objects",
@@ -202,6 +206,7 @@ fn runs_record_the_quota_they_ran_under_and_its_throttling() {
 
 #[test]
 fn compare_sides_take_turns_under_their_own_quota() {
+    require!(Need::Root, Need::CgroupCpu);
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let r = common::qbench_plain(&[
         "compare",

@@ -2,8 +2,11 @@
 
 mod common;
 
+use common::needs::{require, Need};
+
 #[test]
 fn flows_share_a_bottleneck() {
+    require!(Need::Link);
     let out = common::qbench(&[
         "compete",
         "--flows",

@@ -2,6 +2,7 @@
 
 mod common;
 
+use common::needs::{require, Need};
 use common::{assert_complete, qbench};
 use serde_json::Value;
 
@@ -62,6 +63,7 @@ fn quic_cwnd_cap_holds_and_is_reported() {
 
 #[test]
 fn cc_choice_reaches_both_stacks() {
+    require!(Need::TcpCc("bbr"), Need::TcpCc("cubic"));
     for (proto, cc, reported) in [
         ("h3", "newreno", "newreno"),
         ("h3", "bbr", "bbr"),

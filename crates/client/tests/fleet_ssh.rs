@@ -1,10 +1,13 @@
 //! `scripts/fleet-ssh.sh` end to end on a small cluster of network namespaces, each host
 //! running its own sshd (`scripts/fleet_ssh_check.sh` builds and removes it): the merged
 //! report is the whole workload, its histograms the exact sum of the shards' files, and
-//! nothing is left behind. Needs root and openssh-server.
+//! nothing is left behind.
+
+mod common;
 
 use std::path::Path;
 
+use common::needs::{require, Need};
 use qbench_core::LatencyHistogram;
 use serde_json::Value;
 
@@ -22,6 +25,13 @@ fn namespaces() -> String {
 
 #[test]
 fn fleet_over_ssh_merges_the_whole_workload() {
+    require!(
+        Need::Root,
+        Need::Tool("ip"),
+        Need::Tool("sshd"),
+        Need::Tool("ssh"),
+        Need::Tool("ssh-keygen")
+    );
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/fleet_ssh_check.sh");

@@ -1,6 +1,6 @@
 //! `--keylog` (and SSLKEYLOGFILE) on both ends: a loopback capture by tshark, decrypted with
 //! the client's key log and with the server's, shows the HTTP/1.1, HTTP/2 and HTTP/3 requests;
-//! without a key log it shows none. Needs root (to capture) and Debian's tshark.
+//! without a key log it shows none.
 
 mod common;
 
@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::needs::{require, Need};
 use common::{qbench_plain, Served};
 
 /// tshark capturing loopback traffic of one port into a file, until dropped.
@@ -22,7 +23,7 @@ impl Capture {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("tshark (installed by the test command)");
+            .unwrap();
         // tshark says when it captures; nothing is sent before that.
         let err = child.stderr.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
@@ -69,6 +70,8 @@ fn matching(file: &Path, keylog: Option<&Path>, filter: &str) -> usize {
 
 #[test]
 fn captures_decrypt_with_either_sides_key_log() {
+    // Root, to capture.
+    require!(Need::Root, Need::Tool("tshark"));
     let dir = tempfile::tempdir().unwrap();
     let (cert, server_log, client_log) = (
         dir.path().join("cert.pem"),

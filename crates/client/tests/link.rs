@@ -7,6 +7,7 @@ use std::process::Command;
 use std::sync::Mutex;
 
 use common::links::{assert_binomial, fetch_over, ours, ping, received, rtts, with_link};
+use common::needs::{require, Need};
 use common::{assert_complete, qbench};
 use qbench_shaper::BackendChoice::Auto;
 use serde_json::Value;
@@ -22,6 +23,7 @@ fn goodput(r: &common::Run) -> f64 {
 
 #[test]
 fn rate_is_what_was_asked() {
+    require!(Need::Link);
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = ours();
     for (rate, bps, size) in [
@@ -69,6 +71,7 @@ fn rate_is_what_was_asked() {
 
 #[test]
 fn added_rtt_and_jitter() {
+    require!(Need::Link, Need::Tool("ping"));
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let out = with_link("rtt=40ms", Auto, |c| ping(c, &["-c", "10", "-i", "0.1"]));
     let r = rtts(&out);
@@ -96,6 +99,7 @@ fn added_rtt_and_jitter() {
 
 #[test]
 fn loss_within_binomial_bounds() {
+    require!(Need::Link, Need::Tool("ping"));
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let n = 1000.0;
     let out = with_link("loss=5%", Auto, |c| {
@@ -120,6 +124,7 @@ fn samples(run: &Value) -> Vec<Value> {
 
 #[test]
 fn window_cap_bounds_throughput_for_both_protocols() {
+    require!(Need::Link);
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (cap, rtt_s) = (10.0, 0.020);
     for proto in ["h2", "h3"] {
@@ -172,6 +177,7 @@ fn dry_run_changes_nothing() {
 /// SIGINT, SIGTERM and SIGHUP mid-run: the namespaces, qdiscs and forwarders go.
 #[test]
 fn interrupted_run_leaves_nothing() {
+    require!(Need::Link);
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = ours();
     for (sig, name) in common::STOPPING {
@@ -210,6 +216,7 @@ fn interrupted_run_leaves_nothing() {
 /// built is torn down.
 #[test]
 fn interrupted_while_building_leaves_nothing() {
+    require!(Need::Link);
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = ours();
     for wait_ms in [0, 25, 50, 75, 100, 200] {
@@ -236,6 +243,7 @@ fn interrupted_while_building_leaves_nothing() {
 
 #[test]
 fn variable_rates_change_during_the_run() {
+    require!(Need::Link);
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let r = qbench(&[
         "--proto",
@@ -284,6 +292,7 @@ fn variable_rates_change_during_the_run() {
 
 #[test]
 fn report_says_when_the_delay_path_may_limit_the_link() {
+    require!(Need::Link);
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let r = qbench(&[
         "--proto",
@@ -320,6 +329,7 @@ fn report_says_when_the_delay_path_may_limit_the_link() {
 /// the link's totals.
 #[test]
 fn forwarder_counters_per_run() {
+    require!(Need::Link);
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let r = qbench(&[
         "--proto",
@@ -363,6 +373,7 @@ fn forwarder_counters_per_run() {
 /// load, and quinn 0.11's qlog labels every loss "reordering_threshold".
 #[test]
 fn reorder_threshold_is_recorded_across_a_link() {
+    require!(Need::Link);
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let r = qbench(&[
         "--proto",
@@ -390,6 +401,7 @@ fn reorder_threshold_is_recorded_across_a_link() {
 /// drops.
 #[test]
 fn compare_shows_losses_declared_and_dropped() {
+    require!(Need::Link);
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let r = qbench(&[
         "compare",
@@ -422,6 +434,7 @@ fn compare_shows_losses_declared_and_dropped() {
 /// what the link dropped toward the client.
 #[test]
 fn runs_count_the_links_drops() {
+    require!(Need::Link);
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let drops = |r: &common::Run| {
         let run = &r.json.as_ref().unwrap()["runs"][0];
@@ -464,6 +477,7 @@ fn runs_count_the_links_drops() {
 /// into the report, and the host's own left as it was.
 #[test]
 fn tcp_reordering_is_set_in_the_server_namespace_only() {
+    require!(Need::Link);
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let host = || std::fs::read_to_string("/proc/sys/net/ipv4/tcp_reordering").unwrap();
     let before = host();
@@ -501,6 +515,7 @@ fn tcp_reordering_is_set_in_the_server_namespace_only() {
 
 #[test]
 fn tcp_initial_window_and_offloads_off() {
+    require!(Need::Link, Need::Tool("ethtool"));
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let r = qbench(&[
         "--proto",
@@ -538,6 +553,7 @@ fn tcp_initial_window_and_offloads_off() {
 /// request's latency is below the link's round trip.
 #[test]
 fn held_loads_cross_a_link() {
+    require!(Need::Link);
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = ours();
     for (proto, extra) in [

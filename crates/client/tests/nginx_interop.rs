@@ -1,8 +1,7 @@
 //! Interop: qbench against Debian's nginx (HTTP/1.1 and HTTP/2 over TLS 1.3 on loopback),
 //! which closes a connection after `keepalive_requests` requests: `Connection: close` on
 //! HTTP/1.1, GOAWAY on HTTP/2. Every request completes, byte-exact, on the connections the
-//! client opens in their place. The README's test command installs nginx; a missing nginx
-//! fails this test.
+//! client opens in their place.
 
 mod common;
 
@@ -10,6 +9,7 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use common::needs::{require, Need};
 use common::peers::{file_bytes, localhost_cert, sha256_hex, which, Peer};
 use common::{assert_complete, qbench};
 use serde_json::Value;
@@ -19,9 +19,7 @@ const BODY: usize = 20_000;
 /// nginx in the foreground, one process, everything under `dir`; `limit` is the first
 /// server's `keepalive_requests`, the second keeps nginx's default (1,000).
 fn nginx(dir: &Path, limit: u32) -> (Peer, u16, u16) {
-    let nginx = which("nginx").expect(
-        "nginx is not installed: run the README's test command, which installs it (apt-get install nginx)",
-    );
+    let nginx = which("nginx").unwrap();
     let www = dir.join("www");
     std::fs::create_dir_all(&www).unwrap();
     std::fs::write(www.join("f.bin"), file_bytes(BODY, 3)).unwrap();
@@ -104,6 +102,7 @@ fn reopened(run: &Value) -> usize {
 
 #[test]
 fn requests_past_nginx_keepalive_requests_go_on_new_connections() {
+    require!(Need::Tool("nginx"));
     let dir = tempfile::tempdir().unwrap();
     let (_nginx, low, default) = nginx(dir.path(), 10);
     let cert = dir.path().join("cert.pem");

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::needs::{require, Need};
+use common::peers::which;
 use common::{assert_complete, qbench, Served};
 use qbench_server::standalone::WORKER_NAME;
 
@@ -84,6 +86,7 @@ fn every_protocol_is_relayed_byte_for_byte_over_either_upstream() {
 
 #[test]
 fn curl_through_the_proxy_gets_the_origins_bytes() {
+    require!(Need::Tool("curl"));
     let dir = tempfile::tempdir().unwrap();
     let (origin, proxy, ca) = chain(dir.path(), "h3");
     let fetch = |base: &str, ca: &Path| {
@@ -92,7 +95,7 @@ fn curl_through_the_proxy_gets_the_origins_bytes() {
             .arg(ca)
             .arg(format!("{base}/bytes/3000001"))
             .output()
-            .expect("curl is installed (scripts/test.sh)");
+            .unwrap();
         assert!(
             out.status.success(),
             "{}",
@@ -118,20 +121,16 @@ fn curl_through_the_proxy_gets_the_origins_bytes() {
 /// quic-go's HTTP/3 client checks every body byte against the payload pattern.
 #[test]
 fn quic_go_through_the_proxy() {
+    require!(Need::Tool("go"));
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../interop/quicgo");
     let bin = Path::new(env!("CARGO_TARGET_TMPDIR")).join("quicgo-proxy");
-    let go = if Command::new("go").arg("version").output().is_ok() {
-        PathBuf::from("go")
-    } else {
-        PathBuf::from("/usr/local/go/bin/go")
-    };
-    let built = Command::new(go)
+    let built = Command::new(which("go").unwrap())
         .current_dir(&src)
         .args(["build", "-o"])
         .arg(&bin)
         .arg(".")
         .status()
-        .expect("Go is installed (scripts/test.sh)");
+        .unwrap();
     assert!(built.success());
     let dir = tempfile::tempdir().unwrap();
     let (origin, proxy, ca) = chain(dir.path(), "h2");
@@ -238,6 +237,7 @@ fn identity(dir: &Path) -> (PathBuf, PathBuf) {
 /// new upstream connection for the next request instead of answering 502 for ever.
 #[test]
 fn a_restarted_origin_is_reached_again_on_the_same_client_connection() {
+    require!(Need::Tool("curl"));
     let dir = tempfile::tempdir().unwrap();
     let (cert, key) = identity(dir.path());
     let (c, k) = (cert.to_str().unwrap(), key.to_str().unwrap());
@@ -269,7 +269,7 @@ fn a_restarted_origin_is_reached_again_on_the_same_client_connection() {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
-            .expect("curl is installed (scripts/test.sh)");
+            .unwrap();
         std::thread::sleep(Duration::from_millis(1500));
         assert!(origin.stop());
         let again = Served::start_at(
@@ -301,6 +301,7 @@ fn a_restarted_origin_is_reached_again_on_the_same_client_connection() {
 /// limit.
 #[test]
 fn proxy_loops_are_refused_or_cut() {
+    require!(Need::Tool("curl"));
     let dir = tempfile::tempdir().unwrap();
     let out = common::qbench_plain(&[
         "proxy",
@@ -367,6 +368,7 @@ fn proxy_loops_are_refused_or_cut() {
 /// (h2 upstream) and 1.65 GB (h3 upstream: quinn's default connection window is unlimited).
 #[test]
 fn a_client_that_never_reads_cannot_make_the_proxy_hold_more_than_its_bounds() {
+    require!(Need::Tool("python3"));
     let dir = tempfile::tempdir().unwrap();
     for upstream in ["h2", "h3"] {
         let (origin, proxy, _) = chain(dir.path(), upstream);

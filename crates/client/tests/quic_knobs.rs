@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::needs::{require, Need};
 use serde_json::Value;
 
 /// One 3 MB object over h3 on loopback with `knobs`: the report's config, the client's
@@ -165,6 +166,7 @@ fn bad_settings_are_refused_naming_the_flag() {
 /// `compete` sets the QUIC flows alone: a TCP flow beside them runs with its stack's own.
 #[test]
 fn compete_sets_the_quic_flows_only() {
+    require!(Need::Link);
     let r = common::qbench(&[
         "compete",
         "--flows",

@@ -1,5 +1,8 @@
 //! `qbench sweep`: shipped scenarios are valid, cells run and resume, bad files are refused
 //! before anything runs.
+//!
+//! A sweep that runs a cell needs root, link or not: after each cell it sets its network
+//! namespace back (setns), which takes CAP_SYS_ADMIN even for the namespace it is in.
 
 use std::path::Path;
 
@@ -12,10 +15,13 @@ use qbench_core::scenario::CellSpec;
 
 mod common;
 
+use common::needs::{require, Need};
 use common::sweeps::{report, report_with, sweep, swept};
 
 #[test]
 fn shipped_scenarios_expand_into_valid_comparisons() {
+    // Planning a cell with `client_cpu` checks that its cgroup can be made.
+    require!(Need::Root, Need::CgroupCpu);
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
     let mut n = 0;
     for e in std::fs::read_dir(&dir).unwrap() {
@@ -84,6 +90,7 @@ fn shipped_scenarios_expand_into_valid_comparisons() {
 
 #[test]
 fn cells_run_once_and_resume() {
+    require!(Need::Root);
     let dir = tempfile::tempdir().unwrap();
     let (file, out, stdout) = swept(
         dir.path(),
@@ -135,6 +142,7 @@ fn cells_run_once_and_resume() {
 /// scenario names another (without running again), and by `qbench report --metric`.
 #[test]
 fn held_load_cells_judge_by_their_metric() {
+    require!(Need::Root);
     let dir = tempfile::tempdir().unwrap();
     let text = |metric: &str| {
         format!("# tail\nname = \"tail\"\n[base]\nprotos = \"h2,h3\"\nrounds = 2\nobjects = \"1x1KB\"\nduration = \"600ms\"\nwarmup = \"100ms\"\nmetric = \"{metric}\"\n[axes]\nrequest_rate = [\"50\", \"100\"]\n")
@@ -215,6 +223,7 @@ fn held_load_cells_judge_by_their_metric() {
 /// A version 2 cell (page load times under their old names) is still read and reported.
 #[test]
 fn version_2_cells_are_read() {
+    require!(Need::Root);
     let dir = tempfile::tempdir().unwrap();
     let (file, out, _) = swept(
         dir.path(),
@@ -250,6 +259,7 @@ fn version_2_cells_are_read() {
 
 #[test]
 fn smoke_scenario_runs_across_emulated_links() {
+    require!(Need::Link);
     let dir = tempfile::tempdir().unwrap();
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/smoke.toml");
     let (ok, stdout, stderr) = sweep(&file, dir.path());
@@ -260,6 +270,7 @@ fn smoke_scenario_runs_across_emulated_links() {
 
 #[test]
 fn compete_cells_run_and_report() {
+    require!(Need::Link);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("fair.toml");
     std::fs::write(
@@ -342,6 +353,7 @@ fn results_of_an_earlier_format_are_refused_not_overwritten() {
 
 #[test]
 fn a_closed_pipe_ends_a_sweep_quietly_between_cells() {
+    require!(Need::Root);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tiny.toml");
     std::fs::write(

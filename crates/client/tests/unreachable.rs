@@ -1,11 +1,11 @@
 //! Unreachable targets, from inside a network namespace this test creates: it has no routes
 //! (not even an up loopback), so every connect fails locally and no packet leaves.
-//! Needs root, as CI has.
 
 mod common;
 
 use std::process::Command;
 
+use common::needs::{require, Need};
 use serde_json::Value;
 
 struct Netns(String);
@@ -18,10 +18,7 @@ impl Netns {
             .status()
             .map(|s| s.success())
             .unwrap_or(false);
-        assert!(
-            ok,
-            "creating a network namespace needs root and iproute2 (CI runs as root)"
-        );
+        assert!(ok, "ip netns add {name}");
         Self(name)
     }
 
@@ -64,6 +61,7 @@ fn last_line(stderr: &str) -> &str {
 
 #[test]
 fn no_route_is_unreachable() {
+    require!(Need::Root, Need::Tool("ip"));
     let ns = Netns::new("route");
     for proto in ["h3", "h2", "h1"] {
         let (code, stderr, json) = at_no_route(&ns, proto, &[]);
@@ -85,6 +83,7 @@ fn no_route_is_unreachable() {
 
 #[test]
 fn a_name_that_does_not_resolve_still_gets_a_report() {
+    require!(Need::Root, Need::Tool("ip"));
     // No resolver can be reached from inside the namespace.
     let ns = Netns::new("name");
     let (code, stderr, json) = ns.qbench(&["--target", "https://qbench.invalid:4433"]);
@@ -111,6 +110,7 @@ fn a_name_that_does_not_resolve_still_gets_a_report() {
 /// counted), without starting the load on no connection at all.
 #[test]
 fn a_held_load_with_no_connection_ends_with_its_report() {
+    require!(Need::Root, Need::Tool("ip"));
     let ns = Netns::new("held");
     for (proto, mode) in [("h2", "--rate"), ("h3", "--rate"), ("h2", "--streams")] {
         let (code, stderr, json) = at_no_route(&ns, proto, &["--duration", "1s", mode, "10"]);

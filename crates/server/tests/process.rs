@@ -9,6 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::needs::{require, Need};
 use common::{client_tls, HALF_CLIENT_HELLO, WAIT};
 use rustls::pki_types::ServerName;
 use tokio::io::AsyncWriteExt;
@@ -133,6 +134,7 @@ fn holding_server(nofile: &str, cert: &Path) -> Server {
 
 #[tokio::test]
 async fn out_of_descriptors_the_accept_loop_backs_off_and_recovers() {
+    require!(Need::Tool("prlimit"));
     let dir = tempfile::tempdir().unwrap();
     let cert = dir.path().join("cert.pem");
     let mut s = holding_server("64:64", &cert);
@@ -163,6 +165,7 @@ async fn out_of_descriptors_the_accept_loop_backs_off_and_recovers() {
 
 #[tokio::test]
 async fn the_soft_descriptor_limit_is_raised_to_the_hard_one() {
+    require!(Need::Tool("prlimit"));
     let dir = tempfile::tempdir().unwrap();
     let cert = dir.path().join("cert.pem");
     let mut s = holding_server("64:4096", &cert);

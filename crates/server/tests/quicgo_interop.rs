@@ -4,23 +4,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::needs::{require, which, Need};
+
 /// Building the client fetches quic-go from the Go module proxy the first time.
 const BUILD_LIMIT: Duration = Duration::from_secs(600);
-
-fn go() -> PathBuf {
-    let local = Path::new("/usr/local/go/bin/go");
-    if Command::new("go").arg("version").output().is_ok() {
-        "go".into()
-    } else if local.exists() {
-        local.into()
-    } else {
-        panic!("Go is needed to build quic-go's client (scripts/test.sh installs it)");
-    }
-}
 
 /// Runs `cmd` to its end, killing it past `limit`; its stdout.
 fn run_within(cmd: &mut Command, limit: Duration) -> String {
@@ -44,10 +35,11 @@ fn run_within(cmd: &mut Command, limit: Duration) -> String {
 
 #[test]
 fn quic_go_with_a_two_packet_client_hello_never_hangs() {
+    require!(Need::Tool("go"));
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../interop/quicgo");
     let bin = Path::new(env!("CARGO_TARGET_TMPDIR")).join("quicgo");
     run_within(
-        Command::new(go())
+        Command::new(which("go").unwrap())
             .current_dir(&src)
             .args(["build", "-o"])
             .arg(&bin)

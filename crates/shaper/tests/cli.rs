@@ -1,8 +1,12 @@
 //! qbench-shaper as a user runs it (root, as CI): it builds what it says, cleans up after a
 //! killed holder, and never touches namespaces it did not create.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+
+use common::needs::{require, Need};
 
 const BIN: &str = env!("CARGO_BIN_EXE_qbench-shaper");
 
@@ -50,20 +54,15 @@ impl Drop for Foreign {
 
 #[test]
 fn killed_holder_is_cleaned_up_and_foreign_namespaces_are_left_alone() {
+    require!(Need::Link);
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let pid = std::process::id();
     // Look like ours but are not: not hex, not a c/r/s role.
     let foreign: Vec<Foreign> = [format!("qb-keep{pid}-x"), format!("qb-zz{pid}-c")]
         .into_iter()
         .map(|n| {
-            assert!(
-                Command::new("ip")
-                    .args(["netns", "add", &n])
-                    .status()
-                    .unwrap()
-                    .success(),
-                "needs root"
-            );
+            let added = Command::new("ip").args(["netns", "add", &n]).status();
+            assert!(added.unwrap().success(), "ip netns add {n}");
             Foreign(n)
         })
         .collect();
@@ -125,6 +124,7 @@ fn dry_run_and_bad_input() {
 
 #[test]
 fn a_second_up_with_a_live_id_fails_and_leaves_the_live_link() {
+    require!(Need::Link);
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let id = format!("{:x}", 0xb000_0000u32 | (std::process::id() & 0xffff));
     let mut first = up(&["rate=10mbit", "--id", &id]);
@@ -158,6 +158,7 @@ fn a_second_up_with_a_live_id_fails_and_leaves_the_live_link() {
 /// terminal): the link's namespaces go.
 #[test]
 fn every_stopping_signal_takes_the_link_down() {
+    require!(Need::Link);
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for (n, sig) in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP]
         .into_iter()

@@ -8,6 +8,7 @@ use std::io::BufRead as _;
 
 pub(crate) mod h3peer;
 pub(crate) mod links;
+pub(crate) mod needs;
 pub(crate) mod peers;
 pub(crate) mod sweeps;
 

@@ -6,16 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-/// A peer's executable on PATH, or in the sbin directories where Debian puts daemons.
-pub(crate) fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var("PATH").unwrap_or_default();
-    let found = path
-        .split(':')
-        .chain(["/usr/sbin", "/sbin"])
-        .map(|d| Path::new(d).join(name))
-        .find(|p| p.is_file());
-    found
-}
+#[allow(unused_imports)]
+pub(crate) use qbench_testkit::which;
 
 /// `len` bytes nobody would mistake for the server's payload pattern.
 pub(crate) fn file_bytes(len: usize, seed: u32) -> Vec<u8> {

@@ -14,6 +14,8 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
+pub(crate) mod needs;
+
 /// Every wait in these tests ends by this bound; the bounds under test are seconds at most.
 pub const WAIT: Duration = Duration::from_secs(20);
 
