@@ -10,7 +10,7 @@ use qbench_core::spec::CompareSpec;
 use qbench_core::Stats;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::commands::run::{progress_bar, time_bar};
+use crate::export::progress::{progress_bar, time_bar};
 use crate::export::{write_json, Dest};
 use crate::flags::cli::{CompareArgs, Outputs};
 use crate::measure::clock::Clock;
@@ -123,7 +123,7 @@ impl Plan {
         }
         let [a, b] = sides;
         if outputs.plot.is_some() {
-            crate::commands::run::check_telemetry("--plot", &a)?;
+            crate::plan::config::check_telemetry("--plot", &a)?;
         }
         outputs.check_writable()?;
         Ok(Self {
@@ -556,20 +556,9 @@ pub fn run_blocking(
     plan: &Plan,
     command: Vec<String>,
 ) -> anyhow::Result<(CompareReport, Option<String>)> {
-    let prepared = Prepared::new(&[&plan.a, &plan.b])?;
-    let rt = crate::commands::run::runtime(plan.a.spec().client_threads, prepared.cpu.as_ref())?;
-    // Before the first round, a stopping signal drops everything; once rounds started, the
-    // round loop takes it and still writes the report, and a second one drops everything.
-    let rounds_started = AtomicBool::new(false);
-    let outcome = rt.block_on(async {
-        tokio::select! {
-            r = run(plan, &prepared, command, &rounds_started) => r,
-            sig = crate::setup::interrupt::ending(&rounds_started) => {
-                Err(anyhow::anyhow!("interrupted ({})", crate::setup::interrupt::name(sig)))
-            }
-        }
-    });
-    rt.shutdown_timeout(std::time::Duration::from_secs(1));
-    drop(prepared);
-    outcome
+    // Once rounds started, the round loop takes a stopping signal and still writes the report.
+    let threads = plan.a.spec().client_threads;
+    crate::setup::harness::run(&[&plan.a, &plan.b], threads, async |prepared, started| {
+        run(plan, prepared, command, started).await
+    })
 }

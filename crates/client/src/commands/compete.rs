@@ -8,14 +8,13 @@ use qbench_core::compete::{CompeteReport, Flow};
 use qbench_core::spec::CompeteSpec;
 use qbench_core::Report;
 
-use crate::commands::run::progress_bar;
+use crate::export::progress::progress_bar;
 use crate::export::{print_text, write_json, Dest};
 use crate::flags::cli::{CompeteArgs, Outputs};
 use crate::measure::clock::Clock;
 use crate::plan::config::{share_route, Config, LinkChoice, TargetArgs};
 use crate::plan::error::usage;
 use crate::plan::side::Side;
-use crate::setup::prepare::Prepared;
 
 /// One validated configuration per flow.
 pub struct Plan {
@@ -108,32 +107,26 @@ pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
 /// summary (to stderr when the JSON goes to stdout) and returns the report.
 pub fn run_blocking(plan: &Plan, json: Option<&Dest>) -> anyhow::Result<CompeteReport> {
     let refs: Vec<&Config> = plan.flows.iter().map(|(_, c)| c).collect();
-    let prepared = Prepared::new(&refs)?;
-    let rt = crate::commands::run::runtime(plan.client_threads.max(2), prepared.cpu.as_ref())?;
     let command: Vec<String> = std::env::args().collect();
-    let result: anyhow::Result<Vec<Report>> = rt.block_on(async {
-        let clock = Clock::start();
-        prepared.prime_tcp_metrics(&refs).await?;
-        let mut sides = Vec::new();
-        for (i, cfg) in refs.iter().enumerate() {
-            let server = prepared.servers.get(i).and_then(Option::as_ref);
-            sides.push(Side::open(cfg, server, &prepared, command.clone(), clock).await?);
-        }
-        let total = sides.iter().map(|s| s.objects()).sum();
-        let bar = progress_bar(total);
-        let work = join_all(sides.iter_mut().map(|s| s.run(0, &bar)));
-        tokio::select! {
-            _ = work => {}
-            sig = crate::setup::interrupt::signalled() => anyhow::bail!("interrupted ({})", crate::setup::interrupt::name(sig)),
-        }
-        bar.finish_and_clear();
-        for s in &mut sides {
-            s.finish().await;
-        }
-        sides.iter().map(|s| s.report(1, None)).collect()
-    });
-    rt.shutdown_timeout(std::time::Duration::from_secs(1));
-    drop(prepared);
+    let threads = plan.client_threads.max(2);
+    let result: anyhow::Result<Vec<Report>> =
+        crate::setup::harness::run(&refs, threads, async |prepared, _| {
+            let clock = Clock::start();
+            prepared.prime_tcp_metrics(&refs).await?;
+            let mut sides = Vec::new();
+            for (i, cfg) in refs.iter().enumerate() {
+                let server = prepared.servers.get(i).and_then(Option::as_ref);
+                sides.push(Side::open(cfg, server, prepared, command.clone(), clock).await?);
+            }
+            let total = sides.iter().map(|s| s.objects()).sum();
+            let bar = progress_bar(total);
+            join_all(sides.iter_mut().map(|s| s.run(0, &bar))).await;
+            bar.finish_and_clear();
+            for s in &mut sides {
+                s.finish().await;
+            }
+            sides.iter().map(|s| s.report(1, None)).collect()
+        });
     let flows = result?
         .into_iter()
         .zip(&plan.flows)

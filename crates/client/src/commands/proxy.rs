@@ -13,7 +13,7 @@ use qbench_core::Protocol;
 use qbench_server::relay::{RelayStats, Upstream};
 
 use crate::flags::serve::ServeArgs;
-use crate::plan::error::ConfigError;
+use crate::plan::error::bad;
 use crate::transport::tls::{client_config, Trust};
 
 #[derive(Debug, Args)]
@@ -88,11 +88,10 @@ pub fn parse_upstream(url: &str) -> Result<(String, u16), String> {
 
 /// What `args` relay to; needs a tokio runtime (the QUIC endpoint binds here).
 pub async fn upstream(args: &ProxyArgs) -> anyhow::Result<Upstream> {
-    let bad = |flag, message: String| ConfigError { flag, message };
     if args.upstream_proto == Protocol::H1 {
         return Err(bad(
             "--upstream-proto",
-            "h2 or h3 (an HTTP/1.1 upstream would serialize the client's streams)".into(),
+            "h2 or h3 (an HTTP/1.1 upstream would serialize the client's streams)",
         )
         .into());
     }

@@ -1,23 +1,24 @@
 //! The benchmark command: one configuration, `--runs` times, then the report.
 
-use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressBar;
 use qbench_core::ccstate::StateMachine;
 use qbench_core::telemetry::Timeline;
 use qbench_core::{ErrorKind, Recorder, Report, ReportMeta};
 
 use crate::drive::runner::abort_reason;
+use crate::export::progress::{progress_bar, time_bar};
 use crate::export::stream::IntervalOut;
 use crate::export::text::summary;
 use crate::export::{print_text, write_json, write_text, Dest};
 use crate::flags::cli::{Outputs, RunArgs};
 use crate::measure::clock::Clock;
-use crate::plan::config::Config;
+use crate::plan::config::{check_telemetry, Config};
+use crate::plan::error::bad;
 use crate::plan::error::ConfigError;
 use crate::plan::side::{report_meta, Side};
 use crate::setup::prepare::{peer, Prepared};
@@ -26,63 +27,6 @@ use crate::setup::prepare::{peer, Prepared};
 pub struct Outcome {
     pub complete: bool,
     pub error: Option<String>,
-}
-
-/// The client's tokio runtime. One worker means the calling thread itself: with a separate
-/// worker, every object completion would wake the thread blocked in `block_on` across threads
-/// (a futex round trip each), which cost a quarter of the CPU on small-object workloads.
-/// With `cpu`, every runtime thread and the calling one run under its quota and cpuset.
-pub fn runtime(
-    workers: u32,
-    cpu: Option<&crate::setup::client_cpu::ClientCpu>,
-) -> anyhow::Result<tokio::runtime::Runtime> {
-    let mut builder = match workers {
-        1 => tokio::runtime::Builder::new_current_thread(),
-        n => {
-            let mut b = tokio::runtime::Builder::new_multi_thread();
-            b.worker_threads(n as usize);
-            b
-        }
-    };
-    if let Some(c) = cpu {
-        builder.on_thread_start(c.on_thread_start());
-        c.join_current();
-    }
-    builder
-        .thread_name("qbench-client")
-        .enable_all()
-        .build()
-        .context("starting the client runtime")
-}
-
-/// A progress bar on stderr, shown only when stderr is a terminal and the work lasts > 1 s.
-pub fn progress_bar(total: u64) -> ProgressBar {
-    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
-    bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} objects {per_sec} eta {eta}")
-            .expect("valid template"),
-    );
-    if std::io::stderr().is_terminal() {
-        // Only runs longer than a second get a bar.
-        let b = bar.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            if !b.is_finished() {
-                b.set_draw_target(ProgressDrawTarget::stderr());
-            }
-        });
-    }
-    bar
-}
-
-/// A held load's bar counts milliseconds: elapsed and remaining time.
-pub fn time_bar(total_ms: u64) -> ProgressBar {
-    let bar = progress_bar(total_ms);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:40} {elapsed} held, {eta} left")
-            .expect("valid template"),
-    );
-    bar
 }
 
 /// `qbench [flags]`: builds the link and server, runs, and tears everything down; SIGINT,
@@ -98,27 +42,11 @@ pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
         crate::say!("# backend: {backend:?}\n{script}");
         return Ok(());
     }
-    // The link and server come first: building them moves this thread into the client
-    // namespace, where the runtime's threads must be created.
-    let prepared = Prepared::new(&[cfg])?;
-    let rt = runtime(cfg.spec().client_threads, prepared.cpu.as_ref())?;
     let command: Vec<String> = std::env::args().collect();
-    // Before the first run, a stopping signal (SIGINT, SIGTERM, SIGHUP) drops everything;
-    // once runs started, the run loop takes it and still writes the report (`aborted` says
-    // why), and a second one drops everything.
-    let runs_started = AtomicBool::new(false);
-    let outcome = rt.block_on(async {
-        tokio::select! {
-            r = run(&plan, command, &prepared, &runs_started) => r,
-            sig = crate::setup::interrupt::ending(&runs_started) => {
-                Err(anyhow::anyhow!("interrupted ({})", crate::setup::interrupt::name(sig)))
-            }
-        }
+    let threads = cfg.spec().client_threads;
+    let outcome = crate::setup::harness::run(&[cfg], threads, async |prepared, started| {
+        run(&plan, command, prepared, started).await
     });
-    rt.shutdown_timeout(Duration::from_secs(1));
-    drop(prepared);
-    // What the connections logged after the last run (their closing) is written too.
-    qbench_server::qlog::flush_all();
     match outcome?.error {
         Some(e) => Err(anyhow::anyhow!(e)),
         None => Ok(()),
@@ -134,17 +62,6 @@ pub struct RunPlan {
     pub shard_source: Option<&'static str>,
     /// `--start-at`, resolved.
     pub barrier: Option<crate::setup::fleet::Barrier>,
-}
-
-/// `--state-graph` and `--plot` draw the sender's telemetry, so there must be some.
-pub(crate) fn check_telemetry(flag: &'static str, cfg: &Config) -> Result<(), ConfigError> {
-    if cfg.spec().telemetry {
-        return Ok(());
-    }
-    Err(ConfigError {
-        flag,
-        message: "needs telemetry from a qbench server (not with --url, --no-telemetry or --sample-interval 0)".into(),
-    })
 }
 
 impl RunPlan {
@@ -183,17 +100,16 @@ impl RunPlan {
 /// `--qlog DIR [--qlog-sample P]`: the client's QUIC connections and the in-process server's
 /// write qlog files there.
 fn qlog_to(args: &RunArgs, cfg: &mut Config) -> Result<(), ConfigError> {
-    let bad = |flag, message: String| ConfigError { flag, message };
     let Some(dir) = &args.qlog else {
         return match args.qlog_sample {
-            Some(_) => Err(bad("--qlog-sample", "needs --qlog".into())),
+            Some(_) => Err(bad("--qlog-sample", "needs --qlog")),
             None => Ok(()),
         };
     };
     if !cfg.spec().proto.is_quic() {
         return Err(bad(
             "--qlog",
-            "qlog is written by QUIC connections: use --proto h3".into(),
+            "qlog is written by QUIC connections: use --proto h3",
         ));
     }
     std::fs::create_dir_all(dir).map_err(|e| bad("--qlog", format!("{}: {e}", dir.display())))?;

@@ -10,6 +10,7 @@ pub mod html;
 mod html_cell;
 pub mod lost;
 pub mod notes;
+pub mod progress;
 mod qoe;
 pub mod stream;
 pub mod svg;

@@ -5,7 +5,7 @@
 use qbench_core::spec::RunSpec;
 use qbench_shaper::cgroup;
 
-use super::error::ConfigError;
+use super::error::{bad, ConfigError};
 
 /// How many cores this process may use (its affinity mask), which bounds `--client-cpu`.
 pub fn cores() -> usize {
@@ -29,13 +29,12 @@ pub(crate) fn allowed_cpus() -> Vec<u16> {
 /// Bad input before anything is changed on the host: a share above the cores here, CPUs this
 /// process may not use, no cgroup cpu controller, or no right to create a cgroup.
 pub fn check(s: &RunSpec) -> Result<(), ConfigError> {
-    let bad = |flag, message: String| ConfigError { flag, message };
     if let Some(f) = s.client_cpu {
         qbench_core::cpulimit::parse_fraction(&f.to_string(), cores())
             .map_err(|e| bad("--client-cpu", e))?;
         let probe = cgroup::probe().map_err(|e| bad("--client-cpu", e.to_string()))?;
         let parent = std::ffi::CString::new(probe.parent.as_os_str().as_encoded_bytes())
-            .map_err(|_| bad("--client-cpu", "the cgroup path has a NUL byte".into()))?;
+            .map_err(|_| bad("--client-cpu", "the cgroup path has a NUL byte"))?;
         // SAFETY: a valid NUL-terminated path; access() only reads it.
         if unsafe { libc::access(parent.as_ptr(), libc::W_OK) } != 0 {
             return Err(bad(

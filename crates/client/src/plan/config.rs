@@ -462,6 +462,17 @@ impl Config {
     }
 }
 
+/// `--state-graph` and `--plot` draw the sender's telemetry, so there must be some.
+pub(crate) fn check_telemetry(flag: &'static str, cfg: &Config) -> Result<(), ConfigError> {
+    if cfg.spec().telemetry {
+        return Ok(());
+    }
+    Err(ConfigError {
+        flag,
+        message: "needs telemetry from a qbench server (not with --url, --no-telemetry or --sample-interval 0)".into(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use qbench_core::spec::RunSpec;

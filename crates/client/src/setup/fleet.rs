@@ -9,6 +9,7 @@ use qbench_core::shard::{parse_shard, Shard, ShardArg};
 use qbench_core::start::{parse_start_at, unix_us, ClockSync, StartAt, StartRecord, MAX_WAIT};
 
 use crate::plan::config::Config;
+use crate::plan::error::bad;
 use crate::plan::error::ConfigError;
 
 #[derive(Debug, Clone, Default, Args)]
@@ -31,13 +32,6 @@ pub struct FleetArgs {
 pub struct Barrier {
     pub given: String,
     pub at: SystemTime,
-}
-
-fn bad(flag: &'static str, message: impl Into<String>) -> ConfigError {
-    ConfigError {
-        flag,
-        message: message.into(),
-    }
 }
 
 impl FleetArgs {

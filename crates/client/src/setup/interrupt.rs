@@ -128,11 +128,6 @@ pub(crate) async fn ending(started: &std::sync::atomic::AtomicBool) -> i32 {
     }
 }
 
-/// The next stopping signal.
-pub(crate) async fn signalled() -> i32 {
-    Listener::new().next().await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,6 +3,7 @@
 pub mod client_cpu;
 pub(crate) mod fds;
 pub mod fleet;
+pub(crate) mod harness;
 pub(crate) mod input;
 pub(crate) mod interrupt;
 pub(crate) mod prepare;
