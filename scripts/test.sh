@@ -4,7 +4,7 @@
 # h2spec and quic-go's client from the Go module proxy), chromium and Playwright (to record a
 # real page as a HAR), mdBook (the book), for the emulated-link tests
 # iproute2, nftables, ethtool and ping, and openssh for the multi-host fleet test (sshd in
-# namespaces; no system service is started). Those tests need root. scripts/kernel-tests.sh, last,
+# namespaces; no system service is started). Those tests need root. scripts/ci/kernel_tests.sh, last,
 # installs QEMU, virtme-ng and Debian's stock kernel to test the netem backend in a VM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -94,26 +94,26 @@ command -v mdbook >/dev/null 2>&1 || cargo install --locked mdbook --version 0.5
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # No crate has an import circle: one means a type sits in the wrong file.
-PYTHONDONTWRITEBYTECODE=1 python3 scripts/import_circles.py
+PYTHONDONTWRITEBYTECODE=1 python3 scripts/ci/import_circles.py
 # Every JSON document the tests make qbench write is kept, then checked against docs/schema/.
 samples=$(mktemp -d -t qbench-report-samples.XXXXXX)
 trap 'rm -rf "$samples"' EXIT
 QBENCH_REPORT_SAMPLES="$samples" cargo test --workspace --locked
-PYTHONDONTWRITEBYTECODE=1 python3 scripts/validate_reports.py "$samples" scenarios/*.toml
+PYTHONDONTWRITEBYTECODE=1 python3 scripts/ci/validate_reports.py "$samples" scenarios/*.toml
 # The book: built, its links checked, its layout page current (its command-line reference is
 # checked by the tests).
 mdbook build docs/book
-PYTHONDONTWRITEBYTECODE=1 python3 scripts/book_links.py
-PYTHONDONTWRITEBYTECODE=1 python3 scripts/book_layout.py --check
+PYTHONDONTWRITEBYTECODE=1 python3 scripts/ci/book_links.py
+PYTHONDONTWRITEBYTECODE=1 python3 scripts/ci/book_layout.py --check
 # The multi-host recipes: the Slurm job array for real, the Kubernetes manifests' fields (and
 # that the checker catches broken ones), against the binaries the tests just built.
 bin="${CARGO_TARGET_DIR:-target}/debug"
-QBENCH="$bin/qbench" bash scripts/slurm_check.sh
+QBENCH="$bin/qbench" bash scripts/ci/slurm_check.sh
 PYTHONDONTWRITEBYTECODE=1 QBENCH="$bin/qbench" QBENCH_SERVER="$bin/qbench-server" python3 deploy/k8s/check.py
 PYTHONDONTWRITEBYTECODE=1 QBENCH="$bin/qbench" QBENCH_SERVER="$bin/qbench-server" python3 deploy/k8s/check.py --self-test
 # .hgrm files byte for byte against HdrHistogram's own JavaScript port.
-QBENCH="$bin/qbench" bash scripts/hgrm_check.sh
+QBENCH="$bin/qbench" bash scripts/ci/hgrm_check.sh
 # HTTP/2 conformance of the server: ten runs, since the failures h2spec can find are races.
-H2SPEC_RUNS=10 bash scripts/h2spec.sh
+H2SPEC_RUNS=10 bash scripts/ci/h2spec.sh
 # The netem backend, which this kernel lacks, on Debian's stock kernel booted under QEMU.
-bash scripts/kernel-tests.sh
+bash scripts/ci/kernel_tests.sh

@@ -262,7 +262,7 @@ fn a_page_recorded_by_chromium_replays_object_for_object() {
     let dir = tempfile::tempdir().unwrap();
     let har = dir.path().join("recorded.har");
     let out = Command::new("python3")
-        .arg(repo().join("scripts/record-har.py"))
+        .arg(repo().join("scripts/tools/record_har.py"))
         .arg(&har)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()

@@ -1,5 +1,5 @@
-//! `scripts/fleet-ssh.sh` end to end on a small cluster of network namespaces, each host
-//! running its own sshd (`scripts/fleet_ssh_check.sh` builds and removes it): the merged
+//! `scripts/tools/fleet_ssh.sh` end to end on a small cluster of network namespaces, each host
+//! running its own sshd (`scripts/ci/fleet_ssh_check.sh` builds and removes it): the merged
 //! report is the whole workload, its histograms the exact sum of the shards' files, and
 //! nothing is left behind.
 
@@ -34,7 +34,7 @@ fn fleet_over_ssh_merges_the_whole_workload() {
     );
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/fleet_ssh_check.sh");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/ci/fleet_ssh_check.sh");
     let run = std::process::Command::new("timeout")
         .arg("180")
         .arg("bash")

@@ -1,6 +1,6 @@
 //! `.hgrm` output: `--hgrm` after a run and `qbench hgrm` on a saved report write the same
 //! distribution; histograms a run does not have, and unreadable reports, are refused by name.
-//! (scripts/hgrm_check.sh compares the text with HdrHistogram's JavaScript port.)
+//! (scripts/ci/hgrm_check.sh compares the text with HdrHistogram's JavaScript port.)
 
 mod common;
 

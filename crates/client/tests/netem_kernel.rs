@@ -1,5 +1,5 @@
 //! The netem backend on a kernel that has sch_netem: Debian's stock kernel, booted by
-//! scripts/kernel-tests.sh under QEMU (TCG) with this file's tests run inside it, as root.
+//! scripts/ci/kernel_tests.sh under QEMU (TCG) with this file's tests run inside it, as root.
 //! Our own machines' kernel has no netem, so here they are ignored.
 //!
 //! The VM's emulated CPU adds tens of milliseconds to handshakes and a few to echoes, and
@@ -18,7 +18,7 @@ use common::{assert_complete, qbench};
 use qbench_shaper::BackendChoice::{Netem, Userspace};
 use serde_json::Value;
 
-const VM: &str = "needs sch_netem: scripts/kernel-tests.sh runs it in a VM";
+const VM: &str = "needs sch_netem: scripts/ci/kernel_tests.sh runs it in a VM";
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -63,7 +63,7 @@ fn report(r: &common::Run) -> &Value {
 }
 
 #[test]
-#[ignore = "needs sch_netem: scripts/kernel-tests.sh runs it in a VM"]
+#[ignore = "needs sch_netem: scripts/ci/kernel_tests.sh runs it in a VM"]
 fn auto_chooses_netem_and_runs_the_plan_the_snapshot_shows() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = ours();
@@ -104,7 +104,7 @@ fn auto_chooses_netem_and_runs_the_plan_the_snapshot_shows() {
 }
 
 #[test]
-#[ignore = "needs sch_netem: scripts/kernel-tests.sh runs it in a VM"]
+#[ignore = "needs sch_netem: scripts/ci/kernel_tests.sh runs it in a VM"]
 fn delay_and_jitter_are_never_below_the_request() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let out = with_link("rtt=40ms", Netem, |c| ping(c, &["-c", "20", "-i", "0.05"]));
@@ -127,7 +127,7 @@ fn delay_and_jitter_are_never_below_the_request() {
 }
 
 #[test]
-#[ignore = "needs sch_netem: scripts/kernel-tests.sh runs it in a VM"]
+#[ignore = "needs sch_netem: scripts/ci/kernel_tests.sh runs it in a VM"]
 fn loss_within_binomial_bounds() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let n = 1000.0;
@@ -138,7 +138,7 @@ fn loss_within_binomial_bounds() {
 }
 
 #[test]
-#[ignore = "needs sch_netem: scripts/kernel-tests.sh runs it in a VM"]
+#[ignore = "needs sch_netem: scripts/ci/kernel_tests.sh runs it in a VM"]
 fn jitter_reorders_unless_told_not_to() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // Echoes 5 ms apart with 20 ms of jitter each way: many overtake each other.
@@ -171,7 +171,7 @@ fn wait_for_qdisc(router: &str, dev: &str, want: &str) -> String {
 }
 
 #[test]
-#[ignore = "needs sch_netem: scripts/kernel-tests.sh runs it in a VM"]
+#[ignore = "needs sch_netem: scripts/ci/kernel_tests.sh runs it in a VM"]
 fn rates_fixed_and_variable() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // 4 Mbit/s is well within what the emulated CPU carries through TLS, but its stalls
@@ -209,7 +209,7 @@ fn rates_fixed_and_variable() {
 }
 
 #[test]
-#[ignore = "needs sch_netem: scripts/kernel-tests.sh runs it in a VM"]
+#[ignore = "needs sch_netem: scripts/ci/kernel_tests.sh runs it in a VM"]
 fn ctrl_c_and_cleanup_leave_nothing() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = ours();
@@ -248,7 +248,7 @@ fn ctrl_c_and_cleanup_leave_nothing() {
 }
 
 #[test]
-#[ignore = "needs sch_netem: scripts/kernel-tests.sh runs it in a VM"]
+#[ignore = "needs sch_netem: scripts/ci/kernel_tests.sh runs it in a VM"]
 fn both_backends_measure_alike() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let n = 400.0;
@@ -287,7 +287,7 @@ fn handshake_ms(r: &common::Run) -> f64 {
 }
 
 #[test]
-#[ignore = "needs sch_netem: scripts/kernel-tests.sh runs it in a VM"]
+#[ignore = "needs sch_netem: scripts/ci/kernel_tests.sh runs it in a VM"]
 fn h2_and_h3_across_netem_obey_the_physics() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for proto in ["h2", "h3"] {

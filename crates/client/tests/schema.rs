@@ -1,5 +1,5 @@
 //! `qbench schema`: the published JSON Schemas, as docs/schema/ holds them. Real reports are
-//! validated against them by scripts/validate_reports.py over what every test writes.
+//! validated against them by scripts/ci/validate_reports.py over what every test writes.
 
 mod common;
 

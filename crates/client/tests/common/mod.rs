@@ -106,7 +106,7 @@ pub(crate) fn qbench_within(args: &[&str], secs: u64) -> Captured {
 
 /// With `QBENCH_REPORT_SAMPLES=DIR` (set by scripts/test.sh), copies every JSON document the
 /// command wrote (stdout, `--json`, `--json-stream`, `-o`, `--out`) into DIR, where
-/// scripts/validate_reports.py checks them against docs/schema/.
+/// scripts/ci/validate_reports.py checks them against docs/schema/.
 /// Files older than `since` are the test's own (e.g. a cell of an earlier format) and are left.
 pub(crate) fn keep_samples(args: &[&str], stdout: &str, since: std::time::SystemTime) {
     use std::sync::atomic::{AtomicUsize, Ordering};

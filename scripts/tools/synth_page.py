@@ -5,7 +5,7 @@ Page Weight chapter, 2022-2024: about 2 MB and 70-80 requests, JavaScript about 
 images about 1 MB, a few web fonts, a third of requests to third parties). The per-type
 counts and sizes below are round figures chosen to match those totals, not a recorded page.
 
-Run: python3 scripts/synth_page.py > scenarios/pages/median-page.har
+Run: python3 scripts/tools/synth_page.py > scenarios/pages/median-page.har
 The output is deterministic (sizes come from a fixed seed).
 """
 import json
@@ -63,7 +63,7 @@ third = [add(f"{tp1}/collect/{i}.js", s, 260, 60, tag, "application/javascript")
 for i, s in enumerate(split(120_000, 6)):
     add(f"{tp2}/ad/{i}.js", s, 400, 90, third[i % len(third)], "application/javascript")
 
-har = {"log": {"version": "1.2", "creator": {"name": "qbench scripts/synth_page.py", "version": "1"},
+har = {"log": {"version": "1.2", "creator": {"name": "qbench scripts/tools/synth_page.py", "version": "1"},
                "pages": [], "entries": entries}}
 json.dump(har, sys.stdout, indent=1)
 sys.stdout.write("\n")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Soak: qbench-server under a fixed rate of mixed h1/h2/h3 qbench clients, some of them killed at
-# random, with hostile peers mixed in (scripts/soak_hostile.py). A measurement, not a test: it
+# random, with hostile peers mixed in (scripts/tools/soak_hostile.py). A measurement, not a test: it
 # takes SOAK_SECONDS plus about two minutes, and says whether the server held up:
 #
 #   - its RSS after warm-up grows less than 10% (median of the last 30 s under load against the
@@ -9,7 +9,7 @@
 #   - its CPU returns to idle afterwards (at most 5 ticks in 10 s, 35 s after the load stops:
 #     after the 30 s idle timeout has closed whatever killed clients left behind).
 #
-#   bash scripts/soak.sh [BIN_DIR]
+#   bash scripts/measure/soak.sh [BIN_DIR]
 #
 # BIN_DIR (or QBENCH_BIN_DIR) holds qbench and qbench-server; default ${CARGO_TARGET_DIR:-target}/release,
 # built with `cargo build --release -p qbench -p qbench-server` if they are missing there.
@@ -21,7 +21,7 @@
 #   SOAK_CLIENT_ARGS  each client's workload ("--objects 20x50KB,1x10MB --connections 2 --runs 3")
 #   SOAK_WARMUP       end of warm-up in seconds (120, or 20% of SOAK_SECONDS if that is less)
 #   SOAK_KILL_MIN/MAX seconds between random SIGKILLs of a running client (2 and 6)
-#   SOAK_HOSTILE      1: run scripts/soak_hostile.py alongside (default); 0: legitimate load only
+#   SOAK_HOSTILE      1: run scripts/tools/soak_hostile.py alongside (default); 0: legitimate load only
 #   SOAK_SERVER_ARGS  extra qbench-server flags (none)
 #
 # SOAK_OUT receives: summary.txt (also printed), monitor.csv (every 5 s: the server's RSS, CPU
@@ -42,7 +42,7 @@ if [ -n "$out" ]; then
   mkdir -p "$out"
   out=$(cd "$out" && pwd)
 fi
-cd "$here/.."
+cd "$here/../.."
 
 SOAK_SECONDS=${SOAK_SECONDS:-600}
 SOAK_RATE=${SOAK_RATE:-2}
@@ -182,7 +182,7 @@ monitor &
 mon_pid=$!
 
 if [ "$SOAK_HOSTILE" = 1 ]; then
-  python3 "$here/soak_hostile.py" --target "$addr" --ca "$cert" --seconds $((SOAK_SECONDS + 120)) \
+  python3 "$here/../tools/soak_hostile.py" --target "$addr" --ca "$cert" --seconds $((SOAK_SECONDS + 120)) \
     >"$out/hostile.json" 2>"$out/hostile.log" &
   hostile_pid=$!
 fi

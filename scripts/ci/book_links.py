@@ -7,7 +7,7 @@ import os
 import re
 import sys
 
-SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../docs/book/src")
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../docs/book/src")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 

@@ -4,9 +4,9 @@
 # Memory must follow concurrency, not the object count (goal: under 256 MiB at 10M). A
 # measurement, not a test: the 10M runs take a few minutes on 2 cores.
 #
-#   bash scripts/memory.sh [COUNTS...]     # default: 1000000 10000000
+#   bash scripts/measure/memory.sh [COUNTS...]     # default: 1000000 10000000
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 bin=${CARGO_TARGET_DIR:-target}/release/qbench
 [ -x "$bin" ] || cargo build --release -q -p qbench
 counts=("$@")

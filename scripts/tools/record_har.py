@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Record a real HAR: headless chromium loads the test page (scripts/page_site.py)
+"""Record a real HAR: headless chromium loads the test page (scripts/tools/page_site.py)
 from caddy on 127.0.0.1.
 
-    python3 scripts/record-har.py OUT.har [--https]
+    python3 scripts/tools/record_har.py OUT.har [--https]
 
 Needs: apt chromium caddy (openssl for --https); pip playwright (no browser
-download: it drives /usr/bin/chromium, or $CHROMIUM). See scripts/record-har.md.
+download: it drives /usr/bin/chromium, or $CHROMIUM). See scripts/tools/record_har.md.
 
 The HAR is Playwright's (record_har_content='omit': no bodies), pretty-printed,
 with one field added per entry: `_initiator`, what Chrome's DevTools HAR export

@@ -4,9 +4,9 @@
 # only the client is measured (`/usr/bin/time -v`, maximum resident set size). Goal: under
 # 1 GiB. A measurement, not a test.
 #
-#   bash scripts/connections.sh [CONNECTIONS [STREAMS]]     # default: 1000 100
+#   bash scripts/measure/connections.sh [CONNECTIONS [STREAMS]]     # default: 1000 100
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 bin=${CARGO_TARGET_DIR:-target}/release/qbench
 [ -x "$bin" ] || cargo build --release -q -p qbench
 conns=${1:-1000}

@@ -2,7 +2,7 @@
 # Throughput at this machine's limits, measured in one session so the ratios compare like with
 # like (figures on a small VM are CPU-bound and noisy: medians of RUNS runs each).
 #
-#   bash scripts/limits.sh            # RUNS=5 by default; needs root for the namespace rows
+#   bash scripts/measure/limits.sh            # RUNS=5 by default; needs root for the namespace rows
 #
 # Rows: qbench h2 and h3 fetching one 1 GB object on loopback, beside the raw ceilings of the
 # same stacks (one quinn stream; TCP + rustls) and iperf3 (kernel TCP, no TLS); the same across
@@ -11,7 +11,7 @@
 # same workload against the same server. Prints a markdown table, then `qbench cost` for the
 # loopback transfers if `cargo bench -p qbench-benches` has left results in target/criterion.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 RUNS=${RUNS:-5}
 
 need=()

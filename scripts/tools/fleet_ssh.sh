@@ -2,8 +2,8 @@
 # One qbench server and N sharded qbench clients over ssh, started together at a barrier,
 # their reports copied back and merged:
 #
-#   scripts/fleet-ssh.sh SERVER CLIENT... -- QBENCH_ARGS...
-#   scripts/fleet-ssh.sh 198.18.0.2 198.18.0.11 198.18.0.12 -- --proto h3 --objects 3000x1MB --connections 30
+#   scripts/tools/fleet_ssh.sh SERVER CLIENT... -- QBENCH_ARGS...
+#   scripts/tools/fleet_ssh.sh 198.18.0.2 198.18.0.11 198.18.0.12 -- --proto h3 --objects 3000x1MB --connections 30
 #
 # Client i runs `qbench QBENCH_ARGS --target https://SERVER:PORT --shard i/N --start-at T`.
 # Hosts are ssh destinations ([user@]host); the server's address as the clients reach it

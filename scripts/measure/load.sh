@@ -9,10 +9,10 @@
 #     those the server held, not those that waited for a stream; a closed loop of one request
 #     at a time waits out the stall once, and hides it below its maximum.
 #
-#   bash scripts/load.sh [RATES...]     # default: 100 1000 5000 20000 50000
-#   DURATION=10 bash scripts/load.sh    # seconds per run (plus a 2 s warm-up)
+#   bash scripts/measure/load.sh [RATES...]     # default: 100 1000 5000 20000 50000
+#   DURATION=10 bash scripts/measure/load.sh    # seconds per run (plus a 2 s warm-up)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 bin=${CARGO_TARGET_DIR:-target}/release/qbench
 [ -x "$bin" ] || cargo build --release -q -p qbench
 rates=("$@")

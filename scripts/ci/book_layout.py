@@ -6,7 +6,7 @@ instead (the test command runs it so)."""
 import os
 import sys
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../..")
 PAGE = os.path.join(ROOT, "docs/book/src/dev/layout.md")
 
 
@@ -25,7 +25,7 @@ def first_sentence(path):
 def page():
     out = ["# Layout", "",
            "Each crate's source files with the first sentence of their own documentation: what",
-           "each holds. `python3 scripts/book_layout.py` writes this page; the test command fails",
+           "each holds. `python3 scripts/ci/book_layout.py` writes this page; the test command fails",
            "when it is out of date.", ""]
     for crate in ["core", "server", "shaper", "client"]:
         base = os.path.join(ROOT, "crates", crate, "src")
@@ -48,7 +48,7 @@ def main():
     if "--check" in sys.argv[1:]:
         with open(PAGE, encoding="utf-8") as f:
             if f.read() != text:
-                sys.exit("docs/book/src/dev/layout.md is out of date: run python3 scripts/book_layout.py")
+                sys.exit("docs/book/src/dev/layout.md is out of date: run python3 scripts/ci/book_layout.py")
         return
     with open(PAGE, "w", encoding="utf-8") as f:
         f.write(text)

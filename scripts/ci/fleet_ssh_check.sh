@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# A small cluster in network namespaces, to run scripts/fleet-ssh.sh end to end for real:
+# A small cluster in network namespaces, to run scripts/tools/fleet_ssh.sh end to end for real:
 # a control host (where the script runs, on a bridge), one server host and three client
 # hosts, each running Debian's sshd with a throwaway key. Addresses are 198.18.0.0/24.
 #
-#   QBENCH=target/debug/qbench bash scripts/fleet_ssh_check.sh OUT_DIR [QBENCH_ARGS...]
+#   QBENCH=target/debug/qbench bash scripts/ci/fleet_ssh_check.sh OUT_DIR [QBENCH_ARGS...]
 #
 # Runs the fleet with OUT=OUT_DIR (shard reports and merged.json land there) and exits with
 # its status. Everything it makes (namespaces, sshd processes, keys) is removed on every exit
 # path. Needs root, iproute2 and openssh-server/openssh-client.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 out=${1:?usage: $0 OUT_DIR [QBENCH_ARGS...]}
 shift
@@ -79,5 +79,5 @@ done
 ssh_cmd="ssh -i $tmp/id -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ConnectTimeout=5"
 ip netns exec "$id-ctl" env SSH="$ssh_cmd" QBENCH="$QBENCH" QBENCH_LOCAL="$QBENCH" \
     OUT="$out" START_DELAY="${START_DELAY:-5}" \
-    bash scripts/fleet-ssh.sh "root@${addr[srv]}" "root@${addr[c0]}" "root@${addr[c1]}" \
+    bash scripts/tools/fleet_ssh.sh "root@${addr[srv]}" "root@${addr[c0]}" "root@${addr[c1]}" \
     "root@${addr[c2]}" -- "${args[@]}"

@@ -5,13 +5,13 @@
 # objects, 3 shards, each of which took its index from SLURM_ARRAY_TASK_ID. Stops everything it
 # started and removes the temp directory on every exit. Prints one verdict line; about 10 s.
 #
-#   bash scripts/slurm_check.sh
-#   QBENCH=/path/to/qbench bash scripts/slurm_check.sh   # default: target/release/qbench
+#   bash scripts/ci/slurm_check.sh
+#   QBENCH=/path/to/qbench bash scripts/ci/slurm_check.sh   # default: target/release/qbench
 #
 # Needs root and the Debian packages slurm-wlm and munge (skipped when they are absent). It
 # neither uses nor needs their system services (munge.service, slurmctld, slurmd).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 deploy=$PWD/deploy/slurm
 bin=${QBENCH:-target/release/qbench}
 started=$SECONDS

@@ -4,8 +4,8 @@
 connected components of that graph. A circle means a type sits in the wrong file. Prints the
 circles of each crate and exits 1 when any crate has one; the test command runs it.
 
-    python3 scripts/import_circles.py            # the four crates
-    python3 scripts/import_circles.py DIR...     # crates' src directories
+    python3 scripts/ci/import_circles.py            # the four crates
+    python3 scripts/ci/import_circles.py DIR...     # crates' src directories
 """
 
 import os
@@ -62,7 +62,7 @@ def sccs(nodes, g):
         if v not in index: strong(v)
     return out
 def main():
-    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../..")
     crates = sys.argv[1:] or [os.path.join(root, "crates", c, "src") for c in ("core", "server", "shaper", "client")]
     found = 0
     for crate in crates:

@@ -4,15 +4,15 @@
 # present, none of them asked for) against an older qbench built without them, on the same
 # machine in the same session, runs alternating so that drift and steal time hit both alike.
 #
-#   BASE=/path/to/old/qbench bash scripts/features_off.sh [ROUNDS]   # default 5 rounds
+#   BASE=/path/to/old/qbench bash scripts/measure/features_off.sh [ROUNDS]   # default 5 rounds
 #
 # To build BASE from the last commit before the features (e5b5cec):
 #   git worktree add /tmp/base e5b5cec
 #   (cd /tmp/base && CARGO_TARGET_DIR=/tmp/base-target cargo build --release -p qbench)
-#   BASE=/tmp/base-target/release/qbench bash scripts/features_off.sh
+#   BASE=/tmp/base-target/release/qbench bash scripts/measure/features_off.sh
 # Prints the median of each workload for both builds and their ratio (this / base).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 new=${CARGO_TARGET_DIR:-target}/release/qbench
 [ -x "$new" ] || cargo build --release -q -p qbench
 base=${BASE:?BASE=path of the qbench to compare with}

@@ -7,9 +7,9 @@
 # Installs what it needs: qemu-system-x86, busybox-static and kmod (virtme-ng's guest init and
 # module loading) from apt, virtme-ng from PyPI, and the kernel package itself, unpacked (not
 # installed) into $QBENCH_KERNEL_CACHE (default ~/.cache/qbench/kernel). Fails, saying what,
-# when any of them cannot be had. Alone: `sudo bash scripts/kernel-tests.sh`.
+# when any of them cannot be had. Alone: `sudo bash scripts/ci/kernel_tests.sh`.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 fail() {
   echo "kernel tests: $*" >&2
@@ -79,7 +79,7 @@ started=$(date +%s)
 echo "kernel tests: booting $release under QEMU (TCG)"
 # The guest gets the host's filesystem read-only, $out writable, and its own /tmp and /run.
 timeout 900 vng --disable-kvm -r "$kernel" --cpus 2 -m 2G --rwdir "$out" \
-  --exec "bash $(pwd)/scripts/kernel-guest.sh $cache/root/lib/modules $bin $out" \
+  --exec "bash $(pwd)/scripts/ci/kernel_guest.sh $cache/root/lib/modules $bin $out" \
   </dev/null >"$out/console.log" 2>&1 || true
 cat "$out/tests.log" 2>/dev/null || cat "$out/console.log"
 rc=$(cat "$out/rc" 2>/dev/null || echo none)

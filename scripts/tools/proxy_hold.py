@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An HTTP/2 client that makes a server buffer as much as it will (python3 stdlib only).
 
-    python3 scripts/proxy_hold.py --target 127.0.0.1:4434 [--streams 256] [--seconds 5]
+    python3 scripts/tools/proxy_hold.py --target 127.0.0.1:4434 [--streams 256] [--seconds 5]
 
 Opens one TLS h2 connection, advertises the largest windows HTTP/2 allows (2^31-1 per stream
 and for the connection), opens --streams requests of /bytes/10000000000 and never reads: the

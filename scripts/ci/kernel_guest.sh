@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs inside the VM scripts/kernel-tests.sh boots: MODULES TEST_BINARY OUT_DIR.
+# Runs inside the VM scripts/ci/kernel_tests.sh boots: MODULES TEST_BINARY OUT_DIR.
 set -uo pipefail
 modules=$1 bin=$2 out=$3
 exec >"$out/tests.log" 2>&1

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""The static test page for scripts/record-har.py, generated deterministically.
+"""The static test page for scripts/tools/record_har.py, generated deterministically.
 
-    python3 scripts/page_site.py DIR     # writes the site into DIR, prints the manifest
+    python3 scripts/tools/page_site.py DIR     # writes the site into DIR, prints the manifest
 
 Every file has an exact, distinct size; the padding is a repeated pattern, so the
 repository holds no binaries and two builds are byte-identical. Dependency levels:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Hostile peers against a running qbench-server, for scripts/soak.sh (python3 stdlib only).
+"""Hostile peers against a running qbench-server, for scripts/measure/soak.sh (python3 stdlib only).
 
-    python3 scripts/soak_hostile.py --target 127.0.0.1:4433 [--ca cert.pem] [--seconds 600]
+    python3 scripts/tools/soak_hostile.py --target 127.0.0.1:4433 [--ca cert.pem] [--seconds 600]
 
 Runs these patterns at once, each re-opening its connections whenever the server closes them,
 until --seconds pass or SIGTERM/SIGINT arrives; then prints one line of JSON with what each

@@ -1,6 +1,6 @@
 // Our .hgrm output against HdrHistogram's JavaScript port reading the same V2 histogram from
 // the report: the two texts must be identical, byte for byte.
-//   node scripts/hgrm_check.js REPORT.json OURS.hgrm   (hdr-histogram-js on NODE_PATH)
+//   node scripts/ci/hgrm_check.js REPORT.json OURS.hgrm   (hdr-histogram-js on NODE_PATH)
 const hdr = require("hdr-histogram-js");
 const fs = require("fs");
 const [report, ours] = process.argv.slice(2);

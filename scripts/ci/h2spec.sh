@@ -4,16 +4,16 @@
 # fails in any run, and prints the ids (h2spec's own, e.g. http2/8.1/1: run one with
 # `h2spec -t -k -p PORT http2/8.1/1`).
 #
-#   bash scripts/h2spec.sh                  # builds and tests target/debug/qbench-server
-#   bash scripts/h2spec.sh path/to/qbench-server
-#   H2SPEC_RUNS=10 bash scripts/h2spec.sh   # races only show over several runs
+#   bash scripts/ci/h2spec.sh                  # builds and tests target/debug/qbench-server
+#   bash scripts/ci/h2spec.sh path/to/qbench-server
+#   H2SPEC_RUNS=10 bash scripts/ci/h2spec.sh   # races only show over several runs
 #
 # Other knobs: H2SPEC_PATH (request path, default /bytes/1000), H2SPEC_TIMEOUT (h2spec's
 # per-case wait in seconds, default 2), H2SPEC_RUN_LIMIT (seconds one run may take, default
 # 600), H2SPEC_EXCLUDE (extra ids to tolerate, space-separated). h2spec is installed with
 # `go install` into ${CARGO_TARGET_DIR:-target}/h2spec-bin when it is not on PATH.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 # Cases allowed to fail, one id per line with the reason. Empty: a server that reads the
 # request body (bounded) before answering passes all 145 cases every run.

@@ -4,9 +4,9 @@
 # grid of N cells over N x 100 axis values (objects x rate). Report time must grow linearly
 # (goal: 10,000 cells in under 10 s). A measurement, not a test.
 #
-#   bash scripts/report_scale.sh [COUNTS...]     # default: 1000 10000
+#   bash scripts/measure/report_scale.sh [COUNTS...]     # default: 1000 10000
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 bin=${CARGO_TARGET_DIR:-target}/release/qbench
 [ -x "$bin" ] || cargo build --release -q -p qbench
 counts=("$@")
