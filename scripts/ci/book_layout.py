@@ -27,7 +27,7 @@ def page():
            "Each crate's source files with the first sentence of their own documentation: what",
            "each holds. `python3 scripts/ci/book_layout.py` writes this page; the test command fails",
            "when it is out of date.", ""]
-    for crate in ["core", "server", "shaper", "client"]:
+    for crate in ["core", "server", "shaper", "client", "testkit"]:
         base = os.path.join(ROOT, "crates", crate, "src")
         out += [f"## crates/{crate}", "", "| file | what it holds |", "| --- | --- |"]
         for dirpath, dirs, files in sorted(os.walk(base)):
