@@ -376,7 +376,7 @@ fn a_client_that_never_reads_cannot_make_the_proxy_hold_more_than_its_bounds() {
         let port = proxy.target.rsplit(':').next().unwrap().to_string();
         let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts");
         let hold = Command::new("python3")
-            .arg(scripts.join("proxy_hold.py"))
+            .arg(scripts.join("tools/proxy_hold.py"))
             .args(["--target", &format!("127.0.0.1:{port}"), "--seconds", "4"])
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .stdout(std::process::Stdio::piped())
