@@ -17,7 +17,7 @@ import tomllib
 
 import jsonschema
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 SCHEMAS = ROOT / "docs" / "schema"
 
 TAGS = {
