@@ -7,7 +7,7 @@
 //! `PASS_THROUGH` are copied into a buffer and a flush keeps them there (if there are any);
 //! once it is released, a flush or a read writes them as one. Longer writes (bulk DATA frames)
 //! go straight through, after what is buffered, so a bulk transfer pays no copy. The task that
-//! holds the gate ([`crate::h2_conn_task`]) releases it for a last poll of the connection at
+//! holds the gate (the HTTP/2 connection task) releases it for a last poll of the connection at
 //! the end of each of its turns; and when the peer's side ends, what is buffered is sent.
 
 use std::io;
