@@ -154,7 +154,7 @@ async fn fetch(sender: &mut SendRequest<Empty<Bytes>>, frames: u64, size: usize)
 fn h2_data(c: &mut Criterion) {
     // As in qbench and qbench-server: hyper's 256 KiB frame buffers would otherwise go back
     // to the kernel and fault in again on every frame.
-    qbench_server::heap::keep_freed_memory();
+    qbench_stack::heap::keep_freed_memory();
     let mut group = c.benchmark_group("http_framing");
     configure(&mut group);
     for size in SIZES {
@@ -350,7 +350,7 @@ fn h3_data(c: &mut Criterion) {
 criterion_group!(benches, h2_data, h3_data);
 fn main() {
     // Copies as qbench's binaries make them, so the costs compare like for like.
-    qbench_server::rep_movsb::at_start_or_exit();
+    qbench_stack::rep_movsb::at_start_or_exit();
     benches();
     Criterion::default().configure_from_args().final_summary();
 }

@@ -281,7 +281,7 @@ fn socket_io(c: &mut Criterion) {
 criterion_group!(benches, socket_io);
 fn main() {
     // Copies as qbench's binaries make them, so the costs compare like for like.
-    qbench_server::rep_movsb::at_start_or_exit();
+    qbench_stack::rep_movsb::at_start_or_exit();
     benches();
     Criterion::default().configure_from_args().final_summary();
 }

@@ -119,7 +119,7 @@ fn touch_fresh_pages(n: usize) -> Duration {
 criterion_group!(benches, wakeup, page_fault);
 fn main() {
     // Copies as qbench's binaries make them, so the costs compare like for like.
-    qbench_server::rep_movsb::at_start_or_exit();
+    qbench_stack::rep_movsb::at_start_or_exit();
     benches();
     Criterion::default().configure_from_args().final_summary();
 }

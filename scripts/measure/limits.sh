@@ -54,7 +54,7 @@ row() { rows+=("| $1 | $2 | $3 | $4 |"); }
 # 1. One 1 GB object on loopback, rounds interleaved so drift hits every row alike: qbench h2
 # and h3, and the raw ceilings with the same stacks and settings minus HTTP (benches/src/bin).
 # quic-copy shows what copying every write (as h3-quinn does, and qbench's own h3 backend
-# does not: crates/server/src/h3_zero_copy.rs) costs a raw stream.
+# does not: crates/stack/src/h3_zero_copy.rs) costs a raw stream.
 for i in $(seq "$RUNS"); do
   for p in h2 h3; do
     $Q --proto "$p" --objects 1x1GB --json "$tmp/$p-$i.json" >/dev/null

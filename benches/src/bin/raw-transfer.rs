@@ -27,9 +27,9 @@ fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 fn main() {
-    qbench_server::rep_movsb::at_start_or_exit();
+    qbench_stack::rep_movsb::at_start_or_exit();
     // The same copy and allocator settings as qbench's binaries, so the ceiling is like for like.
-    qbench_server::heap::keep_freed_memory();
+    qbench_stack::heap::keep_freed_memory();
     if let Err(e) = run(Args::parse()) {
         eprintln!("raw-transfer: {e:#}");
         std::process::exit(1);

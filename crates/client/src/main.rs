@@ -15,12 +15,12 @@ fn compare(args: qbench::flags::cli::CompareArgs) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
-    qbench_server::rep_movsb::at_start_or_exit();
+    qbench_stack::rep_movsb::at_start_or_exit();
     qbench_server::standalone::unset_empty_env();
     let cli = Cli::parse();
-    qbench_server::heap::keep_freed_memory();
+    qbench_stack::heap::keep_freed_memory();
     // Many connections need many descriptors; a failure only matters if they run out.
-    let _ = qbench_server::fdlimit::raise_fd_limit();
+    let _ = qbench_stack::fdlimit::raise_fd_limit();
     let result = match cli.command {
         Some(Command::Serve(s)) => s.threads.runtime().context("qbench serve").and_then(|rt| {
             rt.block_on(qbench_server::standalone::serve_until_signal(

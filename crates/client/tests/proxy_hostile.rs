@@ -258,7 +258,7 @@ fn hold_h3(port: u16, ca: &Path, hold: Duration) -> Result<Held, String> {
             .await
             .map_err(late("handshake"))?
             .map_err(|e| e.to_string())?;
-        let h3conn = qbench_server::h3_zero_copy::Connection::new(conn.clone());
+        let h3conn = qbench_stack::h3_zero_copy::Connection::new(conn.clone());
         let (mut driver, mut send) = timeout_at(deadline, h3::client::new(h3conn))
             .await
             .map_err(late("h3 setup"))?

@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use qbench_server::rep_movsb::{parse_cpuinfo, State};
+use qbench_stack::rep_movsb::{parse_cpuinfo, State};
 
 fn affected() -> bool {
     std::fs::read_to_string("/proc/cpuinfo")

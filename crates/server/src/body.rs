@@ -7,8 +7,8 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 
-use crate::payload::Chunks;
 use crate::routes::Body;
+use qbench_stack::payload::Chunks;
 
 pub enum PayloadBody {
     Chunks(Chunks),

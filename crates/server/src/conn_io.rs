@@ -15,8 +15,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
-use crate::activity::{Activity, Counted};
 use crate::telemetry::ConnTelemetry;
+use qbench_stack::activity::{Activity, Counted};
 
 /// How long, and how many bytes, a closing connection keeps reading what the peer sends.
 pub const LINGER: Duration = Duration::from_secs(2);
@@ -36,7 +36,11 @@ struct Linger {
 impl Tracked {
     pub fn new(inner: TcpStream) -> Self {
         Self {
-            inner: Counted::new(inner, Activity::default(), &crate::activity::SERVER_TCP),
+            inner: Counted::new(
+                inner,
+                Activity::default(),
+                &qbench_stack::activity::SERVER_TCP,
+            ),
             telemetry: None,
             linger: None,
         }

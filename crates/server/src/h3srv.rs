@@ -12,15 +12,15 @@ use h3::server::RequestStream;
 use qbench_core::wire::CONN_WINDOW;
 
 use crate::options::ServerOptions;
-use crate::payload::Chunks;
 use crate::relay::{self, UpstreamConn};
 use crate::request::{Answer, Drained, MAX_REQUEST_BODY};
 use crate::routes::Body;
 use crate::shared::{Shared, Stats};
 use crate::tcpsrv::{REQUEST_CONN_WINDOW, REQUEST_STREAM_WINDOW};
 use crate::telemetry::{watch_quic, ConnTelemetry};
+use qbench_stack::payload::Chunks;
 
-type Stream = RequestStream<crate::h3_zero_copy::BidiStream, Bytes>;
+type Stream = RequestStream<qbench_stack::h3_zero_copy::BidiStream, Bytes>;
 
 /// quinn transport settings for the sending side of bulk transfers.
 pub fn transport(opts: &ServerOptions) -> quinn::TransportConfig {
@@ -44,7 +44,7 @@ pub fn transport(opts: &ServerOptions) -> quinn::TransportConfig {
     if let Some(r) = opts.reorder_time_threshold {
         t.time_threshold(r as f32);
     }
-    crate::quic_knobs::apply(&mut t, &opts.quic);
+    qbench_stack::quic_knobs::apply(&mut t, &opts.quic);
     t
 }
 
@@ -139,7 +139,7 @@ async fn serve_connection(conn: quinn::Connection, shared: &Arc<Shared>) {
     );
     let built = h3::server::builder()
         .max_field_section_size(u64::from(opts.max_header_bytes))
-        .build::<_, Bytes>(crate::h3_zero_copy::Connection::new(conn))
+        .build::<_, Bytes>(qbench_stack::h3_zero_copy::Connection::new(conn))
         .await;
     let Ok(mut h3conn) = built else { return };
     let upstream = Arc::new(UpstreamConn::default());

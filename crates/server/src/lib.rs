@@ -3,26 +3,18 @@
 //! serving `GET /bytes/{n}` from one shared buffer.
 
 pub mod access;
-pub mod activity;
 pub mod body;
 pub mod cc;
 pub mod coalesce;
 pub mod conn_io;
 pub mod cpu;
-pub mod fdlimit;
 pub mod h2_conn_task;
-pub mod h3_zero_copy;
 pub mod h3srv;
-pub mod heap;
 
 pub mod options;
-pub mod payload;
-pub mod qlog;
-pub mod quic_knobs;
 pub mod relay;
 mod relay_body;
 mod relay_stats;
-pub mod rep_movsb;
 pub mod request;
 pub mod routes;
 pub mod shared;
@@ -176,17 +168,16 @@ impl Server {
                 });
             }
         }
-        let key_log = match &opts.keylog {
-            Some(path) => {
-                Some(
-                    tls::KeyLogTo::open(path).map_err(|source| ServerError::KeyLog {
+        let key_log =
+            match &opts.keylog {
+                Some(path) => Some(qbench_stack::keylog::KeyLogTo::open(path).map_err(
+                    |source| ServerError::KeyLog {
                         path: path.clone(),
                         source,
-                    })?,
-                )
-            }
-            None => None,
-        };
+                    },
+                )?),
+                None => None,
+            };
         let (tcp, udp, addr) = bind_pair(opts.listen, h1 || h2, h3)?;
         let tcp = match tcp {
             Some(l) => {
@@ -226,14 +217,14 @@ impl Server {
                     .try_clone()
                     .map_err(|source| ServerError::Bind { addr, source })?;
                 let ep = quinn::Endpoint::new(
-                    quic_knobs::endpoint_config(&opts.quic),
+                    qbench_stack::quic_knobs::endpoint_config(&opts.quic),
                     Some(sc),
                     sock,
                     Arc::new(quinn::TokioRuntime),
                 )
                 .map_err(|source| ServerError::Bind { addr, source })?;
                 if let Some(on) = opts.quic.gro {
-                    quic_knobs::set_gro(&fd, on)
+                    qbench_stack::quic_knobs::set_gro(&fd, on)
                         .map_err(|source| ServerError::Bind { addr, source })?;
                 }
                 udp_handle = Some(Arc::new(fd));
@@ -247,7 +238,7 @@ impl Server {
         shared.udp = udp_handle;
         if let (Some(dir), Some(base)) = (&shared.opts.qlog, quic_base) {
             shared.qlog = Some(shared::QuicQlog {
-                dir: qlog::QlogDir::new(dir, shared.opts.qlog_sample, "server"),
+                dir: qbench_stack::qlog::QlogDir::new(dir, shared.opts.qlog_sample, "server"),
                 base,
             });
         }

@@ -4,10 +4,10 @@ use qbench_server::standalone::{serve_until_signal, Cli};
 
 fn main() {
     // Before the runtime's threads exist: it may start the process again.
-    qbench_server::rep_movsb::at_start_or_exit();
+    qbench_stack::rep_movsb::at_start_or_exit();
     qbench_server::standalone::unset_empty_env();
     let cli = Cli::parse();
-    qbench_server::heap::keep_freed_memory();
+    qbench_stack::heap::keep_freed_memory();
     let result = cli
         .threads
         .runtime()

@@ -52,7 +52,7 @@ impl RelayError {
     }
 }
 
-type H3Send = h3::client::SendRequest<crate::h3_zero_copy::OpenStreams, Bytes>;
+type H3Send = h3::client::SendRequest<qbench_stack::h3_zero_copy::OpenStreams, Bytes>;
 use crate::relay_body::H3Stream;
 
 #[derive(Clone)]
@@ -126,7 +126,7 @@ impl Upstream {
                 .await?;
                 let quic = conn.clone();
                 let (mut driver, send) = within(self.timeout, async {
-                    h3::client::new(crate::h3_zero_copy::Connection::new(conn))
+                    h3::client::new(qbench_stack::h3_zero_copy::Connection::new(conn))
                         .await
                         .map_err(|e| e.to_string())
                 })

@@ -12,7 +12,7 @@ use http_body::Body as _;
 use crate::relay_stats::{add, RelayStats};
 
 /// An HTTP/3 request stream toward the origin.
-pub(crate) type H3Stream = h3::client::RequestStream<crate::h3_zero_copy::BidiStream, Bytes>;
+pub(crate) type H3Stream = h3::client::RequestStream<qbench_stack::h3_zero_copy::BidiStream, Bytes>;
 
 /// The origin's response body, read as the client takes it: flow control holds the origin
 /// back when the client is slower.

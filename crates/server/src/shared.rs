@@ -58,7 +58,7 @@ pub struct Shared {
 
 /// A qlogged connection is accepted with `base` and its own qlog stream.
 pub struct QuicQlog {
-    pub dir: crate::qlog::QlogDir,
+    pub dir: qbench_stack::qlog::QlogDir,
     pub base: quinn::ServerConfig,
 }
 

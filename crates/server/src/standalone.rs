@@ -9,8 +9,8 @@ use clap::{Args, Parser};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::access::{exposure_warning, TOKEN_ENV};
-use crate::fdlimit::raise_fd_limit;
 use crate::{identity_for, Protocol, Server, ServerError, ServerOptions, Stats};
+use qbench_stack::fdlimit::raise_fd_limit;
 
 /// Where the server writes the certificate a client pins with `--ca`.
 pub const DEFAULT_CERT_OUT: &str = "qbench-cert.pem";
@@ -237,7 +237,7 @@ pub async fn serve_until_signal(
         ep.close(0u32.into(), b"server stopping");
         let _ = tokio::time::timeout(std::time::Duration::from_millis(500), ep.wait_idle()).await;
     }
-    crate::qlog::flush_all();
+    qbench_stack::qlog::flush_all();
     crate::note!(
         "{name}: stopped after {} connections ({} refused at --max-connections, {} \
          handshake timeouts, {} idle closes, {} telemetry requests refused as busy)",

@@ -16,13 +16,13 @@ use crate::body::PayloadBody;
 use crate::cc::set_tcp;
 use crate::coalesce::{Coalesced, Gate};
 use crate::conn_io::Tracked;
-use crate::fdlimit::{classify, AcceptError, Burst, ACCEPT_BACKOFF};
 use crate::h2_conn_task::{ConnTask, Streams};
 use crate::relay::{self, UpstreamConn};
 use crate::request::{drain_body, Answer};
 use crate::shared::{Shared, Stats};
 use crate::telemetry::{watch_tcp, ConnTelemetry};
 use qbench_core::wire::ALPN_H2;
+use qbench_stack::fdlimit::{classify, AcceptError, Burst, ACCEPT_BACKOFF};
 
 /// Receive windows for request bodies: requests are GETs, so these only bound what a peer can
 /// make the server buffer (responses use the client's windows, not these).

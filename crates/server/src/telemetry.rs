@@ -117,7 +117,7 @@ impl ConnTelemetry {
             let mut tl = self.timeline.lock().expect("timeline lock");
             if let Source::Quic(conn, sock) = &self.source {
                 // Each fetch reports what happened since the previous one: one run's worth.
-                let now = crate::quic_knobs::stats(conn, sock.as_deref());
+                let now = qbench_stack::quic_knobs::stats(conn, sock.as_deref());
                 let mut last = self.quic_reported.lock().expect("stats lock");
                 tl.quic = Some(now.since(&last));
                 *last = now;

@@ -10,7 +10,7 @@ use futures_util::future::join_all;
 use http::Request;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use qbench_server::activity::SERVER_TCP;
+use qbench_stack::activity::SERVER_TCP;
 use tokio::io::AsyncReadExt;
 
 const REQUESTS: usize = 200;

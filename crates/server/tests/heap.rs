@@ -27,7 +27,7 @@ fn round(blocks: usize, size: usize) {
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[test]
 fn freed_buffers_are_reused_without_faulting_again() {
-    qbench_server::heap::keep_freed_memory();
+    qbench_stack::heap::keep_freed_memory();
     // Four 1 MiB buffers a round: with glibc's moving thresholds the first free raises the
     // mmap threshold to 1 MiB and the trim threshold to 2 MiB, so every later round grows
     // the heap by 4 MiB, faults in 1024 pages and trims them again.

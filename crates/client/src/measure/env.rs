@@ -44,6 +44,6 @@ pub(crate) fn collect() -> Environment {
         cores: std::thread::available_parallelism().ok().map(|n| n.get()),
         sysctls,
         crates,
-        rep_movsb_threshold: qbench_server::rep_movsb::state().describe(),
+        rep_movsb_threshold: qbench_stack::rep_movsb::state().describe(),
     }
 }

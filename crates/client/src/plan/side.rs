@@ -8,9 +8,9 @@ use qbench_core::noise::{
     forwarder_deltas, parse_proc_stat, CpuStat, RunNoise, STEAL_THRESHOLD_PCT,
 };
 use qbench_core::{CpuTimes, Report, ReportMeta, RunCpu, RunReport, ToolInfo};
-use qbench_server::activity::{CLIENT_TCP, SERVER_TCP};
 use qbench_server::InProcess;
 use qbench_shaper::Topology;
+use qbench_stack::activity::{CLIENT_TCP, SERVER_TCP};
 
 use crate::drive::requests::Requests;
 use crate::drive::runner::{Plan, Runner};
@@ -291,7 +291,7 @@ impl<'a> Side<'a> {
             rep.complete = false;
             rep.first_error = Some(format!("{e:#}"));
         }
-        qbench_server::qlog::flush_all();
+        qbench_stack::qlog::flush_all();
         self.runs.push(rep);
         self.runs.last().expect("just pushed")
     }
@@ -338,7 +338,7 @@ impl<'a> Side<'a> {
     /// Lets QUIC peers see our CONNECTION_CLOSE before the endpoint goes away.
     pub(crate) async fn finish(&mut self) {
         self.runner.finish().await;
-        qbench_server::qlog::flush_all();
+        qbench_stack::qlog::flush_all();
     }
 }
 

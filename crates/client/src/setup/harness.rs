@@ -34,7 +34,7 @@ pub(crate) fn run<T>(
     rt.shutdown_timeout(Duration::from_secs(1));
     drop(prepared);
     // What the connections logged after the last run (their closing) is written too.
-    qbench_server::qlog::flush_all();
+    qbench_stack::qlog::flush_all();
     outcome
 }
 

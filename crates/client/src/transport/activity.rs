@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-pub(crate) use qbench_server::activity::{Activity, Counted};
+pub(crate) use qbench_stack::activity::{Activity, Counted};
 use tokio::time::Instant;
 
 use super::FetchError;

@@ -31,7 +31,7 @@ pub(crate) struct H3 {
 
 struct H3Conn {
     conn: quinn::Connection,
-    send: h3::client::SendRequest<qbench_server::h3_zero_copy::OpenStreams, Bytes>,
+    send: h3::client::SendRequest<qbench_stack::h3_zero_copy::OpenStreams, Bytes>,
     timeout: Duration,
     peer: Arc<PeerStreams>,
     on_wire: OnWire,
@@ -48,10 +48,10 @@ fn alpn_of(conn: &quinn::Connection) -> Option<String> {
 }
 
 /// `--qlog`: every client QUIC connection of this process that is sampled writes a qlog.
-static QLOG: std::sync::OnceLock<qbench_server::qlog::QlogDir> = std::sync::OnceLock::new();
+static QLOG: std::sync::OnceLock<qbench_stack::qlog::QlogDir> = std::sync::OnceLock::new();
 
 pub(crate) fn qlog_to(dir: &std::path::Path, sample: f64) {
-    let _ = QLOG.set(qbench_server::qlog::QlogDir::new(dir, sample, "client"));
+    let _ = QLOG.set(qbench_stack::qlog::QlogDir::new(dir, sample, "client"));
 }
 
 fn transport(e: &Endpoint) -> quinn::TransportConfig {
@@ -67,7 +67,7 @@ fn transport(e: &Endpoint) -> quinn::TransportConfig {
     if let Some(r) = e.reorder_time_threshold {
         t.time_threshold(r as f32);
     }
-    qbench_server::quic_knobs::apply(&mut t, &e.quic);
+    qbench_stack::quic_knobs::apply(&mut t, &e.quic);
     t
 }
 
@@ -109,14 +109,14 @@ impl H3 {
             .try_clone()
             .map_err(|e| FetchError::from_err("binding a UDP socket", &e))?;
         let endpoint = quinn::Endpoint::new(
-            qbench_server::quic_knobs::endpoint_config(&target.quic),
+            qbench_stack::quic_knobs::endpoint_config(&target.quic),
             None,
             sock,
             Arc::new(quinn::TokioRuntime),
         )
         .map_err(|e| FetchError::from_err("creating the QUIC endpoint", &e))?;
         if let Some(on) = target.quic.gro {
-            qbench_server::quic_knobs::set_gro(&fd, on)
+            qbench_stack::quic_knobs::set_gro(&fd, on)
                 .map_err(|e| FetchError::from_err("setting UDP_GRO", &e))?;
         }
         Ok(Self {
@@ -195,7 +195,7 @@ impl H3 {
             timeout,
             h3::client::builder()
                 .max_field_section_size(MAX_RESPONSE_HEADER_BYTES)
-                .build::<_, _, Bytes>(qbench_server::h3_zero_copy::Connection::new(conn.clone())),
+                .build::<_, _, Bytes>(qbench_stack::h3_zero_copy::Connection::new(conn.clone())),
         )
         .await?;
         tokio::spawn(async move {
@@ -285,7 +285,7 @@ impl Exchange for H3Conn {
     }
 
     fn streams(&self) -> StreamFacts {
-        let now = qbench_server::quic_knobs::stats(&self.conn, Some(&self.sock));
+        let now = qbench_stack::quic_knobs::stats(&self.conn, Some(&self.sock));
         let mut last = self.reported.lock().expect("stats lock");
         let run = now.since(&last);
         *last = now;

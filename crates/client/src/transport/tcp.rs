@@ -110,7 +110,7 @@ impl TlsTcp {
         tcp.set_nodelay(true)
             .map_err(|e| FetchError::from_err("TCP_NODELAY", &e))?;
         let activity = Activity::default();
-        let tcp = Counted::new(tcp, activity.clone(), &qbench_server::activity::CLIENT_TCP);
+        let tcp = Counted::new(tcp, activity.clone(), &qbench_stack::activity::CLIENT_TCP);
         let taken_before = self.tickets.as_ref().map(|t| t.tickets_taken());
         let tls = step(
             &format!("TLS handshake with {}", ep.server_name),

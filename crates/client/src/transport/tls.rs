@@ -172,7 +172,8 @@ fn roots(trust: &Trust) -> Result<rustls::RootCertStore, ClientTlsError> {
 
 /// TLS 1.3 client configuration for one protocol.
 /// `--keylog` (or `SSLKEYLOGFILE`): every client connection of this process logs its secrets.
-static KEY_LOG: std::sync::OnceLock<Arc<qbench_server::tls::KeyLogTo>> = std::sync::OnceLock::new();
+static KEY_LOG: std::sync::OnceLock<Arc<qbench_stack::keylog::KeyLogTo>> =
+    std::sync::OnceLock::new();
 
 /// Opens the key log (appending) for every client configuration made after this.
 pub(crate) fn log_keys_to(
@@ -193,7 +194,7 @@ pub(crate) fn log_keys_to(
         _ => path,
     };
     let log =
-        qbench_server::tls::KeyLogTo::open(at).map_err(|e| crate::plan::error::ConfigError {
+        qbench_stack::keylog::KeyLogTo::open(at).map_err(|e| crate::plan::error::ConfigError {
             flag: "--keylog",
             message: format!("{}: {e}", path.display()),
         })?;

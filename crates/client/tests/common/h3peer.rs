@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use qbench_server::h3_zero_copy::Connection;
+use qbench_stack::h3_zero_copy::Connection;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::CertificateDer;
 
