@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes docs/book/src/dev/layout.md: every source file of the four crates with the first
+"""Writes docs/book/src/dev/layout.md: every source file of the crates with the first
 sentence of its own module documentation. With --check, fails if the page is out of date
 instead (the test command runs it so)."""
 
@@ -27,7 +27,7 @@ def page():
            "Each crate's source files with the first sentence of their own documentation: what",
            "each holds. `python3 scripts/ci/book_layout.py` writes this page; the test command fails",
            "when it is out of date.", ""]
-    for crate in ["core", "server", "shaper", "client", "testkit"]:
+    for crate in ["core", "stack", "server", "shaper", "engine", "client", "testkit"]:
         base = os.path.join(ROOT, "crates", crate, "src")
         out += [f"## crates/{crate}", "", "| file | what it holds |", "| --- | --- |"]
         for dirpath, dirs, files in sorted(os.walk(base)):

@@ -4,7 +4,7 @@
 connected components of that graph. A circle means a type sits in the wrong file. Prints the
 circles of each crate and exits 1 when any crate has one; the test command runs it.
 
-    python3 scripts/ci/import_circles.py            # the four crates
+    python3 scripts/ci/import_circles.py            # every crate
     python3 scripts/ci/import_circles.py DIR...     # crates' src directories
 """
 
@@ -63,7 +63,7 @@ def sccs(nodes, g):
     return out
 def main():
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../..")
-    crates = sys.argv[1:] or [os.path.join(root, "crates", c, "src") for c in ("core", "server", "shaper", "client")]
+    crates = sys.argv[1:] or [os.path.join(root, "crates", c, "src") for c in ("core", "stack", "server", "shaper", "engine", "client", "testkit")]
     found = 0
     for crate in crates:
         mods, g = graph(crate)

@@ -1,11 +1,7 @@
-//! qbench: the client library behind the `qbench` binary.
+//! qbench: the command line over `qbench-engine`: its flags, one module per subcommand, the
+//! exporters that draw reports, and the console.
 
 pub mod commands;
 pub mod console;
-pub(crate) mod drive;
 pub mod export;
 pub mod flags;
-pub mod measure;
-pub mod plan;
-pub mod setup;
-mod transport;

@@ -18,6 +18,7 @@ fn main() -> ExitCode {
     qbench_stack::rep_movsb::at_start_or_exit();
     qbench_server::standalone::unset_empty_env();
     let cli = Cli::parse();
+    qbench_engine::observe::set_warner(|line| qbench::tell!("{line}"));
     qbench_stack::heap::keep_freed_memory();
     // Many connections need many descriptors; a failure only matters if they run out.
     let _ = qbench_stack::fdlimit::raise_fd_limit();
@@ -44,7 +45,7 @@ fn main() -> ExitCode {
         None => benchmark(cli.run),
     };
     // Outputs written as the run went that lost lines fail the command, report or not.
-    let result = result.and_then(|()| qbench::export::lost::check());
+    let result = result.and_then(|()| qbench_engine::output::lost::check());
     qbench::console::exit_if_closed();
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -52,7 +53,7 @@ fn main() -> ExitCode {
             qbench::tell!("error: {}", qbench_core::errors::one_line(e.as_ref()));
             // Bad input exits as clap's own usage errors do.
             if e.chain()
-                .any(|c| c.is::<qbench::plan::error::ConfigError>())
+                .any(|c| c.is::<qbench_engine::plan::error::ConfigError>())
                 || qbench_server::standalone::is_bad_input(&e)
             {
                 ExitCode::from(2)

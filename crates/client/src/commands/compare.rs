@@ -13,11 +13,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::export::progress::{progress_bar, time_bar};
 use crate::export::{write_json, Dest};
 use crate::flags::cli::{CompareArgs, Outputs};
-use crate::measure::clock::Clock;
-use crate::plan::config::{share_route, Config, LinkChoice, TargetArgs};
-use crate::plan::error::usage;
-use crate::plan::side::Side;
-use crate::setup::prepare::Prepared;
+use qbench_engine::measure::clock::Clock;
+use qbench_engine::plan::config::{share_route, Config, LinkChoice, TargetArgs};
+use qbench_engine::plan::error::usage;
+use qbench_engine::plan::side::Side;
+use qbench_engine::setup::prepare::Prepared;
 
 /// The two validated configurations and how to call them.
 pub struct Plan {
@@ -66,7 +66,7 @@ impl Plan {
             plan.steal_threshold = t;
         }
         plan.discard_noisy = args.judge.discard_noisy;
-        crate::transport::tls::log_keys_to(args.run.keylog.as_deref())?;
+        qbench_engine::transport::tls::log_keys_to(args.run.keylog.as_deref())?;
         Ok(plan)
     }
 
@@ -93,7 +93,7 @@ impl Plan {
         let metric = metric.unwrap_or(Metric::default_for_spec(&spec.base));
         metric
             .check(load)
-            .map_err(|message| crate::plan::error::ConfigError {
+            .map_err(|message| qbench_engine::plan::error::ConfigError {
                 flag: "--metric",
                 message,
             })?;
@@ -119,11 +119,11 @@ impl Plan {
         share_route(&mut sides)?;
         // The sides run one after the other.
         for c in &sides {
-            crate::setup::fds::check(&[c])?;
+            qbench_engine::setup::fds::check(&[c])?;
         }
         let [a, b] = sides;
         if outputs.plot.is_some() {
-            crate::plan::config::check_telemetry("--plot", &a)?;
+            qbench_engine::plan::config::check_telemetry("--plot", &a)?;
         }
         outputs.check_writable()?;
         Ok(Self {
@@ -274,7 +274,7 @@ fn table(r: &CompareReport) -> String {
     }
     for (side, rep) in [("A", &r.a), ("B", &r.b)] {
         if let Some(why) = saturated(rep) {
-            out.push_str(&match rep.runs.iter().any(crate::setup::client_cpu::limited) {
+            out.push_str(&match rep.runs.iter().any(qbench_engine::setup::client_cpu::limited) {
                 true => format!(
                     "  note: {side}'s client was held to its --client-cpu quota in {why}, as asked\n"
                 ),
@@ -467,27 +467,28 @@ pub async fn run(
     let mut stopped = None;
     let mut discarded: Vec<DiscardedRound> = Vec::new();
     // A stopping signal ends the rounds; the report still comes, `aborted` naming it.
-    let mut signals = crate::setup::interrupt::Listener::new();
+    let mut signals = qbench_engine::setup::interrupt::Listener::new();
     rounds_started.store(true, Ordering::Relaxed);
     let mut aborted = None;
     let mut round = 0;
     while round < plan.rounds {
         let a_first = round % 2 == 0;
         first.push(if a_first { "a" } else { "b" }.to_string());
+        let watch = crate::export::progress::observer(&bar);
         let both = async {
             if a_first {
-                a.run(round, &bar).await;
-                b.run(round, &bar).await;
+                a.run(round, &watch).await;
+                b.run(round, &watch).await;
             } else {
-                b.run(round, &bar).await;
-                a.run(round, &bar).await;
+                b.run(round, &watch).await;
+                a.run(round, &watch).await;
             }
         };
         if let Some(sig) = tokio::select! {
             () = both => None,
             sig = signals.next() => Some(sig),
         } {
-            let name = crate::setup::interrupt::name(sig);
+            let name = qbench_engine::setup::interrupt::name(sig);
             aborted = Some(format!("interrupted ({name}) during round {round}"));
             // Rounds are compared in pairs: half a round is no round.
             if a.runs.len() != b.runs.len() {
@@ -558,7 +559,7 @@ pub fn run_blocking(
 ) -> anyhow::Result<(CompareReport, Option<String>)> {
     // Once rounds started, the round loop takes a stopping signal and still writes the report.
     let threads = plan.a.spec().client_threads;
-    crate::setup::harness::run(&[&plan.a, &plan.b], threads, async |prepared, started| {
+    qbench_engine::setup::harness::run(&[&plan.a, &plan.b], threads, async |prepared, started| {
         run(plan, prepared, command, started).await
     })
 }

@@ -11,10 +11,10 @@ use qbench_core::Report;
 use crate::export::progress::progress_bar;
 use crate::export::{print_text, write_json, Dest};
 use crate::flags::cli::{CompeteArgs, Outputs};
-use crate::measure::clock::Clock;
-use crate::plan::config::{share_route, Config, LinkChoice, TargetArgs};
-use crate::plan::error::usage;
-use crate::plan::side::Side;
+use qbench_engine::measure::clock::Clock;
+use qbench_engine::plan::config::{share_route, Config, LinkChoice, TargetArgs};
+use qbench_engine::plan::error::usage;
+use qbench_engine::plan::side::Side;
 
 /// One validated configuration per flow.
 pub struct Plan {
@@ -51,7 +51,7 @@ impl Plan {
             }
         }
         share_route(&mut cfgs)?;
-        crate::setup::fds::check(&cfgs.iter().collect::<Vec<_>>())?;
+        qbench_engine::setup::fds::check(&cfgs.iter().collect::<Vec<_>>())?;
         let flows: Vec<(String, Config)> = labels.into_iter().zip(cfgs).collect();
         usage(flows.len() >= 2, "--flows", "at least two flows compete")?;
         Ok(Self {
@@ -93,7 +93,7 @@ pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
     let plan = Plan::new(&args.spec(), &args.run.target(), args.run.link_choice())?;
     let outputs: Outputs = args.run.outputs();
     outputs.check_writable()?;
-    crate::transport::tls::log_keys_to(args.run.keylog.as_deref())?;
+    qbench_engine::transport::tls::log_keys_to(args.run.keylog.as_deref())?;
     let json = outputs.json.as_deref().map(Dest::parse);
     let out = run_blocking(&plan, json.as_ref())?;
     if let Some(dest) = &json {
@@ -110,7 +110,7 @@ pub fn run_blocking(plan: &Plan, json: Option<&Dest>) -> anyhow::Result<CompeteR
     let command: Vec<String> = std::env::args().collect();
     let threads = plan.client_threads.max(2);
     let result: anyhow::Result<Vec<Report>> =
-        crate::setup::harness::run(&refs, threads, async |prepared, _| {
+        qbench_engine::setup::harness::run(&refs, threads, async |prepared, _| {
             let clock = Clock::start();
             prepared.prime_tcp_metrics(&refs).await?;
             let mut sides = Vec::new();
@@ -120,7 +120,8 @@ pub fn run_blocking(plan: &Plan, json: Option<&Dest>) -> anyhow::Result<CompeteR
             }
             let total = sides.iter().map(|s| s.objects()).sum();
             let bar = progress_bar(total);
-            join_all(sides.iter_mut().map(|s| s.run(0, &bar))).await;
+            let watch = crate::export::progress::observer(&bar);
+            join_all(sides.iter_mut().map(|s| s.run(0, &watch))).await;
             bar.finish_and_clear();
             for s in &mut sides {
                 s.finish().await;

@@ -16,7 +16,7 @@ use crate::flags::cli::CostArgs;
 
 pub fn cost(args: CostArgs) -> anyhow::Result<()> {
     if let Some(j) = &args.json {
-        crate::export::check_writable("--json", Path::new(j))?;
+        qbench_engine::output::check_writable("--json", Path::new(j))?;
     }
     let est = read_estimates(&args.criterion)?;
     let model = CostModel::new(&est, &args.suite, args.mtu)?;
@@ -93,7 +93,7 @@ struct CriterionEstimate {
 }
 
 fn read_json<T: DeserializeOwned>(p: &Path) -> anyhow::Result<T> {
-    let text = crate::setup::input::read_text(
+    let text = qbench_engine::setup::input::read_text(
         p,
         qbench_core::input::MAX_ESTIMATES_BYTES,
         "criterion's estimates",
@@ -104,12 +104,15 @@ fn read_json<T: DeserializeOwned>(p: &Path) -> anyhow::Result<T> {
 
 fn measured(path: &Path, model: &CostModel) -> anyhow::Result<Measured> {
     let shown = path.display().to_string();
-    let text =
-        crate::setup::input::read_text(path, qbench_core::input::MAX_REPORT_BYTES, "a report")
-            .map_err(|message| crate::plan::error::ConfigError {
-                flag: "REPORT",
-                message,
-            })?;
+    let text = qbench_engine::setup::input::read_text(
+        path,
+        qbench_core::input::MAX_REPORT_BYTES,
+        "a report",
+    )
+    .map_err(|message| qbench_engine::plan::error::ConfigError {
+        flag: "REPORT",
+        message,
+    })?;
     let report = Report::from_json(&text).with_context(|| shown.clone())?;
     let stack = match report.config.spec.proto {
         Protocol::H3 => Stack::Quic,

@@ -7,7 +7,7 @@ use qbench_core::merge::{merge as merge_reports, MergeInfo};
 use qbench_core::{Report, ToolInfo};
 
 use crate::export::{print_text, write_json, Dest};
-use crate::plan::error::ConfigError;
+use qbench_engine::plan::error::ConfigError;
 
 #[derive(Debug, Args)]
 pub struct MergeArgs {
@@ -31,7 +31,7 @@ fn bad(message: String) -> ConfigError {
 /// The files named, with directories expanded to their *.json files in name order.
 fn files(inputs: &[PathBuf], out: Option<&Path>) -> Result<Vec<PathBuf>, ConfigError> {
     // The same file by another name (`./x`, a link, a hard link) is the same file.
-    let id = |p: &Path| crate::export::target::identity(p).ok().flatten();
+    let id = |p: &Path| qbench_engine::output::target::identity(p).ok().flatten();
     let out_id = out.and_then(id);
     let same = |f: &Path, o: &Path| f == o || out_id.is_some() && id(f) == out_id;
     let mut files = Vec::new();
@@ -66,9 +66,12 @@ fn files(inputs: &[PathBuf], out: Option<&Path>) -> Result<Vec<PathBuf>, ConfigE
 }
 
 fn read(path: &Path) -> Result<Report, ConfigError> {
-    let text =
-        crate::setup::input::read_text(path, qbench_core::input::MAX_REPORT_BYTES, "a report")
-            .map_err(bad)?;
+    let text = qbench_engine::setup::input::read_text(
+        path,
+        qbench_core::input::MAX_REPORT_BYTES,
+        "a report",
+    )
+    .map_err(bad)?;
     Report::from_json(&text).map_err(|e| bad(format!("{}: {e}", path.display())))
 }
 
@@ -112,7 +115,7 @@ pub fn merge(args: MergeArgs) -> anyhow::Result<()> {
     let dest = Dest::parse(&args.out);
     let out_path = (args.out != "-").then(|| PathBuf::from(&args.out));
     if let Some(p) = &out_path {
-        crate::export::check_writable("--out", p)?;
+        qbench_engine::output::check_writable("--out", p)?;
     }
     let files = files(&args.inputs, out_path.as_deref())?;
     let inputs = files

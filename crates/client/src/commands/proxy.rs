@@ -13,8 +13,8 @@ use qbench_core::Protocol;
 use qbench_server::relay::{RelayStats, Upstream};
 
 use crate::flags::serve::ServeArgs;
-use crate::plan::error::bad;
-use crate::transport::tls::{client_config, Trust};
+use qbench_engine::plan::error::bad;
+use qbench_engine::transport::tls::{client_config, Trust};
 
 #[derive(Debug, Args)]
 pub struct ProxyArgs {
@@ -100,7 +100,7 @@ pub async fn upstream(args: &ProxyArgs) -> anyhow::Result<Upstream> {
         (_, true) => Trust::Insecure,
         (Some(path), false) => Trust::Pem {
             origin: path.display().to_string(),
-            pem: crate::setup::input::read_text(
+            pem: qbench_engine::setup::input::read_text(
                 path,
                 qbench_core::input::MAX_PEM_BYTES,
                 "a PEM file",
@@ -111,7 +111,7 @@ pub async fn upstream(args: &ProxyArgs) -> anyhow::Result<Upstream> {
     };
     // The client's messages name `--ca`; here the file came with `--upstream-ca`.
     let tls = client_config(&trust, args.upstream_proto.alpn(), None, false).map_err(|e| {
-        use crate::transport::tls::ClientTlsError as E;
+        use qbench_engine::transport::tls::ClientTlsError as E;
         let message = match e {
             E::Ca { path, message } => format!("{path}: {message}"),
             E::CaEmpty { path } => format!("{path}: no certificate found"),
@@ -161,7 +161,7 @@ pub async fn upstream(args: &ProxyArgs) -> anyhow::Result<Upstream> {
 /// One line on what the proxy carried and the CPU it used, for when it stops.
 pub fn summary(stats: &RelayStats) -> String {
     let g = RelayStats::get;
-    let cpu = crate::measure::cpu::process_cpu();
+    let cpu = qbench_engine::measure::cpu::process_cpu();
     format!(
         "qbench proxy: relayed {} requests over {} upstream connections ({} failed to open, \
          {} opened again after the last closed); {} bytes up (request heads), {} bytes down \

@@ -10,18 +10,18 @@ use qbench_core::ccstate::StateMachine;
 use qbench_core::telemetry::Timeline;
 use qbench_core::{ErrorKind, Recorder, Report, ReportMeta};
 
-use crate::drive::runner::abort_reason;
 use crate::export::progress::{progress_bar, time_bar};
 use crate::export::stream::IntervalOut;
 use crate::export::text::summary;
 use crate::export::{print_text, write_json, write_text, Dest};
 use crate::flags::cli::{Outputs, RunArgs};
-use crate::measure::clock::Clock;
-use crate::plan::config::{check_telemetry, Config};
-use crate::plan::error::bad;
-use crate::plan::error::ConfigError;
-use crate::plan::side::{report_meta, Side};
-use crate::setup::prepare::{peer, Prepared};
+use qbench_engine::drive::runner::abort_reason;
+use qbench_engine::measure::clock::Clock;
+use qbench_engine::plan::config::{check_telemetry, Config};
+use qbench_engine::plan::error::bad;
+use qbench_engine::plan::error::ConfigError;
+use qbench_engine::plan::side::{report_meta, Side};
+use qbench_engine::setup::prepare::{peer, Prepared};
 
 /// What the command ends with: whether every run was complete, else the first error.
 pub struct Outcome {
@@ -44,7 +44,7 @@ pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
     }
     let command: Vec<String> = std::env::args().collect();
     let threads = cfg.spec().client_threads;
-    let outcome = crate::setup::harness::run(&[cfg], threads, async |prepared, started| {
+    let outcome = qbench_engine::setup::harness::run(&[cfg], threads, async |prepared, started| {
         run(&plan, command, prepared, started).await
     });
     match outcome?.error {
@@ -61,7 +61,7 @@ pub struct RunPlan {
     /// `--shard auto/N`: the launcher variable that named the index.
     pub shard_source: Option<&'static str>,
     /// `--start-at`, resolved.
-    pub barrier: Option<crate::setup::fleet::Barrier>,
+    pub barrier: Option<qbench_engine::setup::fleet::Barrier>,
 }
 
 impl RunPlan {
@@ -74,7 +74,7 @@ impl RunPlan {
         spec.shard = shard.map(|(s, _)| s);
         let cfg = Config::new(spec, &args.target(), args.link_choice())?;
         let barrier = args.fleet.barrier()?;
-        crate::setup::fds::check(&[&cfg])?;
+        qbench_engine::setup::fds::check(&[&cfg])?;
         let outputs = args.outputs();
         if outputs.state_graph.is_some() {
             check_telemetry("--state-graph", &cfg)?;
@@ -86,7 +86,7 @@ impl RunPlan {
         let mut cfg = cfg;
         qlog_to(args, &mut cfg)?;
         // Opened (created) only once everything else is known to be valid.
-        crate::transport::tls::log_keys_to(args.keylog.as_deref())?;
+        qbench_engine::transport::tls::log_keys_to(args.keylog.as_deref())?;
         Ok(Self {
             cfg,
             outputs,
@@ -113,9 +113,9 @@ fn qlog_to(args: &RunArgs, cfg: &mut Config) -> Result<(), ConfigError> {
         ));
     }
     std::fs::create_dir_all(dir).map_err(|e| bad("--qlog", format!("{}: {e}", dir.display())))?;
-    crate::export::check_writable("--qlog", &dir.join("qbench.sqlog"))?;
+    qbench_engine::output::check_writable("--qlog", &dir.join("qbench.sqlog"))?;
     let sample = args.qlog_sample.unwrap_or(1.0);
-    crate::transport::h3::qlog_to(dir, sample);
+    qbench_engine::transport::h3::qlog_to(dir, sample);
     if let Some(o) = cfg.server.as_mut() {
         o.qlog = Some(dir.clone());
         o.qlog_sample = sample;
@@ -169,9 +169,9 @@ pub async fn run(
     };
     prepared.prime_tcp_metrics(&[cfg]).await?;
     let mut side = Side::new(cfg, server, prepared, peer, meta, Clock::start())?;
-    side.shard = crate::setup::fleet::record(cfg, plan.shard_source);
+    side.shard = qbench_engine::setup::fleet::record(cfg, plan.shard_source);
     if let Some(path) = &plan.outputs.log_requests {
-        side.log_requests(crate::drive::reqlog::RequestLog::create(path)?);
+        side.log_requests(qbench_engine::drive::reqlog::RequestLog::create(path)?);
     }
     let bar = match (&spec.load, spec.interval) {
         // Interval lines are the live view.
@@ -193,9 +193,9 @@ pub async fn run(
     }
     let stop = side.stopper();
     if let Some(b) = &plan.barrier {
-        side.start = Some(crate::setup::fleet::wait(b).await);
+        side.start = Some(qbench_engine::setup::fleet::wait(b).await);
     }
-    let mut signals = crate::setup::interrupt::Listener::new();
+    let mut signals = qbench_engine::setup::interrupt::Listener::new();
     // The signal that stopped a held load, whose run still ends and is reported.
     let mut stopped_by = None;
     runs_started.store(true, Ordering::Relaxed);
@@ -204,13 +204,14 @@ pub async fn run(
         let interrupted = |sig: i32| {
             format!(
                 "interrupted ({}) during run {i}",
-                crate::setup::interrupt::name(sig)
+                qbench_engine::setup::interrupt::name(sig)
             )
         };
         // A held load stops starting requests at a stopping signal and ends with those in
         // flight, so the run so far is reported; any other run is dropped at once.
         let ended = {
-            let fut = side.run(i, &bar);
+            let watch = crate::export::progress::observer(&bar);
+            let fut = side.run(i, &watch);
             tokio::pin!(fut);
             loop {
                 tokio::select! {

@@ -15,8 +15,8 @@ use qbench_core::stats::discoveries;
 
 use crate::export::{write_json, Dest};
 use crate::flags::cli::{Outputs, SweepArgs};
-use crate::plan::config::{LinkChoice, TargetArgs};
-use crate::plan::error::ConfigError;
+use qbench_engine::plan::config::{LinkChoice, TargetArgs};
+use qbench_engine::plan::error::ConfigError;
 
 /// How a cell runs: its validated plan, built from the typed spec.
 pub enum CellPlan {
@@ -56,7 +56,8 @@ fn check_out_dir(out: &Path) -> anyhow::Result<()> {
             continue;
         }
         // A damaged file is not refused here: its cell is simply run again.
-        let Ok(bytes) = crate::setup::input::read_bytes(&e.path(), MAX_REPORT_BYTES, "a cell file")
+        let Ok(bytes) =
+            qbench_engine::setup::input::read_bytes(&e.path(), MAX_REPORT_BYTES, "a cell file")
         else {
             continue;
         };
@@ -71,7 +72,7 @@ fn check_out_dir(out: &Path) -> anyhow::Result<()> {
 
 fn read_cell(path: &Path) -> Option<CellFile> {
     CellFile::from_slice(
-        &crate::setup::input::read_bytes(path, MAX_REPORT_BYTES, "a cell file").ok()?,
+        &qbench_engine::setup::input::read_bytes(path, MAX_REPORT_BYTES, "a cell file").ok()?,
     )
     .ok()
 }
@@ -140,11 +141,12 @@ pub fn load_scenario(path: &Path, text: &str) -> anyhow::Result<Scenario> {
 
 pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
     let shown = args.scenario.display().to_string();
-    let text = crate::setup::input::read_text(&args.scenario, MAX_SCENARIO_BYTES, "a scenario")
-        .map_err(|message| ConfigError {
-            flag: "SCENARIO",
-            message,
-        })?;
+    let text =
+        qbench_engine::setup::input::read_text(&args.scenario, MAX_SCENARIO_BYTES, "a scenario")
+            .map_err(|message| ConfigError {
+                flag: "SCENARIO",
+                message,
+            })?;
     // What the scenario says is input: its errors exit as bad input does.
     let bad_scenario = |e: anyhow::Error| ConfigError {
         flag: "SCENARIO",
@@ -164,7 +166,7 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         })
         .collect::<anyhow::Result<Vec<_>>>()
         .map_err(bad_scenario)?;
-    crate::plan::error::out_dir(&args.out)?;
+    qbench_engine::plan::error::out_dir(&args.out)?;
     check_out_dir(&args.out)?;
     let home = qbench_shaper::netns::current()?;
     let started = Instant::now();

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 use qbench_core::{HistogramExport, Report, Summary};
 
-use crate::plan::error::ConfigError;
+use qbench_engine::plan::error::ConfigError;
 
 /// Values are microseconds; `.hgrm` files are conventionally read in milliseconds.
 const US_PER_MS: f64 = 1000.0;
@@ -67,13 +67,13 @@ pub fn write(path: &Path, report: &Report) -> anyhow::Result<()> {
 }
 
 pub fn command(args: HgrmArgs) -> anyhow::Result<()> {
-    super::check_writable("--out", Path::new(&args.out))?;
+    qbench_engine::output::check_writable("--out", Path::new(&args.out))?;
     let shown = args.report.display().to_string();
     let bad = |message: String| ConfigError {
         flag: "REPORT",
         message,
     };
-    let json = crate::setup::input::read_text(
+    let json = qbench_engine::setup::input::read_text(
         &args.report,
         qbench_core::input::MAX_REPORT_BYTES,
         "a report",

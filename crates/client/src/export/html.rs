@@ -245,7 +245,7 @@ fn read_cells(dir: &Path) -> anyhow::Result<Sweep> {
         if !(name.starts_with("cell-") && name.ends_with(".json")) {
             continue;
         }
-        let bytes = crate::setup::input::read_bytes(
+        let bytes = qbench_engine::setup::input::read_bytes(
             &path,
             qbench_core::input::MAX_REPORT_BYTES,
             "a cell file",
@@ -517,7 +517,7 @@ fn rejudge(cells: &mut [Cmp], metric: Option<Metric>, test: Option<Test>) -> any
         let r = &mut c.report;
         let m = metric.unwrap_or(r.comparison.metric);
         m.check(r.a.config.spec.load.as_ref()).map_err(|message| {
-            crate::plan::error::ConfigError {
+            qbench_engine::plan::error::ConfigError {
                 flag: "--metric",
                 message: format!("cell {}: {message}", c.cell.label()),
             }
@@ -537,13 +537,13 @@ fn control_fdr(cells: &mut [Cmp], level: f64) {
 }
 
 pub fn report(args: ReportArgs) -> anyhow::Result<()> {
-    crate::export::check_writable("--html", &args.html)?;
+    qbench_engine::output::check_writable("--html", &args.html)?;
     // The heatmaps are SVG files beside the page: a stream or a device has no "beside".
     if !matches!(
-        crate::export::target::resolve(&args.html),
-        Ok(crate::export::target::Target::Replace(_))
+        qbench_engine::output::target::resolve(&args.html),
+        Ok(qbench_engine::output::target::Target::Replace(_))
     ) {
-        return Err(crate::plan::error::ConfigError {
+        return Err(qbench_engine::plan::error::ConfigError {
             flag: "--html",
             message: format!(
                 "{}: the page's heatmaps are written beside it as SVG files; name a file",

@@ -65,3 +65,47 @@ pub fn proxy(runs: &[qbench_core::RunReport]) -> Option<String> {
         cpu
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qbench_core::cpulimit::CgroupBackend;
+    use qbench_core::Recorder;
+    use qbench_engine::setup::client_cpu::limited;
+
+    fn run_with(quota_us: Option<u64>) -> qbench_core::RunReport {
+        let mut run =
+            Recorder::new(0, 1, std::time::Duration::ZERO).finish(std::time::Duration::ZERO);
+        run.client_cpu = Some(ClientCpuRecord {
+            fraction: Some(0.2),
+            backend: Some(CgroupBackend::CgroupV2),
+            cgroup: Some("/sys/fs/cgroup/qb-00000000-cpu".into()),
+            quota_us,
+            period_us: quota_us.map(|_| 10_000),
+            cpuset: None,
+            threads: 1,
+            throttling: Some(Throttling {
+                periods: 10,
+                throttled_periods: 4,
+                throttled_us: 20_000,
+            }),
+        });
+        run
+    }
+
+    #[test]
+    fn a_quota_that_vanished_is_neither_described_nor_excused_as_held() {
+        let held = run_with(Some(2_000));
+        assert!(limited(&held));
+        let text = client_cpu(std::slice::from_ref(&held)).unwrap();
+        assert_eq!(
+            text,
+            "0.2 of a core (cgroup-v2), throttled in 4 of 10 periods, 0.02 s stopped"
+        );
+        let lost = run_with(None);
+        assert!(!limited(&lost));
+        let text = client_cpu(&[held, lost]).unwrap();
+        assert!(text.contains("the quota was not in force"), "{text}");
+        assert_eq!(client_cpu(&[]), None);
+    }
+}

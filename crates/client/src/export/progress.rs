@@ -1,9 +1,11 @@
 //! How progress looks while a command runs: a bar on stderr, for terminals only.
 
 use std::io::IsTerminal;
+use std::sync::Arc;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use qbench_engine::observe::{Observe, Observer};
 
 /// A progress bar on stderr, shown only when stderr is a terminal and the work lasts > 1 s.
 pub fn progress_bar(total: u64) -> ProgressBar {
@@ -33,4 +35,18 @@ pub fn time_bar(total_ms: u64) -> ProgressBar {
             .expect("valid template"),
     );
     bar
+}
+
+/// A bar as the engine's observer of a run: it counts what the run reports.
+struct Bar(ProgressBar);
+
+impl Observe for Bar {
+    fn advanced(&self, n: u64) {
+        self.0.inc(n);
+    }
+}
+
+/// What the engine reports a run's progress to, drawn on `bar`.
+pub fn observer(bar: &ProgressBar) -> Observer {
+    Arc::new(Bar(bar.clone()))
 }

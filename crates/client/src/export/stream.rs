@@ -27,7 +27,7 @@ impl IntervalOut {
             None => (None, false),
             Some(Dest::Stdout) => (None, true),
             Some(Dest::File(p)) => {
-                let f = super::target::open_stream(&p).context("--json-stream")?;
+                let f = qbench_engine::output::target::open_stream(&p).context("--json-stream")?;
                 (Some(Mutex::new(Some(BufWriter::new(f)))), false)
             }
         };
@@ -56,7 +56,7 @@ impl IntervalOut {
                 .as_mut()
                 .map(|w| w.write_all(text.as_bytes()).and_then(|()| w.flush()));
             if let Some(Err(e)) = failed {
-                super::lost::record("--json-stream", e);
+                qbench_engine::output::lost::record("--json-stream", e);
                 *guard = None;
             }
         }

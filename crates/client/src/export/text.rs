@@ -137,7 +137,7 @@ fn client_lines(report: &Report, line: &mut dyn FnMut(&str, String)) {
     }
     for r in &report.runs {
         if let Some(why) = r.client.as_ref().and_then(|c| c.saturated.as_ref()) {
-            match crate::setup::client_cpu::limited(r) {
+            match qbench_engine::setup::client_cpu::limited(r) {
                 true => line(
                     "note",
                     format!(

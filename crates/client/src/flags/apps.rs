@@ -10,7 +10,7 @@ use qbench_core::page_report::PageSpec;
 use qbench_core::video::{parse_bitrates, Quality, VideoSpec};
 use qbench_core::Rate;
 
-use crate::plan::error::{usage, ConfigError};
+use qbench_engine::plan::error::{usage, ConfigError};
 
 /// Largest HAR file read: real pages' HARs are a few MB (bodies omitted); this bounds the
 /// memory a wrong file can take.
@@ -34,7 +34,7 @@ fn parse_page(s: &str) -> Result<PageSpec, String> {
 pub fn read_page(path: &Path, name: &str) -> Result<PageSpec, String> {
     let shown = path.display();
     // The limit holds while reading: a FIFO or /dev/zero states no size.
-    let text = crate::setup::input::read_text(path, MAX_HAR_BYTES, "a HAR file")?;
+    let text = qbench_engine::setup::input::read_text(path, MAX_HAR_BYTES, "a HAR file")?;
     let profile = PageProfile::from_har(&text).map_err(|e| format!("{shown}: {e}"))?;
     Ok(PageSpec {
         name: name.to_string(),
@@ -137,8 +137,8 @@ impl AppArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::apps::check;
     use qbench_core::spec::RunSpec;
+    use qbench_engine::plan::apps::check;
 
     #[test]
     fn video_flags_fill_the_defaults() {

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-pub use crate::plan::outputs::Outputs;
+pub use qbench_engine::plan::outputs::Outputs;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -15,7 +15,7 @@ use qbench_core::{ByteSize, CcAlgo, Protocol, Workload};
 use super::values::{parse_client_cpu, parse_rwnd, MAX_CONNECTIONS};
 use crate::flags::load::LoadArgs;
 use crate::flags::serve::ServeArgs;
-use crate::plan::config::{LinkChoice, TargetArgs};
+use qbench_engine::plan::config::{LinkChoice, TargetArgs};
 use qbench_shaper::{BackendChoice, Offloads};
 
 /// Load generator comparing HTTP/3 (QUIC) with HTTP/2 and HTTP/1.1 (TLS over TCP).
@@ -369,7 +369,7 @@ pub struct RunArgs {
     pub apps: crate::flags::apps::AppArgs,
 
     #[command(flatten)]
-    pub fleet: crate::setup::fleet::FleetArgs,
+    pub fleet: crate::flags::fleet::FleetArgs,
 
     /// With --interval: write each interval as one JSON line here ("-" for stdout)
     #[arg(long, value_name = "FILE")]
@@ -392,13 +392,13 @@ impl RunArgs {
     pub fn refuse_single_benchmark_outputs(
         &self,
         command: &str,
-    ) -> Result<(), crate::plan::error::ConfigError> {
+    ) -> Result<(), qbench_engine::plan::error::ConfigError> {
         for (flag, given) in [
             ("--qlog", self.qlog.is_some() || self.qlog_sample.is_some()),
             ("--log-requests", self.log_requests.is_some()),
             ("--hgrm", self.hgrm.is_some()),
         ] {
-            crate::plan::error::usage(
+            qbench_engine::plan::error::usage(
                 !given,
                 flag,
                 format!("is written by a single benchmark (qbench without a subcommand), not by {command}"),
@@ -481,13 +481,13 @@ impl RunArgs {
 impl CompareArgs {
     /// An error naming the flag when `--protos` does not name exactly two or the rounds'
     /// flags do not fit together.
-    pub fn spec(&self) -> Result<CompareSpec, crate::plan::error::ConfigError> {
+    pub fn spec(&self) -> Result<CompareSpec, qbench_engine::plan::error::ConfigError> {
         let base = self.run.spec();
         let protos = match self.protos.as_slice() {
             [] => (base.proto, base.proto),
             [a, b] => (*a, *b),
             _ => {
-                return Err(crate::plan::error::ConfigError {
+                return Err(qbench_engine::plan::error::ConfigError {
                     flag: "--protos",
                     message: "give exactly two, as A,B".into(),
                 })

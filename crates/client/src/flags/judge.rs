@@ -6,7 +6,7 @@ use qbench_core::effect::Test;
 use qbench_core::metric::Metric;
 use qbench_core::rounds::{parse_precision, AutoRounds, MAX_ROUNDS, MIN_ROUNDS, PRECISION_PCT};
 
-use crate::plan::error::ConfigError;
+use qbench_engine::plan::error::ConfigError;
 
 /// The test `qbench compare` uses unless told: robust to the heavy tails and bimodal rounds of
 /// network timings, exact for small samples, and with no random resampling (the book,

@@ -2,7 +2,9 @@
 
 pub mod apps;
 pub mod chain;
+
 pub mod cli;
+pub mod fleet;
 pub mod judge;
 pub mod load;
 pub mod rerun;

@@ -1,0 +1,96 @@
+//! `--log-requests FILE`: one line per request, as h2load's `--log-file` has it, in TSV
+//! with a header: times in microseconds from the start of the request's run.
+
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use qbench_core::ObjectOutcome;
+
+use crate::plan::error::ConfigError;
+
+const HEADER: &str =
+    "run\tconnection\tstream\tintended_us\tstart_us\tttfb_us\tend_us\tbytes\tstatus\terror\turl\n";
+
+pub struct RequestLog {
+    out: Mutex<BufWriter<Box<dyn Write + Send>>>,
+    /// A write failed: the lines after it are not written (a log with a gap reads as whole).
+    failed: AtomicBool,
+}
+
+/// Where a request's line belongs: its run, and when that run started.
+#[derive(Clone)]
+pub struct LogTo {
+    pub log: Arc<RequestLog>,
+    pub run: u32,
+    pub run_start: Duration,
+}
+
+impl RequestLog {
+    pub fn create(path: &Path) -> Result<Arc<Self>, ConfigError> {
+        let bad = |e: std::io::Error| ConfigError {
+            flag: "--log-requests",
+            message: format!("{}: {e}", path.display()),
+        };
+        let out = crate::output::target::open_stream(path).map_err(|e| ConfigError {
+            flag: "--log-requests",
+            message: e.to_string(),
+        })?;
+        let mut out = BufWriter::new(out);
+        out.write_all(HEADER.as_bytes()).map_err(bad)?;
+        Ok(Arc::new(Self {
+            out: Mutex::new(out),
+            failed: AtomicBool::new(false),
+        }))
+    }
+
+    pub fn flush(&self) -> std::io::Result<()> {
+        match self.out.lock() {
+            Ok(_) if self.failed.load(Ordering::Relaxed) => Ok(()),
+            Ok(mut out) => out.flush().inspect_err(|_| {
+                self.failed.store(true, Ordering::Relaxed);
+            }),
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+/// A value, or `-` where there is none.
+fn field(out: &mut impl Write, v: Option<impl std::fmt::Display>) -> std::io::Result<()> {
+    match v {
+        Some(v) => write!(out, "{v}\t"),
+        None => out.write_all(b"-\t"),
+    }
+}
+
+impl LogTo {
+    /// The line of one request on connection `conn`, formatted straight into the buffer: the
+    /// client's own thread pays for it, so nothing is allocated per line.
+    pub fn line(&self, conn: u64, url: &impl std::fmt::Display, o: &ObjectOutcome) {
+        let us = |t: Duration| t.saturating_sub(self.run_start).as_micros();
+        let Ok(mut out) = self.log.out.lock() else {
+            return;
+        };
+        if self.log.failed.load(Ordering::Relaxed) {
+            return;
+        }
+        let out = &mut *out;
+        let written = (|| -> std::io::Result<()> {
+            write!(out, "{}\t{conn}\t", self.run)?;
+            field(out, o.stream)?;
+            field(out, o.intended.map(us))?;
+            write!(out, "{}\t", us(o.sent))?;
+            field(out, o.headers.map(|h| h.saturating_sub(o.sent).as_micros()))?;
+            write!(out, "{}\t{}\t", us(o.done), o.body_bytes)?;
+            field(out, o.status)?;
+            field(out, o.error.as_ref().map(|(k, _)| k))?;
+            writeln!(out, "{url}")
+        })();
+        if let Err(e) = written {
+            self.log.failed.store(true, Ordering::Relaxed);
+            crate::output::lost::record("--log-requests", e);
+        }
+    }
+}

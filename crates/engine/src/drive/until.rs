@@ -1,0 +1,71 @@
+//! When a held load stops starting requests: at the end of its duration, known once every
+//! connection is up, or at a stop (SIGINT, SIGTERM, SIGHUP), after which requests in flight
+//! finish.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::measure::clock::Clock;
+
+/// Ends a held load early: no request starts after it.
+#[derive(Default)]
+pub struct Stop {
+    set: AtomicBool,
+    notify: Notify,
+}
+
+impl Stop {
+    pub fn stop(&self) {
+        self.set.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.set.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once `stop` was called (at once if it already was).
+    pub async fn wait(&self) {
+        let n = self.notify.notified();
+        tokio::pin!(n);
+        n.as_mut().enable();
+        if !self.is_set() {
+            n.await;
+        }
+    }
+}
+
+/// When a held load stops starting requests: at its end, known once every connection is
+/// up (the load's clock starts then), or at a stop.
+#[derive(Clone)]
+pub struct Until {
+    end: Arc<OnceLock<Duration>>,
+    pub stop: Arc<Stop>,
+    pub clock: Clock,
+}
+
+impl Until {
+    pub fn new(stop: Arc<Stop>, clock: Clock) -> Self {
+        Self {
+            end: Arc::default(),
+            stop,
+            clock,
+        }
+    }
+
+    pub fn set_end(&self, end: Duration) {
+        let _ = self.end.set(end);
+    }
+
+    /// The end, once set; `Duration::MAX` before.
+    pub fn end(&self) -> Duration {
+        self.end.get().copied().unwrap_or(Duration::MAX)
+    }
+
+    pub fn over(&self) -> bool {
+        self.stop.is_set() || self.clock.now() >= self.end()
+    }
+}

@@ -1,0 +1,75 @@
+//! A connection's closed-loop workers, started as soon as it is up: `--streams` of them
+//! pull its next request, so concurrency is bounded without a parked task per request.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::observe::Observer;
+use qbench_core::Recorder;
+use tokio::task::JoinSet;
+
+use crate::drive::fetch::{fetch_one, lock};
+use crate::drive::requests::Requests;
+use crate::drive::until::Until;
+use crate::drive::verify::DigestBook;
+use crate::measure::clock::Clock;
+use crate::transport::Conn;
+
+/// What every connection's workers share in a run.
+#[derive(Clone)]
+pub struct Workers {
+    pub requests: Arc<Requests>,
+    pub rec: Arc<Mutex<Recorder>>,
+    pub book: Arc<DigestBook>,
+    pub progress: Observer,
+    pub in_flight: Arc<AtomicU64>,
+    pub clock: Clock,
+    /// Concurrent requests per connection; `None` = all of its objects at once.
+    pub streams: Option<usize>,
+    /// Connections the objects are spread over, round-robin.
+    pub k: u64,
+    /// A closed loop held for a time: cycle through the requests until then.
+    pub until: Option<Until>,
+    /// `--log-requests`.
+    pub log: Option<crate::drive::reqlog::LogTo>,
+}
+
+impl Workers {
+    /// Connection `ci`'s workers: its objects are `ci`, `ci + k`, `ci + 2k`...
+    pub fn spawn(&self, ci: u64, conn: &Arc<dyn Conn>, tasks: &mut JoinSet<()>) {
+        let (k, total) = (self.k, self.requests.len());
+        let mine = match self.until {
+            Some(_) => u64::MAX,
+            None => total.saturating_sub(ci).div_ceil(k),
+        };
+        let workers = self.streams.map_or(mine, |s| s as u64).min(mine);
+        let next = Arc::new(AtomicU64::new(0));
+        for _ in 0..workers {
+            let (w, conn, next) = (self.clone(), conn.clone(), next.clone());
+            tasks.spawn(async move {
+                loop {
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    let i = ci.wrapping_add(n.wrapping_mul(k));
+                    let req = match &w.until {
+                        None => w.requests.get(i),
+                        Some(u) if u.over() || total == 0 => None,
+                        Some(_) => w.requests.get(i % total),
+                    };
+                    let Some(req) = req else {
+                        break;
+                    };
+                    w.in_flight.fetch_add(1, Ordering::Relaxed);
+                    let outcome = fetch_one(conn.as_ref(), &w.clock, &req, &w.book).await;
+                    w.in_flight.fetch_sub(1, Ordering::Relaxed);
+                    if w.until.is_none() {
+                        w.progress.advanced(1);
+                    }
+                    if let Some(l) = &w.log {
+                        l.line(ci, &req.uri, &outcome);
+                    }
+                    lock(&w.rec).object(outcome);
+                }
+            });
+        }
+    }
+}

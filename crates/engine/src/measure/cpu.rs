@@ -1,0 +1,123 @@
+//! CPU time of this whole process, with its page faults and context switches, from `getrusage`
+//! (microseconds); the in-process server
+//! accounts for its own threads, and the client's share is the difference.
+
+use qbench_core::CpuTimes;
+
+/// CPU time of the whole process so far.
+pub fn process_cpu() -> CpuTimes {
+    // SAFETY: getrusage only writes into the zeroed struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    if rc != 0 {
+        return CpuTimes::default();
+    }
+    let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    CpuTimes {
+        user_s: secs(ru.ru_utime),
+        sys_s: secs(ru.ru_stime),
+        minor_faults: Some(ru.ru_minflt as u64),
+        voluntary_switches: Some(ru.ru_nvcsw as u64),
+        involuntary_switches: Some(ru.ru_nivcsw as u64),
+    }
+}
+
+/// One thread's scheduler figures from /proc (nanoseconds).
+#[derive(Debug, Clone)]
+pub struct ThreadTime {
+    pub tid: u32,
+    pub name: String,
+    pub on_cpu_ns: u64,
+    pub waiting_ns: u64,
+}
+
+/// This process's client threads: the main thread, the client runtime's and the pacer
+/// (not the in-process server's, nor the link's forwarders). Empty where /proc lacks it.
+pub fn client_threads() -> Vec<ThreadTime> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    let main = std::process::id();
+    dir.filter_map(|e| {
+        let e = e.ok()?;
+        let tid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let name = std::fs::read_to_string(e.path().join("comm")).ok()?;
+        let name = name.trim().to_string();
+        let ours = tid == main || name == "qbench-client" || name == "qbench-pacer";
+        if !ours {
+            return None;
+        }
+        let stat = std::fs::read_to_string(e.path().join("schedstat")).ok()?;
+        let mut f = stat.split_whitespace().map(|v| v.parse::<u64>().ok());
+        Some(ThreadTime {
+            tid,
+            name,
+            on_cpu_ns: f.next()??,
+            waiting_ns: f.next()??,
+        })
+    })
+    .collect()
+}
+
+/// Each thread's share of `wall` on a CPU and waiting for one, between two snapshots;
+/// threads that started during it count from zero.
+pub fn thread_loads(
+    before: &[ThreadTime],
+    after: &[ThreadTime],
+    wall: std::time::Duration,
+) -> Vec<qbench_core::saturation::ThreadLoad> {
+    let wall_ns = wall.as_nanos().max(1) as f64;
+    after
+        .iter()
+        .map(|a| {
+            let b = before.iter().find(|b| b.tid == a.tid);
+            let on = a.on_cpu_ns - b.map_or(0, |b| b.on_cpu_ns.min(a.on_cpu_ns));
+            let wait = a.waiting_ns - b.map_or(0, |b| b.waiting_ns.min(a.waiting_ns));
+            qbench_core::saturation::ThreadLoad {
+                name: a.name.clone(),
+                busy: on as f64 / wall_ns,
+                waiting: wait as f64 / wall_ns,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client-runtime thread that spins is found and counted busy; other threads are not
+    /// the client's.
+    #[test]
+    fn client_threads_are_found_and_their_cpu_counted() {
+        let before = client_threads();
+        let started = std::time::Instant::now();
+        let spin = std::thread::Builder::new()
+            .name("qbench-client".into())
+            .spawn(|| {
+                let t = std::time::Instant::now();
+                let mut x = 0u64;
+                while t.elapsed() < std::time::Duration::from_millis(50) {
+                    x = x.wrapping_add(1);
+                }
+                let after = client_threads();
+                std::hint::black_box(x);
+                after
+            })
+            .unwrap();
+        let after = spin.join().unwrap();
+        let loads = thread_loads(&before, &after, started.elapsed());
+        let spun = loads
+            .iter()
+            .find(|t| t.name == "qbench-client")
+            .expect("found");
+        assert!(spun.busy > 0.0, "{loads:?}");
+        let other = std::thread::Builder::new()
+            .name("qbench-server".into())
+            .spawn(client_threads)
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(other.iter().all(|t| t.name != "qbench-server"));
+    }
+}

@@ -1,0 +1,32 @@
+//! Outputs written as a run goes (`--json-stream`, `--log-requests`, `--keylog`) that a
+//! write failed on (a full disk, a reader that went away): each warns once when it happens,
+//! and the command ends with an error naming them after its report is written, so that a
+//! script never takes a log with a hole in it for a whole one.
+
+use std::sync::Mutex;
+
+static LOST: Mutex<Vec<(&'static str, String)>> = Mutex::new(Vec::new());
+
+/// Output `flag` failed: `why` says how. Only its first failure is kept.
+pub fn record(flag: &'static str, why: impl std::fmt::Display) {
+    let mut lost = LOST.lock().unwrap_or_else(|e| e.into_inner());
+    if lost.iter().any(|(f, _)| *f == flag) {
+        return;
+    }
+    let why = why.to_string();
+    crate::observe::warn(&format!("warning: {flag}: {why}; it is incomplete"));
+    lost.push((flag, why));
+}
+
+/// An error naming every output that was not written whole, if any was.
+pub fn check() -> anyhow::Result<()> {
+    if let Some(why) = crate::transport::tls::key_log_failure() {
+        record("--keylog", why);
+    }
+    let lost = LOST.lock().unwrap_or_else(|e| e.into_inner());
+    if lost.is_empty() {
+        return Ok(());
+    }
+    let each: Vec<String> = lost.iter().map(|(f, why)| format!("{f} ({why})")).collect();
+    anyhow::bail!("not written whole: {}", each.join(", "))
+}

@@ -1,0 +1,59 @@
+//! What `--client-cpu` and `--client-cpuset` need of this machine, checked before anything
+//! is changed on it: the share within the cores here, the CPUs among those this process may
+//! use, and a cgroup this process may create.
+
+use qbench_core::spec::RunSpec;
+use qbench_shaper::cgroup;
+
+use super::error::{bad, ConfigError};
+
+/// How many cores this process may use (its affinity mask), which bounds `--client-cpu`.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The CPUs this process may run on.
+pub fn allowed_cpus() -> Vec<u16> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; the kernel fills it for this thread.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = size_of::<libc::cpu_set_t>();
+    if unsafe { libc::sched_getaffinity(0, size, &mut set) } != 0 {
+        return Vec::new();
+    }
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .filter_map(|c| u16::try_from(c).ok())
+        .collect()
+}
+
+/// Bad input before anything is changed on the host: a share above the cores here, CPUs this
+/// process may not use, no cgroup cpu controller, or no right to create a cgroup.
+pub fn check(s: &RunSpec) -> Result<(), ConfigError> {
+    if let Some(f) = s.client_cpu {
+        qbench_core::cpulimit::parse_fraction(&f.to_string(), cores())
+            .map_err(|e| bad("--client-cpu", e))?;
+        let probe = cgroup::probe().map_err(|e| bad("--client-cpu", e.to_string()))?;
+        let parent = std::ffi::CString::new(probe.parent.as_os_str().as_encoded_bytes())
+            .map_err(|_| bad("--client-cpu", "the cgroup path has a NUL byte"))?;
+        // SAFETY: a valid NUL-terminated path; access() only reads it.
+        if unsafe { libc::access(parent.as_ptr(), libc::W_OK) } != 0 {
+            return Err(bad(
+                "--client-cpu",
+                format!(
+                    "cannot create a cgroup under {} (needs root, or that cgroup delegated to you)",
+                    probe.parent.display()
+                ),
+            ));
+        }
+    }
+    if let Some(set) = &s.client_cpuset {
+        let allowed = allowed_cpus();
+        if let Some(c) = set.cpus().find(|c| !allowed.contains(c)) {
+            return Err(bad(
+                "--client-cpuset",
+                format!("CPU {c} is not one this process may run on"),
+            ));
+        }
+    }
+    Ok(())
+}

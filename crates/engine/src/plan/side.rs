@@ -1,0 +1,358 @@
+//! One configuration under test, ready to run again and again: its transport, request plan,
+//! CPU accounting and the report its runs add up to.
+
+use std::sync::Arc;
+
+use crate::measure::cpu::process_cpu;
+use qbench_core::noise::{
+    forwarder_deltas, parse_proc_stat, CpuStat, RunNoise, STEAL_THRESHOLD_PCT,
+};
+use qbench_core::{CpuTimes, Report, ReportMeta, RunCpu, RunReport, ToolInfo};
+use qbench_server::InProcess;
+use qbench_shaper::Topology;
+use qbench_stack::activity::{CLIENT_TCP, SERVER_TCP};
+
+use crate::drive::requests::Requests;
+use crate::drive::runner::{Plan, Runner};
+use crate::measure::clock::Clock;
+use crate::plan::config::Config;
+use crate::setup::prepare::{Peer, Prepared};
+use crate::transport::h1::H1;
+use crate::transport::h2::H2;
+use crate::transport::h3::H3;
+use crate::transport::tcp::TlsTcp;
+use crate::transport::tls::{client_config, ticket_store};
+use crate::transport::Transport;
+use qbench_core::Protocol;
+
+pub struct Side<'a> {
+    pub peer: Peer,
+    runner: Runner,
+    server: Option<&'a InProcess>,
+    link: Option<&'a Topology>,
+    link_b: Option<&'a Topology>,
+    /// `--proxy`: the middle host's proxy this side fetches through.
+    proxy: Option<&'a crate::setup::prepare::Proxy>,
+    cpu: Option<&'a crate::setup::client_cpu::ClientCpu>,
+    /// `--client-cpu` of this side (`None`: no quota while it runs).
+    client_cpu: Option<f64>,
+    meta: ReportMeta,
+    pub runs: Vec<RunReport>,
+    /// `--shard` and `--start-at`, recorded in every report written.
+    pub shard: Option<qbench_core::report::ShardRecord>,
+    pub start: Option<qbench_core::start::StartRecord>,
+    /// Steal above this (percent) flags a run as noisy.
+    pub steal_threshold: f64,
+}
+
+/// The machine's CPU counters, or `None` where `/proc/stat` cannot be read or parsed (the run
+/// then records no noise; it is not worth failing a measurement for).
+fn machine_cpu() -> Option<CpuStat> {
+    parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?).ok()
+}
+
+/// A proxy's counters now: requests, connects, connect failures, bytes up, bytes down, broken.
+fn relayed(s: &qbench_server::relay::RelayStats) -> [u64; 6] {
+    use qbench_server::relay::RelayStats as R;
+    [
+        R::get(&s.requests),
+        R::get(&s.connects),
+        R::get(&s.connect_failures),
+        R::get(&s.bytes_up),
+        R::get(&s.bytes_down),
+        R::get(&s.broken),
+    ]
+}
+
+/// What a report says about how it was produced, fixed before the first run.
+pub fn report_meta(cfg: &Config, command: Vec<String>) -> ReportMeta {
+    ReportMeta {
+        tool: ToolInfo {
+            name: "qbench".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        started_at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+        command: redact(command),
+        config: cfg.run.clone(),
+        environment: crate::measure::env::collect(),
+    }
+}
+
+/// The command line without the telemetry token's value.
+fn redact(mut command: Vec<String>) -> Vec<String> {
+    let mut hide_next = false;
+    for arg in &mut command {
+        if std::mem::take(&mut hide_next) {
+            *arg = "<redacted>".into();
+        } else if arg == "--telemetry-token" {
+            hide_next = true;
+        } else if arg.starts_with("--telemetry-token=") {
+            *arg = "--telemetry-token=<redacted>".into();
+        }
+    }
+    command
+}
+
+impl<'a> Side<'a> {
+    pub fn new(
+        cfg: &'a Config,
+        server: Option<&'a InProcess>,
+        prepared: &'a Prepared,
+        peer: Peer,
+        meta: ReportMeta,
+        clock: Clock,
+    ) -> anyhow::Result<Self> {
+        let spec = cfg.spec();
+        let mut requests = Requests::of(cfg, &peer.origin.authority());
+        let mut load = spec.load.clone();
+        let mut connections = u64::from(spec.connections);
+        if let Some(s) = spec.shard {
+            connections = s.share(connections);
+            match &mut load {
+                // A held load cycles through the whole mix on this shard's connections.
+                Some(l) => {
+                    if let Some(r) = &mut l.rate {
+                        *r = s.rate(*r);
+                        l.max_inflight = s.share(l.max_inflight.into()) as u32;
+                    }
+                }
+                None => requests = requests.shard(s),
+            }
+        }
+        let plan = Plan {
+            requests: Arc::new(requests),
+            connections: connections as usize,
+            streams: spec.streams.map(|s| s as usize),
+            reuse: spec.reuse,
+            telemetry_uri: spec.telemetry.then(|| {
+                let query = cfg
+                    .telemetry_token
+                    .as_ref()
+                    .map(|t| format!("?token={t}"))
+                    .unwrap_or_default();
+                format!(
+                    "https://{}{}{query}",
+                    peer.origin.authority(),
+                    qbench_core::wire::TELEMETRY_PATH
+                )
+                .parse()
+                .expect("valid URI: the token was checked to be URI-safe")
+            }),
+            load,
+            shard: spec.shard,
+            log: None,
+            interval: spec.interval,
+            on_interval: None,
+            app: app_plan(spec, &peer.origin.authority()),
+        };
+        let tickets = spec.resume.then(ticket_store);
+        let alpn = spec.proto.alpn();
+        let tls = client_config(&peer.trust, alpn, tickets.clone(), spec.zero_rtt)?;
+        let ep = peer.endpoint.clone();
+        let transport: Box<dyn Transport> = match spec.proto {
+            Protocol::H1 => Box::new(H1 {
+                tcp: TlsTcp::new(ep, tls, tickets, alpn, false),
+                clock,
+            }),
+            Protocol::H2 => Box::new(H2 {
+                tcp: TlsTcp::new(ep, tls, tickets, alpn, true),
+                clock,
+            }),
+            Protocol::H3 => Box::new(
+                H3::new(ep, tls, tickets, spec.zero_rtt, clock)
+                    .map_err(|e| anyhow::anyhow!("{}: {}", e.kind, e.message))?,
+            ),
+        };
+        Ok(Side {
+            peer,
+            runner: Runner::new(transport, plan, clock),
+            server,
+            link: prepared.link.as_ref(),
+            link_b: prepared.link_b.as_ref(),
+            proxy: prepared.proxy_for(server),
+            cpu: prepared.cpu.as_ref(),
+            client_cpu: spec.client_cpu,
+            meta,
+            runs: Vec::new(),
+            shard: None,
+            start: None,
+            steal_threshold: STEAL_THRESHOLD_PCT,
+        })
+    }
+
+    /// Resolves the peer and builds the side; failing before a connection is an error here
+    /// (comparisons and competitions run against in-process servers).
+    pub async fn open(
+        cfg: &'a Config,
+        server: Option<&'a InProcess>,
+        prepared: &'a Prepared,
+        command: Vec<String>,
+        clock: Clock,
+    ) -> anyhow::Result<Side<'a>> {
+        let peer = crate::setup::prepare::peer(cfg, server, prepared)
+            .await?
+            .map_err(|e| anyhow::anyhow!("{}: {}", e.kind, e.message))?;
+        Side::new(
+            cfg,
+            server,
+            prepared,
+            peer,
+            report_meta(cfg, command),
+            clock,
+        )
+    }
+
+    /// Objects per run.
+    pub fn objects(&self) -> u64 {
+        self.runner.objects()
+    }
+
+    /// The process's CPU, and that of the in-process servers this side uses (the origin and
+    /// its proxy), which are not the client's.
+    fn cpu_now(&self) -> (CpuTimes, Option<CpuTimes>, Option<CpuTimes>) {
+        (
+            process_cpu(),
+            self.server.map(|s| s.cpu()),
+            self.proxy.map(|p| p.server.cpu()),
+        )
+    }
+
+    /// One run; its report is appended to `runs` and returned.
+    pub async fn run(&mut self, index: u32, bar: &crate::observe::Observer) -> &RunReport {
+        // The sides of a comparison take turns, each under its own quota.
+        let quota = self.cpu.map(|c| c.apply(self.client_cpu));
+        let throttled0 = self.cpu.and_then(|c| c.throttling());
+        // The link's drops are read with tc, outside the machine's CPU readings: that is
+        // qbench's bookkeeping, not other work on the machine during the run.
+        let d0 = self.link.and_then(Topology::drops);
+        let (m0, f0) = (machine_cpu(), self.link.map(Topology::forwarder_stats));
+        let (p0, s0, x0) = self.cpu_now();
+        let tcp0 = (CLIENT_TCP.snapshot(), SERVER_TCP.snapshot());
+        let relayed0 = self.proxy.map(|p| relayed(&p.stats));
+        let mut rep = self.runner.run(index, bar).await;
+        let (p1, s1, x1) = self.cpu_now();
+        let tcp1 = (CLIENT_TCP.snapshot(), SERVER_TCP.snapshot());
+        let (m1, f1) = (machine_cpu(), self.link.map(Topology::forwarder_stats));
+        let d1 = self.link.and_then(Topology::drops);
+        rep.noise = m0
+            .zip(m1)
+            .and_then(|(a, b)| RunNoise::between(&a, &b, self.steal_threshold))
+            .map(|mut n| {
+                if let Some((a, b)) = f0.zip(f1) {
+                    n.forwarders = forwarder_deltas(&a, &b);
+                }
+                n.link_drops = d0.zip(d1).map(|(a, b)| b.since(&a));
+                n
+            });
+        let server = s0.zip(s1).map(|(a, b)| b.since(&a));
+        let proxy_cpu = x0.zip(x1).map(|(a, b)| b.since(&a));
+        let process = p1.since(&p0);
+        let mut client = match server {
+            Some(s) => process.since(&s),
+            None => process,
+        };
+        if let Some(x) = proxy_cpu {
+            client = client.since(&x);
+        }
+        if let (Some(p), Some(before), Some(cpu)) = (self.proxy, relayed0, proxy_cpu) {
+            let now = relayed(&p.stats);
+            rep.proxy = Some(qbench_core::link_report::ProxyRun {
+                upstream: p.upstream,
+                requests: now[0] - before[0],
+                connects: now[1] - before[1],
+                connect_failures: now[2] - before[2],
+                bytes_up: now[3] - before[3],
+                bytes_down: now[4] - before[4],
+                broken: now[5] - before[5],
+                cpu,
+            });
+        }
+        let mut cpu = RunCpu::new(client, server, rep.payload_bytes);
+        cpu.client_tcp = tcp1.0.since(&tcp0.0);
+        // An in-process server's calls, unless a proxy's are mixed in with them.
+        cpu.server_tcp = (server.is_some() && self.proxy.is_none())
+            .then(|| tcp1.1.since(&tcp0.1))
+            .flatten();
+        rep.cpu = Some(cpu);
+        if let Some(c) = self.cpu {
+            let record = c.record(self.client_cpu, throttled0.as_ref());
+            if self.client_cpu.is_some() && record.quota_us.is_none() && rep.complete {
+                // Something removed the quota while the run went on: not the client asked for.
+                rep.complete = false;
+                rep.first_error = Some(format!(
+                    "--client-cpu: the quota was no longer in force at the run's end ({})",
+                    record.cgroup.as_deref().unwrap_or("no cgroup")
+                ));
+            }
+            rep.client_cpu = Some(record);
+        }
+        if let Some(Err(e)) = quota {
+            // Not the client that was asked for: the run does not count.
+            rep.complete = false;
+            rep.first_error = Some(format!("{e:#}"));
+        }
+        qbench_stack::qlog::flush_all();
+        self.runs.push(rep);
+        self.runs.last().expect("just pushed")
+    }
+
+    pub fn report(&self, expected_runs: usize, aborted: Option<String>) -> anyhow::Result<Report> {
+        let mut r = Report::new(self.meta.clone(), self.runs.clone(), expected_runs, aborted)?;
+        r.link = self.link.map(Topology::report);
+        r.link_b = self.link_b.map(Topology::report);
+        r.shard = self.shard.clone();
+        r.start = self.start.clone();
+        Ok(r)
+    }
+
+    /// Drops the last run (a noisy round to be run again).
+    pub fn discard_last(&mut self) -> Option<RunReport> {
+        self.runs.pop()
+    }
+
+    /// The first error of any run, for the one-line message.
+    pub fn first_error(&self) -> Option<String> {
+        self.runs.iter().find_map(|r| {
+            r.first_error
+                .as_ref()
+                .map(|e| format!("run {}: {e}", r.index))
+        })
+    }
+
+    pub fn stopper(&self) -> Arc<crate::drive::until::Stop> {
+        self.runner.stopper()
+    }
+
+    pub fn on_interval(&mut self, on: crate::drive::hold::OnInterval) {
+        self.runner.on_interval(on);
+    }
+
+    pub fn log_requests(&mut self, log: Arc<crate::drive::reqlog::RequestLog>) {
+        self.runner.log_requests(log);
+    }
+
+    /// Lets QUIC peers see our CONNECTION_CLOSE before the endpoint goes away.
+    pub async fn finish(&mut self) {
+        self.runner.finish().await;
+        qbench_stack::qlog::flush_all();
+    }
+}
+
+/// The video or page `spec` asks for, fetched from `authority`.
+fn app_plan(
+    spec: &qbench_core::spec::RunSpec,
+    authority: &str,
+) -> Option<crate::drive::app::AppPlan> {
+    use crate::drive::app::App;
+    let app = match (&spec.video, &spec.page) {
+        (Some(v), _) => App::Video(v.clone()),
+        (None, Some(p)) => App::Page(Arc::new(p.clone())),
+        (None, None) => return None,
+    };
+    Some(crate::drive::app::AppPlan {
+        app,
+        base: format!("https://{authority}"),
+        verify: spec.verify,
+        h1: spec.proto == Protocol::H1,
+    })
+}

@@ -1,0 +1,167 @@
+//! `--client-cpu` and `--client-cpuset`: the client's runtime threads, and only those, run
+//! under a CFS quota and on chosen CPUs, as a phone's client would (IMC'17 Figures 12-13).
+//! The in-process server beside them keeps the whole machine.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use qbench_core::cpulimit::{ClientCpuRecord, CpuSet, Throttling};
+use qbench_shaper::cgroup::{self, CpuCgroup};
+
+use crate::plan::config::Config;
+
+fn gettid() -> i32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() }
+}
+
+/// Pins the calling thread; `None` allows every CPU the process may use.
+fn pin(cpus: &[u16]) -> std::io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET stays within CPU_SETSIZE.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus
+        .iter()
+        .filter(|&&c| (c as usize) < libc::CPU_SETSIZE as usize)
+    {
+        unsafe { libc::CPU_SET(c as usize, &mut set) };
+    }
+    let size = size_of::<libc::cpu_set_t>();
+    // SAFETY: `set` is a valid cpu_set_t of `size` bytes; 0 means the calling thread.
+    if unsafe { libc::sched_setaffinity(0, size, &set) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// What a runtime thread does as it starts: join the cgroup, take the cpuset. Kept apart from
+/// the cgroup's owner so that a thread outliving the runtime cannot keep the cgroup alive.
+struct Joiner {
+    threads: Option<PathBuf>,
+    cpuset: Option<Vec<u16>>,
+    /// The first thread that could not join, reported by the next run.
+    failed: Mutex<Option<String>>,
+}
+
+impl Joiner {
+    fn join_current(&self) {
+        let mut result = Ok(());
+        if let Some(path) = &self.threads {
+            result = std::fs::write(path, gettid().to_string())
+                .with_context(|| format!("moving a client thread into {}", path.display()));
+        }
+        if let (Ok(()), Some(cpus)) = (&result, &self.cpuset) {
+            result = pin(cpus).context("--client-cpuset: pinning a client thread");
+        }
+        if let Err(e) = result {
+            let mut slot = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+            slot.get_or_insert(format!("{e:#}"));
+        }
+    }
+}
+
+/// The quota and pinning of the client's runtime threads, owned by what outlives the runtime.
+pub struct ClientCpu {
+    cgroup: Option<CpuCgroup>,
+    joiner: Arc<Joiner>,
+    cpuset: Option<CpuSet>,
+    /// The main thread's CPUs before it was pinned.
+    home: Vec<u16>,
+}
+
+impl ClientCpu {
+    /// For the configurations of one runtime: a cgroup when any sets `--client-cpu`, and the
+    /// cpuset they share. `None` when none asks for either.
+    pub fn new(cfgs: &[&Config]) -> anyhow::Result<Option<Self>> {
+        let quota = cfgs.iter().any(|c| c.spec().client_cpu.is_some());
+        let cpuset = cfgs.iter().find_map(|c| c.spec().client_cpuset.clone());
+        if !quota && cpuset.is_none() {
+            return Ok(None);
+        }
+        let cgroup = match quota {
+            true => {
+                let probe = cgroup::probe().context("--client-cpu")?;
+                Some(CpuCgroup::create(&probe).context("--client-cpu: creating the cgroup")?)
+            }
+            false => None,
+        };
+        let joiner = Arc::new(Joiner {
+            threads: cgroup.as_ref().map(CpuCgroup::threads_path),
+            cpuset: cpuset.as_ref().map(|s| s.cpus().collect()),
+            failed: Mutex::new(None),
+        });
+        Ok(Some(Self {
+            cgroup,
+            joiner,
+            cpuset,
+            home: crate::plan::client_cpu::allowed_cpus(),
+        }))
+    }
+
+    /// The hook every runtime thread runs as it starts.
+    pub fn on_thread_start(&self) -> impl Fn() + Send + Sync + 'static {
+        let joiner = self.joiner.clone();
+        move || joiner.join_current()
+    }
+
+    /// The calling thread (the one that drives `block_on`) joins too, until `self` is dropped.
+    pub fn join_current(&self) {
+        self.joiner.join_current();
+    }
+
+    /// Sets the quota for the next run (`None`: no quota). A thread that could not join is
+    /// an error here, before a run measures a client that is not the one asked for.
+    pub fn apply(&self, fraction: Option<f64>) -> anyhow::Result<()> {
+        if let Some(e) = self
+            .joiner
+            .failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            anyhow::bail!(e);
+        }
+        if let Some(cg) = &self.cgroup {
+            cg.set_limit(fraction)
+                .context("--client-cpu: setting the quota")?;
+        }
+        Ok(())
+    }
+
+    pub fn throttling(&self) -> Option<Throttling> {
+        self.cgroup.as_ref().map(CpuCgroup::throttling)
+    }
+
+    /// What the run ran under, read back from the kernel.
+    pub fn record(&self, fraction: Option<f64>, before: Option<&Throttling>) -> ClientCpuRecord {
+        let cg = self.cgroup.as_ref();
+        let limit = cg.and_then(|c| c.limit().ok());
+        ClientCpuRecord {
+            fraction,
+            backend: cg.map(CpuCgroup::backend),
+            cgroup: cg.map(|c| c.dir().display().to_string()),
+            quota_us: limit.and_then(|(q, _)| q),
+            period_us: limit.map(|(_, p)| p),
+            cpuset: self.cpuset.clone(),
+            threads: cg.map_or(0, |c| c.threads().len()),
+            throttling: cg.zip(before).map(|(c, b)| c.throttling().since(b)),
+        }
+    }
+}
+
+impl Drop for ClientCpu {
+    fn drop(&mut self) {
+        // The cgroup's own drop moves every thread still in it (this one too) back.
+        if self.cpuset.is_some() {
+            let _ = pin(&self.home);
+        }
+    }
+}
+
+/// Whether the run's client ran under a quota still in force at its end, so that its
+/// saturation was asked for.
+pub fn limited(run: &qbench_core::RunReport) -> bool {
+    run.client_cpu
+        .as_ref()
+        .is_some_and(|c| c.fraction.is_some() && c.quota_us.is_some())
+}

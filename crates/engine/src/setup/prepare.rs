@@ -1,0 +1,368 @@
+//! What exists before the client runtime starts (the emulated link and the in-process
+//! servers inside it), and how the client reaches a server.
+
+use std::net::SocketAddr;
+
+use anyhow::Context;
+use qbench_server::InProcess;
+use qbench_shaper::Topology;
+
+use qbench_core::spec::{Origin, RunConfig, Target};
+use qbench_core::ErrorKind;
+
+use std::sync::Arc;
+
+use qbench_server::relay::{RelayStats, Upstream};
+
+use crate::plan::config::Config;
+use crate::plan::error::ConfigError;
+use crate::setup::client_cpu::ClientCpu;
+use crate::transport::tcp::TlsTcp;
+use crate::transport::tls::{client_config, Trust};
+use crate::transport::{Endpoint, FetchError};
+
+/// Built before the client runtime: building it moves the calling thread into the client
+/// namespace (with `--link`), so the runtime's threads, created afterwards, live there too.
+pub struct Prepared {
+    /// One in-process server per configuration under test (`None` for remote targets).
+    /// Declared before the links so the servers stop before their namespaces go.
+    pub servers: Vec<Option<InProcess>>,
+    /// `--proxy`: the middle host's proxy of each configuration that fetches through one.
+    pub proxies: Vec<Option<Proxy>>,
+    /// Where each configuration's client connects.
+    hosts: Vec<String>,
+    pub link: Option<Topology>,
+    /// `--link-b`: the server's segment beyond the middle host.
+    pub link_b: Option<Topology>,
+    /// `--client-cpu`/`--client-cpuset`: declared after the links, so that the client's
+    /// threads leave the cgroup only after everything that ran in them is gone.
+    pub cpu: Option<ClientCpu>,
+    /// Whether the link locks TCP window metrics on the server's route toward the client.
+    tcp_route_metrics: bool,
+}
+
+/// `qbench proxy` on a chain's middle host, in this process.
+pub struct Proxy {
+    pub server: InProcess,
+    pub stats: Arc<RelayStats>,
+    pub upstream: qbench_core::Protocol,
+}
+
+/// The proxy of `cfg` in the middle host (the near segment's server namespace), relaying to
+/// `origin` beyond it and trusting only its certificate.
+fn start_proxy(
+    cfg: &Config,
+    via: qbench_core::Protocol,
+    origin: &InProcess,
+    middle: String,
+) -> anyhow::Result<Proxy> {
+    let mut opts = cfg
+        .server
+        .clone()
+        .context("the proxy needs the in-process server")?;
+    let near = qbench_shaper::plan::SERVER_ADDR;
+    opts.listen = format!("{near}:0").parse()?;
+    opts.protocols = vec![cfg.spec().proto];
+    opts.cert_names.push(near.to_string());
+    // Its own sender toward the client is sampled, as the origin's would be.
+    let threads = cfg.spec().server_threads as usize;
+    let trust = Trust::Pem {
+        origin: "in-process server".into(),
+        pem: origin.cert_pem().to_string(),
+    };
+    let tls = client_config(&trust, via.alpn(), None, false)?;
+    let far = qbench_shaper::plan::chain_server_addr();
+    let addr = SocketAddr::new(far.parse()?, origin.local_addr().port());
+    let stats = Arc::new(RelayStats::default());
+    let (relay_stats, timeout) = (stats.clone(), cfg.spec().timeout);
+    let enter_ns = middle.clone();
+    let server = InProcess::start_relay_in(
+        opts,
+        threads,
+        move || qbench_shaper::netns::enter(&enter_ns).map_err(|e| e.to_string()),
+        move || {
+            let endpoint = match via {
+                qbench_core::Protocol::H3 => Some(
+                    quinn::Endpoint::client("0.0.0.0:0".parse().expect("literal"))
+                        .map_err(|e| format!("the proxy's QUIC endpoint: {e}"))?,
+                ),
+                _ => None,
+            };
+            Ok(Upstream {
+                proto: via,
+                addr,
+                server_name: far,
+                tls: Arc::new(tls),
+                endpoint,
+                timeout,
+                stats: relay_stats,
+            })
+        },
+    )
+    .context("starting the proxy on the middle host")?;
+    Ok(Proxy {
+        server,
+        stats,
+        upstream: via,
+    })
+}
+
+/// A rate trace that cannot be read or parsed is bad input (status 2), like any other
+/// `--link` field; anything else that fails while building the link is not.
+fn link_error(e: qbench_shaper::topology::ShaperError) -> anyhow::Error {
+    use qbench_shaper::rate::RateError;
+    use qbench_shaper::topology::ShaperError;
+    match e {
+        ShaperError::Rate(r @ (RateError::Read { .. } | RateError::Parse { .. })) => ConfigError {
+            flag: "--link",
+            message: r.to_string(),
+        }
+        .into(),
+        e => anyhow::Error::new(e).context("--link"),
+    }
+}
+
+impl Prepared {
+    /// `cfgs` share one link (the first one's, whose route settings its plan made common to
+    /// all); each gets its own in-process server, and its own proxy if it asks for one.
+    pub fn new(cfgs: &[&Config]) -> anyhow::Result<Self> {
+        let first = cfgs.first().context("nothing to run")?;
+        crate::setup::interrupt::hold()?;
+        let cpu = ClientCpu::new(cfgs)?;
+        let mut tcp_route_metrics = false;
+        let link = match (&first.spec().link, &first.link_options) {
+            (Some(spec), Some(opts)) => {
+                tcp_route_metrics = opts.tcp_cwnd_cap.is_some();
+                Some(Topology::up(spec.clone(), opts).map_err(link_error)?)
+            }
+            _ => None,
+        };
+        crate::setup::interrupt::check("the link was being built")?;
+        let link_b = match (&link, &first.spec().link_b, &first.link_options) {
+            (Some(near), Some(spec), Some(opts)) => {
+                Some(Topology::up_beyond(spec.clone(), opts, near).context("--link-b")?)
+            }
+            _ => None,
+        };
+        crate::setup::interrupt::check("the link was being built")?;
+        // The servers live at the far end: beyond the middle host when there is one.
+        let far = link_b.as_ref().or(link.as_ref());
+        let mut servers = Vec::new();
+        for cfg in cfgs {
+            let Some(opts) = cfg.server.clone() else {
+                servers.push(None);
+                continue;
+            };
+            let threads = cfg.spec().server_threads as usize;
+            let server = match far {
+                Some(l) => {
+                    let ns = l.names().server.clone();
+                    InProcess::start_in(opts, threads, move || {
+                        qbench_shaper::netns::enter(&ns).map_err(|e| e.to_string())
+                    })
+                    .context("starting the in-process server in the server namespace")?
+                }
+                None => {
+                    InProcess::start(opts, threads).context("starting the in-process server")?
+                }
+            };
+            servers.push(Some(server));
+        }
+        let mut proxies = Vec::new();
+        let mut hosts = Vec::new();
+        for (cfg, server) in cfgs.iter().zip(&servers) {
+            let proxy = match (cfg.spec().proxy, server, &link, &link_b) {
+                (Some(via), Some(origin), Some(near), Some(_)) => {
+                    Some(start_proxy(cfg, via, origin, near.names().server.clone())?)
+                }
+                _ => None,
+            };
+            hosts.push(match (&proxy, &link_b, &link) {
+                (Some(_), _, _) | (None, None, Some(_)) => {
+                    qbench_shaper::plan::SERVER_ADDR.to_string()
+                }
+                (None, Some(_), _) => qbench_shaper::plan::chain_server_addr(),
+                (None, None, None) => "127.0.0.1".into(),
+            });
+            proxies.push(proxy);
+        }
+        crate::setup::interrupt::check("the servers were being started")?;
+        if let Some(l) = &link {
+            qbench_shaper::netns::enter(&l.names().client)
+                .context("--link: entering the client namespace")?;
+        }
+        Ok(Self {
+            servers,
+            proxies,
+            hosts,
+            link,
+            link_b,
+            cpu,
+            tcp_route_metrics,
+        })
+    }
+
+    /// Which configuration `server` serves (its index in `servers`).
+    fn index_of(&self, server: &InProcess) -> Option<usize> {
+        self.servers
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|s| std::ptr::eq(s, server)))
+    }
+
+    /// The proxy the configuration of `server` fetches through, if any.
+    pub fn proxy_for(&self, server: Option<&InProcess>) -> Option<&Proxy> {
+        let i = self.index_of(server?)?;
+        self.proxies.get(i)?.as_ref()
+    }
+
+    /// With a TCP window cap across the link: one complete TCP + TLS connection to each
+    /// in-process server before measuring. The kernel applies a route's locked cwnd through
+    /// its TCP metrics cache, which a closed connection fills.
+    pub async fn prime_tcp_metrics(&self, cfgs: &[&Config]) -> anyhow::Result<()> {
+        if !self.tcp_route_metrics {
+            return Ok(());
+        }
+        for (cfg, server) in cfgs.iter().zip(&self.servers) {
+            let Some(server) = server.as_ref().filter(|_| !cfg.spec().proto.is_quic()) else {
+                continue;
+            };
+            let trust = Trust::Pem {
+                origin: "in-process server".into(),
+                pem: server.cert_pem().to_string(),
+            };
+            let alpn = cfg.spec().proto.alpn();
+            let tls = client_config(&trust, alpn, None, false)?;
+            let host = qbench_shaper::plan::SERVER_ADDR;
+            let endpoint = Endpoint {
+                addr: SocketAddr::new(
+                    host.parse().context("in-process server address")?,
+                    server.local_addr().port(),
+                ),
+                server_name: host.to_string(),
+                timeout: cfg.spec().timeout,
+                rwnd: None,
+                reorder_threshold: None,
+                reorder_time_threshold: None,
+                quic: Default::default(),
+            };
+            TlsTcp::new(endpoint, tls, None, alpn, false)
+                .prime()
+                .await
+                .map_err(|e| anyhow::anyhow!("priming connection: {}: {}", e.kind, e.message))?;
+        }
+        Ok(())
+    }
+}
+
+/// Where and how the client connects, with what it trusts.
+pub struct Peer {
+    pub origin: Origin,
+    pub endpoint: Endpoint,
+    pub trust: Trust,
+    pub description: String,
+}
+
+async fn resolve(origin: &Origin) -> Result<SocketAddr, FetchError> {
+    let unreachable = |what: String| FetchError::new(ErrorKind::Unreachable, what);
+    let mut addrs = tokio::net::lookup_host((origin.host.as_str(), origin.port))
+        .await
+        .map_err(|e| unreachable(format!("cannot resolve {}: {e}", origin.host)))?;
+    addrs
+        .next()
+        .ok_or_else(|| unreachable(format!("{} has no address", origin.host)))
+}
+
+fn trust_from(run: &RunConfig) -> anyhow::Result<Trust> {
+    if run.insecure {
+        return Ok(Trust::Insecure);
+    }
+    match &run.ca {
+        Some(path) => Ok(Trust::Pem {
+            origin: path.display().to_string(),
+            pem: crate::setup::input::read_text(
+                path,
+                qbench_core::input::MAX_PEM_BYTES,
+                "a PEM file",
+            )
+            .map_err(|e| ConfigError {
+                flag: "--ca",
+                message: format!("cannot read {e}"),
+            })?,
+        }),
+        None => Ok(Trust::System),
+    }
+}
+
+/// Whom to connect to and what to trust. The outer error is bad input (an unreadable
+/// `--ca`); the inner one a network failure before any connection (a name that does not
+/// resolve), which a report records.
+pub async fn peer(
+    cfg: &Config,
+    server: Option<&InProcess>,
+    prepared: &Prepared,
+) -> anyhow::Result<Result<Peer, FetchError>> {
+    let run = &cfg.run;
+    let (origin, trust, description) = match (&run.target, server) {
+        (Target::InProcess, Some(server)) => {
+            let host = prepared
+                .index_of(server)
+                .and_then(|i| prepared.hosts.get(i))
+                .cloned()
+                .context("the in-process server has no address")?;
+            // Through a proxy, the client speaks to the proxy and trusts its certificate.
+            let end = prepared
+                .proxy_for(Some(server))
+                .map_or(server, |p| &p.server);
+            let origin = Origin {
+                host,
+                port: end.local_addr().port(),
+            };
+            let trust = Trust::Pem {
+                origin: "in-process server".into(),
+                pem: end.cert_pem().to_string(),
+            };
+            let what = match (&run.spec.link, &run.spec.link_b, run.spec.proxy) {
+                (Some(a), Some(b), Some(via)) => format!(
+                    "in-process qbench-server behind link {} + {}, through qbench proxy (upstream {via})",
+                    a.text, b.text
+                ),
+                (Some(a), Some(b), None) => format!(
+                    "in-process qbench-server behind link {} + {}, direct",
+                    a.text, b.text
+                ),
+                (Some(l), None, _) => format!("in-process qbench-server behind link {}", l.text),
+                _ => "in-process qbench-server".to_string(),
+            };
+            (origin, trust, what)
+        }
+        (Target::InProcess, None) => anyhow::bail!("the in-process server was not started"),
+        (Target::Server { origin }, _) => {
+            (origin.clone(), trust_from(run)?, "qbench-server".into())
+        }
+        (Target::Urls { origin, .. }, _) => (origin.clone(), trust_from(run)?, "URLs".into()),
+    };
+    let addr = match run.connect_to {
+        Some(a) if server.is_none() => a,
+        _ => match resolve(&origin).await {
+            Ok(a) => a,
+            Err(e) => return Ok(Err(e)),
+        },
+    };
+    Ok(Ok(Peer {
+        endpoint: Endpoint {
+            addr,
+            server_name: origin.host.clone(),
+            timeout: run.spec.timeout,
+            rwnd: run
+                .spec
+                .rwnd
+                .map(|r| u32::try_from(r.0).unwrap_or(u32::MAX)),
+            reorder_threshold: run.spec.reorder_threshold,
+            reorder_time_threshold: run.spec.reorder_time_threshold,
+            quic: run.spec.quic,
+        },
+        origin,
+        trust,
+        description,
+    }))
+}

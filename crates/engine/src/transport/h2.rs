@@ -1,0 +1,151 @@
+//! HTTP/2 over TLS 1.3 over TCP, on the h2 crate that hyper is built on: its request handle
+//! says how many streams the server allows, which hyper's does not.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Uri;
+use qbench_core::wire::{CONN_WINDOW, MAX_H2_FRAME, MAX_RESPONSE_HEADER_BYTES, STREAM_WINDOW};
+
+use super::activity::{phases_while_moving, Activity, Phase};
+use super::streams::{OnWire, StreamFacts};
+use super::tcp::TlsTcp;
+use super::turns::{Turns, TURN_BYTES};
+use super::{step, BoxFuture, Connected, Exchange, FetchError, Sink, Transport};
+use crate::measure::clock::Clock;
+
+/// Streams assumed until the server's SETTINGS arrive: hyper's choice, and RFC 9113
+/// 6.5.2's recommended minimum for servers.
+const INITIAL_MAX_SEND_STREAMS: usize = 100;
+
+pub struct H2 {
+    pub tcp: TlsTcp,
+    pub clock: Clock,
+}
+
+/// A request's steps, as its errors name them.
+const STEPS: [&str; 5] = [
+    "waiting for an HTTP/2 stream",
+    "HTTP/2 connection ready",
+    "sending request",
+    "waiting for response headers",
+    "reading response body",
+];
+
+struct H2Conn {
+    send: h2::client::SendRequest<Bytes>,
+    timeout: Duration,
+    activity: Activity,
+    on_wire: OnWire,
+    /// The server's limit as of the last response, 0 before the first. A response means the
+    /// server's first SETTINGS have been applied: that frame precedes every other it sends.
+    server_limit: AtomicUsize,
+}
+
+impl Transport for H2 {
+    fn connect(&self) -> BoxFuture<'_, Result<Connected, FetchError>> {
+        Box::pin(self.connect_inner())
+    }
+}
+
+impl H2 {
+    async fn connect_inner(&self) -> Result<Connected, FetchError> {
+        let (tls, activity, info) = self.tcp.connect().await?;
+        let done = self.clock.now();
+        let timeout = self.tcp.endpoint.timeout;
+        let rwnd = self.tcp.endpoint.rwnd;
+        let (send, conn) = step(
+            "HTTP/2 handshake",
+            timeout,
+            h2::client::Builder::new()
+                .initial_window_size(rwnd.unwrap_or(STREAM_WINDOW))
+                .initial_connection_window_size(rwnd.unwrap_or(CONN_WINDOW))
+                .max_frame_size(MAX_H2_FRAME)
+                .max_header_list_size(u32::try_from(MAX_RESPONSE_HEADER_BYTES).unwrap_or(u32::MAX))
+                .max_concurrent_reset_streams(1024)
+                .initial_max_send_streams(INITIAL_MAX_SEND_STREAMS)
+                .enable_push(false)
+                .handshake::<_, Bytes>(Turns::new(tls, TURN_BYTES)),
+        )
+        .await?;
+        // Ends when the last handle is dropped (GOAWAY) or the connection fails; a failure
+        // reaches every request on it.
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(Connected {
+            conn: Arc::new(H2Conn {
+                send,
+                timeout,
+                activity,
+                on_wire: OnWire::default(),
+                server_limit: AtomicUsize::new(0),
+            }),
+            info,
+            done,
+            zero_rtt: None,
+        })
+    }
+}
+
+impl H2Conn {
+    /// After a response head: the server's limit may have changed.
+    fn heard_from_server(&self) {
+        let limit = self.send.current_max_send_streams();
+        if self.server_limit.swap(limit, Ordering::Relaxed) != limit {
+            self.on_wire.recheck(limit);
+        }
+    }
+}
+
+impl Exchange for H2Conn {
+    async fn request(&self, uri: &Uri, p: &mut dyn Sink) -> Result<(), FetchError> {
+        let request = http::Request::get(uri.clone())
+            .body(())
+            .map_err(|e| FetchError::from_err("building request", &e))?;
+        // Every step times out only when nothing moves on the connection: a request waiting
+        // for a stream belongs to the connection, which may be busy with others.
+        let phase = Phase::new(&STEPS);
+        let failed = |e: &(dyn std::error::Error + 'static)| FetchError::from_err(phase.name(), e);
+        let steps = async {
+            // A request is handed to h2 only when the server allows another stream, so h2
+            // opens it at once and the object's timer starts when its stream does.
+            let _place = self
+                .on_wire
+                .enter(|| self.send.current_max_send_streams())
+                .await;
+            phase.set(1);
+            let mut send = self.send.clone().ready().await.map_err(|e| failed(&e))?;
+            p.sending();
+            phase.set(2);
+            let (resp, _) = send.send_request(request, true).map_err(|e| failed(&e))?;
+            p.stream(u64::from(resp.stream_id().as_u32()));
+            phase.set(3);
+            let resp = resp.await.map_err(|e| failed(&e))?;
+            self.heard_from_server();
+            p.headers(resp.status(), resp.headers())?;
+            phase.set(4);
+            let mut body = resp.into_body();
+            while let Some(chunk) = body.data().await {
+                let chunk = chunk.map_err(|e| failed(&e))?;
+                // The window opens as the bytes are read, as hyper does.
+                let _ = body.flow_control().release_capacity(chunk.len());
+                p.data(&chunk)?;
+            }
+            Ok(())
+        };
+        phases_while_moving(&self.activity, &phase, self.timeout, steps).await
+    }
+
+    fn streams(&self) -> StreamFacts {
+        let limit = self.server_limit.load(Ordering::Relaxed);
+        StreamFacts {
+            // h2 reads an absent SETTINGS_MAX_CONCURRENT_STREAMS as no limit (usize::MAX).
+            peer_limit: (limit != 0 && limit != usize::MAX).then_some(limit as u64),
+            peak: self.on_wire.take_peak(),
+            quic: None,
+        }
+    }
+}

@@ -1,0 +1,330 @@
+//! HTTP/3 over QUIC (quinn + h3), all requests of a connection multiplexed as streams.
+
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes};
+use http::Uri;
+use qbench_core::quic_knobs::QuicStats;
+use qbench_core::wire::{MAX_RESPONSE_HEADER_BYTES, STREAM_WINDOW, UDP_BUFFER};
+use qbench_core::{ErrorKind, HandshakeInfo};
+use socket2::{Domain, Protocol, Socket, Type};
+
+use super::peer_params::{PeerStreams, Recording};
+use super::streams::{OnWire, StreamFacts};
+use super::{step, BoxFuture, Connected, Endpoint, Exchange, FetchError, Sink, Transport, ZeroRtt};
+use crate::measure::clock::Clock;
+use crate::transport::tls::TicketStore;
+
+pub struct H3 {
+    endpoint: quinn::Endpoint,
+    crypto: Arc<quinn::crypto::rustls::QuicClientConfig>,
+    transport: Arc<quinn::TransportConfig>,
+    target: Endpoint,
+    clock: Clock,
+    zero_rtt: bool,
+    tickets: Option<Arc<TicketStore>>,
+    /// The endpoint's socket (a second handle), where the report reads UDP_GRO.
+    sock: Arc<std::net::UdpSocket>,
+}
+
+struct H3Conn {
+    conn: quinn::Connection,
+    send: h3::client::SendRequest<qbench_stack::h3_zero_copy::OpenStreams, Bytes>,
+    timeout: Duration,
+    peer: Arc<PeerStreams>,
+    on_wire: OnWire,
+    /// quinn's counters at the last report, so that each run gets its own.
+    reported: std::sync::Mutex<QuicStats>,
+    sock: Arc<std::net::UdpSocket>,
+}
+
+fn alpn_of(conn: &quinn::Connection) -> Option<String> {
+    conn.handshake_data()
+        .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
+        .and_then(|d| d.protocol)
+        .map(|p| String::from_utf8_lossy(&p).into_owned())
+}
+
+/// `--qlog`: every client QUIC connection of this process that is sampled writes a qlog.
+static QLOG: std::sync::OnceLock<qbench_stack::qlog::QlogDir> = std::sync::OnceLock::new();
+
+pub fn qlog_to(dir: &std::path::Path, sample: f64) {
+    let _ = QLOG.set(qbench_stack::qlog::QlogDir::new(dir, sample, "client"));
+}
+
+fn transport(e: &Endpoint) -> quinn::TransportConfig {
+    let mut t = quinn::TransportConfig::default();
+    t.stream_receive_window(quinn::VarInt::from_u32(e.rwnd.unwrap_or(STREAM_WINDOW)));
+    if let Some(r) = e.rwnd {
+        t.receive_window(quinn::VarInt::from_u32(r));
+    }
+    t.max_idle_timeout(e.timeout.try_into().ok());
+    if let Some(n) = e.reorder_threshold {
+        t.packet_threshold(n);
+    }
+    if let Some(r) = e.reorder_time_threshold {
+        t.time_threshold(r as f32);
+    }
+    qbench_stack::quic_knobs::apply(&mut t, &e.quic);
+    t
+}
+
+fn udp_socket(peer: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+    let local: SocketAddr = match peer {
+        SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    let s = Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))?;
+    let _ = s.set_recv_buffer_size(UDP_BUFFER);
+    let _ = s.set_send_buffer_size(UDP_BUFFER);
+    s.bind(&local.into())?;
+    Ok(s.into())
+}
+
+fn route_to(peer: SocketAddr) -> std::io::Result<()> {
+    let local: SocketAddr = match peer {
+        SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    std::net::UdpSocket::bind(local)?.connect(peer)
+}
+
+impl H3 {
+    /// Needs a tokio runtime context.
+    pub fn new(
+        target: Endpoint,
+        tls: rustls::ClientConfig,
+        tickets: Option<Arc<TicketStore>>,
+        zero_rtt: bool,
+        clock: Clock,
+    ) -> Result<Self, FetchError> {
+        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
+            .map_err(|e| FetchError::new(ErrorKind::Tls, format!("QUIC TLS config: {e}")))?;
+        let sock = udp_socket(target.addr)
+            .map_err(|e| FetchError::from_err("binding a UDP socket", &e))?;
+        // The endpoint owns the socket; `gro=off` is set after quinn has turned GRO on.
+        let fd = sock
+            .try_clone()
+            .map_err(|e| FetchError::from_err("binding a UDP socket", &e))?;
+        let endpoint = quinn::Endpoint::new(
+            qbench_stack::quic_knobs::endpoint_config(&target.quic),
+            None,
+            sock,
+            Arc::new(quinn::TokioRuntime),
+        )
+        .map_err(|e| FetchError::from_err("creating the QUIC endpoint", &e))?;
+        if let Some(on) = target.quic.gro {
+            qbench_stack::quic_knobs::set_gro(&fd, on)
+                .map_err(|e| FetchError::from_err("setting UDP_GRO", &e))?;
+        }
+        Ok(Self {
+            endpoint,
+            crypto: Arc::new(crypto),
+            transport: Arc::new(transport(&target)),
+            target,
+            clock,
+            zero_rtt,
+            tickets,
+            sock: Arc::new(fd),
+        })
+    }
+
+    /// Returns the connection and, when 0-RTT was attempted, the acceptance future.
+    async fn handshake(
+        &self,
+        peer: &Arc<PeerStreams>,
+    ) -> Result<(quinn::Connection, Option<quinn::ZeroRttAccepted>), FetchError> {
+        let t = &self.target;
+        // quinn drops a datagram the kernel cannot route and waits for the idle timeout; a
+        // connected UDP socket asks for the route without sending anything.
+        route_to(t.addr)
+            .map_err(|e| FetchError::from_err(&format!("QUIC connect to {}", t.addr), &e))?;
+        let mut config = quinn::ClientConfig::new(Arc::new(Recording {
+            inner: self.crypto.clone(),
+            seen: peer.clone(),
+        }));
+        let qlogged = QLOG.get().and_then(|q| q.next(None)).map(|(stream, _)| {
+            let mut tc = transport(t);
+            tc.qlog_stream(Some(stream));
+            Arc::new(tc)
+        });
+        config.transport_config(qlogged.unwrap_or_else(|| self.transport.clone()));
+        let connecting = self
+            .endpoint
+            .connect_with(config, t.addr, &t.server_name)
+            .map_err(|e| {
+                FetchError::new(
+                    ErrorKind::Unreachable,
+                    format!("QUIC connect to {}: {e}", t.addr),
+                )
+            })?;
+        let what = format!("QUIC handshake with {} ({})", t.server_name, t.addr);
+        if self.zero_rtt {
+            match connecting.into_0rtt() {
+                Ok((conn, accepted)) => return Ok((conn, Some(accepted))),
+                Err(connecting) => return Ok((step(&what, t.timeout, connecting).await?, None)),
+            }
+        }
+        Ok((step(&what, t.timeout, connecting).await?, None))
+    }
+}
+
+impl Transport for H3 {
+    fn connect(&self) -> BoxFuture<'_, Result<Connected, FetchError>> {
+        Box::pin(self.connect_inner())
+    }
+
+    fn finish(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {
+            let _ = tokio::time::timeout(Duration::from_secs(1), self.endpoint.wait_idle()).await;
+        })
+    }
+}
+
+impl H3 {
+    async fn connect_inner(&self) -> Result<Connected, FetchError> {
+        let taken_before = self.tickets.as_ref().map(|s| s.tickets_taken());
+        let peer = Arc::new(PeerStreams::default());
+        let (conn, zero_rtt) = self.handshake(&peer).await?;
+        let done = self.clock.now();
+        let timeout = self.target.timeout;
+        let (mut driver, send) = step(
+            "HTTP/3 connection setup",
+            timeout,
+            h3::client::builder()
+                .max_field_section_size(MAX_RESPONSE_HEADER_BYTES)
+                .build::<_, _, Bytes>(qbench_stack::h3_zero_copy::Connection::new(conn.clone())),
+        )
+        .await?;
+        tokio::spawn(async move {
+            let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+        });
+        let info = HandshakeInfo {
+            alpn: alpn_of(&conn),
+            resumption_offered: match (taken_before, &self.tickets) {
+                (Some(b), Some(s)) => s.tickets_taken() > b,
+                _ => false,
+            },
+            resumed: zero_rtt.is_some().then_some(true),
+            early_data_accepted: false,
+        };
+        let zero_rtt = zero_rtt.map(|accepted| {
+            let (conn, mut info) = (conn.clone(), info.clone());
+            Box::pin(async move {
+                info.early_data_accepted = accepted.await;
+                info.alpn = alpn_of(&conn);
+                info
+            }) as ZeroRtt
+        });
+        Ok(Connected {
+            conn: Arc::new(H3Conn {
+                conn,
+                send,
+                timeout,
+                peer,
+                on_wire: OnWire::default(),
+                reported: Default::default(),
+                sock: self.sock.clone(),
+            }),
+            info,
+            done,
+            zero_rtt,
+        })
+    }
+}
+
+impl Exchange for H3Conn {
+    async fn request(&self, uri: &Uri, p: &mut dyn Sink) -> Result<(), FetchError> {
+        let mut send = self.send.clone();
+        let request = http::Request::get(uri.clone())
+            .body(())
+            .map_err(|e| FetchError::from_err("building request", &e))?;
+        // h3 opens the stream and writes the headers in one call. The wait for stream credit
+        // (the server's MAX_STREAMS) is the connection's, not the object's: no per-object
+        // timeout applies to it, and the QUIC idle timeout (--timeout) ends a connection that
+        // makes no progress at all.
+        let mut stream = send
+            .send_request(request)
+            .await
+            .map_err(|e| FetchError::from_err("sending request", &e))?;
+        // Timed from here: the stream is open and the request is on its way.
+        p.sending();
+        p.stream(stream.id().into_inner());
+        let _place = self.on_wire.opened();
+        // RFC 9114 4.1.2: a server that has its answer may stop reading the request (quinn
+        // sends STOP_SENDING when the server drops the request side); the response that
+        // follows is complete and must be read. A real reset shows up when reading it.
+        step("finishing request", self.timeout, async {
+            match stream.finish().await {
+                Err(h3::error::StreamError::RemoteTerminate { .. }) => Ok(()),
+                other => other,
+            }
+        })
+        .await?;
+        let resp = step(
+            "waiting for response headers",
+            self.timeout,
+            stream.recv_response(),
+        )
+        .await?;
+        p.headers(resp.status(), resp.headers())?;
+        loop {
+            match step("reading response body", self.timeout, stream.recv_data()).await? {
+                Some(mut buf) => {
+                    while buf.has_remaining() {
+                        let n = buf.chunk().len();
+                        p.data(buf.chunk())?;
+                        buf.advance(n);
+                    }
+                }
+                None => return Ok(()),
+            }
+        }
+    }
+
+    fn streams(&self) -> StreamFacts {
+        let now = qbench_stack::quic_knobs::stats(&self.conn, Some(&self.sock));
+        let mut last = self.reported.lock().expect("stats lock");
+        let run = now.since(&last);
+        *last = now;
+        StreamFacts {
+            peer_limit: self.peer.get(),
+            peak: self.on_wire.take_peak(),
+            quic: Some(run),
+        }
+    }
+
+    fn shut(&self) {
+        // H3_NO_ERROR
+        self.conn.close(quinn::VarInt::from_u32(0x100), b"done");
+    }
+}
+
+#[cfg(test)]
+mod reorder_tests {
+    use super::*;
+
+    /// quinn keeps `packet_threshold` private; its Debug form is where the setting shows.
+    #[test]
+    fn reorder_threshold_reaches_quinn() {
+        let mut e = Endpoint {
+            addr: (Ipv4Addr::LOCALHOST, 443).into(),
+            server_name: "localhost".into(),
+            timeout: Duration::from_secs(10),
+            rwnd: None,
+            reorder_threshold: None,
+            reorder_time_threshold: None,
+            quic: Default::default(),
+        };
+        assert!(format!("{:?}", transport(&e)).contains("packet_threshold: 3,"));
+        e.reorder_threshold = Some(57);
+        e.reorder_time_threshold = Some(2.5);
+        let t = format!("{:?}", transport(&e));
+        assert!(
+            t.contains("packet_threshold: 57,") && t.contains("time_threshold: 2.5,"),
+            "{t}"
+        );
+    }
+}

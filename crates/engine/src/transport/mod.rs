@@ -1,0 +1,473 @@
+//! HTTP/1.1, HTTP/2 and HTTP/3 behind one small pair of object-safe traits: a `Transport`
+//! makes connections, a `Conn` is a shared handle that fetches one object at a time per call.
+
+pub mod activity;
+pub mod classify;
+pub mod h1;
+pub mod h2;
+pub mod h3;
+#[cfg(test)]
+pub mod mock;
+pub mod peer_params;
+pub mod reopen;
+pub mod streams;
+pub mod tcp;
+pub mod tls;
+pub mod turns;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::Uri;
+use qbench_core::{ErrorKind, HandshakeInfo, ObjectOutcome};
+
+use crate::drive::verify::Check;
+use crate::measure::clock::Clock;
+use streams::StreamFacts;
+
+/// One object to fetch.
+#[derive(Debug, Clone)]
+pub struct ObjectReq {
+    pub uri: Uri,
+    /// Body length the request asks for (`/bytes/{n}`); `None` for arbitrary URLs, where
+    /// the response's content-length is checked instead.
+    pub expected_len: Option<u64>,
+    /// Check body content (`--verify`).
+    pub verify: bool,
+}
+
+/// What a fetch produced: its measurements and, for hashed bodies, the digest.
+pub struct Fetched {
+    pub outcome: ObjectOutcome,
+    pub digest: Option<String>,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct FetchError {
+    pub kind: ErrorKind,
+    pub message: String,
+    /// The server did not process the request (an HTTP/2 GOAWAY above it or REFUSED_STREAM,
+    /// an HTTP/3 GOAWAY or H3_REQUEST_REJECTED, an HTTP/1.1 connection closed before it
+    /// went out): it may go again on another connection.
+    pub unprocessed: bool,
+}
+
+impl FetchError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            unprocessed: false,
+        }
+    }
+
+    /// Classifies `e` by its source chain; `what` names the step that failed.
+    pub fn from_err(what: &str, e: &(dyn std::error::Error + 'static)) -> Self {
+        Self {
+            kind: classify::classify(e),
+            message: format!("{what}: {}", classify::one_line(e)),
+            unprocessed: classify::unprocessed(e),
+        }
+        .hinted()
+    }
+
+    /// Marks the request as one the server never saw.
+    pub fn unsent(mut self) -> Self {
+        self.unprocessed = true;
+        self
+    }
+
+    /// The message with what to do about it, where that is known.
+    fn hinted(mut self) -> Self {
+        if let Some(h) = classify::hint(&self.message) {
+            self.message = format!("{} (hint: {h})", self.message);
+        }
+        self
+    }
+
+    pub fn timeout(what: &str, after: Duration) -> Self {
+        Self::new(
+            ErrorKind::Timeout,
+            format!(
+                "{what}: no progress for {}",
+                humantime::format_duration(after)
+            ),
+        )
+        .hinted()
+    }
+}
+
+/// Where and how to connect; shared by every connection of a run.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub addr: SocketAddr,
+    /// TLS server name (SNI and certificate check).
+    pub server_name: String,
+    pub timeout: Duration,
+    /// Receive-window cap in bytes (`--rwnd`).
+    pub rwnd: Option<u32>,
+    /// QUIC's packet threshold (`--reorder-threshold`).
+    pub reorder_threshold: Option<u32>,
+    /// QUIC's time threshold in RTTs (`--reorder-time-threshold`).
+    pub reorder_time_threshold: Option<f64>,
+    /// QUIC stack settings (`--quic`).
+    pub quic: qbench_core::quic_knobs::QuicKnobs,
+}
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Resolves, once the handshake completes, to the handshake facts including whether the
+/// server accepted the 0-RTT data.
+pub type ZeroRtt = BoxFuture<'static, HandshakeInfo>;
+
+/// A connection that finished its handshake.
+pub struct Connected {
+    pub conn: Arc<dyn Conn>,
+    pub info: HandshakeInfo,
+    /// When the handshake completed, on the run clock.
+    pub done: Duration,
+    /// With 0-RTT, requests go out before the handshake completes; this resolves to whether
+    /// the server accepted the early data, and the handshake is recorded when it does.
+    pub zero_rtt: Option<ZeroRtt>,
+}
+
+pub trait Transport: Send + Sync {
+    fn connect(&self) -> BoxFuture<'_, Result<Connected, FetchError>>;
+
+    /// Called once after the last run, so that peers see our close before the endpoint
+    /// goes away.
+    fn finish(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// Receives one response as a transport reads it.
+pub trait Sink: Send {
+    /// The request is about to be sent (after any wait for a stream or the connection).
+    fn sending(&mut self) {}
+    /// The request's stream on its connection, where the protocol has streams.
+    fn stream(&mut self, _id: u64) {}
+    fn headers(
+        &mut self,
+        status: http::StatusCode,
+        headers: &http::HeaderMap,
+    ) -> Result<(), FetchError>;
+    fn data(&mut self, chunk: &[u8]) -> Result<(), FetchError>;
+}
+
+/// A connection as the runner holds it (`Arc<dyn Conn>`).
+pub trait Conn: Send + Sync {
+    /// `GET uri` on this connection, feeding the response to `sink`.
+    fn exchange<'a>(
+        &'a self,
+        uri: &'a Uri,
+        sink: &'a mut dyn Sink,
+    ) -> BoxFuture<'a, Result<(), FetchError>>;
+
+    /// The server's stream limit and this connection's peak since the last call.
+    fn streams(&self) -> StreamFacts;
+
+    /// Graceful close; the peer learns of it from the connection's own task.
+    fn close(&self);
+
+    /// What replaced this connection since the last call, where the server closed it.
+    fn reopens(&self) -> reopen::Reopens;
+}
+
+/// What each HTTP version implements; `Conn` boxes its future for dynamic dispatch.
+pub trait Exchange: Send + Sync {
+    fn request<'a>(
+        &'a self,
+        uri: &'a Uri,
+        sink: &'a mut dyn Sink,
+    ) -> impl Future<Output = Result<(), FetchError>> + Send + 'a;
+
+    fn streams(&self) -> StreamFacts;
+
+    /// Where dropping the last handle closes the connection, there is nothing to do.
+    fn shut(&self) {}
+
+    fn reopens(&self) -> reopen::Reopens {
+        reopen::Reopens::default()
+    }
+}
+
+impl<T: Exchange> Conn for T {
+    fn exchange<'a>(
+        &'a self,
+        uri: &'a Uri,
+        sink: &'a mut dyn Sink,
+    ) -> BoxFuture<'a, Result<(), FetchError>> {
+        Box::pin(self.request(uri, sink))
+    }
+
+    fn streams(&self) -> StreamFacts {
+        Exchange::streams(self)
+    }
+
+    fn close(&self) {
+        self.shut();
+    }
+
+    fn reopens(&self) -> reopen::Reopens {
+        Exchange::reopens(self)
+    }
+}
+
+/// Sends a prepared hyper request (h1) and feeds the response to `sink`.
+/// `body_error` adjusts errors that happen after the response head arrived.
+async fn hyper_exchange<F>(
+    send: F,
+    timeout: Duration,
+    activity: &activity::Activity,
+    sink: &mut dyn Sink,
+    body_error: fn(FetchError) -> FetchError,
+) -> Result<(), FetchError>
+where
+    F: Future<Output = Result<http::Response<hyper::body::Incoming>, hyper::Error>>,
+{
+    use http_body_util::BodyExt;
+
+    sink.sending();
+    let resp = activity::step_while_moving(
+        Some(activity),
+        "waiting for response headers",
+        timeout,
+        send,
+    )
+    .await?;
+    sink.headers(resp.status(), resp.headers())?;
+    let mut body = resp.into_body();
+    loop {
+        let frame =
+            activity::step_while_moving(Some(activity), "reading response body", timeout, async {
+                body.frame().await.transpose()
+            })
+            .await
+            .map_err(body_error)?;
+        match frame {
+            Some(f) => {
+                if let Some(d) = f.data_ref() {
+                    sink.data(d)?;
+                }
+            }
+            None => return Ok(()),
+        }
+    }
+}
+
+/// Fetches one object, measuring and checking it.
+pub async fn fetch(conn: &dyn Conn, clock: &Clock, req: &ObjectReq) -> Fetched {
+    let mut p = Progress::start(clock, req);
+    match conn.exchange(&req.uri, &mut p).await {
+        Ok(()) => p.finish(),
+        Err(e) => p.fail(e),
+    }
+}
+
+/// Collects a small response body (telemetry), refusing more than `limit` bytes.
+struct Collect {
+    body: Vec<u8>,
+    limit: usize,
+    uri: String,
+}
+
+impl Sink for Collect {
+    fn headers(&mut self, status: http::StatusCode, _: &http::HeaderMap) -> Result<(), FetchError> {
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(FetchError::new(
+                ErrorKind::Status,
+                format!("{} answered {status}", self.uri),
+            ))
+        }
+    }
+
+    fn data(&mut self, chunk: &[u8]) -> Result<(), FetchError> {
+        if self.body.len() + chunk.len() > self.limit {
+            return Err(FetchError::new(
+                ErrorKind::LongBody,
+                format!("{}: more than {} bytes", self.uri, self.limit),
+            ));
+        }
+        self.body.extend_from_slice(chunk);
+        Ok(())
+    }
+}
+
+pub async fn get_body(conn: &dyn Conn, uri: &Uri, limit: usize) -> Result<Vec<u8>, FetchError> {
+    let mut sink = Collect {
+        body: Vec::new(),
+        limit,
+        uri: uri.to_string(),
+    };
+    conn.exchange(uri, &mut sink).await?;
+    Ok(sink.body)
+}
+
+/// Runs `fut` with the idle timeout, naming the step in the error.
+pub async fn step<T, E>(
+    what: &str,
+    after: Duration,
+    fut: impl Future<Output = Result<T, E>>,
+) -> Result<T, FetchError>
+where
+    E: std::error::Error + 'static,
+{
+    activity::step_while_moving(None, what, after, fut).await
+}
+
+/// Accumulates one response; every transport reports through it so checks are identical.
+pub struct Progress<'a> {
+    clock: &'a Clock,
+    req: &'a ObjectReq,
+    sent: Duration,
+    sent_once: bool,
+    headers: Option<Duration>,
+    content_length: Option<u64>,
+    bytes: u64,
+    check: Option<Check>,
+    status: Option<u16>,
+    stream: Option<u64>,
+}
+
+impl Sink for Progress<'_> {
+    /// A request sent again on a new connection keeps its first time: the server's close
+    /// and the new handshake are part of what it cost.
+    fn sending(&mut self) {
+        if !self.sent_once {
+            self.sent = self.clock.now();
+            self.sent_once = true;
+        }
+    }
+
+    fn stream(&mut self, id: u64) {
+        self.stream = Some(id);
+    }
+
+    /// Response head arrived; a non-2xx status is an error of kind `status`.
+    fn headers(
+        &mut self,
+        status: http::StatusCode,
+        headers: &http::HeaderMap,
+    ) -> Result<(), FetchError> {
+        self.headers = Some(self.clock.now());
+        self.status = Some(status.as_u16());
+        self.content_length = headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
+        if !status.is_success() {
+            return Err(FetchError::new(
+                ErrorKind::Status,
+                format!("{} answered {status}", self.req.uri),
+            ));
+        }
+        if let (Some(want), Some(cl)) = (self.req.expected_len, self.content_length) {
+            if want != cl {
+                let kind = if cl < want {
+                    ErrorKind::ShortBody
+                } else {
+                    ErrorKind::LongBody
+                };
+                return Err(FetchError::new(
+                    kind,
+                    format!("{}: content-length {cl}, requested {want}", self.req.uri),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn data(&mut self, chunk: &[u8]) -> Result<(), FetchError> {
+        self.bytes += chunk.len() as u64;
+        if let Some(c) = &mut self.check {
+            c.update(chunk);
+        }
+        match self.expected() {
+            Some(want) if self.bytes > want => Err(FetchError::new(
+                ErrorKind::LongBody,
+                format!("{}: more than {want} body bytes", self.req.uri),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl<'a> Progress<'a> {
+    pub fn start(clock: &'a Clock, req: &'a ObjectReq) -> Self {
+        Progress {
+            clock,
+            req,
+            sent: clock.now(),
+            sent_once: false,
+            headers: None,
+            content_length: None,
+            bytes: 0,
+            status: None,
+            stream: None,
+            check: req.verify.then(|| match req.expected_len {
+                Some(_) => Check::pattern(),
+                None => Check::digest(),
+            }),
+        }
+    }
+
+    fn expected(&self) -> Option<u64> {
+        self.req.expected_len.or(self.content_length)
+    }
+
+    /// The body ended: checks byte count and content, and produces the outcome.
+    pub fn finish(mut self) -> Fetched {
+        let done = self.clock.now();
+        let mut digest = None;
+        let err = match (self.expected(), self.check.take().map(Check::finish)) {
+            (Some(want), _) if self.bytes < want => Some(FetchError::new(
+                ErrorKind::ShortBody,
+                format!("{}: {} of {want} body bytes", self.req.uri, self.bytes),
+            )),
+            (_, Some(Err(at))) => Some(FetchError::new(
+                ErrorKind::BodyMismatch,
+                format!(
+                    "{}: body differs from the payload at byte {at}",
+                    self.req.uri
+                ),
+            )),
+            (_, Some(Ok(d))) => {
+                digest = d;
+                None
+            }
+            _ => None,
+        };
+        Fetched {
+            outcome: self.outcome_at(done, err),
+            digest,
+        }
+    }
+
+    pub fn fail(self, e: FetchError) -> Fetched {
+        let done = self.clock.now();
+        Fetched {
+            outcome: self.outcome_at(done, Some(e)),
+            digest: None,
+        }
+    }
+
+    fn outcome_at(&self, done: Duration, err: Option<FetchError>) -> ObjectOutcome {
+        ObjectOutcome {
+            intended: None,
+            sent: self.sent,
+            headers: self.headers,
+            done,
+            body_bytes: self.bytes,
+            error: err.map(|e| (e.kind, e.message)),
+            status: self.status,
+            stream: self.stream,
+        }
+    }
+}

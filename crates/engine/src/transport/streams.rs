@@ -1,0 +1,168 @@
+//! The requests a connection has on the wire. For h2 it is also the gate that keeps them
+//! within the server's SETTINGS_MAX_CONCURRENT_STREAMS, so that h2 never queues one
+//! internally and every object's timer starts when its stream is really opened.
+
+use std::sync::Mutex;
+
+use tokio::sync::Notify;
+
+/// What a connection reports about its streams after a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamFacts {
+    /// Concurrent request streams the server allows, as it advertised them: h2
+    /// SETTINGS_MAX_CONCURRENT_STREAMS, h3 initial_max_streams_bidi; `None` where it set no
+    /// limit or it is not known (h1, or no response arrived yet on h2).
+    pub peer_limit: Option<u64>,
+    /// The most requests that were on the wire at once since the last report.
+    pub peak: u64,
+    /// What the QUIC stack did on this connection since the last report (h3).
+    pub quic: Option<qbench_core::quic_knobs::QuicStats>,
+}
+
+#[derive(Default)]
+struct Count {
+    open: usize,
+    peak: usize,
+}
+
+/// Counts requests on the wire; `enter` waits below a limit, `opened` does not.
+#[derive(Default)]
+pub struct OnWire {
+    count: Mutex<Count>,
+    freed: Notify,
+}
+
+/// One request on the wire; dropping it frees its place.
+pub struct Place<'a>(&'a OnWire);
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        self.0.lock().open -= 1;
+        self.0.freed.notify_one();
+    }
+}
+
+impl OnWire {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Count> {
+        self.count.lock().expect("stream count lock")
+    }
+
+    fn take(count: &mut Count) {
+        count.open += 1;
+        count.peak = count.peak.max(count.open);
+    }
+
+    /// A request whose stream the transport has already opened (h3: quinn waited for the
+    /// server's stream credit).
+    pub fn opened(&self) -> Place<'_> {
+        Self::take(&mut self.lock());
+        Place(self)
+    }
+
+    /// Waits until fewer than `limit()` requests are on the wire. Each freed place wakes one
+    /// waiter, and a waiter that finds more room passes the wake on, so a raised limit is
+    /// filled without waking every waiter at every release.
+    pub async fn enter(&self, limit: impl Fn() -> usize) -> Place<'_> {
+        loop {
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            {
+                let mut c = self.lock();
+                if c.open < limit() {
+                    Self::take(&mut c);
+                    let more = c.open < limit();
+                    drop(c);
+                    if more {
+                        self.freed.notify_one();
+                    }
+                    return Place(self);
+                }
+            }
+            freed.await;
+        }
+    }
+
+    /// The limit may have risen (the server's SETTINGS arrived): wake a waiter to look.
+    pub fn recheck(&self, limit: usize) {
+        if self.lock().open < limit {
+            self.freed.notify_one();
+        }
+    }
+
+    /// The peak since the last call; the next period starts from what is on the wire now.
+    pub fn take_peak(&self) -> u64 {
+        let mut c = self.lock();
+        let peak = c.peak;
+        c.peak = c.open;
+        peak as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    async fn until(what: &str, test: impl Fn() -> bool) {
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while !test() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect(what);
+    }
+
+    /// 50 requests held on the wire: a limit of 7 lets exactly 7 in; raising it to 40 lets
+    /// exactly 40 in after one recheck; releasing them all lets every request through.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn never_more_than_the_limit_and_a_raised_limit_is_filled() {
+        let gate = Arc::new(OnWire::default());
+        let limit = Arc::new(AtomicUsize::new(7));
+        let inside = Arc::new(AtomicUsize::new(0));
+        let release = Arc::new(tokio::sync::Semaphore::new(0));
+        let mut tasks = Vec::new();
+        for _ in 0..50 {
+            let (gate, limit, inside, release) =
+                (gate.clone(), limit.clone(), inside.clone(), release.clone());
+            tasks.push(tokio::spawn(async move {
+                let place = gate.enter(|| limit.load(Ordering::SeqCst)).await;
+                inside.fetch_add(1, Ordering::SeqCst);
+                release.acquire().await.expect("open").forget();
+                inside.fetch_sub(1, Ordering::SeqCst);
+                drop(place);
+            }));
+        }
+        until("7 inside", || inside.load(Ordering::SeqCst) == 7).await;
+        for _ in 0..1000 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(inside.load(Ordering::SeqCst), 7);
+        limit.store(40, Ordering::SeqCst);
+        gate.recheck(40);
+        until("40 inside", || inside.load(Ordering::SeqCst) == 40).await;
+        for _ in 0..1000 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(inside.load(Ordering::SeqCst), 40);
+        release.add_permits(50);
+        for t in tasks {
+            t.await.expect("task");
+        }
+        assert_eq!(gate.take_peak(), 40);
+        assert_eq!(gate.take_peak(), 0, "nothing on the wire after the run");
+    }
+
+    #[test]
+    fn opened_counts_without_waiting() {
+        let gate = OnWire::default();
+        let a = gate.opened();
+        let b = gate.opened();
+        drop(a);
+        assert_eq!(gate.take_peak(), 2);
+        assert_eq!(gate.take_peak(), 1);
+        drop(b);
+    }
+}
