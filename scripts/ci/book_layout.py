@@ -33,9 +33,11 @@ def page():
         for dirpath, dirs, files in sorted(os.walk(base)):
             dirs.sort()
             for name in sorted(files):
-                if not name.endswith(".rs") or name.endswith(("_tests.rs", "_props.rs")):
-                    continue
                 path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, base).split(os.sep)
+                unit_test = name == "tests.rs" or name.endswith("_tests.rs") or "tests" in rel[:-1]
+                if not name.endswith(".rs") or unit_test:
+                    continue
                 what = first_sentence(path)
                 if what:
                     out.append(f"| `{os.path.relpath(path, base)}` | {what} |")

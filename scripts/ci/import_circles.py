@@ -12,12 +12,17 @@ import os
 import re
 import sys
 from collections import defaultdict
+def is_test(rel):
+    # Unit tests (`tests.rs`, `*_tests.rs` and what sits under a `tests/` folder) may import
+    # anything of the module they test.
+    parts = rel.split(os.sep)
+    return parts[-1] == 'tests.rs' or parts[-1].endswith('_tests.rs') or 'tests' in parts[:-1]
 def modules(src):
     mods = {}
     for dp, _, fs in os.walk(src):
         for f in fs:
-            if not f.endswith('.rs') or f.endswith('_tests.rs') or f.endswith('_props.rs'): continue
             p = os.path.join(dp, f)
+            if not f.endswith('.rs') or is_test(os.path.relpath(p, src)): continue
             rel = os.path.relpath(p, src)[:-3].split(os.sep)
             if rel[-1] in ('mod', 'lib', 'main'): rel = rel[:-1]
             mods['::'.join(rel)] = p

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::needs::{require, Need};
 use common::{assert_complete, qbench};
-use qbench_core::cpulimit::CgroupBackend;
+use qbench_core::spec::cpulimit::CgroupBackend;
 use qbench_shaper::cgroup;
 
 /// One quota at a time: `ours()` must see only the cgroup of the run under test.

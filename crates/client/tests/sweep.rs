@@ -9,9 +9,9 @@ use std::path::Path;
 use clap::Parser;
 use qbench::flags::cli::{Cli, Command};
 use qbench::flags::rerun::{compare_command, compete_command};
-use qbench_core::effect::Test;
-use qbench_core::metric::Metric;
 use qbench_core::scenario::CellSpec;
+use qbench_core::stats::effect::Test;
+use qbench_core::stats::metric::Metric;
 
 mod common;
 

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-pub use crate::connection::{ConnectionRecord, HandshakeInfo};
 use crate::errors::{ErrorCounts, ErrorKind};
 use crate::histogram::{HistogramExport, LatencyHistogram};
-use crate::load_report::{IntervalAcc, IntervalRecord, LoadAcc};
+pub use crate::report::connection::{ConnectionRecord, HandshakeInfo};
+use crate::report::load::{IntervalAcc, IntervalRecord, LoadAcc};
 use crate::report::{ObjectCounts, RunReport};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -188,7 +188,7 @@ impl Recorder {
     }
 
     /// What the client's QUIC stack did on a connection during the run.
-    pub fn quic(&mut self, id: ConnId, stats: Option<crate::quic_knobs::QuicStats>) {
+    pub fn quic(&mut self, id: ConnId, stats: Option<crate::spec::quic_knobs::QuicStats>) {
         self.conns[id.0].quic = stats;
     }
 

@@ -67,10 +67,22 @@ impl SchemaKind {
     pub fn tag(self) -> Option<(&'static str, u32)> {
         match self {
             Self::Run | Self::Merge => Some((crate::report::SCHEMA, crate::report::SCHEMA_VERSION)),
-            Self::Compare => Some((crate::compare::SCHEMA, crate::compare::SCHEMA_VERSION)),
-            Self::Compete => Some((crate::compete::SCHEMA, crate::compete::SCHEMA_VERSION)),
-            Self::SweepCell => Some((crate::cell::SCHEMA, crate::cell::SCHEMA_VERSION)),
-            Self::Cost => Some((crate::cost::SCHEMA, crate::cost::SCHEMA_VERSION)),
+            Self::Compare => Some((
+                crate::report::compare::SCHEMA,
+                crate::report::compare::SCHEMA_VERSION,
+            )),
+            Self::Compete => Some((
+                crate::report::compete::SCHEMA,
+                crate::report::compete::SCHEMA_VERSION,
+            )),
+            Self::SweepCell => Some((
+                crate::scenario::cell::SCHEMA,
+                crate::scenario::cell::SCHEMA_VERSION,
+            )),
+            Self::Cost => Some((
+                crate::stats::cost::SCHEMA,
+                crate::stats::cost::SCHEMA_VERSION,
+            )),
             Self::Interval | Self::Scenario => None,
         }
     }
@@ -96,11 +108,11 @@ pub fn schema(kind: SchemaKind) -> Value {
         .into_generator();
     let root = match kind {
         SchemaKind::Run | SchemaKind::Merge => gen.root_schema_for::<crate::Report>(),
-        SchemaKind::Compare => gen.root_schema_for::<crate::compare::CompareReport>(),
-        SchemaKind::Compete => gen.root_schema_for::<crate::compete::CompeteReport>(),
-        SchemaKind::SweepCell => gen.root_schema_for::<crate::cell::CellFile>(),
-        SchemaKind::Cost => gen.root_schema_for::<crate::cost::CostReport>(),
-        SchemaKind::Interval => gen.root_schema_for::<crate::load_report::IntervalLine<'_>>(),
+        SchemaKind::Compare => gen.root_schema_for::<crate::report::compare::CompareReport>(),
+        SchemaKind::Compete => gen.root_schema_for::<crate::report::compete::CompeteReport>(),
+        SchemaKind::SweepCell => gen.root_schema_for::<crate::scenario::cell::CellFile>(),
+        SchemaKind::Cost => gen.root_schema_for::<crate::stats::cost::CostReport>(),
+        SchemaKind::Interval => gen.root_schema_for::<crate::report::load::IntervalLine<'_>>(),
         SchemaKind::Scenario => gen.root_schema_for::<crate::scenario::Scenario>(),
     };
     let mut v = root.to_value();
@@ -119,11 +131,17 @@ pub fn schema(kind: SchemaKind) -> Value {
             ),
             (
                 "CompareReport",
-                (crate::compare::SCHEMA, crate::compare::SCHEMA_VERSION),
+                (
+                    crate::report::compare::SCHEMA,
+                    crate::report::compare::SCHEMA_VERSION,
+                ),
             ),
             (
                 "CompeteReport",
-                (crate::compete::SCHEMA, crate::compete::SCHEMA_VERSION),
+                (
+                    crate::report::compete::SCHEMA,
+                    crate::report::compete::SCHEMA_VERSION,
+                ),
             ),
         ] {
             pin(&mut v, &["$defs", def], tag, version);

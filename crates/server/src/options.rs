@@ -89,7 +89,7 @@ pub struct ServerOptions {
         default_value = "",
         hide_default_value = true
     )]
-    pub quic: qbench_core::quic_knobs::QuicKnobs,
+    pub quic: qbench_core::spec::quic_knobs::QuicKnobs,
 
     /// Sample sender telemetry (cwnd, RTT, losses...) this often; 0 turns it off
     #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]

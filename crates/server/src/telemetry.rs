@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use qbench_core::telemetry::{CcSample, Timeline};
+use qbench_core::report::telemetry::{CcSample, Timeline};
 
 use crate::cc::Instrumented;
 use crate::shared::Stats;
@@ -46,7 +46,7 @@ pub struct ConnTelemetry {
     /// A telemetry body of this connection exists (in a response not yet fully sent).
     busy: Arc<AtomicBool>,
     /// QUIC counters at the last telemetry fetch.
-    quic_reported: Mutex<qbench_core::quic_knobs::QuicStats>,
+    quic_reported: Mutex<qbench_core::spec::quic_knobs::QuicStats>,
     /// The server's counters, once a sampler counts this connection in `samplers`.
     counted: OnceLock<Arc<Stats>>,
 }

@@ -67,11 +67,11 @@ impl Identity {
         // Read whole within the limit first: a FIFO or /dev/zero states no size.
         let read = |what: &'static str, path: &Path| {
             std::fs::File::open(path)
-                .map_err(qbench_core::input::InputError::from)
+                .map_err(qbench_core::spec::input::InputError::from)
                 .and_then(|f| {
-                    qbench_core::input::read_text_capped(
+                    qbench_core::spec::input::read_text_capped(
                         f,
-                        qbench_core::input::MAX_PEM_BYTES,
+                        qbench_core::spec::input::MAX_PEM_BYTES,
                         "a PEM file",
                     )
                 })

@@ -6,7 +6,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use qbench_core::cpulimit::{period_us, quota_us, CgroupBackend, Throttling, PERIOD_US};
+use qbench_core::spec::cpulimit::{period_us, quota_us, CgroupBackend, Throttling, PERIOD_US};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CgroupError {

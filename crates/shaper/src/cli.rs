@@ -2,7 +2,7 @@
 //! describe it from the same definition.
 
 use clap::{Parser, Subcommand};
-use qbench_core::link::LinkSpec;
+use qbench_core::spec::link::LinkSpec;
 
 use crate::{BackendChoice, Offloads};
 

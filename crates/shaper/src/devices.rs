@@ -9,4 +9,4 @@ pub const ROUTER_TO_CLIENT: &str = "qb-rc";
 /// Router side facing the server: egress here is the *up* direction.
 pub const ROUTER_TO_SERVER: &str = "qb-rs";
 pub const TUN_UP: &str = "qb-tup";
-pub const TUN_DOWN: &str = qbench_core::link_report::FORWARDER_DOWN;
+pub const TUN_DOWN: &str = qbench_core::report::link::FORWARDER_DOWN;

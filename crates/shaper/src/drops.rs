@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::plan::{ROUTER_TO_CLIENT, ROUTER_TO_SERVER};
 
-pub use qbench_core::link_report::LinkDrops as Drops;
+pub use qbench_core::report::link::LinkDrops as Drops;
 
 fn add(d: &mut Drops, dev: &str, n: u64) {
     match dev {

@@ -98,7 +98,7 @@ fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
 
-pub use qbench_core::link_report::ForwarderStats;
+pub use qbench_core::report::link::ForwarderStats;
 
 /// A running delay line on one TUN device: a reader and a writer thread.
 pub struct Forwarder {

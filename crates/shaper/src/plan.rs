@@ -1,7 +1,7 @@
 //! LinkSpec -> the exact commands that build the topology and its impairments. Pure: the
 //! executor runs the list, `--dry-run` prints it.
 
-use qbench_core::link::LinkSpec;
+use qbench_core::spec::link::LinkSpec;
 use serde::Serialize;
 
 pub use crate::cmd::Cmd;
@@ -30,7 +30,7 @@ pub const ENDPOINT_SYSCTLS: &[(&str, &str)] = &[
     ("net.ipv4.tcp_wmem", "4096 65536 67108864"),
 ];
 
-pub use qbench_core::link_report::{Backend, Names};
+pub use qbench_core::report::link::{Backend, Names};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]

@@ -3,7 +3,7 @@
 use crate::exec::run;
 use crate::plan::{Backend, Cmd, Names};
 
-pub use qbench_core::link_report::Capabilities;
+pub use qbench_core::report::link::Capabilities;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {

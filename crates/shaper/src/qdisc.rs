@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
-use qbench_core::link::{Direction, LinkSpec, RateSpec};
+use qbench_core::spec::link::{Direction, LinkSpec, RateSpec};
 use qbench_core::units::Rate;
 
 use crate::cmd::Cmd;
 use crate::devices::{ROUTER_TO_CLIENT, ROUTER_TO_SERVER};
-use qbench_core::link_report::Names;
+use qbench_core::report::link::Names;
 
 /// netem's handle when it is the root qdisc; the rate's tbf then hangs off its only class.
 pub const NETEM_HANDLE: &str = "10:";

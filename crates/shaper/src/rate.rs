@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use qbench_core::link::{parse_trace, LinkError, Queue, RateSpec};
+use qbench_core::spec::link::{parse_trace, LinkError, Queue, RateSpec};
 use qbench_core::units::Rate;
 use rand::Rng;
 
@@ -20,7 +20,7 @@ pub enum RateError {
     #[error("reading rate trace {path}: {source}")]
     Read {
         path: String,
-        source: qbench_core::input::InputError,
+        source: qbench_core::spec::input::InputError,
     },
     #[error("rate trace {path}: {source}")]
     Parse { path: String, source: LinkError },
@@ -28,7 +28,7 @@ pub enum RateError {
     Spawn(std::io::Error),
 }
 
-pub use qbench_core::link_report::RateChange;
+pub use qbench_core::report::link::RateChange;
 
 /// A direction whose rate varies: its egress device and how it varies.
 pub struct Varying {
@@ -76,11 +76,11 @@ impl Varying {
             RateSpec::Trace { path } => {
                 // Read within the limit: a FIFO or /dev/zero states no size.
                 let text = std::fs::File::open(path)
-                    .map_err(qbench_core::input::InputError::from)
+                    .map_err(qbench_core::spec::input::InputError::from)
                     .and_then(|f| {
-                        qbench_core::input::read_text_capped(
+                        qbench_core::spec::input::read_text_capped(
                             f,
-                            qbench_core::input::MAX_TRACE_BYTES,
+                            qbench_core::spec::input::MAX_TRACE_BYTES,
                             "a rate trace",
                         )
                     })

@@ -1,7 +1,7 @@
 //! The emulated path as an RAII guard: client, router and server namespaces with the link's
 //! impairments on the router. Dropping it stops the forwarders and deletes the namespaces.
 
-use qbench_core::link::LinkSpec;
+use qbench_core::spec::link::LinkSpec;
 
 use crate::exec::{ExecError, Executor};
 use crate::forwarder::{Forwarder, Impairment};
@@ -68,7 +68,7 @@ pub struct TopologyOptions {
 }
 
 /// What the report says about the link.
-pub use qbench_core::link_report::LinkReport;
+pub use qbench_core::report::link::LinkReport;
 
 pub struct Topology {
     names: Names,
@@ -92,7 +92,7 @@ fn random_id() -> String {
     format!("{:x}", std::process::id().rotate_left(12) ^ nanos)
 }
 
-fn impairment(d: &qbench_core::link::Direction, loss_here: bool) -> Impairment {
+fn impairment(d: &qbench_core::spec::link::Direction, loss_here: bool) -> Impairment {
     Impairment {
         delay: d.delay,
         jitter: d.jitter,
@@ -262,7 +262,7 @@ impl Topology {
     }
 
     /// Each forwarder's counters now (none with the kernel's qdiscs).
-    pub fn forwarder_stats(&self) -> Vec<(String, qbench_core::link_report::ForwarderStats)> {
+    pub fn forwarder_stats(&self) -> Vec<(String, qbench_core::report::link::ForwarderStats)> {
         self.forwarders
             .iter()
             .map(|(n, f)| (n.clone(), f.stats()))

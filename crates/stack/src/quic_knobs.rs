@@ -3,7 +3,7 @@
 
 use std::os::fd::AsRawFd;
 
-use qbench_core::quic_knobs::{QuicKnobs, QuicStats};
+use qbench_core::spec::quic_knobs::{QuicKnobs, QuicStats};
 
 /// Sets what `k` names on a connection's transport configuration.
 pub fn apply(t: &mut quinn::TransportConfig, k: &QuicKnobs) {

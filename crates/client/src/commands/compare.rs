@@ -1,12 +1,12 @@
 //! `qbench compare`: two configurations, back to back, round after round.
 
 use anyhow::Context;
-use qbench_core::compare::{AutoRoundsRecord, CompareReport, DiscardedRound, Verdict};
-use qbench_core::effect::Test;
-use qbench_core::metric::Metric;
-use qbench_core::noise::{Losses, STEAL_THRESHOLD_PCT};
-use qbench_core::rounds::{AutoRounds, Stopped};
+use qbench_core::report::compare::{AutoRoundsRecord, CompareReport, DiscardedRound, Verdict};
 use qbench_core::spec::CompareSpec;
+use qbench_core::stats::effect::Test;
+use qbench_core::stats::metric::Metric;
+use qbench_core::stats::noise::{Losses, STEAL_THRESHOLD_PCT};
+use qbench_core::stats::rounds::{AutoRounds, Stopped};
 use qbench_core::Stats;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -201,7 +201,7 @@ fn table(r: &CompareReport) -> String {
         }),
     ));
     if r.a.summary.load.is_some() || r.b.summary.load.is_some() {
-        let load = |f: &dyn Fn(&qbench_core::load_report::LoadSummary) -> String| {
+        let load = |f: &dyn Fn(&qbench_core::report::load::LoadSummary) -> String| {
             per_side(r, &|rep| rep.summary.load.as_ref().map_or("-".into(), f))
         };
         out.push_str(&line(
@@ -346,7 +346,7 @@ fn losses_line(r: &CompareReport) -> String {
 }
 
 /// The chosen test's effect with its interval, and its statistic.
-fn effect_lines(c: &qbench_core::compare::Comparison) -> String {
+fn effect_lines(c: &qbench_core::report::compare::Comparison) -> String {
     let m = c.metric;
     let mut out = String::new();
     let what = match c.test {
@@ -415,7 +415,7 @@ fn plot_both(path: &std::path::Path, r: &CompareReport) -> anyhow::Result<()> {
 /// The larger steal share of the two sides' last runs, when either was noisy.
 fn noisy(a: &Side<'_>, b: &Side<'_>) -> Option<f64> {
     let last = |s: &Side<'_>| s.runs.last().and_then(|r| r.noise.as_ref()).cloned();
-    qbench_core::noise::noisy_round(&[last(a), last(b)])
+    qbench_core::stats::noise::noisy_round(&[last(a), last(b)])
 }
 
 /// Runs the rounds; returns the first error when a side had incomplete runs.

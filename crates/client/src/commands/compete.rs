@@ -4,7 +4,7 @@
 
 use anyhow::Context;
 use futures_util::future::join_all;
-use qbench_core::compete::{CompeteReport, Flow};
+use qbench_core::report::compete::{CompeteReport, Flow};
 use qbench_core::spec::CompeteSpec;
 use qbench_core::Report;
 

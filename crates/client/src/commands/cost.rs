@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Context};
-use qbench_core::cost::{
+use qbench_core::stats::cost::{
     CostModel, CostReport, Estimates, EventCounts, Measured, MeasuredRun, Side, Stack,
 };
 use qbench_core::{Protocol, Report};
@@ -95,7 +95,7 @@ struct CriterionEstimate {
 fn read_json<T: DeserializeOwned>(p: &Path) -> anyhow::Result<T> {
     let text = qbench_engine::setup::input::read_text(
         p,
-        qbench_core::input::MAX_ESTIMATES_BYTES,
+        qbench_core::spec::input::MAX_ESTIMATES_BYTES,
         "criterion's estimates",
     )
     .map_err(anyhow::Error::msg)?;
@@ -106,7 +106,7 @@ fn measured(path: &Path, model: &CostModel) -> anyhow::Result<Measured> {
     let shown = path.display().to_string();
     let text = qbench_engine::setup::input::read_text(
         path,
-        qbench_core::input::MAX_REPORT_BYTES,
+        qbench_core::spec::input::MAX_REPORT_BYTES,
         "a report",
     )
     .map_err(|message| qbench_engine::plan::error::ConfigError {

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use qbench_core::merge::{merge as merge_reports, MergeInfo};
+use qbench_core::report::merge::{merge as merge_reports, MergeInfo};
 use qbench_core::{Report, ToolInfo};
 
 use crate::export::{print_text, write_json, Dest};
@@ -68,7 +68,7 @@ fn files(inputs: &[PathBuf], out: Option<&Path>) -> Result<Vec<PathBuf>, ConfigE
 fn read(path: &Path) -> Result<Report, ConfigError> {
     let text = qbench_engine::setup::input::read_text(
         path,
-        qbench_core::input::MAX_REPORT_BYTES,
+        qbench_core::spec::input::MAX_REPORT_BYTES,
         "a report",
     )
     .map_err(bad)?;

@@ -102,7 +102,7 @@ pub async fn upstream(args: &ProxyArgs) -> anyhow::Result<Upstream> {
             origin: path.display().to_string(),
             pem: qbench_engine::setup::input::read_text(
                 path,
-                qbench_core::input::MAX_PEM_BYTES,
+                qbench_core::spec::input::MAX_PEM_BYTES,
                 "a PEM file",
             )
             .map_err(|e| bad("--upstream-ca", e))?,

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use indicatif::ProgressBar;
-use qbench_core::ccstate::StateMachine;
-use qbench_core::telemetry::Timeline;
+use qbench_core::report::ccstate::StateMachine;
+use qbench_core::report::telemetry::Timeline;
 use qbench_core::{ErrorKind, Recorder, Report, ReportMeta};
 
 use crate::export::progress::{progress_bar, time_bar};

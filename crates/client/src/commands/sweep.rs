@@ -5,13 +5,13 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
-use qbench_core::cell::{CellFile, CellFileError, CellReport};
-use qbench_core::compare::{Comparison, Verdict};
-use qbench_core::effect::Test;
-use qbench_core::input::{MAX_REPORT_BYTES, MAX_SCENARIO_BYTES};
-use qbench_core::metric::Metric;
+use qbench_core::report::compare::{Comparison, Verdict};
+use qbench_core::scenario::cell::{CellFile, CellFileError, CellReport};
 use qbench_core::scenario::{Cell, CellSpec, Scenario};
+use qbench_core::spec::input::{MAX_REPORT_BYTES, MAX_SCENARIO_BYTES};
 use qbench_core::stats::discoveries;
+use qbench_core::stats::effect::Test;
+use qbench_core::stats::metric::Metric;
 
 use crate::export::{write_json, Dest};
 use crate::flags::cli::{Outputs, SweepArgs};

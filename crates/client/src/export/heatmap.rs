@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 
-use qbench_core::compare::Verdict;
+use qbench_core::report::compare::Verdict;
 
 use super::html_cell::{esc, Cmp};
 

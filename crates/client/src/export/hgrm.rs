@@ -75,7 +75,7 @@ pub fn command(args: HgrmArgs) -> anyhow::Result<()> {
     };
     let json = qbench_engine::setup::input::read_text(
         &args.report,
-        qbench_core::input::MAX_REPORT_BYTES,
+        qbench_core::spec::input::MAX_REPORT_BYTES,
         "a report",
     )
     .map_err(bad)?;

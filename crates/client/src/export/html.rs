@@ -8,16 +8,16 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context;
-use qbench_core::ccstate::StateMachine;
-use qbench_core::cell::{CellFile, CellReport};
-use qbench_core::compare::{CompareReport, Comparison, Verdict};
-use qbench_core::compete::CompeteReport;
-use qbench_core::effect::Test;
-use qbench_core::metric::Metric;
-use qbench_core::noise::Losses;
+use qbench_core::report::ccstate::StateMachine;
+use qbench_core::report::compare::{CompareReport, Comparison, Verdict};
+use qbench_core::report::compete::CompeteReport;
+use qbench_core::report::telemetry::Timeline;
+use qbench_core::scenario::cell::{CellFile, CellReport};
 use qbench_core::scenario::{Cell, CellSpec};
 use qbench_core::stats::discoveries;
-use qbench_core::telemetry::Timeline;
+use qbench_core::stats::effect::Test;
+use qbench_core::stats::metric::Metric;
+use qbench_core::stats::noise::Losses;
 use qbench_core::{Report, Stats};
 
 use super::html_cell::{esc, Cmp};
@@ -247,7 +247,7 @@ fn read_cells(dir: &Path) -> anyhow::Result<Sweep> {
         }
         let bytes = qbench_engine::setup::input::read_bytes(
             &path,
-            qbench_core::input::MAX_REPORT_BYTES,
+            qbench_core::spec::input::MAX_REPORT_BYTES,
             "a cell file",
         )
         .map_err(anyhow::Error::msg)?;
@@ -414,7 +414,7 @@ fn cell_table(cells: &[Cmp]) -> String {
                 "{} (auto{})",
                 r.rounds,
                 match a.stopped {
-                    Some(qbench_core::rounds::Stopped::MaxRounds) => ", max",
+                    Some(qbench_core::stats::rounds::Stopped::MaxRounds) => ", max",
                     _ => "",
                 }
             ),

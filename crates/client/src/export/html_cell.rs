@@ -1,6 +1,6 @@
 //! What the HTML report's parts share: one comparison cell as they draw it, and escaping.
 
-use qbench_core::compare::CompareReport;
+use qbench_core::report::compare::CompareReport;
 use qbench_core::scenario::Cell;
 
 /// A comparison cell of a sweep.

@@ -1,7 +1,7 @@
 //! The notes a run's report gets beside its figures (its client's CPU quota, the split proxy
 //! it went through), rendered once for the text summary, the compare table and the HTML page.
 
-use qbench_core::cpulimit::{ClientCpuRecord, Throttling};
+use qbench_core::spec::cpulimit::{ClientCpuRecord, Throttling};
 
 /// `0.25 of a core (cgroup-v1), throttled in 10 of 11 periods, 0.69 s stopped; pinned to 1`,
 /// over the runs that recorded one; `None` when none did.
@@ -51,7 +51,7 @@ pub fn proxy(runs: &[qbench_core::RunReport]) -> Option<String> {
     let recs: Vec<_> = runs.iter().filter_map(|r| r.proxy.as_ref()).collect();
     let first = recs.first()?;
     let sum =
-        |f: fn(&qbench_core::link_report::ProxyRun) -> u64| recs.iter().map(|r| f(r)).sum::<u64>();
+        |f: fn(&qbench_core::report::link::ProxyRun) -> u64| recs.iter().map(|r| f(r)).sum::<u64>();
     let cpu: f64 = recs.iter().map(|r| r.cpu.user_s + r.cpu.sys_s).sum();
     Some(format!(
         "{} upstream: {} requests over {} connections ({} failed), {} bytes down, {} bytes up, {} broken; CPU {:.3} s",
@@ -69,7 +69,7 @@ pub fn proxy(runs: &[qbench_core::RunReport]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use qbench_core::cpulimit::CgroupBackend;
+    use qbench_core::spec::cpulimit::CgroupBackend;
     use qbench_core::Recorder;
     use qbench_engine::setup::client_cpu::limited;
 

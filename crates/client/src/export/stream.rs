@@ -5,7 +5,7 @@ use std::io::{BufWriter, Write};
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use qbench_core::load_report::{IntervalLine, IntervalRecord};
+use qbench_core::report::load::{IntervalLine, IntervalRecord};
 
 use super::text::interval_line;
 use super::Dest;

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use qbench_core::telemetry::Timeline;
+use qbench_core::report::telemetry::Timeline;
 
 pub struct Series {
     pub label: String,
@@ -231,7 +231,7 @@ pub fn cwnd_chart(title: &str, timelines: &[(String, &Timeline)]) -> String {
 
 /// The inferred congestion-control state machine as a picture: states on a circle, sized by
 /// their share of time, arrows labelled with transition probabilities (the paper's Figure 3).
-pub fn state_graph(title: &str, m: &qbench_core::ccstate::StateMachine) -> String {
+pub fn state_graph(title: &str, m: &qbench_core::report::ccstate::StateMachine) -> String {
     let (w, h, r) = (520.0, 420.0, 150.0);
     let (cx, cy) = (w / 2.0, h / 2.0 + 10.0);
     let states: Vec<_> = m.time_fraction.keys().copied().collect();
@@ -302,7 +302,7 @@ mod tests {
 
     #[test]
     fn state_graph_draws_every_state_and_transition() {
-        use qbench_core::ccstate::{CcState, StateMachine};
+        use qbench_core::report::ccstate::{CcState, StateMachine};
         let mut m = StateMachine::default();
         m.time_fraction.insert(CcState::SlowStart, 0.25);
         m.time_fraction.insert(CcState::CongestionAvoidance, 0.75);

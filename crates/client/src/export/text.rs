@@ -1,6 +1,6 @@
 //! The readable summary of a run report.
 
-use qbench_core::load_report::{IntervalRecord, LoadMode, LoadSummary};
+use qbench_core::report::load::{IntervalRecord, LoadMode, LoadSummary};
 use qbench_core::{HistogramExport, Rate, Report, Stats};
 
 fn dur_us(us: f64) -> String {
@@ -96,7 +96,7 @@ fn load_lines(
                         " ({} of them not sendable within {:?} of their time or by the \
                          window's end: the client is past its capacity)",
                         l.dropped_late,
-                        qbench_core::load::MAX_LAG
+                        qbench_core::spec::load::MAX_LAG
                     )
                 } else {
                     String::new()
@@ -194,7 +194,7 @@ fn reopened_line(report: &Report) -> Option<String> {
 
 /// What the QUIC stacks did, over every connection of every run: where `--quic` shows.
 fn quic_line(report: &Report) -> Option<String> {
-    use qbench_core::quic_knobs::QuicStats;
+    use qbench_core::spec::quic_knobs::QuicStats;
     let mut client: Option<QuicStats> = None;
     let mut server: Option<QuicStats> = None;
     for r in &report.runs {

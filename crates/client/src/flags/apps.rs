@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 use qbench_core::page::PageProfile;
-use qbench_core::page_report::PageSpec;
+use qbench_core::report::page::PageSpec;
 use qbench_core::video::{parse_bitrates, Quality, VideoSpec};
 use qbench_core::Rate;
 
@@ -14,7 +14,7 @@ use qbench_engine::plan::error::{usage, ConfigError};
 
 /// Largest HAR file read: real pages' HARs are a few MB (bodies omitted); this bounds the
 /// memory a wrong file can take.
-pub use qbench_core::input::MAX_HAR_BYTES;
+pub use qbench_core::spec::input::MAX_HAR_BYTES;
 
 /// A bitrate ladder as one flag value.
 #[derive(Debug, Clone, PartialEq)]

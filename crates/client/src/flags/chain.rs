@@ -2,7 +2,7 @@
 //! fetching through `qbench proxy` there (IMC'17 Figures 16-18).
 
 use clap::Args;
-use qbench_core::link::LinkSpec;
+use qbench_core::spec::link::LinkSpec;
 use qbench_core::spec::ProxyChoice;
 use qbench_core::Protocol;
 

@@ -6,9 +6,9 @@ pub use qbench_engine::plan::outputs::Outputs;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use qbench_core::cpulimit::CpuSet;
-use qbench_core::link::LinkSpec;
-use qbench_core::quic_knobs::QuicKnobs;
+use qbench_core::spec::cpulimit::CpuSet;
+use qbench_core::spec::link::LinkSpec;
+use qbench_core::spec::quic_knobs::QuicKnobs;
 use qbench_core::spec::{CompareSpec, CompeteSpec, RunSpec, SideOverrides};
 use qbench_core::{ByteSize, CcAlgo, Protocol, Workload};
 
@@ -121,11 +121,11 @@ pub struct ReportArgs {
     /// Judge every comparison cell by this metric, recomputed from its runs [default: the
     /// one each cell was run with]
     #[arg(long, value_enum)]
-    pub metric: Option<qbench_core::metric::Metric>,
+    pub metric: Option<qbench_core::stats::metric::Metric>,
 
     /// Judge every comparison cell by this test [default: the one each cell was run with]
     #[arg(long, value_enum)]
-    pub test: Option<qbench_core::effect::Test>,
+    pub test: Option<qbench_core::stats::effect::Test>,
 
     #[command(flatten)]
     pub fdr: crate::flags::judge::FdrArgs,

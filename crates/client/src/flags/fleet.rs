@@ -4,8 +4,8 @@
 use std::time::SystemTime;
 
 use clap::Args;
-use qbench_core::shard::{parse_shard, Shard, ShardArg};
-use qbench_core::start::{parse_start_at, StartAt, MAX_WAIT};
+use qbench_core::spec::shard::{parse_shard, Shard, ShardArg};
+use qbench_core::spec::start::{parse_start_at, StartAt, MAX_WAIT};
 use qbench_engine::plan::error::{bad, ConfigError};
 use qbench_engine::setup::fleet::Barrier;
 

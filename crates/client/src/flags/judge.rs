@@ -2,9 +2,11 @@
 //! (`--metric`) and by which test (`--test`).
 
 use clap::Args;
-use qbench_core::effect::Test;
-use qbench_core::metric::Metric;
-use qbench_core::rounds::{parse_precision, AutoRounds, MAX_ROUNDS, MIN_ROUNDS, PRECISION_PCT};
+use qbench_core::stats::effect::Test;
+use qbench_core::stats::metric::Metric;
+use qbench_core::stats::rounds::{
+    parse_precision, AutoRounds, MAX_ROUNDS, MIN_ROUNDS, PRECISION_PCT,
+};
 
 use qbench_engine::plan::error::ConfigError;
 
@@ -135,9 +137,9 @@ impl JudgeArgs {
                 )
                 .map_err(|e| {
                     let flag = match e {
-                        qbench_core::rounds::RoundsError::Min(_) => "--min-rounds",
-                        qbench_core::rounds::RoundsError::Max { .. } => "--max-rounds",
-                        qbench_core::rounds::RoundsError::Precision(_) => "--precision",
+                        qbench_core::stats::rounds::RoundsError::Min(_) => "--min-rounds",
+                        qbench_core::stats::rounds::RoundsError::Max { .. } => "--max-rounds",
+                        qbench_core::stats::rounds::RoundsError::Precision(_) => "--precision",
                     };
                     let text = e.to_string();
                     ConfigError {

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use clap::Args;
-use qbench_core::load::{parse_rate, Arrivals, Load, DEFAULT_MAX_INFLIGHT};
+use qbench_core::spec::load::{parse_rate, Arrivals, Load, DEFAULT_MAX_INFLIGHT};
 
 use qbench_engine::plan::error::ConfigError;
 

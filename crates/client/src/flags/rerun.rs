@@ -1,10 +1,10 @@
 //! The command line that reruns a spec, for people to read and copy: the flags that differ
 //! from the defaults, in one order.
 
-use qbench_core::effect::Test;
-use qbench_core::load::{Arrivals, DEFAULT_MAX_INFLIGHT};
-use qbench_core::metric::Metric;
+use qbench_core::spec::load::{Arrivals, DEFAULT_MAX_INFLIGHT};
 use qbench_core::spec::{CompareSpec, CompeteSpec, RunSpec, SideOverrides};
+use qbench_core::stats::effect::Test;
+use qbench_core::stats::metric::Metric;
 
 fn push(args: &mut Vec<String>, flag: &str, value: Option<String>) {
     if let Some(v) = value {

@@ -6,7 +6,7 @@ use qbench_core::units::ByteSize;
 use qbench_core::CcAlgo;
 
 use crate::flags::values::{parse_rwnd, parse_side_cpu, MAX_CONNECTIONS};
-use qbench_core::cpulimit::CpuQuota;
+use qbench_core::spec::cpulimit::CpuQuota;
 
 macro_rules! side_args {
     ($name:ident, $cc:literal, $cap:literal, $init:literal, $rwnd:literal, $conns:literal, $streams:literal, $cpu:literal, $proxy:literal) => {

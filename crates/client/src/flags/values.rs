@@ -1,6 +1,6 @@
 //! Value parsers and bounds that more than one group of flags uses.
 
-use qbench_core::cpulimit::CpuQuota;
+use qbench_core::spec::cpulimit::CpuQuota;
 use qbench_core::units::ByteSize;
 
 /// Connections per run, at most: TCP connections from one address to one server port are
@@ -12,7 +12,7 @@ pub(crate) fn parse_rwnd(s: &str) -> Result<ByteSize, String> {
 }
 
 pub(crate) fn parse_client_cpu(s: &str) -> Result<f64, String> {
-    qbench_core::cpulimit::parse_fraction(s, qbench_engine::plan::client_cpu::cores())
+    qbench_core::spec::cpulimit::parse_fraction(s, qbench_engine::plan::client_cpu::cores())
 }
 
 pub(crate) fn parse_side_cpu(s: &str) -> Result<CpuQuota, String> {

@@ -15,7 +15,7 @@ use crate::transport::ObjectReq;
 #[derive(Clone)]
 pub enum App {
     Video(qbench_core::video::VideoSpec),
-    Page(Arc<qbench_core::page_report::PageSpec>),
+    Page(Arc<qbench_core::report::page::PageSpec>),
 }
 
 /// What an application workload shares with the rest of its run.

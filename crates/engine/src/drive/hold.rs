@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::observe::Observer;
-use qbench_core::load::{Load, Schedule, MAX_LAG};
-use qbench_core::load_report::IntervalRecord;
+use qbench_core::report::load::IntervalRecord;
+use qbench_core::spec::load::{Load, Schedule, MAX_LAG};
 use qbench_core::Recorder;
 use tokio::task::JoinSet;
 
@@ -33,7 +33,7 @@ pub struct OpenLoop {
     pub start: Duration,
     pub until: Until,
     pub seed: u64,
-    pub shard: Option<qbench_core::shard::Shard>,
+    pub shard: Option<qbench_core::spec::shard::Shard>,
     pub log: Option<crate::drive::reqlog::LogTo>,
 }
 

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use qbench_core::load::{Schedule, MAX_LAG};
+use qbench_core::spec::load::{Schedule, MAX_LAG};
 use tokio::sync::mpsc;
 
 use crate::drive::until::Until;
@@ -183,7 +183,7 @@ async fn pace_task(mut plan: Plan, until: Until, tx: mpsc::Sender<Paced>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use qbench_core::load::Arrivals;
+    use qbench_core::spec::load::Arrivals;
 
     fn plan(start_ms: u64, warm_ms: u64) -> Plan {
         Plan {

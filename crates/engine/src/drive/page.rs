@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use qbench_core::page_report::{LevelRecord, PageReport, PageSpec};
 use qbench_core::recorder::ConnId;
+use qbench_core::report::page::{LevelRecord, PageReport, PageSpec};
 use qbench_core::{HandshakeInfo, ObjectOutcome};
 
 use crate::drive::app::AppRun;

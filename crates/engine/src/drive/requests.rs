@@ -44,7 +44,7 @@ impl Requests {
     }
 
     /// Shard `s`'s part: its `k`-th request is the whole's `s.item(k)`.
-    pub fn shard(self, s: qbench_core::shard::Shard) -> Self {
+    pub fn shard(self, s: qbench_core::spec::shard::Shard) -> Self {
         let Self { len, make, hashed } = self;
         Self {
             len: s.share(len),

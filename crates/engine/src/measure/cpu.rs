@@ -65,7 +65,7 @@ pub fn thread_loads(
     before: &[ThreadTime],
     after: &[ThreadTime],
     wall: std::time::Duration,
-) -> Vec<qbench_core::saturation::ThreadLoad> {
+) -> Vec<qbench_core::stats::saturation::ThreadLoad> {
     let wall_ns = wall.as_nanos().max(1) as f64;
     after
         .iter()
@@ -73,7 +73,7 @@ pub fn thread_loads(
             let b = before.iter().find(|b| b.tid == a.tid);
             let on = a.on_cpu_ns - b.map_or(0, |b| b.on_cpu_ns.min(a.on_cpu_ns));
             let wait = a.waiting_ns - b.map_or(0, |b| b.waiting_ns.min(a.waiting_ns));
-            qbench_core::saturation::ThreadLoad {
+            qbench_core::stats::saturation::ThreadLoad {
                 name: a.name.clone(),
                 busy: on as f64 / wall_ns,
                 waiting: wait as f64 / wall_ns,

@@ -30,7 +30,7 @@ pub fn allowed_cpus() -> Vec<u16> {
 /// process may not use, no cgroup cpu controller, or no right to create a cgroup.
 pub fn check(s: &RunSpec) -> Result<(), ConfigError> {
     if let Some(f) = s.client_cpu {
-        qbench_core::cpulimit::parse_fraction(&f.to_string(), cores())
+        qbench_core::spec::cpulimit::parse_fraction(&f.to_string(), cores())
             .map_err(|e| bad("--client-cpu", e))?;
         let probe = cgroup::probe().map_err(|e| bad("--client-cpu", e.to_string()))?;
         let parent = std::ffi::CString::new(probe.parent.as_os_str().as_encoded_bytes())

@@ -164,7 +164,7 @@ fn check_load(s: &RunSpec) -> Result<(), ConfigError> {
 }
 
 /// Every shard gets at least one connection (and, in an open loop, one request in flight).
-fn check_shard(spec: &RunSpec, s: qbench_core::shard::Shard) -> Result<(), ConfigError> {
+fn check_shard(spec: &RunSpec, s: qbench_core::spec::shard::Shard) -> Result<(), ConfigError> {
     let n = s.count;
     if spec.connections < n {
         return Err(bad(

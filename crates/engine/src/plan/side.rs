@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::measure::cpu::process_cpu;
-use qbench_core::noise::{
+use qbench_core::stats::noise::{
     forwarder_deltas, parse_proc_stat, CpuStat, RunNoise, STEAL_THRESHOLD_PCT,
 };
 use qbench_core::{CpuTimes, Report, ReportMeta, RunCpu, RunReport, ToolInfo};
@@ -40,7 +40,7 @@ pub struct Side<'a> {
     pub runs: Vec<RunReport>,
     /// `--shard` and `--start-at`, recorded in every report written.
     pub shard: Option<qbench_core::report::ShardRecord>,
-    pub start: Option<qbench_core::start::StartRecord>,
+    pub start: Option<qbench_core::spec::start::StartRecord>,
     /// Steal above this (percent) flags a run as noisy.
     pub steal_threshold: f64,
 }
@@ -256,7 +256,7 @@ impl<'a> Side<'a> {
         }
         if let (Some(p), Some(before), Some(cpu)) = (self.proxy, relayed0, proxy_cpu) {
             let now = relayed(&p.stats);
-            rep.proxy = Some(qbench_core::link_report::ProxyRun {
+            rep.proxy = Some(qbench_core::report::link::ProxyRun {
                 upstream: p.upstream,
                 requests: now[0] - before[0],
                 connects: now[1] - before[1],

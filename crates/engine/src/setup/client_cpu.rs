@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use qbench_core::cpulimit::{ClientCpuRecord, CpuSet, Throttling};
+use qbench_core::spec::cpulimit::{ClientCpuRecord, CpuSet, Throttling};
 use qbench_shaper::cgroup::{self, CpuCgroup};
 
 use crate::plan::config::Config;

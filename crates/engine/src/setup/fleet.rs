@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use qbench_core::report::ShardRecord;
-use qbench_core::start::{unix_us, ClockSync, StartRecord};
+use qbench_core::spec::start::{unix_us, ClockSync, StartRecord};
 
 use crate::plan::config::Config;
 

@@ -281,7 +281,7 @@ fn trust_from(run: &RunConfig) -> anyhow::Result<Trust> {
             origin: path.display().to_string(),
             pem: crate::setup::input::read_text(
                 path,
-                qbench_core::input::MAX_PEM_BYTES,
+                qbench_core::spec::input::MAX_PEM_BYTES,
                 "a PEM file",
             )
             .map_err(|e| ConfigError {

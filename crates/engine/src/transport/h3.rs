@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use http::Uri;
-use qbench_core::quic_knobs::QuicStats;
+use qbench_core::spec::quic_knobs::QuicStats;
 use qbench_core::wire::{MAX_RESPONSE_HEADER_BYTES, STREAM_WINDOW, UDP_BUFFER};
 use qbench_core::{ErrorKind, HandshakeInfo};
 use socket2::{Domain, Protocol, Socket, Type};

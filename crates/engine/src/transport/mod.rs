@@ -115,7 +115,7 @@ pub struct Endpoint {
     /// QUIC's time threshold in RTTs (`--reorder-time-threshold`).
     pub reorder_time_threshold: Option<f64>,
     /// QUIC stack settings (`--quic`).
-    pub quic: qbench_core::quic_knobs::QuicKnobs,
+    pub quic: qbench_core::spec::quic_knobs::QuicKnobs,
 }
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

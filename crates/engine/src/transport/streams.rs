@@ -16,7 +16,7 @@ pub struct StreamFacts {
     /// The most requests that were on the wire at once since the last report.
     pub peak: u64,
     /// What the QUIC stack did on this connection since the last report (h3).
-    pub quic: Option<qbench_core::quic_knobs::QuicStats>,
+    pub quic: Option<qbench_core::spec::quic_knobs::QuicStats>,
 }
 
 #[derive(Default)]

@@ -1,0 +1,256 @@
+//! Back-to-back comparison of two configurations (IMC'17 method): one figure per run of
+//! each side (page load time by default, or a `Metric` of a held load), their percent
+//! difference, the effect with its confidence interval and a test (Welch's t-test, as the
+//! paper; Mann-Whitney U; or the bootstrap), judged at p < 0.01.
+
+use serde::{Deserialize, Serialize};
+
+use crate::report::{Report, RunReport};
+use crate::stats::effect::{assess, Effect, Test};
+use crate::stats::metric::Metric;
+use crate::stats::rounds::{AutoRounds, Stopped};
+use crate::stats::{welch, Stats, Welch};
+
+pub const SCHEMA: &str = "qbench.compare-report";
+/// 4: the comparison names its `test` and gives the `effect` with its interval, `statistic`
+/// and `p`; `auto_rounds` with `--rounds auto` (version 3 files read as Welch's).
+/// 3: the comparison names its `metric`; `plt_us_a`, `plt_us_b` and `plt_diff_pct` became
+/// `a`, `b` and `diff_pct` (read under either name). 2: both sides' run reports are schema 2.
+pub const SCHEMA_VERSION: u32 = 4;
+/// Significance level of the verdict.
+pub const ALPHA: f64 = 0.01;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// A is better by the metric: lower for PLT and latencies, higher for goodput and rps.
+    AFaster,
+    BFaster,
+    /// Not significant at `ALPHA` by the comparison's test, or too few complete rounds.
+    Inconclusive,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Comparison {
+    /// Version 2 files compared page load times.
+    #[serde(default)]
+    pub metric: Metric,
+    /// The metric over A's runs, in `metric.unit()`.
+    #[serde(alias = "plt_us_a")]
+    pub a: Stats,
+    #[serde(alias = "plt_us_b")]
+    pub b: Stats,
+    /// How much better B is than A, in percent of A's mean: (A - B) / A x 100 where lower
+    /// is better, (B - A) / A x 100 where higher is. Positive when B is better.
+    #[serde(alias = "plt_diff_pct")]
+    pub diff_pct: Option<f64>,
+    /// The test behind `statistic`, `p` and `verdict`.
+    #[serde(default)]
+    pub test: Test,
+    /// B against A with its 95% interval, as `test` measures it.
+    #[serde(default)]
+    pub effect: Option<Effect>,
+    /// The test's statistic: t (welch), U of A (mann-whitney), the relative difference of
+    /// medians (bootstrap).
+    #[serde(default)]
+    pub statistic: Option<f64>,
+    #[serde(default)]
+    pub p: Option<f64>,
+    /// Welch's t-test whatever `test` is, as IMC'17 reported it.
+    pub welch: Option<Welch>,
+    pub verdict: Verdict,
+}
+
+fn samples(runs: &[RunReport], metric: Metric) -> Vec<f64> {
+    runs.iter().filter_map(|r| metric.of(r)).collect()
+}
+
+impl Comparison {
+    pub fn of(a: &[RunReport], b: &[RunReport], metric: Metric, test: Test) -> Self {
+        Self::of_samples(&samples(a, metric), &samples(b, metric), metric, test)
+    }
+
+    pub fn of_samples(pa: &[f64], pb: &[f64], metric: Metric, test: Test) -> Self {
+        let (sa, sb) = (Stats::of(pa), Stats::of(pb));
+        let diff = match (sa.mean, sb.mean) {
+            (Some(ma), Some(mb)) if ma > 0.0 => Some(if metric.higher_is_better() {
+                (mb - ma) / ma * 100.0
+            } else {
+                (ma - mb) / ma * 100.0
+            }),
+            _ => None,
+        };
+        let w = welch(pa, pb);
+        let o = assess(test, pa, pb, metric.higher_is_better());
+        // The direction is the test's own effect's (a median shift may disagree in sign with
+        // the means when a few rounds are far out).
+        let direction = o.effect.as_ref().and_then(|e| e.rel_pct).or(diff);
+        let verdict = match (o.p, direction) {
+            (Some(p), Some(d)) if p < ALPHA && d > 0.0 => Verdict::BFaster,
+            (Some(p), Some(d)) if p < ALPHA && d < 0.0 => Verdict::AFaster,
+            _ => Verdict::Inconclusive,
+        };
+        Self {
+            metric,
+            a: sa,
+            b: sb,
+            diff_pct: diff,
+            test,
+            effect: o.effect,
+            statistic: o.statistic,
+            p: o.p,
+            welch: w,
+            verdict,
+        }
+    }
+}
+
+/// A round dropped because a side's run was noisy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DiscardedRound {
+    pub round: u32,
+    /// The larger of the two runs' steal time, in percent.
+    pub steal_pct: f64,
+}
+
+/// How `--rounds auto` went.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct AutoRoundsRecord {
+    pub rule: AutoRounds,
+    /// `None` while the rounds go on (a report written between rounds).
+    pub stopped: Option<Stopped>,
+}
+
+/// The JSON document `qbench compare --json` writes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CompareReport {
+    pub schema: String,
+    pub schema_version: u32,
+    /// Rounds run.
+    pub rounds: u32,
+    /// With `--rounds auto`: the rule and why the rounds stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_rounds: Option<AutoRoundsRecord>,
+    /// With `--discard-noisy`: rounds dropped for steal time above the threshold, and run
+    /// again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub discarded: Vec<DiscardedRound>,
+    pub label_a: String,
+    pub label_b: String,
+    /// Which side went first in each round (alternating).
+    pub first: Vec<String>,
+    pub comparison: Comparison,
+    pub complete: bool,
+    /// Why the rounds ended before all were run (a stopping signal: "interrupted (SIGTERM)
+    /// during round 3"); the rounds before it are compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aborted: Option<String>,
+    pub a: Report,
+    pub b: Report,
+}
+
+impl CompareReport {
+    pub fn new(
+        rounds: u32,
+        labels: (String, String),
+        first: Vec<String>,
+        (a, b): (Report, Report),
+        (metric, test): (Metric, Test),
+    ) -> Self {
+        let comparison = Comparison::of(&a.runs, &b.runs, metric, test);
+        Self {
+            schema: SCHEMA.into(),
+            schema_version: SCHEMA_VERSION,
+            rounds,
+            auto_rounds: None,
+            discarded: Vec::new(),
+            label_a: labels.0,
+            label_b: labels.1,
+            first,
+            complete: a.complete && b.complete,
+            aborted: None,
+            comparison,
+            a,
+            b,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts() {
+        let a = [
+            812.0, 790.5, 845.2, 801.1, 830.0, 795.7, 808.3, 822.9, 815.4, 799.8,
+        ];
+        let b = [
+            760.2, 771.9, 748.3, 790.0, 755.5, 765.1, 780.7, 759.9, 770.3, 752.6,
+        ];
+        let c = Comparison::of_samples(&a, &b, Metric::Plt, Test::Welch);
+        assert_eq!(c.verdict, Verdict::BFaster);
+        let d = c.diff_pct.unwrap();
+        // (812.09 - 765.45) / 812.09 x 100
+        assert!((d - 5.743_205_802_312_536).abs() < 1e-9, "{d}");
+        assert_eq!(
+            Comparison::of_samples(&b, &a, Metric::P99, Test::Welch).verdict,
+            Verdict::AFaster
+        );
+        // Where higher is better, the same samples judge the other way, and the difference
+        // is still positive when B is better.
+        let g = Comparison::of_samples(&a, &b, Metric::Goodput, Test::Welch);
+        assert_eq!(g.verdict, Verdict::AFaster);
+        assert!((g.diff_pct.unwrap() + d).abs() < 1e-9);
+        let up = Comparison::of_samples(&b, &a, Metric::Rps, Test::Welch);
+        assert_eq!(up.verdict, Verdict::BFaster);
+        assert!(up.diff_pct.unwrap() > 0.0);
+        let same = Comparison::of_samples(
+            &[1.0, 2.0, 3.0, 4.0],
+            &[1.5, 2.5, 2.0, 3.5, 4.0, 1.0],
+            Metric::Plt,
+            Test::Welch,
+        );
+        assert_eq!(same.verdict, Verdict::Inconclusive);
+        assert_eq!(
+            Comparison::of_samples(&[1.0], &[2.0], Metric::Plt, Test::MannWhitney).verdict,
+            Verdict::Inconclusive
+        );
+    }
+
+    /// A version 3 comparison reads as judged by Welch's t-test, with no effect interval.
+    #[test]
+    fn version_3_comparisons_read_as_welch() {
+        let v3 = r#"{"metric":"p99","a":{"n":0,"mean":null,"median":null,"sd":null,"min":null,"max":null},
+            "b":{"n":0,"mean":null,"median":null,"sd":null,"min":null,"max":null},
+            "diff_pct":null,"welch":null,"verdict":"inconclusive"}"#;
+        let c: Comparison = serde_json::from_str(v3).unwrap();
+        assert_eq!((c.metric, c.test), (Metric::P99, Test::Welch));
+        assert_eq!((c.effect, c.p), (None, None));
+    }
+
+    /// The verdict follows the chosen test: an outlying round sinks Welch's t-test, not
+    /// Mann-Whitney's.
+    #[test]
+    fn the_verdict_is_the_chosen_tests() {
+        let a = [10.0, 10.2, 9.9, 10.1, 10.0, 10.3, 9.8, 10.1, 60.0];
+        let b = [9.0, 9.1, 8.9, 9.2, 9.0, 8.8, 9.1, 9.0, 9.1];
+        let w = Comparison::of_samples(&a, &b, Metric::Plt, Test::Welch);
+        let m = Comparison::of_samples(&a, &b, Metric::Plt, Test::MannWhitney);
+        assert_eq!(w.verdict, Verdict::Inconclusive);
+        assert_eq!(m.verdict, Verdict::BFaster);
+        assert!(m.statistic.is_some() && m.p.is_some());
+        assert!(m.effect.unwrap().rel_pct.unwrap() > 0.0);
+    }
+
+    /// A version 2 comparison (page load times under their old names) reads as PLT.
+    #[test]
+    fn version_2_comparisons_read_as_plt() {
+        let v2 = r#"{"plt_us_a":{"n":2,"mean":10.0,"median":10.0,"sd":1.0,"min":9.0,"max":11.0},
+            "plt_us_b":{"n":2,"mean":8.0,"median":8.0,"sd":1.0,"min":7.0,"max":9.0},
+            "plt_diff_pct":20.0,"welch":null,"verdict":"inconclusive"}"#;
+        let c: Comparison = serde_json::from_str(v2).unwrap();
+        assert_eq!(c.metric, Metric::Plt);
+        assert_eq!((c.a.n, c.b.mean, c.diff_pct), (2, Some(8.0), Some(20.0)));
+    }
+}

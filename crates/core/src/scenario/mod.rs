@@ -1,0 +1,603 @@
+//! Scenario files: a base configuration and axes whose cartesian product is a sweep of cells,
+//! each a typed `compare` or `compete` spec. Pure: parsing, validation, expansion, hashing.
+
+pub mod cell;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::spec::cpulimit::CpuQuota;
+use crate::spec::link::{parse_duration, LinkSpec};
+use crate::spec::load::{parse_rate, Arrivals, Load, DEFAULT_MAX_INFLIGHT};
+use crate::spec::quic_knobs::QuicKnobs;
+use crate::spec::workload::Workload;
+use crate::spec::{parse_flows, CompareSpec, CompeteSpec, ProxyChoice, RunSpec, SideOverrides};
+use crate::stats::metric::Metric;
+use crate::stats::rounds::{
+    parse_precision, AutoRounds, RoundsError, MAX_ROUNDS, MIN_ROUNDS, PRECISION_PCT,
+};
+use crate::wire::{CcAlgo, Protocol};
+
+mod apps;
+pub use apps::VideoTable;
+
+/// Most cells a sweep may have: more is surely a mistake, and every cell is validated (and
+/// its spec hashed) before the first one runs.
+pub const MAX_CELLS: u64 = 10_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// toml's message names the field and the line.
+    #[error("{0}")]
+    Parse(#[from] toml::de::Error),
+    #[error("axis `{0}` is empty")]
+    EmptyAxis(&'static str),
+    #[error("the axes make {} cells; a sweep has at most {MAX_CELLS}", .0.map_or_else(|| "2^64 or more".to_string(), |n| n.to_string()))]
+    TooMany(Option<u64>),
+    #[error("{field}: {message}")]
+    Field { field: String, message: String },
+}
+
+fn field(field: &str, message: impl std::fmt::Display) -> ScenarioError {
+    ScenarioError::Field {
+        field: field.to_string(),
+        message: message.to_string(),
+    }
+}
+
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    #[default]
+    Compare,
+    Compete,
+}
+
+/// `rounds = 10` or `rounds = "auto"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum RoundsField {
+    Count(u32),
+    Word(String),
+}
+
+/// Options shared by every cell; names follow `qbench compare`'s flags.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Base {
+    pub protos: Option<String>,
+    /// `compete` flows, e.g. "h3:1,h2:2".
+    pub flows: Option<String>,
+    pub proto: Option<String>,
+    pub objects: Option<String>,
+    /// A number, or "auto" (as `--rounds auto`, with `min_rounds`, `max_rounds` and
+    /// `precision`).
+    pub rounds: Option<RoundsField>,
+    pub min_rounds: Option<u32>,
+    pub max_rounds: Option<u32>,
+    /// "2%": with `rounds = "auto"`, the half-width of the relative difference's interval.
+    pub precision: Option<String>,
+    /// The test comparison cells are judged by (as `--test`); Welch's when absent, so that
+    /// scenario files written before keep their verdicts. Not part of a cell's hash.
+    pub test: Option<crate::stats::effect::Test>,
+    /// The client's segment: the link axes (rate, rtt, loss, jitter) are added to it.
+    pub link: Option<String>,
+    /// As `--link-b`: the server's segment, beyond a middle host.
+    pub link_b: Option<String>,
+    /// As `--proxy` (h2, h3): through `qbench proxy` on the middle host.
+    pub proxy: Option<ProxyChoice>,
+    pub connections: Option<u32>,
+    pub streams: Option<u32>,
+    pub cc: Option<String>,
+    pub cwnd_cap: Option<u32>,
+    /// As `--reorder-threshold`.
+    pub reorder_threshold: Option<u32>,
+    /// As `--quic` (e.g. "gso=off"); a `quic` axis value overrides it key by key.
+    pub quic: Option<String>,
+    /// As `--reorder-time-threshold` (RTTs, e.g. 4.0).
+    pub reorder_time_threshold: Option<f64>,
+    /// As `--client-cpu` (a share of one core, e.g. 0.25).
+    pub client_cpu: Option<CpuQuota>,
+    /// As `--client-cpuset` (e.g. "1").
+    pub client_cpuset: Option<String>,
+    pub timeout: Option<String>,
+    /// Hold a load in every cell (as `--duration`, e.g. "30s"), after `warmup`.
+    pub duration: Option<String>,
+    pub warmup: Option<String>,
+    /// Open loop: requests per second (as `--rate`; `rate` is the link's).
+    pub request_rate: Option<String>,
+    pub arrivals: Option<Arrivals>,
+    pub max_inflight: Option<u32>,
+    /// What comparison cells are judged by (as `--metric`); not part of a cell's hash, since
+    /// it changes the verdict and not what runs.
+    pub metric: Option<Metric>,
+    pub a: Option<SideBase>,
+    pub b: Option<SideBase>,
+    /// A HAR file (relative to the scenario file) to replay, as `--page`.
+    pub page: Option<String>,
+}
+
+/// Per-side overrides (`--a.cc`, `--b.cwnd-cap`, ...).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SideBase {
+    pub cc: Option<String>,
+    pub cwnd_cap: Option<u32>,
+    pub connections: Option<u32>,
+    /// This side's share of a core, or "none".
+    pub client_cpu: Option<CpuQuota>,
+    /// This side's proxy (h2, h3), or "none" (direct).
+    pub proxy: Option<ProxyChoice>,
+}
+
+/// Values to sweep. Link axes are appended to the base link spec.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Axes {
+    /// The link's rate.
+    pub rate: Option<Vec<String>>,
+    /// Open-loop requests per second (needs `base.duration`).
+    pub request_rate: Option<Vec<String>>,
+    pub rtt: Option<Vec<String>>,
+    pub loss: Option<Vec<String>>,
+    pub jitter: Option<Vec<String>>,
+    pub objects: Option<Vec<String>>,
+    pub protos: Option<Vec<String>>,
+    pub flows: Option<Vec<String>>,
+    pub cc: Option<Vec<String>>,
+    pub b_cwnd_cap: Option<Vec<u32>>,
+    pub zero_rtt: Option<Vec<bool>>,
+    /// `--reorder-threshold` of both sides (QUIC's packet threshold, TCP's tcp_reordering).
+    pub reorder_threshold: Option<Vec<u32>>,
+    /// `--quic` settings (e.g. "ack-frequency=10"), over `base.quic`; QUIC sides only.
+    pub quic: Option<Vec<String>>,
+    /// `--client-cpu` of both sides: shares of a core, or "none" for an unrestricted client.
+    pub client_cpu: Option<Vec<CpuQuota>>,
+    /// The `[video]` table's quality: "abr" or one of its bitrates.
+    pub video_quality: Option<Vec<String>>,
+    /// HAR files (relative to the scenario file) to replay.
+    pub page: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    /// `compare` (two configurations, back to back; the default) or `compete` (flows at once
+    /// through one bottleneck, from `base.flows` or the `flows` axis).
+    #[serde(default)]
+    pub kind: Kind,
+    pub description: Option<String>,
+    pub base: Base,
+    #[serde(default)]
+    pub axes: Axes,
+    /// Every cell plays this video instead of fetching objects.
+    pub video: Option<VideoTable>,
+    /// The pages named by `base.page` and the `page` axis, as the caller read them.
+    #[serde(skip)]
+    pub pages: BTreeMap<String, crate::report::page::PageSpec>,
+}
+
+/// How a cell runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum CellSpec {
+    Compare(CompareSpec),
+    Compete(CompeteSpec),
+}
+
+impl CellSpec {
+    pub fn as_compare(&self) -> Option<&CompareSpec> {
+        match self {
+            Self::Compare(c) => Some(c),
+            Self::Compete(_) => None,
+        }
+    }
+
+    pub fn as_compete(&self) -> Option<&CompeteSpec> {
+        match self {
+            Self::Compete(c) => Some(c),
+            Self::Compare(_) => None,
+        }
+    }
+
+    /// SHA-256 (hex) of the spec's serialized form: a cell is identified by what it measures,
+    /// whatever the command-line flags that set it are called.
+    pub fn hash(&self) -> String {
+        let canonical = serde_json::to_vec(self).unwrap_or_default();
+        hex(&Sha256::digest(&canonical))
+    }
+}
+
+/// One point of the sweep: its axis values and what runs there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Cell {
+    pub params: BTreeMap<String, String>,
+    pub spec: CellSpec,
+    /// `spec.hash()`: a finished cell whose hash matches is not run again.
+    pub hash: String,
+}
+
+impl Cell {
+    /// How a cell is named: its axis values as `k=v` pairs.
+    pub fn label(&self) -> String {
+        self.params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+impl Scenario {
+    pub fn parse(text: &str) -> Result<Self, ScenarioError> {
+        Ok(toml::from_str(text)?)
+    }
+
+    fn axis_values(&self) -> Result<Vec<(&'static str, Vec<String>)>, ScenarioError> {
+        let a = &self.axes;
+        let s = |v: &Option<Vec<String>>| v.clone();
+        let n = |v: &Option<Vec<u32>>| v.as_ref().map(|x| x.iter().map(u32::to_string).collect());
+        let b = |v: &Option<Vec<bool>>| v.as_ref().map(|x| x.iter().map(bool::to_string).collect());
+        let all: Vec<(&'static str, Option<Vec<String>>)> = vec![
+            ("protos", s(&a.protos)),
+            ("flows", s(&a.flows)),
+            ("cc", s(&a.cc)),
+            ("b_cwnd_cap", n(&a.b_cwnd_cap)),
+            ("zero_rtt", b(&a.zero_rtt)),
+            ("reorder_threshold", n(&a.reorder_threshold)),
+            ("quic", s(&a.quic)),
+            (
+                "client_cpu",
+                a.client_cpu
+                    .as_ref()
+                    .map(|x| x.iter().map(CpuQuota::to_string).collect()),
+            ),
+            ("request_rate", s(&a.request_rate)),
+            ("rate", s(&a.rate)),
+            ("rtt", s(&a.rtt)),
+            ("loss", s(&a.loss)),
+            ("jitter", s(&a.jitter)),
+            ("objects", s(&a.objects)),
+            ("video_quality", s(&a.video_quality)),
+            ("page", s(&a.page)),
+        ];
+        let mut out = Vec::new();
+        for (name, v) in all {
+            if let Some(v) = v {
+                if v.is_empty() {
+                    return Err(ScenarioError::EmptyAxis(name));
+                }
+                out.push((name, v));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The cartesian product of the axes, in a fixed order (the last axis varies fastest).
+    pub fn cells(&self) -> Result<Vec<Cell>, ScenarioError> {
+        let axes = self.axis_values()?;
+        let total = axes
+            .iter()
+            .try_fold(1u64, |n, (_, v)| n.checked_mul(v.len() as u64));
+        let total = match total {
+            Some(n) if n <= MAX_CELLS => n as usize,
+            other => return Err(ScenarioError::TooMany(other)),
+        };
+        let mut cells: Vec<Cell> = Vec::with_capacity(total);
+        // Two axis values that make one experiment ("1x1KB" and "1000B", or a value given
+        // twice) would run once but count twice in the false discovery rate.
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        for i in 0..total {
+            let mut rest = i;
+            let mut params = BTreeMap::new();
+            for (name, values) in axes.iter().rev() {
+                params.insert(name.to_string(), values[rest % values.len()].clone());
+                rest /= values.len();
+            }
+            let spec = self.spec(&params)?;
+            let cell = Cell {
+                params,
+                hash: spec.hash(),
+                spec,
+            };
+            if let Some(&other) = seen.get(&cell.hash) {
+                return Err(field(
+                    "axes",
+                    format!(
+                        "cells `{}` and `{}` are the same experiment: give each axis value once",
+                        cells[other].label(),
+                        cell.label()
+                    ),
+                ));
+            }
+            seen.insert(cell.hash.clone(), cells.len());
+            cells.push(cell);
+        }
+        Ok(cells)
+    }
+
+    fn spec(&self, p: &BTreeMap<String, String>) -> Result<CellSpec, ScenarioError> {
+        let b = &self.base;
+        let pick = |axis: &str, base: &Option<String>| p.get(axis).cloned().or(base.clone());
+        let mut run = RunSpec::default();
+        if let Some(v) = &b.proto {
+            run.proto = v.parse().map_err(|e| field("base.proto", e))?;
+        }
+        if let Some(v) = pick("objects", &b.objects) {
+            let w: Workload = v.parse().map_err(|e| field("objects", e))?;
+            run.objects = Some(w);
+        }
+        self.apply_apps(p, &mut run)?;
+        run.connections = b.connections.unwrap_or(run.connections);
+        run.streams = b.streams.or(run.streams);
+        if let Some(v) = pick("cc", &b.cc) {
+            run.cc = Some(v.parse::<CcAlgo>().map_err(|e| field("cc", e))?);
+        }
+        run.cwnd_cap = b.cwnd_cap.or(run.cwnd_cap);
+        run.reorder_threshold = match p.get("reorder_threshold") {
+            Some(v) => Some(v.parse().map_err(|e| field("reorder_threshold", e))?),
+            None => b.reorder_threshold,
+        };
+        if run
+            .reorder_threshold
+            .is_some_and(|n| !(1..=1000).contains(&n))
+        {
+            return Err(field("reorder_threshold", "1 to 1000 packets"));
+        }
+        let knobs = |v: Option<&String>, name| {
+            v.map_or(Ok(Default::default()), |t| QuicKnobs::parse_keys(t))
+                .map_err(|e| field(name, e))
+        };
+        run.quic = knobs(b.quic.as_ref(), "base.quic")?.overlaid(&knobs(p.get("quic"), "quic")?);
+        run.quic.check().map_err(|e| field("quic", e))?;
+        if let Some(r) = b.reorder_time_threshold {
+            run.reorder_time_threshold = Some(
+                crate::spec::parse_time_threshold(&r.to_string())
+                    .map_err(|e| field("base.reorder_time_threshold", e))?,
+            );
+        }
+        let cpu = match p.get("client_cpu") {
+            Some(v) => Some(v.parse().map_err(|e| field("client_cpu", e))?),
+            None => b.client_cpu,
+        };
+        run.client_cpu = cpu.and_then(CpuQuota::fraction);
+        if let Some(v) = &b.client_cpuset {
+            run.client_cpuset = Some(v.parse().map_err(|e| field("base.client_cpuset", e))?);
+        }
+        if let Some(v) = &b.timeout {
+            run.timeout =
+                parse_duration("base.timeout", v).map_err(|e| field("base.timeout", e))?;
+        }
+        let mut link: Vec<String> = b.link.iter().cloned().collect();
+        for k in ["rate", "rtt", "loss", "jitter"] {
+            if let Some(val) = p.get(k) {
+                link.push(format!("{k}={val}"));
+            }
+        }
+        if !link.is_empty() {
+            let spec: LinkSpec = link.join(",").parse().map_err(|e| field("link", e))?;
+            run.link = Some(spec);
+        }
+        if let Some(v) = &b.link_b {
+            if run.link.is_none() {
+                return Err(field(
+                    "base.link_b",
+                    "needs base.link (the client's segment)",
+                ));
+            }
+            run.link_b = Some(v.parse().map_err(|e| field("base.link_b", e))?);
+        }
+        run.proxy = b.proxy.and_then(ProxyChoice::protocol);
+        if run.proxy.is_some() && run.link_b.is_none() {
+            return Err(field(
+                "base.proxy",
+                "runs on the middle host: needs base.link_b",
+            ));
+        }
+        run.load = self.load(pick("request_rate", &b.request_rate))?;
+        if let Some(m) = b.metric {
+            if self.kind == Kind::Compete {
+                return Err(field("base.metric", "a competition is judged by fairness"));
+            }
+            m.check(run.load.as_ref())
+                .map_err(|e| field("base.metric", e))?;
+            if m.is_video() && run.video.is_none() {
+                return Err(field("base.metric", format!("{m} needs a [video] table")));
+            }
+        }
+        if p.get("zero_rtt").map(String::as_str) == Some("true") {
+            run.zero_rtt = true;
+            run.resume = true;
+        }
+        Ok(match self.kind {
+            Kind::Compare => {
+                let protos = match pick("protos", &b.protos) {
+                    Some(v) => parse_protos(&v)?,
+                    None => (run.proto, run.proto),
+                };
+                let side =
+                    |s: &Option<SideBase>, name: &str| -> Result<SideOverrides, ScenarioError> {
+                        let Some(s) = s else {
+                            return Ok(SideOverrides::default());
+                        };
+                        Ok(SideOverrides {
+                            cc: s
+                                .cc
+                                .as_deref()
+                                .map(str::parse::<CcAlgo>)
+                                .transpose()
+                                .map_err(|e| field(&format!("base.{name}.cc"), e))?,
+                            cwnd_cap: s.cwnd_cap,
+                            connections: s.connections,
+                            client_cpu: s.client_cpu,
+                            proxy: s.proxy,
+                            ..SideOverrides::default()
+                        })
+                    };
+                let mut b_side = side(&b.b, "b")?;
+                if let Some(v) = p.get("b_cwnd_cap") {
+                    b_side.cwnd_cap = Some(v.parse().map_err(|e| field("b_cwnd_cap", e))?);
+                }
+                let (rounds, auto_rounds) = self.rounds()?;
+                CellSpec::Compare(CompareSpec {
+                    rounds,
+                    auto_rounds,
+                    a: side(&b.a, "a")?,
+                    b: b_side,
+                    protos,
+                    base: run,
+                })
+            }
+            Kind::Compete => {
+                let flows = pick("flows", &b.flows).ok_or_else(|| {
+                    field("flows", "a competition needs base.flows or a flows axis")
+                })?;
+                CellSpec::Compete(CompeteSpec {
+                    flows: parse_flows(&flows).map_err(|e| field("flows", e))?,
+                    base: run,
+                })
+            }
+        })
+    }
+}
+
+impl Scenario {
+    /// What comparison cells are judged by unless `qbench report --metric` says otherwise.
+    pub fn metric(&self) -> Option<Metric> {
+        self.base.metric
+    }
+
+    /// The test comparison cells are judged by: Welch's unless the file names another.
+    pub fn test(&self) -> crate::stats::effect::Test {
+        self.base.test.unwrap_or(crate::stats::effect::Test::Welch)
+    }
+
+    /// Rounds per cell, at most with `rounds = "auto"`, and the rule that may stop them.
+    fn rounds(&self) -> Result<(u32, Option<AutoRounds>), ScenarioError> {
+        let b = &self.base;
+        let auto = match &b.rounds {
+            None => false,
+            Some(RoundsField::Count(n)) => {
+                if *n < 2 {
+                    return Err(field("base.rounds", "at least 2"));
+                }
+                false
+            }
+            Some(RoundsField::Word(w)) if w == "auto" => true,
+            Some(RoundsField::Word(w)) => {
+                return Err(field("base.rounds", format!("`{w}`: a number or \"auto\"")))
+            }
+        };
+        if !auto {
+            for (name, given) in [
+                ("base.min_rounds", b.min_rounds.is_some()),
+                ("base.max_rounds", b.max_rounds.is_some()),
+                ("base.precision", b.precision.is_some()),
+            ] {
+                if given {
+                    return Err(field(name, "only with rounds = \"auto\""));
+                }
+            }
+            let n = match b.rounds {
+                Some(RoundsField::Count(n)) => n,
+                _ => DEFAULT_ROUNDS,
+            };
+            return Ok((n, None));
+        }
+        let precision = match &b.precision {
+            Some(p) => parse_precision(p).map_err(|_| {
+                field(
+                    "base.precision",
+                    format!("`{p}`: a percentage above 0 and at most 100"),
+                )
+            })?,
+            None => PRECISION_PCT,
+        };
+        let rule = AutoRounds::new(
+            b.min_rounds.unwrap_or(MIN_ROUNDS),
+            b.max_rounds.unwrap_or(MAX_ROUNDS),
+            precision,
+        )
+        .map_err(|e| match e {
+            RoundsError::Min(_) => field("base.min_rounds", "at least 2"),
+            RoundsError::Max { .. } => field("base.max_rounds", "at least min_rounds"),
+            RoundsError::Precision(_) => field("base.precision", e),
+        })?;
+        Ok((rule.max, Some(rule)))
+    }
+
+    /// The held load of every cell, at `rate` (from the base or the axis).
+    fn load(&self, rate: Option<String>) -> Result<Option<Load>, ScenarioError> {
+        let b = &self.base;
+        let Some(d) = &b.duration else {
+            let refines = [
+                ("base.warmup", b.warmup.is_some()),
+                ("request_rate", rate.is_some()),
+                ("base.arrivals", b.arrivals.is_some()),
+                ("base.max_inflight", b.max_inflight.is_some()),
+            ];
+            return match refines.into_iter().find(|(_, given)| *given) {
+                Some((name, _)) => Err(field(name, "needs base.duration")),
+                None => Ok(None),
+            };
+        };
+        let time = |name: &str, v: &str| parse_duration(name, v).map_err(|e| field(name, e));
+        let rate = rate
+            .map(|r| parse_rate(&r).map_err(|e| field("request_rate", e)))
+            .transpose()?;
+        if rate.is_none() {
+            for (name, given) in [
+                ("base.arrivals", b.arrivals.is_some()),
+                ("base.max_inflight", b.max_inflight.is_some()),
+            ] {
+                if given {
+                    return Err(field(name, "needs request_rate"));
+                }
+            }
+        }
+        let load = Load {
+            duration: time("base.duration", d)?,
+            warmup: b
+                .warmup
+                .as_deref()
+                .map(|w| time("base.warmup", w))
+                .transpose()?
+                .unwrap_or_default(),
+            rate,
+            arrivals: b.arrivals.unwrap_or_default(),
+            max_inflight: b.max_inflight.unwrap_or(DEFAULT_MAX_INFLIGHT),
+        };
+        load.check().map_err(|(flag, message)| {
+            let name = match flag {
+                "--rate" => "request_rate".to_string(),
+                f => format!("base.{}", f.trim_start_matches("--").replace('-', "_")),
+            };
+            field(&name, message)
+        })?;
+        Ok(Some(load))
+    }
+}
+
+/// Rounds of a comparison when the scenario does not say (as `qbench compare`).
+pub const DEFAULT_ROUNDS: u32 = 10;
+
+fn parse_protos(v: &str) -> Result<(Protocol, Protocol), ScenarioError> {
+    let list: Vec<&str> = v.split(',').collect();
+    let [a, b] = list.as_slice() else {
+        return Err(field("protos", format!("`{v}`: give exactly two, as A,B")));
+    };
+    let p = |s: &str| s.parse::<Protocol>().map_err(|e| field("protos", e));
+    Ok((p(a)?, p(b)?))
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,343 @@
+//! Noise measured instead of ignored: what else the machine did while a run was measured.
+//! On a virtual machine the hypervisor may hand the CPU to other guests (steal time, seen at
+//! 33% on the machine this was written on); a round measured then measures the neighbours.
+
+use serde::{Deserialize, Serialize};
+
+use crate::report::link::ForwarderStats;
+
+/// Steal above this share of the machine's CPU time during a run flags it as noisy, unless
+/// `--steal-threshold` says otherwise.
+pub const STEAL_THRESHOLD_PCT: f64 = 10.0;
+
+/// The machine's CPU time counters from `/proc/stat`'s `cpu` line (clock ticks, all CPUs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpuStat {
+    /// user + nice + system + irq + softirq (guest time is inside user).
+    pub busy: u64,
+    /// idle + iowait.
+    pub idle: u64,
+    pub steal: u64,
+    /// `procs_running`: tasks runnable when read.
+    pub procs_running: Option<u32>,
+}
+
+impl CpuStat {
+    fn total(&self) -> u64 {
+        self.busy
+            .saturating_add(self.idle)
+            .saturating_add(self.steal)
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum NoiseError {
+    #[error("/proc/stat has no `cpu` line")]
+    NoCpuLine,
+    #[error("/proc/stat: `cpu` line `{0}`: expected at least 8 counters")]
+    BadCpuLine(String),
+}
+
+/// Reads the text of `/proc/stat`.
+pub fn parse_proc_stat(text: &str) -> Result<CpuStat, NoiseError> {
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("cpu"))
+        .ok_or(NoiseError::NoCpuLine)?;
+    let n: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .map_err(|_| NoiseError::BadCpuLine(line.chars().take(120).collect()))?;
+    let [user, nice, system, idle, iowait, irq, softirq, steal, ..] = n[..] else {
+        return Err(NoiseError::BadCpuLine(line.chars().take(120).collect()));
+    };
+    let sum = |v: &[u64]| v.iter().fold(0u64, |a, b| a.saturating_add(*b));
+    let procs_running = text
+        .lines()
+        .find_map(|l| l.strip_prefix("procs_running "))
+        .and_then(|v| v.trim().parse().ok());
+    Ok(CpuStat {
+        busy: sum(&[user, nice, system, irq, softirq]),
+        idle: sum(&[idle, iowait]),
+        steal,
+        procs_running,
+    })
+}
+
+/// What the machine and the link did during one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RunNoise {
+    /// CPU time the hypervisor gave to other guests, in percent of the machine's.
+    pub steal_pct: f64,
+    /// CPU time any process on the machine (qbench included) was busy, in percent.
+    pub busy_pct: f64,
+    /// Runnable tasks when the run ended.
+    pub procs_running: Option<u32>,
+    /// Clock ticks (of all CPUs, usually 100 per second each) the shares are counted in: the
+    /// shares of a run of a few ticks are coarse.
+    pub ticks: u64,
+    /// The userspace link's forwarders over this run (with `--link`, backend userspace):
+    /// packets, bytes, drops and reorders counted during the run, and the queue's high-water
+    /// mark since the link was built.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forwarders: Vec<(String, ForwarderStats)>,
+    /// What the link's qdiscs and loss rules dropped during this run (with `--link`, either
+    /// backend): a full queue, random loss.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_drops: Option<crate::report::link::LinkDrops>,
+    /// Steal above the threshold: the round measured the neighbours too.
+    pub noisy: bool,
+}
+
+impl RunNoise {
+    /// `None` when no tick passed between the two readings (a run under 10 ms).
+    pub fn between(before: &CpuStat, after: &CpuStat, steal_threshold_pct: f64) -> Option<Self> {
+        let ticks = after
+            .total()
+            .checked_sub(before.total())
+            .filter(|t| *t > 0)?;
+        let total = ticks as f64;
+        let pct = |a: u64, b: u64| b.saturating_sub(a) as f64 / total * 100.0;
+        let steal_pct = pct(before.steal, after.steal);
+        Some(Self {
+            steal_pct,
+            busy_pct: pct(before.busy, after.busy),
+            procs_running: after.procs_running,
+            ticks,
+            forwarders: Vec::new(),
+            link_drops: None,
+            noisy: steal_pct > steal_threshold_pct,
+        })
+    }
+}
+
+/// The larger steal share of a round's runs when any of them was noisy; `None` for a clean
+/// round (or one with no noise recorded).
+pub fn noisy_round(runs: &[Option<RunNoise>]) -> Option<f64> {
+    let present = runs.iter().flatten();
+    present
+        .clone()
+        .any(|n| n.noisy)
+        .then(|| present.map(|n| n.steal_pct).fold(0.0, f64::max))
+}
+
+/// Losses of one run as the senders declared them and as the link made them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Losses {
+    /// Packets the servers' senders declared lost (QUIC) or retransmitted (TCP), from the
+    /// last telemetry sample of each connection.
+    pub declared: u64,
+    /// Packets the link dropped on their way to the client during the run (the servers'
+    /// senders' packets, the ones they declare lost): its qdiscs and loss rules, and the
+    /// userspace path's down forwarder.
+    pub dropped: u64,
+}
+
+impl Losses {
+    /// Declared losses the link did not make: packets that were only overtaken (reordering)
+    /// or late, or dropped outside the link (a socket buffer, the endpoints' veths).
+    pub fn spurious(&self) -> u64 {
+        self.declared.saturating_sub(self.dropped)
+    }
+
+    /// `None` without telemetry or without the link's counters.
+    pub fn of(run: &crate::RunReport) -> Option<Self> {
+        let declared = run
+            .telemetry
+            .as_ref()?
+            .iter()
+            .filter_map(|t| t.samples.last().map(|s| s.lost_packets))
+            .sum();
+        Self::with_noise(declared, run.noise.as_ref()?)
+    }
+
+    /// `declared` beside what `noise` says the link dropped toward the client.
+    pub fn with_noise(declared: u64, noise: &RunNoise) -> Option<Self> {
+        let f = &noise.forwarders;
+        if f.is_empty() && noise.link_drops.is_none() {
+            return None;
+        }
+        let forwarded: u64 = f
+            .iter()
+            .filter(|(name, _)| name == crate::report::link::FORWARDER_DOWN)
+            .map(|(_, s)| s.dropped)
+            .sum();
+        Some(Self {
+            declared,
+            dropped: forwarded + noise.link_drops.map_or(0, |d| d.down),
+        })
+    }
+}
+
+/// Counters of each forwarder between two snapshots (by name); the queue's high-water mark is
+/// the later one's.
+pub fn forwarder_deltas(
+    before: &[(String, ForwarderStats)],
+    after: &[(String, ForwarderStats)],
+) -> Vec<(String, ForwarderStats)> {
+    after
+        .iter()
+        .map(|(name, a)| {
+            let b = before
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, s)| s.clone())
+                .unwrap_or_default();
+            let stats = ForwarderStats {
+                packets: a.packets.saturating_sub(b.packets),
+                bytes: a.bytes.saturating_sub(b.bytes),
+                dropped: a.dropped.saturating_sub(b.dropped),
+                max_queue: a.max_queue,
+                reordered: a.reordered.saturating_sub(b.reordered),
+            };
+            (name.clone(), stats)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const STAT: &str = "cpu  4705 356 584 3699176 23060 0 277 1200 0 0\n\
+cpu0 1393280 32966 572056 13343292 6130 0 17875 0 23933 0\n\
+intr 1462898\nctxt 115315133\nbtime 1748000000\nprocesses 2389\nprocs_running 3\n\
+procs_blocked 0\n";
+
+    #[test]
+    fn reads_the_cpu_line_and_runnable_tasks() {
+        let s = parse_proc_stat(STAT).unwrap();
+        assert_eq!(s.busy, 4705 + 356 + 584 + 277);
+        assert_eq!(s.idle, 3_699_176 + 23_060);
+        assert_eq!((s.steal, s.procs_running), (1200, Some(3)));
+        // Kernels before 2.6.11 had no steal column.
+        assert!(matches!(
+            parse_proc_stat("cpu 1 2 3 4 5 6 7\n"),
+            Err(NoiseError::BadCpuLine(_))
+        ));
+        assert_eq!(parse_proc_stat("intr 5\n"), Err(NoiseError::NoCpuLine));
+        assert!(parse_proc_stat("cpu 1 2 x 4 5 6 7 8\n").is_err());
+    }
+
+    #[test]
+    fn shares_over_a_run_and_the_threshold() {
+        let before = CpuStat {
+            busy: 1000,
+            idle: 5000,
+            steal: 100,
+            procs_running: Some(1),
+        };
+        let after = CpuStat {
+            busy: 1500,
+            idle: 5300,
+            steal: 300,
+            procs_running: Some(4),
+        };
+        let n = RunNoise::between(&before, &after, STEAL_THRESHOLD_PCT).unwrap();
+        assert_eq!((n.steal_pct, n.busy_pct, n.ticks), (20.0, 50.0, 1000));
+        assert!(n.noisy);
+        assert!(!RunNoise::between(&before, &after, 25.0).unwrap().noisy);
+        assert_eq!(RunNoise::between(&after, &after, 10.0), None);
+        // Counters going backwards (another boot) are no run at all.
+        assert_eq!(RunNoise::between(&after, &before, 10.0), None);
+    }
+
+    #[test]
+    fn a_round_is_noisy_when_either_run_is() {
+        let n = |steal_pct, noisy| RunNoise {
+            steal_pct,
+            busy_pct: 50.0,
+            procs_running: None,
+            ticks: 100,
+            forwarders: Vec::new(),
+            link_drops: None,
+            noisy,
+        };
+        assert_eq!(
+            noisy_round(&[Some(n(3.0, false)), Some(n(40.0, true))]),
+            Some(40.0)
+        );
+        assert_eq!(noisy_round(&[Some(n(30.0, true)), None]), Some(30.0));
+        assert_eq!(
+            noisy_round(&[Some(n(3.0, false)), Some(n(5.0, false))]),
+            None
+        );
+        assert_eq!(noisy_round(&[None, None]), None);
+    }
+
+    #[test]
+    fn spurious_losses_are_declared_minus_dropped() {
+        let l = Losses {
+            declared: 105,
+            dropped: 5,
+        };
+        assert_eq!(l.spurious(), 100);
+        let none = Losses {
+            declared: 2,
+            dropped: 9,
+        };
+        assert_eq!(none.spurious(), 0);
+    }
+
+    #[test]
+    fn the_links_drops_toward_the_client_are_the_senders_losses() {
+        let fwd = |dropped| ForwarderStats {
+            dropped,
+            ..ForwarderStats::default()
+        };
+        let mut n = RunNoise {
+            steal_pct: 0.0,
+            busy_pct: 0.0,
+            procs_running: None,
+            ticks: 100,
+            forwarders: Vec::new(),
+            link_drops: None,
+            noisy: false,
+        };
+        assert_eq!(Losses::with_noise(7, &n), None, "no link, no count");
+        n.link_drops = Some(crate::report::link::LinkDrops { up: 40, down: 3 });
+        assert_eq!(
+            Losses::with_noise(7, &n),
+            Some(Losses {
+                declared: 7,
+                dropped: 3
+            })
+        );
+        n.forwarders = vec![
+            ("qb-tup".into(), fwd(100)),
+            (crate::report::link::FORWARDER_DOWN.into(), fwd(2)),
+        ];
+        assert_eq!(Losses::with_noise(7, &n).unwrap().dropped, 5);
+    }
+
+    #[test]
+    fn forwarder_counters_over_a_run() {
+        let s = |packets, max_queue| ForwarderStats {
+            packets,
+            bytes: packets * 1000,
+            dropped: 1,
+            max_queue,
+            reordered: 0,
+        };
+        let d = forwarder_deltas(
+            &[("down".into(), s(10, 5))],
+            &[("down".into(), s(25, 9)), ("up".into(), s(3, 1))],
+        );
+        assert_eq!(d[0].1.packets, 15);
+        assert_eq!(
+            (d[0].1.bytes, d[0].1.dropped, d[0].1.max_queue),
+            (15_000, 0, 9)
+        );
+        assert_eq!(d[1].1.packets, 3);
+    }
+
+    proptest! {
+        #[test]
+        fn proc_stat_parser_never_panics(text in "(cpu|procs_running)?[ 0-9a-z\\n]{0,80}") {
+            let _ = parse_proc_stat(&text);
+        }
+    }
+}
