@@ -11,5 +11,5 @@ for m in sch_netem sch_tbf veth tun nf_tables nft_numgen; do
   modprobe "$m" || { echo "modprobe $m failed"; echo 1 >"$out/rc"; exit 1; }
 done
 ip link set lo up
-"$bin" --ignored --test-threads=1 --nocapture
+"$bin" --ignored --test-threads=1 --nocapture netem_kernel::
 echo $? >"$out/rc"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The shaper's netem backend on a stock distribution kernel: boots Debian's linux-image-amd64
 # (sch_netem, sch_fq, tls as modules; ours has none of them) under QEMU with virtme-ng and runs
-# crates/client/tests/netem_kernel.rs inside it, as root, against the binaries built here.
+# crates/client/tests/it/netem_kernel.rs inside it, as root, against the binaries built here.
 # KVM does not work on our machines, so QEMU emulates the CPU (TCG): slow, but a real kernel.
 #
 # Installs what it needs: qemu-system-x86, busybox-static and kmod (virtme-ng's guest init and
@@ -65,13 +65,13 @@ release=${kernel##*/vmlinuz-}
 [ -d "$cache/root/lib/modules/$release" ] || fail "$pkg has no modules for $release"
 
 # The test binary and the binaries it runs, built on the host; the guest sees them read-only.
-bin=$(cargo test -p qbench --test netem_kernel --locked --no-run --message-format=json 2>/dev/null |
+bin=$(cargo test -p qbench --test it --locked --no-run --message-format=json 2>/dev/null |
   python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "netem_kernel" and m.get("executable"):
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "it" and m.get("executable"):
         print(m["executable"])')
-[ -x "$bin" ] || fail "building the netem_kernel tests failed"
+[ -x "$bin" ] || fail "building the integration tests (netem_kernel) failed"
 
 out=$(mktemp -d -t qbench-kernel.XXXXXX)
 trap 'rm -rf "$out"' EXIT

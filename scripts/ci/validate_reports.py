@@ -4,7 +4,7 @@
 usage: validate_reports.py SAMPLES_DIR [SCENARIO.toml ...]
 
 SAMPLES_DIR holds what the integration tests wrote (QBENCH_REPORT_SAMPLES, see
-crates/client/tests/common/mod.rs): JSON reports, told apart by their `schema` tag, and
+crates/client/tests/it/common/mod.rs): JSON reports, told apart by their `schema` tag, and
 `.ndjson` files of --json-stream lines. Every kind must appear at least once, so a test that
 stops writing one cannot leave its schema unchecked. Scenario files are TOML, checked as the
 data they parse to.

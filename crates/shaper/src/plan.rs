@@ -451,7 +451,7 @@ mod tests {
         insta::assert_snapshot!(script(&up(&Names::new("ff00"), &link, &o)));
     }
 
-    /// The plan crates/client/tests/netem_kernel.rs runs on a kernel with netem (in a VM)
+    /// The plan crates/client/tests/it/netem_kernel.rs runs on a kernel with netem (in a VM)
     /// and compares with this snapshot, command for command.
     #[test]
     fn netem_kernel_plan() {

@@ -10,10 +10,6 @@ use common::needs::{require, Need};
 
 const BIN: &str = env!("CARGO_BIN_EXE_qbench-shaper");
 
-/// `cleanup` removes every link on the machine and `up` probes with a throwaway namespace:
-/// these tests must not overlap.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 fn namespaces() -> Vec<String> {
     qbench_shaper::netns::list()
 }
@@ -55,7 +51,6 @@ impl Drop for Foreign {
 #[test]
 fn killed_holder_is_cleaned_up_and_foreign_namespaces_are_left_alone() {
     require!(Need::Link);
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let pid = std::process::id();
     // Look like ours but are not: not hex, not a c/r/s role.
     let foreign: Vec<Foreign> = [format!("qb-keep{pid}-x"), format!("qb-zz{pid}-c")]
@@ -96,7 +91,7 @@ fn killed_holder_is_cleaned_up_and_foreign_namespaces_are_left_alone() {
 
 #[test]
 fn dry_run_and_bad_input() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = qbench_testkit::machine();
     let before = ours();
     let out = Command::new(BIN)
         .args(["up", "rate=10mbit,loss=1%", "--dry-run"])
@@ -125,7 +120,6 @@ fn dry_run_and_bad_input() {
 #[test]
 fn a_second_up_with_a_live_id_fails_and_leaves_the_live_link() {
     require!(Need::Link);
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let id = format!("{:x}", 0xb000_0000u32 | (std::process::id() & 0xffff));
     let mut first = up(&["rate=10mbit", "--id", &id]);
     let mine = [
@@ -159,7 +153,6 @@ fn a_second_up_with_a_live_id_fails_and_leaves_the_live_link() {
 #[test]
 fn every_stopping_signal_takes_the_link_down() {
     require!(Need::Link);
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for (n, sig) in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP]
         .into_iter()
         .enumerate()

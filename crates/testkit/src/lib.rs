@@ -27,6 +27,7 @@ use std::io::Write as _;
 use std::panic::Location;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
 
 /// Where a missing program or module comes from.
 const INSTALL: &str = "the README's test command installs it";
@@ -133,13 +134,41 @@ pub fn met(needs: &[Need]) -> bool {
 }
 
 /// Returns from the test at once unless every one of the prerequisites is met (see `met`).
+/// A test that needs root, a link or a cgroup then holds the machine (see `hold`) until it
+/// ends.
 #[macro_export]
 macro_rules! require {
     ($($need:expr),+ $(,)?) => {
-        if !$crate::met(&[$($need),+]) {
+        let _machine = if $crate::met(&[$($need),+]) {
+            $crate::hold(&[$($need),+])
+        } else {
             return;
-        }
+        };
     };
+}
+
+static MACHINE: Mutex<()> = Mutex::new(());
+
+/// The machine, held by one test at a time among those that change it or measure it whole.
+/// A crate's integration tests are one binary whose tests run in parallel threads: a test that
+/// builds namespaces, qdiscs or cgroups, or looks for ones left behind, or times a link,
+/// must not see another's.
+#[must_use = "the machine is held only while the guard lives"]
+pub struct Held(#[allow(dead_code)] Option<MutexGuard<'static, ()>>);
+
+/// Holds the machine, for a test that looks at it whole (namespaces left behind, say)
+/// without needing root itself.
+pub fn machine() -> Held {
+    hold(&[Need::Root])
+}
+
+/// Holds the machine if one of `needs` changes it (root, a link, a cgroup); otherwise holds
+/// nothing.
+pub fn hold(needs: &[Need]) -> Held {
+    let whole = needs
+        .iter()
+        .any(|n| matches!(n, Need::Root | Need::Link | Need::CgroupCpu));
+    Held(whole.then(|| MACHINE.lock().unwrap_or_else(|e| e.into_inner())))
 }
 
 /// `FILE::TEST` (the harness names each test's thread after it), or `FILE:LINE` of the guard.

@@ -1,0 +1,165 @@
+//! `--keylog` (and SSLKEYLOGFILE) on both ends: a loopback capture by tshark, decrypted with
+//! the client's key log and with the server's, shows the HTTP/1.1, HTTP/2 and HTTP/3 requests;
+//! without a key log it shows none.
+
+use crate::common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::needs::{require, Need};
+use common::{qbench_plain, Served};
+
+/// tshark capturing loopback traffic of one port into a file, until dropped.
+struct Capture(std::process::Child);
+
+impl Capture {
+    fn start(port: &str, file: &Path) -> Self {
+        let mut child = Command::new("tshark")
+            .args(["-i", "lo", "-f", &format!("port {port}"), "-w"])
+            .arg(file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // tshark says when it captures; nothing is sent before that.
+        let err = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                if line.contains("Capturing on") {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        rx.recv_timeout(Duration::from_secs(30))
+            .expect("tshark started capturing");
+        // dumpcap says so a moment before its filter is in place.
+        std::thread::sleep(Duration::from_secs(1));
+        Self(child)
+    }
+
+    /// Stops the capture (SIGINT, as at a terminal) and waits for the file to be complete.
+    fn stop(mut self) {
+        // SAFETY: plain kill(2) on our own child.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Packets of `file` that match `filter` once decrypted with `keylog` (none: no key log).
+fn matching(file: &Path, keylog: Option<&Path>, filter: &str) -> usize {
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-r").arg(file).args(["-Y", filter]);
+    if let Some(k) = keylog {
+        cmd.arg("-o")
+            .arg(format!("tls.keylog_file:{}", k.display()));
+    }
+    let out = cmd.stderr(Stdio::null()).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().count()
+}
+
+#[test]
+fn captures_decrypt_with_either_sides_key_log() {
+    // Root, to capture.
+    require!(Need::Root, Need::Tool("tshark"));
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, server_log, client_log) = (
+        dir.path().join("cert.pem"),
+        dir.path().join("server.keys"),
+        dir.path().join("client.keys"),
+    );
+    let server = Served::start(&["--keylog", server_log.to_str().unwrap()], &cert);
+    let port = server.target.rsplit(':').next().unwrap().to_string();
+    let pcap = dir.path().join("cap.pcapng");
+    let capture = Capture::start(&port, &pcap);
+    for proto in ["h1", "h2", "h3"] {
+        let r = qbench_plain(&[
+            "--proto",
+            proto,
+            "--target",
+            &server.target,
+            "--ca",
+            cert.to_str().unwrap(),
+            "--objects",
+            "3x2KB",
+            "--keylog",
+            client_log.to_str().unwrap(),
+        ]);
+        assert_eq!(r.code, Some(0), "{proto}: {}", r.stderr);
+    }
+    // Through SSLKEYLOGFILE instead of the flag: the same file, appended to.
+    let before = std::fs::read_to_string(&client_log)
+        .unwrap()
+        .lines()
+        .count();
+    let r = Command::new(env!("CARGO_BIN_EXE_qbench"))
+        .args([
+            "--proto",
+            "h2",
+            "--target",
+            &server.target,
+            "--ca",
+            cert.to_str().unwrap(),
+            "--objects",
+            "1x1KB",
+        ])
+        .env("SSLKEYLOGFILE", &client_log)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let after = std::fs::read_to_string(&client_log).unwrap();
+    assert!(after.lines().count() > before);
+    assert!(
+        after.lines().all(|l| l.split(' ').count() == 3),
+        "NSS key log lines"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    capture.stop();
+    assert!(server.stop());
+
+    let h1 = "http.request.uri contains \"/bytes/\"";
+    let h2 = "http2.header.value contains \"/bytes/\"";
+    let h3 = "http3.frame_type == 1";
+    for keys in [&client_log, &server_log] {
+        assert!(
+            matching(&pcap, Some(keys), h1) >= 1,
+            "h1 with {}",
+            keys.display()
+        );
+        assert!(
+            matching(&pcap, Some(keys), h2) >= 1,
+            "h2 with {}",
+            keys.display()
+        );
+        assert!(
+            matching(&pcap, Some(keys), h3) >= 1,
+            "h3 with {}",
+            keys.display()
+        );
+    }
+    for filter in [h1, h2, h3] {
+        assert_eq!(matching(&pcap, None, filter), 0, "{filter} without keys");
+    }
+}
+
+#[test]
+fn an_unwritable_key_log_is_refused() {
+    let r = qbench_plain(&["--objects", "1x1KB", "--keylog", "/nonexistent/dir/keys"]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .starts_with("error: --keylog: /nonexistent/dir/keys"),
+        "{}",
+        r.stderr
+    );
+}

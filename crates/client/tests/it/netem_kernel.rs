@@ -1,0 +1,336 @@
+//! The netem backend on a kernel that has sch_netem: Debian's stock kernel, booted by
+//! scripts/ci/kernel_tests.sh under QEMU (TCG) with this file's tests run inside it, as root.
+//! Our own machines' kernel has no netem, so here they are ignored.
+//!
+//! The VM's emulated CPU adds tens of milliseconds to handshakes and a few to echoes, and
+//! carries only a few Mbit/s through TLS: delays are checked as floors with loose ceilings,
+//! rates at 4 Mbit/s.
+
+use crate::common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::links::{assert_binomial, inversions, median, ours, ping, received, rtts, with_link};
+use common::{assert_complete, qbench};
+use qbench_shaper::BackendChoice::{Netem, Userspace};
+use serde_json::Value;
+
+const VM: &str = "needs sch_netem: scripts/ci/kernel_tests.sh runs it in a VM";
+
+/// The link whose plan is snapshot-tested in crates/shaper/src/plan.rs (`netem_kernel_plan`):
+/// rate, queue, delay, jitter, loss and one direction kept in order.
+const PLAN_SPEC: &str =
+    "rate=20mbit,rtt=40ms,jitter=4ms,loss=1%,queue=30KB,up.rate=5mbit,up.reorder=off";
+
+fn snapshot_plan() -> String {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shaper/src/snapshots/qbench_shaper__plan__tests__netem_kernel_plan.snap"
+    );
+    let text = std::fs::read_to_string(path).expect("the plan's snapshot");
+    // insta's header is two `---` lines; the script after it starts with `#!/bin/sh`, `set -e`.
+    text.splitn(3, "---\n")
+        .nth(2)
+        .expect("snapshot body")
+        .lines()
+        .skip(2)
+        .map(str::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn router_of(client: &str) -> String {
+    format!("{}-r", client.strip_suffix("-c").unwrap())
+}
+
+/// `qbench --proto PROTO --objects OBJECTS --link LINK --backend netem EXTRA...`
+fn over_netem(proto: &str, objects: &str, link: &str, extra: &[&str]) -> common::Run {
+    common::links::fetch_over(
+        proto,
+        objects,
+        link,
+        &[&["--backend", "netem"], extra].concat(),
+    )
+}
+
+fn report(r: &common::Run) -> &Value {
+    r.json.as_ref().unwrap_or_else(|| panic!("{}", r.stderr))
+}
+
+#[test]
+#[ignore = "needs sch_netem: scripts/ci/kernel_tests.sh runs it in a VM"]
+fn auto_chooses_netem_and_runs_the_plan_the_snapshot_shows() {
+    let _g = qbench_testkit::machine();
+    let before = ours();
+    let r = qbench(&["--proto", "h2", "--objects", "4x10KB", "--link", PLAN_SPEC]);
+    assert_complete(&r, 1, 4, 40_000);
+    let link = &report(&r)["link"];
+    assert_eq!(link["backend"], "netem", "{link}");
+    assert_eq!(link["capabilities"]["netem"], true);
+    assert_eq!(link["capabilities"]["root"], true);
+    let id = link["namespaces"]["id"].as_str().unwrap();
+    let ran: Vec<&str> = link["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    let expected = snapshot_plan().replace("qb-ID-", &format!("qb-{id}-"));
+    assert_eq!(ran.join("\n"), expected, "{VM}");
+    assert_eq!(ours(), before, "namespaces left behind");
+
+    // What the kernel holds is what the plan asked for: netem at the root, tbf below it.
+    with_link(PLAN_SPEC, Netem, |client| {
+        let router = router_of(client);
+        let out = Command::new("tc")
+            .args(["-n", &router, "qdisc", "show"])
+            .output()
+            .unwrap();
+        let qdiscs = String::from_utf8_lossy(&out.stdout).into_owned();
+        for want in [
+            "qdisc netem 10: dev qb-rs root refcnt 3 limit 100000 delay 22ms  2ms loss 1% rate 1Tbit",
+            "qdisc tbf 1: dev qb-rs parent 10:1 rate 5Mbit burst 6000b",
+            "qdisc netem 10: dev qb-rc root refcnt 3 limit 100000 delay 22ms  2ms loss 1%\n",
+            "qdisc tbf 1: dev qb-rc parent 10:1 rate 20Mbit burst 6000b",
+        ] {
+            assert!(qdiscs.contains(want), "no `{want}` in\n{qdiscs}");
+        }
+    });
+}
+
+#[test]
+#[ignore = "needs sch_netem: scripts/ci/kernel_tests.sh runs it in a VM"]
+fn delay_and_jitter_are_never_below_the_request() {
+    let _g = qbench_testkit::machine();
+    let out = with_link("rtt=40ms", Netem, |c| ping(c, &["-c", "20", "-i", "0.05"]));
+    let r = rtts(&out);
+    assert_eq!(r.len(), 20, "{out}");
+    assert!(r.iter().all(|v| *v >= 40.0), "{out}");
+    // Echoes cost the emulated CPU about a millisecond; the median shows what the link adds.
+    assert!(median(&r) <= 45.0, "{out}");
+    // 10 ms of jitter each way: [40, 60] ms, netem's spread moved above the delay.
+    let out = with_link("rtt=40ms,jitter=10ms", Netem, |c| {
+        ping(c, &["-c", "100", "-i", "0.02"])
+    });
+    let r = rtts(&out);
+    assert_eq!(r.len(), 100, "{out}");
+    let lo = r.iter().copied().fold(f64::MAX, f64::min);
+    let m = median(&r);
+    eprintln!("rtt=40ms,jitter=10ms: min {lo} ms, median {m} ms");
+    assert!(lo >= 40.0, "an echo below the requested delay: {out}");
+    assert!((45.0..=58.0).contains(&m), "median {m}: {out}");
+}
+
+#[test]
+#[ignore = "needs sch_netem: scripts/ci/kernel_tests.sh runs it in a VM"]
+fn loss_within_binomial_bounds() {
+    let _g = qbench_testkit::machine();
+    let n = 1000.0;
+    let out = with_link("loss=5%", Netem, |c| {
+        ping(c, &["-c", "1000", "-i", "0.002", "-W", "1", "-q"])
+    });
+    assert_binomial(n - received(&out), n, 0.05);
+}
+
+#[test]
+#[ignore = "needs sch_netem: scripts/ci/kernel_tests.sh runs it in a VM"]
+fn jitter_reorders_unless_told_not_to() {
+    let _g = qbench_testkit::machine();
+    // Echoes 5 ms apart with 20 ms of jitter each way: many overtake each other.
+    let args = ["-c", "200", "-i", "0.005"];
+    let out = with_link("rtt=40ms,jitter=20ms", Netem, |c| ping(c, &args));
+    let late = inversions(&out);
+    eprintln!("jitter=20ms: {late} of 200 echoes came back after a later one");
+    assert!(late >= 5, "{out}");
+    let out = with_link("rtt=40ms,jitter=20ms,reorder=off", Netem, |c| {
+        ping(c, &args)
+    });
+    assert_eq!(inversions(&out), 0, "{out}");
+    assert!(rtts(&out).iter().all(|v| *v >= 40.0), "{out}");
+}
+
+/// `qbench-shaper`'s library, held until the router's tbf shows `want` (bounded wait).
+fn wait_for_qdisc(router: &str, dev: &str, want: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = Command::new("tc")
+            .args(["-n", router, "qdisc", "show", "dev", dev])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if text.contains(want) || Instant::now() > deadline {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+#[ignore = "needs sch_netem: scripts/ci/kernel_tests.sh runs it in a VM"]
+fn rates_fixed_and_variable() {
+    let _g = qbench_testkit::machine();
+    // 4 Mbit/s is well within what the emulated CPU carries through TLS, but its stalls
+    // (runtime timers tens of ms late) cost a run 10-25% of the rate (measured: 74-90%); the
+    // ceiling is the physics, tbf's L2 bytes, and stays tight.
+    let r = over_netem("h2", "1x2MB", "rate=4mbit,rtt=20ms", &[]);
+    assert_complete(&r, 1, 1, 2_000_000);
+    let g = report(&r)["runs"][0]["goodput_bps"].as_f64().unwrap();
+    eprintln!("rate=4mbit: goodput {:.1}% of the rate", g / 4e6 * 100.0);
+    assert!((0.65..=0.98).contains(&(g / 4e6)), "goodput {g}");
+
+    // A trace steps the tbf under netem through `tc -batch`: the kernel shows each step.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("rates.txt");
+    std::fs::write(&trace, "0 8mbit\n1.5 2mbit\n").unwrap();
+    let spec = format!("rate=trace:{},rtt=20ms", trace.display());
+    with_link(&spec, Netem, |client| {
+        let router = router_of(client);
+        let first = wait_for_qdisc(&router, "qb-rs", "rate 8Mbit");
+        assert!(first.contains("parent 10:1 rate 8Mbit"), "{first}");
+        let then = wait_for_qdisc(&router, "qb-rs", "rate 2Mbit");
+        assert!(then.contains("parent 10:1 rate 2Mbit"), "{then}");
+    });
+    let r = over_netem("h2", "1x1MB", "rate=2..6mbit/300ms,rtt=20ms", &[]);
+    assert_complete(&r, 1, 1, 1_000_000);
+    let changes = report(&r)["link"]["rate_changes"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(changes.len() >= 6, "{changes:?}");
+    assert!(changes.iter().all(|c| {
+        let bps = c["rate_bps"].as_u64().unwrap();
+        (2_000_000..=6_000_000).contains(&bps)
+    }));
+}
+
+#[test]
+#[ignore = "needs sch_netem: scripts/ci/kernel_tests.sh runs it in a VM"]
+fn ctrl_c_and_cleanup_leave_nothing() {
+    let _g = qbench_testkit::machine();
+    let before = ours();
+    for signal in [libc::SIGINT, libc::SIGKILL] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_qbench"))
+            .args(["--proto", "h2", "--objects", "1x100MB"])
+            .args(["--backend", "netem", "--link", "rate=10mbit,rtt=10ms"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while ours() == before && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_ne!(ours(), before, "the link came up");
+        // Let the transfer start, so the qdiscs hold packets when the run ends.
+        std::thread::sleep(Duration::from_secs(3));
+        // SAFETY: plain kill(2) on our own child.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        assert!(!child.wait().unwrap().success());
+        if signal == libc::SIGKILL {
+            assert_ne!(ours(), before, "kill -9 leaves the link");
+            let removed = qbench_shaper::cleanup();
+            assert_eq!(removed.len(), 3, "{removed:?}");
+        } else {
+            let mut err = String::new();
+            for l in BufReader::new(child.stderr.take().unwrap()).lines() {
+                err.push_str(&l.unwrap());
+                err.push('\n');
+            }
+            assert!(!err.contains("panicked"), "{err}");
+        }
+        assert_eq!(ours(), before, "left behind after signal {signal}");
+    }
+}
+
+#[test]
+#[ignore = "needs sch_netem: scripts/ci/kernel_tests.sh runs it in a VM"]
+fn both_backends_measure_alike() {
+    let _g = qbench_testkit::machine();
+    let n = 400.0;
+    let mut medians = Vec::new();
+    for backend in [Netem, Userspace] {
+        let out = with_link("rtt=40ms,loss=5%", backend, |c| {
+            ping(c, &["-c", "400", "-i", "0.01", "-W", "1"])
+        });
+        let r = rtts(&out);
+        let m = median(&r);
+        let lost = n - received(&out);
+        eprintln!(
+            "{backend:?}: median rtt {m} ms, min {}, {lost} of 400 lost",
+            r.iter().copied().fold(f64::MAX, f64::min)
+        );
+        assert!(r.iter().all(|v| *v >= 40.0), "{backend:?}: {out}");
+        assert_binomial(lost, n, 0.05);
+        medians.push(m);
+    }
+    // The userspace path's own cost (a TUN crossing and a wakeup each way) is a few
+    // milliseconds on the emulated CPU; on real hardware it is tenths.
+    assert!(
+        (medians[0] - medians[1]).abs() <= 5.0,
+        "medians {medians:?}"
+    );
+}
+
+fn handshake_ms(r: &common::Run) -> f64 {
+    let runs: Vec<f64> = report(r)["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["handshake_us"].as_f64().unwrap() / 1000.0)
+        .collect();
+    median(&runs)
+}
+
+#[test]
+#[ignore = "needs sch_netem: scripts/ci/kernel_tests.sh runs it in a VM"]
+fn h2_and_h3_across_netem_obey_the_physics() {
+    let _g = qbench_testkit::machine();
+    for proto in ["h2", "h3"] {
+        let r = over_netem(proto, "10x10KB", "rtt=40ms,loss=1%", &[]);
+        assert_complete(&r, 1, 10, 100_000);
+        assert_eq!(report(&r)["link"]["backend"], "netem");
+        // netem's random loss is counted as the link's drops.
+        let drops = &report(&r)["runs"][0]["noise"]["link_drops"];
+        assert!(drops["up"].is_u64() && drops["down"].is_u64(), "{drops}");
+    }
+    // TCP + TLS 1.3 takes one round trip more than QUIC. At 400 ms the emulated CPU's tens of
+    // milliseconds do not blur it.
+    let rtt = 400.0;
+    let mut hs = Vec::new();
+    for proto in ["h3", "h2"] {
+        let r = over_netem(proto, "1x1KB", "rtt=400ms", &["--runs", "3"]);
+        assert_complete(&r, 3, 1, 1_000);
+        hs.push(handshake_ms(&r));
+    }
+    eprintln!("handshakes at 400 ms RTT: h3 {} ms, h2 {} ms", hs[0], hs[1]);
+    assert!(hs[0] >= rtt && hs[1] >= 2.0 * rtt, "{hs:?}");
+    let extra = hs[1] - hs[0];
+    assert!(
+        (0.5 * rtt..=1.5 * rtt).contains(&extra),
+        "h2 - h3 = {extra} ms"
+    );
+    let r = qbench(&[
+        "compare",
+        "--protos",
+        "h2,h3",
+        "--objects",
+        "4x10KB",
+        "--rounds",
+        "3",
+        "--link",
+        "rtt=40ms,loss=1%",
+    ]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let j = report(&r);
+    assert_eq!(j["schema"], "qbench.compare-report");
+    for side in ["a", "b"] {
+        let runs = j[side]["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 3);
+        assert!(runs.iter().all(|x| x["complete"] == true), "{side}");
+    }
+    assert!(r.stderr.contains("dropped by the link"), "{}", r.stderr);
+    let verdict = j["comparison"]["verdict"].as_str().unwrap();
+    assert!(["a_faster", "b_faster", "inconclusive"].contains(&verdict));
+}

@@ -1,0 +1,151 @@
+//! `qbench serve` as a separate process: a remote-style server benchmarked with --target and
+//! --ca, that cleans up its certificate on SIGTERM.
+
+use crate::common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use common::{assert_complete, qbench, Served};
+use qbench_server::standalone::WORKER_NAME;
+
+#[test]
+fn serve_then_benchmark_by_target_and_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = dir.path().join("cert.pem");
+    // One worker serves all three protocols.
+    let server = Served::start(&["--threads", "1"], &cert);
+    assert!(cert.exists(), "certificate written");
+    assert_eq!(server.threads_named(WORKER_NAME, 1), 1);
+    let target = server.target.clone();
+    for proto in ["h3", "h2", "h1"] {
+        let r = qbench(&[
+            "--proto",
+            proto,
+            "--target",
+            &target,
+            "--ca",
+            cert.to_str().unwrap(),
+            "--objects",
+            "20x10KB",
+            "--verify",
+        ]);
+        assert_complete(&r, 1, 20, 200_000);
+        assert!(
+            r.json.unwrap()["runs"][0]["cpu"]["server"].is_null(),
+            "remote server CPU unknown"
+        );
+    }
+    assert!(server.stop(), "clean exit on SIGTERM");
+    assert!(!cert.exists(), "certificate removed on exit");
+}
+
+#[test]
+fn a_thread_count_out_of_range_is_refused_naming_the_flag() {
+    for bad in ["0", "1025"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_qbench"))
+            .args(["serve", "--threads", bad])
+            .output()
+            .expect("qbench runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        let first = stderr.lines().next().unwrap_or_default();
+        assert!(first.contains("--threads"), "{stderr}");
+    }
+}
+
+#[test]
+fn a_token_server_serves_telemetry_to_the_token_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = dir.path().join("cert.pem");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_qbench"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--telemetry", "token"])
+        .arg("--cert-out")
+        .arg(&cert)
+        .env_remove("QBENCH_TELEMETRY_TOKEN")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let (mut first, mut second) = (String::new(), String::new());
+    stderr.read_line(&mut first).unwrap();
+    stderr.read_line(&mut second).unwrap();
+    let addr = first.split_whitespace().nth(3).unwrap().to_string();
+    let token = second
+        .trim()
+        .strip_prefix("telemetry token (qbench --telemetry-token): ")
+        .unwrap_or_else(|| panic!("no token line: {second}"))
+        .to_string();
+    let target = format!("https://{addr}");
+    let base = [
+        "--proto",
+        "h2",
+        "--target",
+        &target,
+        "--ca",
+        cert.to_str().unwrap(),
+        "--objects",
+        "4x10KB",
+    ];
+    let with = qbench(&[&base[..], &["--telemetry-token", &token]].concat());
+    assert_complete(&with, 1, 4, 40_000);
+    let j = with.json.unwrap();
+    assert!(
+        j["runs"][0]["telemetry"][0]["samples"].is_array(),
+        "telemetry with the token"
+    );
+    let command = j["command"].to_string();
+    assert!(
+        !command.contains(&token),
+        "the token stays out of the report: {command}"
+    );
+    let without = qbench(&base);
+    assert_complete(&without, 1, 4, 40_000);
+    assert!(without.json.unwrap()["runs"][0]["telemetry"].is_null());
+    assert!(without.stderr.contains("401"), "{}", without.stderr);
+    // SAFETY: plain kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+}
+
+/// Ten thousand connections on every protocol: h1 and h2 against `qbench serve` in its own
+/// process (their two ends would not fit one process's 20,000 descriptors here), h3 against
+/// the in-process server (one UDP socket a side). Every connection is made and used.
+#[test]
+fn ten_thousand_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = dir.path().join("cert.pem");
+    let server = Served::start(
+        &["--max-connections", "20000", "--handshake-timeout", "60s"],
+        &cert,
+    );
+    // A budget, not a figure: debug builds on two cores take tens of seconds to shake
+    // hands ten thousand times.
+    let many = [
+        "--connections",
+        "10000",
+        "--objects",
+        "10000x1KB",
+        "--client-threads",
+        "2",
+        "--server-threads",
+        "2",
+        "--timeout",
+        "60s",
+        "--no-telemetry",
+    ];
+    let remote = ["--target", &server.target, "--ca", cert.to_str().unwrap()];
+    for (proto, at) in [("h1", &remote[..]), ("h2", &remote[..]), ("h3", &[][..])] {
+        let r = qbench(&[&["--proto", proto][..], &many, at].concat());
+        assert_complete(&r, 1, 10_000, 10_000_000);
+        let conns = r.json.as_ref().unwrap()["runs"][0]["connections"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert_eq!(conns.len(), 10_000, "{proto}");
+        assert!(conns
+            .iter()
+            .all(|c| c["handshake_us"].is_u64() && c["peak_streams"] == 1));
+    }
+    assert!(server.stop());
+}

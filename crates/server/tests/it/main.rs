@@ -1,0 +1,10 @@
+//! The integration tests of `qbench-server`, one binary: a module per area.
+
+mod common;
+mod curl_interop;
+mod h2_writes;
+mod heap;
+mod process;
+mod quicgo_interop;
+mod requests;
+mod timeouts;
