@@ -9,12 +9,17 @@ fn main() {
     let cli = Cli::parse();
     qbench_stack::heap::keep_freed_memory();
     let result = cli
+        .serve
         .threads
         .runtime()
         .context("qbench-server")
         .and_then(|rt| {
-            rt.block_on(serve_until_signal(cli.server, &cli.cert_out, None))
-                .context("qbench-server")
+            rt.block_on(serve_until_signal(
+                cli.serve.server,
+                &cli.serve.cert_out,
+                None,
+            ))
+            .context("qbench-server")
         });
     if let Err(e) = result {
         qbench_server::note!("error: {}", qbench_core::errors::one_line(e.as_ref()));

@@ -256,6 +256,14 @@ pub async fn serve_until_signal(
 #[command(name = "qbench-server", version = env!("QBENCH_VERSION"))]
 pub struct Cli {
     #[command(flatten)]
+    pub serve: Serve,
+}
+
+// The server's flags, the same for `qbench-server` and `qbench serve`. (A doc comment here
+// would become the `about` of every command that flattens it.)
+#[derive(Debug, clap::Args)]
+pub struct Serve {
+    #[command(flatten)]
     pub server: ServerOptions,
 
     #[command(flatten)]
@@ -278,11 +286,11 @@ mod tests {
     fn threads_set_the_runtime_workers() {
         for n in [1, 3] {
             let cli = parse(&n.to_string()).unwrap();
-            let rt = cli.threads.runtime().unwrap();
+            let rt = cli.serve.threads.runtime().unwrap();
             assert_eq!(rt.metrics().num_workers(), n);
         }
         let none = Cli::try_parse_from(["qbench-server"]).unwrap();
-        assert_eq!(none.threads.threads, None);
+        assert_eq!(none.serve.threads.threads, None);
     }
 
     #[test]
@@ -320,7 +328,7 @@ mod tests {
         #[test]
         fn threads_parse_to_a_count_or_an_error(s in "\\PC{0,8}") {
             if let Ok(cli) = parse(&s) {
-                let n = i64::from(cli.threads.threads.unwrap());
+                let n = i64::from(cli.serve.threads.threads.unwrap());
                 prop_assert!((1..=MAX_THREADS).contains(&n));
             }
         }

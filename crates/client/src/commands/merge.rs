@@ -22,10 +22,7 @@ pub struct MergeArgs {
 }
 
 fn bad(message: String) -> ConfigError {
-    ConfigError {
-        flag: "REPORT",
-        message,
-    }
+    qbench_engine::plan::error::bad("REPORT", message)
 }
 
 /// The files named, with directories expanded to their *.json files in name order.

@@ -89,6 +89,12 @@ fn run_flags(s: &RunSpec, args: &mut Vec<String>) {
     push(args, "link", s.link.as_ref().map(|l| l.text.clone()));
     push(args, "link-b", s.link_b.as_ref().map(|l| l.text.clone()));
     push(args, "proxy", s.proxy.map(|p| p.to_string()));
+    push(
+        args,
+        "interval",
+        s.interval
+            .map(|d| humantime::format_duration(d).to_string()),
+    );
     if let Some(l) = &s.load {
         let time = |d| Some(humantime::format_duration(d).to_string());
         push(args, "duration", time(l.duration));

@@ -12,6 +12,7 @@ mod compete;
 mod congestion;
 mod cost;
 mod failures;
+mod flags;
 mod fleet;
 mod fleet_ssh;
 mod hgrm;

@@ -9,18 +9,17 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::spec::cpulimit::CpuQuota;
-use crate::spec::link::{parse_duration, LinkSpec};
+use crate::spec::link::parse_duration;
 use crate::spec::load::{parse_rate, Arrivals, Load, DEFAULT_MAX_INFLIGHT};
-use crate::spec::quic_knobs::QuicKnobs;
-use crate::spec::workload::Workload;
-use crate::spec::{parse_flows, CompareSpec, CompeteSpec, ProxyChoice, RunSpec, SideOverrides};
+use crate::spec::{CompareSpec, CompeteSpec, ProxyChoice};
 use crate::stats::metric::Metric;
 use crate::stats::rounds::{
     parse_precision, AutoRounds, RoundsError, MAX_ROUNDS, MIN_ROUNDS, PRECISION_PCT,
 };
-use crate::wire::{CcAlgo, Protocol};
+use crate::wire::Protocol;
 
 mod apps;
+mod lower;
 pub use apps::VideoTable;
 
 /// Most cells a sweep may have: more is surely a mistake, and every cell is validated (and
@@ -319,150 +318,6 @@ impl Scenario {
             cells.push(cell);
         }
         Ok(cells)
-    }
-
-    fn spec(&self, p: &BTreeMap<String, String>) -> Result<CellSpec, ScenarioError> {
-        let b = &self.base;
-        let pick = |axis: &str, base: &Option<String>| p.get(axis).cloned().or(base.clone());
-        let mut run = RunSpec::default();
-        if let Some(v) = &b.proto {
-            run.proto = v.parse().map_err(|e| field("base.proto", e))?;
-        }
-        if let Some(v) = pick("objects", &b.objects) {
-            let w: Workload = v.parse().map_err(|e| field("objects", e))?;
-            run.objects = Some(w);
-        }
-        self.apply_apps(p, &mut run)?;
-        run.connections = b.connections.unwrap_or(run.connections);
-        run.streams = b.streams.or(run.streams);
-        if let Some(v) = pick("cc", &b.cc) {
-            run.cc = Some(v.parse::<CcAlgo>().map_err(|e| field("cc", e))?);
-        }
-        run.cwnd_cap = b.cwnd_cap.or(run.cwnd_cap);
-        run.reorder_threshold = match p.get("reorder_threshold") {
-            Some(v) => Some(v.parse().map_err(|e| field("reorder_threshold", e))?),
-            None => b.reorder_threshold,
-        };
-        if run
-            .reorder_threshold
-            .is_some_and(|n| !(1..=1000).contains(&n))
-        {
-            return Err(field("reorder_threshold", "1 to 1000 packets"));
-        }
-        let knobs = |v: Option<&String>, name| {
-            v.map_or(Ok(Default::default()), |t| QuicKnobs::parse_keys(t))
-                .map_err(|e| field(name, e))
-        };
-        run.quic = knobs(b.quic.as_ref(), "base.quic")?.overlaid(&knobs(p.get("quic"), "quic")?);
-        run.quic.check().map_err(|e| field("quic", e))?;
-        if let Some(r) = b.reorder_time_threshold {
-            run.reorder_time_threshold = Some(
-                crate::spec::parse_time_threshold(&r.to_string())
-                    .map_err(|e| field("base.reorder_time_threshold", e))?,
-            );
-        }
-        let cpu = match p.get("client_cpu") {
-            Some(v) => Some(v.parse().map_err(|e| field("client_cpu", e))?),
-            None => b.client_cpu,
-        };
-        run.client_cpu = cpu.and_then(CpuQuota::fraction);
-        if let Some(v) = &b.client_cpuset {
-            run.client_cpuset = Some(v.parse().map_err(|e| field("base.client_cpuset", e))?);
-        }
-        if let Some(v) = &b.timeout {
-            run.timeout =
-                parse_duration("base.timeout", v).map_err(|e| field("base.timeout", e))?;
-        }
-        let mut link: Vec<String> = b.link.iter().cloned().collect();
-        for k in ["rate", "rtt", "loss", "jitter"] {
-            if let Some(val) = p.get(k) {
-                link.push(format!("{k}={val}"));
-            }
-        }
-        if !link.is_empty() {
-            let spec: LinkSpec = link.join(",").parse().map_err(|e| field("link", e))?;
-            run.link = Some(spec);
-        }
-        if let Some(v) = &b.link_b {
-            if run.link.is_none() {
-                return Err(field(
-                    "base.link_b",
-                    "needs base.link (the client's segment)",
-                ));
-            }
-            run.link_b = Some(v.parse().map_err(|e| field("base.link_b", e))?);
-        }
-        run.proxy = b.proxy.and_then(ProxyChoice::protocol);
-        if run.proxy.is_some() && run.link_b.is_none() {
-            return Err(field(
-                "base.proxy",
-                "runs on the middle host: needs base.link_b",
-            ));
-        }
-        run.load = self.load(pick("request_rate", &b.request_rate))?;
-        if let Some(m) = b.metric {
-            if self.kind == Kind::Compete {
-                return Err(field("base.metric", "a competition is judged by fairness"));
-            }
-            m.check(run.load.as_ref())
-                .map_err(|e| field("base.metric", e))?;
-            if m.is_video() && run.video.is_none() {
-                return Err(field("base.metric", format!("{m} needs a [video] table")));
-            }
-        }
-        if p.get("zero_rtt").map(String::as_str) == Some("true") {
-            run.zero_rtt = true;
-            run.resume = true;
-        }
-        Ok(match self.kind {
-            Kind::Compare => {
-                let protos = match pick("protos", &b.protos) {
-                    Some(v) => parse_protos(&v)?,
-                    None => (run.proto, run.proto),
-                };
-                let side =
-                    |s: &Option<SideBase>, name: &str| -> Result<SideOverrides, ScenarioError> {
-                        let Some(s) = s else {
-                            return Ok(SideOverrides::default());
-                        };
-                        Ok(SideOverrides {
-                            cc: s
-                                .cc
-                                .as_deref()
-                                .map(str::parse::<CcAlgo>)
-                                .transpose()
-                                .map_err(|e| field(&format!("base.{name}.cc"), e))?,
-                            cwnd_cap: s.cwnd_cap,
-                            connections: s.connections,
-                            client_cpu: s.client_cpu,
-                            proxy: s.proxy,
-                            ..SideOverrides::default()
-                        })
-                    };
-                let mut b_side = side(&b.b, "b")?;
-                if let Some(v) = p.get("b_cwnd_cap") {
-                    b_side.cwnd_cap = Some(v.parse().map_err(|e| field("b_cwnd_cap", e))?);
-                }
-                let (rounds, auto_rounds) = self.rounds()?;
-                CellSpec::Compare(CompareSpec {
-                    rounds,
-                    auto_rounds,
-                    a: side(&b.a, "a")?,
-                    b: b_side,
-                    protos,
-                    base: run,
-                })
-            }
-            Kind::Compete => {
-                let flows = pick("flows", &b.flows).ok_or_else(|| {
-                    field("flows", "a competition needs base.flows or a flows axis")
-                })?;
-                CellSpec::Compete(CompeteSpec {
-                    flows: parse_flows(&flows).map_err(|e| field("flows", e))?,
-                    base: run,
-                })
-            }
-        })
     }
 }
 

@@ -209,9 +209,14 @@ impl VideoSpec {
 
     /// Everything a session relies on; the message names the field at fault.
     pub fn check(&self) -> Result<(), VideoError> {
-        let shape =
-            |field: &'static str, message: String| Err(VideoError::Shape { field, message });
-        let show = |d: Duration| humantime::format_duration(d).to_string();
+        self.check_ladder()?;
+        self.check_segments()?;
+        self.check_playback()?;
+        self.check_segment_size()
+    }
+
+    /// The bitrates, and the fixed quality among them.
+    fn check_ladder(&self) -> Result<(), VideoError> {
         if self.bitrates.is_empty() {
             return Err(VideoError::Empty);
         }
@@ -234,6 +239,11 @@ impl VideoSpec {
                 return Err(VideoError::Quality(r));
             }
         }
+        Ok(())
+    }
+
+    /// The video's length and how it is cut into segments.
+    fn check_segments(&self) -> Result<(), VideoError> {
         if self.segment < MIN_SEGMENT {
             return shape(
                 "segment",
@@ -265,6 +275,11 @@ impl VideoSpec {
             );
             return shape("segment", m);
         }
+        Ok(())
+    }
+
+    /// The buffer limits and how long the session is watched.
+    fn check_playback(&self) -> Result<(), VideoError> {
         if self.max_buffer < self.segment {
             let m = format!(
                 "max buffer {} holds less than one segment ({})",
@@ -287,7 +302,15 @@ impl VideoSpec {
         if self.watch.is_some_and(|w| w > MAX_LENGTH) {
             return shape("watch", "watch is longer than a day".into());
         }
-        let top = *self.bitrates.last().expect("checked above: not empty");
+        Ok(())
+    }
+
+    /// The largest segment must fit in one object a qbench server sends.
+    fn check_segment_size(&self) -> Result<(), VideoError> {
+        let top = *self
+            .bitrates
+            .last()
+            .expect("check_ladder ran first: not empty");
         if self.segment_bytes(0, top) > crate::wire::MAX_OBJECT {
             let m = format!(
                 "a {} segment at {top} is more than the 10 GB a qbench server sends as one object",
@@ -336,6 +359,15 @@ impl VideoSpec {
             }
         }
     }
+}
+
+/// A fault in the spec's shape: `field` is the one to name.
+fn shape(field: &'static str, message: String) -> Result<(), VideoError> {
+    Err(VideoError::Shape { field, message })
+}
+
+fn show(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
 }
 
 #[cfg(test)]

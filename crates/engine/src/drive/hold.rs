@@ -10,6 +10,7 @@ use crate::observe::Observer;
 use qbench_core::report::load::IntervalRecord;
 use qbench_core::spec::load::{Load, Schedule, MAX_LAG};
 use qbench_core::Recorder;
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::drive::fetch::{fetch_one, lock};
@@ -18,7 +19,7 @@ use crate::drive::requests::Requests;
 use crate::drive::until::Until;
 use crate::drive::verify::DigestBook;
 use crate::measure::clock::Clock;
-use crate::transport::Conn;
+use crate::transport::{Conn, ObjectReq};
 
 /// Called with each interval as it ends (printing, `--json-stream`).
 pub type OnInterval = Arc<dyn Fn(&IntervalRecord) + Send + Sync>;
@@ -41,79 +42,86 @@ pub struct OpenLoop {
 /// waiting for a response: a late start is recorded with its lag, and a request due while
 /// `max_inflight` are in flight is dropped, never delayed.
 pub async fn open_loop(o: OpenLoop, load: Load, rate: f64) {
-    let OpenLoop {
-        conns,
-        requests,
-        rec,
-        book,
-        in_flight,
-        start,
-        until,
-        seed,
-        shard,
-        log,
-    } = o;
-    let clock = until.clock;
-    if conns.is_empty() {
+    if o.conns.is_empty() {
         return;
     }
-    let (k, len) = (conns.len() as u64, requests.len().max(1));
-    // A shard's constant schedule starts at its place in the whole's (`rate` is its share),
-    // and its Poisson draws are its own; its requests are the whole's in turn.
-    let (seed, phase) = match shard {
-        Some(s) => (s.seed(seed as u32), s.phase(rate * f64::from(s.count))),
-        None => (seed, Duration::ZERO),
-    };
-    let nth = |j: u64| shard.map_or(j, |s| s.item(j));
-    let schedule = Schedule::new(rate, load.arrivals, seed);
-    let stop = until.stop.clone();
-    let warm_end = start.saturating_add(load.warmup);
-    let mut due = match pace(schedule, start + phase, warm_end, until.clone()) {
-        Ok(rx) => rx,
-        Err(e) => {
-            lock(&rec).error(
-                qbench_core::ErrorKind::Io,
-                &format!("starting the open loop's pacer thread: {e}"),
-            );
-            return;
-        }
+    let len = o.requests.len().max(1);
+    let Some(mut due) = o.pace(&load, rate) else {
+        return;
     };
     let mut tasks = JoinSet::new();
     while let Some(paced) = due.recv().await {
         // Requests queued for the runtime when the stop came are not started either.
-        if stop.is_set() {
+        if o.until.stop.is_set() {
             break;
         }
         let (j, at) = match paced {
             Paced::Due(Due { j, at }) => (j, at),
             Paced::Skipped { from, n } => {
-                lock(&rec).dropped_late(from, n);
+                lock(&o.rec).dropped_late(from, n);
                 continue;
             }
         };
         // Queued while the runtime fell behind: started now it would be late beyond the
         // bound, or after the window.
-        let now = clock.now();
-        if now >= until.end() || now.saturating_sub(at) > MAX_LAG {
-            lock(&rec).dropped_late(at, 1);
+        let now = o.until.clock.now();
+        if now >= o.until.end() || now.saturating_sub(at) > MAX_LAG {
+            lock(&o.rec).dropped_late(at, 1);
             continue;
         }
         while tasks.try_join_next().is_some() {}
-        if in_flight.load(Ordering::Relaxed) >= u64::from(load.max_inflight) {
-            lock(&rec).dropped(at);
+        if o.in_flight.load(Ordering::Relaxed) >= u64::from(load.max_inflight) {
+            lock(&o.rec).dropped(at);
             continue;
         }
-        let Some(req) = requests.get(nth(j) % len) else {
+        let Some(req) = o.requests.get(o.nth(j) % len) else {
             break;
         };
-        in_flight.fetch_add(1, Ordering::Relaxed);
-        let ci = j % k;
+        o.start(j, at, req, &mut tasks);
+    }
+    while tasks.join_next().await.is_some() {}
+}
+
+impl OpenLoop {
+    /// The schedule's due times, from a thread of its own; `None` (recorded as the run's
+    /// error) if that thread could not start.
+    fn pace(&self, load: &Load, rate: f64) -> Option<mpsc::Receiver<Paced>> {
+        // A shard's constant schedule starts at its place in the whole's (`rate` is its share),
+        // and its Poisson draws are its own.
+        let (seed, phase) = match self.shard {
+            Some(s) => (s.seed(self.seed as u32), s.phase(rate * f64::from(s.count))),
+            None => (self.seed, Duration::ZERO),
+        };
+        let schedule = Schedule::new(rate, load.arrivals, seed);
+        let warm_end = self.start.saturating_add(load.warmup);
+        match pace(schedule, self.start + phase, warm_end, self.until.clone()) {
+            Ok(rx) => Some(rx),
+            Err(e) => {
+                lock(&self.rec).error(
+                    qbench_core::ErrorKind::Io,
+                    &format!("starting the open loop's pacer thread: {e}"),
+                );
+                None
+            }
+        }
+    }
+
+    /// Which of the requests the schedule's `j`th is: a shard's are the whole's in turn.
+    fn nth(&self, j: u64) -> u64 {
+        self.shard.map_or(j, |s| s.item(j))
+    }
+
+    /// Starts `req`, the schedule's `j`th, due at `at`, on connection `j mod k`.
+    fn start(&self, j: u64, at: Duration, req: ObjectReq, tasks: &mut JoinSet<()>) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        let ci = j % self.conns.len() as u64;
+        let clock = self.until.clock;
         let (conn, rec, book, in_flight, log) = (
-            conns[ci as usize].clone(),
-            rec.clone(),
-            book.clone(),
-            in_flight.clone(),
-            log.clone(),
+            self.conns[ci as usize].clone(),
+            self.rec.clone(),
+            self.book.clone(),
+            self.in_flight.clone(),
+            self.log.clone(),
         );
         tasks.spawn(async move {
             let mut outcome = fetch_one(conn.as_ref(), &clock, &req, &book).await;
@@ -125,7 +133,6 @@ pub async fn open_loop(o: OpenLoop, load: Load, rate: f64) {
             lock(&rec).object(outcome);
         });
     }
-    while tasks.join_next().await.is_some() {}
 }
 
 /// Ends an interval every `every` from `start` and hands it to `on`; the last, partial

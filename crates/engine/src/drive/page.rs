@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use qbench_core::page::PageProfile;
 use qbench_core::recorder::ConnId;
 use qbench_core::report::page::{LevelRecord, PageReport, PageSpec};
 use qbench_core::{HandshakeInfo, ObjectOutcome};
@@ -79,6 +80,22 @@ struct Origin {
     opened: u64,
 }
 
+/// What `load` returns.
+type Loaded = (Vec<(Arc<dyn Conn>, HandshakeInfo)>, Vec<ConnId>, PageReport);
+
+/// What a page load keeps track of as it goes.
+struct Loading {
+    origins: Vec<Origin>,
+    /// Origins to serve, in turn, before the next event is awaited.
+    waiting: VecDeque<usize>,
+    opened: Opened,
+    /// By object: when it was requested, and when it arrived and whether whole.
+    sent: Vec<Option<Duration>>,
+    done: Vec<Option<(Duration, bool)>>,
+    /// By object: the objects it reveals, requested once it has arrived.
+    children: Vec<Vec<usize>>,
+}
+
 /// Loads the page once; returns the connections it opened (with their ids, for the run's
 /// stream figures and telemetry) and the page's report.
 pub async fn load(
@@ -89,69 +106,78 @@ pub async fn load(
 ) -> (Vec<(Arc<dyn Conn>, HandshakeInfo)>, Vec<ConnId>, PageReport) {
     let s = Load { transport, h1, run };
     let profile = &page.profile;
-    let n = profile.objects.len();
-    let mut children = vec![Vec::new(); n];
-    let mut origins: Vec<Origin> = profile.origins.iter().map(|_| Origin::default()).collect();
-    for (i, o) in profile.objects.iter().enumerate() {
-        match o.parent {
-            Some(p) => children[p].push(i),
-            None => origins[o.origin].queue.push_back(i),
-        }
-    }
     let limit = if s.h1 { H1_PER_ORIGIN } else { 1 };
-    let mut sent = vec![None; n];
-    let mut done: Vec<Option<(Duration, bool)>> = vec![None; n];
-    let mut opened = Opened::new();
+    let mut l = Loading::new(profile);
     let mut pending: FuturesUnordered<Pending<'_>> = FuturesUnordered::new();
     let s = &s;
-    let mut waiting: VecDeque<usize> = (0..origins.len()).collect();
-    for o in &mut origins {
-        o.waiting = true;
-    }
     loop {
-        make_room(
-            s,
-            profile,
-            limit,
-            &mut origins,
-            &mut waiting,
-            &mut opened,
-            &mut sent,
-            &mut pending,
-        );
+        make_room(s, profile, limit, &mut l, &mut pending);
         let Some(event) = pending.next().await else {
             break;
         };
-        let touched = match &event {
+        let touched = l.touched(&event, profile);
+        l.on_event(s, profile, event, &mut pending);
+        l.wake(touched);
+    }
+    l.finish(page, s.run.start)
+}
+
+impl Loading {
+    /// Nothing sent yet; every origin waits to be served, with the objects nothing reveals
+    /// queued.
+    fn new(profile: &PageProfile) -> Self {
+        let n = profile.objects.len();
+        let mut children = vec![Vec::new(); n];
+        let mut origins: Vec<Origin> = profile.origins.iter().map(|_| Origin::default()).collect();
+        for (i, o) in profile.objects.iter().enumerate() {
+            match o.parent {
+                Some(p) => children[p].push(i),
+                None => origins[o.origin].queue.push_back(i),
+            }
+        }
+        let waiting = (0..origins.len()).collect();
+        for o in &mut origins {
+            o.waiting = true;
+        }
+        Self {
+            origins,
+            waiting,
+            opened: Opened::new(),
+            sent: vec![None; n],
+            done: vec![None; n],
+            children,
+        }
+    }
+
+    /// The origins `event` may let send or open more: its own, and those of the objects a
+    /// fetched one reveals.
+    fn touched(&self, event: &Event, profile: &PageProfile) -> Vec<usize> {
+        match event {
             Event::Connected(oi, _, _) => vec![*oi],
             Event::Handshake(..) => Vec::new(),
             Event::Fetched { origin, object, .. } => {
                 let mut t = vec![*origin];
-                t.extend(children[*object].iter().map(|&c| profile.objects[c].origin));
+                t.extend(
+                    self.children[*object]
+                        .iter()
+                        .map(|&c| profile.objects[c].origin),
+                );
                 t
             }
-        };
+        }
+    }
+
+    fn on_event<'b>(
+        &mut self,
+        s: &'b Load<'b>,
+        profile: &PageProfile,
+        event: Event,
+        pending: &mut FuturesUnordered<Pending<'b>>,
+    ) {
         match event {
-            Event::Connected(oi, id, Ok(c)) => {
-                let o = &mut origins[oi];
-                o.connecting -= 1;
-                match c.zero_rtt {
-                    Some(accepted) => {
-                        pending.push(Box::pin(
-                            async move { Event::Handshake(id, accepted.await) },
-                        ))
-                    }
-                    None => lock(s.run.rec).handshake_done(id, c.done, c.info.clone()),
-                }
-                o.conns.push(Some(Slot {
-                    conn: c.conn.clone(),
-                    busy: 0,
-                    id,
-                }));
-                opened.insert(id, (c.conn, c.info));
-            }
+            Event::Connected(oi, id, Ok(c)) => self.connected(s, oi, id, c, pending),
             Event::Connected(oi, id, Err(e)) => {
-                let o = &mut origins[oi];
+                let o = &mut self.origins[oi];
                 o.connecting -= 1;
                 o.failed += 1;
                 // Tried again up to CONNECT_ATTEMPTS; then what waits stays unsent, and the
@@ -166,42 +192,91 @@ pub async fn load(
                 conn,
                 object,
                 outcome,
-            } => {
-                let ok = outcome.error.is_none();
-                done[object] = Some((outcome.done, ok));
-                s.run.progress.advanced(1);
-                lock(s.run.rec).object(outcome);
-                // A request that failed may have taken its connection down (HTTP/1.1 always
-                // does): the next request gets another one.
-                let slot = &mut origins[origin].conns[conn];
-                match slot {
-                    Some(slot) if ok => slot.busy -= 1,
-                    _ => *slot = None,
-                }
-                if ok {
-                    for &c in &children[object] {
-                        origins[profile.objects[c].origin].queue.push_back(c);
-                    }
-                }
-            }
+            } => self.fetched(s, profile, origin, conn, object, outcome),
         }
-        for oi in touched {
-            if !origins[oi].waiting {
-                origins[oi].waiting = true;
-                waiting.push_back(oi);
+    }
+
+    /// Origin `oi`'s new connection `id` joins its others; a 0-RTT one's handshake is
+    /// recorded once it completes.
+    fn connected<'b>(
+        &mut self,
+        s: &'b Load<'b>,
+        oi: usize,
+        id: ConnId,
+        c: Connected,
+        pending: &mut FuturesUnordered<Pending<'b>>,
+    ) {
+        let o = &mut self.origins[oi];
+        o.connecting -= 1;
+        match c.zero_rtt {
+            Some(accepted) => {
+                pending.push(Box::pin(
+                    async move { Event::Handshake(id, accepted.await) },
+                ))
+            }
+            None => lock(s.run.rec).handshake_done(id, c.done, c.info.clone()),
+        }
+        o.conns.push(Some(Slot {
+            conn: c.conn.clone(),
+            busy: 0,
+            id,
+        }));
+        self.opened.insert(id, (c.conn, c.info));
+    }
+
+    /// Records the object that arrived (or failed) on connection `conn` of `origin`, frees
+    /// that connection, and queues what the object reveals.
+    fn fetched(
+        &mut self,
+        s: &Load<'_>,
+        profile: &PageProfile,
+        origin: usize,
+        conn: usize,
+        object: usize,
+        outcome: ObjectOutcome,
+    ) {
+        let ok = outcome.error.is_none();
+        self.done[object] = Some((outcome.done, ok));
+        s.run.progress.advanced(1);
+        lock(s.run.rec).object(outcome);
+        // A request that failed may have taken its connection down (HTTP/1.1 always
+        // does): the next request gets another one.
+        let slot = &mut self.origins[origin].conns[conn];
+        match slot {
+            Some(slot) if ok => slot.busy -= 1,
+            _ => *slot = None,
+        }
+        if ok {
+            for &c in &self.children[object] {
+                self.origins[profile.objects[c].origin].queue.push_back(c);
             }
         }
     }
-    let report = PageReport {
-        name: page.name.clone(),
-        objects: n as u64,
-        bytes: profile.total_bytes(),
-        origins: profile.origins.len() as u64,
-        connections: origins.iter().map(|o| o.opened).collect(),
-        levels: levels(page, &sent, &done, s.run.start),
-    };
-    let ids = opened.keys().copied().collect();
-    (opened.into_values().collect(), ids, report)
+
+    /// Puts the `touched` origins in line to be served, each once.
+    fn wake(&mut self, touched: Vec<usize>) {
+        for oi in touched {
+            if !self.origins[oi].waiting {
+                self.origins[oi].waiting = true;
+                self.waiting.push_back(oi);
+            }
+        }
+    }
+
+    /// The page's report, and the connections still open with their ids.
+    fn finish(self, page: &PageSpec, start: Duration) -> Loaded {
+        let profile = &page.profile;
+        let report = PageReport {
+            name: page.name.clone(),
+            objects: profile.objects.len() as u64,
+            bytes: profile.total_bytes(),
+            origins: profile.origins.len() as u64,
+            connections: self.origins.iter().map(|o| o.opened).collect(),
+            levels: levels(page, &self.sent, &self.done, start),
+        };
+        let ids = self.opened.keys().copied().collect();
+        (self.opened.into_values().collect(), ids, report)
+    }
 }
 
 /// Connections open or opening, over every origin.
@@ -215,17 +290,20 @@ fn open(origins: &[Origin]) -> usize {
 /// Serves the origins that wait, in turn: each sends what it can and opens what it needs
 /// within `MAX_OPEN`, closing connections idle at origins with nothing queued to make room.
 /// Those still short of a connection wait for the next event.
-#[allow(clippy::too_many_arguments)]
 fn make_room<'b>(
     s: &'b Load<'b>,
-    profile: &'b qbench_core::page::PageProfile,
+    profile: &'b PageProfile,
     limit: usize,
-    origins: &mut [Origin],
-    waiting: &mut VecDeque<usize>,
-    opened: &mut Opened,
-    sent: &mut [Option<Duration>],
+    l: &mut Loading,
     pending: &mut FuturesUnordered<Pending<'b>>,
 ) {
+    let Loading {
+        origins,
+        waiting,
+        opened,
+        sent,
+        ..
+    } = l;
     let mut room = MAX_OPEN.saturating_sub(open(origins));
     // Idle connections of origins with nothing queued: nothing in this pass queues more.
     let mut spare: Vec<(usize, usize)> = origins
@@ -275,7 +353,7 @@ fn make_room<'b>(
 #[allow(clippy::too_many_arguments)]
 fn start_what_can<'b>(
     s: &'b Load<'b>,
-    profile: &'b qbench_core::page::PageProfile,
+    profile: &'b PageProfile,
     limit: usize,
     oi: usize,
     o: &mut Origin,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use qbench_core::ObjectOutcome;
 
-use crate::plan::error::ConfigError;
+use crate::plan::error::{self, ConfigError};
 
 const HEADER: &str =
     "run\tconnection\tstream\tintended_us\tstart_us\tttfb_us\tend_us\tbytes\tstatus\terror\turl\n";
@@ -30,14 +30,10 @@ pub struct LogTo {
 
 impl RequestLog {
     pub fn create(path: &Path) -> Result<Arc<Self>, ConfigError> {
-        let bad = |e: std::io::Error| ConfigError {
-            flag: "--log-requests",
-            message: format!("{}: {e}", path.display()),
-        };
-        let out = crate::output::target::open_stream(path).map_err(|e| ConfigError {
-            flag: "--log-requests",
-            message: e.to_string(),
-        })?;
+        let bad =
+            |e: std::io::Error| error::bad("--log-requests", format!("{}: {e}", path.display()));
+        let out = crate::output::target::open_stream(path)
+            .map_err(|e| error::bad("--log-requests", e.to_string()))?;
         let mut out = BufWriter::new(out);
         out.write_all(HEADER.as_bytes()).map_err(bad)?;
         Ok(Arc::new(Self {

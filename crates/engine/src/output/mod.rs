@@ -17,7 +17,7 @@ pub fn check_writable(
     flag: &'static str,
     path: &Path,
 ) -> Result<(), crate::plan::error::ConfigError> {
-    let bad = |message: String| crate::plan::error::ConfigError { flag, message };
+    let bad = |message: String| crate::plan::error::bad(flag, message);
     let path = match target::resolve(path).map_err(|e| bad(e.to_string()))? {
         target::Target::Replace(p) => p,
         // A device or FIFO is opened when written: a FIFO may get its reader only then.

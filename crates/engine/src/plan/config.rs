@@ -358,68 +358,13 @@ impl Config {
             ));
         }
         let target = target_of(t)?;
-        if let Some(tok) = &t.telemetry_token {
-            let ok = |c: u8| c.is_ascii_alphanumeric() || b"._~-".contains(&c);
-            if tok.is_empty() || !tok.bytes().all(ok) {
-                return Err(bad(
-                    "--telemetry-token",
-                    "a token is letters, digits and . _ ~ - (as qbench-server prints it)",
-                ));
-            }
-        }
+        check_token(t.telemetry_token.as_deref())?;
         let in_process = target == Target::InProcess;
         if !in_process {
-            for (flag, given) in [
-                ("--cc", spec.cc.is_some()),
-                ("--cwnd-cap", spec.cwnd_cap.is_some()),
-                ("--initial-cwnd", spec.initial_cwnd.is_some()),
-                ("--reorder-threshold", spec.reorder_threshold.is_some()),
-                (
-                    "--reorder-time-threshold",
-                    spec.reorder_time_threshold.is_some(),
-                ),
-            ] {
-                if given {
-                    return Err(bad(
-                        flag,
-                        "applies to the in-process server; pass it to qbench-server",
-                    ));
-                }
-            }
-            if spec.link.is_some() {
-                return Err(bad("--link", "runs the in-process server behind the link; it cannot be used with --target or --url"));
-            }
-            if spec.proxy.is_some() {
-                return Err(bad("--proxy", "runs beside the in-process server's link; for a remote server, run `qbench proxy` there"));
-            }
+            check_remote(&spec)?;
         }
-        if matches!(target, Target::Urls { .. }) {
-            spec.objects = None;
-            spec.telemetry = false;
-        }
-        if in_process {
-            spec.cc = Some(spec.cc.unwrap_or(CcAlgo::Cubic));
-            spec.telemetry &= !spec.sample_interval.is_zero();
-        }
-        // As many requests in flight per connection as the matched server allows (h2's
-        // SETTINGS_MAX_CONCURRENT_STREAMS, h3's MAX_STREAMS): more would wait inside the
-        // transport for a stream, and be timed while they wait.
-        // An open loop starts requests on schedule, not per stream.
-        let open_loop = spec.load.as_ref().is_some_and(|l| l.rate.is_some());
-        spec.streams = (!open_loop).then(|| match spec.proto {
-            Protocol::H1 => 1,
-            _ => spec.streams.unwrap_or(MAX_STREAMS),
-        });
-        spec.resume |= spec.zero_rtt;
-        let total_objects = match (&target, &spec.objects) {
-            (Target::Urls { urls, repeat, .. }, _) => urls.len() as u64 * u64::from(*repeat),
-            (_, Some(w)) => w.total_objects(),
-            (_, None) => match (&spec.video, &spec.page) {
-                (Some(v), _) => v.segments(),
-                (_, Some(p)) => p.profile.objects.len() as u64,
-                _ => 0,
-            },
-        };
+        settle(&mut spec, &target);
+        let total_objects = total_objects(&spec, &target);
         if spec.load.is_none() && u64::from(spec.connections) > total_objects {
             return Err(bad(
                 "--connections",
@@ -432,19 +377,9 @@ impl Config {
         if let Some(s) = spec.shard {
             check_shard(&spec, s)?;
         }
-        // Across a link, a TCP window cap is a route metric on the server's namespace.
-        let tcp = !spec.proto.is_quic();
-        let link_options = spec.link.as_ref().map(|_| TopologyOptions {
-            backend: link.backend,
-            offloads: link.offloads,
-            tcp_cwnd_cap: spec.cwnd_cap.filter(|_| tcp),
-            tcp_initial_cwnd: spec.initial_cwnd.filter(|_| tcp),
-            tcp_reordering: spec.reorder_threshold.filter(|_| tcp),
-            id: None,
-        });
         Ok(Self {
             server: in_process.then(|| server_options(&spec)),
-            link_options,
+            link_options: link_options(&spec, link),
             telemetry_token: t.telemetry_token.clone(),
             run: RunConfig {
                 spec,
@@ -460,6 +395,103 @@ impl Config {
     pub fn spec(&self) -> &RunSpec {
         &self.run.spec
     }
+}
+
+/// `--telemetry-token` goes into the telemetry URL's query as it is.
+fn check_token(token: Option<&str>) -> Result<(), ConfigError> {
+    let Some(tok) = token else {
+        return Ok(());
+    };
+    let ok = |c: u8| c.is_ascii_alphanumeric() || b"._~-".contains(&c);
+    if tok.is_empty() || !tok.bytes().all(ok) {
+        return Err(bad(
+            "--telemetry-token",
+            "a token is letters, digits and . _ ~ - (as qbench-server prints it)",
+        ));
+    }
+    Ok(())
+}
+
+/// A remote target's server is set up by its own flags: the in-process server's and its
+/// link's are refused.
+fn check_remote(spec: &RunSpec) -> Result<(), ConfigError> {
+    for (flag, given) in [
+        ("--cc", spec.cc.is_some()),
+        ("--cwnd-cap", spec.cwnd_cap.is_some()),
+        ("--initial-cwnd", spec.initial_cwnd.is_some()),
+        ("--reorder-threshold", spec.reorder_threshold.is_some()),
+        (
+            "--reorder-time-threshold",
+            spec.reorder_time_threshold.is_some(),
+        ),
+    ] {
+        if given {
+            return Err(bad(
+                flag,
+                "applies to the in-process server; pass it to qbench-server",
+            ));
+        }
+    }
+    if spec.link.is_some() {
+        return Err(bad(
+            "--link",
+            "runs the in-process server behind the link; it cannot be used with --target or --url",
+        ));
+    }
+    if spec.proxy.is_some() {
+        return Err(bad("--proxy", "runs beside the in-process server's link; for a remote server, run `qbench proxy` there"));
+    }
+    Ok(())
+}
+
+/// Fills in what the target and the protocol imply, so that the report records what runs.
+fn settle(spec: &mut RunSpec, target: &Target) {
+    if matches!(target, Target::Urls { .. }) {
+        spec.objects = None;
+        spec.telemetry = false;
+    }
+    if *target == Target::InProcess {
+        spec.cc = Some(spec.cc.unwrap_or(CcAlgo::Cubic));
+        spec.telemetry &= !spec.sample_interval.is_zero();
+    }
+    // As many requests in flight per connection as the matched server allows (h2's
+    // SETTINGS_MAX_CONCURRENT_STREAMS, h3's MAX_STREAMS): more would wait inside the
+    // transport for a stream, and be timed while they wait.
+    // An open loop starts requests on schedule, not per stream.
+    let open_loop = spec.load.as_ref().is_some_and(|l| l.rate.is_some());
+    spec.streams = (!open_loop).then(|| match spec.proto {
+        Protocol::H1 => 1,
+        _ => spec.streams.unwrap_or(MAX_STREAMS),
+    });
+    spec.resume |= spec.zero_rtt;
+}
+
+/// Objects per run: the URLs' fetches, the workload's objects, the video's segments or the
+/// page's objects.
+fn total_objects(spec: &RunSpec, target: &Target) -> u64 {
+    match (target, &spec.objects) {
+        (Target::Urls { urls, repeat, .. }, _) => urls.len() as u64 * u64::from(*repeat),
+        (_, Some(w)) => w.total_objects(),
+        (_, None) => match (&spec.video, &spec.page) {
+            (Some(v), _) => v.segments(),
+            (_, Some(p)) => p.profile.objects.len() as u64,
+            _ => 0,
+        },
+    }
+}
+
+/// How the spec's link is built, if it has one.
+fn link_options(spec: &RunSpec, link: LinkChoice) -> Option<TopologyOptions> {
+    // Across a link, a TCP window cap is a route metric on the server's namespace.
+    let tcp = !spec.proto.is_quic();
+    spec.link.as_ref().map(|_| TopologyOptions {
+        backend: link.backend,
+        offloads: link.offloads,
+        tcp_cwnd_cap: spec.cwnd_cap.filter(|_| tcp),
+        tcp_initial_cwnd: spec.initial_cwnd.filter(|_| tcp),
+        tcp_reordering: spec.reorder_threshold.filter(|_| tcp),
+        id: None,
+    })
 }
 
 /// `--state-graph` and `--plot` draw the sender's telemetry, so there must be some.

@@ -23,6 +23,7 @@ use crate::transport::h3::H3;
 use crate::transport::tcp::TlsTcp;
 use crate::transport::tls::{client_config, ticket_store};
 use crate::transport::Transport;
+use qbench_core::spec::RunSpec;
 use qbench_core::Protocol;
 
 pub struct Side<'a> {
@@ -103,66 +104,8 @@ impl<'a> Side<'a> {
         clock: Clock,
     ) -> anyhow::Result<Self> {
         let spec = cfg.spec();
-        let mut requests = Requests::of(cfg, &peer.origin.authority());
-        let mut load = spec.load.clone();
-        let mut connections = u64::from(spec.connections);
-        if let Some(s) = spec.shard {
-            connections = s.share(connections);
-            match &mut load {
-                // A held load cycles through the whole mix on this shard's connections.
-                Some(l) => {
-                    if let Some(r) = &mut l.rate {
-                        *r = s.rate(*r);
-                        l.max_inflight = s.share(l.max_inflight.into()) as u32;
-                    }
-                }
-                None => requests = requests.shard(s),
-            }
-        }
-        let plan = Plan {
-            requests: Arc::new(requests),
-            connections: connections as usize,
-            streams: spec.streams.map(|s| s as usize),
-            reuse: spec.reuse,
-            telemetry_uri: spec.telemetry.then(|| {
-                let query = cfg
-                    .telemetry_token
-                    .as_ref()
-                    .map(|t| format!("?token={t}"))
-                    .unwrap_or_default();
-                format!(
-                    "https://{}{}{query}",
-                    peer.origin.authority(),
-                    qbench_core::wire::TELEMETRY_PATH
-                )
-                .parse()
-                .expect("valid URI: the token was checked to be URI-safe")
-            }),
-            load,
-            shard: spec.shard,
-            log: None,
-            interval: spec.interval,
-            on_interval: None,
-            app: app_plan(spec, &peer.origin.authority()),
-        };
-        let tickets = spec.resume.then(ticket_store);
-        let alpn = spec.proto.alpn();
-        let tls = client_config(&peer.trust, alpn, tickets.clone(), spec.zero_rtt)?;
-        let ep = peer.endpoint.clone();
-        let transport: Box<dyn Transport> = match spec.proto {
-            Protocol::H1 => Box::new(H1 {
-                tcp: TlsTcp::new(ep, tls, tickets, alpn, false),
-                clock,
-            }),
-            Protocol::H2 => Box::new(H2 {
-                tcp: TlsTcp::new(ep, tls, tickets, alpn, true),
-                clock,
-            }),
-            Protocol::H3 => Box::new(
-                H3::new(ep, tls, tickets, spec.zero_rtt, clock)
-                    .map_err(|e| anyhow::anyhow!("{}: {}", e.kind, e.message))?,
-            ),
-        };
+        let plan = plan(cfg, &peer);
+        let transport = transport(spec, &peer, clock)?;
         Ok(Side {
             peer,
             runner: Runner::new(transport, plan, clock),
@@ -338,11 +281,80 @@ impl<'a> Side<'a> {
     }
 }
 
+/// What each run of `cfg` fetches from `peer`, and how: with `--shard`, this shard's part.
+fn plan(cfg: &Config, peer: &Peer) -> Plan {
+    let spec = cfg.spec();
+    let mut requests = Requests::of(cfg, &peer.origin.authority());
+    let mut load = spec.load.clone();
+    let mut connections = u64::from(spec.connections);
+    if let Some(s) = spec.shard {
+        connections = s.share(connections);
+        match &mut load {
+            // A held load cycles through the whole mix on this shard's connections.
+            Some(l) => {
+                if let Some(r) = &mut l.rate {
+                    *r = s.rate(*r);
+                    l.max_inflight = s.share(l.max_inflight.into()) as u32;
+                }
+            }
+            None => requests = requests.shard(s),
+        }
+    }
+    Plan {
+        requests: Arc::new(requests),
+        connections: connections as usize,
+        streams: spec.streams.map(|s| s as usize),
+        reuse: spec.reuse,
+        telemetry_uri: spec.telemetry.then(|| telemetry_uri(cfg, peer)),
+        load,
+        shard: spec.shard,
+        log: None,
+        interval: spec.interval,
+        on_interval: None,
+        app: app_plan(spec, &peer.origin.authority()),
+    }
+}
+
+/// Where each connection's sender telemetry is fetched from after a run.
+fn telemetry_uri(cfg: &Config, peer: &Peer) -> http::Uri {
+    let query = cfg
+        .telemetry_token
+        .as_ref()
+        .map(|t| format!("?token={t}"))
+        .unwrap_or_default();
+    format!(
+        "https://{}{}{query}",
+        peer.origin.authority(),
+        qbench_core::wire::TELEMETRY_PATH
+    )
+    .parse()
+    .expect("valid URI: the token was checked to be URI-safe")
+}
+
+/// The client's transport to `peer` for `spec`'s protocol, resuming sessions with `--resume`.
+fn transport(spec: &RunSpec, peer: &Peer, clock: Clock) -> anyhow::Result<Box<dyn Transport>> {
+    let tickets = spec.resume.then(ticket_store);
+    let alpn = spec.proto.alpn();
+    let tls = client_config(&peer.trust, alpn, tickets.clone(), spec.zero_rtt)?;
+    let ep = peer.endpoint.clone();
+    Ok(match spec.proto {
+        Protocol::H1 => Box::new(H1 {
+            tcp: TlsTcp::new(ep, tls, tickets, alpn, false),
+            clock,
+        }),
+        Protocol::H2 => Box::new(H2 {
+            tcp: TlsTcp::new(ep, tls, tickets, alpn, true),
+            clock,
+        }),
+        Protocol::H3 => Box::new(
+            H3::new(ep, tls, tickets, spec.zero_rtt, clock)
+                .map_err(|e| anyhow::anyhow!("{}: {}", e.kind, e.message))?,
+        ),
+    })
+}
+
 /// The video or page `spec` asks for, fetched from `authority`.
-fn app_plan(
-    spec: &qbench_core::spec::RunSpec,
-    authority: &str,
-) -> Option<crate::drive::app::AppPlan> {
+fn app_plan(spec: &RunSpec, authority: &str) -> Option<crate::drive::app::AppPlan> {
     use crate::drive::app::App;
     let app = match (&spec.video, &spec.page) {
         (Some(v), _) => App::Video(v.clone()),

@@ -1,6 +1,7 @@
 //! Many small HTTP/2 responses ready at once leave the server in a few writes, not one each;
-//! a bulk body still arrives whole; and what is held back does not hold back the server's preface. (Its own test binary: the server's TCP call tally is
-//! process-wide.)
+//! a bulk body still arrives whole; and what is held back does not hold back the server's
+//! preface. The server's TCP call tally is process-wide: a test that reads it holds it alone
+//! (`tallies_alone`) while the other tests of this binary wait to start their servers.
 
 use crate::common;
 
@@ -37,6 +38,7 @@ async fn fetch_all(
 
 #[tokio::test]
 async fn small_responses_ready_together_are_written_together() {
+    let _alone = tallies_alone();
     let s = server(|_| {});
     let io = TokioIo::new(tls(&s, b"h2").await);
     let (send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())

@@ -12,14 +12,14 @@ use qbench_core::recorder::ConnId;
 use qbench_core::report::ccstate::StateMachine;
 use qbench_core::report::telemetry::Timeline;
 use qbench_core::spec::load::Load;
-use qbench_core::stats::saturation::ClientLoad;
 use qbench_core::wire::MAX_TELEMETRY_BYTES;
-use qbench_core::{HandshakeInfo, HistogramExport, LatencyHistogram, Recorder, RunReport};
+use qbench_core::{HandshakeInfo, Recorder, RunReport};
 use tokio::task::JoinSet;
 
 use crate::drive::app::{App, AppPlan, AppRun};
 use crate::drive::fetch::lock;
 use crate::drive::hold::{open_loop, show_time, ticker, OnInterval, OpenLoop};
+use crate::drive::reqlog::LogTo;
 use crate::drive::requests::Requests;
 use crate::drive::until::{Stop, Until};
 use crate::drive::verify::DigestBook;
@@ -68,6 +68,27 @@ pub struct Runner {
     stop: Arc<Stop>,
 }
 
+/// What the steps of one run share.
+struct RunState {
+    index: u32,
+    rec: Arc<Mutex<Recorder>>,
+    in_flight: Arc<AtomicU64>,
+    /// When the run started, before connecting: its times count from here.
+    start: Duration,
+    log: Option<LogTo>,
+    /// A held load's end, set once every connection is up.
+    until: Option<Until>,
+}
+
+/// What a video session or a page leaves for the run's report.
+struct Played {
+    video: Option<qbench_core::video::VideoReport>,
+    page: Option<qbench_core::report::page::PageReport>,
+    /// Whether the connections are fit to be kept for the next run (`--reuse`): not once a
+    /// segment was abandoned, its response cut off (an HTTP/1.1 connection is then gone).
+    keep: bool,
+}
+
 /// Why the runs after `run` are skipped: it could establish no connection at all.
 pub fn abort_reason(run: &RunReport) -> Option<String> {
     run.connections
@@ -110,29 +131,53 @@ impl Runner {
     /// connection starting as soon as it is up) or holds the load, then fetches the servers'
     /// telemetry.
     pub async fn run(&mut self, index: u32, progress: &Observer) -> RunReport {
-        let clock = self.clock;
-        let threads = crate::measure::cpu::client_threads();
-        let wall = std::time::Instant::now();
-        let runtime_lag = Arc::new(Mutex::new(LatencyHistogram::new()));
         let mut side_tasks = JoinSet::new();
-        side_tasks.spawn(probe(runtime_lag.clone()));
+        let watch = ClientWatch::start(&mut side_tasks);
         // The run's one wall-clock reading, beside its monotonic start: shards' runs are laid
         // on one time line by it.
         let wall_start = std::time::SystemTime::now();
-        let run_start = clock.now();
-        let rec = Arc::new(Mutex::new(Recorder::new(index, self.objects(), run_start)));
-        let log = self
-            .plan
-            .log
-            .clone()
-            .map(|log| crate::drive::reqlog::LogTo {
-                log,
-                run: index,
-                run_start,
-            });
+        let run = self.begin(index, &mut side_tasks);
+        let mut workers = self.workers(&run, progress);
+        let mut tasks = JoinSet::new();
+        let (mut conns, mut ids) = self.connect(&run.rec, &mut workers, &mut tasks).await;
+        let played = self
+            .play_app(&run, &workers.book, progress, &mut conns, &mut ids)
+            .await;
+        self.start_hold(
+            &run,
+            &conns,
+            &workers.book,
+            progress,
+            &mut tasks,
+            &mut side_tasks,
+        );
+        let book = workers.book.clone();
+        // Its handles would keep the recorder and the digests from being taken whole at the end.
+        drop(workers);
+        while tasks.join_next().await.is_some() {}
+        side_tasks.shutdown().await;
+        self.wind_down(&run.rec);
+        record_streams(&run.rec, &conns, ids).await;
+        let keep = played.keep;
+        let mut report = self.report(run.rec, watch, wall_start, played, book);
+        self.add_telemetry(&mut report, &conns).await;
+        let fit = keep && report.complete;
+        self.keep_or_close(conns, fit);
+        report
+    }
+
+    /// Sets up what the run's steps share, the recorder first, and ticks its intervals.
+    fn begin(&self, index: u32, side_tasks: &mut JoinSet<()>) -> RunState {
+        let clock = self.clock;
+        let start = clock.now();
+        let rec = Arc::new(Mutex::new(Recorder::new(index, self.objects(), start)));
+        let log = self.plan.log.clone().map(|log| LogTo {
+            log,
+            run: index,
+            run_start: start,
+        });
         let in_flight = Arc::new(AtomicU64::new(0));
-        let load = self.plan.load.clone();
-        if let Some(l) = &load {
+        if let Some(l) = &self.plan.load {
             // Until every connection is up, whatever completes is the warm-up's.
             lock(&rec).hold(Duration::MAX, l.window(), l.rate);
         }
@@ -141,29 +186,55 @@ impl Runner {
             let (rec, in_flight) = (rec.clone(), in_flight.clone());
             side_tasks.spawn(ticker(rec, clock, clock.now(), every, in_flight, on));
         }
-        let until = load.as_ref().map(|_| Until::new(self.stop.clone(), clock));
-        let open_loop_rate = load.as_ref().and_then(|l| l.rate);
-        let mut workers = Workers {
+        let until = self
+            .plan
+            .load
+            .as_ref()
+            .map(|_| Until::new(self.stop.clone(), clock));
+        RunState {
+            index,
+            rec,
+            in_flight,
+            start,
+            log,
+            until,
+        }
+    }
+
+    fn workers(&self, run: &RunState, progress: &Observer) -> Workers {
+        Workers {
             requests: self.plan.requests.clone(),
-            rec: rec.clone(),
+            rec: run.rec.clone(),
             book: Arc::new(DigestBook::default()),
             progress: progress.clone(),
-            in_flight: in_flight.clone(),
-            clock,
+            in_flight: run.in_flight.clone(),
+            clock: self.clock,
             streams: self.plan.streams,
             k: self.plan.connections as u64,
-            until: until.clone(),
-            log: log.clone(),
-        };
-        let mut tasks = JoinSet::new();
-        let (conns, ids) = match self.warm.take() {
+            until: run.until.clone(),
+            log: run.log.clone(),
+        }
+    }
+
+    /// The run's connections: those kept warm from the last run, or new ones (none up front
+    /// for a page, which opens its own as it needs them). In a closed loop each connection's
+    /// workers start as soon as it is up.
+    async fn connect(
+        &mut self,
+        rec: &Arc<Mutex<Recorder>>,
+        workers: &mut Workers,
+        tasks: &mut JoinSet<()>,
+    ) -> (Open, Vec<ConnId>) {
+        let open_loop = self.plan.load.as_ref().and_then(|l| l.rate).is_some();
+        let closed_loop = !open_loop && self.plan.app.is_none();
+        match self.warm.take() {
             Some(warm) => {
                 workers.k = warm.len() as u64;
                 let mut ids = Vec::new();
                 for (ci, (c, info)) in warm.iter().enumerate() {
-                    ids.push(lock(&rec).connection_reused(info.clone()));
-                    if open_loop_rate.is_none() && self.plan.app.is_none() {
-                        workers.spawn(ci as u64, c, &mut tasks);
+                    ids.push(lock(rec).connection_reused(info.clone()));
+                    if closed_loop {
+                        workers.spawn(ci as u64, c, tasks);
                     }
                 }
                 (warm, ids)
@@ -172,133 +243,168 @@ impl Runner {
                 (Vec::new(), Vec::new())
             }
             None => {
-                let app = self.plan.app.is_some();
                 let mut up = |ci: usize, c: &Arc<dyn Conn>, tasks: &mut JoinSet<()>| {
-                    if open_loop_rate.is_none() && !app {
+                    if closed_loop {
                         workers.spawn(ci as u64, c, tasks);
                     }
                 };
-                self.connect_all(&rec, &mut tasks, &mut up).await
+                self.connect_all(rec, tasks, &mut up).await
             }
+        }
+    }
+
+    /// Plays the run's video session or loads its page, if it has one. A page brings its own
+    /// connections: they replace `conns` and `ids`.
+    async fn play_app(
+        &self,
+        run: &RunState,
+        book: &DigestBook,
+        progress: &Observer,
+        conns: &mut Open,
+        ids: &mut Vec<ConnId>,
+    ) -> Played {
+        let mut played = Played {
+            video: None,
+            page: None,
+            keep: true,
         };
-        let (mut video, mut page) = (None, None);
-        // Whether the connections are fit to be kept for the next run (`--reuse`).
-        let mut keep = true;
-        let (mut conns, mut ids) = (conns, ids);
-        if let Some(app) = &self.plan.app {
-            let s = AppRun {
-                rec: &rec,
-                book: &workers.book,
-                clock,
-                start: run_start,
-                base: &app.base,
-                verify: app.verify,
-                progress,
-                log: log.as_ref(),
+        let Some(app) = &self.plan.app else {
+            return played;
+        };
+        let s = AppRun {
+            rec: &run.rec,
+            book,
+            clock: self.clock,
+            start: run.start,
+            base: &app.base,
+            verify: app.verify,
+            progress,
+            log: run.log.as_ref(),
+        };
+        match &app.app {
+            App::Video(v) => {
+                if let Some((c, _)) = conns.first() {
+                    let (report, requested, abandoned) =
+                        crate::drive::video::play(c.as_ref(), v.clone(), s).await;
+                    lock(&run.rec).set_requested(requested);
+                    played.keep = !abandoned;
+                    played.video = Some(report);
+                }
+            }
+            App::Page(p) => {
+                lock(&run.rec).set_requested(p.profile.objects.len() as u64);
+                let (opened, opened_ids, report) =
+                    crate::drive::page::load(p, self.transport.as_ref(), app.h1, s).await;
+                (*conns, *ids) = (opened, opened_ids);
+                played.page = Some(report);
+            }
+        }
+        played
+    }
+
+    /// Starts a held load's clock: called once every connection is up (or failed), so that
+    /// connecting counts toward neither the warm-up nor the duration. With `--rate`, the open
+    /// loop starts too.
+    fn start_hold(
+        &self,
+        run: &RunState,
+        conns: &Open,
+        book: &Arc<DigestBook>,
+        progress: &Observer,
+        tasks: &mut JoinSet<()>,
+        side_tasks: &mut JoinSet<()>,
+    ) {
+        let (Some(l), Some(until)) = (&self.plan.load, &run.until) else {
+            return;
+        };
+        let clock = self.clock;
+        let start = clock.now();
+        lock(&run.rec).measure_from(start + l.warmup);
+        until.set_end(start + l.duration);
+        side_tasks.spawn(show_time(progress.clone(), clock, start));
+        if let Some(rate) = l.rate {
+            let o = OpenLoop {
+                conns: conns.iter().map(|(c, _)| c.clone()).collect(),
+                requests: self.plan.requests.clone(),
+                rec: run.rec.clone(),
+                book: book.clone(),
+                in_flight: run.in_flight.clone(),
+                start,
+                until: until.clone(),
+                seed: u64::from(run.index),
+                shard: self.plan.shard,
+                log: run.log.clone(),
             };
-            match &app.app {
-                App::Video(v) => {
-                    if let Some((c, _)) = conns.first() {
-                        let (report, requested, abandoned) =
-                            crate::drive::video::play(c.as_ref(), v.clone(), s).await;
-                        lock(&rec).set_requested(requested);
-                        keep &= !abandoned;
-                        video = Some(report);
-                    }
-                }
-                App::Page(p) => {
-                    lock(&rec).set_requested(p.profile.objects.len() as u64);
-                    let (opened, opened_ids, report) =
-                        crate::drive::page::load(p, self.transport.as_ref(), app.h1, s).await;
-                    (conns, ids) = (opened, opened_ids);
-                    page = Some(report);
-                }
-            }
+            tasks.spawn(open_loop(o, l.clone(), rate));
         }
-        // Every connection is up (or failed): a held load's clock starts now.
-        if let (Some(l), Some(until)) = (&load, &until) {
-            let start = clock.now();
-            lock(&rec).measure_from(start + l.warmup);
-            until.set_end(start + l.duration);
-            side_tasks.spawn(show_time(progress.clone(), clock, start));
-            if let Some(rate) = open_loop_rate {
-                let o = OpenLoop {
-                    conns: conns.iter().map(|(c, _)| c.clone()).collect(),
-                    requests: self.plan.requests.clone(),
-                    rec: rec.clone(),
-                    book: workers.book.clone(),
-                    in_flight: in_flight.clone(),
-                    start,
-                    until: until.clone(),
-                    seed: u64::from(index),
-                    shard: self.plan.shard,
-                    log: log.clone(),
-                };
-                tasks.spawn(open_loop(o, l.clone(), rate));
-            }
-        }
-        let book = workers.book.clone();
-        drop(workers);
-        while tasks.join_next().await.is_some() {}
-        side_tasks.shutdown().await;
+    }
+
+    /// Once every request is done: flushes the request log and ends the last, partial
+    /// interval.
+    fn wind_down(&self, rec: &Mutex<Recorder>) {
         if let Some(l) = &self.plan.log {
             if let Err(e) = l.flush() {
                 crate::output::lost::record("--log-requests", e);
             }
         }
         if self.plan.interval.is_some() {
-            let last = lock(&rec).interval(clock.now(), 0);
+            let last = lock(rec).interval(self.clock.now(), 0);
             if let Some(on) = &self.plan.on_interval {
                 on(&last);
             }
         }
-        for ((c, _), id) in conns.iter().zip(ids) {
-            let id = record_reopens(&rec, id, c.reopens()).await;
-            let facts = c.streams();
-            let mut r = lock(&rec);
-            r.streams(id, facts.peer_limit, facts.peak);
-            r.quic(id, facts.quic);
-        }
+    }
+
+    /// The recorder's report, with what only the run knows: when it started by the wall
+    /// clock, the app's report, the client's load and the bodies' digests.
+    fn report(
+        &self,
+        rec: Arc<Mutex<Recorder>>,
+        watch: ClientWatch,
+        wall_start: std::time::SystemTime,
+        played: Played,
+        book: Arc<DigestBook>,
+    ) -> RunReport {
         let mut report = Arc::try_unwrap(rec)
             .map_err(|_| ())
             .expect("all tasks finished")
             .into_inner()
             .expect("recorder lock")
-            .finish(clock.now());
+            .finish(self.clock.now());
         report.started_unix_us = Some(qbench_core::spec::start::unix_us(wall_start));
-        report.video = video;
-        report.page = page;
-        let loads = crate::measure::cpu::thread_loads(
-            &threads,
-            &crate::measure::cpu::client_threads(),
-            wall.elapsed(),
-        );
-        let start_lag = report.load.as_ref().and_then(|l| l.lag.as_ref());
-        report.client = Some(ClientLoad::judge(
-            loads,
-            HistogramExport::from(&*runtime_lag.lock().expect("probe lock")),
-            start_lag.and_then(|h| h.summary.p99_us),
-        ));
+        report.video = played.video;
+        report.page = played.page;
+        report.client = Some(watch.judge(&report));
         if self.plan.requests.hashed {
             let book = Arc::try_unwrap(book).expect("all tasks finished");
             report.digests = Some(book.into_map());
         }
-        if let Some(uri) = &self.plan.telemetry_uri {
-            let timelines = fetch_telemetry(conns.iter().map(|(c, _)| c.as_ref()), uri).await;
-            if !timelines.is_empty() {
-                let refs: Vec<&Timeline> = timelines.iter().collect();
-                report.cc_states = Some(StateMachine::infer(&refs));
-                report.telemetry = Some(timelines);
-            }
+        report
+    }
+
+    /// Each connection's sender telemetry, and the congestion states inferred from it.
+    async fn add_telemetry(&self, report: &mut RunReport, conns: &Open) {
+        let Some(uri) = &self.plan.telemetry_uri else {
+            return;
+        };
+        let timelines = fetch_telemetry(conns.iter().map(|(c, _)| c.as_ref()), uri).await;
+        if !timelines.is_empty() {
+            let refs: Vec<&Timeline> = timelines.iter().collect();
+            report.cc_states = Some(StateMachine::infer(&refs));
+            report.telemetry = Some(timelines);
         }
-        if self.plan.reuse && keep && !conns.is_empty() && report.complete {
+    }
+
+    /// With `--reuse`, keeps the connections for the next run if they are `fit` for it;
+    /// otherwise closes them.
+    fn keep_or_close(&mut self, conns: Open, fit: bool) {
+        if self.plan.reuse && fit && !conns.is_empty() {
             self.warm = Some(conns);
         } else {
             for (c, _) in &conns {
                 c.close();
             }
         }
-        report
     }
 
     /// Closes what is still open and lets the transport say goodbye.
@@ -353,6 +459,17 @@ impl Runner {
     }
 }
 
+/// Each connection's stream figures, after those of the connections it was reopened as.
+async fn record_streams(rec: &Mutex<Recorder>, conns: &Open, ids: Vec<ConnId>) {
+    for ((c, _), id) in conns.iter().zip(ids) {
+        let id = record_reopens(rec, id, c.reopens()).await;
+        let facts = c.streams();
+        let mut r = lock(rec);
+        r.streams(id, facts.peer_limit, facts.peak);
+        r.quic(id, facts.quic);
+    }
+}
+
 /// Records the connections opened in place of connection `id` during the run, each with
 /// what the one before it saw of streams; returns the id of the one open now.
 async fn record_reopens(rec: &Mutex<Recorder>, mut id: ConnId, reopens: Reopens) -> ConnId {
@@ -379,17 +496,6 @@ async fn record_reopens(rec: &Mutex<Recorder>, mut id: ConnId, reopens: Reopens)
         }
     }
     id
-}
-
-/// How late the client's runtime runs a 10 ms timer: its scheduling lag.
-async fn probe(lag: Arc<Mutex<LatencyHistogram>>) {
-    let every = Duration::from_millis(10);
-    loop {
-        let due = tokio::time::Instant::now() + every;
-        tokio::time::sleep_until(due).await;
-        let late = tokio::time::Instant::now().saturating_duration_since(due);
-        lag.lock().expect("probe lock").record(late);
-    }
 }
 
 async fn fetch_telemetry<'a>(
@@ -427,6 +533,9 @@ async fn fetch_telemetry<'a>(
     }
     out
 }
+
+mod client_load;
+use client_load::ClientWatch;
 
 #[cfg(test)]
 mod tests;

@@ -3,8 +3,9 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+use std::cell::Cell;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use qbench_server::{InProcess, ServerOptions};
@@ -19,10 +20,100 @@ pub(crate) mod needs;
 /// Every wait in these tests ends by this bound; the bounds under test are seconds at most.
 pub const WAIT: Duration = Duration::from_secs(20);
 
-pub fn server(change: impl FnOnce(&mut ServerOptions)) -> InProcess {
+/// An in-process server that counts in the process-wide tallies (`qbench_stack::activity`)
+/// for as long as it lives, so that a test reading those tallies (`tallies_alone`) waits
+/// until it is the only one writing to them.
+pub struct Served {
+    server: InProcess,
+    _counted: Counted,
+}
+
+impl std::ops::Deref for Served {
+    type Target = InProcess;
+    fn deref(&self) -> &InProcess {
+        &self.server
+    }
+}
+
+pub fn server(change: impl FnOnce(&mut ServerOptions)) -> Served {
     let mut o = ServerOptions::loopback();
     change(&mut o);
-    InProcess::start(o, 1).expect("server starts")
+    let counted = Counted::new();
+    Served {
+        server: InProcess::start(o, 1).expect("server starts"),
+        _counted: counted,
+    }
+}
+
+/// Who uses the tallies: servers alive in other tests, and whether a test reads them alone.
+/// A test's threads start servers freely while no test reads alone, so a test with two servers
+/// never waits on itself; a reading test waits for every other server to end.
+#[derive(Default)]
+struct Tallies {
+    servers: usize,
+    reader: bool,
+}
+
+static TALLIES: Mutex<Tallies> = Mutex::new(Tallies {
+    servers: 0,
+    reader: false,
+});
+static CHANGED: Condvar = Condvar::new();
+
+thread_local! {
+    static READING: Cell<bool> = const { Cell::new(false) };
+}
+
+fn tallies() -> MutexGuard<'static, Tallies> {
+    TALLIES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+struct Counted(bool);
+
+impl Counted {
+    fn new() -> Self {
+        if READING.get() {
+            return Self(false);
+        }
+        let mut t = tallies();
+        while t.reader {
+            t = CHANGED.wait(t).unwrap_or_else(|e| e.into_inner());
+        }
+        t.servers += 1;
+        Self(true)
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if self.0 {
+            tallies().servers -= 1;
+            CHANGED.notify_all();
+        }
+    }
+}
+
+/// Held by a test that reads the process-wide tallies: no other test's server runs meanwhile.
+pub struct Alone;
+
+/// Waits until no other test has a server, then keeps others from starting one until the
+/// returned guard goes. The calling thread's own servers are not counted.
+pub fn tallies_alone() -> Alone {
+    let mut t = tallies();
+    while t.reader || t.servers > 0 {
+        t = CHANGED.wait(t).unwrap_or_else(|e| e.into_inner());
+    }
+    t.reader = true;
+    READING.set(true);
+    Alone
+}
+
+impl Drop for Alone {
+    fn drop(&mut self) {
+        READING.set(false);
+        tallies().reader = false;
+        CHANGED.notify_all();
+    }
 }
 
 fn roots(pem: &str) -> rustls::RootCertStore {
