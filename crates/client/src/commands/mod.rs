@@ -3,9 +3,11 @@
 pub mod compare;
 pub mod compete;
 pub mod cost;
+pub mod hgrm;
 pub mod manuals;
 pub mod merge;
 pub mod proxy;
+pub mod report;
 pub mod run;
 pub mod schema;
 pub mod sweep;

@@ -149,22 +149,67 @@ pub async fn run(
     prepared: &Prepared,
     runs_started: &AtomicBool,
 ) -> anyhow::Result<Outcome> {
-    let cfg = &plan.cfg;
-    let spec = cfg.spec();
     let json = plan.outputs.json.as_deref().map(Dest::parse);
-    let meta = report_meta(cfg, command);
-    let server = prepared.servers.first().and_then(Option::as_ref);
-    let peer = match peer(cfg, server, prepared).await? {
-        Ok(p) => p,
-        Err(e) => {
-            let report = failed_before_connecting(meta, plan, e.kind, &e.message)?;
+    let mut side = match open_side(plan, command, prepared).await? {
+        Ok(side) => side,
+        Err(report) => {
+            // Its `aborted` is the one error, as `kind: message`.
             if let Some(dest) = &json {
                 write_json(dest, &report)?;
             }
             return Ok(Outcome {
                 complete: false,
-                error: Some(format!("{}: {}", e.kind, e.message)),
+                error: report.aborted,
             });
+        }
+    };
+    let bar = progress(plan, &side);
+    let run_index = stream_intervals(plan, &mut side)?;
+    if let Some(b) = &plan.barrier {
+        side.start = Some(qbench_engine::setup::fleet::wait(b).await);
+    }
+    let aborted = run_all(
+        plan,
+        &mut side,
+        &bar,
+        &run_index,
+        json.as_ref(),
+        runs_started,
+    )
+    .await?;
+    bar.finish_and_clear();
+    side.finish().await;
+    let expected = plan.cfg.spec().runs as usize;
+    let report = side.report(expected, aborted)?;
+    let stdout_taken = plan.outputs.takes_stdout().then_some(Dest::Stdout);
+    print_text(
+        &summary(&report, &headline(&plan.cfg, &side)),
+        stdout_taken.as_ref(),
+    );
+    // After the summary: if writing fails, the numbers were at least shown.
+    write_outputs(plan, json.as_ref(), &report)?;
+    Ok(Outcome {
+        complete: report.complete,
+        error: failure(&report, &side, expected),
+    })
+}
+
+/// The side, connected to its peer; or, when the peer cannot be reached, the report of a run
+/// that ended there.
+async fn open_side<'a>(
+    plan: &'a RunPlan,
+    command: Vec<String>,
+    prepared: &'a Prepared,
+) -> anyhow::Result<Result<Side<'a>, Report>> {
+    let cfg = &plan.cfg;
+    let meta = report_meta(cfg, command);
+    let server = prepared.servers.first().and_then(Option::as_ref);
+    let peer = match peer(cfg, server, prepared).await? {
+        Ok(p) => p,
+        Err(e) => {
+            return Ok(Err(failed_before_connecting(
+                meta, plan, e.kind, &e.message,
+            )?))
         }
     };
     prepared.prime_tcp_metrics(&[cfg]).await?;
@@ -173,28 +218,48 @@ pub async fn run(
     if let Some(path) = &plan.outputs.log_requests {
         side.log_requests(qbench_engine::drive::reqlog::RequestLog::create(path)?);
     }
-    let bar = match (&spec.load, spec.interval) {
+    Ok(Ok(side))
+}
+
+/// A held load's bar counts time; any other counts objects.
+fn progress(plan: &RunPlan, side: &Side<'_>) -> ProgressBar {
+    let spec = plan.cfg.spec();
+    match (&spec.load, spec.interval) {
         // Interval lines are the live view.
         (_, Some(_)) => ProgressBar::hidden(),
         (Some(l), None) => {
             time_bar((l.duration.as_millis() as u64).saturating_mul(u64::from(spec.runs)))
         }
         (None, None) => progress_bar(side.objects() * u64::from(spec.runs)),
-    };
+    }
+}
+
+/// Live intervals, printed and streamed with the index of the run they belong to; returns
+/// that index, for the runs to advance.
+fn stream_intervals(plan: &RunPlan, side: &mut Side<'_>) -> anyhow::Result<Arc<AtomicU32>> {
+    let out = IntervalOut::open(plan.outputs.json_stream.as_deref())?;
+    let run_index = Arc::new(AtomicU32::new(0));
+    let index = run_index.clone();
+    side.on_interval(Arc::new(move |r| {
+        out.emit(index.load(Ordering::Relaxed), r)
+    }));
+    Ok(run_index)
+}
+
+/// Runs `--runs` times, rewriting the report file after each run; returns why the runs ended
+/// early, if they did.
+async fn run_all(
+    plan: &RunPlan,
+    side: &mut Side<'_>,
+    bar: &ProgressBar,
+    run_index: &AtomicU32,
+    json: Option<&Dest>,
+    runs_started: &AtomicBool,
+) -> anyhow::Result<Option<String>> {
+    let spec = plan.cfg.spec();
     let expected = spec.runs as usize;
     let mut aborted = None;
-    let intervals = IntervalOut::open(plan.outputs.json_stream.as_deref())?;
-    let run_index = Arc::new(AtomicU32::new(0));
-    {
-        let (out, index) = (intervals.clone(), run_index.clone());
-        side.on_interval(Arc::new(move |r| {
-            out.emit(index.load(Ordering::Relaxed), r)
-        }));
-    }
     let stop = side.stopper();
-    if let Some(b) = &plan.barrier {
-        side.start = Some(qbench_engine::setup::fleet::wait(b).await);
-    }
     let mut signals = qbench_engine::setup::interrupt::Listener::new();
     // The signal that stopped a held load, whose run still ends and is reported.
     let mut stopped_by = None;
@@ -210,7 +275,7 @@ pub async fn run(
         // A held load stops starting requests at a stopping signal and ends with those in
         // flight, so the run so far is reported; any other run is dropped at once.
         let ended = {
-            let watch = crate::export::progress::observer(&bar);
+            let watch = crate::export::progress::observer(bar);
             let fut = side.run(i, &watch);
             tokio::pin!(fut);
             loop {
@@ -231,7 +296,7 @@ pub async fn run(
             break;
         };
         let stop_reason = reason.or_else(|| stopped_by.map(interrupted));
-        if let Some(path) = json.as_ref().and_then(Dest::rewritable) {
+        if let Some(path) = json.and_then(Dest::rewritable) {
             // The final write tries again (and keeps the data elsewhere if it fails too).
             if let Err(e) = write_json(&Dest::File(path.clone()), &side.report(expected, None)?) {
                 crate::tell!("warning: {e:#}");
@@ -242,10 +307,52 @@ pub async fn run(
             break;
         }
     }
-    bar.finish_and_clear();
-    side.finish().await;
-    let report = side.report(expected, aborted)?;
-    let held = spec.load.as_ref().map_or(String::new(), |l| {
+    Ok(aborted)
+}
+
+/// The summary's first line: what was fetched from where, how, and how many times.
+fn headline(cfg: &Config, side: &Side<'_>) -> String {
+    let spec = cfg.spec();
+    // A page opens connections as a browser does, per origin, not `--connections`.
+    let over = match &spec.page {
+        Some(p) => format!(
+            "{} objects from {} origin(s), connections opened as a browser opens them",
+            p.profile.objects.len(),
+            p.profile.origins.len()
+        ),
+        None => format!("over {} connection(s)", spec.connections),
+    };
+    format!(
+        "qbench {} -> {} ({}), {} {over}, {} run(s){}",
+        spec.proto,
+        side.peer.origin.authority(),
+        side.peer.description,
+        fetched(cfg),
+        spec.runs,
+        held(cfg)
+    )
+}
+
+/// The objects, video, page or URLs each run fetches.
+fn fetched(cfg: &Config) -> String {
+    let spec = cfg.spec();
+    match (&spec.objects, &spec.video, &spec.page) {
+        (Some(w), _, _) => w.to_string(),
+        (None, Some(v), _) => format!(
+            "a {} video ({}) in {} segments",
+            humantime::format_duration(v.length),
+            v.quality,
+            v.segments()
+        ),
+        (None, None, Some(p)) => format!("page {}", p.name),
+        (None, None, None) => format!("{} URL fetches", cfg.run.total_objects),
+    }
+}
+
+/// How long and how hard a held load was held; empty without one.
+fn held(cfg: &Config) -> String {
+    let spec = cfg.spec();
+    spec.load.as_ref().map_or(String::new(), |l| {
         let how = match l.rate {
             Some(r) => format!("at {r}/s ({:?} arrivals)", l.arrivals).to_lowercase(),
             None => format!(
@@ -259,46 +366,28 @@ pub async fn run(
             format!(" after a {:?} warm-up", l.warmup)
         };
         format!(", held for {:?} {how}{warm}", l.window())
-    });
-    // A page opens connections as a browser does, per origin, not `--connections`.
-    let over = match &spec.page {
-        Some(p) => format!(
-            "{} objects from {} origin(s), connections opened as a browser opens them",
-            p.profile.objects.len(),
-            p.profile.origins.len()
-        ),
-        None => format!("over {} connection(s)", spec.connections),
-    };
-    let headline = format!(
-        "qbench {} -> {} ({}), {} {over}, {} run(s){held}",
-        spec.proto,
-        side.peer.origin.authority(),
-        side.peer.description,
-        match (&spec.objects, &spec.video, &spec.page) {
-            (Some(w), _, _) => w.to_string(),
-            (None, Some(v), _) => format!(
-                "a {} video ({}) in {} segments",
-                humantime::format_duration(v.length),
-                v.quality,
-                v.segments()
-            ),
-            (None, None, Some(p)) => format!("page {}", p.name),
-            (None, None, None) => format!("{} URL fetches", cfg.run.total_objects),
-        },
-        spec.runs
-    );
-    let stdout_taken = plan.outputs.takes_stdout().then_some(Dest::Stdout);
-    print_text(&summary(&report, &headline), stdout_taken.as_ref());
-    // After the summary: if writing fails, the numbers were at least shown.
-    if let Some(dest) = &json {
-        write_json(dest, &report)?;
+    })
+}
+
+/// `--json`, `--state-graph`, `--plot` and `--hgrm`.
+fn write_outputs(plan: &RunPlan, json: Option<&Dest>, report: &Report) -> anyhow::Result<()> {
+    if let Some(dest) = json {
+        write_json(dest, report)?;
     }
-    write_cc_outputs(cfg, &plan.outputs, &report)?;
+    write_cc_outputs(&plan.cfg, &plan.outputs, report)?;
     if let Some(path) = &plan.outputs.hgrm {
-        crate::export::hgrm::write(path, &report).context("--hgrm")?;
+        crate::export::hgrm::latency(report)
+            .and_then(|text| write_text(path, &text))
+            .context("--hgrm")?;
     }
+    Ok(())
+}
+
+/// Why an incomplete report is incomplete: the signal that interrupted it, else the first
+/// error of its runs.
+fn failure(report: &Report, side: &Side<'_>, expected: usize) -> Option<String> {
     let skipped = report.runs.len() < expected;
-    let error = (!report.complete).then(|| {
+    (!report.complete).then(|| {
         if let Some(why) = report
             .aborted
             .as_ref()
@@ -314,10 +403,6 @@ pub async fn run(
         } else {
             e
         }
-    });
-    Ok(Outcome {
-        complete: report.complete,
-        error,
     })
 }
 

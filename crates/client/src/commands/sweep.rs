@@ -140,32 +140,7 @@ pub fn load_scenario(path: &Path, text: &str) -> anyhow::Result<Scenario> {
 }
 
 pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
-    let shown = args.scenario.display().to_string();
-    let text =
-        qbench_engine::setup::input::read_text(&args.scenario, MAX_SCENARIO_BYTES, "a scenario")
-            .map_err(|message| ConfigError {
-                flag: "SCENARIO",
-                message,
-            })?;
-    // What the scenario says is input: its errors exit as bad input does.
-    let bad_scenario = |e: anyhow::Error| ConfigError {
-        flag: "SCENARIO",
-        message: format!("{e:#}"),
-    };
-    let scenario = load_scenario(&args.scenario, &text).map_err(bad_scenario)?;
-    let cells = scenario
-        .cells()
-        .with_context(|| shown.clone())
-        .map_err(bad_scenario)?;
-    // Every cell is checked before the first one runs.
-    let plans = cells
-        .iter()
-        .map(|c| {
-            plan_for(c, (scenario.metric(), scenario.test()))
-                .with_context(|| format!("{shown}: cell {}", c.label()))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()
-        .map_err(bad_scenario)?;
+    let (scenario, cells, plans) = read_scenario(&args.scenario)?;
     qbench_engine::plan::error::out_dir(&args.out)?;
     check_out_dir(&args.out)?;
     let home = qbench_shaper::netns::current()?;
@@ -178,44 +153,21 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         }
         let path = cell_path(&args.out, cell);
         let what = cell.label();
-        // The stored hash is recomputed from the stored spec: an edited spec is not the cell.
-        let done = read_cell(&path).filter(|f| {
-            f.cell.hash == cell.hash && f.cell.spec.hash() == cell.hash && f.report.complete()
-        });
-        let report = match done {
+        let report = match done_before(&path, cell) {
             Some(mut f) => {
                 crate::tell!("[{}/{}] {what}: done before, skipped", i + 1, cells.len());
-                // A finished cell is judged by the metric and test the scenario names now.
-                if let (CellReport::Compare(r), CellPlan::Compare(p)) = (&mut f.report, plan) {
-                    if (r.comparison.metric, r.comparison.test) != (p.metric, p.test) {
-                        r.comparison = Comparison::of(&r.a.runs, &r.b.runs, p.metric, p.test);
-                        write_json(&Dest::File(path.clone()), &f)?;
-                    }
-                }
+                rejudge(&mut f, plan, &path)?;
                 f.report
             }
             None => {
-                let eta = (ran > 0).then(|| {
-                    let left = started.elapsed() / ran * (cells.len() - i) as u32;
-                    humantime::format_duration(std::time::Duration::from_secs(left.as_secs()))
-                        .to_string()
-                });
-                crate::tell!(
-                    "[{}/{}] {what}{}",
-                    i + 1,
-                    cells.len(),
-                    eta.map_or(String::new(), |e| format!(" (eta {e})"))
-                );
-                let result = run_cell(plan);
-                qbench_shaper::netns::restore(&home)?;
-                let (report, error) = result.with_context(|| format!("cell {what}"))?;
+                let eta = eta(started, ran, cells.len() - i);
+                crate::tell!("[{}/{}] {what}{eta}", i + 1, cells.len());
+                let (report, error) = run_and_store(cell, plan, path, &scenario.name, &home)?;
                 if let Some(e) = error {
                     failed.push(format!("{what}: {e}"));
                 }
-                let file = CellFile::new(scenario.name.clone(), cell.clone(), report);
-                write_json(&Dest::File(path), &file)?;
                 ran += 1;
-                file.report
+                report
             }
         };
         rows.push((what, report));
@@ -227,6 +179,95 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         cells.len() as u32 - ran,
         humantime::format_duration(std::time::Duration::from_secs(started.elapsed().as_secs()))
     );
+    print_table(&rows, args.fdr.level());
+    anyhow::ensure!(
+        failed.is_empty(),
+        "{} cell(s) incomplete: {}",
+        failed.len(),
+        failed.join("; ")
+    );
+    Ok(())
+}
+
+/// The scenario, its cells, and a plan for each. What the scenario says is input: its errors
+/// exit as bad input does, and every cell is checked before the first one runs.
+fn read_scenario(path: &Path) -> anyhow::Result<(Scenario, Vec<Cell>, Vec<CellPlan>)> {
+    let shown = path.display().to_string();
+    let text = qbench_engine::setup::input::read_text(path, MAX_SCENARIO_BYTES, "a scenario")
+        .map_err(|message| ConfigError {
+            flag: "SCENARIO",
+            message,
+        })?;
+    let bad_scenario = |e: anyhow::Error| ConfigError {
+        flag: "SCENARIO",
+        message: format!("{e:#}"),
+    };
+    let scenario = load_scenario(path, &text).map_err(bad_scenario)?;
+    let cells = scenario
+        .cells()
+        .with_context(|| shown.clone())
+        .map_err(bad_scenario)?;
+    let plans = cells
+        .iter()
+        .map(|c| {
+            plan_for(c, (scenario.metric(), scenario.test()))
+                .with_context(|| format!("{shown}: cell {}", c.label()))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()
+        .map_err(bad_scenario)?;
+    Ok((scenario, cells, plans))
+}
+
+/// The cell's complete file from an earlier sweep. The stored hash is recomputed from the
+/// stored spec: an edited spec is not the cell.
+fn done_before(path: &Path, cell: &Cell) -> Option<CellFile> {
+    read_cell(path).filter(|f| {
+        f.cell.hash == cell.hash && f.cell.spec.hash() == cell.hash && f.report.complete()
+    })
+}
+
+/// A finished cell is judged by the metric and test the scenario names now; its file is
+/// rewritten when they changed.
+fn rejudge(f: &mut CellFile, plan: &CellPlan, path: &Path) -> anyhow::Result<()> {
+    if let (CellReport::Compare(r), CellPlan::Compare(p)) = (&mut f.report, plan) {
+        if (r.comparison.metric, r.comparison.test) != (p.metric, p.test) {
+            r.comparison = Comparison::of(&r.a.runs, &r.b.runs, p.metric, p.test);
+            write_json(&Dest::File(path.to_path_buf()), f)?;
+        }
+    }
+    Ok(())
+}
+
+/// ` (eta 1h 2m 3s)` for the `left` cells, at the pace of the `ran` run so far; empty
+/// before the first.
+fn eta(started: Instant, ran: u32, left: usize) -> String {
+    if ran == 0 {
+        return String::new();
+    }
+    let left = started.elapsed() / ran * left as u32;
+    let eta = humantime::format_duration(std::time::Duration::from_secs(left.as_secs()));
+    format!(" (eta {eta})")
+}
+
+/// Runs the cell and writes its file; returns its report and, when incomplete, why. The
+/// network namespace is restored whatever the cell did: the next cell starts at home.
+fn run_and_store(
+    cell: &Cell,
+    plan: &CellPlan,
+    path: PathBuf,
+    scenario: &str,
+    home: &std::fs::File,
+) -> anyhow::Result<(CellReport, Option<String>)> {
+    let result = run_cell(plan);
+    qbench_shaper::netns::restore(home)?;
+    let (report, error) = result.with_context(|| format!("cell {}", cell.label()))?;
+    let file = CellFile::new(scenario.to_string(), cell.clone(), report);
+    write_json(&Dest::File(path), &file)?;
+    Ok((file.report, error))
+}
+
+/// One row per cell, with q-values over the compared cells when `fdr` sets a level.
+fn print_table(rows: &[(String, CellReport)], fdr: Option<f64>) {
     let p: Vec<Option<f64>> = rows
         .iter()
         .map(|(_, r)| match r {
@@ -234,7 +275,7 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
             CellReport::Compete(_) => None,
         })
         .collect();
-    let fdr = match args.fdr.level() {
+    let q = match fdr {
         Some(level) => discoveries(&p, level),
         None => vec![None; rows.len()],
     };
@@ -247,20 +288,13 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         "p",
         "q"
     );
-    for ((what, report), fdr) in rows.iter().zip(fdr) {
-        crate::say!("{}", row(what, report, fdr));
+    for ((what, report), q) in rows.iter().zip(q) {
+        crate::say!("{}", row(what, report, q));
     }
-    if let Some(level) = args.fdr.level() {
+    if let Some(level) = fdr {
         crate::say!(
             "  q: Benjamini-Hochberg over the {} compared cells; kept at q <= {level} (--no-fdr: each cell alone)",
             p.iter().flatten().count()
         );
     }
-    anyhow::ensure!(
-        failed.is_empty(),
-        "{} cell(s) incomplete: {}",
-        failed.len(),
-        failed.join("; ")
-    );
-    Ok(())
 }

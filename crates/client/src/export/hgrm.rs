@@ -1,12 +1,10 @@
 //! `.hgrm` files: a report's histogram as HdrHistogram's percentile distribution, in
 //! milliseconds, for HdrHistogram's plotter and HistogramLogAnalyzer.
 
-use std::path::{Path, PathBuf};
-
-use clap::{Args, ValueEnum};
+use clap::ValueEnum;
 use qbench_core::{HistogramExport, Report, Summary};
 
-use qbench_engine::plan::error::ConfigError;
+// flags/cli.rs names `qbench hgrm`'s arguments by this path.
 
 /// Values are microseconds; `.hgrm` files are conventionally read in milliseconds.
 const US_PER_MS: f64 = 1000.0;
@@ -23,21 +21,6 @@ pub enum Which {
     Lag,
 }
 
-#[derive(Debug, Args)]
-pub struct HgrmArgs {
-    /// A run report (`qbench --json`), or a merged one (`qbench merge`)
-    #[arg(value_name = "REPORT")]
-    pub report: PathBuf,
-
-    /// Which histogram, over all runs of the report
-    #[arg(long, value_enum, default_value = "latency")]
-    pub of: Which,
-
-    /// Where to write the distribution (`-` for stdout)
-    #[arg(short, long, value_name = "FILE", default_value = "-")]
-    pub out: String,
-}
-
 fn histogram(s: &Summary, which: Which) -> Option<&HistogramExport> {
     match which {
         Which::Latency => Some(&s.object_latency),
@@ -47,39 +30,19 @@ fn histogram(s: &Summary, which: Which) -> Option<&HistogramExport> {
     }
 }
 
-/// The distribution of `which` in `report`; an error names what is missing.
-pub fn text(report: &Report, which: Which) -> anyhow::Result<String> {
-    let h = histogram(&report.summary, which).ok_or_else(|| {
-        let name = which
-            .to_possible_value()
-            .map_or_else(String::new, |v| v.get_name().to_string());
-        ConfigError {
-            flag: "--of",
-            message: format!("{name} is recorded by an open loop (--rate) alone"),
-        }
-    })?;
+fn distribution(h: &HistogramExport) -> anyhow::Result<String> {
     Ok(h.histogram()?.hgrm(US_PER_MS))
 }
 
-/// `--hgrm FILE`: the object latency of the benchmark just run.
-pub fn write(path: &Path, report: &Report) -> anyhow::Result<()> {
-    super::write_text(path, &text(report, Which::Latency)?)
+/// The distribution of `which` in `report`; `None` when the report has no such histogram
+/// (the open loop's own ones, in a report of a run without `--rate`).
+pub fn text(report: &Report, which: Which) -> anyhow::Result<Option<String>> {
+    histogram(&report.summary, which)
+        .map(distribution)
+        .transpose()
 }
 
-pub fn command(args: HgrmArgs) -> anyhow::Result<()> {
-    qbench_engine::output::check_writable("--out", Path::new(&args.out))?;
-    let shown = args.report.display().to_string();
-    let bad = |message: String| ConfigError {
-        flag: "REPORT",
-        message,
-    };
-    let json = qbench_engine::setup::input::read_text(
-        &args.report,
-        qbench_core::spec::input::MAX_REPORT_BYTES,
-        "a report",
-    )
-    .map_err(bad)?;
-    let report = Report::from_json(&json).map_err(|e| bad(format!("{shown}: {e}")))?;
-    let out = text(&report, args.of)?;
-    super::write_text(Path::new(&args.out), &out)
+/// The object latency, which every report has.
+pub fn latency(report: &Report) -> anyhow::Result<String> {
+    distribution(&report.summary.object_latency)
 }

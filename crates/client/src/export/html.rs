@@ -1,20 +1,16 @@
-//! `qbench report`: a sweep's cell files as heatmaps of the percent difference in each cell's
-//! metric, PLT by default (IMC'17 Figures 6-8 and 15: red = QUIC better, blue = TCP better,
-//! white = not significant), a table
-//! of every cell, and the environment and commands, as one HTML page plus SVG files.
+//! The page of `qbench report`: a sweep's cells as heatmaps of the percent difference in each
+//! cell's metric, PLT by default (IMC'17 Figures 6-8 and 15: red = QUIC better, blue = TCP
+//! better, white = not significant), a table of every cell, and the environment and commands,
+//! as one HTML page plus SVG files.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::path::Path;
 
-use anyhow::Context;
 use qbench_core::report::ccstate::StateMachine;
-use qbench_core::report::compare::{CompareReport, Comparison, Verdict};
+use qbench_core::report::compare::{CompareReport, Verdict};
 use qbench_core::report::compete::CompeteReport;
 use qbench_core::report::telemetry::Timeline;
-use qbench_core::scenario::cell::{CellFile, CellReport};
 use qbench_core::scenario::{Cell, CellSpec};
-use qbench_core::stats::discoveries;
 use qbench_core::stats::effect::Test;
 use qbench_core::stats::metric::Metric;
 use qbench_core::stats::noise::Losses;
@@ -23,16 +19,24 @@ use qbench_core::{Report, Stats};
 use super::html_cell::{esc, Cmp};
 use crate::export::heatmap::{heatmap, squares};
 use crate::export::svg::{cwnd_chart, line_chart, state_graph, Series};
-use crate::export::write_text;
-use crate::flags::cli::ReportArgs;
 use crate::flags::rerun::{compare_command, compete_command};
 
-/// The cell files of a sweep's output directory.
-struct Sweep {
+/// The cell files of a sweep's output directory, as the page shows them.
+pub struct Sweep {
     /// From the first cell file read; empty if it has none.
-    scenario: String,
-    comparisons: Vec<Cmp>,
-    competitions: Vec<(Cell, CompeteReport)>,
+    pub scenario: String,
+    pub comparisons: Vec<(Cell, CompareReport)>,
+    /// With false discovery rate control: per comparison, in order, its q-value and whether it
+    /// is kept (`None` for one without a p-value).
+    pub fdr: Option<Vec<Option<(f64, bool)>>>,
+    pub competitions: Vec<(Cell, CompeteReport)>,
+}
+
+/// The page, and each heatmap it draws, also to be written beside it as `heatmap-<i>.svg`
+/// for use outside the page.
+pub struct Page {
+    pub html: String,
+    pub heatmaps: Vec<String>,
 }
 
 /// Heatmap axes and the comparison cells grouped by every other varying axis, one heatmap per
@@ -232,48 +236,6 @@ fn cell_details(i: usize, c: &Cmp) -> anyhow::Result<String> {
     Ok(html)
 }
 
-fn read_cells(dir: &Path) -> anyhow::Result<Sweep> {
-    let mut comparisons = Vec::new();
-    let mut competitions = Vec::new();
-    let mut scenario: Option<String> = None;
-    for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let path = e?.path();
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if !(name.starts_with("cell-") && name.ends_with(".json")) {
-            continue;
-        }
-        let bytes = qbench_engine::setup::input::read_bytes(
-            &path,
-            qbench_core::spec::input::MAX_REPORT_BYTES,
-            "a cell file",
-        )
-        .map_err(anyhow::Error::msg)?;
-        let f = CellFile::from_slice(&bytes).with_context(|| path.display().to_string())?;
-        scenario.get_or_insert_with(|| f.scenario.clone());
-        match f.report {
-            CellReport::Compare(report) => comparisons.push(Cmp {
-                fdr: None,
-                cell: f.cell,
-                report: *report,
-            }),
-            CellReport::Compete(c) => competitions.push((f.cell, *c)),
-        }
-    }
-    anyhow::ensure!(
-        !(comparisons.is_empty() && competitions.is_empty()),
-        "{}: no cell-*.json files (run `qbench sweep` first)",
-        dir.display()
-    );
-    Ok(Sweep {
-        scenario: scenario.unwrap_or_default(),
-        comparisons,
-        competitions,
-    })
-}
-
 /// Axes whose value differs between cells; objects and rate first, as in the paper's figures.
 fn varying_axes(cells: &[Cmp]) -> Vec<String> {
     let mut varying: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -346,11 +308,11 @@ fn page_head(name: &str, cells: &[Cmp]) -> String {
     html
 }
 
-/// Each heatmap is also written as `heatmap-<i>.svg` into `out_dir`, to use outside the page.
-fn heatmaps(name: &str, layout: &Layout<'_>, out_dir: &Path) -> anyhow::Result<String> {
+/// One heatmap per group of the layout.
+fn heatmaps(name: &str, layout: &Layout<'_>) -> Vec<String> {
     let y = (!layout.y.is_empty()).then_some(layout.y.as_str());
-    let mut html = String::new();
-    for (i, (group, members)) in layout.groups.iter().enumerate() {
+    let mut svgs = Vec::new();
+    for (group, members) in &layout.groups {
         let metric = members
             .first()
             .map_or(Metric::Plt, |c| c.report.comparison.metric);
@@ -359,11 +321,14 @@ fn heatmaps(name: &str, layout: &Layout<'_>, out_dir: &Path) -> anyhow::Result<S
         } else {
             format!("{name} ({}): {group}", metric.title())
         };
-        let svg = heatmap(&title, &layout.x, y, &squares(members, &layout.x, y));
-        write_text(&out_dir.join(format!("heatmap-{i}.svg")), &svg)?;
-        html.push_str(&svg);
+        svgs.push(heatmap(
+            &title,
+            &layout.x,
+            y,
+            &squares(members, &layout.x, y),
+        ));
     }
-    Ok(html)
+    svgs
 }
 
 fn mean(m: Metric, s: &Stats) -> String {
@@ -475,8 +440,11 @@ fn competitions_table(competitions: &[(Cell, CompeteReport)]) -> String {
 
 /// The environment of the first cell (all cells of a sweep share a machine), then the
 /// command line that reruns each cell.
-fn environment_and_commands(sweep: &Sweep) -> anyhow::Result<String> {
-    let env = match (sweep.comparisons.first(), sweep.competitions.first()) {
+fn environment_and_commands(
+    cells: &[Cmp],
+    competitions: &[(Cell, CompeteReport)],
+) -> anyhow::Result<String> {
+    let env = match (cells.first(), competitions.first()) {
         (Some(c), _) => serde_json::to_string_pretty(&c.report.a.environment)?,
         (None, Some((_, c))) => {
             serde_json::to_string_pretty(&c.flows.first().map(|f| &f.report.environment))?
@@ -489,8 +457,7 @@ fn environment_and_commands(sweep: &Sweep) -> anyhow::Result<String> {
         "<h2>Environment</h2><pre>{}</pre><h2>Commands</h2><ul>",
         esc(&env)
     );
-    let commands = sweep
-        .comparisons
+    let commands = cells
         .iter()
         .map(|c| match &c.cell.spec {
             CellSpec::Compare(s) => {
@@ -498,7 +465,7 @@ fn environment_and_commands(sweep: &Sweep) -> anyhow::Result<String> {
             }
             CellSpec::Compete(s) => compete_command(s),
         })
-        .chain(sweep.competitions.iter().map(|(c, _)| match &c.spec {
+        .chain(competitions.iter().map(|(c, _)| match &c.spec {
             CellSpec::Compare(s) => {
                 compare_command(s, Metric::default_for_spec(&s.base), Test::Welch)
             }
@@ -511,78 +478,38 @@ fn environment_and_commands(sweep: &Sweep) -> anyhow::Result<String> {
     Ok(html)
 }
 
-/// `--metric` and `--test`: every comparison judged anew from its runs.
-fn rejudge(cells: &mut [Cmp], metric: Option<Metric>, test: Option<Test>) -> anyhow::Result<()> {
-    for c in cells {
-        let r = &mut c.report;
-        let m = metric.unwrap_or(r.comparison.metric);
-        m.check(r.a.config.spec.load.as_ref()).map_err(|message| {
-            qbench_engine::plan::error::ConfigError {
-                flag: "--metric",
-                message: format!("cell {}: {message}", c.cell.label()),
-            }
-        })?;
-        let t = test.unwrap_or(r.comparison.test);
-        r.comparison = Comparison::of(&r.a.runs, &r.b.runs, m, t);
-    }
-    Ok(())
+/// The comparisons as the page's parts draw them, each with its q-value if there is one.
+fn cells(
+    comparisons: Vec<(Cell, CompareReport)>,
+    fdr: Option<Vec<Option<(f64, bool)>>>,
+) -> Vec<Cmp> {
+    let fdr = fdr.unwrap_or_default();
+    comparisons
+        .into_iter()
+        .enumerate()
+        .map(|(i, (cell, report))| Cmp {
+            cell,
+            report,
+            fdr: fdr.get(i).copied().flatten(),
+        })
+        .collect()
 }
 
-/// Benjamini-Hochberg over the cells' p-values at `level`.
-fn control_fdr(cells: &mut [Cmp], level: f64) {
-    let p: Vec<Option<f64>> = cells.iter().map(|c| c.report.comparison.p).collect();
-    for (c, d) in cells.iter_mut().zip(discoveries(&p, level)) {
-        c.fdr = d;
-    }
-}
-
-pub fn report(args: ReportArgs) -> anyhow::Result<()> {
-    qbench_engine::output::check_writable("--html", &args.html)?;
-    // The heatmaps are SVG files beside the page: a stream or a device has no "beside".
-    if !matches!(
-        qbench_engine::output::target::resolve(&args.html),
-        Ok(qbench_engine::output::target::Target::Replace(_))
-    ) {
-        return Err(qbench_engine::plan::error::ConfigError {
-            flag: "--html",
-            message: format!(
-                "{}: the page's heatmaps are written beside it as SVG files; name a file",
-                args.html.display()
-            ),
-        }
-        .into());
-    }
-    let mut sweep = read_cells(&args.dir)?;
-    if args.metric.is_some() || args.test.is_some() {
-        rejudge(&mut sweep.comparisons, args.metric, args.test)?;
-    }
-    if let Some(level) = args.fdr.level() {
-        control_fdr(&mut sweep.comparisons, level);
-    }
-    let cells = &sweep.comparisons;
-    let layout = heatmap_layout(cells);
-    let out_dir = args
-        .html
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut html = page_head(&sweep.scenario, cells);
-    html.push_str(&heatmaps(&sweep.scenario, &layout, out_dir)?);
-    html.push_str(&cell_table(cells));
-    html.push_str(&super::qoe::table(cells));
+/// A cell whose recorded latency histogram cannot be decoded fails the page.
+pub fn page(sweep: Sweep) -> anyhow::Result<Page> {
+    let cells = cells(sweep.comparisons, sweep.fdr);
+    let layout = heatmap_layout(&cells);
+    let heatmaps = heatmaps(&sweep.scenario, &layout);
+    let mut html = page_head(&sweep.scenario, &cells);
+    html.push_str(&heatmaps.concat());
+    html.push_str(&cell_table(&cells));
+    html.push_str(&super::qoe::table(&cells));
     html.push_str("<h2>Per cell</h2>");
     for (i, c) in cells.iter().enumerate() {
         html.push_str(&cell_details(i, c)?);
     }
     html.push_str(&competitions_table(&sweep.competitions));
-    html.push_str(&environment_and_commands(&sweep)?);
+    html.push_str(&environment_and_commands(&cells, &sweep.competitions)?);
     html.push_str("</body></html>\n");
-    write_text(&args.html, &html)?;
-    crate::say!(
-        "wrote {} ({} cells, {} heatmap(s), latency CDFs, cwnd timelines and state shares per cell)",
-        args.html.display(),
-        cells.len(),
-        layout.groups.len()
-    );
-    Ok(())
+    Ok(Page { html, heatmaps })
 }

@@ -4,6 +4,7 @@
 //! written through or refused (`target`), never replaced.
 
 mod app_text;
+pub mod compare_table;
 mod heatmap;
 pub mod hgrm;
 pub mod html;

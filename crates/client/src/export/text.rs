@@ -239,7 +239,6 @@ fn quic_line(report: &Report) -> Option<String> {
     Some(v)
 }
 
-/// The readable summary: one figure per line, medians over runs.
 /// This copy's part of the whole, and where its index came from.
 fn shard_line(sh: &qbench_core::report::ShardRecord, connections: u32) -> String {
     let mut v = format!("{}/{}", sh.index, sh.count);
@@ -259,6 +258,63 @@ fn shard_line(sh: &qbench_core::report::ShardRecord, connections: u32) -> String
     v
 }
 
+/// Where this copy started against the `--start-at` barrier, and how far its clock is trusted.
+fn start_line(st: &qbench_core::spec::start::StartRecord) -> String {
+    format!(
+        "{:+.3} ms from the barrier{}; clock {}",
+        st.skew_us as f64 / 1e3,
+        if st.late {
+            " (late: it had passed)"
+        } else {
+            ""
+        },
+        st.clock.state.as_deref().unwrap_or("unknown"),
+    )
+}
+
+/// The objects fetched of those requested, over all runs, and the runs complete.
+fn objects_line(report: &Report) -> String {
+    let s = &report.summary;
+    let requested: u64 = report.runs.iter().map(|r| r.objects.requested).sum();
+    format!(
+        "{}/{} ok, {} payload bytes, {}/{} runs complete",
+        s.objects_completed, requested, s.payload_bytes, s.complete_runs, s.runs
+    )
+}
+
+/// CPU time of the client and, where measured, the server, over all runs, and what it bought:
+/// payload per CPU-second, CPU per GB, bandwidth per busy core.
+fn cpu_line(report: &Report) -> Option<String> {
+    let cpu: Vec<_> = report.runs.iter().filter_map(|r| r.cpu.as_ref()).collect();
+    if cpu.is_empty() {
+        return None;
+    }
+    let payload = report.summary.payload_bytes;
+    let client: f64 = cpu.iter().map(|c| c.client.total_s()).sum();
+    let server: Option<f64> = cpu
+        .iter()
+        .map(|c| c.server.map(|s| s.total_s()))
+        .sum::<Option<f64>>();
+    let total = client + server.unwrap_or(0.0);
+    let per = if total > 0.0 && payload > 0 {
+        let gb = payload as f64 / 1e9;
+        let mb = payload as f64 / total / 1e6;
+        format!(
+            "; {mb:.1} MB payload per CPU-second; per GB client {:.2} s{}; {:.2} Gbit/s per busy core",
+            client / gb,
+            server.map_or(String::new(), |v| format!(", server {:.2} s", v / gb)),
+            gb * 8.0 / total
+        )
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "client {client:.3} s{}{per}",
+        server.map_or(String::new(), |v| format!(", server {v:.3} s"))
+    ))
+}
+
+/// The readable summary: one figure per line, medians over runs.
 pub fn summary(report: &Report, headline: &str) -> String {
     let s = &report.summary;
     let mut out = format!("{headline}\n");
@@ -267,19 +323,7 @@ pub fn summary(report: &Report, headline: &str) -> String {
         line("shard", shard_line(sh, report.config.spec.connections));
     }
     if let Some(st) = &report.start {
-        line(
-            "start",
-            format!(
-                "{:+.3} ms from the barrier{}; clock {}",
-                st.skew_us as f64 / 1e3,
-                if st.late {
-                    " (late: it had passed)"
-                } else {
-                    ""
-                },
-                st.clock.state.as_deref().unwrap_or("unknown"),
-            ),
-        );
+        line("start", start_line(st));
     }
     line("handshake", stat_line(&s.handshake_us, dur_us));
     line("PLT", stat_line(&s.plt_us, dur_us));
@@ -291,14 +335,7 @@ pub fn summary(report: &Report, headline: &str) -> String {
         "objects/s",
         stat_line(&s.objects_per_s, |v| format!("{v:.0}")),
     );
-    let requested: u64 = report.runs.iter().map(|r| r.objects.requested).sum();
-    line(
-        "objects",
-        format!(
-            "{}/{} ok, {} payload bytes, {}/{} runs complete",
-            s.objects_completed, requested, s.payload_bytes, s.complete_runs, s.runs
-        ),
-    );
+    line("objects", objects_line(report));
     if let Some(v) = streams_line(report) {
         line("streams", v);
     }
@@ -314,33 +351,8 @@ pub fn summary(report: &Report, headline: &str) -> String {
     }
     line("latency", hist_line(&s.object_latency));
     line("TTFB", hist_line(&s.ttfb));
-    let cpu: Vec<_> = report.runs.iter().filter_map(|r| r.cpu.as_ref()).collect();
-    if !cpu.is_empty() {
-        let client: f64 = cpu.iter().map(|c| c.client.total_s()).sum();
-        let server: Option<f64> = cpu
-            .iter()
-            .map(|c| c.server.map(|s| s.total_s()))
-            .sum::<Option<f64>>();
-        let total = client + server.unwrap_or(0.0);
-        let per = if total > 0.0 && s.payload_bytes > 0 {
-            let gb = s.payload_bytes as f64 / 1e9;
-            let mb = s.payload_bytes as f64 / total / 1e6;
-            format!(
-                "; {mb:.1} MB payload per CPU-second; per GB client {:.2} s{}; {:.2} Gbit/s per busy core",
-                client / gb,
-                server.map_or(String::new(), |v| format!(", server {:.2} s", v / gb)),
-                gb * 8.0 / total
-            )
-        } else {
-            String::new()
-        };
-        line(
-            "CPU",
-            format!(
-                "client {client:.3} s{}{per}",
-                server.map_or(String::new(), |v| format!(", server {v:.3} s"))
-            ),
-        );
+    if let Some(v) = cpu_line(report) {
+        line("CPU", v);
     }
     line("errors", s.errors.to_string());
     client_lines(report, &mut line);

@@ -57,7 +57,7 @@ pub enum Command {
     Merge(crate::commands::merge::MergeArgs),
     /// Write a report's histogram as HdrHistogram's .hgrm percentile distribution
     /// (milliseconds), for HdrHistogram's plotter and HistogramLogAnalyzer
-    Hgrm(crate::export::hgrm::HgrmArgs),
+    Hgrm(crate::commands::hgrm::HgrmArgs),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish) for qbench,
     /// qbench-server or qbench-shaper
     Completions(crate::commands::manuals::CompletionsArgs),

@@ -1,0 +1,58 @@
+//! `qbench hgrm`: a saved report's histogram as an `.hgrm` file.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+use qbench_core::Report;
+use qbench_engine::plan::error::ConfigError;
+
+use crate::export::hgrm::{text, Which};
+use crate::export::write_text;
+
+#[derive(Debug, Args)]
+pub struct HgrmArgs {
+    /// A run report (`qbench --json`), or a merged one (`qbench merge`)
+    #[arg(value_name = "REPORT")]
+    pub report: PathBuf,
+
+    /// Which histogram, over all runs of the report
+    #[arg(long, value_enum, default_value = "latency")]
+    pub of: Which,
+
+    /// Where to write the distribution (`-` for stdout)
+    #[arg(short, long, value_name = "FILE", default_value = "-")]
+    pub out: String,
+}
+
+pub fn command(args: HgrmArgs) -> anyhow::Result<()> {
+    qbench_engine::output::check_writable("--out", Path::new(&args.out))?;
+    let report = read_report(&args.report)?;
+    let out = text(&report, args.of)?.ok_or_else(|| not_recorded(args.of))?;
+    write_text(Path::new(&args.out), &out)
+}
+
+/// An unreadable report is bad input, named as the argument it came from.
+fn read_report(path: &Path) -> anyhow::Result<Report> {
+    let bad = |message: String| ConfigError {
+        flag: "REPORT",
+        message,
+    };
+    let json = qbench_engine::setup::input::read_text(
+        path,
+        qbench_core::spec::input::MAX_REPORT_BYTES,
+        "a report",
+    )
+    .map_err(bad)?;
+    Ok(Report::from_json(&json).map_err(|e| bad(format!("{}: {e}", path.display())))?)
+}
+
+/// Only the open loop's own histograms can be missing from a report.
+fn not_recorded(which: Which) -> ConfigError {
+    let name = which
+        .to_possible_value()
+        .map_or_else(String::new, |v| v.get_name().to_string());
+    ConfigError {
+        flag: "--of",
+        message: format!("{name} is recorded by an open loop (--rate) alone"),
+    }
+}

@@ -1,0 +1,302 @@
+//! The text table of `qbench compare`: both sides' figures in columns, then the difference,
+//! the test, the rounds, the noise and the verdict, one line each.
+
+use qbench_core::report::compare::{CompareReport, Comparison, Verdict};
+use qbench_core::report::load::LoadSummary;
+use qbench_core::stats::effect::Test;
+use qbench_core::stats::noise::Losses;
+use qbench_core::stats::rounds::Stopped;
+use qbench_core::{Report, Stats};
+
+pub fn table(r: &CompareReport) -> String {
+    let mut out = format!(
+        "qbench compare: A = {}, B = {}, {} rounds, alternating first; comparing {}\n",
+        r.label_a,
+        r.label_b,
+        r.rounds,
+        r.comparison.metric.title()
+    );
+    out.push_str(&side_by_side(r));
+    out.push_str(&difference_lines(&r.comparison));
+    out.push_str(&rounds_line(r));
+    out.push_str(&noise_line(r));
+    out.push_str(&losses_line(r));
+    out.push_str(&verdict_line(r));
+    out.push_str(&side_notes(r));
+    out
+}
+
+/// A figure of both sides, in the table's columns.
+fn columns(name: &str, [a, b]: [String; 2]) -> String {
+    format!("  {name:<20}{a:>18}{b:>18}\n")
+}
+
+/// Per side: a figure summed over its runs.
+fn per_side(r: &CompareReport, f: &dyn Fn(&Report) -> String) -> [String; 2] {
+    [f(&r.a), f(&r.b)]
+}
+
+/// The metric's statistics, the runs and requests, and a held load's rates, per side.
+fn side_by_side(r: &CompareReport) -> String {
+    let c = &r.comparison;
+    let m = c.metric;
+    let mut out = columns("", ["A".into(), "B".into()]);
+    let show = |v: Option<f64>| v.map_or("-".into(), |v| m.show(v));
+    for (what, f) in [
+        ("mean", (|s: &Stats| s.mean) as fn(&Stats) -> Option<f64>),
+        ("median", |s| s.median),
+        ("sd", |s| s.sd),
+    ] {
+        out.push_str(&columns(
+            &format!("{} {what}", m.title()),
+            [show(f(&c.a)), show(f(&c.b))],
+        ));
+    }
+    out.push_str(&columns(
+        "complete runs",
+        per_side(r, &|rep| {
+            format!("{}/{}", rep.summary.complete_runs, r.rounds)
+        }),
+    ));
+    out.push_str(&columns(
+        "failed requests",
+        per_side(r, &|rep| {
+            rep.runs
+                .iter()
+                .map(|run| run.objects.failed)
+                .sum::<u64>()
+                .to_string()
+        }),
+    ));
+    out.push_str(&load_columns(r));
+    out
+}
+
+/// Empty unless a side held a load.
+fn load_columns(r: &CompareReport) -> String {
+    if r.a.summary.load.is_none() && r.b.summary.load.is_none() {
+        return String::new();
+    }
+    let load = |f: &dyn Fn(&LoadSummary) -> String| {
+        per_side(r, &|rep| rep.summary.load.as_ref().map_or("-".into(), f))
+    };
+    let mut out = columns(
+        "completed/s (mean)",
+        load(&|l| {
+            l.completed_rate
+                .mean
+                .map_or("-".into(), |v| format!("{v:.1}"))
+        }),
+    );
+    out.push_str(&columns(
+        "late, dropped",
+        load(&|l| format!("{}, {}", l.late, l.dropped)),
+    ));
+    out
+}
+
+/// The difference of the means, the chosen test's effect, and Welch's test where it ran.
+fn difference_lines(c: &Comparison) -> String {
+    let diff = c
+        .diff_pct
+        .map_or("-".into(), |d| format!("{d:+.1}% (positive: B better)"));
+    let mut out = format!("  {:<20}{diff}\n", "difference (means)");
+    out.push_str(&effect_lines(c));
+    if let Some(w) = &c.welch {
+        out.push_str(&format!(
+            "  {:<20}t = {:.3}, df = {:.1}, p = {:.3e}\n",
+            "Welch's t-test", w.t, w.df, w.p
+        ));
+    }
+    out
+}
+
+/// The chosen test's effect with its interval, and its statistic.
+fn effect_lines(c: &Comparison) -> String {
+    let m = c.metric;
+    let mut out = String::new();
+    let what = match c.test {
+        Test::Welch => "difference of means",
+        Test::MannWhitney => "Hodges-Lehmann shift",
+        Test::Bootstrap => "difference of medians",
+    };
+    if let Some(e) = &c.effect {
+        let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:+.1}%"));
+        let interval = match (e.rel_low_pct, e.rel_high_pct) {
+            (Some(_), Some(_)) => format!(
+                " [{}, {}] ({:.0}% interval)",
+                pct(e.rel_low_pct),
+                pct(e.rel_high_pct),
+                e.level * 100.0
+            ),
+            _ => " (too few rounds for an interval)".into(),
+        };
+        let raw = if e.diff < 0.0 {
+            format!("-{}", m.show(-e.diff))
+        } else {
+            format!("+{}", m.show(e.diff))
+        };
+        out.push_str(&format!(
+            "  {:<20}{}{interval}; B - A = {raw} ({what})\n",
+            "effect",
+            pct(e.rel_pct)
+        ));
+    }
+    let stat = match (c.test, c.statistic, c.p) {
+        (Test::MannWhitney, Some(u), Some(p)) => format!("U = {u}, p = {p:.3e}"),
+        (Test::Bootstrap, Some(_), Some(p)) => format!("p = {p:.3e} (10,000 resamples)"),
+        _ => String::new(),
+    };
+    if !stat.is_empty() {
+        let name = match c.test {
+            Test::MannWhitney => "Mann-Whitney U",
+            _ => "bootstrap",
+        };
+        out.push_str(&format!("  {name:<20}{stat}\n"));
+    }
+    out
+}
+
+/// With `--rounds auto`, why the rounds stopped where they did; else empty.
+fn rounds_line(r: &CompareReport) -> String {
+    let Some(auto) = &r.auto_rounds else {
+        return String::new();
+    };
+    let how = match auto.stopped {
+        Some(Stopped::Settled) => format!(
+            "stopped after {}: the interval is within \u{b1}{}%",
+            r.rounds, auto.rule.precision_pct
+        ),
+        Some(Stopped::MaxRounds) => format!(
+            "ran the maximum, {}: the interval is still wider than \u{b1}{}%",
+            r.rounds, auto.rule.precision_pct
+        ),
+        None => format!("{} so far", r.rounds),
+    };
+    format!("  {:<20}auto, {how}\n", "rounds")
+}
+/// Steal time and load over the rounds' runs, the noisy ones, and the rounds dropped.
+fn noise_line(r: &CompareReport) -> String {
+    let noise: Vec<_> =
+        r.a.runs
+            .iter()
+            .chain(&r.b.runs)
+            .filter_map(|run| run.noise.as_ref())
+            .collect();
+    if noise.is_empty() {
+        return String::new();
+    }
+    let max_steal = noise.iter().map(|n| n.steal_pct).fold(0.0, f64::max);
+    let busy = Stats::of(&noise.iter().map(|n| n.busy_pct).collect::<Vec<_>>()).median;
+    let noisy = noise.iter().filter(|n| n.noisy).count();
+    let mut line = format!(
+        "  {:<20}steal at most {max_steal:.1}%, machine busy {:.0}% (median); {noisy} of {} runs noisy",
+        "noise",
+        busy.unwrap_or(0.0),
+        noise.len()
+    );
+    if !r.discarded.is_empty() {
+        let steal: Vec<String> = r
+            .discarded
+            .iter()
+            .map(|d| format!("{:.0}%", d.steal_pct))
+            .collect();
+        line.push_str(&format!(
+            "; {} round(s) dropped and run again ({} steal)",
+            r.discarded.len(),
+            steal.join(", ")
+        ));
+    }
+    line + "\n"
+}
+
+/// Median per round of the losses each side's sender declared and the link dropped, when
+/// both are known (telemetry and a link).
+fn losses_line(r: &CompareReport) -> String {
+    let side = |rep: &Report| -> Option<String> {
+        let l: Vec<Losses> = rep.runs.iter().filter_map(Losses::of).collect();
+        let med = |f: fn(&Losses) -> u64| {
+            Stats::of(&l.iter().map(|x| f(x) as f64).collect::<Vec<_>>()).median
+        };
+        Some(format!(
+            "{:.0} declared lost, {:.0} dropped by the link",
+            med(|x| x.declared)?,
+            med(|x| x.dropped)?
+        ))
+    };
+    match (side(&r.a), side(&r.b)) {
+        (Some(a), Some(b)) => format!(
+            "  {:<20}A: {a}; B: {b} (median per round; the rest were reordered or late, or dropped outside the link)\n",
+            "losses"
+        ),
+        _ => String::new(),
+    }
+}
+
+/// Which side is better, by the metric's direction, and whether the test found it significant.
+fn verdict_line(r: &CompareReport) -> String {
+    let c = &r.comparison;
+    let m = c.metric;
+    let better = if m.higher_is_better() {
+        "higher"
+    } else {
+        "lower"
+    };
+    let test = c.test.name();
+    let verdict = match c.verdict {
+        Verdict::AFaster => format!(
+            "A ({}) is better ({} {better}), significant at p < 0.01 ({test})",
+            r.label_a,
+            m.title()
+        ),
+        Verdict::BFaster => format!(
+            "B ({}) is better ({} {better}), significant at p < 0.01 ({test})",
+            r.label_b,
+            m.title()
+        ),
+        Verdict::Inconclusive => format!("inconclusive (not significant at p < 0.01, {test})"),
+    };
+    format!("  {:<20}{verdict}\n", "verdict")
+}
+
+/// Each side's client CPU and proxy, then a note or warning for each side whose client was
+/// limited: a limit of the client, not of the server, may be what was measured.
+fn side_notes(r: &CompareReport) -> String {
+    let mut out = String::new();
+    for (side, rep) in [("A", &r.a), ("B", &r.b)] {
+        if let Some(cpu) = crate::export::notes::client_cpu(&rep.runs) {
+            out.push_str(&format!("  {:<20}{side}: {cpu}\n", "client cpu"));
+        }
+        if let Some(p) = crate::export::notes::proxy(&rep.runs) {
+            out.push_str(&format!("  {:<20}{side}: {p}\n", "proxy"));
+        }
+    }
+    for (side, rep) in [("A", &r.a), ("B", &r.b)] {
+        if let Some(why) = saturated(rep) {
+            out.push_str(&match rep.runs.iter().any(qbench_engine::setup::client_cpu::limited) {
+                true => format!(
+                    "  note: {side}'s client was held to its --client-cpu quota in {why}, as asked\n"
+                ),
+                false => format!(
+                    "  WARNING: the client was saturated in {side}'s {why}: a client limit, not a server result\n"
+                ),
+            });
+        }
+    }
+    out
+}
+
+/// `n runs (first reason)` when the client limited any run of a side.
+fn saturated(rep: &Report) -> Option<String> {
+    let why: Vec<&String> = rep
+        .runs
+        .iter()
+        .filter_map(|run| run.client.as_ref()?.saturated.as_ref())
+        .collect();
+    let first = why.first()?;
+    Some(format!(
+        "{} of {} runs ({first})",
+        why.len(),
+        rep.runs.len()
+    ))
+}
