@@ -74,7 +74,8 @@ fn a_closed_loop_holds_every_protocol_for_its_duration() {
 }
 
 /// Open loop at 400/s for 2 s, constant arrivals: exactly 800 requests are due in the
-/// window and all are sent, whatever the timing; the intervals stream as JSON lines.
+/// window and each is sent (late ones with their lag) or, if the window closed first, counted
+/// as dropped; the intervals stream as JSON lines.
 #[test]
 fn an_open_loop_sends_exactly_its_schedule() {
     let dir = tempfile::tempdir().unwrap();
@@ -103,12 +104,18 @@ fn an_open_loop_sends_exactly_its_schedule() {
         let load = &run["load"];
         assert_eq!(load["mode"], "open");
         assert_eq!(load["target_rate"], 400.0);
-        assert_eq!(load["dropped"], 0);
-        assert_eq!(run["objects"]["completed"], 800, "{proto}");
+        // Every request due in the window is sent or counted as dropped. A request is
+        // dropped only when it could not start before the window closed (a runtime starved
+        // for the last 2.5 ms, as under a parallel test): late, never for want of room.
+        let done = run["objects"]["completed"].as_u64().unwrap();
+        let dropped = load["dropped"].as_u64().unwrap();
+        assert_eq!(done + dropped, 800, "{proto}");
+        assert_eq!(load["dropped_late"], dropped, "{proto}");
+        assert!(dropped <= 8, "{proto}: {dropped} dropped");
         assert_eq!(load["warmup_requests"], 200);
-        assert_eq!(load["achieved_rate"], 400.0);
-        assert_eq!(load["lag"]["count"], 800);
-        assert_eq!(load["service_time"]["count"], 800);
+        assert_eq!(load["achieved_rate"], done as f64 / 2.0);
+        assert_eq!(load["lag"]["count"], done);
+        assert_eq!(load["service_time"]["count"], done);
         assert_eq!(rep["config"]["streams"], Value::Null, "{proto}");
         assert_intervals_add_up(run);
         let lines: Vec<Value> = std::io::BufReader::new(std::fs::File::open(&stream).unwrap())
