@@ -316,6 +316,7 @@ impl Recorder {
             load: load.map(|(l, _)| l),
             intervals: self.intervals,
             client: None,
+            spread: None,
             noise: None,
             video: None,
             page: None,

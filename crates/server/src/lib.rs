@@ -30,7 +30,6 @@ use std::net::{SocketAddr, TcpListener as StdTcpListener, UdpSocket};
 use std::sync::Arc;
 
 use qbench_core::CpuTimes;
-use socket2::{Domain, Protocol as SockProto, Socket, Type};
 
 pub use options::{ServerOptions, TelemetryAccess};
 use qbench_core::wire::{Protocol, ALPN_H1, ALPN_H2, ALPN_H3, UDP_BUFFER};
@@ -79,19 +78,11 @@ pub struct Server {
     shared: Arc<Shared>,
     identity: Identity,
     tcp: Option<(tokio::net::TcpListener, tokio_rustls::TlsAcceptor)>,
-    quic: Option<quinn::Endpoint>,
-    /// The endpoint's server configuration, for `relay_to` to bound a proxy's send window.
+    /// One endpoint per socket of the QUIC port's group (`qbench_stack::reuseport`).
+    quic: Vec<quinn::Endpoint>,
+    /// The endpoints' server configuration, for `relay_to` to bound a proxy's send window.
     quic_config: Option<quinn::ServerConfig>,
     addr: SocketAddr,
-}
-
-fn udp_socket(addr: SocketAddr) -> io::Result<UdpSocket> {
-    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(SockProto::UDP))?;
-    // Best effort: an unprivileged process gets at most the sysctl maximum.
-    let _ = s.set_recv_buffer_size(UDP_BUFFER);
-    let _ = s.set_send_buffer_size(UDP_BUFFER);
-    s.bind(&addr.into())?;
-    Ok(s.into())
 }
 
 fn tcp_listener(addr: SocketAddr) -> io::Result<StdTcpListener> {
@@ -121,7 +112,7 @@ fn bind_pair(
         if !udp {
             return Ok((t, None, port_addr));
         }
-        match udp_socket(port_addr) {
+        match qbench_stack::reuseport::bind(port_addr, UDP_BUFFER) {
             Ok(u) => {
                 let local = u.local_addr().map_err(bind_err)?;
                 return Ok((t, Some(u), local));
@@ -138,7 +129,13 @@ fn bind_pair(
 }
 
 impl Server {
-    pub fn bind(opts: ServerOptions, identity: Identity) -> Result<Self, ServerError> {
+    /// Binds the server's port: TCP once, UDP as `sockets` sockets with an endpoint each (one
+    /// per runtime thread, see `qbench_stack::reuseport::sockets_for`).
+    pub fn bind(
+        opts: ServerOptions,
+        identity: Identity,
+        sockets: usize,
+    ) -> Result<Self, ServerError> {
         let (h1, h2, h3) = (
             opts.serves(Protocol::H1),
             opts.serves(Protocol::H2),
@@ -198,40 +195,44 @@ impl Server {
         let mut quic_base = None;
         let mut quic_config = None;
         let mut udp_handle = None;
-        let quic = match udp {
-            Some(sock) => {
-                let cfg =
-                    tls::server_config(&identity, vec![ALPN_H3.to_vec()], true, key_log.clone())?;
-                let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(cfg)
-                    .map_err(|e| ServerError::Quic(e.to_string()))?;
-                let mut sc = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-                sc.transport_config(Arc::new(h3srv::transport(&opts)));
-                // Handshakes waiting for the accept loop cost memory too.
-                sc.max_incoming(opts.max_connections as usize);
-                // A qlogged connection gets this configuration with its own qlog stream.
-                quic_base = opts.qlog.is_some().then(|| sc.clone());
-                quic_config = Some(sc.clone());
+        let mut quic = Vec::new();
+        if let Some(sock) = udp {
+            let cfg = tls::server_config(&identity, vec![ALPN_H3.to_vec()], true, key_log.clone())?;
+            let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(cfg)
+                .map_err(|e| ServerError::Quic(e.to_string()))?;
+            let mut sc = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+            sc.transport_config(Arc::new(h3srv::transport(&opts)));
+            // Handshakes waiting for the accept loop cost memory too.
+            sc.max_incoming(opts.max_connections as usize);
+            // A qlogged connection gets this configuration with its own qlog stream.
+            quic_base = opts.qlog.is_some().then(|| sc.clone());
+            quic_config = Some(sc.clone());
+            let bind_err = |source| ServerError::Bind { addr, source };
+            let group =
+                qbench_stack::reuseport::group(sock, sockets, UDP_BUFFER).map_err(bind_err)?;
+            let count = group.len();
+            for (i, sock) in group.into_iter().enumerate() {
                 // The endpoint owns the socket from here; `gro=off` is set on it after quinn
                 // has turned GRO on.
-                let fd = sock
-                    .try_clone()
-                    .map_err(|source| ServerError::Bind { addr, source })?;
+                let fd = sock.try_clone().map_err(bind_err)?;
                 let ep = quinn::Endpoint::new(
-                    qbench_stack::quic_knobs::endpoint_config(&opts.quic),
-                    Some(sc),
+                    qbench_stack::reuseport::endpoint_config(
+                        qbench_stack::quic_knobs::endpoint_config(&opts.quic),
+                        i,
+                        count,
+                    ),
+                    Some(sc.clone()),
                     sock,
                     Arc::new(quinn::TokioRuntime),
                 )
-                .map_err(|source| ServerError::Bind { addr, source })?;
+                .map_err(bind_err)?;
                 if let Some(on) = opts.quic.gro {
-                    qbench_stack::quic_knobs::set_gro(&fd, on)
-                        .map_err(|source| ServerError::Bind { addr, source })?;
+                    qbench_stack::quic_knobs::set_gro(&fd, on).map_err(bind_err)?;
                 }
-                udp_handle = Some(Arc::new(fd));
-                Some(ep)
+                udp_handle.get_or_insert_with(|| Arc::new(fd));
+                quic.push(ep);
             }
-            None => None,
-        };
+        }
         let env_token = std::env::var(access::TOKEN_ENV).ok();
         let access = access::Access::new(opts.telemetry, env_token)?;
         let mut shared = Shared::new(opts, access);
@@ -265,14 +266,14 @@ impl Server {
         shared.upstream = Some(up);
         // A proxy's bodies are copies held until the client acknowledges them: its send
         // window per connection is what one upstream connection may bring (unless set).
-        if let (Some(ep), Some(sc), None) =
-            (&self.quic, &self.quic_config, shared.opts.quic.send_window)
-        {
+        if let (Some(sc), None) = (&self.quic_config, shared.opts.quic.send_window) {
             let mut t = h3srv::transport(&shared.opts);
             t.send_window(u64::from(relay::RELAY_CONN_WINDOW));
             let mut sc = sc.clone();
             sc.transport_config(Arc::new(t));
-            ep.set_server_config(Some(sc.clone()));
+            for ep in &self.quic {
+                ep.set_server_config(Some(sc.clone()));
+            }
             if let Some(q) = shared.qlog.as_mut() {
                 q.base = sc;
             }
@@ -292,9 +293,14 @@ impl Server {
         self.shared.stats.clone()
     }
 
-    /// The QUIC endpoint (a handle to it), to close the connections when the server stops.
-    pub fn quic_endpoint(&self) -> Option<quinn::Endpoint> {
+    /// The QUIC endpoints (handles to them), to close the connections when the server stops.
+    pub fn quic_endpoints(&self) -> Vec<quinn::Endpoint> {
         self.quic.clone()
+    }
+
+    /// UDP sockets the server receives QUIC on: its port's group.
+    pub fn udp_sockets(&self) -> usize {
+        self.quic.len()
     }
 
     /// Serves until the returned future is dropped.
@@ -302,13 +308,21 @@ impl Server {
         let tcp = self
             .tcp
             .map(|(l, a)| tcpsrv::serve(l, a, self.shared.clone()));
-        let quic = self.quic.map(|ep| h3srv::serve(ep, self.shared.clone()));
+        let quic = (!self.quic.is_empty()).then(|| {
+            futures_util::future::join_all(
+                self.quic
+                    .into_iter()
+                    .map(|ep| h3srv::serve(ep, self.shared.clone())),
+            )
+        });
         match (tcp, quic) {
             (Some(t), Some(q)) => {
                 tokio::join!(t, q);
             }
             (Some(t), None) => t.await,
-            (None, Some(q)) => q.await,
+            (None, Some(q)) => {
+                q.await;
+            }
             (None, None) => {}
         }
     }
@@ -330,6 +344,8 @@ pub struct InProcess {
     cert_pem: String,
     stats: Arc<Stats>,
     threads: cpu::ThreadGroup,
+    worker_threads: usize,
+    udp_sockets: usize,
     runtime: Option<tokio::runtime::Runtime>,
 }
 
@@ -386,7 +402,8 @@ impl InProcess {
             .map_err(ServerError::Runtime)?;
         let server = {
             let _ctx = rt.enter();
-            let mut server = Server::bind(opts, identity)?;
+            let sockets = qbench_stack::reuseport::sockets_for(worker_threads);
+            let mut server = Server::bind(opts, identity, sockets)?;
             if let Some(make) = upstream {
                 server.relay_to(make().map_err(ServerError::Enter)?);
             }
@@ -395,12 +412,15 @@ impl InProcess {
         let addr = server.local_addr();
         let cert_pem = server.cert_pem().to_string();
         let stats = server.stats();
+        let udp_sockets = server.udp_sockets();
         rt.spawn(server.run());
         Ok(Self {
             addr,
             cert_pem,
             stats,
             threads,
+            worker_threads: worker_threads.max(1),
+            udp_sockets,
             runtime: Some(rt),
         })
     }
@@ -415,6 +435,16 @@ impl InProcess {
 
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// Worker threads of the server's runtime.
+    pub fn worker_threads(&self) -> usize {
+        self.worker_threads
+    }
+
+    /// UDP sockets the server receives QUIC on (0 when it serves no h3).
+    pub fn udp_sockets(&self) -> usize {
+        self.udp_sockets
     }
 
     /// CPU used by the server's threads so far.

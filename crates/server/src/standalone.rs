@@ -185,7 +185,13 @@ pub async fn serve_until_signal(
         .collect();
     let warning = exposure_warning(opts.listen, opts.max_object, opts.telemetry);
     let from_env = std::env::var_os(TOKEN_ENV).is_some();
-    let mut server = Server::bind(opts, identity)?;
+    // One UDP socket per worker thread of the runtime this runs on.
+    let workers = tokio::runtime::Handle::current().metrics().num_workers();
+    let mut server = Server::bind(
+        opts,
+        identity,
+        qbench_stack::reuseport::sockets_for(workers),
+    )?;
     let (name, relaying) = match relay {
         Some((up, what)) => {
             server.relay_to(up);
@@ -224,7 +230,7 @@ pub async fn serve_until_signal(
         None => {}
     }
     let stats = server.stats();
-    let quic = server.quic_endpoint();
+    let quic = server.quic_endpoints();
     tokio::select! {
         _ = server.run() => {}
         _ = term.recv() => {}
@@ -233,10 +239,11 @@ pub async fn serve_until_signal(
     }
     // Peers learn that the server stopped (CONNECTION_CLOSE) instead of finding out at their
     // idle timeout: a proxy in front of it opens a new connection at its next request.
-    if let Some(ep) = quic {
+    for ep in &quic {
         ep.close(0u32.into(), b"server stopping");
-        let _ = tokio::time::timeout(std::time::Duration::from_millis(500), ep.wait_idle()).await;
     }
+    let idle = futures_util::future::join_all(quic.iter().map(|ep| ep.wait_idle()));
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(500), idle).await;
     qbench_stack::qlog::flush_all();
     crate::note!(
         "{name}: stopped after {} connections ({} refused at --max-connections, {} \

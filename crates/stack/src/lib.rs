@@ -11,3 +11,5 @@ pub mod payload;
 pub mod qlog;
 pub mod quic_knobs;
 pub mod rep_movsb;
+pub mod reuseport;
+pub mod sockopt;

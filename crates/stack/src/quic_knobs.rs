@@ -52,22 +52,11 @@ pub fn endpoint_config(k: &QuicKnobs) -> quinn::EndpointConfig {
 /// the same socket, after the endpoint has taken it.
 pub fn set_gro(sock: &impl AsRawFd, on: bool) -> std::io::Result<()> {
     let v: libc::c_int = on.into();
-    // SAFETY: a plain integer option on a socket the caller keeps open.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_UDP,
-            libc::UDP_GRO,
-            (&v as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    let e = std::io::Error::last_os_error();
+    let rc = crate::sockopt::set(sock, libc::SOL_UDP, libc::UDP_GRO, &v);
     match rc {
-        0 => Ok(()),
         // A kernel without UDP GRO has it off already.
-        _ if !on && e.raw_os_error() == Some(libc::ENOPROTOOPT) => Ok(()),
-        _ => Err(e),
+        Err(e) if !on && e.raw_os_error() == Some(libc::ENOPROTOOPT) => Ok(()),
+        other => other,
     }
 }
 

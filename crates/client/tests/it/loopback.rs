@@ -178,3 +178,41 @@ fn waiting_for_a_stream_is_not_a_timeout() {
         assert_eq!(conn["peak_streams"].as_u64(), Some(limit), "{proto}");
     }
 }
+
+/// Connections spread over sockets on both sides: each connection has a socket of its own (for
+/// h3 a QUIC endpoint's), a two-thread server receives QUIC on two sockets of its port, and
+/// every byte still arrives, checked.
+#[test]
+fn connections_spread_over_sockets_on_both_sides() {
+    for proto in ["h3", "h2"] {
+        let r = qbench(&[
+            "--proto",
+            proto,
+            "--objects",
+            "40x100KB",
+            "--connections",
+            "4",
+            "--client-threads",
+            "2",
+            "--server-threads",
+            "2",
+            "--verify",
+        ]);
+        assert_complete(&r, 1, 40, 4_000_000);
+        let run = &r.json.as_ref().unwrap()["runs"][0];
+        let spread = &run["spread"];
+        let ports: std::collections::BTreeSet<u64> = run["connections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["local_port"].as_u64().expect("a local port"))
+            .collect();
+        assert_eq!(ports.len(), 4, "{proto}: a socket per connection");
+        assert_eq!(spread["client_sockets"], 4, "{proto}");
+        assert_eq!(spread["client_threads"], 2, "{proto}");
+        assert_eq!(spread["server_threads"], 2, "{proto}");
+        // The in-process server serves the protocol measured: h2 binds no UDP.
+        let udp = if proto == "h3" { 2 } else { 0 };
+        assert_eq!(spread["server_udp_sockets"], udp, "{proto}");
+    }
+}

@@ -15,6 +15,11 @@ pub struct HandshakeInfo {
     pub resumed: Option<bool>,
     /// 0-RTT data was sent and accepted by the server.
     pub early_data_accepted: bool,
+    /// The client's port of this connection: its TCP port (h1, h2) or the UDP port of the QUIC
+    /// endpoint it was opened on (h3, one endpoint per connection), so that a reader sees how
+    /// many sockets the client's connections went through.
+    #[serde(default)]
+    pub local_port: Option<u16>,
 }
 
 /// One connection as it appears in the report. Times are microseconds since the run started.

@@ -23,6 +23,7 @@ use crate::transport::h3::H3;
 use crate::transport::tcp::TlsTcp;
 use crate::transport::tls::{client_config, ticket_store};
 use crate::transport::Transport;
+use qbench_core::report::Spread;
 use qbench_core::spec::RunSpec;
 use qbench_core::Protocol;
 
@@ -160,6 +161,17 @@ impl<'a> Side<'a> {
         )
     }
 
+    /// The threads and sockets this side's run went through.
+    fn spread(&self, rep: &RunReport) -> Spread {
+        let workers = tokio::runtime::Handle::current().metrics().num_workers();
+        Spread {
+            client_threads: workers as u32,
+            client_sockets: Spread::client_sockets(&rep.connections),
+            server_threads: self.server.map(|s| s.worker_threads() as u32),
+            server_udp_sockets: self.server.map(|s| s.udp_sockets() as u32),
+        }
+    }
+
     /// One run; its report is appended to `runs` and returned.
     pub async fn run(&mut self, index: u32, bar: &crate::observe::Observer) -> &RunReport {
         // The sides of a comparison take turns, each under its own quota.
@@ -234,6 +246,7 @@ impl<'a> Side<'a> {
             rep.complete = false;
             rep.first_error = Some(format!("{e:#}"));
         }
+        rep.spread = Some(self.spread(&rep));
         qbench_stack::qlog::flush_all();
         self.runs.push(rep);
         self.runs.last().expect("just pushed")

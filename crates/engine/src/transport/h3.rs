@@ -17,16 +17,18 @@ use super::{step, BoxFuture, Connected, Endpoint, Exchange, FetchError, Sink, Tr
 use crate::measure::clock::Clock;
 use crate::transport::tls::TicketStore;
 
+/// Each connection gets a QUIC endpoint (a UDP socket and its driver) of its own, as each h2
+/// connection has its own TCP socket: connections on different client threads then share no
+/// endpoint lock, socket or driver task, and scale as independent processes do.
 pub struct H3 {
-    endpoint: quinn::Endpoint,
     crypto: Arc<quinn::crypto::rustls::QuicClientConfig>,
     transport: Arc<quinn::TransportConfig>,
     target: Endpoint,
     clock: Clock,
     zero_rtt: bool,
     tickets: Option<Arc<TicketStore>>,
-    /// The endpoint's socket (a second handle), where the report reads UDP_GRO.
-    sock: Arc<std::net::UdpSocket>,
+    /// The endpoints with connections open (or closing), for `finish` to let them close.
+    endpoints: std::sync::Mutex<Vec<quinn::Endpoint>>,
 }
 
 struct H3Conn {
@@ -37,6 +39,7 @@ struct H3Conn {
     on_wire: OnWire,
     /// quinn's counters at the last report, so that each run gets its own.
     reported: std::sync::Mutex<QuicStats>,
+    /// The connection's endpoint's socket (a second handle), where the report reads UDP_GRO.
     sock: Arc<std::net::UdpSocket>,
 }
 
@@ -102,6 +105,20 @@ impl H3 {
     ) -> Result<Self, FetchError> {
         let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
             .map_err(|e| FetchError::new(ErrorKind::Tls, format!("QUIC TLS config: {e}")))?;
+        Ok(Self {
+            crypto: Arc::new(crypto),
+            transport: Arc::new(transport(&target)),
+            target,
+            clock,
+            zero_rtt,
+            tickets,
+            endpoints: Default::default(),
+        })
+    }
+
+    /// A new endpoint on a socket of its own, and a second handle to the socket.
+    fn endpoint(&self) -> Result<(quinn::Endpoint, Arc<std::net::UdpSocket>), FetchError> {
+        let target = &self.target;
         let sock = udp_socket(target.addr)
             .map_err(|e| FetchError::from_err("binding a UDP socket", &e))?;
         // The endpoint owns the socket; `gro=off` is set after quinn has turned GRO on.
@@ -119,21 +136,17 @@ impl H3 {
             qbench_stack::quic_knobs::set_gro(&fd, on)
                 .map_err(|e| FetchError::from_err("setting UDP_GRO", &e))?;
         }
-        Ok(Self {
-            endpoint,
-            crypto: Arc::new(crypto),
-            transport: Arc::new(transport(&target)),
-            target,
-            clock,
-            zero_rtt,
-            tickets,
-            sock: Arc::new(fd),
-        })
+        let mut all = self.endpoints.lock().unwrap_or_else(|e| e.into_inner());
+        // A connection's endpoint and socket go once its connection is gone, not with the run.
+        all.retain(|e| e.open_connections() > 0);
+        all.push(endpoint.clone());
+        Ok((endpoint, Arc::new(fd)))
     }
 
     /// Returns the connection and, when 0-RTT was attempted, the acceptance future.
     async fn handshake(
         &self,
+        endpoint: &quinn::Endpoint,
         peer: &Arc<PeerStreams>,
     ) -> Result<(quinn::Connection, Option<quinn::ZeroRttAccepted>), FetchError> {
         let t = &self.target;
@@ -151,8 +164,7 @@ impl H3 {
             Arc::new(tc)
         });
         config.transport_config(qlogged.unwrap_or_else(|| self.transport.clone()));
-        let connecting = self
-            .endpoint
+        let connecting = endpoint
             .connect_with(config, t.addr, &t.server_name)
             .map_err(|e| {
                 FetchError::new(
@@ -178,7 +190,10 @@ impl Transport for H3 {
 
     fn finish(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {
-            let _ = tokio::time::timeout(Duration::from_secs(1), self.endpoint.wait_idle()).await;
+            let endpoints =
+                std::mem::take(&mut *self.endpoints.lock().unwrap_or_else(|e| e.into_inner()));
+            let idle = futures_util::future::join_all(endpoints.iter().map(|e| e.wait_idle()));
+            let _ = tokio::time::timeout(Duration::from_secs(1), idle).await;
         })
     }
 }
@@ -187,7 +202,9 @@ impl H3 {
     async fn connect_inner(&self) -> Result<Connected, FetchError> {
         let taken_before = self.tickets.as_ref().map(|s| s.tickets_taken());
         let peer = Arc::new(PeerStreams::default());
-        let (conn, zero_rtt) = self.handshake(&peer).await?;
+        let (endpoint, sock) = self.endpoint()?;
+        let local_port = sock.local_addr().ok().map(|a| a.port());
+        let (conn, zero_rtt) = self.handshake(&endpoint, &peer).await?;
         let done = self.clock.now();
         let timeout = self.target.timeout;
         let (mut driver, send) = step(
@@ -209,6 +226,7 @@ impl H3 {
             },
             resumed: zero_rtt.is_some().then_some(true),
             early_data_accepted: false,
+            local_port,
         };
         let zero_rtt = zero_rtt.map(|accepted| {
             let (conn, mut info) = (conn.clone(), info.clone());
@@ -226,7 +244,7 @@ impl H3 {
                 peer,
                 on_wire: OnWire::default(),
                 reported: Default::default(),
-                sock: self.sock.clone(),
+                sock,
             }),
             info,
             done,

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use qbench_core::{ErrorKind, HandshakeInfo};
 use rustls::pki_types::ServerName;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_rustls::client::TlsStream;
@@ -27,19 +26,7 @@ async fn connect(addr: SocketAddr, rwnd: Option<u32>) -> std::io::Result<TcpStre
     };
     sock.set_recv_buffer_size(rwnd)?;
     let clamp = rwnd as libc::c_int;
-    // SAFETY: a c_int option value with its exact size.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_WINDOW_CLAMP,
-            (&clamp as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    qbench_stack::sockopt::set(&sock, libc::IPPROTO_TCP, libc::TCP_WINDOW_CLAMP, &clamp)?;
     sock.connect(addr).await
 }
 
@@ -109,6 +96,7 @@ impl TlsTcp {
         .await?;
         tcp.set_nodelay(true)
             .map_err(|e| FetchError::from_err("TCP_NODELAY", &e))?;
+        let local_port = tcp.local_addr().ok().map(|a| a.port());
         let activity = Activity::default();
         let tcp = Counted::new(tcp, activity.clone(), &qbench_stack::activity::CLIENT_TCP);
         let taken_before = self.tickets.as_ref().map(|t| t.tickets_taken());
@@ -148,6 +136,7 @@ impl TlsTcp {
                 Some(rustls::HandshakeKind::Resumed)
             )),
             early_data_accepted: false,
+            local_port,
         };
         Ok((tls, activity, info))
     }

@@ -7,4 +7,5 @@ mod heap;
 mod process;
 mod quicgo_interop;
 mod requests;
+mod sockets;
 mod timeouts;

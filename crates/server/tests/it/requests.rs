@@ -124,27 +124,6 @@ async fn request_bodies_are_read_and_bounded_before_the_answer() {
     assert_eq!(body.len(), 100);
 }
 
-/// A minimal HTTP/3 request: QPACK with static-table references and literals only.
-fn h3_request(method_index: u8, path: &str, body: usize) -> Vec<u8> {
-    let mut fields = vec![0x00, 0x00, 0xc0 | method_index, 0xc0 | 23];
-    for (name_index, value) in [(0u8, "localhost"), (1, path)] {
-        fields.push(0x50 | name_index);
-        fields.push(value.len() as u8);
-        fields.extend_from_slice(value.as_bytes());
-    }
-    let mut out = vec![0x01, fields.len() as u8];
-    out.extend_from_slice(&fields);
-    if body > 0 {
-        out.push(0x00);
-        out.extend_from_slice(&(0x8000_0000u32 | body as u32).to_be_bytes());
-        out.resize(out.len() + body, b'x');
-    }
-    out
-}
-
-const GET: u8 = 17;
-const POST: u8 = 20;
-
 #[tokio::test]
 async fn h3_reads_finished_requests_to_the_end_and_stops_long_ones_with_h3_no_error() {
     let s = server(|_| {});

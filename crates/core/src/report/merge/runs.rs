@@ -8,7 +8,7 @@ use crate::histogram::{HistogramError, HistogramExport};
 use crate::report::connection::ConnectionRecord;
 use crate::report::load::{IntervalRecord, LoadReport};
 use crate::report::telemetry::Timeline;
-use crate::report::{ObjectCounts, RunCpu, RunReport};
+use crate::report::{ObjectCounts, RunCpu, RunReport, Spread};
 use crate::stats::noise::RunNoise;
 use crate::stats::saturation::ClientLoad;
 use crate::ErrorCounts;
@@ -237,6 +237,7 @@ impl<'a> Parts<'a> {
             load: self.load(completed)?,
             intervals: self.intervals()?,
             client: self.client()?,
+            spread: Spread::merged(self.runs.iter().filter_map(|(_, r)| r.spread)),
             noise: self.noise(),
             // A video session or a page is one client's: never sharded.
             video: None,

@@ -36,11 +36,16 @@ impl std::ops::Deref for Served {
 }
 
 pub fn server(change: impl FnOnce(&mut ServerOptions)) -> Served {
+    server_on(1, change)
+}
+
+/// A server on a runtime of `threads` workers (and as many UDP sockets).
+pub fn server_on(threads: usize, change: impl FnOnce(&mut ServerOptions)) -> Served {
     let mut o = ServerOptions::loopback();
     change(&mut o);
     let counted = Counted::new();
     Served {
-        server: InProcess::start(o, 1).expect("server starts"),
+        server: InProcess::start(o, threads).expect("server starts"),
         _counted: counted,
     }
 }
@@ -186,3 +191,24 @@ pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
 pub const HALF_CLIENT_HELLO: &[u8] = &[
     0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03,
 ];
+
+/// A minimal HTTP/3 request: QPACK with static-table references and literals only.
+pub fn h3_request(method_index: u8, path: &str, body: usize) -> Vec<u8> {
+    let mut fields = vec![0x00, 0x00, 0xc0 | method_index, 0xc0 | 23];
+    for (name_index, value) in [(0u8, "localhost"), (1, path)] {
+        fields.push(0x50 | name_index);
+        fields.push(value.len() as u8);
+        fields.extend_from_slice(value.as_bytes());
+    }
+    let mut out = vec![0x01, fields.len() as u8];
+    out.extend_from_slice(&fields);
+    if body > 0 {
+        out.push(0x00);
+        out.extend_from_slice(&(0x8000_0000u32 | body as u32).to_be_bytes());
+        out.resize(out.len() + body, b'x');
+    }
+    out
+}
+
+pub const GET: u8 = 17;
+pub const POST: u8 = 20;
