@@ -19,7 +19,10 @@ use crate::transport::tls::TicketStore;
 
 /// Each connection gets a QUIC endpoint (a UDP socket and its driver) of its own, as each h2
 /// connection has its own TCP socket: connections on different client threads then share no
-/// endpoint lock, socket or driver task, and scale as independent processes do.
+/// endpoint lock, socket or driver task, and scale as independent processes do. Past
+/// `MAX_ENDPOINTS` connections share the endpoints in turn: an endpoint costs a socket, a
+/// driver task and a receive buffer, which at ten thousand connections doubled the client's
+/// memory and added half its handshake CPU, for connections far more than the cores.
 pub struct H3 {
     crypto: Arc<quinn::crypto::rustls::QuicClientConfig>,
     transport: Arc<quinn::TransportConfig>,
@@ -28,7 +31,18 @@ pub struct H3 {
     zero_rtt: bool,
     tickets: Option<Arc<TicketStore>>,
     /// The endpoints with connections open (or closing), for `finish` to let them close.
-    endpoints: std::sync::Mutex<Vec<quinn::Endpoint>>,
+    endpoints: std::sync::Mutex<Pool>,
+}
+
+/// Most QUIC endpoints one transport opens (as many as a server's sockets at most).
+pub const MAX_ENDPOINTS: usize = qbench_stack::reuseport::MAX_SOCKETS;
+
+#[derive(Default)]
+struct Pool {
+    /// Each endpoint, with a second handle to its socket.
+    all: Vec<(quinn::Endpoint, Arc<std::net::UdpSocket>)>,
+    /// The next to share, once there are `MAX_ENDPOINTS`.
+    next: usize,
 }
 
 struct H3Conn {
@@ -116,8 +130,17 @@ impl H3 {
         })
     }
 
-    /// A new endpoint on a socket of its own, and a second handle to the socket.
+    /// The endpoint for a new connection: a new one on a socket of its own, or past
+    /// `MAX_ENDPOINTS` the next in turn; and a second handle to its socket.
     fn endpoint(&self) -> Result<(quinn::Endpoint, Arc<std::net::UdpSocket>), FetchError> {
+        let mut pool = self.endpoints.lock().unwrap_or_else(|e| e.into_inner());
+        // An endpoint and its socket go once their connections have, not with the run.
+        pool.all.retain(|(e, _)| e.open_connections() > 0);
+        if pool.all.len() >= MAX_ENDPOINTS {
+            let i = pool.next % pool.all.len();
+            pool.next = pool.next.wrapping_add(1);
+            return Ok(pool.all[i].clone());
+        }
         let target = &self.target;
         let sock = udp_socket(target.addr)
             .map_err(|e| FetchError::from_err("binding a UDP socket", &e))?;
@@ -136,11 +159,9 @@ impl H3 {
             qbench_stack::quic_knobs::set_gro(&fd, on)
                 .map_err(|e| FetchError::from_err("setting UDP_GRO", &e))?;
         }
-        let mut all = self.endpoints.lock().unwrap_or_else(|e| e.into_inner());
-        // A connection's endpoint and socket go once its connection is gone, not with the run.
-        all.retain(|e| e.open_connections() > 0);
-        all.push(endpoint.clone());
-        Ok((endpoint, Arc::new(fd)))
+        let made = (endpoint, Arc::new(fd));
+        pool.all.push(made.clone());
+        Ok(made)
     }
 
     /// Returns the connection and, when 0-RTT was attempted, the acceptance future.
@@ -190,9 +211,9 @@ impl Transport for H3 {
 
     fn finish(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {
-            let endpoints =
+            let pool =
                 std::mem::take(&mut *self.endpoints.lock().unwrap_or_else(|e| e.into_inner()));
-            let idle = futures_util::future::join_all(endpoints.iter().map(|e| e.wait_idle()));
+            let idle = futures_util::future::join_all(pool.all.iter().map(|(e, _)| e.wait_idle()));
             let _ = tokio::time::timeout(Duration::from_secs(1), idle).await;
         })
     }
