@@ -283,6 +283,7 @@ fn handshake_ms(r: &common::Run) -> f64 {
         .iter()
         .map(|x| x["handshake_us"].as_f64().unwrap() / 1000.0)
         .collect();
+    eprintln!("handshakes: {runs:?} ms");
     median(&runs)
 }
 

@@ -360,8 +360,15 @@ fn transport(spec: &RunSpec, peer: &Peer, clock: Clock) -> anyhow::Result<Box<dy
             clock,
         }),
         Protocol::H3 => Box::new(
-            H3::new(ep, tls, tickets, spec.zero_rtt, clock)
-                .map_err(|e| anyhow::anyhow!("{}: {}", e.kind, e.message))?,
+            H3::new(
+                ep,
+                tls,
+                tickets,
+                spec.zero_rtt,
+                clock,
+                spec.connections as usize,
+            )
+            .map_err(|e| anyhow::anyhow!("{}: {}", e.kind, e.message))?,
         ),
     })
 }

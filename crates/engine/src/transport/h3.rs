@@ -17,12 +17,14 @@ use super::{step, BoxFuture, Connected, Endpoint, Exchange, FetchError, Sink, Tr
 use crate::measure::clock::Clock;
 use crate::transport::tls::TicketStore;
 
-/// Each connection gets a QUIC endpoint (a UDP socket and its driver) of its own, as each h2
-/// connection has its own TCP socket: connections on different client threads then share no
-/// endpoint lock, socket or driver task, and scale as independent processes do. Past
-/// `MAX_ENDPOINTS` connections share the endpoints in turn: an endpoint costs a socket, a
-/// driver task and a receive buffer, which at ten thousand connections doubled the client's
-/// memory and added half its handshake CPU, for connections far more than the cores.
+/// Each connection of a run gets a QUIC endpoint (a UDP socket and its driver) of its own, as
+/// each h2 connection has its own TCP socket: connections on different client threads then
+/// share no endpoint lock, socket or driver task, and scale as independent processes do. The
+/// endpoints are made before the run, so that no handshake time includes making one (in a
+/// fresh VM that waited seconds for the kernel's random numbers), and a later run's
+/// connections take them in turn. Past `MAX_ENDPOINTS` connections share them: an endpoint
+/// costs a socket, a driver task and a receive buffer, which at ten thousand connections
+/// doubled the client's memory and ran out of descriptors, for connections far more than cores.
 pub struct H3 {
     crypto: Arc<quinn::crypto::rustls::QuicClientConfig>,
     transport: Arc<quinn::TransportConfig>,
@@ -30,20 +32,14 @@ pub struct H3 {
     clock: Clock,
     zero_rtt: bool,
     tickets: Option<Arc<TicketStore>>,
-    /// The endpoints with connections open (or closing), for `finish` to let them close.
-    endpoints: std::sync::Mutex<Pool>,
+    /// The endpoints, each with a second handle to its socket (where the report reads
+    /// UDP_GRO), and the next one to use.
+    endpoints: Vec<(quinn::Endpoint, Arc<std::net::UdpSocket>)>,
+    next: std::sync::atomic::AtomicUsize,
 }
 
 /// Most QUIC endpoints one transport opens (as many as a server's sockets at most).
 pub const MAX_ENDPOINTS: usize = qbench_stack::reuseport::MAX_SOCKETS;
-
-#[derive(Default)]
-struct Pool {
-    /// Each endpoint, with a second handle to its socket.
-    all: Vec<(quinn::Endpoint, Arc<std::net::UdpSocket>)>,
-    /// The next to share, once there are `MAX_ENDPOINTS`.
-    next: usize,
-}
 
 struct H3Conn {
     conn: quinn::Connection,
@@ -100,6 +96,30 @@ fn udp_socket(peer: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
     Ok(s.into())
 }
 
+/// An endpoint on a socket of its own, and a second handle to the socket.
+fn new_endpoint(
+    target: &Endpoint,
+) -> Result<(quinn::Endpoint, Arc<std::net::UdpSocket>), FetchError> {
+    let sock =
+        udp_socket(target.addr).map_err(|e| FetchError::from_err("binding a UDP socket", &e))?;
+    // The endpoint owns the socket; `gro=off` is set after quinn has turned GRO on.
+    let fd = sock
+        .try_clone()
+        .map_err(|e| FetchError::from_err("binding a UDP socket", &e))?;
+    let endpoint = quinn::Endpoint::new(
+        qbench_stack::quic_knobs::endpoint_config(&target.quic),
+        None,
+        sock,
+        Arc::new(quinn::TokioRuntime),
+    )
+    .map_err(|e| FetchError::from_err("creating the QUIC endpoint", &e))?;
+    if let Some(on) = target.quic.gro {
+        qbench_stack::quic_knobs::set_gro(&fd, on)
+            .map_err(|e| FetchError::from_err("setting UDP_GRO", &e))?;
+    }
+    Ok((endpoint, Arc::new(fd)))
+}
+
 fn route_to(peer: SocketAddr) -> std::io::Result<()> {
     let local: SocketAddr = match peer {
         SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
@@ -109,16 +129,21 @@ fn route_to(peer: SocketAddr) -> std::io::Result<()> {
 }
 
 impl H3 {
-    /// Needs a tokio runtime context.
+    /// With an endpoint for each of `connections` (at most `MAX_ENDPOINTS`). Needs a tokio
+    /// runtime context.
     pub fn new(
         target: Endpoint,
         tls: rustls::ClientConfig,
         tickets: Option<Arc<TicketStore>>,
         zero_rtt: bool,
         clock: Clock,
+        connections: usize,
     ) -> Result<Self, FetchError> {
         let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
             .map_err(|e| FetchError::new(ErrorKind::Tls, format!("QUIC TLS config: {e}")))?;
+        let endpoints = (0..connections.clamp(1, MAX_ENDPOINTS))
+            .map(|_| new_endpoint(&target))
+            .collect::<Result<_, _>>()?;
         Ok(Self {
             crypto: Arc::new(crypto),
             transport: Arc::new(transport(&target)),
@@ -126,42 +151,15 @@ impl H3 {
             clock,
             zero_rtt,
             tickets,
-            endpoints: Default::default(),
+            endpoints,
+            next: Default::default(),
         })
     }
 
-    /// The endpoint for a new connection: a new one on a socket of its own, or past
-    /// `MAX_ENDPOINTS` the next in turn; and a second handle to its socket.
-    fn endpoint(&self) -> Result<(quinn::Endpoint, Arc<std::net::UdpSocket>), FetchError> {
-        let mut pool = self.endpoints.lock().unwrap_or_else(|e| e.into_inner());
-        // An endpoint and its socket go once their connections have, not with the run.
-        pool.all.retain(|(e, _)| e.open_connections() > 0);
-        if pool.all.len() >= MAX_ENDPOINTS {
-            let i = pool.next % pool.all.len();
-            pool.next = pool.next.wrapping_add(1);
-            return Ok(pool.all[i].clone());
-        }
-        let target = &self.target;
-        let sock = udp_socket(target.addr)
-            .map_err(|e| FetchError::from_err("binding a UDP socket", &e))?;
-        // The endpoint owns the socket; `gro=off` is set after quinn has turned GRO on.
-        let fd = sock
-            .try_clone()
-            .map_err(|e| FetchError::from_err("binding a UDP socket", &e))?;
-        let endpoint = quinn::Endpoint::new(
-            qbench_stack::quic_knobs::endpoint_config(&target.quic),
-            None,
-            sock,
-            Arc::new(quinn::TokioRuntime),
-        )
-        .map_err(|e| FetchError::from_err("creating the QUIC endpoint", &e))?;
-        if let Some(on) = target.quic.gro {
-            qbench_stack::quic_knobs::set_gro(&fd, on)
-                .map_err(|e| FetchError::from_err("setting UDP_GRO", &e))?;
-        }
-        let made = (endpoint, Arc::new(fd));
-        pool.all.push(made.clone());
-        Ok(made)
+    /// The endpoint for a new connection: each in turn.
+    fn endpoint(&self) -> (quinn::Endpoint, Arc<std::net::UdpSocket>) {
+        let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.endpoints[i % self.endpoints.len()].clone()
     }
 
     /// Returns the connection and, when 0-RTT was attempted, the acceptance future.
@@ -211,9 +209,8 @@ impl Transport for H3 {
 
     fn finish(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {
-            let pool =
-                std::mem::take(&mut *self.endpoints.lock().unwrap_or_else(|e| e.into_inner()));
-            let idle = futures_util::future::join_all(pool.all.iter().map(|(e, _)| e.wait_idle()));
+            let idle =
+                futures_util::future::join_all(self.endpoints.iter().map(|(e, _)| e.wait_idle()));
             let _ = tokio::time::timeout(Duration::from_secs(1), idle).await;
         })
     }
@@ -223,7 +220,7 @@ impl H3 {
     async fn connect_inner(&self) -> Result<Connected, FetchError> {
         let taken_before = self.tickets.as_ref().map(|s| s.tickets_taken());
         let peer = Arc::new(PeerStreams::default());
-        let (endpoint, sock) = self.endpoint()?;
+        let (endpoint, sock) = self.endpoint();
         let local_port = sock.local_addr().ok().map(|a| a.port());
         let (conn, zero_rtt) = self.handshake(&endpoint, &peer).await?;
         let done = self.clock.now();
