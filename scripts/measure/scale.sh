@@ -16,7 +16,7 @@
 #      qbench-server --threads N: qbench h2 and h3 objects/s and client CPU-us per request,
 #      beside h2load -t N -c 64 -m 100 against the same server.
 #   3. open loop: the highest of RATES each protocol holds for 4 s with start lag p99 under 1 ms
-#      (64 connections, N client threads).
+#      and no request dropped but the window's last few (64 connections, N client threads).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROUNDS=${ROUNDS:-3}
@@ -166,7 +166,9 @@ for n in $N_LIST; do
     for rate in $RATES; do
       $Q --proto "$p" --objects 1x1KB --connections 64 --client-threads "$n" --server-threads "$n" \
         --duration 4s --warmup 1s --rate "$rate" --no-telemetry --json "$tmp/open.json" >/dev/null || true
-      ok=$(python3 -c "import json; r=json.load(open('$tmp/open.json'))['runs'][0]['load']; print(int(r['lag']['p99_us'] < 1000 and r['dropped'] == 0))" 2>/dev/null || echo 0)
+      # Held: start lag p99 under 1 ms, and nothing dropped but the window's last requests
+      # a starved runtime could not start in time (at most 0.1%, counted as dropped late).
+      ok=$(python3 -c "import json; r=json.load(open('$tmp/open.json'))['runs'][0]['load']; print(int(r['lag']['p99_us'] < 1000 and r['dropped'] == r['dropped_late'] and r['dropped'] <= max(1, r['sent'] // 1000)))" 2>/dev/null || echo 0)
       [ "$ok" = 1 ] || break
       best=$rate
     done
