@@ -11,7 +11,9 @@
 #   1. bulk: N x SIZE over N connections (--client-threads N --server-threads N, in-process
 #      server): Gbit/s, client and server CPU-s per GB, client voluntary context switches per
 #      GB, and the ratio of each to N=1; h3 beside N independent single-connection qbench
-#      processes run at once, and N iperf3 streams (kernel TCP, no TLS).
+#      processes run at once; the raw stacks without HTTP (`raw-transfer quic|tls-tcp
+#      --connections N`: N independent connections, each with its own endpoints and threads);
+#      and N iperf3 streams (kernel TCP, no TLS).
 #   2. small objects: SMALL x 1 KB over 64 connections x 100 streams against a standalone
 #      qbench-server --threads N: qbench h2 and h3 objects/s and client CPU-us per request,
 #      beside h2load -t N -c 64 -m 100 against the same server.
@@ -37,6 +39,7 @@ if [ "${#need[@]}" -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
 fi
 cargo build --release -q -p qbench -p qbench-server
+cargo build --release -q -p qbench-benches --bin raw-transfer
 Q=target/release/qbench
 S=target/release/qbench-server
 
@@ -81,14 +84,18 @@ for r in $(seq "$ROUNDS"); do
     done
     wait
     figures "$tmp"/ind-"$n"-"$r"-*.json | awk '{g+=$1} END {print g}' >>"$tmp/ind-$n.txt"
+    for k in quic tls-tcp; do
+      target/release/raw-transfer "$k" --bytes "$SIZE" --runs 1 --connections "$n" |
+        awk -F'\t' 'NR == 1 {print $4}' >>"$tmp/raw-$k-$n.txt"
+    done
     iperf3 -s -1 -B 127.0.0.1 -p 5299 -D
     sleep 0.3
     iperf3 -c 127.0.0.1 -p 5299 -t 3 -P "$n" -J |
       python3 -c "import json,sys; print(json.load(sys.stdin)['end']['sum_received']['bits_per_second'])" >>"$tmp/iperf-$n.txt"
   done
 done
-echo "| N | proto | Gbit/s | client CPU-s/GB | server CPU-s/GB | client vol. switches/GB | vs N=1: CPU/GB, switches/GB | N independent h3 processes | h3 / independent | iperf3 -P N |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| N | proto | Gbit/s | client CPU-s/GB | server CPU-s/GB | client vol. switches/GB | vs N=1: CPU/GB, switches/GB | N independent h3 processes | h3 / independent | raw quinn x N | raw TCP+rustls x N | iperf3 -P N |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 declare -A base_cpu base_sw
 for n in $N_LIST; do
   for p in h2 h3; do
@@ -101,10 +108,12 @@ for n in $N_LIST; do
     ratio=$(python3 -c "print(f'{$cc/max(${base_cpu[$p]},1e-9):.2f}x, {$sw/max(${base_sw[$p]},1e-9):.2f}x')")
     ind=$(median <"$tmp/ind-$n.txt")
     ip=$(median <"$tmp/iperf-$n.txt")
+    rq=$(median <"$tmp/raw-quic-$n.txt")
+    rt=$(median <"$tmp/raw-tls-tcp-$n.txt")
     if [ "$p" = h3 ]; then
-      extra=$(python3 -c "print(f'{$ind/1e9:.2f} | {$g/($ind/1e9):.2f} | {$ip/1e9:.1f}')")
+      extra=$(python3 -c "print(f'{$ind/1e9:.2f} | {$g/($ind/1e9):.2f} | {$rq:.2f} | {$rt:.2f} | {$ip/1e9:.1f}')")
     else
-      extra="- | - | -"
+      extra="- | - | - | - | -"
     fi
     printf '| %s | %s | %.2f | %.2f | %.2f | %.0f | %s | %s |\n' "$n" "$p" "$g" "$cc" "$sc" "$sw" "$ratio" "$extra"
   done
