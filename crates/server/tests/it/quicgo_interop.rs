@@ -46,7 +46,10 @@ fn quic_go_with_a_two_packet_client_hello_never_hangs() {
             .arg("."),
         BUILD_LIMIT,
     );
-    let server = common::server(|_| {});
+    // Two worker threads, so two sockets on the port: quic-go's packets find their connection's
+    // endpoint through the group's steering, not only through the kernel's hash.
+    let server = common::server_on(2, |_| {});
+    assert_eq!(server.udp_sockets(), 2);
     let dir = tempfile::tempdir().unwrap();
     let ca = dir.path().join("ca.pem");
     std::fs::write(&ca, server.cert_pem()).unwrap();
