@@ -1,5 +1,5 @@
 //! `qbench report`: a sweep's cell files, judged anew if asked, as one HTML page with its
-//! heatmaps beside it as SVG files.
+//! heatmaps and scaling charts beside it as SVG files.
 
 use std::path::Path;
 
@@ -31,22 +31,24 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
     let page = page(sweep)?;
     write_page(&args.html, &page)?;
     crate::say!(
-        "wrote {} ({} cells, {} heatmap(s), latency CDFs, cwnd timelines and state shares per cell)",
+        "wrote {} ({} cells, {} heatmap(s), {} scaling chart(s), latency CDFs, cwnd timelines and state shares per cell)",
         args.html.display(),
         cells,
-        page.heatmaps.len()
+        page.heatmaps.len(),
+        page.charts.len()
     );
     Ok(())
 }
 
-/// The heatmaps are SVG files beside the page: a stream or a device has no "beside".
+/// The heatmaps and charts are SVG files beside the page: a stream or a device has no
+/// "beside".
 fn check_page_dest(html: &Path) -> anyhow::Result<()> {
     qbench_engine::output::check_writable("--html", html)?;
     if !matches!(resolve(html), Ok(Target::Replace(_))) {
         return Err(ConfigError {
             flag: "--html",
             message: format!(
-                "{}: the page's heatmaps are written beside it as SVG files; name a file",
+                "{}: the page's heatmaps and charts are written beside it as SVG files; name a file",
                 html.display()
             ),
         }
@@ -119,7 +121,8 @@ fn control_fdr(cells: &[(Cell, CompareReport)], level: f64) -> Vec<Option<(f64, 
     discoveries(&p, level)
 }
 
-/// Heatmap `i` goes to `heatmap-<i>.svg` in the page's directory.
+/// Heatmap `i` goes to `heatmap-<i>.svg` in the page's directory, scaling chart `i` to
+/// `scaling-<i>.svg`.
 fn write_page(html: &Path, page: &Page) -> anyhow::Result<()> {
     let out_dir = html
         .parent()
@@ -127,6 +130,9 @@ fn write_page(html: &Path, page: &Page) -> anyhow::Result<()> {
         .unwrap_or(Path::new("."));
     for (i, svg) in page.heatmaps.iter().enumerate() {
         write_text(&out_dir.join(format!("heatmap-{i}.svg")), svg)?;
+    }
+    for (i, svg) in page.charts.iter().enumerate() {
+        write_text(&out_dir.join(format!("scaling-{i}.svg")), svg)?;
     }
     write_text(html, &page.html)
 }

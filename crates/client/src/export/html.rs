@@ -1,9 +1,10 @@
 //! The page of `qbench report`: a sweep's cells as heatmaps of the percent difference in each
 //! cell's metric, PLT by default (IMC'17 Figures 6-8 and 15: red = QUIC better, blue = TCP
-//! better, white = not significant), a table of every cell, and the environment and commands,
-//! as one HTML page plus SVG files.
+//! better, white = not significant), line charts of how each side scales with connections or
+//! threads, a table of every cell, and the environment and commands, as one HTML page plus SVG
+//! files.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use qbench_core::report::ccstate::StateMachine;
@@ -16,7 +17,7 @@ use qbench_core::stats::metric::Metric;
 use qbench_core::stats::noise::Losses;
 use qbench_core::{Report, Stats};
 
-use super::html_cell::{esc, Cmp};
+use super::html_cell::{esc, varying_axes, Cmp};
 use crate::export::heatmap::{heatmap, squares};
 use crate::export::svg::{cwnd_chart, line_chart, state_graph, Series};
 use crate::flags::rerun::{compare_command, compete_command};
@@ -32,11 +33,14 @@ pub struct Sweep {
     pub competitions: Vec<(Cell, CompeteReport)>,
 }
 
-/// The page, and each heatmap it draws, also to be written beside it as `heatmap-<i>.svg`
-/// for use outside the page.
+/// The page, and each heatmap and scaling chart it draws, also to be written beside it as
+/// SVG files for use outside the page.
 pub struct Page {
     pub html: String,
     pub heatmaps: Vec<String>,
+    /// Goodput and client CPU per GB against `connections` or `threads`, when a sweep varies
+    /// them.
+    pub charts: Vec<String>,
 }
 
 /// Heatmap axes and the comparison cells grouped by every other varying axis, one heatmap per
@@ -234,24 +238,6 @@ fn cell_details(i: usize, c: &Cmp) -> anyhow::Result<String> {
     }
     html.push_str(&state_share_table(&machines)?);
     Ok(html)
-}
-
-/// Axes whose value differs between cells; objects and rate first, as in the paper's figures.
-fn varying_axes(cells: &[Cmp]) -> Vec<String> {
-    let mut varying: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for c in cells {
-        for (k, v) in &c.cell.params {
-            varying.entry(k.clone()).or_default().insert(v.clone());
-        }
-    }
-    varying.retain(|_, v| v.len() > 1);
-    let mut keys: Vec<String> = varying.keys().cloned().collect();
-    keys.sort_by_key(|k| match k.as_str() {
-        "objects" => 0,
-        "rate" => 1,
-        _ => 2,
-    });
-    keys
 }
 
 fn heatmap_layout(cells: &[Cmp]) -> Layout<'_> {
@@ -500,8 +486,10 @@ pub fn page(sweep: Sweep) -> anyhow::Result<Page> {
     let cells = cells(sweep.comparisons, sweep.fdr);
     let layout = heatmap_layout(&cells);
     let heatmaps = heatmaps(&sweep.scenario, &layout);
+    let charts = super::scaling::charts(&sweep.scenario, &cells);
     let mut html = page_head(&sweep.scenario, &cells);
     html.push_str(&heatmaps.concat());
+    html.push_str(&super::scaling::section(&charts));
     html.push_str(&cell_table(&cells));
     html.push_str(&super::qoe::table(&cells));
     html.push_str("<h2>Per cell</h2>");
@@ -511,5 +499,9 @@ pub fn page(sweep: Sweep) -> anyhow::Result<Page> {
     html.push_str(&competitions_table(&sweep.competitions));
     html.push_str(&environment_and_commands(&cells, &sweep.competitions)?);
     html.push_str("</body></html>\n");
-    Ok(Page { html, heatmaps })
+    Ok(Page {
+        html,
+        heatmaps,
+        charts,
+    })
 }

@@ -12,6 +12,9 @@ mod html_cell;
 pub mod notes;
 pub mod progress;
 mod qoe;
+mod scaling;
+#[cfg(test)]
+mod scaling_tests;
 pub mod stream;
 pub mod svg;
 pub mod text;

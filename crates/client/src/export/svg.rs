@@ -21,7 +21,7 @@ const TOP: f64 = 40.0;
 const BOTTOM: f64 = 60.0;
 
 /// Tick spacing of 1, 2 or 5 times a power of ten giving about `n` ticks up to `max`.
-fn tick_step(max: f64, n: f64) -> f64 {
+pub(super) fn tick_step(max: f64, n: f64) -> f64 {
     if max <= 0.0 {
         return 1.0;
     }
@@ -35,7 +35,7 @@ fn tick_step(max: f64, n: f64) -> f64 {
 }
 
 /// A tick label without float noise: as many decimals as the step needs.
-fn tick(v: f64, step: f64) -> String {
+pub(super) fn tick(v: f64, step: f64) -> String {
     let decimals = (-step.log10().floor()).max(0.0) as usize;
     format!("{v:.decimals$}")
 }

@@ -314,6 +314,31 @@ fn cpu_line(report: &Report) -> Option<String> {
     ))
 }
 
+/// Where the CPU went, by thread role over all runs: "client 2 threads 1.20 s (busiest 95%)".
+fn threads_line(report: &Report) -> Option<String> {
+    let roles = qbench_core::report::spread::RoleCpu::combined(
+        report
+            .runs
+            .iter()
+            .filter_map(|r| r.spread.as_ref())
+            .flat_map(|s| &s.roles),
+    );
+    let parts: Vec<String> = roles
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} thread{} {:.2} s (busiest {:.0}%)",
+                r.role.name(),
+                r.threads,
+                if r.threads == 1 { "" } else { "s" },
+                r.cpu_s,
+                r.busiest * 100.0
+            )
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
 /// The readable summary: one figure per line, medians over runs.
 pub fn summary(report: &Report, headline: &str) -> String {
     let s = &report.summary;
@@ -353,6 +378,9 @@ pub fn summary(report: &Report, headline: &str) -> String {
     line("TTFB", hist_line(&s.ttfb));
     if let Some(v) = cpu_line(report) {
         line("CPU", v);
+    }
+    if let Some(v) = threads_line(report) {
+        line("CPU by thread", v);
     }
     line("errors", s.errors.to_string());
     client_lines(report, &mut line);

@@ -12,7 +12,7 @@ use qbench_core::spec::quic_knobs::QuicKnobs;
 use qbench_core::spec::{CompareSpec, CompeteSpec, RunSpec, SideOverrides};
 use qbench_core::{ByteSize, CcAlgo, Protocol, Workload};
 
-use super::values::{parse_client_cpu, parse_rwnd, MAX_CONNECTIONS};
+use super::values::{parse_client_cpu, parse_rwnd, MAX_CONNECTIONS, MAX_THREADS};
 use crate::flags::load::LoadArgs;
 use crate::flags::serve::ServeArgs;
 use qbench_engine::plan::config::{LinkChoice, TargetArgs};
@@ -114,7 +114,7 @@ pub struct ReportArgs {
     /// A `qbench sweep --out` directory
     pub dir: PathBuf,
 
-    /// Where to write the page; heatmap-N.svg files go next to it
+    /// Where to write the page; heatmap-N.svg and scaling-N.svg files go next to it
     #[arg(long, value_name = "FILE")]
     pub html: PathBuf,
 
@@ -346,7 +346,7 @@ pub struct RunArgs {
     pub dry_run: bool,
 
     /// Worker threads of the client runtime (1: everything runs on the main thread)
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_THREADS))]
     pub client_threads: u32,
 
     /// Run the client's threads (not the in-process server's) under a CPU quota of this
@@ -359,7 +359,7 @@ pub struct RunArgs {
     pub client_cpuset: Option<CpuSet>,
 
     /// Worker threads of the in-process server
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_THREADS))]
     pub server_threads: u32,
 
     #[command(flatten)]

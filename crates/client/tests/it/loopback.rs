@@ -214,5 +214,30 @@ fn connections_spread_over_sockets_on_both_sides() {
         // The in-process server serves the protocol measured: h2 binds no UDP.
         let udp = if proto == "h3" { 2 } else { 0 };
         assert_eq!(spread["server_udp_sockets"], udp, "{proto}");
+        // Where the CPU went: the client's runtime (its 2 workers and the main thread) and the
+        // server's 2 workers, each role's time within the process's own figures.
+        let role = |name: &str| {
+            spread["roles"]
+                .as_array()
+                .expect("roles")
+                .iter()
+                .find(|r| r["role"] == name)
+                .unwrap_or_else(|| panic!("{proto}: no {name} role in {spread}"))
+                .clone()
+        };
+        let (client, server) = (role("client"), role("server"));
+        assert!(
+            client["threads"].as_u64().unwrap() >= 3,
+            "{proto}: {client}"
+        );
+        assert_eq!(server["threads"], 2, "{proto}: {server}");
+        let cpu = &run["cpu"];
+        for (r, total) in [(&client, &cpu["client"]), (&server, &cpu["server"])] {
+            let total = total["user_s"].as_f64().unwrap() + total["sys_s"].as_f64().unwrap();
+            let busy = r["cpu_s"].as_f64().unwrap();
+            assert!(busy > 0.0, "{proto}: {r}");
+            // getrusage counts in ticks of the scheduler's accounting; schedstat in ns.
+            assert!(busy <= total + 0.05, "{proto}: {r} against {total} s");
+        }
     }
 }

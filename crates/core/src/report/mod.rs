@@ -12,6 +12,7 @@ pub mod merge;
 pub mod merge_check;
 pub mod merge_info;
 pub mod page;
+pub mod spread;
 pub mod telemetry;
 
 use std::collections::BTreeMap;
@@ -26,6 +27,7 @@ pub use crate::report::cpu_times::CpuTimes;
 use crate::report::link::LinkReport;
 use crate::report::load::{IntervalRecord, LoadReport, LoadSummary};
 use crate::report::merge_info::MergeInfo;
+pub use crate::report::spread::Spread;
 use crate::report::telemetry::Timeline;
 use crate::spec::start::StartRecord;
 use crate::spec::RunConfig;
@@ -36,47 +38,6 @@ pub const SCHEMA: &str = "qbench.run-report";
 /// 2: `config` is the measurement configuration alone (no output paths: `json`, `plot`,
 /// `state_graph` and `dry_run` left it), and a run that fails before connecting has a report.
 pub const SCHEMA_VERSION: u32 = 2;
-
-/// Where a run's work went on each side: its runtime's threads and its transport's sockets.
-/// A reader sees whether a run measured one socket's path or many.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Spread {
-    /// Worker threads of the client's runtime.
-    pub client_threads: u32,
-    /// Sockets the client's connections went through: the distinct local ports of
-    /// `connections` (a TCP socket per h1 or h2 connection, a QUIC endpoint's UDP socket per h3
-    /// connection).
-    pub client_sockets: u32,
-    /// Worker threads of the in-process server's runtime; null for a remote server.
-    pub server_threads: Option<u32>,
-    /// UDP sockets the in-process server received QUIC on, an endpoint each, in one
-    /// SO_REUSEPORT group on its port (0 when it serves no h3); null for a remote server.
-    pub server_udp_sockets: Option<u32>,
-}
-
-impl Spread {
-    /// The spread of shards run at once on many machines: each side's threads and sockets add.
-    pub fn merged(all: impl IntoIterator<Item = Self>) -> Option<Self> {
-        all.into_iter().reduce(|a, b| Self {
-            client_threads: a.client_threads + b.client_threads,
-            client_sockets: a.client_sockets + b.client_sockets,
-            server_threads: a.server_threads.zip(b.server_threads).map(|(x, y)| x + y),
-            server_udp_sockets: a
-                .server_udp_sockets
-                .zip(b.server_udp_sockets)
-                .map(|(x, y)| x + y),
-        })
-    }
-
-    /// The client's sockets as its connections name them.
-    pub fn client_sockets(connections: &[ConnectionRecord]) -> u32 {
-        let ports: std::collections::BTreeSet<u16> = connections
-            .iter()
-            .filter_map(|c| c.info.local_port)
-            .collect();
-        ports.len() as u32
-    }
-}
 
 /// CPU spent during one run by the client and (when in-process) the server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

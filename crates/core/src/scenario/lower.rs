@@ -8,7 +8,10 @@ use crate::spec::cpulimit::CpuQuota;
 use crate::spec::link::{parse_duration, LinkSpec};
 use crate::spec::quic_knobs::QuicKnobs;
 use crate::spec::workload::Workload;
-use crate::spec::{parse_flows, CompareSpec, CompeteSpec, ProxyChoice, RunSpec, SideOverrides};
+use crate::spec::{
+    parse_flows, CompareSpec, CompeteSpec, ProxyChoice, RunSpec, SideOverrides, MAX_CONNECTIONS,
+    MAX_THREADS,
+};
 use crate::wire::CcAlgo;
 
 /// A cell's axis values, by axis name.
@@ -61,7 +64,16 @@ impl Scenario {
     /// Connections, congestion control, loss recovery and QUIC settings.
     fn apply_transport(&self, p: &Params, run: &mut RunSpec) -> Result<(), ScenarioError> {
         let b = &self.base;
-        run.connections = b.connections.unwrap_or(run.connections);
+        run.connections = match p.get("connections") {
+            Some(v) => v.parse().map_err(|e| field("connections", e))?,
+            None => b.connections.unwrap_or(run.connections),
+        };
+        if !(1..=MAX_CONNECTIONS).contains(&run.connections) {
+            return Err(field(
+                "connections",
+                format!("1 to {MAX_CONNECTIONS} connections"),
+            ));
+        }
         run.streams = b.streams.or(run.streams);
         if let Some(v) = pick(p, "cc", &b.cc) {
             run.cc = Some(v.parse::<CcAlgo>().map_err(|e| field("cc", e))?);
@@ -107,6 +119,23 @@ impl Scenario {
             None => b.client_cpu,
         };
         run.client_cpu = cpu.and_then(CpuQuota::fraction);
+        let threads = |name: &str, base: Option<u32>| -> Result<u32, ScenarioError> {
+            let n = match p.get("threads") {
+                Some(v) => v.parse().map_err(|e| field("threads", e))?,
+                None => base.unwrap_or(1),
+            };
+            if !(1..=MAX_THREADS).contains(&n) {
+                let name = if p.contains_key("threads") {
+                    "threads"
+                } else {
+                    name
+                };
+                return Err(field(name, format!("1 to {MAX_THREADS} threads")));
+            }
+            Ok(n)
+        };
+        run.client_threads = threads("base.client_threads", b.client_threads)?;
+        run.server_threads = threads("base.server_threads", b.server_threads)?;
         if let Some(v) = &b.client_cpuset {
             run.client_cpuset = Some(v.parse().map_err(|e| field("base.client_cpuset", e))?);
         }
@@ -121,9 +150,19 @@ impl Scenario {
     /// segment beyond a middle host, and the proxy that runs there.
     fn apply_path(&self, p: &Params, run: &mut RunSpec) -> Result<(), ScenarioError> {
         let b = &self.base;
-        let mut link: Vec<String> = b.link.iter().cloned().collect();
+        let mut link: Vec<String> = match p.get("link").map(String::as_str) {
+            Some("none") => Vec::new(),
+            Some(v) => vec![v.to_string()],
+            None => b.link.iter().cloned().collect(),
+        };
         for k in ["rate", "rtt", "loss", "jitter"] {
             if let Some(val) = p.get(k) {
+                if p.get("link").is_some_and(|l| l == "none") {
+                    return Err(field(
+                        "link",
+                        format!("`none` is loopback: a `{k}` axis needs a link"),
+                    ));
+                }
                 link.push(format!("{k}={val}"));
             }
         }

@@ -90,6 +90,10 @@ pub struct Base {
     /// As `--proxy` (h2, h3): through `qbench proxy` on the middle host.
     pub proxy: Option<ProxyChoice>,
     pub connections: Option<u32>,
+    /// As `--client-threads`; a `threads` axis value overrides it.
+    pub client_threads: Option<u32>,
+    /// As `--server-threads`; a `threads` axis value overrides it.
+    pub server_threads: Option<u32>,
     pub streams: Option<u32>,
     pub cc: Option<String>,
     pub cwnd_cap: Option<u32>,
@@ -137,6 +141,9 @@ pub struct SideBase {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Axes {
+    /// The whole client link (as `--link`, e.g. "mtu=1500" for an unshaped namespace link),
+    /// or "none" for loopback; the other link axes are added to it.
+    pub link: Option<Vec<String>>,
     /// The link's rate.
     pub rate: Option<Vec<String>>,
     /// Open-loop requests per second (needs `base.duration`).
@@ -149,6 +156,12 @@ pub struct Axes {
     pub flows: Option<Vec<String>>,
     pub cc: Option<Vec<String>>,
     pub b_cwnd_cap: Option<Vec<u32>>,
+    /// Connections of each side (as `--connections`).
+    pub connections: Option<Vec<u32>>,
+    /// Worker threads of the client's runtime and of the in-process server's, together (as
+    /// `--client-threads N --server-threads N`): with `connections`, how a run scales with
+    /// cores.
+    pub threads: Option<Vec<u32>>,
     pub zero_rtt: Option<Vec<bool>>,
     /// `--reorder-threshold` of both sides (QUIC's packet threshold, TCP's tcp_reordering).
     pub reorder_threshold: Option<Vec<u32>>,
@@ -257,6 +270,9 @@ impl Scenario {
                     .map(|x| x.iter().map(CpuQuota::to_string).collect()),
             ),
             ("request_rate", s(&a.request_rate)),
+            ("threads", n(&a.threads)),
+            ("connections", n(&a.connections)),
+            ("link", s(&a.link)),
             ("rate", s(&a.rate)),
             ("rtt", s(&a.rtt)),
             ("loss", s(&a.loss)),

@@ -447,3 +447,67 @@ fn the_same_experiment_twice_is_refused() {
         assert!(e.contains("are the same experiment"), "{e}");
     }
 }
+
+/// The scaling axes: connections, and the client's and server's threads together, on
+/// loopback or across a named link.
+#[test]
+fn connections_threads_and_link_axes() {
+    let s = Scenario::parse(
+        "name = \"x\"\n[base]\nprotos = \"h2,h3\"\nserver_threads = 3\n[axes]\nlink = [\"none\", \"mtu=1500\"]\nconnections = [1, 4]\nthreads = [2]\n",
+    )
+    .unwrap();
+    let cells = s.cells().unwrap();
+    let got: Vec<(u32, u32, u32, bool)> = cells
+        .iter()
+        .map(|c| {
+            let b = &c.spec.as_compare().unwrap().base;
+            (
+                b.connections,
+                b.client_threads,
+                b.server_threads,
+                b.link.is_some(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (1, 2, 2, false),
+            (1, 2, 2, true),
+            (4, 2, 2, false),
+            (4, 2, 2, true)
+        ]
+    );
+    assert_eq!(cells[1].params["link"], "mtu=1500");
+    // Without the threads axis, the base's figures hold, 1 where absent.
+    let s = Scenario::parse("name = \"x\"\n[base]\nserver_threads = 3\n").unwrap();
+    let b = &s.cells().unwrap()[0]
+        .spec
+        .as_compare()
+        .unwrap()
+        .base
+        .clone();
+    assert_eq!((b.client_threads, b.server_threads), (1, 3));
+    for (bad, want) in [
+        ("[base]\n[axes]\nthreads = [0]", "threads: 1 to 256"),
+        ("[base]\n[axes]\nthreads = [257]", "threads: 1 to 256"),
+        (
+            "[base]\nclient_threads = 0",
+            "base.client_threads: 1 to 256",
+        ),
+        (
+            "[base]\n[axes]\nconnections = [0]",
+            "connections: 1 to 25000",
+        ),
+        ("[base]\nconnections = 25001", "connections: 1 to 25000"),
+        (
+            "[base]\n[axes]\nlink = [\"none\"]\nrate = [\"1gbit\"]",
+            "link: `none` is loopback",
+        ),
+        ("[base]\n[axes]\nlink = [\"mtu=9\"]", "link: "),
+    ] {
+        let s = Scenario::parse(&format!("name = \"x\"\n{bad}\n")).unwrap();
+        let err = s.cells().unwrap_err().to_string();
+        assert!(err.starts_with(want), "{bad}: {err}");
+    }
+}

@@ -302,6 +302,13 @@ pub fn parse_time_threshold(s: &str) -> Result<f64, String> {
 /// Bounds on `PROTO:COUNT` flows.
 pub const MAX_FLOWS_PER_PROTOCOL: u32 = 64;
 
+/// Connections per run, at most: TCP connections from one address to one server port are
+/// bounded by the kernel's ephemeral port range (32768-60999 by default, about 28,000).
+pub const MAX_CONNECTIONS: u32 = 25_000;
+
+/// Worker threads of the client's or the in-process server's runtime, at most.
+pub const MAX_THREADS: u32 = 256;
+
 /// `h3:1,h2:2`: protocols and how many flows of each (a bare protocol is one flow).
 pub fn parse_flows(s: &str) -> Result<Vec<(Protocol, u32)>, String> {
     s.split(',')

@@ -2,6 +2,7 @@
 //! (microseconds); the in-process server
 //! accounts for its own threads, and the client's share is the difference.
 
+use qbench_core::report::spread::{RoleCpu, ThreadRole};
 use qbench_core::CpuTimes;
 
 /// CPU time of the whole process so far.
@@ -31,9 +32,8 @@ pub struct ThreadTime {
     pub waiting_ns: u64,
 }
 
-/// This process's client threads: the main thread, the client runtime's and the pacer
-/// (not the in-process server's, nor the link's forwarders). Empty where /proc lacks it.
-pub fn client_threads() -> Vec<ThreadTime> {
+/// Every thread of this process with its role. Empty where /proc lacks it.
+pub fn all_threads() -> Vec<(ThreadRole, ThreadTime)> {
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
         return Vec::new();
     };
@@ -43,20 +43,58 @@ pub fn client_threads() -> Vec<ThreadTime> {
         let tid: u32 = e.file_name().to_str()?.parse().ok()?;
         let name = std::fs::read_to_string(e.path().join("comm")).ok()?;
         let name = name.trim().to_string();
-        let ours = tid == main || name == "qbench-client" || name == "qbench-pacer";
-        if !ours {
-            return None;
-        }
         let stat = std::fs::read_to_string(e.path().join("schedstat")).ok()?;
         let mut f = stat.split_whitespace().map(|v| v.parse::<u64>().ok());
-        Some(ThreadTime {
+        let t = ThreadTime {
             tid,
-            name,
             on_cpu_ns: f.next()??,
             waiting_ns: f.next()??,
-        })
+            name,
+        };
+        Some((ThreadRole::of(&t.name, tid == main), t))
     })
     .collect()
+}
+
+/// This process's client threads: the main thread, the client runtime's and the pacer
+/// (not the in-process server's, nor the link's forwarders). Empty where /proc lacks it.
+pub fn client_threads() -> Vec<ThreadTime> {
+    all_threads()
+        .into_iter()
+        .filter(|(role, _)| matches!(role, ThreadRole::Client | ThreadRole::Pacer))
+        .map(|(_, t)| t)
+        .collect()
+}
+
+/// Each role's CPU between two snapshots of `all_threads`, in role order; threads that started
+/// during it count from zero, threads that ended during it are missing.
+pub fn role_cpu(
+    before: &[(ThreadRole, ThreadTime)],
+    after: &[(ThreadRole, ThreadTime)],
+    wall: std::time::Duration,
+) -> Vec<RoleCpu> {
+    let wall_ns = wall.as_nanos().max(1) as f64;
+    let per_thread = after.iter().map(|(role, a)| {
+        let b = before.iter().find(|(_, b)| b.tid == a.tid);
+        let on = a.on_cpu_ns - b.map_or(0, |(_, b)| b.on_cpu_ns.min(a.on_cpu_ns));
+        RoleCpu {
+            role: *role,
+            threads: 1,
+            cpu_s: on as f64 / 1e9,
+            busiest: on as f64 / wall_ns,
+        }
+    });
+    let mut out: std::collections::BTreeMap<ThreadRole, RoleCpu> = Default::default();
+    for t in per_thread {
+        out.entry(t.role)
+            .and_modify(|o| {
+                o.threads += 1;
+                o.cpu_s += t.cpu_s;
+                o.busiest = o.busiest.max(t.busiest);
+            })
+            .or_insert(t);
+    }
+    out.into_values().collect()
 }
 
 /// Each thread's share of `wall` on a CPU and waiting for one, between two snapshots;
@@ -86,38 +124,59 @@ pub fn thread_loads(
 mod tests {
     use super::*;
 
+    /// Spins for a while on a thread named `name`, then reads `snapshot` from that thread.
+    fn spin_as<T: Send + 'static>(name: &str, snapshot: fn() -> T) -> T {
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                let t = std::time::Instant::now();
+                let mut x = 0u64;
+                while t.elapsed() < std::time::Duration::from_millis(30) {
+                    x = x.wrapping_add(1);
+                }
+                std::hint::black_box(x);
+                snapshot()
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+    }
+
     /// A client-runtime thread that spins is found and counted busy; other threads are not
     /// the client's.
     #[test]
     fn client_threads_are_found_and_their_cpu_counted() {
         let before = client_threads();
         let started = std::time::Instant::now();
-        let spin = std::thread::Builder::new()
-            .name("qbench-client".into())
-            .spawn(|| {
-                let t = std::time::Instant::now();
-                let mut x = 0u64;
-                while t.elapsed() < std::time::Duration::from_millis(50) {
-                    x = x.wrapping_add(1);
-                }
-                let after = client_threads();
-                std::hint::black_box(x);
-                after
-            })
-            .unwrap();
-        let after = spin.join().unwrap();
+        let after = spin_as("qbench-client", client_threads);
         let loads = thread_loads(&before, &after, started.elapsed());
         let spun = loads
             .iter()
             .find(|t| t.name == "qbench-client")
             .expect("found");
         assert!(spun.busy > 0.0, "{loads:?}");
-        let other = std::thread::Builder::new()
-            .name("qbench-server".into())
-            .spawn(client_threads)
-            .unwrap()
-            .join()
-            .unwrap();
+        let other = spin_as("qbench-server", client_threads);
         assert!(other.iter().all(|t| t.name != "qbench-server"));
+    }
+
+    /// A spinning server thread's time lands in the server's role, not the client's.
+    #[test]
+    fn role_cpu_sorts_threads_by_role() {
+        let before = all_threads();
+        let started = std::time::Instant::now();
+        let after = spin_as("qbench-server", all_threads);
+        let roles = role_cpu(&before, &after, started.elapsed());
+        let server = roles
+            .iter()
+            .find(|r| r.role == ThreadRole::Server)
+            .expect("server role");
+        // The other test may run a server-named thread at the same time.
+        assert!(server.threads >= 1, "{roles:?}");
+        assert!(server.cpu_s > 0.0 && server.busiest > 0.0, "{roles:?}");
+        assert!(
+            roles.iter().any(|r| r.role == ThreadRole::Client),
+            "{roles:?}"
+        );
+        assert!(roles.windows(2).all(|w| w[0].role < w[1].role), "{roles:?}");
     }
 }

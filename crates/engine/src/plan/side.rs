@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::measure::cpu::process_cpu;
+use crate::measure::cpu::{all_threads, process_cpu, role_cpu};
 use qbench_core::stats::noise::{
     forwarder_deltas, parse_proc_stat, CpuStat, RunNoise, STEAL_THRESHOLD_PCT,
 };
@@ -23,6 +23,7 @@ use crate::transport::h3::H3;
 use crate::transport::tcp::TlsTcp;
 use crate::transport::tls::{client_config, ticket_store};
 use crate::transport::Transport;
+use qbench_core::report::spread::RoleCpu;
 use qbench_core::report::Spread;
 use qbench_core::spec::RunSpec;
 use qbench_core::Protocol;
@@ -162,9 +163,10 @@ impl<'a> Side<'a> {
     }
 
     /// The threads and sockets this side's run went through.
-    fn spread(&self, rep: &RunReport) -> Spread {
+    fn spread(&self, rep: &RunReport, roles: Vec<RoleCpu>) -> Spread {
         let workers = tokio::runtime::Handle::current().metrics().num_workers();
         Spread {
+            roles,
             client_threads: workers as u32,
             client_sockets: Spread::client_sockets(&rep.connections),
             server_threads: self.server.map(|s| s.worker_threads() as u32),
@@ -184,7 +186,9 @@ impl<'a> Side<'a> {
         let (p0, s0, x0) = self.cpu_now();
         let tcp0 = (CLIENT_TCP.snapshot(), SERVER_TCP.snapshot());
         let relayed0 = self.proxy.map(|p| relayed(&p.stats));
+        let (threads0, wall) = (all_threads(), std::time::Instant::now());
         let mut rep = self.runner.run(index, bar).await;
+        let roles = role_cpu(&threads0, &all_threads(), wall.elapsed());
         let (p1, s1, x1) = self.cpu_now();
         let tcp1 = (CLIENT_TCP.snapshot(), SERVER_TCP.snapshot());
         let (m1, f1) = (machine_cpu(), self.link.map(Topology::forwarder_stats));
@@ -246,7 +250,7 @@ impl<'a> Side<'a> {
             rep.complete = false;
             rep.first_error = Some(format!("{e:#}"));
         }
-        rep.spread = Some(self.spread(&rep));
+        rep.spread = Some(self.spread(&rep, roles));
         qbench_stack::qlog::flush_all();
         self.runs.push(rep);
         self.runs.last().expect("just pushed")

@@ -237,7 +237,7 @@ impl<'a> Parts<'a> {
             load: self.load(completed)?,
             intervals: self.intervals()?,
             client: self.client()?,
-            spread: Spread::merged(self.runs.iter().filter_map(|(_, r)| r.spread)),
+            spread: Spread::merged(self.runs.iter().filter_map(|(_, r)| r.spread.clone())),
             noise: self.noise(),
             // A video session or a page is one client's: never sharded.
             video: None,
