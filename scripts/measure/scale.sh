@@ -16,7 +16,10 @@
 #      and N iperf3 streams (kernel TCP, no TLS).
 #   2. small objects: SMALL x 1 KB over 64 connections x 100 streams against a standalone
 #      qbench-server --threads N: qbench h2 and h3 objects/s and client CPU-us per request,
-#      beside h2load -t N -c 64 -m 100 against the same server.
+#      beside the h2 crate alone (`raw-requests --threads N`: the same connections and streams,
+#      qbench's TLS settings, nothing else: the stack's floor), the same with each connection
+#      pinned to one of N single-threaded runtimes (`--pin`), and h2load -t N -c 64 -m 100
+#      against the same server.
 #   3. open loop: the highest of RATES each protocol holds for 4 s with start lag p99 under 1 ms
 #      and no request dropped but the window's last few (64 connections, N client threads).
 set -euo pipefail
@@ -39,7 +42,7 @@ if [ "${#need[@]}" -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
 fi
 cargo build --release -q -p qbench -p qbench-server
-cargo build --release -q -p qbench-benches --bin raw-transfer
+cargo build --release -q -p qbench-benches --bin raw-transfer --bin raw-requests
 Q=target/release/qbench
 S=target/release/qbench-server
 
@@ -129,8 +132,8 @@ port_of() { # server log: its address line
   echo "qbench-server did not start: $(cat "$1")" >&2
   exit 1
 }
-echo "| N | qbench h2 objects/s | client CPU-us/request | qbench h3 objects/s | client CPU-us/request | h2load -t N req/s | qbench h2 / h2load |"
-echo "| --- | --- | --- | --- | --- | --- | --- |"
+echo "| N | qbench h2 objects/s | client CPU-us/request | qbench h3 objects/s | client CPU-us/request | raw h2 crate req/s | its CPU-us/request | pinned raw h2 req/s | its CPU-us/request | h2load -t N req/s | qbench h2 / raw h2 | qbench h2 / h2load |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for n in $N_LIST; do
   $S --listen 127.0.0.1:0 --threads "$n" --cert-out "$tmp/cert-$n.pem" 2>"$tmp/server-$n.log" &
   pids+=($!)
@@ -142,6 +145,10 @@ for n in $N_LIST; do
         --json "$tmp/small-$p-$n-$r.json" >/dev/null
       figures "$tmp/small-$p-$n-$r.json" >>"$tmp/small-$p-$n.txt"
     done
+    target/release/raw-requests --target "$addr" --ca "$tmp/cert-$n.pem" --requests "$SMALL" \
+      --connections 64 --streams 100 --threads "$n" --runs 1 | sed -n 1p >>"$tmp/raw-$n.txt"
+    target/release/raw-requests --target "$addr" --ca "$tmp/cert-$n.pem" --requests "$SMALL" \
+      --connections 64 --streams 100 --threads "$n" --pin --runs 1 | sed -n 1p >>"$tmp/pin-$n.txt"
     h2load -t "$n" -c 64 -m 100 -n "$SMALL" "https://$addr/bytes/1024" 2>/dev/null |
       awk '/^finished in/ {gsub(",", "", $4); print $4}' >>"$tmp/h2load-$n.txt"
   done
@@ -158,7 +165,11 @@ for p in ("h2", "h3"):
     out.append(statistics.median(r[5] / r[6] for r in rs))
     out.append(statistics.median(r[1] / r[5] * 1e6 for r in rs))
 h2load = statistics.median(float(l) for l in open(f"{tmp}/h2load-{n}.txt") if l.strip())
-print(f"| {n} | {out[0]:.0f} | {out[1]:.1f} | {out[2]:.0f} | {out[3]:.1f} | {h2load:.0f} | {out[0]/h2load:.2f} |")
+def raw(name):
+    rs = [l.split("\t") for l in open(f"{tmp}/{name}-{n}.txt") if l.strip()]
+    return statistics.median(float(r[3]) for r in rs), statistics.median(float(r[5]) for r in rs)
+(raw_rate, raw_us), (pin_rate, pin_us) = raw("raw"), raw("pin")
+print(f"| {n} | {out[0]:.0f} | {out[1]:.1f} | {out[2]:.0f} | {out[3]:.1f} | {raw_rate:.0f} | {raw_us:.1f} | {pin_rate:.0f} | {pin_us:.1f} | {h2load:.0f} | {out[0]/raw_rate:.2f} | {out[0]/h2load:.2f} |")
 EOF
 )
   echo "$row"
@@ -179,9 +190,9 @@ for n in $N_LIST; do
       # a starved runtime could not start in time (at most 0.1%, counted as dropped late).
       ok=$(python3 -c "import json; r=json.load(open('$tmp/open.json'))['runs'][0]['load']; print(int(r['lag']['p99_us'] < 1000 and r['dropped'] == r['dropped_late'] and r['dropped'] <= max(1, r['sent'] // 1000)))" 2>/dev/null || echo 0)
       [ "$ok" = 1 ] || break
-      best=$rate
+      best="$rate/s"
     done
     held+=("$best")
   done
-  echo "| $n | ${held[0]}/s | ${held[1]}/s |"
+  echo "| $n | ${held[0]} | ${held[1]} |"
 done
