@@ -5,6 +5,7 @@ pub mod fetch;
 pub mod hold;
 pub mod pacer;
 pub mod page;
+pub mod pinned;
 pub mod reqlog;
 pub mod requests;
 pub mod runner;

@@ -32,6 +32,9 @@ pub struct Workers {
     pub until: Option<Until>,
     /// `--log-requests`.
     pub log: Option<crate::drive::reqlog::LogTo>,
+    /// Connection `ci`'s workers run on `pinned.handle(ci)`, the runtime its connection was
+    /// made on; `None`: on the calling runtime.
+    pub pinned: Option<Arc<crate::drive::pinned::Pinned>>,
 }
 
 impl Workers {
@@ -46,7 +49,7 @@ impl Workers {
         let next = Arc::new(AtomicU64::new(0));
         for _ in 0..workers {
             let (w, conn, next) = (self.clone(), conn.clone(), next.clone());
-            tasks.spawn(async move {
+            let work = async move {
                 loop {
                     let n = next.fetch_add(1, Ordering::Relaxed);
                     let i = ci.wrapping_add(n.wrapping_mul(k));
@@ -69,7 +72,11 @@ impl Workers {
                     }
                     lock(&w.rec).object(outcome);
                 }
-            });
+            };
+            match &self.pinned {
+                Some(p) => tasks.spawn_on(work, p.handle(ci as usize)),
+                None => tasks.spawn(work),
+            };
         }
     }
 }

@@ -107,10 +107,32 @@ impl<'a> Side<'a> {
     ) -> anyhow::Result<Self> {
         let spec = cfg.spec();
         let plan = plan(cfg, &peer);
-        let transport = transport(spec, &peer, clock)?;
+        // A closed loop's connections stay on one thread each, with their workers and (h3)
+        // their endpoints. An open loop's pacer and an app's player hand out requests from
+        // the calling runtime, so their connections stay there.
+        let closed_loop = spec.load.as_ref().and_then(|l| l.rate).is_none()
+            && spec.video.is_none()
+            && spec.page.is_none();
+        let pinned = if spec.client_threads > 1 && closed_loop {
+            let on_start = prepared
+                .cpu
+                .as_ref()
+                .map(|c| Arc::new(c.on_thread_start()) as crate::drive::pinned::OnStart);
+            Some(
+                crate::drive::pinned::Pinned::start(spec.client_threads as usize, on_start)
+                    .map_err(|e| anyhow::anyhow!("starting the client's threads: {e}"))?,
+            )
+        } else {
+            None
+        };
+        let transport = transport(spec, &peer, clock, pinned.as_ref())?;
+        let mut runner = Runner::new(transport, plan, clock);
+        if let Some(p) = pinned {
+            runner.pin(p);
+        }
         Ok(Side {
             peer,
-            runner: Runner::new(transport, plan, clock),
+            runner,
             server,
             link: prepared.link.as_ref(),
             link_b: prepared.link_b.as_ref(),
@@ -164,7 +186,10 @@ impl<'a> Side<'a> {
 
     /// The threads and sockets this side's run went through.
     fn spread(&self, rep: &RunReport, roles: Vec<RoleCpu>) -> Spread {
-        let workers = tokio::runtime::Handle::current().metrics().num_workers();
+        let workers = self
+            .runner
+            .pinned_threads()
+            .unwrap_or_else(|| tokio::runtime::Handle::current().metrics().num_workers());
         Spread {
             roles,
             client_threads: workers as u32,
@@ -349,7 +374,12 @@ fn telemetry_uri(cfg: &Config, peer: &Peer) -> http::Uri {
 }
 
 /// The client's transport to `peer` for `spec`'s protocol, resuming sessions with `--resume`.
-fn transport(spec: &RunSpec, peer: &Peer, clock: Clock) -> anyhow::Result<Box<dyn Transport>> {
+fn transport(
+    spec: &RunSpec,
+    peer: &Peer,
+    clock: Clock,
+    pinned: Option<&crate::drive::pinned::Pinned>,
+) -> anyhow::Result<Box<dyn Transport>> {
     let tickets = spec.resume.then(ticket_store);
     let alpn = spec.proto.alpn();
     let tls = client_config(&peer.trust, alpn, tickets.clone(), spec.zero_rtt)?;
@@ -371,6 +401,7 @@ fn transport(spec: &RunSpec, peer: &Peer, clock: Clock) -> anyhow::Result<Box<dy
                 spec.zero_rtt,
                 clock,
                 spec.connections as usize,
+                pinned,
             )
             .map_err(|e| anyhow::anyhow!("{}: {}", e.kind, e.message))?,
         ),

@@ -19,7 +19,8 @@ use crate::transport::tls::TicketStore;
 
 /// Each connection of a run gets a QUIC endpoint (a UDP socket and its driver) of its own, as
 /// each h2 connection has its own TCP socket: connections on different client threads then
-/// share no endpoint lock, socket or driver task, and scale as independent processes do. The
+/// share no endpoint lock, socket or driver task, and scale as independent processes do. With
+/// pinned client threads, an endpoint is made on the thread whose connections use it. The
 /// endpoints are made before the run, so that no handshake time includes making one (in a
 /// fresh VM that waited seconds for the kernel's random numbers), and a later run's
 /// connections take them in turn. Past `MAX_ENDPOINTS` connections share them: an endpoint
@@ -35,7 +36,11 @@ pub struct H3 {
     /// The endpoints, each with a second handle to its socket (where the report reads
     /// UDP_GRO), and the next one to use.
     endpoints: Vec<(quinn::Endpoint, Arc<std::net::UdpSocket>)>,
-    next: std::sync::atomic::AtomicUsize,
+    /// With pinned client threads, endpoint `i` was made on pinned runtime `i % lanes`, and
+    /// each runtime's connections take its own endpoints in turn (`next[k]`); otherwise one
+    /// lane.
+    lanes: usize,
+    next: Vec<std::sync::atomic::AtomicUsize>,
 }
 
 /// Most QUIC endpoints one transport opens (as many as a server's sockets at most).
@@ -130,7 +135,8 @@ fn route_to(peer: SocketAddr) -> std::io::Result<()> {
 
 impl H3 {
     /// With an endpoint for each of `connections` (at most `MAX_ENDPOINTS`). Needs a tokio
-    /// runtime context.
+    /// runtime context. With `pinned`, endpoint `i` is made on `pinned.handle(i)`, where its
+    /// socket is polled and its driver runs, beside the connections made there.
     pub fn new(
         target: Endpoint,
         tls: rustls::ClientConfig,
@@ -138,12 +144,20 @@ impl H3 {
         zero_rtt: bool,
         clock: Clock,
         connections: usize,
+        pinned: Option<&crate::drive::pinned::Pinned>,
     ) -> Result<Self, FetchError> {
         let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
             .map_err(|e| FetchError::new(ErrorKind::Tls, format!("QUIC TLS config: {e}")))?;
         let endpoints = (0..connections.clamp(1, MAX_ENDPOINTS))
-            .map(|_| new_endpoint(&target))
+            .map(|i| match pinned {
+                Some(p) => {
+                    let _on = p.handle(i).enter();
+                    new_endpoint(&target)
+                }
+                None => new_endpoint(&target),
+            })
             .collect::<Result<_, _>>()?;
+        let lanes = pinned.map_or(1, |p| p.threads());
         Ok(Self {
             crypto: Arc::new(crypto),
             transport: Arc::new(transport(&target)),
@@ -152,14 +166,22 @@ impl H3 {
             zero_rtt,
             tickets,
             endpoints,
-            next: Default::default(),
+            lanes,
+            next: (0..lanes).map(|_| Default::default()).collect(),
         })
     }
 
-    /// The endpoint for a new connection: each in turn.
+    /// The endpoint for a new connection: on a pinned thread, the next of those made on its
+    /// runtime; elsewhere (or where that runtime has none), the next of all.
     fn endpoint(&self) -> (quinn::Endpoint, Arc<std::net::UdpSocket>) {
-        let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.endpoints[i % self.endpoints.len()].clone()
+        let all = self.endpoints.len();
+        let (lane, first, count) = match crate::drive::pinned::current_index() {
+            Some(k) if k < self.lanes && k < all => (k, k, (all - k).div_ceil(self.lanes)),
+            _ => (0, 0, all),
+        };
+        let step = if count == all { 1 } else { self.lanes };
+        let j = self.next[lane].fetch_add(1, std::sync::atomic::Ordering::Relaxed) % count;
+        self.endpoints[first + j * step].clone()
     }
 
     /// Returns the connection and, when 0-RTT was attempted, the acceptance future.

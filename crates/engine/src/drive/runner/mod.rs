@@ -19,6 +19,7 @@ use tokio::task::JoinSet;
 use crate::drive::app::{App, AppPlan, AppRun};
 use crate::drive::fetch::lock;
 use crate::drive::hold::{open_loop, show_time, ticker, OnInterval, OpenLoop};
+use crate::drive::pinned::Pinned;
 use crate::drive::reqlog::LogTo;
 use crate::drive::requests::Requests;
 use crate::drive::until::{Stop, Until};
@@ -26,7 +27,8 @@ use crate::drive::verify::DigestBook;
 use crate::drive::workers::Workers;
 use crate::measure::clock::Clock;
 use crate::transport::reopen::{Reopening, Reopens};
-use crate::transport::{get_body, Conn, Transport};
+use crate::transport::{get_body, Conn, FetchError, Transport};
+use qbench_core::errors::ErrorKind;
 
 pub struct Plan {
     pub requests: Arc<Requests>,
@@ -66,6 +68,9 @@ pub struct Runner {
     /// Connections kept open between runs with `--reuse`.
     warm: Option<Open>,
     stop: Arc<Stop>,
+    /// With several client threads: closed-loop connections, each with its workers, on one
+    /// single-threaded runtime each (see `pinned`).
+    pinned: Option<Arc<Pinned>>,
 }
 
 /// What the steps of one run share.
@@ -105,7 +110,18 @@ impl Runner {
             clock,
             warm: None,
             stop: Arc::default(),
+            pinned: None,
         }
+    }
+
+    /// Closed-loop connections go to `pinned`'s runtimes from the next run on.
+    pub fn pin(&mut self, pinned: Pinned) {
+        self.pinned = Some(Arc::new(pinned));
+    }
+
+    /// The threads that run the connections, when they are pinned.
+    pub fn pinned_threads(&self) -> Option<usize> {
+        self.pinned.as_ref().map(|p| p.threads())
     }
 
     /// Stops a held load early (a stopping signal): no request starts after it, and the run
@@ -213,6 +229,7 @@ impl Runner {
             k: self.plan.connections as u64,
             until: run.until.clone(),
             log: run.log.clone(),
+            pinned: None,
         }
     }
 
@@ -227,6 +244,10 @@ impl Runner {
     ) -> (Open, Vec<ConnId>) {
         let open_loop = self.plan.load.as_ref().and_then(|l| l.rate).is_some();
         let closed_loop = !open_loop && self.plan.app.is_none();
+        // An open loop's pacer and an app's player hand out requests from the calling
+        // runtime: their connections stay there.
+        let pin = self.pinned.clone().filter(|_| closed_loop);
+        workers.pinned = pin.clone();
         match self.warm.take() {
             Some(warm) => {
                 workers.k = warm.len() as u64;
@@ -248,7 +269,7 @@ impl Runner {
                         workers.spawn(ci as u64, c, tasks);
                     }
                 };
-                self.connect_all(rec, tasks, &mut up).await
+                self.connect_all(rec, tasks, &mut up, pin.as_ref()).await
             }
         }
     }
@@ -422,13 +443,29 @@ impl Runner {
         rec: &Arc<Mutex<Recorder>>,
         tasks: &mut JoinSet<()>,
         up: &mut Up<'_>,
+        pin: Option<&Arc<Pinned>>,
     ) -> (Open, Vec<ConnId>) {
         let clock = self.clock;
         // Each handshake is timed from its own start, when a place among the connecting frees.
         let mut attempts = futures_util::stream::iter(0..self.plan.connections)
             .map(|ci| {
                 let id = lock(rec).connection_started(clock.now());
-                async move { (ci, id, self.transport.connect().await) }
+                let on = pin.map(|p| p.handle(ci).clone());
+                let transport = self.transport.clone();
+                async move {
+                    let connected = match on {
+                        // Made on its runtime: its driver task and socket live there.
+                        Some(h) => match h.spawn(async move { transport.connect().await }).await {
+                            Ok(r) => r,
+                            Err(e) => Err(FetchError::new(
+                                ErrorKind::Io,
+                                format!("connecting on a pinned client thread: {e}"),
+                            )),
+                        },
+                        None => self.transport.connect().await,
+                    };
+                    (ci, id, connected)
+                }
             })
             .buffer_unordered(CONNECTING);
         let mut done = Vec::new();
