@@ -240,4 +240,21 @@ fn connections_spread_over_sockets_on_both_sides() {
             assert!(busy <= total + 0.05, "{proto}: {r} against {total} s");
         }
     }
+    // More threads than connections: a thread per connection, no idle one.
+    let r = qbench(&[
+        "--proto",
+        "h2",
+        "--objects",
+        "4x10KB",
+        "--connections",
+        "2",
+        "--client-threads",
+        "3",
+        "--verify",
+    ]);
+    assert_complete(&r, 1, 4, 40_000);
+    assert_eq!(
+        r.json.as_ref().unwrap()["runs"][0]["spread"]["client_threads"],
+        2
+    );
 }

@@ -9,8 +9,9 @@ use crate::report::connection::ConnectionRecord;
 /// Where a run's work went on each side: its runtime's threads and its transport's sockets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Spread {
-    /// Client threads that ran the connections: with several, the pinned runtimes' threads (one
-    /// per `--client-threads`), each with its share of a closed loop's connections.
+    /// Client threads that ran the connections: with several, the pinned runtimes' threads (as
+    /// many as `--client-threads`, at most one per connection), each with its share of a
+    /// closed loop's connections.
     pub client_threads: u32,
     /// Sockets the client's connections went through: the distinct local ports of
     /// `connections` (a TCP socket per h1 or h2 connection, a QUIC endpoint's UDP socket per h3

@@ -113,13 +113,15 @@ impl<'a> Side<'a> {
         let closed_loop = spec.load.as_ref().and_then(|l| l.rate).is_none()
             && spec.video.is_none()
             && spec.page.is_none();
-        let pinned = if spec.client_threads > 1 && closed_loop {
+        // A thread with no connection would run nothing.
+        let lanes = (spec.client_threads as usize).min(plan.connections);
+        let pinned = if lanes > 1 && closed_loop {
             let on_start = prepared
                 .cpu
                 .as_ref()
                 .map(|c| Arc::new(c.on_thread_start()) as crate::drive::pinned::OnStart);
             Some(
-                crate::drive::pinned::Pinned::start(spec.client_threads as usize, on_start)
+                crate::drive::pinned::Pinned::start(lanes, on_start)
                     .map_err(|e| anyhow::anyhow!("starting the client's threads: {e}"))?,
             )
         } else {
