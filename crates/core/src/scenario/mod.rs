@@ -29,7 +29,8 @@ pub const MAX_CELLS: u64 = 10_000;
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
     /// toml's message names the field and the line.
-    #[error("{0}")]
+    // The inner error speaks for itself: `{:#}` would print it twice.
+    #[error(transparent)]
     Parse(#[from] toml::de::Error),
     #[error("axis `{0}` is empty")]
     EmptyAxis(&'static str),

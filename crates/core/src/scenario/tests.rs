@@ -100,6 +100,16 @@ fn unknown_fields_name_field_and_line() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("bandwidth") && err.contains("line 4"), "{err}");
+    // A chain printer (anyhow's `{:#}`) shows toml's message once: no source repeats it.
+    let err = Scenario::parse("name = \"x\"\n[base]\n[axes]\nthreads = [-1]\n").unwrap_err();
+    let mut chain = vec![err.to_string()];
+    let mut source = std::error::Error::source(&err);
+    while let Some(s) = source {
+        chain.push(s.to_string());
+        source = s.source();
+    }
+    let joined = chain.join(": ");
+    assert_eq!(joined.matches("TOML parse error").count(), 1, "{joined}");
     let err = Scenario::parse("name = \"x\"\n[base]\n[axes]\nrate = []\n").unwrap();
     assert!(matches!(err.cells(), Err(ScenarioError::EmptyAxis("rate"))));
 }

@@ -24,7 +24,8 @@ pub enum InputError {
     TooLarge { cap: u64, what: &'static str },
     #[error("not UTF-8 text")]
     NotText,
-    #[error("{0}")]
+    // The inner error speaks for itself: `{:#}` would print it twice.
+    #[error(transparent)]
     Io(#[from] std::io::Error),
 }
 

@@ -29,9 +29,11 @@ pub enum MergeError {
         other: String,
         index: u32,
     },
-    #[error("{0}")]
+    // The inner error speaks for itself: `{:#}` would print it twice.
+    #[error(transparent)]
     Histogram(#[from] HistogramError),
-    #[error("{0}")]
+    // The inner error speaks for itself: `{:#}` would print it twice.
+    #[error(transparent)]
     Input(#[from] crate::report::merge_check::InputError),
 }
 
