@@ -95,18 +95,29 @@ pub struct RoleCpu {
 }
 
 impl RoleCpu {
-    /// The same roles over several runs or shards: time adds, threads and the busiest share
-    /// are the largest seen. Sorted by role.
+    /// The same roles over several runs: time adds, threads and the busiest share are the
+    /// largest seen. Sorted by role.
     pub fn combined<'a>(all: impl IntoIterator<Item = &'a Self>) -> Vec<Self> {
+        Self::by_role(all.into_iter().cloned(), u32::max)
+    }
+
+    /// One entry per role, sorted: time adds, the busiest share is the largest, and thread
+    /// counts meet by `threads` (adding for threads or shards apart, the largest for runs of
+    /// one process).
+    pub fn by_role(all: impl IntoIterator<Item = Self>, threads: fn(u32, u32) -> u32) -> Vec<Self> {
         let mut out: std::collections::BTreeMap<ThreadRole, Self> = Default::default();
         for r in all {
-            out.entry(r.role)
-                .and_modify(|o| {
-                    o.threads = o.threads.max(r.threads);
+            match out.entry(r.role) {
+                std::collections::btree_map::Entry::Occupied(mut o) => {
+                    let o = o.get_mut();
+                    o.threads = threads(o.threads, r.threads);
                     o.cpu_s += r.cpu_s;
                     o.busiest = o.busiest.max(r.busiest);
-                })
-                .or_insert_with(|| r.clone());
+                }
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(r);
+                }
+            }
         }
         out.into_values().collect()
     }
@@ -124,18 +135,8 @@ impl Spread {
                 .server_udp_sockets
                 .zip(b.server_udp_sockets)
                 .map(|(x, y)| x + y),
-            roles: {
-                let mut roles = RoleCpu::combined(a.roles.iter().chain(&b.roles));
-                // Shards run on separate machines: their threads add, unlike one process's runs.
-                for r in &mut roles {
-                    r.threads = [&a.roles, &b.roles]
-                        .iter()
-                        .flat_map(|rs| rs.iter().filter(|x| x.role == r.role))
-                        .map(|x| x.threads)
-                        .sum();
-                }
-                roles
-            },
+            // Shards run on separate machines: their threads add, unlike one process's runs.
+            roles: RoleCpu::by_role(a.roles.into_iter().chain(b.roles), u32::saturating_add),
         })
     }
 

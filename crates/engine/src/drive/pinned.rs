@@ -34,6 +34,8 @@ impl Pinned {
     /// `n` threads named as the client runtime's, each running its own runtime until `self`
     /// is dropped.
     pub fn start(n: usize, on_start: Option<OnStart>) -> std::io::Result<Self> {
+        // `handle` picks by index modulo the count: never zero of them.
+        let n = n.max(1);
         let mut pinned = Self {
             handles: Vec::with_capacity(n),
             stops: Vec::with_capacity(n),

@@ -84,17 +84,7 @@ pub fn role_cpu(
             busiest: on as f64 / wall_ns,
         }
     });
-    let mut out: std::collections::BTreeMap<ThreadRole, RoleCpu> = Default::default();
-    for t in per_thread {
-        out.entry(t.role)
-            .and_modify(|o| {
-                o.threads += 1;
-                o.cpu_s += t.cpu_s;
-                o.busiest = o.busiest.max(t.busiest);
-            })
-            .or_insert(t);
-    }
-    out.into_values().collect()
+    RoleCpu::by_role(per_thread, u32::saturating_add)
 }
 
 /// Each thread's share of `wall` on a CPU and waiting for one, between two snapshots;
