@@ -440,6 +440,26 @@ proptest::proptest! {
             let _ = s.cells();
         }
     }
+
+    /// The scaling axes with any counts and any link text: cells or an error naming the field.
+    #[test]
+    fn scaling_axes_never_panic(
+        conns in proptest::collection::vec(proptest::num::u32::ANY, 1..4),
+        threads in proptest::collection::vec(proptest::num::u32::ANY, 1..4),
+        link in "[a-z0-9=.,%/ ]{0,30}",
+    ) {
+        let text = format!(
+            "name = \"x\"\n[base]\n[axes]\nconnections = {conns:?}\nthreads = {threads:?}\nlink = [{link:?}]\n"
+        );
+        let s = Scenario::parse(&text).expect("the file is well formed");
+        if let Err(e) = s.cells() {
+            let e = e.to_string();
+            proptest::prop_assert!(
+                ["connections", "threads", "link", "axes"].iter().any(|f| e.starts_with(f)),
+                "{e}"
+            );
+        }
+    }
 }
 
 /// Axis values that make one experiment (given twice, or spelled two ways) would run once but
