@@ -116,6 +116,25 @@ fn caddy_serves_files_over_h1_h2_h3() {
         assert!(done >= 2, "{proto}: {done}");
         let digests = &run["digests"];
         assert_eq!(digests[&big], sha256_hex(&big_body), "{proto}");
+        // Connections pinned to two client threads (h3: each with an endpoint made on its
+        // thread) fetch the same bytes from a third-party server.
+        let r = fetch(
+            proto,
+            &[
+                "--repeat",
+                "4",
+                "--connections",
+                "3",
+                "--client-threads",
+                "2",
+            ],
+        );
+        assert_complete(&r, 1, 8, 4 * 2_005_000);
+        let run = &r.json.as_ref().unwrap()["runs"][0];
+        assert_eq!(run["digests"][&big], sha256_hex(&big_body), "{proto}");
+        assert_eq!(run["digests"][&small], sha256_hex(&small_body), "{proto}");
+        assert_eq!(run["spread"]["client_threads"], 2, "{proto}");
+        assert_eq!(run["spread"]["client_sockets"], 3, "{proto}");
     }
 
     // Two shards of the h3 fetches against caddy add up to the whole, digests and all.
