@@ -346,7 +346,7 @@ pub struct RunArgs {
     pub dry_run: bool,
 
     /// Client threads (1: everything runs on the main thread). With more, each connection of a
-    /// closed loop runs on one of them with its requests (and, for h3, its UDP socket)
+    /// closed or open loop runs on one of them with its requests (and, for h3, its UDP socket)
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_THREADS))]
     pub client_threads: u32,
 

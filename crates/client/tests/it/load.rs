@@ -75,17 +75,22 @@ fn a_closed_loop_holds_every_protocol_for_its_duration() {
 
 /// Open loop at 400/s for 2 s, constant arrivals: exactly 800 requests are due in the
 /// window and each is sent (late ones with their lag) or, if the window closed first, counted
-/// as dropped; the intervals stream as JSON lines.
+/// as dropped; the intervals stream as JSON lines. With 2 client threads the pacer hands each
+/// request to its connection's thread, and the schedule still adds up.
 #[test]
 fn an_open_loop_sends_exactly_its_schedule() {
     let dir = tempfile::tempdir().unwrap();
     let stream = dir.path().join("intervals.jsonl");
-    for proto in ["h2", "h3"] {
+    for (proto, threads) in [("h2", "1"), ("h3", "1"), ("h2", "2"), ("h3", "2")] {
         let r = qbench(&[
             "--proto",
             proto,
             "--objects",
             "1x1KB",
+            "--connections",
+            "3",
+            "--client-threads",
+            threads,
             "--duration",
             "2500ms",
             "--warmup",
@@ -118,6 +123,17 @@ fn an_open_loop_sends_exactly_its_schedule() {
         assert_eq!(load["service_time"]["count"], done);
         assert_eq!(rep["config"]["streams"], Value::Null, "{proto}");
         assert_intervals_add_up(run);
+        let spread = &run["spread"];
+        assert_eq!(spread["client_threads"], threads.parse::<u64>().unwrap());
+        // The pacer ended with the window and its CPU is still counted.
+        let pacer = spread["roles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["role"] == "pacer")
+            .unwrap_or_else(|| panic!("{proto}: no pacer in {spread}"));
+        assert_eq!(pacer["threads"], 1, "{proto}: {pacer}");
+        assert!(pacer["cpu_s"].as_f64().unwrap() > 0.0, "{proto}: {pacer}");
         let lines: Vec<Value> = std::io::BufReader::new(std::fs::File::open(&stream).unwrap())
             .lines()
             .map(|l| serde_json::from_str(&l.unwrap()).unwrap())

@@ -14,7 +14,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::drive::fetch::{fetch_one, lock};
-use crate::drive::pacer::{pace, Due, Paced};
+use crate::drive::pacer::{pace, Due, Paced, Route};
+use crate::drive::pinned::Pinned;
 use crate::drive::requests::Requests;
 use crate::drive::until::Until;
 use crate::drive::verify::DigestBook;
@@ -36,19 +37,40 @@ pub struct OpenLoop {
     pub seed: u64,
     pub shard: Option<qbench_core::spec::shard::Shard>,
     pub log: Option<crate::drive::reqlog::LogTo>,
+    /// Connection `ci` runs on `pinned.handle(ci)`: its requests are handed out there.
+    pub pinned: Option<Arc<Pinned>>,
 }
 
 /// Starts request `j` of the schedule at its due time on connection `j mod k`, never
 /// waiting for a response: a late start is recorded with its lag, and a request due while
-/// `max_inflight` are in flight is dropped, never delayed.
+/// `max_inflight` are in flight is dropped, never delayed. With pinned connections each
+/// thread hands out its own connections' requests.
 pub async fn open_loop(o: OpenLoop, load: Load, rate: f64) {
     if o.conns.is_empty() {
         return;
     }
-    let len = o.requests.len().max(1);
-    let Some(mut due) = o.pace(&load, rate) else {
+    let route = Route {
+        conns: o.conns.len() as u64,
+        lanes: o.pinned.as_ref().map_or(1, |p| p.threads()),
+    };
+    let Some(queues) = o.pace(&load, rate, route) else {
         return;
     };
+    let o = Arc::new(o);
+    let mut lanes = JoinSet::new();
+    for (lane, due) in queues.into_iter().enumerate() {
+        let dispatch = dispatch(o.clone(), load.max_inflight, due);
+        match &o.pinned {
+            Some(p) => lanes.spawn_on(dispatch, p.handle(lane)),
+            None => lanes.spawn(dispatch),
+        };
+    }
+    while lanes.join_next().await.is_some() {}
+}
+
+/// One lane's requests, started as they come due.
+async fn dispatch(o: Arc<OpenLoop>, max_inflight: u32, mut due: mpsc::Receiver<Paced>) {
+    let len = o.requests.len().max(1);
     let mut tasks = JoinSet::new();
     while let Some(paced) = due.recv().await {
         // Requests queued for the runtime when the stop came are not started either.
@@ -70,7 +92,7 @@ pub async fn open_loop(o: OpenLoop, load: Load, rate: f64) {
             continue;
         }
         while tasks.try_join_next().is_some() {}
-        if o.in_flight.load(Ordering::Relaxed) >= u64::from(load.max_inflight) {
+        if o.in_flight.load(Ordering::Relaxed) >= u64::from(max_inflight) {
             lock(&o.rec).dropped(at);
             continue;
         }
@@ -85,7 +107,7 @@ pub async fn open_loop(o: OpenLoop, load: Load, rate: f64) {
 impl OpenLoop {
     /// The schedule's due times, from a thread of its own; `None` (recorded as the run's
     /// error) if that thread could not start.
-    fn pace(&self, load: &Load, rate: f64) -> Option<mpsc::Receiver<Paced>> {
+    fn pace(&self, load: &Load, rate: f64, route: Route) -> Option<Vec<mpsc::Receiver<Paced>>> {
         // A shard's constant schedule starts at its place in the whole's (`rate` is its share),
         // and its Poisson draws are its own.
         let (seed, phase) = match self.shard {
@@ -94,7 +116,13 @@ impl OpenLoop {
         };
         let schedule = Schedule::new(rate, load.arrivals, seed);
         let warm_end = self.start.saturating_add(load.warmup);
-        match pace(schedule, self.start + phase, warm_end, self.until.clone()) {
+        match pace(
+            schedule,
+            self.start + phase,
+            warm_end,
+            self.until.clone(),
+            route,
+        ) {
             Ok(rx) => Some(rx),
             Err(e) => {
                 lock(&self.rec).error(

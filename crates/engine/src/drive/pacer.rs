@@ -5,6 +5,8 @@
 //! A client past its capacity falls behind the schedule: requests it could not start within
 //! `MAX_LAG` of their time, or by the window's end, are skipped and counted, so the run ends
 //! at its duration instead of when the backlog is worked off.
+//! With pinned client threads the pacer hands each request straight to the thread its
+//! connection runs on (one queue per thread), so no other runtime relays it.
 
 use std::time::{Duration, Instant};
 
@@ -39,15 +41,51 @@ const STOP_CHECK: Duration = Duration::from_millis(20);
 /// still wakes only 10,000 times (a wake-up costs a few microseconds of CPU, more in a VM).
 pub const QUANTUM: Duration = Duration::from_micros(100);
 
+/// Which queue request `j` goes to: request `j` runs on connection `j mod conns`, and
+/// connection `ci` on lane `ci mod lanes`.
+#[derive(Debug, Clone, Copy)]
+pub struct Route {
+    pub conns: u64,
+    pub lanes: usize,
+}
+
+impl Route {
+    pub fn lane(&self, j: u64) -> usize {
+        let ci = j % self.conns.max(1);
+        (ci % self.lanes.max(1) as u64) as usize
+    }
+}
+
+/// The pacer's end of the lanes' queues.
+struct Lanes {
+    route: Route,
+    tx: Vec<mpsc::Sender<Paced>>,
+}
+
+impl Lanes {
+    /// Skipped requests go to the lane of the first of them: any lane records them.
+    fn of(&self, p: &Paced, j: u64) -> &mpsc::Sender<Paced> {
+        let lane = match p {
+            Paced::Due(d) => self.route.lane(d.j),
+            Paced::Skipped { .. } => self.route.lane(j),
+        };
+        &self.tx[lane]
+    }
+}
+
 /// Starts pacing `schedule` from `start` (an offset on the run clock) until `until`; requests
-/// due before `warm_end` are the warm-up's.
+/// due before `warm_end` are the warm-up's. One queue per lane of `route`.
 pub fn pace(
     schedule: Schedule,
     start: Duration,
     warm_end: Duration,
     until: Until,
-) -> std::io::Result<mpsc::Receiver<Paced>> {
-    let (tx, rx) = mpsc::channel(QUEUE);
+    route: Route,
+) -> std::io::Result<Vec<mpsc::Receiver<Paced>>> {
+    let (tx, rx): (Vec<_>, Vec<_>) = (0..route.lanes.max(1))
+        .map(|_| mpsc::channel(QUEUE))
+        .unzip();
+    let tx = Lanes { route, tx };
     let plan = Plan {
         schedule,
         start,
@@ -58,7 +96,10 @@ pub fn pace(
         let epoch = until.clock.at(Duration::ZERO).into_std();
         std::thread::Builder::new()
             .name("qbench-pacer".into())
-            .spawn(move || pace_thread(plan, until, epoch, tx))?;
+            .spawn(move || {
+                pace_thread(plan, until, epoch, tx);
+                crate::measure::cpu::thread_ending();
+            })?;
     } else {
         tokio::spawn(pace_task(plan, until, tx));
     }
@@ -113,7 +154,7 @@ impl Plan {
     }
 }
 
-fn pace_thread(mut plan: Plan, until: Until, epoch: Instant, tx: mpsc::Sender<Paced>) {
+fn pace_thread(mut plan: Plan, until: Until, epoch: Instant, tx: Lanes) {
     // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack.
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
@@ -136,7 +177,7 @@ fn pace_thread(mut plan: Plan, until: Until, epoch: Instant, tx: mpsc::Sender<Pa
                 (now - epoch - MAX_LAG).min(end)
             };
             for p in plan.skip(due, to) {
-                if tx.blocking_send(p).is_err() {
+                if tx.of(&p, due.j).blocking_send(p).is_err() {
                     return;
                 }
             }
@@ -159,13 +200,14 @@ fn pace_thread(mut plan: Plan, until: Until, epoch: Instant, tx: mpsc::Sender<Pa
             }
             woke = Instant::now();
         }
-        if tx.blocking_send(Paced::Due(due)).is_err() {
+        let p = Paced::Due(due);
+        if tx.of(&p, due.j).blocking_send(p).is_err() {
             return;
         }
     }
 }
 
-async fn pace_task(mut plan: Plan, until: Until, tx: mpsc::Sender<Paced>) {
+async fn pace_task(mut plan: Plan, until: Until, tx: Lanes) {
     while let Some(due) = plan.next() {
         if due.at >= until.end() {
             return;
@@ -174,7 +216,8 @@ async fn pace_task(mut plan: Plan, until: Until, tx: mpsc::Sender<Paced>) {
             () = tokio::time::sleep_until(until.clock.at(due.at)) => {}
             () = until.stop.wait() => return,
         }
-        if tx.send(Paced::Due(due)).await.is_err() {
+        let p = Paced::Due(due);
+        if tx.of(&p, due.j).send(p).await.is_err() {
             return;
         }
     }
@@ -201,6 +244,20 @@ mod tests {
                 Paced::Due(d) => panic!("skipping yields no due request: {d:?}"),
             })
             .collect()
+    }
+
+    /// With 5 connections on 2 lanes, request j goes to the lane of connection j mod 5:
+    /// connections 0, 2, 4 on lane 0 and 1, 3 on lane 1, and one lane takes every request.
+    #[test]
+    fn requests_go_to_the_lane_their_connection_runs_on() {
+        let r = Route { conns: 5, lanes: 2 };
+        let lanes: Vec<usize> = (0..10).map(|j| r.lane(j)).collect();
+        assert_eq!(lanes, vec![0, 1, 0, 1, 0, 0, 1, 0, 1, 0]);
+        let one = Route { conns: 3, lanes: 1 };
+        assert!((0..100).all(|j| one.lane(j) == 0));
+        // No connection or no lane is one lane, never a division by zero.
+        let none = Route { conns: 0, lanes: 0 };
+        assert_eq!(none.lane(u64::MAX), 0);
     }
 
     /// At 1000/s from 10 ms, with the warm-up ending at 50 ms: skipping from the first

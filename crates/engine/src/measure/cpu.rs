@@ -32,28 +32,68 @@ pub struct ThreadTime {
     pub waiting_ns: u64,
 }
 
-/// Every thread of this process with its role. Empty where /proc lacks it.
+/// Threads that ended, with their last figures: the open loop's pacer ends with its window,
+/// before the run's CPU is read, and would otherwise take its CPU with it.
+static ENDED: std::sync::Mutex<Vec<(ThreadRole, ThreadTime)>> = std::sync::Mutex::new(Vec::new());
+/// Ended threads kept (one pacer per run): the oldest go first.
+const ENDED_KEPT: usize = 1024;
+
+/// Every thread of this process with its role, and those that recorded themselves with
+/// `thread_ending`. Empty where /proc lacks it.
 pub fn all_threads() -> Vec<(ThreadRole, ThreadTime)> {
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
         return Vec::new();
     };
     let main = std::process::id();
-    dir.filter_map(|e| {
-        let e = e.ok()?;
-        let tid: u32 = e.file_name().to_str()?.parse().ok()?;
-        let name = std::fs::read_to_string(e.path().join("comm")).ok()?;
-        let name = name.trim().to_string();
-        let stat = std::fs::read_to_string(e.path().join("schedstat")).ok()?;
-        let mut f = stat.split_whitespace().map(|v| v.parse::<u64>().ok());
-        let t = ThreadTime {
-            tid,
-            on_cpu_ns: f.next()??,
-            waiting_ns: f.next()??,
-            name,
-        };
-        Some((ThreadRole::of(&t.name, tid == main), t))
+    let mut live: Vec<_> = dir
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let tid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let t = thread_time(&e.path(), tid)?;
+            Some((ThreadRole::of(&t.name, tid == main), t))
+        })
+        .collect();
+    let ended = ENDED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // A live thread that reuses an ended one's id is the live one.
+    let gone: Vec<_> = ended
+        .iter()
+        .filter(|(_, t)| !live.iter().any(|(_, l)| l.tid == t.tid))
+        .cloned()
+        .collect();
+    live.extend(gone);
+    live
+}
+
+fn thread_time(dir: &std::path::Path, tid: u32) -> Option<ThreadTime> {
+    let name = std::fs::read_to_string(dir.join("comm")).ok()?;
+    let stat = std::fs::read_to_string(dir.join("schedstat")).ok()?;
+    let mut f = stat.split_whitespace().map(|v| v.parse::<u64>().ok());
+    Some(ThreadTime {
+        tid,
+        on_cpu_ns: f.next()??,
+        waiting_ns: f.next()??,
+        name: name.trim().to_string(),
     })
-    .collect()
+}
+
+/// Records the calling thread's figures as it ends, so that runs still count its CPU.
+pub fn thread_ending() {
+    // SAFETY: gettid has no arguments and cannot fail.
+    let tid = unsafe { libc::gettid() } as u32;
+    let dir = std::path::Path::new("/proc/thread-self");
+    let Some(t) = thread_time(dir, tid) else {
+        return;
+    };
+    let role = ThreadRole::of(&t.name, tid == std::process::id());
+    let mut ended = ENDED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if ended.len() >= ENDED_KEPT {
+        ended.remove(0);
+    }
+    ended.push((role, t));
 }
 
 /// This process's client threads: the main thread, the client runtime's and the pacer
@@ -67,7 +107,8 @@ pub fn client_threads() -> Vec<ThreadTime> {
 }
 
 /// Each role's CPU between two snapshots of `all_threads`, in role order; threads that started
-/// during it count from zero, threads that ended during it are missing.
+/// during it count from zero, threads that ended during it count only if they called
+/// `thread_ending`.
 pub fn role_cpu(
     before: &[(ThreadRole, ThreadTime)],
     after: &[(ThreadRole, ThreadTime)],
@@ -147,6 +188,29 @@ mod tests {
         assert!(spun.busy > 0.0, "{loads:?}");
         let other = spin_as("qbench-server", client_threads);
         assert!(other.iter().all(|t| t.name != "qbench-server"));
+    }
+
+    /// A pacer that spins and ends before the second snapshot still counts, once: in the
+    /// run it ended in, not in the next.
+    #[test]
+    fn a_thread_that_ended_during_a_run_keeps_its_cpu() {
+        let before = all_threads();
+        let started = std::time::Instant::now();
+        spin_as("qbench-pacer", thread_ending);
+        let after = all_threads();
+        let roles = role_cpu(&before, &after, started.elapsed());
+        let pacer = roles
+            .iter()
+            .find(|r| r.role == ThreadRole::Pacer)
+            .expect("the ended pacer is counted");
+        assert!(pacer.cpu_s > 0.0, "{roles:?}");
+        let later = role_cpu(&after, &all_threads(), started.elapsed());
+        let again = later
+            .iter()
+            .filter(|r| r.role == ThreadRole::Pacer)
+            .map(|r| r.cpu_s)
+            .sum::<f64>();
+        assert_eq!(again, 0.0, "{later:?}");
     }
 
     /// A spinning server thread's time lands in the server's role, not the client's.

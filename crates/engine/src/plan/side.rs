@@ -107,15 +107,13 @@ impl<'a> Side<'a> {
     ) -> anyhow::Result<Self> {
         let spec = cfg.spec();
         let plan = plan(cfg, &peer);
-        // A closed loop's connections stay on one thread each, with their workers and (h3)
-        // their endpoints. An open loop's pacer and an app's player hand out requests from
-        // the calling runtime, so their connections stay there.
-        let closed_loop = spec.load.as_ref().and_then(|l| l.rate).is_none()
-            && spec.video.is_none()
-            && spec.page.is_none();
+        // A closed or open loop's connections stay on one thread each, with their requests'
+        // tasks and (h3) their endpoints. An app's player hands out requests from the calling
+        // runtime, so its connections stay there.
+        let no_app = spec.video.is_none() && spec.page.is_none();
         // A thread with no connection would run nothing.
         let lanes = (spec.client_threads as usize).min(plan.connections);
-        let pinned = if lanes > 1 && closed_loop {
+        let pinned = if lanes > 1 && no_app {
             let on_start = prepared
                 .cpu
                 .as_ref()

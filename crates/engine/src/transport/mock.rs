@@ -69,6 +69,9 @@ pub struct Seen {
     pub requests: Mutex<Vec<Vec<String>>>,
     /// Per connection: the most requests in flight at once.
     pub peak_in_flight: Mutex<Vec<usize>>,
+    /// Per connection: the pinned client threads it was made and its requests ran on
+    /// (`None`: another thread).
+    pub lanes: Mutex<Vec<BTreeSet<Option<usize>>>>,
 }
 
 pub struct MockTransport {
@@ -113,6 +116,8 @@ impl Transport for MockTransport {
             self.seen.peak_open.fetch_max(open, Ordering::SeqCst);
             self.seen.requests.lock().unwrap().push(Vec::new());
             self.seen.peak_in_flight.lock().unwrap().push(0);
+            let lane = crate::drive::pinned::current_index();
+            self.seen.lanes.lock().unwrap().push(BTreeSet::from([lane]));
             Ok(Connected {
                 conn: Arc::new(MockConn {
                     id,
@@ -183,6 +188,7 @@ impl Exchange for MockConn {
             peak[self.id] = peak[self.id].max(now);
         }
         self.seen.requests.lock().unwrap()[self.id].push(uri.path().to_string());
+        self.seen.lanes.lock().unwrap()[self.id].insert(crate::drive::pinned::current_index());
         let r = self.respond(uri.path(), sink).await;
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         r

@@ -68,7 +68,7 @@ pub struct Runner {
     /// Connections kept open between runs with `--reuse`.
     warm: Option<Open>,
     stop: Arc<Stop>,
-    /// With several client threads: closed-loop connections, each with its workers, on one
+    /// With several client threads: closed- and open-loop connections, with their requests, on one
     /// single-threaded runtime each (see `pinned`).
     pinned: Option<Arc<Pinned>>,
 }
@@ -114,7 +114,7 @@ impl Runner {
         }
     }
 
-    /// Closed-loop connections go to `pinned`'s runtimes from the next run on.
+    /// Closed- and open-loop connections go to `pinned`'s runtimes from the next run on.
     pub fn pin(&mut self, pinned: Pinned) {
         self.pinned = Some(Arc::new(pinned));
     }
@@ -244,9 +244,9 @@ impl Runner {
     ) -> (Open, Vec<ConnId>) {
         let open_loop = self.plan.load.as_ref().and_then(|l| l.rate).is_some();
         let closed_loop = !open_loop && self.plan.app.is_none();
-        // An open loop's pacer and an app's player hand out requests from the calling
-        // runtime: their connections stay there.
-        let pin = self.pinned.clone().filter(|_| closed_loop);
+        // An app's player hands out requests from the calling runtime: its connections stay
+        // there. An open loop's are handed out on each connection's own thread.
+        let pin = self.pinned.clone().filter(|_| self.plan.app.is_none());
         workers.pinned = pin.clone();
         match self.warm.take() {
             Some(warm) => {
@@ -355,6 +355,7 @@ impl Runner {
                 seed: u64::from(run.index),
                 shard: self.plan.shard,
                 log: run.log.clone(),
+                pinned: self.pinned.clone().filter(|_| self.plan.app.is_none()),
             };
             tasks.spawn(open_loop(o, l.clone(), rate));
         }

@@ -196,3 +196,4 @@ async fn refused_connections_abort_with_every_object_not_started() {
 }
 
 mod hold_tests;
+mod pinned_tests;
