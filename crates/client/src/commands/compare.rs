@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use indicatif::ProgressBar;
-use qbench_core::report::compare::{AutoRoundsRecord, CompareReport, DiscardedRound};
+use qbench_core::report::compare::{AutoRoundsRecord, CompareReport, DiscardedRound, ALPHA};
 use qbench_core::spec::CompareSpec;
 use qbench_core::stats::effect::Test;
 use qbench_core::stats::metric::Metric;
@@ -46,6 +46,17 @@ impl Plan {
         args.run.fleet.refuse("compare")?;
         args.run.refuse_single_benchmark_outputs("compare")?;
         let spec = args.spec()?;
+        // Identical sides are an A/A control only when asked for by name.
+        let (sa, sb) = spec.sides();
+        usage(
+            !args.protos.is_empty() || sa != sb,
+            "--protos",
+            format!(
+                "both sides are `{0}`: give two protocols (--protos h2,h3), set a./b. options, \
+                 or ask for an A/A control with --protos {0},{0}",
+                spec.protos.0
+            ),
+        )?;
         usage(
             args.run.state_graph.is_none(),
             "--state-graph",
@@ -68,7 +79,33 @@ impl Plan {
         }
         plan.discard_noisy = args.judge.discard_noisy;
         qbench_engine::transport::tls::log_keys_to(args.run.keylog.as_deref())?;
+        if let Some(w) = plan.out_of_reach() {
+            let flag = match plan.auto {
+                Some(_) => "--max-rounds",
+                None => "--rounds",
+            };
+            crate::tell!("warning: {flag} {}: {w}", plan.rounds);
+        }
         Ok(plan)
+    }
+
+    /// Why no number of rounds this plan may run lets its test reach significance, if none
+    /// does: said before the rounds run, as the verdict will say after them.
+    pub fn out_of_reach(&self) -> Option<String> {
+        let n = self.rounds as usize;
+        let least = self.test.smallest_p(n, n)?;
+        (least >= ALPHA).then(|| {
+            let fix = match self.test.rounds_needed(ALPHA, 1000) {
+                Some(k) => format!("run {k} rounds or more, or judge with --test welch"),
+                None => "judge with --test welch".into(),
+            };
+            format!(
+                "{} with {n} rounds a side cannot give p below {ALPHA} (its smallest is {}), \
+                 so the verdict will be inconclusive however far apart the sides are: {fix}",
+                self.test.title(),
+                qbench_core::stats::fmt_p(least)
+            )
+        })
     }
 
     /// Every check that concerns a comparison as a whole, for flags and scenario cells alike.
@@ -104,14 +141,6 @@ impl Plan {
             format!("{metric} is a video session's figure: it needs --video"),
         )?;
         let labels = spec.labels();
-        usage(
-            labels.0 != labels.1,
-            "--protos",
-            format!(
-                "both sides are `{}`; compare two protocols or set a./b. options",
-                labels.0
-            ),
-        )?;
         let (sa, sb) = spec.sides();
         let mut sides = [
             Config::new(sa, target, link).context("side A")?,

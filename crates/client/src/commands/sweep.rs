@@ -86,10 +86,11 @@ fn row(what: &str, report: &CellReport, fdr: Option<(f64, bool)>) -> String {
             let interval = c.effect.as_ref().map_or("-".into(), |e| {
                 format!("[{}, {}]", pct(e.rel_low_pct), pct(e.rel_high_pct))
             });
-            let better = match c.verdict {
-                Verdict::AFaster => r.label_a.as_str(),
-                Verdict::BFaster => r.label_b.as_str(),
-                Verdict::Inconclusive => "inconclusive",
+            let better = match (c.verdict, &c.undecided) {
+                (Verdict::AFaster, _) => r.label_a.clone(),
+                (Verdict::BFaster, _) => r.label_b.clone(),
+                (Verdict::Inconclusive, Some(why)) => format!("inconclusive: {}", why.short()),
+                (Verdict::Inconclusive, None) => "inconclusive".into(),
             };
             let kept = match fdr {
                 Some((_, false)) if c.verdict != Verdict::Inconclusive => " (not kept by FDR)",
@@ -141,6 +142,22 @@ pub fn load_scenario(path: &Path, text: &str) -> anyhow::Result<Scenario> {
 
 pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
     let (scenario, cells, plans) = read_scenario(&args.scenario)?;
+    let mut warned = std::collections::BTreeSet::new();
+    for p in &plans {
+        if let CellPlan::Compare(c) = p {
+            if let Some(w) = c.out_of_reach().filter(|w| warned.insert(w.clone())) {
+                let field = match c.auto {
+                    Some(_) => "max_rounds",
+                    None => "rounds",
+                };
+                crate::tell!(
+                    "warning: {}: {field} = {}: {w}",
+                    args.scenario.display(),
+                    c.rounds
+                );
+            }
+        }
+    }
     qbench_engine::plan::error::out_dir(&args.out)?;
     check_out_dir(&args.out)?;
     let home = qbench_shaper::netns::current()?;

@@ -4,6 +4,7 @@
 use qbench_core::report::compare::{CompareReport, Comparison, Verdict};
 use qbench_core::report::load::LoadSummary;
 use qbench_core::stats::effect::Test;
+use qbench_core::stats::fmt_p;
 use qbench_core::stats::noise::Losses;
 use qbench_core::stats::rounds::Stopped;
 use qbench_core::{Report, Stats};
@@ -95,31 +96,17 @@ fn load_columns(r: &CompareReport) -> String {
     out
 }
 
-/// The difference of the means, the chosen test's effect, and Welch's test where it ran.
+/// The chosen test's effect, one sign convention (positive: B better) and the metric's own
+/// words for the raw difference, then the test's statistic and p. Welch's figures, which
+/// IMC'17 reported whatever the test, stay in the JSON.
 fn difference_lines(c: &Comparison) -> String {
-    let diff = c
-        .diff_pct
-        .map_or("-".into(), |d| format!("{d:+.1}% (positive: B better)"));
-    let mut out = format!("  {:<20}{diff}\n", "difference (means)");
-    out.push_str(&effect_lines(c));
-    if let Some(w) = &c.welch {
-        out.push_str(&format!(
-            "  {:<20}t = {:.3}, df = {:.1}, p = {:.3e}\n",
-            "Welch's t-test", w.t, w.df, w.p
-        ));
-    }
-    out
-}
-
-/// The chosen test's effect with its interval, and its statistic.
-fn effect_lines(c: &Comparison) -> String {
     let m = c.metric;
-    let mut out = String::new();
     let what = match c.test {
         Test::Welch => "difference of means",
-        Test::MannWhitney => "Hodges-Lehmann shift",
+        Test::MannWhitney => "Hodges-Lehmann shift: the median of the B - A differences",
         Test::Bootstrap => "difference of medians",
     };
+    let mut out = String::new();
     if let Some(e) = &c.effect {
         let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:+.1}%"));
         let interval = match (e.rel_low_pct, e.rel_high_pct) {
@@ -131,29 +118,28 @@ fn effect_lines(c: &Comparison) -> String {
             ),
             _ => " (too few rounds for an interval)".into(),
         };
-        let raw = if e.diff < 0.0 {
-            format!("-{}", m.show(-e.diff))
-        } else {
-            format!("+{}", m.show(e.diff))
+        let raw = match e.diff {
+            d if d > 0.0 => format!("B's {} {} higher", m.title(), m.show(d)),
+            d if d < 0.0 => format!("B's {} {} lower", m.title(), m.show(-d)),
+            _ => format!("no difference in {}", m.title()),
         };
         out.push_str(&format!(
-            "  {:<20}{}{interval}; B - A = {raw} ({what})\n",
+            "  {:<20}{}{interval}, positive: B better; {raw} ({what})\n",
             "effect",
             pct(e.rel_pct)
         ));
     }
-    let stat = match (c.test, c.statistic, c.p) {
-        (Test::MannWhitney, Some(u), Some(p)) => format!("U = {u}, p = {p:.3e}"),
-        (Test::Bootstrap, Some(_), Some(p)) => format!("p = {p:.3e} (10,000 resamples)"),
-        _ => String::new(),
+    let stat = match (c.test, c.statistic, c.p, &c.welch) {
+        (Test::MannWhitney, Some(u), Some(p), _) => format!("U = {u}, p = {}", fmt_p(p)),
+        (Test::Bootstrap, Some(_), Some(p), _) => {
+            format!("p = {} (10,000 resamples)", fmt_p(p))
+        }
+        (Test::Welch, _, _, Some(w)) => {
+            format!("t = {:.3}, df = {:.1}, p = {}", w.t, w.df, fmt_p(w.p))
+        }
+        _ => "no p: too few rounds".into(),
     };
-    if !stat.is_empty() {
-        let name = match c.test {
-            Test::MannWhitney => "Mann-Whitney U",
-            _ => "bootstrap",
-        };
-        out.push_str(&format!("  {name:<20}{stat}\n"));
-    }
+    out.push_str(&format!("  {:<20}{}, {stat}\n", "test", c.test.title()));
     out
 }
 
@@ -254,7 +240,10 @@ fn verdict_line(r: &CompareReport) -> String {
             r.label_b,
             m.title()
         ),
-        Verdict::Inconclusive => format!("inconclusive (not significant at p < 0.01, {test})"),
+        Verdict::Inconclusive => match &c.undecided {
+            Some(why) => format!("inconclusive: {}", why.explain(c.test)),
+            None => format!("inconclusive (not significant at p < 0.01, {test})"),
+        },
     };
     format!("  {:<20}{verdict}\n", "verdict")
 }

@@ -1,7 +1,9 @@
-//! Heatmaps of a sweep's percent difference in its metric (IMC'17 Figures 6-8 and 15 for
-//! PLT): red where QUIC was better, blue where TCP was, white where the difference is not
-//! significant.
+//! Heatmaps of a sweep's effect in its metric (IMC'17 Figures 6-8 and 15 for PLT): each
+//! square is coloured and labelled by the effect of the test that decided its verdict, red
+//! where the QUIC side was better and blue where the TCP side was (B and A when the sides are
+//! not one of each), white where the verdict is not significant.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 
@@ -9,28 +11,49 @@ use qbench_core::report::compare::Verdict;
 
 use super::html_cell::{esc, Cmp};
 
-/// Percent difference oriented so that positive means the QUIC side was better (B better
-/// when neither or both sides are QUIC); `None` when not significant, or when false
-/// discovery rate control does not keep the cell.
-fn quic_gain(f: &Cmp) -> Option<f64> {
+/// The test's relative effect, oriented so that positive means the red side was better;
+/// `None` when not significant, or when false discovery rate control does not keep the cell.
+fn gain(f: &Cmp) -> Option<f64> {
     let c = &f.report.comparison;
-    let d = c.diff_pct?;
+    let d = c.effect.as_ref()?.rel_pct?;
     if c.verdict == Verdict::Inconclusive || f.fdr.is_some_and(|(_, kept)| !kept) {
         return None;
     }
     Some(quic_sign(f) * d)
 }
 
+/// Whether exactly one side of the cell is QUIC.
+fn one_quic(f: &Cmp) -> bool {
+    f.report.a.config.spec.proto.is_quic() != f.report.b.config.spec.proto.is_quic()
+}
+
 /// -1 when A is the QUIC side and B is not: turns "B better" into "QUIC better".
 fn quic_sign(f: &Cmp) -> f64 {
-    let (a_quic, b_quic) = (
-        f.report.a.config.spec.proto.is_quic(),
-        f.report.b.config.spec.proto.is_quic(),
-    );
-    if a_quic && !b_quic {
+    if one_quic(f) && f.report.a.config.spec.proto.is_quic() {
         -1.0
     } else {
         1.0
+    }
+}
+
+/// What red and blue mean on the heatmaps of `cells`: QUIC and TCP only when every cell has
+/// one of each, else B and A, named when every cell names them alike.
+pub(super) fn key(cells: &[Cmp]) -> (String, String) {
+    if !cells.is_empty() && cells.iter().all(one_quic) {
+        return ("QUIC better".into(), "TCP better".into());
+    }
+    let first = cells
+        .first()
+        .map(|c| (&c.report.label_a, &c.report.label_b));
+    match first {
+        Some((a, b))
+            if cells
+                .iter()
+                .all(|c| (&c.report.label_a, &c.report.label_b) == (a, b)) =>
+        {
+            (format!("B ({b}) better"), format!("A ({a}) better"))
+        }
+        _ => ("B better".into(), "A better".into()),
     }
 }
 
@@ -130,7 +153,7 @@ fn sorted(values: BTreeSet<String>) -> Vec<String> {
 
 /// One coloured square of a heatmap, at axis values `x` and `y`.
 pub(super) struct Square<'a> {
-    pub x: &'a str,
+    pub x: Cow<'a, str>,
     pub y: &'a str,
     pub fill: String,
     pub text: String,
@@ -138,12 +161,17 @@ pub(super) struct Square<'a> {
     pub title: String,
 }
 
-/// The squares of `cells` on axes `x` and `y` (`None`: a one-axis strip).
+/// The squares of `cells` on axes `x` and `y` (`None`: a one-axis strip). With no axis
+/// (`x` empty: a sweep of one cell, or of cells that differ in nothing) each cell is a square
+/// of its own, named by its sides.
 pub(super) fn squares<'a>(cells: &[&'a Cmp], x: &str, y: Option<&str>) -> Vec<Square<'a>> {
     cells
         .iter()
         .filter_map(|c| {
-            let xv = c.cell.params.get(x)?;
+            let xv: Cow<'a, str> = match x {
+                "" => format!("{} vs {}", c.report.label_a, c.report.label_b).into(),
+                x => c.cell.params.get(x)?.as_str().into(),
+            };
             let yv = match y {
                 Some(y) => c.cell.params.get(y)?.as_str(),
                 None => "",
@@ -160,13 +188,13 @@ pub(super) fn squares<'a>(cells: &[&'a Cmp], x: &str, y: Option<&str>) -> Vec<Sq
         .collect()
 }
 
-/// Fill and text of one heatmap square.
+/// Fill and text of one heatmap square: the deciding test's effect, or why there is none.
 fn heatmap_square(c: &Cmp) -> (String, String) {
-    let d = c.report.comparison.diff_pct;
-    let g = quic_gain(c);
+    let effect = c.report.comparison.effect.as_ref().and_then(|e| e.rel_pct);
+    let g = gain(c);
     (
         color(g),
-        d.map_or("-".into(), |_| match (g, c.fdr) {
+        effect.map_or("-".into(), |_| match (g, c.fdr) {
             (Some(g), _) => format!("{g:+.0}%"),
             // Significant alone, not after FDR control.
             (None, Some((_, false))) if c.report.comparison.verdict != Verdict::Inconclusive => {
@@ -221,7 +249,10 @@ pub(super) fn heatmap(title: &str, x: &str, y: Option<&str>, squares: &[Square<'
         );
     }
     for s in squares {
-        let (cx, cy) = (left + cw * xi[s.x] as f64, top + ch * yi[s.y] as f64);
+        let (cx, cy) = (
+            left + cw * xi[s.x.as_ref()] as f64,
+            top + ch * yi[s.y] as f64,
+        );
         let _ = writeln!(
             o,
             r##"<g><title>{}</title><rect x="{cx}" y="{cy}" width="{cw}" height="{ch}" fill="{}" stroke="#999"/><text x="{}" y="{}" text-anchor="middle">{}</text></g>"##,
@@ -276,7 +307,7 @@ mod tests {
         let sq: Vec<Square<'_>> = cells
             .iter()
             .map(|(x, _)| Square {
-                x,
+                x: x.into(),
                 y: "",
                 fill: "#fff".into(),
                 text: "n.s.".into(),
@@ -292,7 +323,7 @@ mod tests {
         let sq: Vec<Square<'_>> = cells
             .iter()
             .map(|(x, y)| Square {
-                x,
+                x: x.into(),
                 y,
                 fill: "#fff".into(),
                 text: String::new(),
@@ -307,7 +338,8 @@ mod tests {
     #[test]
     fn colors() {
         assert_eq!(color(None), "#ffffff");
-        // Red for QUIC, blue for TCP, deeper with the gain, saturated from 50% on.
+        // Red for the QUIC side (or B), blue for the other, deeper with the gain, saturated
+        // from 50% on.
         assert_eq!(color(Some(30.0)), "#ff7c7c");
         assert_eq!(color(Some(-30.0)), "#7c7cff");
         assert_eq!(color(Some(50.0)), "#ff2626");

@@ -1,6 +1,6 @@
-//! The page of `qbench report`: a sweep's cells as heatmaps of the percent difference in each
-//! cell's metric, PLT by default (IMC'17 Figures 6-8 and 15: red = QUIC better, blue = TCP
-//! better, white = not significant), line charts of how each side scales with connections or
+//! The page of `qbench report`: a sweep's cells as heatmaps of the deciding test's effect in
+//! each cell's metric, PLT by default (IMC'17 Figures 6-8 and 15: red = QUIC better, blue =
+//! TCP better, or B and A when the sides are not one of each; white = not significant), line charts of how each side scales with connections or
 //! threads, a table of every cell, and the environment and commands, as one HTML page plus SVG
 //! files.
 
@@ -275,22 +275,27 @@ fn metric_titles(cells: &[Cmp]) -> String {
     }
 }
 
-/// The tests the comparison cells are judged by.
-fn test_names(cells: &[Cmp]) -> String {
+/// The tests the comparison cells are judged by, each with what its effect estimates.
+fn test_effects(cells: &[Cmp]) -> String {
     let mut seen: Vec<&str> = Vec::new();
     for c in cells {
-        let t = c.report.comparison.test.name();
+        let t = match c.report.comparison.test {
+            Test::MannWhitney => "Mann-Whitney U: Hodges-Lehmann shift",
+            Test::Welch => "Welch's t-test: difference of means",
+            Test::Bootstrap => "bootstrap: difference of medians",
+        };
         if !seen.contains(&t) {
             seen.push(t);
         }
     }
-    seen.join(", ")
+    seen.join("; ")
 }
 
 fn page_head(name: &str, cells: &[Cmp]) -> String {
     let mut html = String::new();
     let _ = writeln!(html, "<!doctype html><html><head><meta charset=\"utf-8\"><title>qbench: {}</title><style>body{{font-family:Helvetica,Arial,sans-serif;margin:2em;max-width:1100px}}table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#f4f4f4}}code{{font-size:12px}}</style></head><body>", esc(name));
-    let _ = writeln!(html, "<h1>qbench sweep: {}</h1><p>{} cells. Percent difference in the mean {} per cell; <span style=\"color:#c00\">red: QUIC better</span>, <span style=\"color:#00c\">blue: TCP better</span>, white: not significant ({}, p &ge; 0.01{}). Hover over a square for the effect's interval, p and q.</p>", esc(name), cells.len(), esc(&metric_titles(cells)), esc(&test_names(cells)), if cells.iter().any(|c| c.fdr.is_some()) { ", or not kept by false discovery rate control: <em>n.s. (FDR)</em>" } else { "" });
+    let (red, blue) = super::heatmap::key(cells);
+    let _ = writeln!(html, "<h1>qbench sweep: {}</h1><p>{} cells. Each square is the effect in {} of the test that decided its verdict ({}), in percent; <span style=\"color:#c00\">red: {}</span>, <span style=\"color:#00c\">blue: {}</span>, white: not significant (p &ge; 0.01{}). Hover over a square for the effect's interval, p and q.</p>", esc(name), cells.len(), esc(&metric_titles(cells)), esc(&test_effects(cells)), esc(&red), esc(&blue), if cells.iter().any(|c| c.fdr.is_some()) { ", or not kept by false discovery rate control: <em>n.s. (FDR)</em>" } else { "" });
     html
 }
 
@@ -325,8 +330,19 @@ fn verdict_text(r: &CompareReport) -> String {
     match r.comparison.verdict {
         Verdict::AFaster => format!("{} better", r.label_a),
         Verdict::BFaster => format!("{} better", r.label_b),
-        Verdict::Inconclusive => "inconclusive".to_string(),
+        Verdict::Inconclusive => match &r.comparison.undecided {
+            Some(why) => format!("inconclusive: {}", why.short()),
+            None => "inconclusive".to_string(),
+        },
     }
+}
+
+/// The whole reason an inconclusive verdict has, for the cell's hover text.
+fn verdict_title(r: &CompareReport) -> String {
+    r.comparison
+        .undecided
+        .as_ref()
+        .map_or(String::new(), |why| why.explain(r.comparison.test))
 }
 
 fn cell_table(cells: &[Cmp]) -> String {
@@ -377,12 +393,12 @@ fn cell_table(cells: &[Cmp]) -> String {
                 .chain(&r.b.runs)
                 .filter(|run| run.noise.as_ref().is_some_and(|n| n.noisy))
                 .count();
-        let _ = writeln!(html, "<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{noisy}, {}</td><td>{}</td></tr>",
+        let _ = writeln!(html, "<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{noisy}, {}</td><td title=\"{}\">{}</td></tr>",
             esc(&c.cell.label()),
             esc(&r.label_a), esc(&r.label_b), m.name(), rounds, mean(m, &cmp.a), mean(m, &cmp.b),
             pct(cmp.diff_pct), cmp.test.name(), effect,
             cmp.p.map_or("-".into(), |p| format!("{p:.2e}")),
-            q, r.discarded.len(), esc(&verdict));
+            q, r.discarded.len(), esc(&verdict_title(r)), esc(&verdict));
     }
     html.push_str("</table>");
     html

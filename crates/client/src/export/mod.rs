@@ -6,6 +6,8 @@
 mod app_text;
 pub mod compare_table;
 mod heatmap;
+#[cfg(test)]
+mod heatmap_tests;
 pub mod hgrm;
 pub mod html;
 mod html_cell;

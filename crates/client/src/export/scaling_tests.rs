@@ -21,7 +21,7 @@ const GB: u64 = 1_000_000_000;
 
 /// One round that moved `bytes` in `secs` (first request to last byte) on one connection,
 /// with `cpu_s` seconds of client CPU, half user and half system, if measured.
-fn round(index: u32, bytes: u64, secs: f64, cpu_s: Option<f64>) -> RunReport {
+pub(super) fn round(index: u32, bytes: u64, secs: f64, cpu_s: Option<f64>) -> RunReport {
     let mut r = Recorder::new(index, 1, Duration::ZERO);
     let c = r.connection_started(Duration::ZERO);
     r.handshake_done(c, Duration::from_millis(1), HandshakeInfo::default());
@@ -41,7 +41,7 @@ fn round(index: u32, bytes: u64, secs: f64, cpu_s: Option<f64>) -> RunReport {
     run
 }
 
-fn side(proto: Protocol, rounds: Vec<RunReport>) -> Report {
+pub(super) fn side(proto: Protocol, rounds: Vec<RunReport>) -> Report {
     let meta = ReportMeta {
         tool: ToolInfo {
             name: "qbench".into(),
@@ -67,20 +67,25 @@ fn side(proto: Protocol, rounds: Vec<RunReport>) -> Report {
 }
 
 fn cell(params: &[(&str, &str)], a: Report, b: Report) -> Cmp {
+    judged_cell(params, a, b, Test::Welch)
+}
+
+/// A goodput comparison of `a` and `b` at axis values `params`, judged by `test`, its sides
+/// labelled as `qbench compare` labels them.
+pub(super) fn judged_cell(params: &[(&str, &str)], a: Report, b: Report, test: Test) -> Cmp {
     let params: BTreeMap<String, String> = params
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    let protos = (a.config.spec.proto, b.config.spec.proto);
-    let labels = (protos.0.as_str().to_string(), protos.1.as_str().to_string());
     let spec = CompareSpec {
         base: RunSpec::default(),
-        protos,
+        protos: (a.config.spec.proto, b.config.spec.proto),
         rounds: a.runs.len() as u32,
         auto_rounds: None,
         a: SideOverrides::default(),
         b: SideOverrides::default(),
     };
+    let labels = spec.labels();
     Cmp {
         cell: Cell {
             params,
@@ -92,7 +97,7 @@ fn cell(params: &[(&str, &str)], a: Report, b: Report) -> Cmp {
             labels,
             vec![],
             (a, b),
-            (Metric::Goodput, Test::Welch),
+            (Metric::Goodput, test),
         ),
         fdr: None,
     }

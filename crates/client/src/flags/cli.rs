@@ -38,8 +38,9 @@ pub enum Command {
     /// A split-connection proxy: the matched server's listeners and limits, relaying every
     /// request over its own HTTP/3 or HTTP/2 connection to an origin (IMC'17 Figures 16-18)
     Proxy(Box<crate::commands::proxy::ProxyArgs>),
-    /// Compare two configurations in back-to-back rounds: PLT statistics, percent difference
-    /// and Welch's t-test (IMC'17 method)
+    /// Compare two configurations (or one against itself, an A/A control) in back-to-back
+    /// rounds: the metric's statistics, the effect with its interval, and a verdict at
+    /// p < 0.01 by Mann-Whitney U (or --test welch, as IMC'17, or bootstrap)
     Compare(Box<CompareArgs>),
     /// Run every cell of a scenario file as a comparison, one JSON file per cell (resumable)
     Sweep(SweepArgs),

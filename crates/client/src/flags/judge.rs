@@ -13,7 +13,7 @@ use qbench_engine::plan::error::ConfigError;
 /// The test `qbench compare` uses unless told: robust to the heavy tails and bimodal rounds of
 /// network timings, exact for small samples, and with no random resampling (the book,
 /// "Comparing two configurations", "Which test").
-pub const DEFAULT_TEST: Test = Test::MannWhitney;
+pub use qbench_core::stats::effect::DEFAULT_TEST;
 
 #[derive(Debug, Args)]
 pub struct JudgeArgs {

@@ -41,7 +41,11 @@ fn shipped_scenarios_expand_into_valid_comparisons() {
             let plan = qbench::commands::sweep::plan_for(&cell, (s.metric(), s.test()))
                 .unwrap_or_else(|e| panic!("{}: {:?}: {e:#}", path.display(), cell.params));
             let (metric, test) = match &plan {
-                qbench::commands::sweep::CellPlan::Compare(p) => (p.metric, p.test),
+                qbench::commands::sweep::CellPlan::Compare(p) => {
+                    // Every shipped comparison can reach a verdict with its rounds.
+                    assert_eq!(p.out_of_reach(), None, "{}", path.display());
+                    (p.metric, p.test)
+                }
                 qbench::commands::sweep::CellPlan::Compete(_) => (Metric::Plt, Test::Welch),
             };
             // The command line shown for a cell sets exactly its spec (and its metric), and
@@ -158,12 +162,14 @@ fn held_load_cells_judge_by_their_metric() {
         v
     };
     for (j, rate) in cells().iter().zip([100.0, 50.0]) {
-        assert_eq!(j["schema_version"], 4);
+        assert_eq!(j["schema_version"], 5);
         let r = &j["report"];
-        assert_eq!(r["schema_version"], 4);
+        assert_eq!(r["schema_version"], 5);
         assert_eq!(r["comparison"]["metric"], "p99");
-        // A scenario that names no test keeps Welch's, as scenario files always had.
-        assert_eq!(r["comparison"]["test"], "welch");
+        // A scenario that names no test is judged as `qbench compare` judges.
+        assert_eq!(r["comparison"]["test"], "mann-whitney");
+        // 2 rounds: too few for Mann-Whitney to reach p < 0.01, and the cell says so.
+        assert_eq!(r["comparison"]["undecided"]["reason"], "too_few_rounds");
         assert_eq!(r["comparison"]["a"]["n"], 2, "{}", r["comparison"]);
         for side in ["a", "b"] {
             assert_eq!(r[side]["config"]["load"]["rate"], rate);
@@ -358,7 +364,7 @@ fn a_closed_pipe_ends_a_sweep_quietly_between_cells() {
     let file = dir.path().join("tiny.toml");
     std::fs::write(
         &file,
-        "name = \"tiny\"\n[base]\nprotos = \"h2,h3\"\nrounds = 2\n[axes]\nobjects = [\"1x1KB\", \"2x1KB\", \"3x1KB\"]\n",
+        "name = \"tiny\"\n[base]\nprotos = \"h2,h3\"\nrounds = 2\ntest = \"welch\"\n[axes]\nobjects = [\"1x1KB\", \"2x1KB\", \"3x1KB\"]\n",
     )
     .unwrap();
     let out = dir.path().join("out");

@@ -12,11 +12,12 @@ use crate::stats::rounds::{AutoRounds, Stopped};
 use crate::stats::{welch, Stats, Welch};
 
 pub const SCHEMA: &str = "qbench.compare-report";
+/// 5: an inconclusive comparison says why (`undecided`).
 /// 4: the comparison names its `test` and gives the `effect` with its interval, `statistic`
 /// and `p`; `auto_rounds` with `--rounds auto` (version 3 files read as Welch's).
 /// 3: the comparison names its `metric`; `plt_us_a`, `plt_us_b` and `plt_diff_pct` became
 /// `a`, `b` and `diff_pct` (read under either name). 2: both sides' run reports are schema 2.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 /// Significance level of the verdict.
 pub const ALPHA: f64 = 0.01;
 
@@ -59,6 +60,80 @@ pub struct Comparison {
     /// Welch's t-test whatever `test` is, as IMC'17 reported it.
     pub welch: Option<Welch>,
     pub verdict: Verdict,
+    /// Why the verdict is inconclusive (version 5 on; `None` when it is not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undecided: Option<Undecided>,
+}
+
+/// Why a comparison could not decide.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum Undecided {
+    /// A side has too few values for the test to give a p at all.
+    NoTest { a: usize, b: usize },
+    /// With this many values the test cannot give a p below `ALPHA` whatever they are.
+    TooFewRounds {
+        a: usize,
+        b: usize,
+        smallest_p: f64,
+        /// Values a side needs (both alike), if any count up to 1,000 would do.
+        needed: Option<usize>,
+    },
+    /// The test could have decided but the sides overlap: p at or above `ALPHA`.
+    NotSignificant { p: f64 },
+}
+
+impl Undecided {
+    /// Why, in a few words for a table's cell.
+    pub fn short(&self) -> String {
+        match self {
+            Self::NoTest { .. } => "too few rounds for a test".into(),
+            Self::TooFewRounds {
+                needed: Some(n), ..
+            } => format!("too few rounds to reach p < {ALPHA} ({n} needed)"),
+            Self::TooFewRounds { needed: None, .. } => {
+                format!("this test cannot reach p < {ALPHA}")
+            }
+            Self::NotSignificant { p } => format!("sides overlap, p {}", crate::stats::fmt_p(*p)),
+        }
+    }
+
+    /// Why, and what to do, in a sentence for a reader.
+    pub fn explain(&self, test: Test) -> String {
+        match self {
+            Self::NoTest { a, b } => format!(
+                "{} needs at least 2 values a side, and there were {a} and {b}",
+                test.title()
+            ),
+            Self::TooFewRounds {
+                a,
+                b,
+                smallest_p,
+                needed,
+            } => {
+                let rounds = if a == b {
+                    format!("{a} rounds a side")
+                } else {
+                    format!("{a} and {b} rounds")
+                };
+                let fix = match needed {
+                    Some(n) => format!("run {n} rounds or more, or judge with --test welch"),
+                    None => "judge with --test welch".to_string(),
+                };
+                format!(
+                    "with {rounds}, {} cannot give p below {ALPHA} (its smallest is {}) \
+                     however far apart the sides are: {fix}",
+                    test.title(),
+                    crate::stats::fmt_p(*smallest_p)
+                )
+            }
+            Self::NotSignificant { p } => format!(
+                "the sides overlap: p = {} is not below {ALPHA}; more rounds (--rounds auto) \
+                 narrow the interval if there is a difference to find",
+                crate::stats::fmt_p(*p)
+            ),
+        }
+    }
 }
 
 fn samples(runs: &[RunReport], metric: Metric) -> Vec<f64> {
@@ -90,6 +165,18 @@ impl Comparison {
             (Some(p), Some(d)) if p < ALPHA && d < 0.0 => Verdict::AFaster,
             _ => Verdict::Inconclusive,
         };
+        let (na, nb) = (sa.n, sb.n);
+        let undecided =
+            (verdict == Verdict::Inconclusive).then(|| match (test.smallest_p(na, nb), o.p) {
+                (Some(least), _) if least >= ALPHA => Undecided::TooFewRounds {
+                    a: na,
+                    b: nb,
+                    smallest_p: least,
+                    needed: test.rounds_needed(ALPHA, 1000),
+                },
+                (_, Some(p)) => Undecided::NotSignificant { p },
+                _ => Undecided::NoTest { a: na, b: nb },
+            });
         Self {
             metric,
             a: sa,
@@ -101,6 +188,7 @@ impl Comparison {
             p: o.p,
             welch: w,
             verdict,
+            undecided,
         }
     }
 }
@@ -241,6 +329,63 @@ mod tests {
         assert_eq!(m.verdict, Verdict::BFaster);
         assert!(m.statistic.is_some() && m.p.is_some());
         assert!(m.effect.unwrap().rel_pct.unwrap() > 0.0);
+    }
+
+    /// An inconclusive verdict says why: 4 rounds a side that do not overlap at all are
+    /// beyond Mann-Whitney's reach (Welch's finds them), 5 are not; overlapping sides are
+    /// not significant; one round a side gives no test. A decided verdict has no reason.
+    #[test]
+    fn an_inconclusive_verdict_says_why() {
+        let (a, b) = ([10.0, 10.1, 10.2, 10.3, 10.4], [9.0, 9.1, 9.2, 9.3, 9.4]);
+        let four = Comparison::of_samples(&a[..4], &b[..4], Metric::Plt, Test::MannWhitney);
+        assert_eq!(four.verdict, Verdict::Inconclusive);
+        let Some(Undecided::TooFewRounds {
+            a: 4,
+            b: 4,
+            smallest_p,
+            needed: Some(5),
+        }) = four.undecided
+        else {
+            panic!("{:?}", four.undecided)
+        };
+        assert!((smallest_p - 2.0 / 70.0).abs() < 1e-12);
+        assert_eq!(
+            four.undecided.as_ref().unwrap().short(),
+            "too few rounds to reach p < 0.01 (5 needed)"
+        );
+        let text = four.undecided.as_ref().unwrap().explain(four.test);
+        assert!(
+            text.contains("4 rounds a side") && text.contains("0.029") && text.contains("5 rounds"),
+            "{text}"
+        );
+        let welch = Comparison::of_samples(&a[..4], &b[..4], Metric::Plt, Test::Welch);
+        assert_eq!((welch.verdict, welch.undecided), (Verdict::BFaster, None));
+        let five = Comparison::of_samples(&a, &b, Metric::Plt, Test::MannWhitney);
+        assert_eq!((five.verdict, &five.undecided), (Verdict::BFaster, &None));
+        let mixed = Comparison::of_samples(
+            &a,
+            &[10.05, 10.15, 10.25, 10.35, 9.95],
+            Metric::Plt,
+            Test::MannWhitney,
+        );
+        assert!(
+            matches!(mixed.undecided, Some(Undecided::NotSignificant { p }) if p >= ALPHA),
+            "{:?}",
+            mixed.undecided
+        );
+        let one = Comparison::of_samples(&[1.0], &[2.0], Metric::Plt, Test::Welch);
+        assert_eq!(one.undecided, Some(Undecided::NoTest { a: 1, b: 1 }));
+        // Written only when there is a reason, and read back.
+        let json = serde_json::to_string(&four).unwrap();
+        assert!(
+            json.contains(r#""undecided":{"reason":"too_few_rounds""#),
+            "{json}"
+        );
+        assert_eq!(
+            serde_json::from_str::<Comparison>(&json).unwrap().undecided,
+            four.undecided
+        );
+        assert!(!serde_json::to_string(&five).unwrap().contains("undecided"));
     }
 
     /// A version 2 comparison (page load times under their old names) reads as PLT.

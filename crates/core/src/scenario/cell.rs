@@ -7,13 +7,14 @@ use crate::report::compete::CompeteReport;
 use crate::scenario::Cell;
 
 pub const SCHEMA: &str = "qbench.sweep-cell";
+/// 5: comparisons are compare-report version 5 (an inconclusive one says why, `undecided`).
 /// 4: comparisons are compare-report version 4 (test, effect interval, p; `auto_rounds`);
 /// version 3 files read as judged by Welch's t-test.
 /// 3: comparisons are compare-report version 3 (they name their metric); version 2 files
 /// are still read, as PLT comparisons. 2: the cell is a typed spec hashed over its
 /// serialized form (version 1 held command-line arguments and hashed those); the report is
 /// tagged with its `kind`.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 /// The earliest version this qbench reads.
 pub const OLDEST_READ: u32 = 2;
 

@@ -344,9 +344,10 @@ impl Scenario {
         self.base.metric
     }
 
-    /// The test comparison cells are judged by: Welch's unless the file names another.
+    /// The test comparison cells are judged by: `qbench compare`'s default unless the file
+    /// names another.
     pub fn test(&self) -> crate::stats::effect::Test {
-        self.base.test.unwrap_or(crate::stats::effect::Test::Welch)
+        self.base.test.unwrap_or(crate::stats::effect::DEFAULT_TEST)
     }
 
     /// Rounds per cell, at most with `rounds = "auto"`, and the rule that may stop them.

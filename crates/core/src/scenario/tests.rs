@@ -257,10 +257,10 @@ fn auto_rounds_and_the_test() {
             precision_pct: 1.5
         })
     );
-    // Without either, a file means what it always did: 10 rounds, Welch's t-test, and the
-    // hash of a fixed-rounds cell is unchanged by the new optional field.
+    // Without either: 10 rounds, judged by `qbench compare`'s default test, and the hash of a
+    // fixed-rounds cell is unchanged by the new optional field.
     let old = Scenario::parse(FIG6).unwrap();
-    assert_eq!(old.test(), crate::stats::effect::Test::Welch);
+    assert_eq!(old.test(), crate::stats::effect::DEFAULT_TEST);
     let cell = &old.cells().unwrap()[0];
     let CellSpec::Compare(c) = &cell.spec else {
         panic!("a comparison")

@@ -277,7 +277,12 @@ impl CompareSpec {
             true => format!("{} quic={}", o.label(p), self.base.quic),
             false => o.label(p),
         };
-        (label(&self.a, self.protos.0), label(&self.b, self.protos.1))
+        let (a, b) = (label(&self.a, self.protos.0), label(&self.b, self.protos.1));
+        // An A/A control: the same configuration twice, told apart by its place.
+        if a == b {
+            return (format!("{a} (A)"), format!("{b} (B)"));
+        }
+        (a, b)
     }
 }
 

@@ -11,6 +11,18 @@ pub mod saturation;
 
 use serde::{Deserialize, Serialize};
 
+/// A p-value for a reader: two significant figures down to 0.0001 ("0.029", "0.0079"),
+/// then in e-notation ("3.2e-6").
+pub fn fmt_p(p: f64) -> String {
+    if p >= 0.01 {
+        format!("{p:.3}")
+    } else if p >= 0.0001 {
+        format!("{p:.4}")
+    } else {
+        format!("{p:.1e}")
+    }
+}
+
 /// Mean, median and spread of a sample; all `None` when it is empty (never NaN in JSON).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Stats {

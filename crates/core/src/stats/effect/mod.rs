@@ -28,6 +28,10 @@ pub enum Test {
     Bootstrap,
 }
 
+/// The test `qbench compare` and scenarios judge by unless told otherwise. (`Test::default()`
+/// is Welch's: what a report written before tests were named was judged by.)
+pub const DEFAULT_TEST: Test = Test::MannWhitney;
+
 impl Test {
     pub fn name(self) -> &'static str {
         match self {
@@ -35,6 +39,36 @@ impl Test {
             Self::MannWhitney => "mann-whitney",
             Self::Bootstrap => "bootstrap",
         }
+    }
+
+    /// The name a reader knows it by.
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::Welch => "Welch's t-test",
+            Self::MannWhitney => "Mann-Whitney U",
+            Self::Bootstrap => "the bootstrap of medians",
+        }
+    }
+
+    /// The smallest p this test can give with `n_a` and `n_b` values, whatever they are;
+    /// `None` when it gives none at these counts. Mann-Whitney's exact p is a count of
+    /// rank orders: with no overlap at all it is 2 / C(n_a + n_b, n_a), 0.029 with 4 a side.
+    pub fn smallest_p(self, n_a: usize, n_b: usize) -> Option<f64> {
+        match self {
+            Self::Welch => (n_a >= 2 && n_b >= 2).then_some(0.0),
+            Self::Bootstrap => (n_a >= 2 && n_b >= 2).then(|| 2.0 / (RESAMPLES as f64 + 1.0)),
+            Self::MannWhitney => {
+                let no_overlap: Vec<f64> = (0..n_a).map(|i| i as f64).collect();
+                let above: Vec<f64> = (0..n_b).map(|i| (n_a + i) as f64).collect();
+                mann_whitney(&no_overlap, &above).map(|m| m.p)
+            }
+        }
+    }
+
+    /// The fewest values a side (both alike) needs for this test to reach p < `alpha`, up to
+    /// `limit`; `None` if not even then.
+    pub fn rounds_needed(self, alpha: f64, limit: usize) -> Option<usize> {
+        (2..=limit).find(|&n| self.smallest_p(n, n).is_some_and(|p| p < alpha))
     }
 }
 

@@ -70,3 +70,54 @@ fn too_few_rounds_give_no_interval_and_no_panic() {
         assert!(none.effect.is_none() && none.p.is_none(), "{test:?}");
     }
 }
+
+/// Mann-Whitney's exact p cannot go below 2 / C(2n, n): 0.1 with 3 a side, 0.029 with 4,
+/// 0.0079 with 5, so 5 rounds are the fewest that can reach p < 0.01. Welch's and the
+/// bootstrap's reach it with 2.
+#[test]
+fn the_smallest_p_each_test_can_give() {
+    let mw = Test::MannWhitney;
+    close(mw.smallest_p(3, 3), 0.1, 1e-12);
+    close(mw.smallest_p(4, 4), 2.0 / 70.0, 1e-12);
+    close(mw.smallest_p(5, 5), 2.0 / 252.0, 1e-12);
+    close(mw.smallest_p(4, 6), 2.0 / 210.0, 1e-12);
+    assert_eq!(mw.smallest_p(0, 5), None);
+    // Past 8 a side the normal approximation: far below any alpha.
+    assert!(mw.smallest_p(10, 10).unwrap() < 1e-3);
+    assert_eq!(mw.rounds_needed(0.01, 100), Some(5));
+    assert_eq!(mw.rounds_needed(0.05, 100), Some(4));
+    assert_eq!(mw.rounds_needed(0.01, 4), None);
+    assert_eq!(Test::Welch.rounds_needed(0.01, 100), Some(2));
+    assert_eq!(Test::Welch.smallest_p(1, 5), None);
+    assert_eq!(Test::Bootstrap.rounds_needed(0.01, 100), Some(2));
+    // The bound is what the test gives: 4 rounds a side with no overlap at all.
+    let p = assess(mw, &A[..4], &B[..4], false).p.unwrap();
+    close(Some(p), 2.0 / 70.0, 1e-12);
+}
+
+/// A/A: both sides drawn from one skewed distribution (log-normal, like latencies). Each
+/// test calls a difference at p < 0.01 in at most its share of trials, with room for chance
+/// (binomial: mean 1%, three standard deviations above).
+#[test]
+fn identical_sides_are_called_different_at_most_at_alpha() {
+    use rand::SeedableRng;
+    use rand_distr::Distribution;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let skewed = rand_distr::LogNormal::new(100f64.ln(), 0.3).unwrap();
+    let mut draw = |n: usize| -> Vec<f64> { (0..n).map(|_| skewed.sample(&mut rng)).collect() };
+    for (test, trials) in [
+        (Test::Welch, 2000),
+        (Test::MannWhitney, 2000),
+        (Test::Bootstrap, 200),
+    ] {
+        let called = (0..trials)
+            .filter(|_| {
+                let (a, b) = (draw(10), draw(10));
+                assess(test, &a, &b, false).p.is_some_and(|p| p < 0.01)
+            })
+            .count() as f64;
+        let n = trials as f64;
+        let bound = n * 0.01 + 3.0 * (n * 0.01 * 0.99).sqrt();
+        assert!(called <= bound, "{}: {called} of {trials}", test.name());
+    }
+}
