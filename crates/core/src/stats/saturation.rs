@@ -12,6 +12,20 @@ pub const BUSY_LIMIT: f64 = 0.9;
 /// started this late (p99), could not keep up.
 pub const LAG_LIMIT_US: u64 = 10_000;
 
+/// An open loop in which more than this share of the requests started more than
+/// `LATE_AFTER` (2 ms) late could not keep to its schedule, whatever its p99 says: at 2,000
+/// requests/s, 12% started late while the p99 stayed under `LAG_LIMIT_US`.
+pub const LATE_SHARE_LIMIT: f64 = 0.01;
+
+/// An open loop's start lag over a run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StartLag {
+    pub p99_us: Option<u64>,
+    /// Requests started more than `LATE_AFTER` late, of `sent`.
+    pub late: u64,
+    pub sent: u64,
+}
+
 /// One client thread over a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThreadLoad {
@@ -34,12 +48,14 @@ pub struct ClientLoad {
 }
 
 impl ClientLoad {
-    /// The verdict from the threads, the runtime's lag and (open loop) the start lag p99.
+    /// The verdict from the threads, the runtime's lag and (open loop) the start lag: its
+    /// p99 and the share of requests started late.
     pub fn judge(
         threads: Vec<ThreadLoad>,
         runtime_lag: HistogramExport,
-        start_lag_p99_us: Option<u64>,
+        start: Option<StartLag>,
     ) -> Self {
+        let start_lag_p99_us = start.and_then(|s| s.p99_us);
         let mut why = Vec::new();
         for t in threads.iter().filter(|t| t.busy > BUSY_LIMIT) {
             why.push(format!("thread {} {:.0}% busy", t.name, t.busy * 100.0));
@@ -55,6 +71,18 @@ impl ClientLoad {
                 "requests started {:.1} ms late (p99)",
                 p99 as f64 / 1e3
             ));
+        }
+        if let Some(s) = start.filter(|s| s.sent > 0) {
+            let share = s.late as f64 / s.sent as f64;
+            if share > LATE_SHARE_LIMIT {
+                why.push(format!(
+                    "{} of {} requests ({:.1}%) started more than {} ms late",
+                    s.late,
+                    s.sent,
+                    share * 100.0,
+                    crate::spec::load::LATE_AFTER.as_millis()
+                ));
+            }
         }
         Self {
             threads,
@@ -88,13 +116,39 @@ mod tests {
 
     #[test]
     fn a_busy_thread_or_a_late_runtime_or_late_starts_are_named() {
-        let calm = ClientLoad::judge(vec![thread("qbench", 0.5)], lag(1), Some(200));
+        let start = |p99: u64, late: u64, sent: u64| {
+            Some(StartLag {
+                p99_us: Some(p99),
+                late,
+                sent,
+            })
+        };
+        let calm = ClientLoad::judge(vec![thread("qbench", 0.5)], lag(1), start(200, 1, 1000));
         assert_eq!(calm.saturated, None);
         let busy = ClientLoad::judge(vec![thread("qbench", 0.97)], lag(1), None);
         assert_eq!(busy.saturated.as_deref(), Some("thread qbench 97% busy"));
-        let late = ClientLoad::judge(vec![thread("qbench", 0.5)], lag(25), Some(50_000));
+        let late = ClientLoad::judge(vec![thread("qbench", 0.5)], lag(25), start(50_000, 0, 0));
         let why = late.saturated.unwrap();
         assert!(why.contains("runtime timers 25.0 ms late"), "{why}");
         assert!(why.contains("requests started 50.0 ms late"), "{why}");
+    }
+
+    /// A p99 under the limit does not hide 12% of requests started late; 1% does not warn.
+    #[test]
+    fn many_late_starts_are_named_whatever_the_p99() {
+        let at = |late: u64| {
+            let start = StartLag {
+                p99_us: Some(9_800),
+                late,
+                sent: 20_000,
+            };
+            ClientLoad::judge(vec![thread("qbench", 0.5)], lag(1), Some(start)).saturated
+        };
+        assert_eq!(
+            at(2_483).as_deref(),
+            Some("2483 of 20000 requests (12.4%) started more than 2 ms late")
+        );
+        assert_eq!(at(200), None);
+        assert_eq!(at(201).map(|w| w.contains("(1.0%)")), Some(true));
     }
 }

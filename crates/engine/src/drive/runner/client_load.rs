@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use qbench_core::stats::saturation::ClientLoad;
+use qbench_core::stats::saturation::{ClientLoad, StartLag};
 use qbench_core::{HistogramExport, LatencyHistogram, RunReport};
 use tokio::task::JoinSet;
 
@@ -33,11 +33,18 @@ impl ClientWatch {
     /// The client's load since `start`; a held load's start lag in `report` counts too.
     pub(super) fn judge(&self, report: &RunReport) -> ClientLoad {
         let loads = thread_loads(&self.threads, &client_threads(), self.wall.elapsed());
-        let start_lag = report.load.as_ref().and_then(|l| l.lag.as_ref());
+        // Closed loops have no intended start: no lag and nothing late.
+        let start = report.load.as_ref().and_then(|l| {
+            l.lag.as_ref().map(|h| StartLag {
+                p99_us: h.summary.p99_us,
+                late: l.late,
+                sent: l.sent,
+            })
+        });
         ClientLoad::judge(
             loads,
             HistogramExport::from(&*self.runtime_lag.lock().expect("probe lock")),
-            start_lag.and_then(|h| h.summary.p99_us),
+            start,
         )
     }
 }
