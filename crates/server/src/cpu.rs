@@ -18,11 +18,18 @@ fn ticks_per_second() -> f64 {
 }
 
 fn thread_cpu(t: &Registered) -> Option<CpuTimes> {
-    let task = format!("/proc/self/task/{}", t.tid);
+    task_cpu(t.tid, clock_seconds(t.clock))
+}
+
+/// Thread `tid` of this process: its CPU times as `stat` splits them, rescaled to `total`
+/// seconds when its precise total is known (its CPU clock, or its `schedstat`), with its
+/// faults and context switches. `None` once the thread is gone.
+pub fn task_cpu(tid: i32, total: Option<f64>) -> Option<CpuTimes> {
+    let task = format!("/proc/self/task/{tid}");
     let stat = std::fs::read_to_string(format!("{task}/stat")).ok()?;
     let status = std::fs::read_to_string(format!("{task}/status")).ok();
     let ticked = parse_thread(&stat, status.as_deref(), ticks_per_second())?;
-    Some(match clock_seconds(t.clock) {
+    Some(match total {
         Some(total) => split_like(ticked, total),
         None => ticked,
     })

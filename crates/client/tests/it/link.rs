@@ -349,6 +349,25 @@ fn forwarder_counters_per_run() {
         // The body and its framing crossed the downlink during the run, once.
         assert!((2_000_000..3_000_000).contains(&down), "{down}");
         sum += down;
+        // The forwarders run in the client's process and are not the client: their CPU is
+        // `cpu.link`, the `link` role's, and is left out of `cpu.client`, which is the
+        // client's own threads (the `client` and `pacer` roles).
+        let secs = |c: &Value| c["user_s"].as_f64().unwrap() + c["sys_s"].as_f64().unwrap();
+        let role = |name: &str| -> f64 {
+            run["spread"]["roles"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| r["role"] == name)
+                .map(|r| r["cpu_s"].as_f64().unwrap())
+                .sum()
+        };
+        let (link, client) = (secs(&run["cpu"]["link"]), secs(&run["cpu"]["client"]));
+        assert!(link > 0.0, "{}", run["cpu"]);
+        assert!((link - role("link")).abs() < 0.02, "{link} vs {}", run["spread"]);
+        // getrusage's ticks against schedstat's nanoseconds, and the run's bookkeeping.
+        let own = role("client") + role("pacer") + role("other");
+        assert!((client - own).abs() < 0.05, "{client} vs {own}: {}", run["spread"]);
     }
     assert!(sum <= total("dn", &j["link"]["forwarders"]));
 }

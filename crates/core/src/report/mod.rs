@@ -63,6 +63,10 @@ pub struct RunCpu {
     /// The same for the in-process server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_tcp: Option<SocketCalls>,
+    /// The link emulator's forwarder threads, which run in the client's process: left out of
+    /// `client` and of every figure derived from it. Absent without a userspace link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<CpuTimes>,
 }
 
 /// Socket reads and writes that moved bytes (each one system call), and the bytes they moved.
@@ -110,6 +114,7 @@ impl RunCpu {
             gbit_per_busy_core: (total > 0.0).then(|| gb * 8.0 / total),
             client_tcp: None,
             server_tcp: None,
+            link: None,
         }
     }
 }

@@ -96,6 +96,19 @@ pub fn thread_ending() {
     ended.push((role, t));
 }
 
+/// The CPU times, faults and switches so far of this process's live threads in `role`, e.g.
+/// the link emulator's forwarders, which run in the client's process but are not the client.
+pub fn role_times(role: ThreadRole) -> CpuTimes {
+    all_threads()
+        .into_iter()
+        .filter(|(r, _)| *r == role)
+        .filter_map(|(_, t)| {
+            let tid = i32::try_from(t.tid).ok()?;
+            qbench_server::cpu::task_cpu(tid, Some(t.on_cpu_ns as f64 / 1e9))
+        })
+        .fold(CpuTimes::zero_counted(), |a, t| a.plus(&t))
+}
+
 /// This process's client threads: the main thread, the client runtime's and the pacer
 /// (not the in-process server's, nor the link's forwarders). Empty where /proc lacks it.
 pub fn client_threads() -> Vec<ThreadTime> {

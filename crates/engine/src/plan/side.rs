@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::measure::cpu::{all_threads, process_cpu, role_cpu};
+use crate::measure::cpu::{all_threads, process_cpu, role_cpu, role_times};
 use qbench_core::stats::noise::{
     forwarder_deltas, parse_proc_stat, CpuStat, RunNoise, STEAL_THRESHOLD_PCT,
 };
@@ -23,7 +23,7 @@ use crate::transport::h3::H3;
 use crate::transport::tcp::TlsTcp;
 use crate::transport::tls::{client_config, ticket_store};
 use crate::transport::Transport;
-use qbench_core::report::spread::RoleCpu;
+use qbench_core::report::spread::{RoleCpu, ThreadRole};
 use qbench_core::report::Spread;
 use qbench_core::spec::RunSpec;
 use qbench_core::Protocol;
@@ -212,7 +212,9 @@ impl<'a> Side<'a> {
         let tcp0 = (CLIENT_TCP.snapshot(), SERVER_TCP.snapshot());
         let relayed0 = self.proxy.map(|p| relayed(&p.stats));
         let (threads0, wall) = (all_threads(), std::time::Instant::now());
+        let link0 = role_times(ThreadRole::Link);
         let mut rep = self.runner.run(index, bar).await;
+        let link = role_times(ThreadRole::Link).since(&link0);
         let roles = role_cpu(&threads0, &all_threads(), wall.elapsed());
         let (p1, s1, x1) = self.cpu_now();
         let tcp1 = (CLIENT_TCP.snapshot(), SERVER_TCP.snapshot());
@@ -238,6 +240,11 @@ impl<'a> Side<'a> {
         if let Some(x) = proxy_cpu {
             client = client.since(&x);
         }
+        // The userspace link's forwarders run in this process but are not the client.
+        let link = (link.total_s() > 0.0).then_some(link);
+        if let Some(l) = &link {
+            client = client.since(l);
+        }
         if let (Some(p), Some(before), Some(cpu)) = (self.proxy, relayed0, proxy_cpu) {
             let now = relayed(&p.stats);
             rep.proxy = Some(qbench_core::report::link::ProxyRun {
@@ -252,6 +259,7 @@ impl<'a> Side<'a> {
             });
         }
         let mut cpu = RunCpu::new(client, server, rep.payload_bytes);
+        cpu.link = link;
         cpu.client_tcp = tcp1.0.since(&tcp0.0);
         // An in-process server's calls, unless a proxy's are mixed in with them.
         cpu.server_tcp = (server.is_some() && self.proxy.is_none())
