@@ -350,6 +350,9 @@ pub fn summary(report: &Report, headline: &str) -> String {
     if let Some(st) = &report.start {
         line("start", start_line(st));
     }
+    if let Some(l) = &report.link {
+        line("link", link_line(l.backend));
+    }
     line("handshake", stat_line(&s.handshake_us, dur_us));
     line("PLT", stat_line(&s.plt_us, dur_us));
     line(
@@ -391,4 +394,15 @@ pub fn summary(report: &Report, headline: &str) -> String {
         );
     }
     out
+}
+
+/// Which emulator carried the run: the two differ in how they reorder and where they drop.
+fn link_line(b: qbench_core::report::link::Backend) -> String {
+    use qbench_core::report::link::Backend;
+    match b {
+        Backend::Netem => "emulated by netem (tbf + netem on the router)".into(),
+        Backend::Userspace => {
+            "emulated by tbf + nftables + the userspace delay path (no netem)".into()
+        }
+    }
 }

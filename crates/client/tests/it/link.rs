@@ -331,6 +331,13 @@ fn forwarder_counters_per_run() {
         "rate=50mbit,rtt=10ms",
     ]);
     assert_complete(&r, 2, 1, 2_000_000);
+    // The summary says which emulator carried the run.
+    assert!(
+        r.stderr
+            .contains("link           emulated by tbf + nftables + the userspace delay path"),
+        "{}",
+        r.stderr
+    );
     let j = r.json.unwrap();
     let total = |name: &str, stats: &Value| -> u64 {
         stats
@@ -364,10 +371,18 @@ fn forwarder_counters_per_run() {
         };
         let (link, client) = (secs(&run["cpu"]["link"]), secs(&run["cpu"]["client"]));
         assert!(link > 0.0, "{}", run["cpu"]);
-        assert!((link - role("link")).abs() < 0.02, "{link} vs {}", run["spread"]);
+        assert!(
+            (link - role("link")).abs() < 0.02,
+            "{link} vs {}",
+            run["spread"]
+        );
         // getrusage's ticks against schedstat's nanoseconds, and the run's bookkeeping.
         let own = role("client") + role("pacer") + role("other");
-        assert!((client - own).abs() < 0.05, "{client} vs {own}: {}", run["spread"]);
+        assert!(
+            (client - own).abs() < 0.05,
+            "{client} vs {own}: {}",
+            run["spread"]
+        );
     }
     assert!(sum <= total("dn", &j["link"]["forwarders"]));
 }

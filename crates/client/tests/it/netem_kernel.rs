@@ -180,10 +180,11 @@ fn rates_fixed_and_variable() {
     eprintln!("rate=4mbit: goodput {:.1}% of the rate", g / 4e6 * 100.0);
     assert!((0.65..=0.98).contains(&(g / 4e6)), "goodput {g}");
 
-    // A trace steps the tbf under netem through `tc -batch`: the kernel shows each step.
+    // A trace steps the tbf under netem through `tc -batch`: the kernel shows each step. The
+    // first holds for 5 s: under TCG the first poll came after a 1.5 s step had passed.
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("rates.txt");
-    std::fs::write(&trace, "0 8mbit\n1.5 2mbit\n").unwrap();
+    std::fs::write(&trace, "0 8mbit\n5 2mbit\n").unwrap();
     let spec = format!("rate=trace:{},rtt=20ms", trace.display());
     with_link(&spec, Netem, |client| {
         let router = router_of(client);
