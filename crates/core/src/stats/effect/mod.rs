@@ -57,11 +57,7 @@ impl Test {
         match self {
             Self::Welch => (n_a >= 2 && n_b >= 2).then_some(0.0),
             Self::Bootstrap => (n_a >= 2 && n_b >= 2).then(|| 2.0 / (RESAMPLES as f64 + 1.0)),
-            Self::MannWhitney => {
-                let no_overlap: Vec<f64> = (0..n_a).map(|i| i as f64).collect();
-                let above: Vec<f64> = (0..n_b).map(|i| (n_a + i) as f64).collect();
-                mann_whitney(&no_overlap, &above).map(|m| m.p)
-            }
+            Self::MannWhitney => crate::stats::nonparam::mann_whitney_least_p(n_a, n_b),
         }
     }
 

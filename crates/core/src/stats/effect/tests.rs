@@ -90,9 +90,16 @@ fn the_smallest_p_each_test_can_give() {
     assert_eq!(Test::Welch.rounds_needed(0.01, 100), Some(2));
     assert_eq!(Test::Welch.smallest_p(1, 5), None);
     assert_eq!(Test::Bootstrap.rounds_needed(0.01, 100), Some(2));
-    // The bound is what the test gives: 4 rounds a side with no overlap at all.
-    let p = assess(mw, &A[..4], &B[..4], false).p.unwrap();
-    close(Some(p), 2.0 / 70.0, 1e-12);
+    // The bound is what the test gives to sides that do not overlap, exact or approximate.
+    for (na, nb) in [(4, 4), (3, 9), (9, 12), (20, 20)] {
+        let a: Vec<f64> = (0..na).map(|i| 100.0 + i as f64).collect();
+        let b: Vec<f64> = (0..nb).map(|i| i as f64).collect();
+        let p = assess(mw, &a, &b, false).p.unwrap();
+        close(mw.smallest_p(na, nb), p, 1e-12);
+    }
+    // Any count, without holding the values: a --rounds of 4 billion is a number, not 64 GB.
+    assert!(mw.smallest_p(4_000_000_000, 4_000_000_000).unwrap() < 1e-100);
+    assert!(mw.smallest_p(2, 4_000_000_000).unwrap() < 1e-15);
 }
 
 /// A/A: both sides drawn from one skewed distribution (log-normal, like latencies). Each
