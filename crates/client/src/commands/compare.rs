@@ -2,7 +2,9 @@
 
 use anyhow::Context;
 use indicatif::ProgressBar;
-use qbench_core::report::compare::{AutoRoundsRecord, CompareReport, DiscardedRound, ALPHA};
+use qbench_core::report::compare::{
+    AutoRoundsRecord, CompareReport, DiscardedRound, Undecided, ALPHA,
+};
 use qbench_core::spec::CompareSpec;
 use qbench_core::stats::effect::Test;
 use qbench_core::stats::metric::Metric;
@@ -93,19 +95,22 @@ impl Plan {
     /// does: said before the rounds run, as the verdict will say after them.
     pub fn out_of_reach(&self) -> Option<String> {
         let n = self.rounds as usize;
-        let least = self.test.smallest_p(n, n)?;
-        (least >= ALPHA).then(|| {
-            let fix = match self.test.rounds_needed(ALPHA, 1000) {
-                Some(k) => format!("run {k} rounds or more, or judge with --test welch"),
-                None => "judge with --test welch".into(),
-            };
-            format!(
-                "{} with {n} rounds a side cannot give p below {ALPHA} (its smallest is {}), \
-                 so the verdict will be inconclusive however far apart the sides are: {fix}",
-                self.test.title(),
-                qbench_core::stats::fmt_p(least)
-            )
-        })
+        let Some(Undecided::TooFewRounds {
+            smallest_p, needed, ..
+        }) = Undecided::beyond_reach(self.test, n, n)
+        else {
+            return None;
+        };
+        let fix = match needed {
+            Some(k) => format!("run {k} rounds or more, or judge with --test welch"),
+            None => "judge with --test welch".into(),
+        };
+        Some(format!(
+            "{} with {n} rounds a side cannot give p below {ALPHA} (its smallest is {}), \
+             so the verdict will be inconclusive however far apart the sides are: {fix}",
+            self.test.title(),
+            qbench_core::stats::fmt_p(smallest_p)
+        ))
     }
 
     /// Every check that concerns a comparison as a whole, for flags and scenario cells alike.

@@ -84,6 +84,18 @@ pub enum Undecided {
 }
 
 impl Undecided {
+    /// `TooFewRounds` when `test` cannot reach p < `ALPHA` with `a` and `b` values whatever
+    /// they are; `None` when it can (or gives no p at all).
+    pub fn beyond_reach(test: Test, a: usize, b: usize) -> Option<Self> {
+        let least = test.smallest_p(a, b)?;
+        (least >= ALPHA).then(|| Self::TooFewRounds {
+            a,
+            b,
+            smallest_p: least,
+            needed: test.rounds_needed(ALPHA, 1000),
+        })
+    }
+
     /// Why, in a few words for a table's cell.
     pub fn short(&self) -> String {
         match self {
@@ -166,17 +178,12 @@ impl Comparison {
             _ => Verdict::Inconclusive,
         };
         let (na, nb) = (sa.n, sb.n);
-        let undecided =
-            (verdict == Verdict::Inconclusive).then(|| match (test.smallest_p(na, nb), o.p) {
-                (Some(least), _) if least >= ALPHA => Undecided::TooFewRounds {
-                    a: na,
-                    b: nb,
-                    smallest_p: least,
-                    needed: test.rounds_needed(ALPHA, 1000),
-                },
-                (_, Some(p)) => Undecided::NotSignificant { p },
-                _ => Undecided::NoTest { a: na, b: nb },
-            });
+        let undecided = (verdict == Verdict::Inconclusive).then(|| {
+            Undecided::beyond_reach(test, na, nb).unwrap_or(match o.p {
+                Some(p) => Undecided::NotSignificant { p },
+                None => Undecided::NoTest { a: na, b: nb },
+            })
+        });
         Self {
             metric,
             a: sa,

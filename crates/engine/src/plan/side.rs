@@ -212,9 +212,10 @@ impl<'a> Side<'a> {
         let tcp0 = (CLIENT_TCP.snapshot(), SERVER_TCP.snapshot());
         let relayed0 = self.proxy.map(|p| relayed(&p.stats));
         let (threads0, wall) = (all_threads(), std::time::Instant::now());
-        let link0 = role_times(ThreadRole::Link);
+        // Only a link has forwarder threads: other runs read /proc no more than before.
+        let link0 = self.link.map(|_| role_times(ThreadRole::Link));
         let mut rep = self.runner.run(index, bar).await;
-        let link = role_times(ThreadRole::Link).since(&link0);
+        let link = link0.map(|l0| role_times(ThreadRole::Link).since(&l0));
         let roles = role_cpu(&threads0, &all_threads(), wall.elapsed());
         let (p1, s1, x1) = self.cpu_now();
         let tcp1 = (CLIENT_TCP.snapshot(), SERVER_TCP.snapshot());
@@ -241,7 +242,7 @@ impl<'a> Side<'a> {
             client = client.since(&x);
         }
         // The userspace link's forwarders run in this process but are not the client.
-        let link = (link.total_s() > 0.0).then_some(link);
+        let link = link.filter(|l| l.total_s() > 0.0);
         if let Some(l) = &link {
             client = client.since(l);
         }
