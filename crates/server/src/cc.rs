@@ -227,9 +227,27 @@ pub fn quic_factory(
     Arc::new(InstrumentedFactory { inner, cap_packets })
 }
 
+/// The window a quinn controller for `algo` starts at (`initial_window` bytes if given, else
+/// quinn's default), at QUIC's 1200-byte initial packets.
+pub fn quic_initial_window(algo: CcAlgo, initial_window: Option<u64>) -> u64 {
+    quic_factory(algo, initial_window, None)
+        .build(Instant::now(), 1200)
+        .initial_window()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// quinn's default for its loss-based controllers: 14,720 bytes clamped to ten 1200-byte
+    /// packets. BBR starts at its own.
+    #[test]
+    fn quinn_starts_at_twelve_thousand_bytes() {
+        for algo in [CcAlgo::Cubic, CcAlgo::NewReno] {
+            assert_eq!(quic_initial_window(algo, None), 12_000, "{algo:?}");
+        }
+        assert_eq!(quic_initial_window(CcAlgo::Cubic, Some(24_000)), 24_000);
+    }
 
     #[test]
     fn cap_clamps_window_and_tracks_events() {

@@ -78,6 +78,7 @@ impl ConnTelemetry {
                 transport: transport.into(),
                 cc: cc.into(),
                 cwnd_cap_bytes: cap,
+                cwnd_cap_packets: None,
                 interval_us: interval.as_micros() as u64,
                 samples: Vec::new(),
                 truncated: false,
@@ -192,7 +193,11 @@ fn quic_sample(conn: &quinn::Connection, t_us: u64) -> (CcSample, Option<u64>) {
         srtt_us: stats.path.rtt.as_micros() as u64,
         min_rtt_us: Some(stats.path.min_rtt.as_micros() as u64),
         mss_bytes: u64::from(stats.path.current_mtu),
-        lost_packets: stats.path.lost_packets,
+        // quinn counts its lost MTU probes apart; they were packets on the wire all the same.
+        lost_packets: stats
+            .path
+            .lost_packets
+            .saturating_add(stats.path.lost_plpmtud_probes),
         retransmitted_packets: None,
         congestion_events: Some(stats.path.congestion_events),
         timeouts: inst.as_ref().map(|i| i.persistent_congestion),

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use crate::tun::Tun;
 
 mod queue;
+mod segments;
 mod sys;
 use queue::*;
 
@@ -158,7 +159,9 @@ impl Forwarder {
             let _ = t.join();
         }
         let leftover = self.shared.lock_queue().drain_all();
-        self.shared.counters.add_dropped(leftover.len() as u64);
+        self.shared
+            .counters
+            .add_dropped(leftover.iter().map(|p| p.segs).sum());
     }
 }
 
@@ -239,6 +242,7 @@ impl Shared {
 #[derive(Default)]
 struct Counters {
     packets: AtomicU64,
+    writes: AtomicU64,
     bytes: AtomicU64,
     dropped: AtomicU64,
     reordered: AtomicU64,
@@ -253,6 +257,7 @@ impl Counters {
     fn snapshot(&self) -> ForwarderStats {
         ForwarderStats {
             packets: self.packets.load(Ordering::Relaxed),
+            writes: self.writes.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
             dropped: self.dropped.load(Ordering::Relaxed),
             max_queue: self.max_queue.load(Ordering::Relaxed),
@@ -365,8 +370,9 @@ fn admit(
     if n <= sh.vnet_len() {
         return None;
     }
+    let segs = segments::on_wire(&buf[..n], sh.vnet_len());
     let Some(slot) = sched.admit(arrival) else {
-        sh.counters.add_dropped(1);
+        sh.counters.add_dropped(segs);
         return None;
     };
     let data = if n <= SMALL_BUF {
@@ -380,6 +386,7 @@ fn admit(
     Some(Packet {
         buf: data,
         len: n,
+        segs,
         due: slot.due,
         seq: slot.seq,
         overtakes: slot.overtakes,
@@ -393,6 +400,7 @@ fn enqueue(sh: &Shared, batch: &mut Pending) {
         return;
     }
     let mut rejected: Vec<Vec<u8>> = Vec::new();
+    let mut rejected_segs = 0u64;
     let mut overtakers = 0u64;
     let mut q = sh.lock_queue();
     let head_before = q.head_due();
@@ -401,6 +409,7 @@ fn enqueue(sh: &Shared, batch: &mut Pending) {
             overtakers += u64::from(p.overtakes);
             q.push(p);
         } else {
+            rejected_segs += p.segs;
             rejected.push(p.buf);
         }
     }
@@ -414,7 +423,7 @@ fn enqueue(sh: &Shared, batch: &mut Pending) {
         .reordered
         .fetch_add(overtakers, Ordering::Relaxed);
     if !rejected.is_empty() {
-        sh.counters.add_dropped(rejected.len() as u64);
+        sh.counters.add_dropped(rejected_segs);
         let mut pool = sh.lock_pool();
         rejected.into_iter().for_each(|b| pool.put(b));
     }
@@ -456,7 +465,8 @@ fn writer_loop(sh: &Shared) {
         let written = batch.iter().take_while(|p| write_packet(sh, p)).count();
         if written < batch.len() {
             // The TUN is unusable: the rest of the batch cannot be written either.
-            sh.counters.add_dropped((batch.len() - written) as u64);
+            sh.counters
+                .add_dropped(batch[written..].iter().map(|p| p.segs).sum());
             sh.request_stop();
         }
         let mut pool = sh.lock_pool();
@@ -514,7 +524,8 @@ fn write_packet(sh: &Shared, p: &Packet) -> bool {
     for _ in 0..4 {
         match sh.tun.send(data) {
             Ok(_) => {
-                sh.counters.packets.fetch_add(1, Ordering::Relaxed);
+                sh.counters.packets.fetch_add(p.segs, Ordering::Relaxed);
+                sh.counters.writes.fetch_add(1, Ordering::Relaxed);
                 let payload = p.len.saturating_sub(sh.vnet_len());
                 sh.counters
                     .bytes
@@ -529,7 +540,7 @@ fn write_packet(sh: &Shared, p: &Packet) -> bool {
             },
         }
     }
-    sh.counters.add_dropped(1);
+    sh.counters.add_dropped(p.segs);
     true
 }
 

@@ -28,6 +28,23 @@ pub fn tbf_burst(rate: Rate, mtu: u32) -> u64 {
     per_ms.max(u64::from(mtu) * 4)
 }
 
+/// Bytes of an Ethernet header: what a veth's qdisc counts beyond the IP packet.
+const ETH_HLEN: u32 = 14;
+
+/// tbf's peak bucket, there only to make tbf cut every GSO super-packet into its segments as
+/// it queues them (it does for any packet longer than the peak bucket), so that a full queue
+/// drops, and the root qdisc counts, packets as the senders and receivers see them rather
+/// than super-packets of up to 45. The peak rate is far above the rate, so it never limits.
+pub fn segmenting_peak(rate: Rate, mtu: u32) -> [String; 4] {
+    let peak = rate.0.saturating_mul(2).max(1_000_000_000_000);
+    [
+        "peakrate".into(),
+        format!("{peak}bit"),
+        "mtu".into(),
+        (mtu + ETH_HLEN).to_string(),
+    ]
+}
+
 /// Queue in bytes when the spec sets none: 50 ms at the rate, at least 64 KiB.
 pub fn default_queue(rate: Rate) -> u64 {
     (rate.0 / 8 / 20).max(64 * 1024)
@@ -65,6 +82,8 @@ pub fn tbf(ns: &str, dev: &str, d: &Direction, mtu: u32, under_netem: bool) -> O
     let mut argv = vec!["tc", "qdisc", "replace", "dev", dev];
     argv.extend(attach(under_netem).iter().filter(|a| !a.is_empty()));
     argv.extend(["1:", "tbf", "rate", &r, "burst", &b, "limit", &l]);
+    let peak = segmenting_peak(rate, mtu);
+    argv.extend(peak.iter().map(String::as_str));
     Some(Cmd::new(Some(ns), &argv))
 }
 
@@ -164,10 +183,11 @@ pub fn rate_change_line(
         "root handle".to_string()
     };
     format!(
-        "qdisc change dev {dev} {at} 1: tbf rate {}bit burst {} limit {}\n",
+        "qdisc change dev {dev} {at} 1: tbf rate {}bit burst {} limit {} {}\n",
         rate.0,
         tbf_burst(peak, mtu),
-        queue_bytes.max(u64::from(mtu) * 2)
+        queue_bytes.max(u64::from(mtu) * 2),
+        segmenting_peak(rate, mtu).join(" ")
     )
 }
 
@@ -181,13 +201,39 @@ mod tests {
         let l = rate_change_line("qb-rs", Rate(10_000_000), Rate(20_000_000), 1, 1500, true);
         assert_eq!(
             l,
-            "qdisc change dev qb-rs parent 10:1 handle 1: tbf rate 10000000bit burst 6000 limit 3000\n"
+            "qdisc change dev qb-rs parent 10:1 handle 1: tbf rate 10000000bit burst 6000 limit 3000 peakrate 1000000000000bit mtu 1514\n"
         );
         let l = rate_change_line("qb-rs", Rate(10_000_000), Rate(20_000_000), 1, 1500, false);
         assert!(
             l.starts_with("qdisc change dev qb-rs root handle 1: tbf"),
             "{l}"
         );
+    }
+
+    /// A peak bucket of one full frame makes tbf segment every GSO super-packet, so that its
+    /// drops are packets; the peak stays above the rate, which tc requires.
+    #[test]
+    fn tbf_segments_super_packets_at_any_rate() {
+        for (rate, mtu) in [("20mbit", 1500), ("400gbit", 9000), ("1mbit", 1280)] {
+            let d: LinkSpec = format!("rate={rate}").parse().unwrap();
+            let c = tbf("ns", "qb-rs", &d.up, mtu, false).unwrap();
+            let at = |k: &str| {
+                c.argv
+                    .iter()
+                    .position(|a| a == k)
+                    .map(|i| c.argv[i + 1].clone())
+            };
+            assert_eq!(at("mtu"), Some((mtu + 14).to_string()), "{c}");
+            let bits = |v: String| v.trim_end_matches("bit").parse::<u64>().unwrap();
+            assert!(
+                bits(at("peakrate").unwrap()) > bits(at("rate").unwrap()),
+                "{c}"
+            );
+            assert!(
+                at("burst").unwrap().parse::<u32>().unwrap() >= mtu + 14,
+                "{c}"
+            );
+        }
     }
 
     #[test]

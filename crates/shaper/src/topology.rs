@@ -194,8 +194,13 @@ impl Topology {
         let result = exec.run_all(&cmds);
         topo.executed = exec.done;
         result?;
+        // TCP's MTU probing decides, with the initial window, how many round trips a small
+        // object takes over TCP; reports record it as the server's namespace has it.
+        let mut keys = vec!["net.ipv4.tcp_mtu_probing"];
         if plan_opts.tcp_reordering.is_some() {
-            let key = "net.ipv4.tcp_reordering";
+            keys.push("net.ipv4.tcp_reordering");
+        }
+        for key in keys {
             let out = std::process::Command::new("ip")
                 .args(["netns", "exec", &names.server, "sysctl", "-n", key])
                 .output()
@@ -289,6 +294,14 @@ impl Topology {
             rate_changes: self.rates.as_ref().map(|r| r.changes()).unwrap_or_default(),
             notes: self.notes(),
         }
+    }
+
+    /// A sysctl of the server's namespace as read back when the link was built.
+    pub fn server_sysctl(&self, key: &str) -> Option<&str> {
+        self.server_sysctls
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     fn notes(&self) -> Vec<String> {

@@ -197,8 +197,8 @@ fn plot_both(path: &std::path::Path, r: &CompareReport) -> anyhow::Result<()> {
     std::fs::write(path, svg).with_context(|| format!("--plot: writing {}", path.display()))
 }
 
-/// The larger steal share of the two sides' last runs, when either was noisy.
-fn noisy(a: &Side<'_>, b: &Side<'_>) -> Option<f64> {
+/// Why the two sides' last runs were noisy, when either was.
+fn noisy(a: &Side<'_>, b: &Side<'_>) -> Option<qbench_core::stats::noise::NoisyRound> {
     let last = |s: &Side<'_>| s.runs.last().and_then(|r| r.noise.as_ref()).cloned();
     qbench_core::stats::noise::noisy_round(&[last(a), last(b)])
 }
@@ -330,12 +330,17 @@ async fn run_rounds(
             break;
         }
         if plan.discard_noisy && rounds.discarded.len() < plan.rounds as usize {
-            if let Some(steal_pct) = noisy(a, b) {
-                crate::tell!("round {round}: {steal_pct:.0}% steal time, dropped and run again");
+            if let Some(n) = noisy(a, b) {
+                let why: Vec<String> = n.causes.iter().map(ToString::to_string).collect();
+                crate::tell!("round {round}: {}, dropped and run again", why.join(", "));
                 a.discard_last();
                 b.discard_last();
                 rounds.first.pop();
-                rounds.discarded.push(DiscardedRound { round, steal_pct });
+                rounds.discarded.push(DiscardedRound {
+                    round,
+                    steal_pct: n.steal_pct,
+                    causes: n.causes,
+                });
                 continue;
             }
         }

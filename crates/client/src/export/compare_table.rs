@@ -5,7 +5,7 @@ use qbench_core::report::compare::{CompareReport, Comparison, Verdict};
 use qbench_core::report::load::LoadSummary;
 use qbench_core::stats::effect::Test;
 use qbench_core::stats::fmt_p;
-use qbench_core::stats::noise::Losses;
+use qbench_core::stats::noise::{Losses, NoiseCause};
 use qbench_core::stats::rounds::Stopped;
 use qbench_core::{Report, Stats};
 
@@ -161,8 +161,9 @@ fn rounds_line(r: &CompareReport) -> String {
     };
     format!("  {:<20}auto, {how}\n", "rounds")
 }
-/// Steal time and load over the rounds' runs, the noisy ones, and the rounds dropped.
+/// Steal time and load over the rounds' runs, the noisy ones and why, and the rounds dropped.
 fn noise_line(r: &CompareReport) -> String {
+    let runs = r.a.runs.len() + r.b.runs.len();
     let noise: Vec<_> =
         r.a.runs
             .iter()
@@ -173,24 +174,58 @@ fn noise_line(r: &CompareReport) -> String {
         return String::new();
     }
     let max_steal = noise.iter().map(|n| n.steal_pct).fold(0.0, f64::max);
-    let busy = Stats::of(&noise.iter().map(|n| n.busy_pct).collect::<Vec<_>>()).median;
-    let noisy = noise.iter().filter(|n| n.noisy).count();
+    let median = |v: Vec<f64>| Stats::of(&v).median.unwrap_or(0.0);
+    let busy = median(noise.iter().map(|n| n.busy_pct).collect());
+    let noisy: Vec<_> = noise.iter().filter(|n| n.noisy).collect();
     let mut line = format!(
-        "  {:<20}steal at most {max_steal:.1}%, machine busy {:.0}% (median); {noisy} of {} runs noisy",
-        "noise",
-        busy.unwrap_or(0.0),
-        noise.len()
+        "  {:<20}steal at most {max_steal:.1}%, machine busy {busy:.0}% (median",
+        "noise"
     );
+    let others: Vec<f64> = noise.iter().filter_map(|n| n.busy_others_pct).collect();
+    if !others.is_empty() {
+        line.push_str(&format!(", {:.0}% other work", median(others)));
+    }
+    line.push_str(&format!("); {} of {runs} runs noisy", noisy.len()));
+    let unmeasured = runs - noise.len();
+    if unmeasured > 0 {
+        line.push_str(&format!(
+            " ({unmeasured} too short to measure: under one clock tick)"
+        ));
+    }
+    let steal = noisy
+        .iter()
+        .filter(|n| n.causes.iter().any(|c| matches!(c, NoiseCause::Steal(_))))
+        .count();
+    let busy_others = noisy
+        .iter()
+        .filter(|n| {
+            n.causes
+                .iter()
+                .any(|c| matches!(c, NoiseCause::BusyOthers(_)))
+        })
+        .count();
+    if !noisy.is_empty() {
+        line.push_str(&format!(
+            " ({steal} for steal time, {busy_others} for other work on the machine)"
+        ));
+    }
     if !r.discarded.is_empty() {
-        let steal: Vec<String> = r
+        let why: Vec<String> = r
             .discarded
             .iter()
-            .map(|d| format!("{:.0}%", d.steal_pct))
+            .map(|d| {
+                if d.causes.is_empty() {
+                    format!("{:.0}% steal", d.steal_pct)
+                } else {
+                    let c: Vec<String> = d.causes.iter().map(ToString::to_string).collect();
+                    c.join(" and ")
+                }
+            })
             .collect();
         line.push_str(&format!(
-            "; {} round(s) dropped and run again ({} steal)",
+            "; {} round(s) dropped and run again ({})",
             r.discarded.len(),
-            steal.join(", ")
+            why.join("; ")
         ));
     }
     line + "\n"
@@ -199,21 +234,14 @@ fn noise_line(r: &CompareReport) -> String {
 /// Median per round of the losses each side's sender declared and the link dropped, when
 /// both are known (telemetry and a link).
 fn losses_line(r: &CompareReport) -> String {
-    let side = |rep: &Report| -> Option<String> {
+    let side = |rep: &Report| {
         let l: Vec<Losses> = rep.runs.iter().filter_map(Losses::of).collect();
-        let med = |f: fn(&Losses) -> u64| {
-            Stats::of(&l.iter().map(|x| f(x) as f64).collect::<Vec<_>>()).median
-        };
-        Some(format!(
-            "{:.0} declared lost, {:.0} dropped by the link",
-            med(|x| x.declared)?,
-            med(|x| x.dropped)?
-        ))
+        super::losses::describe(&l)
     };
     match (side(&r.a), side(&r.b)) {
         (Some(a), Some(b)) => format!(
-            "  {:<20}A: {a}; B: {b} (median per round; the rest were reordered or late, or dropped outside the link)\n",
-            "losses"
+            "  {:<20}median per round; A: {a}\n  {:<20}B: {b}\n",
+            "losses", ""
         ),
         _ => String::new(),
     }

@@ -11,6 +11,7 @@ mod heatmap_tests;
 pub mod hgrm;
 pub mod html;
 mod html_cell;
+mod losses;
 pub mod notes;
 pub mod progress;
 mod qoe;

@@ -59,6 +59,7 @@ pub(super) fn side(proto: Protocol, rounds: Vec<RunReport>) -> Report {
             insecure: false,
             ca: None,
             connect_to: None,
+            sender: None,
         },
         environment: Default::default(),
     };

@@ -1,6 +1,7 @@
 //! The readable summary of a run report.
 
 use qbench_core::report::load::{IntervalRecord, LoadMode, LoadSummary};
+use qbench_core::stats::noise::NoiseCause;
 use qbench_core::{HistogramExport, Rate, Report, Stats};
 
 fn dur_us(us: f64) -> String {
@@ -152,11 +153,16 @@ fn client_lines(report: &Report, line: &mut dyn FnMut(&str, String)) {
             }
         }
         if let Some(n) = r.noise.as_ref().filter(|n| n.noisy) {
+            let mut why: Vec<String> = n.causes.iter().map(ToString::to_string).collect();
+            if why.is_empty() {
+                why.push(NoiseCause::Steal(n.steal_pct).to_string());
+            }
             line(
                 "WARNING",
                 format!(
-                    "run {}: {:.0}% of the machine's CPU time was stolen by other guests",
-                    r.index, n.steal_pct
+                    "run {} was noisy: {} (it measured the neighbours too)",
+                    r.index,
+                    why.join(", ")
                 ),
             );
         }
@@ -372,6 +378,9 @@ pub fn summary(report: &Report, headline: &str) -> String {
     }
     if let Some(v) = quic_line(report) {
         line("quic", v);
+    }
+    if let Some(v) = super::losses::summary(report) {
+        line("losses", v);
     }
     super::app_text::lines(report, &mut line);
     if let (Some(l), Some(first)) = (&s.load, report.runs.iter().find_map(|r| r.load.as_ref())) {

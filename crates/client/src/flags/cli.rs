@@ -254,11 +254,16 @@ pub struct RunArgs {
     #[arg(long, value_enum)]
     pub cc: Option<CcAlgo>,
 
-    /// Cap the sender's congestion window at this many packets (h3; the IMC'17 MACW)
+    /// Cap the server's congestion window at this many full-sized packets (the IMC'17 MACW).
+    /// h3: quinn's window, in packets of the path MTU (1200 bytes until MTU discovery raises
+    /// it, 1452 on a 1500-byte link). h1/h2: the kernel's cwnd, in segments of the MSS (1448
+    /// bytes on a 1500-byte link), a locked route metric in the server's namespace (--link)
     #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
     pub cwnd_cap: Option<u32>,
 
-    /// Initial congestion window of the sender, in packets of 1200 bytes (h3)
+    /// Initial congestion window of the server's sender. h3: in packets of 1200 bytes
+    /// (quinn's default is 12,000 bytes). h1/h2: in segments of the MSS, the route's initcwnd
+    /// in the server's namespace (--link; the kernel's default is 10)
     #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
     pub initial_cwnd: Option<u32>,
 

@@ -19,6 +19,7 @@ mod hgrm;
 mod inputs;
 mod keylog;
 mod link;
+mod link_drops;
 mod load;
 mod loopback;
 mod manuals;

@@ -200,6 +200,7 @@ mod tests {
             transport: "tcp".into(),
             cc: "cubic".into(),
             cwnd_cap_bytes: cap,
+            cwnd_cap_packets: None,
             interval_us: 10_000,
             samples,
             truncated: false,

@@ -206,6 +206,9 @@ pub struct DiscardedRound {
     pub round: u32,
     /// The larger of the two runs' steal time, in percent.
     pub steal_pct: f64,
+    /// What made the runs noisy (steal time, other work on the machine).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<crate::stats::noise::NoiseCause>,
 }
 
 /// How `--rounds auto` went.

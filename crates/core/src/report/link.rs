@@ -154,13 +154,17 @@ impl LinkDrops {
     }
 }
 
-/// Counters of one forwarder. A GSO super-packet counts as one packet; `bytes` excludes the
-/// vnet header. `dropped` covers random loss, queue overflow, failed writes and packets still
-/// queued when the forwarder stopped. `reordered` counts packets scheduled to leave before a
-/// packet that arrived earlier.
+/// Counters of one forwarder. `packets` and `dropped` are packets on the wire: a GSO
+/// super-packet counts as its segments, as its receiver and sender see them. `bytes` excludes
+/// the vnet header. `dropped` covers random loss, queue overflow, failed writes and packets
+/// still queued when the forwarder stopped. `reordered` counts reads (a super-packet as one)
+/// scheduled to leave before a read that arrived earlier.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ForwarderStats {
     pub packets: u64,
+    /// Writes back into the TUN: a super-packet as one.
+    #[serde(default)]
+    pub writes: u64,
     pub bytes: u64,
     pub dropped: u64,
     pub max_queue: usize,

@@ -12,6 +12,7 @@ pub mod merge;
 pub mod merge_check;
 pub mod merge_info;
 pub mod page;
+pub mod sender;
 pub mod spread;
 pub mod telemetry;
 

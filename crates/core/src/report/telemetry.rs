@@ -25,6 +25,8 @@ pub struct CcSample {
     pub min_rtt_us: Option<u64>,
     /// Maximum segment (TCP) or datagram (QUIC) size used to convert packets to bytes.
     pub mss_bytes: u64,
+    /// Packets the sender declared lost: QUIC's lost packets and lost MTU probes, TCP's
+    /// retransmitted segments (`tcpi_total_retrans`).
     pub lost_packets: u64,
     pub retransmitted_packets: Option<u64>,
     /// Loss or ECN events that reduced the window (QUIC).
@@ -47,8 +49,12 @@ pub struct Timeline {
     pub transport: String,
     /// Congestion controller name as the stack reports it.
     pub cc: String,
-    /// Congestion-window cap in bytes, when one was applied.
+    /// Congestion-window cap in bytes, when one was applied: QUIC's at the connection's path
+    /// MTU when sampled last, TCP's at the MSS of its last sample.
     pub cwnd_cap_bytes: Option<u64>,
+    /// The cap as asked (`--cwnd-cap`): QUIC packets of the path MTU, or TCP segments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwnd_cap_packets: Option<u32>,
     pub interval_us: u64,
     pub samples: Vec<CcSample>,
     /// Samples were dropped because the connection outlived the sample budget.
@@ -63,6 +69,17 @@ pub struct Timeline {
 pub const MAX_SAMPLES: usize = 60_000;
 
 impl Timeline {
+    /// Records the cap asked for; a TCP cap, applied by the kernel outside the sender (a
+    /// locked route metric), in bytes too, at the MSS of the last sample.
+    pub fn record_cap(&mut self, packets: u32) {
+        self.cwnd_cap_packets = Some(packets);
+        if self.transport == "tcp" {
+            if let Some(s) = self.samples.last() {
+                self.cwnd_cap_bytes = Some(u64::from(packets) * s.mss_bytes);
+            }
+        }
+    }
+
     pub fn push(&mut self, s: CcSample) {
         if self.samples.len() < MAX_SAMPLES {
             self.samples.push(s);

@@ -378,6 +378,10 @@ pub struct RunConfig {
     pub insecure: bool,
     pub ca: Option<PathBuf>,
     pub connect_to: Option<SocketAddr>,
+    /// The in-process server's sender at the start of each connection (none for a remote
+    /// server: its settings are its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender: Option<crate::report::sender::SenderSetup>,
 }
 
 mod us {
@@ -462,6 +466,7 @@ mod tests {
             insecure: false,
             ca: None,
             connect_to: None,
+            sender: None,
         };
         let v = serde_json::to_value(&c).unwrap();
         assert_eq!(v["proto"], "h3");

@@ -10,6 +10,12 @@ use crate::report::link::ForwarderStats;
 /// `--steal-threshold` says otherwise.
 pub const STEAL_THRESHOLD_PCT: f64 = 10.0;
 
+/// CPU time other work on the machine took during a run (its busy share beyond qbench's own
+/// process), above which the run is flagged as noisy: it competed for the cores it measured.
+/// Kernel work done for qbench outside its threads (softirq networking, the link's qdiscs)
+/// counts as other work, so the bar sits well above the few percent an idle machine shows.
+pub const BUSY_OTHERS_THRESHOLD_PCT: f64 = 25.0;
+
 /// The machine's CPU time counters from `/proc/stat`'s `cpu` line (clock ticks, all CPUs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CpuStat {
@@ -75,6 +81,10 @@ pub struct RunNoise {
     pub busy_pct: f64,
     /// Runnable tasks when the run ended.
     pub procs_running: Option<u32>,
+    /// Of `busy_pct`, what was not qbench's own process (its client, in-process server, link
+    /// forwarders and proxy threads): other processes, and kernel work outside any thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_others_pct: Option<f64>,
     /// Clock ticks (of all CPUs, usually 100 per second each) the shares are counted in: the
     /// shares of a run of a few ticks are coarse.
     pub ticks: u64,
@@ -87,8 +97,29 @@ pub struct RunNoise {
     /// backend): a full queue, random loss.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_drops: Option<crate::report::link::LinkDrops>,
-    /// Steal above the threshold: the round measured the neighbours too.
+    /// Steal above its threshold, or other work above [`BUSY_OTHERS_THRESHOLD_PCT`]: the
+    /// round measured the neighbours too.
     pub noisy: bool,
+    /// What made it noisy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<NoiseCause>,
+}
+
+/// Why a run was flagged as noisy, with the share (percent of the machine's CPU time).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NoiseCause {
+    Steal(f64),
+    BusyOthers(f64),
+}
+
+impl std::fmt::Display for NoiseCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Steal(p) => write!(f, "{p:.0}% steal"),
+            Self::BusyOthers(p) => write!(f, "{p:.0}% of the machine busy with other work"),
+        }
+    }
 }
 
 impl RunNoise {
@@ -101,26 +132,53 @@ impl RunNoise {
         let total = ticks as f64;
         let pct = |a: u64, b: u64| b.saturating_sub(a) as f64 / total * 100.0;
         let steal_pct = pct(before.steal, after.steal);
+        let noisy = steal_pct > steal_threshold_pct;
         Some(Self {
             steal_pct,
             busy_pct: pct(before.busy, after.busy),
             procs_running: after.procs_running,
+            busy_others_pct: None,
             ticks,
             forwarders: Vec::new(),
             link_drops: None,
-            noisy: steal_pct > steal_threshold_pct,
+            noisy,
+            causes: if noisy {
+                vec![NoiseCause::Steal(steal_pct)]
+            } else {
+                Vec::new()
+            },
         })
+    }
+
+    /// Takes qbench's own CPU seconds over the run out of the machine's busy share: what is
+    /// left is other work, which flags the run when above [`BUSY_OTHERS_THRESHOLD_PCT`].
+    /// `hz` is the clock ticks per second of `/proc/stat` (USER_HZ).
+    pub fn count_own(&mut self, own_cpu_s: f64, hz: u64) {
+        let own_pct = own_cpu_s * hz as f64 / self.ticks as f64 * 100.0;
+        let others = (self.busy_pct - own_pct).max(0.0);
+        self.busy_others_pct = Some(others);
+        if others > BUSY_OTHERS_THRESHOLD_PCT {
+            self.noisy = true;
+            self.causes.push(NoiseCause::BusyOthers(others));
+        }
     }
 }
 
-/// The larger steal share of a round's runs when any of them was noisy; `None` for a clean
-/// round (or one with no noise recorded).
-pub fn noisy_round(runs: &[Option<RunNoise>]) -> Option<f64> {
+/// A noisy round: the larger steal share of its runs and what made them noisy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoisyRound {
+    pub steal_pct: f64,
+    pub causes: Vec<NoiseCause>,
+}
+
+/// When any of a round's runs was noisy, why; `None` for a clean round (or one with no
+/// noise recorded).
+pub fn noisy_round(runs: &[Option<RunNoise>]) -> Option<NoisyRound> {
     let present = runs.iter().flatten();
-    present
-        .clone()
-        .any(|n| n.noisy)
-        .then(|| present.map(|n| n.steal_pct).fold(0.0, f64::max))
+    present.clone().any(|n| n.noisy).then(|| NoisyRound {
+        steal_pct: present.clone().map(|n| n.steal_pct).fold(0.0, f64::max),
+        causes: present.flat_map(|n| n.causes.iter().copied()).collect(),
+    })
 }
 
 /// Losses of one run as the senders declared them and as the link made them.
@@ -187,6 +245,7 @@ pub fn forwarder_deltas(
                 .unwrap_or_default();
             let stats = ForwarderStats {
                 packets: a.packets.saturating_sub(b.packets),
+                writes: a.writes.saturating_sub(b.writes),
                 bytes: a.bytes.saturating_sub(b.bytes),
                 dropped: a.dropped.saturating_sub(b.dropped),
                 max_queue: a.max_queue,
@@ -246,6 +305,38 @@ procs_blocked 0\n";
     }
 
     #[test]
+    fn other_work_on_the_machine_flags_a_run_and_qbench_own_does_not() {
+        let before = CpuStat {
+            busy: 0,
+            idle: 0,
+            steal: 0,
+            procs_running: None,
+        };
+        // 2 CPUs for 5 s at 100 ticks/s: 1,000 ticks, 900 busy.
+        let after = CpuStat {
+            busy: 900,
+            idle: 100,
+            ..before
+        };
+        let mut own = RunNoise::between(&before, &after, 10.0).unwrap();
+        own.count_own(8.0, 100);
+        assert!(!own.noisy, "{own:?}");
+        assert_eq!(own.busy_others_pct, Some(10.0));
+        let mut busy = RunNoise::between(&before, &after, 10.0).unwrap();
+        busy.count_own(2.0, 100);
+        assert!(busy.noisy);
+        assert_eq!(busy.causes, vec![NoiseCause::BusyOthers(70.0)]);
+        assert_eq!(
+            busy.causes[0].to_string(),
+            "70% of the machine busy with other work"
+        );
+        // More CPU than the machine's busy share (ticks are coarse): no other work, not less.
+        let mut over = RunNoise::between(&before, &after, 10.0).unwrap();
+        over.count_own(20.0, 100);
+        assert_eq!(over.busy_others_pct, Some(0.0));
+    }
+
+    #[test]
     fn a_round_is_noisy_when_either_run_is() {
         let n = |steal_pct, noisy| RunNoise {
             steal_pct,
@@ -255,12 +346,15 @@ procs_blocked 0\n";
             forwarders: Vec::new(),
             link_drops: None,
             noisy,
+            busy_others_pct: None,
+            causes: Vec::new(),
         };
+        let steal = |r: Option<NoisyRound>| r.map(|r| r.steal_pct);
         assert_eq!(
-            noisy_round(&[Some(n(3.0, false)), Some(n(40.0, true))]),
+            steal(noisy_round(&[Some(n(3.0, false)), Some(n(40.0, true))])),
             Some(40.0)
         );
-        assert_eq!(noisy_round(&[Some(n(30.0, true)), None]), Some(30.0));
+        assert_eq!(steal(noisy_round(&[Some(n(30.0, true)), None])), Some(30.0));
         assert_eq!(
             noisy_round(&[Some(n(3.0, false)), Some(n(5.0, false))]),
             None
@@ -296,6 +390,8 @@ procs_blocked 0\n";
             forwarders: Vec::new(),
             link_drops: None,
             noisy: false,
+            busy_others_pct: None,
+            causes: Vec::new(),
         };
         assert_eq!(Losses::with_noise(7, &n), None, "no link, no count");
         n.link_drops = Some(crate::report::link::LinkDrops { up: 40, down: 3 });
@@ -317,6 +413,7 @@ procs_blocked 0\n";
     fn forwarder_counters_over_a_run() {
         let s = |packets, max_queue| ForwarderStats {
             packets,
+            writes: packets / 2,
             bytes: packets * 1000,
             dropped: 1,
             max_queue,

@@ -164,6 +164,13 @@ pub fn thread_loads(
         .collect()
 }
 
+/// Clock ticks per second of `/proc/stat` and `/proc/*/stat` (USER_HZ).
+pub fn clock_ticks_per_second() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(t).ok().filter(|t| *t > 0).unwrap_or(100)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -388,6 +388,7 @@ impl Config {
                 insecure: t.insecure,
                 ca: t.ca.clone(),
                 connect_to: t.connect_to,
+                sender: None,
             },
         })
     }

@@ -23,10 +23,14 @@ use crate::transport::h3::H3;
 use crate::transport::tcp::TlsTcp;
 use crate::transport::tls::{client_config, ticket_store};
 use crate::transport::Transport;
+use qbench_core::report::sender::SenderSetup;
 use qbench_core::report::spread::{RoleCpu, ThreadRole};
 use qbench_core::report::Spread;
 use qbench_core::spec::RunSpec;
-use qbench_core::Protocol;
+use qbench_core::{CcAlgo, Protocol};
+
+/// The loopback interface's MTU, on which the in-process server runs without a link.
+const LOOPBACK_MTU: u32 = 65_536;
 
 pub struct Side<'a> {
     pub peer: Peer,
@@ -234,6 +238,12 @@ impl<'a> Side<'a> {
         let server = s0.zip(s1).map(|(a, b)| b.since(&a));
         let proxy_cpu = x0.zip(x1).map(|(a, b)| b.since(&a));
         let process = p1.since(&p0);
+        if let Some(n) = rep.noise.as_mut() {
+            n.count_own(
+                process.total_s(),
+                crate::measure::cpu::clock_ticks_per_second(),
+            );
+        }
         let mut client = match server {
             Some(s) => process.since(&s),
             None => process,
@@ -290,8 +300,41 @@ impl<'a> Side<'a> {
         self.runs.last().expect("just pushed")
     }
 
+    /// How the in-process server's sender starts a connection; `None` for a remote server.
+    fn sender(&self) -> Option<SenderSetup> {
+        self.server?;
+        let spec = &self.meta.config.spec;
+        if spec.proto.is_quic() {
+            let asked = spec.initial_cwnd.map(|p| u64::from(p) * 1200);
+            let w = qbench_server::cc::quic_initial_window(spec.cc.unwrap_or(CcAlgo::Cubic), asked);
+            return Some(SenderSetup::quic(
+                w,
+                asked.is_some(),
+                spec.quic.mtu_discovery != Some(false),
+            ));
+        }
+        let key = "net.ipv4.tcp_mtu_probing";
+        let (mtu, probing) = match self.link {
+            Some(l) => (
+                spec.link.as_ref().and_then(|k| k.mtu).unwrap_or(1500),
+                l.server_sysctl(key).map(str::to_string),
+            ),
+            // The in-process server on loopback: lo's MTU, the host's sysctl.
+            None => (
+                LOOPBACK_MTU,
+                std::fs::read_to_string("/proc/sys/net/ipv4/tcp_mtu_probing").ok(),
+            ),
+        };
+        let probing = probing.and_then(|p| p.trim().parse().ok()).unwrap_or(0);
+        // A TCP initial window is a route metric, set only across a link.
+        let initcwnd = spec.initial_cwnd.filter(|_| self.link.is_some());
+        Some(SenderSetup::tcp(initcwnd, mtu, probing))
+    }
+
     pub fn report(&self, expected_runs: usize, aborted: Option<String>) -> anyhow::Result<Report> {
-        let mut r = Report::new(self.meta.clone(), self.runs.clone(), expected_runs, aborted)?;
+        let mut meta = self.meta.clone();
+        meta.config.sender = self.sender();
+        let mut r = Report::new(meta, self.runs.clone(), expected_runs, aborted)?;
         r.link = self.link.map(Topology::report);
         r.link_b = self.link_b.map(Topology::report);
         r.shard = self.shard.clone();
@@ -357,6 +400,7 @@ fn plan(cfg: &Config, peer: &Peer) -> Plan {
         streams: spec.streams.map(|s| s as usize),
         reuse: spec.reuse,
         telemetry_uri: spec.telemetry.then(|| telemetry_uri(cfg, peer)),
+        cwnd_cap: spec.cwnd_cap,
         load,
         shard: spec.shard,
         log: None,

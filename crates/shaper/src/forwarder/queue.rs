@@ -39,6 +39,8 @@ impl Pool {
 pub(super) struct Packet {
     pub(super) buf: Vec<u8>,
     pub(super) len: usize,
+    /// Packets on the wire: a GSO super-packet's segments.
+    pub(super) segs: u64,
     pub(super) due: Instant,
     /// Arrival order; breaks ties between equal due times in the heap.
     pub(super) seq: u64,

@@ -68,6 +68,7 @@ fn heap_pops_earliest_first_and_fifo_in_arrival_order() {
     let pkt = |ms: u64, seq: u64| Packet {
         buf: vec![0; SMALL_BUF],
         len: 1,
+        segs: 1,
         due: t0 + Duration::from_millis(ms),
         seq,
         overtakes: false,

@@ -33,6 +33,7 @@ fn meta(shard: Option<Shard>, connections: u32) -> ReportMeta {
             insecure: false,
             ca: None,
             connect_to: None,
+            sender: None,
         },
         environment: Default::default(),
     }

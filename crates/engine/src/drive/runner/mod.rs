@@ -38,6 +38,8 @@ pub struct Plan {
     pub reuse: bool,
     /// Where to fetch each connection's sender telemetry after the run.
     pub telemetry_uri: Option<Uri>,
+    /// `--cwnd-cap`, recorded with each connection's telemetry.
+    pub cwnd_cap: Option<u32>,
     /// Hold a load for a time (cycling through `requests`) instead of fetching them once.
     pub load: Option<Load>,
     /// `--shard`: an open loop's schedule is this shard's part of the whole's.
@@ -409,7 +411,10 @@ impl Runner {
         let Some(uri) = &self.plan.telemetry_uri else {
             return;
         };
-        let timelines = fetch_telemetry(conns.iter().map(|(c, _)| c.as_ref()), uri).await;
+        let mut timelines = fetch_telemetry(conns.iter().map(|(c, _)| c.as_ref()), uri).await;
+        if let Some(cap) = self.plan.cwnd_cap {
+            timelines.iter_mut().for_each(|t| t.record_cap(cap));
+        }
         if !timelines.is_empty() {
             let refs: Vec<&Timeline> = timelines.iter().collect();
             report.cc_states = Some(StateMachine::infer(&refs));

@@ -29,6 +29,7 @@ pub(super) fn plan(n: u64, connections: usize, streams: Option<usize>, reuse: bo
         streams,
         reuse,
         telemetry_uri: None,
+        cwnd_cap: None,
         load: None,
         shard: None,
         log: None,
