@@ -4,6 +4,7 @@
 //! written through or refused (`target`), never replaced.
 
 mod app_text;
+mod cell_table;
 pub mod compare_table;
 mod heatmap;
 #[cfg(test)]
@@ -11,6 +12,9 @@ mod heatmap_tests;
 pub mod hgrm;
 pub mod html;
 mod html_cell;
+mod html_env;
+#[cfg(test)]
+mod html_tests;
 pub mod notes;
 pub mod progress;
 mod qoe;
