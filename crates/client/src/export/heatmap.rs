@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use qbench_core::report::compare::Verdict;
 
-use super::html_cell::{esc, Cmp};
+use super::html_cell::{esc, title, Cmp};
 
 /// The test's relative effect, oriented so that positive means the red side was better;
 /// `None` when not significant, or when false discovery rate control does not keep the cell.
@@ -61,7 +61,7 @@ pub(super) fn key(cells: &[Cmp]) -> (String, String) {
 fn hover(f: &Cmp) -> String {
     let c = &f.report.comparison;
     let s = quic_sign(f);
-    let mut t = format!("{}: {} rounds", f.cell.label(), f.report.rounds);
+    let mut t = format!("{}: {} rounds", title(&f.cell), f.report.rounds);
     if let Some(e) = &c.effect {
         if let (Some(lo), Some(hi)) = (e.rel_low_pct, e.rel_high_pct) {
             let (lo, hi) = ((s * lo).min(s * hi), (s * lo).max(s * hi));
@@ -104,7 +104,7 @@ fn color(gain: Option<f64>) -> String {
 }
 
 /// Sorts axis values numerically where they have a number in front (5mbit < 10mbit).
-fn sort_key(v: &str) -> (f64, String) {
+pub(super) fn sort_key(v: &str) -> (f64, String) {
     let num: String = v
         .chars()
         .take_while(|c| c.is_ascii_digit() || *c == '.')

@@ -8,19 +8,20 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use qbench_core::report::ccstate::StateMachine;
-use qbench_core::report::compare::{CompareReport, Verdict};
+use qbench_core::report::compare::CompareReport;
 use qbench_core::report::compete::CompeteReport;
 use qbench_core::report::telemetry::Timeline;
-use qbench_core::scenario::{Cell, CellSpec};
+use qbench_core::scenario::Cell;
 use qbench_core::stats::effect::Test;
 use qbench_core::stats::metric::Metric;
 use qbench_core::stats::noise::Losses;
 use qbench_core::{Report, Stats};
 
-use super::html_cell::{esc, varying_axes, Cmp};
+use super::cell_table::{cell_table, competitions_table};
+use super::html_cell::{anchors, by_axes, esc, title, varying, varying_axes, Cmp};
+use super::html_env::environment_and_commands;
 use crate::export::heatmap::{heatmap, squares};
-use crate::export::svg::{cwnd_chart, line_chart, state_graph, Series};
-use crate::flags::rerun::{compare_command, compete_command};
+use crate::export::svg::{cdf_chart, cwnd_chart, line_chart, state_graph, Series};
 
 /// The cell files of a sweep's output directory, as the page shows them.
 pub struct Sweep {
@@ -56,7 +57,7 @@ fn sides(r: &CompareReport) -> [(&String, &Report); 2] {
     [(&r.label_a, &r.a), (&r.label_b, &r.b)]
 }
 
-fn latency_cdf(i: usize, r: &CompareReport) -> anyhow::Result<String> {
+fn latency_cdf(name: &str, r: &CompareReport) -> anyhow::Result<String> {
     let mut series = Vec::new();
     for (label, rep) in sides(r) {
         let h = rep.summary.object_latency.histogram()?;
@@ -69,17 +70,16 @@ fn latency_cdf(i: usize, r: &CompareReport) -> anyhow::Result<String> {
                 .collect(),
         });
     }
-    Ok(line_chart(
-        &format!("object latency CDF, cell {i}"),
+    Ok(cdf_chart(
+        &format!("object latency CDF, {name}"),
         "object latency (ms)",
         "fraction of objects",
         &series,
-        None,
     ))
 }
 
 /// Every round's value of the cell's metric, per side, so that bimodal rounds and drift show.
-fn per_round(i: usize, r: &CompareReport) -> String {
+fn per_round(name: &str, r: &CompareReport) -> String {
     let m = r.comparison.metric;
     let (scale, unit) = match m {
         Metric::Goodput | Metric::Bitrate => (1e-6, "Mbit/s"),
@@ -99,7 +99,7 @@ fn per_round(i: usize, r: &CompareReport) -> String {
         })
         .collect();
     line_chart(
-        &format!("{} per round, cell {i}", m.title()),
+        &format!("{} per round, {name}", m.title()),
         "round",
         &format!("{} ({unit})", m.title()),
         &series,
@@ -132,11 +132,11 @@ fn losses_table(r: &CompareReport) -> String {
     if rows.is_empty() {
         return String::new();
     }
-    format!("<table><tr><th>side</th><th>declared lost (median per round)</th><th>dropped by the link</th><th>not dropped by the link (reordered or late, or dropped elsewhere)</th></tr>{}</table>", rows.concat())
+    format!("<div class=\"scroll\"><table><tr><th>side</th><th>declared lost (median per round)</th><th>dropped by the link</th><th>not dropped by the link (reordered or late, or dropped elsewhere)</th></tr>{}</table></div>", rows.concat())
 }
 
 /// The first connection of each side's first round; `None` when neither side recorded one.
-fn first_round_cwnd(i: usize, r: &CompareReport) -> Option<String> {
+fn first_round_cwnd(name: &str, r: &CompareReport) -> Option<String> {
     let lines: Vec<(String, &Timeline)> = sides(r)
         .into_iter()
         .filter_map(|(label, rep)| {
@@ -148,7 +148,7 @@ fn first_round_cwnd(i: usize, r: &CompareReport) -> Option<String> {
             Some((format!("{label}: {} {}", t.transport, t.cc), t))
         })
         .collect();
-    (!lines.is_empty()).then(|| cwnd_chart(&format!("cwnd, first round, cell {i}"), &lines))
+    (!lines.is_empty()).then(|| cwnd_chart(&format!("cwnd, first round, {name}"), &lines))
 }
 
 /// One inferred machine per side, over all its runs' connections.
@@ -180,7 +180,7 @@ fn state_share_table(machines: &[(&String, Option<StateMachine>)]) -> anyhow::Re
         "Recovery",
         "RetransmissionTimeout",
     ];
-    let mut html = String::from("<table><tr><th>side</th>");
+    let mut html = String::from("<div class=\"scroll\"><table><tr><th>side</th>");
     for st in states {
         let _ = write!(html, "<th>{st}</th>");
     }
@@ -201,27 +201,30 @@ fn state_share_table(machines: &[(&String, Option<StateMachine>)]) -> anyhow::Re
         }
         html.push_str("</tr>");
     }
-    html.push_str("</table>");
+    html.push_str("</table></div>");
     Ok(html)
 }
 
-/// Object-latency CDFs of both sides, their first round's cwnd, and the inferred state shares.
-fn cell_details(i: usize, c: &Cmp) -> anyhow::Result<String> {
+/// Object-latency CDFs of both sides, their first round's cwnd, and the inferred state shares,
+/// under a heading with the id the cell table links to.
+fn cell_details(id: &str, c: &Cmp) -> anyhow::Result<String> {
     let r = &c.report;
+    let name = title(&c.cell);
     let mut html = format!(
-        "<h3>{}</h3><div style=\"display:flex;flex-wrap:wrap;gap:1em\">",
-        esc(&c.cell.label())
+        "<h3 id=\"{}\">{}</h3><div class=\"charts\">",
+        esc(id),
+        esc(&name)
     );
-    html.push_str(&per_round(i, r));
-    html.push_str(&latency_cdf(i, r)?);
-    if let Some(chart) = first_round_cwnd(i, r) {
+    html.push_str(&per_round(&name, r));
+    html.push_str(&latency_cdf(&name, r)?);
+    if let Some(chart) = first_round_cwnd(&name, r) {
         html.push_str(&chart);
     }
     let machines = inferred_machines(r);
     for (label, m) in &machines {
         if let Some(m) = m {
             html.push_str(&state_graph(
-                &format!("{label}: inferred states, cell {i}"),
+                &format!("{label}: inferred states, {name}"),
                 m,
             ));
         }
@@ -291,9 +294,31 @@ fn test_effects(cells: &[Cmp]) -> String {
     seen.join("; ")
 }
 
+/// Marks a page as `qbench report`'s own, so that a later report may replace it.
+pub const GENERATOR: &str = "qbench report";
+
+/// The page fits 1,100 px; numbers never wrap (a p of 6.99e-1 over two lines), words in the
+/// cell and verdict columns do, and below that width each table and heatmap scrolls on its
+/// own while the charts shrink to the page.
+const STYLE: &str = "body{font-family:Helvetica,Arial,sans-serif;margin:1em auto;padding:0 1em;max-width:1100px;box-sizing:border-box}\
+.scroll{overflow-x:auto;max-width:100%;margin:0.5em 0}\
+table{border-collapse:collapse;font-size:13px}\
+td,th{border:1px solid #ccc;padding:3px 6px;text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}\
+th{background:#f4f4f4;white-space:normal;vertical-align:bottom}\
+th.w{text-align:left}\
+td.w{text-align:left;white-space:normal;min-width:9em}\
+td.k{text-align:left}\
+.charts{display:flex;flex-wrap:wrap;gap:1em}\
+.charts svg{max-width:100%;height:auto}\
+code{font-size:12px}";
+
 fn page_head(name: &str, cells: &[Cmp]) -> String {
     let mut html = String::new();
-    let _ = writeln!(html, "<!doctype html><html><head><meta charset=\"utf-8\"><title>qbench: {}</title><style>body{{font-family:Helvetica,Arial,sans-serif;margin:2em;max-width:1100px}}table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#f4f4f4}}code{{font-size:12px}}</style></head><body>", esc(name));
+    let _ = writeln!(
+        html,
+        "<!doctype html><html><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><meta name=\"generator\" content=\"{GENERATOR}\"><title>qbench: {}</title><style>{STYLE}</style></head><body>",
+        esc(name)
+    );
     let (red, blue) = super::heatmap::key(cells);
     let _ = writeln!(html, "<h1>qbench sweep: {}</h1><p>{} cells. Each square is the effect in {} of the test that decided its verdict ({}), in percent; <span style=\"color:#c00\">red: {}</span>, <span style=\"color:#00c\">blue: {}</span>, white: not significant (p &ge; 0.01{}). Hover over a square for the effect's interval, p and q.</p>", esc(name), cells.len(), esc(&metric_titles(cells)), esc(&test_effects(cells)), esc(&red), esc(&blue), if cells.iter().any(|c| c.fdr.is_some()) { ", or not kept by false discovery rate control: <em>n.s. (FDR)</em>" } else { "" });
     html
@@ -322,171 +347,15 @@ fn heatmaps(name: &str, layout: &Layout<'_>) -> Vec<String> {
     svgs
 }
 
-fn mean(m: Metric, s: &Stats) -> String {
-    s.mean.map_or("-".into(), |v| m.show(v))
-}
-
-fn verdict_text(r: &CompareReport) -> String {
-    match r.comparison.verdict {
-        Verdict::AFaster => format!("{} better", r.label_a),
-        Verdict::BFaster => format!("{} better", r.label_b),
-        Verdict::Inconclusive => match &r.comparison.undecided {
-            Some(why) => format!("inconclusive: {}", why.short()),
-            None => "inconclusive".to_string(),
-        },
-    }
-}
-
-/// The whole reason an inconclusive verdict has, for the cell's hover text.
-fn verdict_title(r: &CompareReport) -> String {
-    r.comparison
-        .undecided
-        .as_ref()
-        .map_or(String::new(), |why| why.explain(r.comparison.test))
-}
-
-fn cell_table(cells: &[Cmp]) -> String {
-    let mut html = String::new();
-    let _ = writeln!(html, "<h2>Cells</h2><table><tr><th>cell</th><th>A</th><th>B</th><th>metric</th><th>rounds</th><th>mean A</th><th>mean B</th><th>diff of means (B better +)</th><th>test</th><th>effect [95% interval]</th><th>p</th><th>q (FDR)</th><th>noisy runs, rounds dropped</th><th>verdict</th></tr>");
-    for c in cells {
-        let r = &c.report;
-        let cmp = &r.comparison;
-        let m = cmp.metric;
-        let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:+.1}%"));
-        let effect = cmp.effect.as_ref().map_or("-".into(), |e| {
-            format!(
-                "{} [{}, {}]",
-                pct(e.rel_pct),
-                pct(e.rel_low_pct),
-                pct(e.rel_high_pct)
-            )
-        });
-        let (q, verdict) = match c.fdr {
-            Some((q, kept)) => (
-                format!("{q:.2e}"),
-                format!(
-                    "{}{}",
-                    verdict_text(r),
-                    if !kept && cmp.verdict != Verdict::Inconclusive {
-                        " (not kept by FDR)"
-                    } else {
-                        ""
-                    }
-                ),
-            ),
-            None => ("-".into(), verdict_text(r)),
-        };
-        let rounds = match &r.auto_rounds {
-            Some(a) => format!(
-                "{} (auto{})",
-                r.rounds,
-                match a.stopped {
-                    Some(qbench_core::stats::rounds::Stopped::MaxRounds) => ", max",
-                    _ => "",
-                }
-            ),
-            None => r.rounds.to_string(),
-        };
-        let noisy =
-            r.a.runs
-                .iter()
-                .chain(&r.b.runs)
-                .filter(|run| run.noise.as_ref().is_some_and(|n| n.noisy))
-                .count();
-        let _ = writeln!(html, "<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{noisy}, {}</td><td title=\"{}\">{}</td></tr>",
-            esc(&c.cell.label()),
-            esc(&r.label_a), esc(&r.label_b), m.name(), rounds, mean(m, &cmp.a), mean(m, &cmp.b),
-            pct(cmp.diff_pct), cmp.test.name(), effect,
-            cmp.p.map_or("-".into(), |p| format!("{p:.2e}")),
-            q, r.discarded.len(), esc(&verdict_title(r)), esc(&verdict));
-    }
-    html.push_str("</table>");
-    html
-}
-
-/// Each flow as `label: goodput` in Mbit/s.
-fn flow_goodputs(c: &CompeteReport) -> String {
-    c.flows
-        .iter()
-        .map(|f| {
-            format!(
-                "{}: {}",
-                f.label,
-                f.goodput_bps
-                    .map_or("-".into(), |g| format!("{:.2}", g / 1e6))
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// Empty for a sweep without competitions.
-fn competitions_table(competitions: &[(Cell, CompeteReport)]) -> String {
-    let mut html = String::new();
-    if competitions.is_empty() {
-        return html;
-    }
-    html.push_str("<h2>Competitions</h2><table><tr><th>cell</th><th>flows (goodput, Mbit/s)</th><th>Jain's index</th></tr>");
-    for (cell, c) in competitions {
-        let _ = writeln!(
-            html,
-            "<tr><td style=\"text-align:left\">{}</td><td style=\"text-align:left\">{}</td><td>{}</td></tr>",
-            esc(&cell.label()),
-            esc(&flow_goodputs(c)),
-            c.jain_index.map_or("-".into(), |j| format!("{j:.3}"))
-        );
-    }
-    html.push_str("</table>");
-    html
-}
-
-/// The environment of the first cell (all cells of a sweep share a machine), then the
-/// command line that reruns each cell.
-fn environment_and_commands(
-    cells: &[Cmp],
-    competitions: &[(Cell, CompeteReport)],
-) -> anyhow::Result<String> {
-    let env = match (cells.first(), competitions.first()) {
-        (Some(c), _) => serde_json::to_string_pretty(&c.report.a.environment)?,
-        (None, Some((_, c))) => {
-            serde_json::to_string_pretty(&c.flows.first().map(|f| &f.report.environment))?
-        }
-        _ => String::new(),
-    };
-    let mut html = String::new();
-    let _ = writeln!(
-        html,
-        "<h2>Environment</h2><pre>{}</pre><h2>Commands</h2><ul>",
-        esc(&env)
-    );
-    let commands = cells
-        .iter()
-        .map(|c| match &c.cell.spec {
-            CellSpec::Compare(s) => {
-                compare_command(s, c.report.comparison.metric, c.report.comparison.test)
-            }
-            CellSpec::Compete(s) => compete_command(s),
-        })
-        .chain(competitions.iter().map(|(c, _)| match &c.spec {
-            CellSpec::Compare(s) => {
-                compare_command(s, Metric::default_for_spec(&s.base), Test::Welch)
-            }
-            CellSpec::Compete(s) => compete_command(s),
-        }));
-    for command in commands {
-        let _ = writeln!(html, "<li><code>{}</code></li>", esc(&command.join(" ")));
-    }
-    html.push_str("</ul>");
-    Ok(html)
-}
-
-/// The comparisons as the page's parts draw them, each with its q-value if there is one.
+/// The comparisons as the page's parts draw them, each with its q-value if there is one, in
+/// the order of their axis values (files are read in whatever order the directory lists
+/// them).
 fn cells(
     comparisons: Vec<(Cell, CompareReport)>,
     fdr: Option<Vec<Option<(f64, bool)>>>,
 ) -> Vec<Cmp> {
     let fdr = fdr.unwrap_or_default();
-    comparisons
+    let mut cells: Vec<Cmp> = comparisons
         .into_iter()
         .enumerate()
         .map(|(i, (cell, report))| Cmp {
@@ -494,26 +363,35 @@ fn cells(
             report,
             fdr: fdr.get(i).copied().flatten(),
         })
-        .collect()
+        .collect();
+    let axes = varying_axes(&cells);
+    cells.sort_by(|a, b| by_axes(&a.cell, &b.cell, &axes));
+    cells
 }
 
 /// A cell whose recorded latency histogram cannot be decoded fails the page.
 pub fn page(sweep: Sweep) -> anyhow::Result<Page> {
     let cells = cells(sweep.comparisons, sweep.fdr);
+    let mut competitions = sweep.competitions;
+    let axes = varying(competitions.iter().map(|(c, _)| &c.params));
+    competitions.sort_by(|a, b| by_axes(&a.0, &b.0, &axes));
+    let ids = anchors(cells.iter().map(|c| &c.cell));
     let layout = heatmap_layout(&cells);
     let heatmaps = heatmaps(&sweep.scenario, &layout);
     let charts = super::scaling::charts(&sweep.scenario, &cells);
     let mut html = page_head(&sweep.scenario, &cells);
-    html.push_str(&heatmaps.concat());
-    html.push_str(&super::scaling::section(&charts));
-    html.push_str(&cell_table(&cells));
-    html.push_str(&super::qoe::table(&cells));
-    html.push_str("<h2>Per cell</h2>");
-    for (i, c) in cells.iter().enumerate() {
-        html.push_str(&cell_details(i, c)?);
+    for svg in &heatmaps {
+        let _ = write!(html, "<div class=\"scroll\">{svg}</div>");
     }
-    html.push_str(&competitions_table(&sweep.competitions));
-    html.push_str(&environment_and_commands(&cells, &sweep.competitions)?);
+    html.push_str(&super::scaling::section(&charts));
+    html.push_str(&cell_table(&cells, &ids));
+    html.push_str(&super::qoe::table(&cells));
+    html.push_str("<h2 id=\"per-cell\">Per cell</h2>");
+    for (id, c) in ids.iter().zip(&cells) {
+        html.push_str(&cell_details(id, c)?);
+    }
+    html.push_str(&competitions_table(&competitions));
+    html.push_str(&environment_and_commands(&cells, &competitions)?);
     html.push_str("</body></html>\n");
     Ok(Page {
         html,

@@ -4,6 +4,7 @@
 //! written through or refused (`target`), never replaced.
 
 mod app_text;
+mod cell_table;
 pub mod compare_table;
 mod heatmap;
 #[cfg(test)]
@@ -12,6 +13,9 @@ pub mod hgrm;
 pub mod html;
 mod html_cell;
 mod losses;
+mod html_env;
+#[cfg(test)]
+mod html_tests;
 pub mod notes;
 pub mod progress;
 mod qoe;

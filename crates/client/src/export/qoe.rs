@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use qbench_core::{Report, Stats};
 
-use super::html_cell::{esc, Cmp};
+use super::html_cell::{esc, title, Cmp};
 
 /// Mean (sd) of a figure over a side's runs that have it.
 fn cell(
@@ -40,15 +40,15 @@ pub(super) fn table(cells: &[Cmp]) -> String {
         return String::new();
     }
     let mut html = String::from(
-        "<h2>Video quality of experience</h2><p>Mean (standard deviation) over rounds, as IMC'17 Table 6. Buffer/play: time stalled over time playing.</p><table><tr><th>cell</th><th>side</th><th>time to start (s)</th><th>video loaded (%)</th><th>buffer/play (%)</th><th>rebuffers</th><th>rebuffers per played s</th><th>mean bitrate (Mbit/s)</th></tr>",
+        "<h2>Video quality of experience</h2><p>Mean (standard deviation) over rounds, as IMC'17 Table 6. Buffer/play: time stalled over time playing.</p><div class=\"scroll\"><table><tr><th>cell</th><th>side</th><th>time to start (s)</th><th>video loaded (%)</th><th>buffer/play (%)</th><th>rebuffers</th><th>rebuffers per played s</th><th>mean bitrate (Mbit/s)</th></tr>",
     );
     for c in video {
         let r = &c.report;
         for (label, side) in [(&r.label_a, &r.a), (&r.label_b, &r.b)] {
             let _ = writeln!(
                 html,
-                "<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&c.cell.label()),
+                "<tr><td class=\"w\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&title(&c.cell)),
                 esc(label),
                 cell(side, 1e-6, 2, |v| v.time_to_start_us.map(|t| t as f64)),
                 cell(side, 100.0, 1, |v| Some(v.loaded_fraction)),
@@ -59,6 +59,6 @@ pub(super) fn table(cells: &[Cmp]) -> String {
             );
         }
     }
-    html.push_str("</table>");
+    html.push_str("</table></div>");
     html
 }

@@ -438,7 +438,7 @@ pub(super) fn section(charts: &[String]) -> String {
         return String::new();
     }
     format!(
-        "<h2>Scaling</h2><p>Goodput and the client's CPU seconds per GB of payload against the number of connections or threads, one line per side: each point is the median over the cell's rounds, its whisker runs from the lowest round to the highest.</p>{}",
+        "<h2>Scaling</h2><p>Goodput and the client's CPU seconds per GB of payload against the number of connections or threads, one line per side: each point is the median over the cell's rounds, its whisker runs from the lowest round to the highest.</p><div class=\"charts\">{}</div>",
         charts.concat()
     )
 }

@@ -71,6 +71,15 @@ impl Frame {
         }
     }
 
+    /// A fraction's axis: 0 to 1 in fifths, whatever the data (a CDF never passes 1).
+    fn fraction(series: &[Series]) -> Self {
+        Self {
+            y_step: 0.2,
+            y_top: 1.0,
+            ..Self::fit(series, None)
+        }
+    }
+
     fn px(&self, x: f64) -> f64 {
         LEFT + x / self.x_top * (W - LEFT - RIGHT)
     }
@@ -157,6 +166,15 @@ fn series_line(o: &mut String, f: &Frame, i: usize, s: &Series) {
         r#"<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{}"/>"#,
         pts.join(" ")
     );
+    // A line of one point draws nothing: a connection with one telemetry sample is a dot.
+    if let [(x, y)] = s.points.as_slice() {
+        let _ = writeln!(
+            o,
+            r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}"/>"#,
+            f.px(*x),
+            f.py(*y)
+        );
+    }
     let ly = TOP + 16.0 + 16.0 * i as f64;
     let _ = writeln!(
         o,
@@ -179,6 +197,25 @@ pub fn line_chart(
     hline: Option<(f64, &str)>,
 ) -> String {
     let frame = Frame::fit(series, hline);
+    chart(&frame, [title, x_label, y_label], series, hline)
+}
+
+/// A distribution function: its y-axis runs from 0 to 1.
+pub fn cdf_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
+    chart(
+        &Frame::fraction(series),
+        [title, x_label, y_label],
+        series,
+        None,
+    )
+}
+
+fn chart(
+    frame: &Frame,
+    [title, x_label, y_label]: [&str; 3],
+    series: &[Series],
+    hline: Option<(f64, &str)>,
+) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -191,13 +228,13 @@ pub fn line_chart(
         W / 2.0,
         esc(title)
     );
-    grid(&mut o, &frame);
+    grid(&mut o, frame);
     plot_border_and_axis_labels(&mut o, x_label, y_label);
     if let Some((v, label)) = hline {
-        reference_line(&mut o, &frame, v, label);
+        reference_line(&mut o, frame, v, label);
     }
     for (i, s) in series.iter().enumerate() {
-        series_line(&mut o, &frame, i, s);
+        series_line(&mut o, frame, i, s);
     }
     o.push_str("</svg>\n");
     o
@@ -232,9 +269,14 @@ pub fn cwnd_chart(title: &str, timelines: &[(String, &Timeline)]) -> String {
 /// The inferred congestion-control state machine as a picture: states on a circle, sized by
 /// their share of time, arrows labelled with transition probabilities (the paper's Figure 3).
 pub fn state_graph(title: &str, m: &qbench_core::report::ccstate::StateMachine) -> String {
-    let (w, h, r) = (520.0, 420.0, 150.0);
-    let (cx, cy) = (w / 2.0, h / 2.0 + 10.0);
     let states: Vec<_> = m.time_fraction.keys().copied().collect();
+    // One state (a connection that never left application-limited) is one node in the
+    // middle of a short canvas, not at the top of an empty circle.
+    let (w, h, r) = match states.len() {
+        0 | 1 => (520.0, 120.0, 0.0),
+        _ => (520.0, 420.0, 150.0),
+    };
+    let (cx, cy) = (w / 2.0, h / 2.0 + 10.0);
     let n = states.len().max(1) as f64;
     let pos = |i: usize| {
         let a = std::f64::consts::TAU * i as f64 / n - std::f64::consts::FRAC_PI_2;
@@ -243,7 +285,7 @@ pub fn state_graph(title: &str, m: &qbench_core::report::ccstate::StateMachine) 
     let mut o = String::new();
     let _ = writeln!(
         o,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="Helvetica, Arial, sans-serif" font-size="11"><defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#555"/></marker></defs><rect width="100%" height="100%" fill="white"/><text x="{}" y="20" text-anchor="middle" font-size="13">{}</text>"##,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="Helvetica, Arial, sans-serif" font-size="11"><defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#555"/></marker></defs><rect width="100%" height="100%" fill="white"/><text x="{}" y="20" text-anchor="middle" font-size="13">{}</text>"##,
         w / 2.0,
         esc(title)
     );
@@ -314,6 +356,13 @@ mod tests {
         assert_eq!(svg.matches("<ellipse").count(), 2);
         assert_eq!(svg.matches("marker-end").count(), 1);
         assert!(svg.contains("75.0%") && svg.contains("1.00"));
+        let mut one = StateMachine::default();
+        one.time_fraction.insert(CcState::ApplicationLimited, 1.0);
+        let svg = state_graph("t", &one);
+        assert!(
+            svg.contains(r#"height="120""#) && svg.contains(r#"cx="260.0" cy="70.0""#),
+            "{svg}"
+        );
     }
 
     #[test]
@@ -321,6 +370,41 @@ mod tests {
         assert_eq!(tick_step(100.0, 5.0), 20.0);
         assert_eq!(tick_step(7.0, 8.0), 1.0);
         assert_eq!(tick_step(0.0, 8.0), 1.0);
+    }
+
+    /// The y tick labels of a chart, bottom to top.
+    fn y_ticks(svg: &str) -> Vec<String> {
+        svg.lines()
+            .filter(|l| l.contains(r#"text-anchor="end">"#) && l.starts_with("<line x1=\"80\""))
+            .filter_map(|l| l.split(r#"text-anchor="end">"#).nth(1))
+            .map(|t| t.trim_end_matches("</text>").to_string())
+            .collect()
+    }
+
+    /// A CDF's axis ends at 1 (a fit to 1.05 of the data would run it to 1.2), while a
+    /// chart of other figures still leaves room above its highest point.
+    #[test]
+    fn a_cdf_axis_ends_at_one() {
+        let cdf = Series {
+            label: "a".into(),
+            points: vec![(1.0, 0.0), (2.0, 0.5), (3.0, 1.0)],
+        };
+        let svg = cdf_chart("cdf", "ms", "fraction", std::slice::from_ref(&cdf));
+        assert_eq!(y_ticks(&svg), ["0.0", "0.2", "0.4", "0.6", "0.8", "1.0"]);
+        let svg = line_chart("t", "x", "y", &[cdf], None);
+        assert_eq!(y_ticks(&svg).last().map(String::as_str), Some("1.2"));
+    }
+
+    #[test]
+    fn a_series_of_one_point_is_a_dot() {
+        let s = |points| Series {
+            label: "a".into(),
+            points,
+        };
+        let svg = line_chart("t", "x", "y", &[s(vec![(1.0, 2.0)])], None);
+        assert_eq!(svg.matches("<circle").count(), 1, "{svg}");
+        let svg = line_chart("t", "x", "y", &[s(vec![(1.0, 2.0), (2.0, 3.0)])], None);
+        assert!(!svg.contains("<circle"));
     }
 
     #[test]

@@ -115,9 +115,12 @@ pub struct ReportArgs {
     /// A `qbench sweep --out` directory
     pub dir: PathBuf,
 
-    /// Where to write the page; heatmap-N.svg and scaling-N.svg files go next to it
+    /// Where to write the page, missing directories created [default: DIR/report.html, which
+    /// replaces only an earlier report]; its heatmaps and scaling charts go beside it as
+    /// STEM.heatmap-N.svg and STEM.scaling-N.svg (report.heatmap-0.svg for report.html), and
+    /// an SVG file of that name that another page wrote, or the user, is never replaced
     #[arg(long, value_name = "FILE")]
-    pub html: PathBuf,
+    pub html: Option<PathBuf>,
 
     /// Judge every comparison cell by this metric, recomputed from its runs [default: the
     /// one each cell was run with]

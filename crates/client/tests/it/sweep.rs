@@ -139,7 +139,27 @@ fn cells_run_once_and_resume() {
         2,
         "one table row per cell"
     );
-    assert!(dir.path().join("heatmap-0.svg").exists());
+    let heatmap = dir.path().join("report.heatmap-0.svg");
+    let first = std::fs::read_to_string(&heatmap).unwrap();
+    assert!(first.contains("<svg"), "{first}");
+
+    // Without --html the page goes into the sweep's directory, and a second page beside the
+    // first keeps to its own SVG files.
+    let c = common::qbench_plain(&["report", out.to_str().unwrap()]);
+    assert_eq!(c.code, Some(0), "{}", c.stderr);
+    assert!(out.join("report.html").is_file() && out.join("report.heatmap-0.svg").is_file());
+    report(&out, &dir.path().join("other.html"));
+    assert!(dir.path().join("other.heatmap-0.svg").is_file());
+    assert_eq!(std::fs::read_to_string(&heatmap).unwrap(), first);
+    // A file of the user's in the way of one is left alone, and the report fails naming it.
+    std::fs::write(dir.path().join("mine.heatmap-0.svg"), "mine").unwrap();
+    let c = report_with(&out, &dir.path().join("mine.html"), &[]);
+    assert_eq!(c.code, Some(2), "{}", c.stderr);
+    assert!(c.stderr.contains("mine.heatmap-0.svg"), "{}", c.stderr);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("mine.heatmap-0.svg")).unwrap(),
+        "mine"
+    );
 }
 
 /// Held-load cells at request rates: judged by the scenario's metric, judged anew when the
@@ -217,7 +237,7 @@ fn held_load_cells_judge_by_their_metric() {
     let c = report_with(&out, &page, &["--test", "bootstrap", "--no-fdr"]);
     assert_eq!(c.code, Some(0), "{}", c.stderr);
     let html = std::fs::read_to_string(&page).unwrap();
-    assert!(html.contains("<td>bootstrap</td>") && html.contains("per round"));
+    assert!(html.contains("with the bootstrap of medians") && html.contains("per round"));
     let c = report_with(&out, &page, &["--fdr", "1.5"]);
     assert_eq!(c.code, Some(2), "{}", c.stderr);
     assert!(c.stderr.contains("--fdr"), "{}", c.stderr);
