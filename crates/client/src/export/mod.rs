@@ -12,6 +12,7 @@ pub mod hgrm;
 pub mod html;
 mod html_cell;
 pub mod notes;
+pub mod numbers;
 pub mod progress;
 mod qoe;
 mod scaling;
@@ -20,6 +21,8 @@ mod scaling_tests;
 pub mod stream;
 pub mod svg;
 pub mod text;
+#[cfg(test)]
+mod text_tests;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
