@@ -102,6 +102,8 @@ impl Recorder {
         if let Some(l) = &mut self.load {
             if l.measured(intended) {
                 l.dropped += 1;
+            } else {
+                self.interval.warmup += 1;
             }
         }
     }
@@ -114,16 +116,21 @@ impl Recorder {
             if l.measured_n(intended, n) {
                 l.dropped = l.dropped.saturating_add(n);
                 l.dropped_late = l.dropped_late.saturating_add(n);
+            } else {
+                self.interval.warmup = self.interval.warmup.saturating_add(n);
             }
         }
     }
 
     /// Ends the current interval at `now`, with `in_flight` requests outstanding.
     pub fn interval(&mut self, now: Duration, in_flight: u64) -> IntervalRecord {
-        let warmup = self
-            .load
-            .as_ref()
-            .is_some_and(|l| self.interval_start < l.measure_from);
+        // Warm-up only where a warm-up's requests were left out: before the connections are
+        // up nothing counts yet, but without `--warmup` no request is sent then either.
+        let warmup = self.interval.warmup > 0
+            && self
+                .load
+                .as_ref()
+                .is_some_and(|l| self.interval_start < l.measure_from);
         let (start, end) = (
             us(self.since_start(self.interval_start)),
             us(self.since_start(now)),
@@ -228,6 +235,7 @@ impl Recorder {
         }
         if let Some(l) = &mut self.load {
             if !l.measured(start) {
+                iv.warmup += 1;
                 return;
             }
             l.sent(o.intended, o.sent, o.done, o.error.is_none());
@@ -399,6 +407,33 @@ mod tests {
         );
         assert_eq!(rep.object_latency.summary.count, 1);
         assert_eq!(rep.payload_bytes, 15);
+    }
+
+    #[test]
+    fn an_interval_is_warm_up_only_when_a_warm_up_was_left_out_of_it() {
+        // Without a warm-up: the first interval starts before the connections are up, but
+        // every request in it counts.
+        let mut r = Recorder::new(0, 0, ms(0));
+        r.hold(Duration::MAX, ms(3000), None);
+        r.measure_from(ms(10));
+        r.object(ok(10, 12, 20, 100));
+        let first = r.interval(ms(1000), 0);
+        assert!(!first.warmup);
+        assert_eq!(first.completed, 1);
+        assert_eq!(r.finish(ms(1000)).objects.completed, 1);
+
+        // With one: its requests are in the interval and out of the totals.
+        let mut r = Recorder::new(0, 0, ms(0));
+        r.hold(Duration::MAX, ms(3000), None);
+        r.measure_from(ms(1500));
+        r.object(ok(10, 12, 20, 100));
+        let first = r.interval(ms(1000), 0);
+        assert!(first.warmup);
+        r.object(ok(1600, 1602, 1610, 100));
+        assert!(!r.interval(ms(2000), 0).warmup);
+        let rep = r.finish(ms(2000));
+        assert_eq!(rep.objects.completed, 1);
+        assert_eq!(rep.load.unwrap().warmup_requests, 1);
     }
 
     #[test]

@@ -15,8 +15,8 @@ use quinn::congestion::{
 pub enum CcError {
     #[error("--cc {wanted}: this kernel's TCP offers only `{available}` (net.ipv4.tcp_available_congestion_control); try `modprobe tcp_{wanted}`")]
     Unavailable { wanted: String, available: String },
-    #[error("--cc {wanted}: not permitted for this user (net.ipv4.tcp_allowed_congestion_control is `{allowed}`)")]
-    NotAllowed { wanted: String, allowed: String },
+    #[error("{}", not_allowed(*wanted, allowed))]
+    NotAllowed { wanted: CcAlgo, allowed: String },
     #[error("setting TCP_CONGESTION to {name}: {source}")]
     Set {
         name: String,
@@ -29,6 +29,29 @@ fn sysctl(name: &str) -> String {
         .unwrap_or_default()
         .trim()
         .to_string()
+}
+
+/// Why a user who is not root may not have `wanted` on a TCP socket, and what they can do:
+/// the `--cc` values the kernel's `allowed` list (its names) permits, root, or the sysctl.
+fn not_allowed(wanted: CcAlgo, allowed: &str) -> String {
+    let usable: Vec<String> = [CcAlgo::Cubic, CcAlgo::NewReno, CcAlgo::Bbr]
+        .into_iter()
+        .filter(|a| allowed.split_whitespace().any(|k| k == a.tcp_name()))
+        .map(|a| format!("--cc {a}"))
+        .collect();
+    let instead = match usable.as_slice() {
+        [] => String::new(),
+        [one] => format!("use {one}, "),
+        [rest @ .., last] => format!("use {} or {last}, ", rest.join(", ")),
+    };
+    format!(
+        "--cc {wanted}: the kernel lets a user other than root set only `{allowed}` as a TCP \
+         socket's congestion control (/proc/sys/net/ipv4/tcp_allowed_congestion_control), so \
+         the server's TCP (h1, h2) cannot use {}: {instead}run as root, or as root add {} to \
+         net.ipv4.tcp_allowed_congestion_control",
+        wanted.tcp_name(),
+        wanted.tcp_name()
+    )
 }
 
 /// Fails before any traffic when the kernel cannot run `algo` for TCP.
@@ -46,7 +69,7 @@ pub fn check_tcp(algo: CcAlgo) -> Result<(), CcError> {
     let allowed = sysctl("tcp_allowed_congestion_control");
     if !root && !allowed.split_whitespace().any(|a| a == name) {
         return Err(CcError::NotAllowed {
-            wanted: name.into(),
+            wanted: algo,
             allowed,
         });
     }
@@ -291,5 +314,27 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_refused_cc_names_the_flag_the_sysctl_and_what_the_user_may_do() {
+        let e = CcError::NotAllowed {
+            wanted: CcAlgo::Cubic,
+            allowed: "reno bbr".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "--cc cubic: the kernel lets a user other than root set only `reno bbr` as a TCP \
+             socket's congestion control (/proc/sys/net/ipv4/tcp_allowed_congestion_control), \
+             so the server's TCP (h1, h2) cannot use cubic: use --cc newreno or --cc bbr, run \
+             as root, or as root add cubic to net.ipv4.tcp_allowed_congestion_control"
+        );
+        let none = not_allowed(CcAlgo::Bbr, "");
+        assert!(
+            none.contains("cannot use bbr: run as root, or as root add bbr"),
+            "{none}"
+        );
+        let one = not_allowed(CcAlgo::Bbr, "reno htcp");
+        assert!(one.contains("use --cc newreno, run as root"), "{one}");
     }
 }

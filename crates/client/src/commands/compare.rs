@@ -1,7 +1,6 @@
 //! `qbench compare`: two configurations, back to back, round after round.
 
 use anyhow::Context;
-use indicatif::ProgressBar;
 use qbench_core::report::compare::{
     AutoRoundsRecord, CompareReport, DiscardedRound, Undecided, ALPHA,
 };
@@ -13,7 +12,7 @@ use qbench_core::stats::rounds::{AutoRounds, Stopped};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::export::compare_table::table;
-use crate::export::progress::{progress_bar, time_bar};
+use crate::export::progress::{round_prefix, Progress};
 use crate::export::{write_json, Dest};
 use crate::flags::cli::{CompareArgs, Outputs};
 use qbench_engine::measure::clock::Clock;
@@ -293,12 +292,18 @@ async fn open_sides<'a>(
     Ok((a, b))
 }
 
-/// A held load's bar counts time; any other counts objects.
-fn progress(plan: &Plan, a: &Side<'_>, b: &Side<'_>) -> ProgressBar {
-    let rounds_of = |per_side: u64| per_side.saturating_mul(2 * u64::from(plan.rounds));
-    match &plan.a.spec().load {
-        Some(l) => time_bar(rounds_of(l.duration.as_millis() as u64)),
-        None => progress_bar((a.objects() + b.objects()) * u64::from(plan.rounds)),
+/// A held load's bar counts time; workloads of known sizes, payload bytes; any other, objects.
+fn progress(plan: &Plan, a: &Side<'_>, b: &Side<'_>) -> Progress {
+    let rounds = u64::from(plan.rounds);
+    let rounds_of = |per_side: u64| per_side.saturating_mul(2 * rounds);
+    let objects = (a.objects() + b.objects()) * rounds;
+    let bytes = |side: &Side<'_>, cfg| crate::commands::run::expected_bytes(cfg, side.objects());
+    match (&plan.a.spec().load, bytes(a, &plan.a), bytes(b, &plan.b)) {
+        (Some(l), _, _) => Progress::time(rounds_of(l.duration.as_millis() as u64)),
+        (None, Some(x), Some(y)) => {
+            Progress::bytes(x.saturating_add(y).saturating_mul(rounds), objects)
+        }
+        (None, _, _) => Progress::objects(objects),
     }
 }
 
@@ -308,7 +313,7 @@ async fn run_rounds(
     plan: &Plan,
     a: &mut Side<'_>,
     b: &mut Side<'_>,
-    bar: &ProgressBar,
+    bar: &Progress,
     json: Option<&Dest>,
     rounds_started: &AtomicBool,
 ) -> anyhow::Result<Rounds> {
@@ -322,7 +327,8 @@ async fn run_rounds(
         rounds
             .first
             .push(if a_first { "a" } else { "b" }.to_string());
-        if let Some(sig) = run_round(round, a_first, a, b, bar, &mut signals).await {
+        let round_of = (round, plan.rounds, &plan.labels);
+        if let Some(sig) = run_round(round_of, a_first, a, b, bar, &mut signals).await {
             let name = qbench_engine::setup::interrupt::name(sig);
             rounds.aborted = Some(format!("interrupted ({name}) during round {round}"));
             drop_half_round(a, b);
@@ -359,22 +365,31 @@ async fn run_rounds(
     Ok(rounds)
 }
 
-/// One round, both sides in turn; the stopping signal that cut it short, if one did.
+/// One round, both sides in turn, the bar naming the one running; the stopping signal that
+/// cut it short, if one did.
 async fn run_round(
-    round: u32,
+    (round, rounds, labels): (u32, u32, &(String, String)),
     a_first: bool,
     a: &mut Side<'_>,
     b: &mut Side<'_>,
-    bar: &ProgressBar,
+    bar: &Progress,
     signals: &mut qbench_engine::setup::interrupt::Listener,
 ) -> Option<i32> {
-    let watch = crate::export::progress::observer(bar);
+    let watch = bar.observer();
+    let show = |side: char| {
+        let label = if side == 'A' { &labels.0 } else { &labels.1 };
+        bar.set_prefix(round_prefix(round, rounds, label, side));
+    };
     let both = async {
         if a_first {
+            show('A');
             a.run(round, &watch).await;
+            show('B');
             b.run(round, &watch).await;
         } else {
+            show('B');
             b.run(round, &watch).await;
+            show('A');
             a.run(round, &watch).await;
         }
     };

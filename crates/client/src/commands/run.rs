@@ -5,12 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use indicatif::ProgressBar;
 use qbench_core::report::ccstate::StateMachine;
 use qbench_core::report::telemetry::Timeline;
 use qbench_core::{ErrorKind, Recorder, Report, ReportMeta};
 
-use crate::export::progress::{progress_bar, time_bar};
+use crate::export::progress::Progress;
 use crate::export::stream::IntervalOut;
 use crate::export::text::summary;
 use crate::export::{print_text, write_json, write_text, Dest};
@@ -221,23 +220,43 @@ async fn open_side<'a>(
     Ok(Ok(side))
 }
 
-/// A held load's bar counts time; any other counts objects.
-fn progress(plan: &RunPlan, side: &Side<'_>) -> ProgressBar {
+/// A held load's bar counts time; a workload of known sizes, payload bytes; any other
+/// (URLs, a page, a video), objects.
+fn progress(plan: &RunPlan, side: &Side<'_>) -> Progress {
     let spec = plan.cfg.spec();
+    let runs = u64::from(spec.runs);
     match (&spec.load, spec.interval) {
         // Interval lines are the live view.
-        (_, Some(_)) => ProgressBar::hidden(),
-        (Some(l), None) => {
-            time_bar((l.duration.as_millis() as u64).saturating_mul(u64::from(spec.runs)))
-        }
-        (None, None) => progress_bar(side.objects() * u64::from(spec.runs)),
+        (_, Some(_)) => Progress::hidden(),
+        (Some(l), None) => Progress::time((l.duration.as_millis() as u64).saturating_mul(runs)),
+        (None, None) => match expected_bytes(&plan.cfg, side.objects()) {
+            Some(b) => Progress::bytes(b.saturating_mul(runs), side.objects() * runs),
+            None => Progress::objects(side.objects() * runs),
+        },
+    }
+}
+
+/// The payload bytes a run of `objects` of `cfg`'s workload brings, when its sizes are known:
+/// a shard's share of the whole in proportion to its objects.
+pub fn expected_bytes(cfg: &Config, objects: u64) -> Option<u64> {
+    let spec = cfg.spec();
+    if spec.page.is_some() || spec.video.is_some() {
+        return None;
+    }
+    let w = spec.objects.as_ref()?;
+    let (bytes, all) = (w.total_bytes(), w.total_objects());
+    match all {
+        0 => None,
+        n if n == objects => Some(bytes),
+        n => Some((bytes as f64 * objects as f64 / n as f64) as u64),
     }
 }
 
 /// Live intervals, printed and streamed with the index of the run they belong to; returns
 /// that index, for the runs to advance.
 fn stream_intervals(plan: &RunPlan, side: &mut Side<'_>) -> anyhow::Result<Arc<AtomicU32>> {
-    let out = IntervalOut::open(plan.outputs.json_stream.as_deref())?;
+    let every = plan.cfg.spec().interval.unwrap_or_default();
+    let out = IntervalOut::open(plan.outputs.json_stream.as_deref(), every)?;
     let run_index = Arc::new(AtomicU32::new(0));
     let index = run_index.clone();
     side.on_interval(Arc::new(move |r| {
@@ -251,7 +270,7 @@ fn stream_intervals(plan: &RunPlan, side: &mut Side<'_>) -> anyhow::Result<Arc<A
 async fn run_all(
     plan: &RunPlan,
     side: &mut Side<'_>,
-    bar: &ProgressBar,
+    bar: &Progress,
     run_index: &AtomicU32,
     json: Option<&Dest>,
     runs_started: &AtomicBool,
@@ -275,7 +294,7 @@ async fn run_all(
         // A held load stops starting requests at a stopping signal and ends with those in
         // flight, so the run so far is reported; any other run is dropped at once.
         let ended = {
-            let watch = crate::export::progress::observer(bar);
+            let watch = bar.observer();
             let fut = side.run(i, &watch);
             tokio::pin!(fut);
             loop {

@@ -38,8 +38,8 @@ pub(crate) fn lines(report: &Report, line: &mut dyn FnMut(&str, String)) {
             format!(
                 "{}: {} objects, {} bytes, {} origin(s), {} connection(s)",
                 p.name,
-                p.objects,
-                p.bytes,
+                super::numbers::count(p.objects),
+                super::numbers::count(p.bytes),
                 p.origins,
                 p.connections.iter().sum::<u64>()
             ),

@@ -9,6 +9,8 @@ use qbench_core::stats::noise::{Losses, NoiseCause};
 use qbench_core::stats::rounds::Stopped;
 use qbench_core::{Report, Stats};
 
+use super::numbers::count;
+
 pub fn table(r: &CompareReport) -> String {
     let mut out = format!(
         "qbench compare: A = {}, B = {}, {} rounds, alternating first; comparing {}\n",
@@ -62,11 +64,7 @@ fn side_by_side(r: &CompareReport) -> String {
     out.push_str(&columns(
         "failed requests",
         per_side(r, &|rep| {
-            rep.runs
-                .iter()
-                .map(|run| run.objects.failed)
-                .sum::<u64>()
-                .to_string()
+            count(rep.runs.iter().map(|run| run.objects.failed).sum::<u64>())
         }),
     ));
     out.push_str(&load_columns(r));
@@ -91,7 +89,7 @@ fn load_columns(r: &CompareReport) -> String {
     );
     out.push_str(&columns(
         "late, dropped",
-        load(&|l| format!("{}, {}", l.late, l.dropped)),
+        load(&|l| format!("{}, {}", count(l.late), count(l.dropped))),
     ));
     out
 }
@@ -308,6 +306,8 @@ fn saturated(rep: &Report) -> Option<String> {
     let why: Vec<&String> = rep
         .runs
         .iter()
+        // Without a completed request there is no load to have been limited.
+        .filter(|run| run.objects.completed > 0)
         .filter_map(|run| run.client.as_ref()?.saturated.as_ref())
         .collect();
     let first = why.first()?;

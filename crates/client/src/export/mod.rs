@@ -17,6 +17,7 @@ mod html_env;
 #[cfg(test)]
 mod html_tests;
 pub mod notes;
+pub mod numbers;
 pub mod progress;
 mod qoe;
 mod scaling;
@@ -25,6 +26,8 @@ mod scaling_tests;
 pub mod stream;
 pub mod svg;
 pub mod text;
+#[cfg(test)]
+mod text_tests;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

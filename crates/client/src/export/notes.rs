@@ -3,6 +3,8 @@
 
 use qbench_core::spec::cpulimit::{ClientCpuRecord, Throttling};
 
+use super::numbers::count;
+
 /// `0.25 of a core (cgroup-v1), throttled in 10 of 11 periods, 0.69 s stopped; pinned to 1`,
 /// over the runs that recorded one; `None` when none did.
 pub fn client_cpu(runs: &[qbench_core::RunReport]) -> Option<String> {
@@ -56,12 +58,12 @@ pub fn proxy(runs: &[qbench_core::RunReport]) -> Option<String> {
     Some(format!(
         "{} upstream: {} requests over {} connections ({} failed), {} bytes down, {} bytes up, {} broken; CPU {:.3} s",
         first.upstream,
-        sum(|r| r.requests),
-        sum(|r| r.connects),
-        sum(|r| r.connect_failures),
-        sum(|r| r.bytes_down),
-        sum(|r| r.bytes_up),
-        sum(|r| r.broken),
+        count(sum(|r| r.requests)),
+        count(sum(|r| r.connects)),
+        count(sum(|r| r.connect_failures)),
+        count(sum(|r| r.bytes_down)),
+        count(sum(|r| r.bytes_up)),
+        count(sum(|r| r.broken)),
         cpu
     ))
 }

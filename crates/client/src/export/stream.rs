@@ -15,6 +15,8 @@ type JsonOut = Mutex<Option<BufWriter<Box<dyn Write + Send>>>>;
 
 /// Where each interval goes.
 pub struct IntervalOut {
+    /// `--interval`: how long a full interval is.
+    every: std::time::Duration,
     json: Option<JsonOut>,
     json_stdout: bool,
 }
@@ -22,7 +24,10 @@ pub struct IntervalOut {
 impl IntervalOut {
     /// Creates (truncates) the `--json-stream` file, or opens the device it names; checked
     /// writable before this.
-    pub fn open(json_stream: Option<&str>) -> anyhow::Result<Arc<Self>> {
+    pub fn open(
+        json_stream: Option<&str>,
+        every: std::time::Duration,
+    ) -> anyhow::Result<Arc<Self>> {
         let (json, json_stdout) = match json_stream.map(Dest::parse) {
             None => (None, false),
             Some(Dest::Stdout) => (None, true),
@@ -31,12 +36,16 @@ impl IntervalOut {
                 (Some(Mutex::new(Some(BufWriter::new(f)))), false)
             }
         };
-        Ok(Arc::new(Self { json, json_stdout }))
+        Ok(Arc::new(Self {
+            every,
+            json,
+            json_stdout,
+        }))
     }
 
     /// Prints interval `r` of run `run` and streams it.
     pub fn emit(&self, run: u32, r: &IntervalRecord) {
-        crate::tell!("{}", interval_line(run, r));
+        crate::tell!("{}", interval_line(run, r, self.every));
         if !self.json_stdout && self.json.is_none() {
             return;
         }

@@ -3,6 +3,9 @@
 use qbench_core::report::load::{IntervalRecord, LoadMode, LoadSummary};
 use qbench_core::stats::noise::NoiseCause;
 use qbench_core::{HistogramExport, Rate, Report, Stats};
+use std::time::Duration;
+
+use super::numbers::{count, rate};
 
 fn dur_us(us: f64) -> String {
     if us >= 1e6 {
@@ -36,29 +39,51 @@ fn hist_line(h: &HistogramExport) -> String {
         f(s.p90_us),
         f(s.p99_us),
         f(s.max_us),
-        s.count
+        count(s.count)
     )
 }
 
-/// One live interval: `[run 0   2.0-3.0 s]  20012 req/s ...`.
-pub fn interval_line(run: u32, r: &IntervalRecord) -> String {
+/// One live interval: `[run 0   2.0-3.0 s]  20,012 req/s ...`, of intervals `every` long.
+///
+/// A run rarely ends on a tick, so its last interval can be a sliver (the in-flight requests
+/// draining after the last tick). A held load's ticker skips a tick that would leave one; any
+/// that is still shorter than a tenth of `every` is printed as what completed in it, without
+/// per-second rates, which over a few milliseconds would be noise.
+pub fn interval_line(run: u32, r: &IntervalRecord, every: Duration) -> String {
     let secs = r.seconds();
+    // `IntervalRecord::warmup` is set only when some of its requests belong to a warm-up,
+    // which every figure of the run leaves out.
+    let warm = if r.warmup {
+        "  (warm-up requests in it are left out of the totals)"
+    } else {
+        ""
+    };
+    if secs < every.as_secs_f64() / 10.0 {
+        return format!(
+            "[run {run} {:>6.1} s, last {}] {} completed  errors {}  dropped {}  in flight {}{warm}",
+            r.end_us as f64 / 1e6,
+            dur_us(r.end_us.saturating_sub(r.start_us) as f64),
+            count(r.completed),
+            count(r.failed),
+            count(r.dropped),
+            count(r.in_flight),
+        );
+    }
     let per_s = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
     let bits = (per_s(r.payload_bytes) * 8.0).round() as u64;
     let s = &r.latency.summary;
     let f = |v: Option<u64>| v.map_or("-".into(), |v| dur_us(v as f64));
     format!(
-        "[run {run} {:>6.1}-{:<6.1}s] {:>8.0} req/s  {:>12}  p50 {:>9}  p99 {:>9}  errors {}  dropped {}  in flight {}{}",
+        "[run {run} {:>6.1}-{:<6.1}s] {:>8} req/s  {:>12}  p50 {:>9}  p99 {:>9}  errors {}  dropped {}  in flight {}{warm}",
         r.start_us as f64 / 1e6,
         r.end_us as f64 / 1e6,
-        per_s(r.completed),
+        rate(per_s(r.completed)),
         Rate(bits).to_string(),
         f(s.p50_us),
         f(s.p99_us),
-        r.failed,
-        r.dropped,
-        r.in_flight,
-        if r.warmup { "  (warm-up)" } else { "" }
+        count(r.failed),
+        count(r.dropped),
+        count(r.in_flight),
     )
 }
 
@@ -67,9 +92,10 @@ fn load_lines(
     l: &LoadSummary,
     mode: LoadMode,
     target: Option<f64>,
+    warmup_requests: u64,
     line: &mut dyn FnMut(&str, String),
 ) {
-    let rate = |v: f64| format!("{v:.0}/s");
+    let rate = |v: f64| format!("{}/s", rate(v));
     match (mode, target) {
         (LoadMode::Open, Some(t)) => line(
             "rate",
@@ -84,19 +110,28 @@ fn load_lines(
             format!("completed {}", stat_line(&l.completed_rate, rate)),
         ),
     }
+    if warmup_requests > 0 {
+        line(
+            "warm-up",
+            format!(
+                "{} request(s) left out of every figure",
+                count(warmup_requests)
+            ),
+        );
+    }
     if let Some(lag) = &l.lag {
         line(
             "start lag",
             format!(
                 "{}; {} late (> 2 ms), {} dropped{}",
                 hist_line(lag),
-                l.late,
-                l.dropped,
+                count(l.late),
+                count(l.dropped),
                 if l.dropped_late > 0 {
                     format!(
                         " ({} of them not sendable within {:?} of their time or by the \
                          window's end: the client is past its capacity)",
-                        l.dropped_late,
+                        count(l.dropped_late),
                         qbench_core::spec::load::MAX_LAG
                     )
                 } else {
@@ -137,7 +172,14 @@ fn client_lines(report: &Report, line: &mut dyn FnMut(&str, String)) {
         line("proxy", p);
     }
     for r in &report.runs {
-        if let Some(why) = r.client.as_ref().and_then(|c| c.saturated.as_ref()) {
+        // Saturation is judged from completed requests: a run without one had no load.
+        let loaded = r.objects.completed > 0;
+        if let Some(why) = r
+            .client
+            .as_ref()
+            .and_then(|c| c.saturated.as_ref())
+            .filter(|_| loaded)
+        {
             match qbench_engine::setup::client_cpu::limited(r) {
                 true => line(
                     "note",
@@ -193,7 +235,8 @@ fn reopened_line(report: &Report) -> Option<String> {
     (opened > 0 || retried > 0).then(|| {
         format!(
             "{opened} connection(s) opened after the server closed one (its request limit); \
-             {retried} request(s) it had not processed sent again"
+             {} request(s) it had not processed sent again",
+            count(retried)
         )
     })
 }
@@ -256,7 +299,7 @@ fn shard_line(sh: &qbench_core::report::ShardRecord, connections: u32) -> String
         sh.connections
     ));
     if let Some(n) = sh.requests {
-        v.push_str(&format!(", {n} requests"));
+        v.push_str(&format!(", {} requests", count(n)));
     }
     if let Some(r) = sh.rate {
         v.push_str(&format!(", {r:.1}/s"));
@@ -284,9 +327,19 @@ fn objects_line(report: &Report) -> String {
     let requested: u64 = report.runs.iter().map(|r| r.objects.requested).sum();
     format!(
         "{}/{} ok, {} payload bytes, {}/{} runs complete",
-        s.objects_completed, requested, s.payload_bytes, s.complete_runs, s.runs
+        count(s.objects_completed),
+        count(requested),
+        count(s.payload_bytes),
+        s.complete_runs,
+        s.runs
     )
 }
+
+/// Below this much CPU time, client and server together, the per-payload figures are left out:
+/// the kernel may account CPU time by scheduler tick (a few ms each), and a short run's fixed
+/// costs (start-up, handshakes, telemetry) weigh as much as its transfer, so scaling a tenth of
+/// a second to a GB would scale mostly noise.
+pub(crate) const CPU_TO_EXTRAPOLATE_S: f64 = 0.5;
 
 /// CPU time of the client and, where measured, the server, over all runs, and what it bought:
 /// payload per CPU-second, CPU per GB, bandwidth per busy core.
@@ -302,7 +355,14 @@ fn cpu_line(report: &Report) -> Option<String> {
         .map(|c| c.server.map(|s| s.total_s()))
         .sum::<Option<f64>>();
     let total = client + server.unwrap_or(0.0);
-    let per = if total > 0.0 && payload > 0 {
+    let per = if payload == 0 || total <= 0.0 {
+        String::new()
+    } else if total < CPU_TO_EXTRAPOLATE_S {
+        format!(
+            "; too little CPU to extrapolate per GB (under {CPU_TO_EXTRAPOLATE_S} CPU-s): \
+             run longer or larger for per-GB figures"
+        )
+    } else {
         let gb = payload as f64 / 1e9;
         let mb = payload as f64 / total / 1e6;
         format!(
@@ -311,8 +371,6 @@ fn cpu_line(report: &Report) -> Option<String> {
             server.map_or(String::new(), |v| format!(", server {:.2} s", v / gb)),
             gb * 8.0 / total
         )
-    } else {
-        String::new()
     };
     Some(format!(
         "client {client:.3} s{}{per}",
@@ -359,16 +417,21 @@ pub fn summary(report: &Report, headline: &str) -> String {
     if let Some(l) = &report.link {
         line("link", link_line(l.backend));
     }
+    if s.objects_completed == 0 {
+        // Nothing to measure: no table of dashes, and no judgement of the client's load,
+        // which only completed requests can give; the error line that follows has the hint.
+        line("objects", objects_line(report));
+        line("errors", s.errors.to_string());
+        insecure_line(report, &mut line);
+        return out;
+    }
     line("handshake", stat_line(&s.handshake_us, dur_us));
     line("PLT", stat_line(&s.plt_us, dur_us));
     line(
         "goodput",
         stat_line(&s.goodput_bps, |b| Rate(b.round() as u64).to_string()),
     );
-    line(
-        "objects/s",
-        stat_line(&s.objects_per_s, |v| format!("{v:.0}")),
-    );
+    line("objects/s", stat_line(&s.objects_per_s, rate));
     line("objects", objects_line(report));
     if let Some(v) = streams_line(report) {
         line("streams", v);
@@ -384,7 +447,13 @@ pub fn summary(report: &Report, headline: &str) -> String {
     }
     super::app_text::lines(report, &mut line);
     if let (Some(l), Some(first)) = (&s.load, report.runs.iter().find_map(|r| r.load.as_ref())) {
-        load_lines(l, first.mode, first.target_rate, &mut line);
+        let warmup: u64 = report
+            .runs
+            .iter()
+            .filter_map(|r| r.load.as_ref())
+            .map(|l| l.warmup_requests)
+            .sum();
+        load_lines(l, first.mode, first.target_rate, warmup, &mut line);
     }
     line("latency", hist_line(&s.object_latency));
     line("TTFB", hist_line(&s.ttfb));
@@ -396,13 +465,17 @@ pub fn summary(report: &Report, headline: &str) -> String {
     }
     line("errors", s.errors.to_string());
     client_lines(report, &mut line);
+    insecure_line(report, &mut line);
+    out
+}
+
+fn insecure_line(report: &Report, line: &mut dyn FnMut(&str, String)) {
     if report.config.insecure {
         line(
             "WARNING",
             "--insecure: the server certificate was NOT verified".into(),
         );
     }
-    out
 }
 
 /// Which emulator carried the run: the two differ in how they reorder and where they drop.

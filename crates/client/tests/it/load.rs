@@ -69,8 +69,39 @@ fn a_closed_loop_holds_every_protocol_for_its_duration() {
         assert!(client["runtime_lag"]["count"].as_u64().unwrap() > 0);
         assert!(client.get("saturated").is_some());
         // The interval lines went to stderr, the warm-up's marked.
-        assert!(r.stderr.contains("(warm-up)"), "{}", r.stderr);
+        assert!(
+            r.stderr
+                .contains("(warm-up requests in it are left out of the totals)"),
+            "{}",
+            r.stderr
+        );
     }
+}
+
+/// Without `--warmup` every request counts, and no interval line says otherwise (the first
+/// interval begins before the connections are up, when nothing is sent).
+#[test]
+fn without_a_warm_up_no_interval_is_called_one() {
+    let r = qbench(&[
+        "--proto",
+        "h2",
+        "--objects",
+        "1x1KB",
+        "--duration",
+        "600ms",
+        "--interval",
+        "200ms",
+        "--no-telemetry",
+    ]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stderr.contains("req/s"), "{}", r.stderr);
+    assert!(!r.stderr.contains("warm-up"), "{}", r.stderr);
+    let run = run0(r.json.as_ref().unwrap());
+    let iv = run["intervals"].as_array().unwrap();
+    assert!(iv.iter().all(|i| i["warmup"] == false), "{iv:?}");
+    let done: u64 = iv.iter().map(|i| i["completed"].as_u64().unwrap()).sum();
+    assert_eq!(done, run["objects"]["completed"].as_u64().unwrap());
+    assert_eq!(run["load"]["warmup_requests"], 0);
 }
 
 /// Open loop at 400/s for 2 s, constant arrivals: exactly 800 requests are due in the

@@ -101,6 +101,8 @@ pub(crate) struct IntervalAcc {
     pub(crate) bytes: u64,
     pub(crate) errors: ErrorCounts,
     pub(crate) latency: LatencyHistogram,
+    /// Requests in it that belong to the warm-up, left out of the run's figures.
+    pub(crate) warmup: u64,
 }
 
 impl IntervalAcc {

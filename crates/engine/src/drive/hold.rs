@@ -168,8 +168,8 @@ impl OpenLoop {
 pub async fn ticker(
     rec: Arc<Mutex<Recorder>>,
     clock: Clock,
-    start: Duration,
-    every: Duration,
+    (start, every): (Duration, Duration),
+    until: Option<Until>,
     in_flight: Arc<AtomicU64>,
     on: Option<OnInterval>,
 ) {
@@ -177,11 +177,23 @@ pub async fn ticker(
     loop {
         at += every;
         tokio::time::sleep_until(clock.at(at)).await;
+        if until.as_ref().is_some_and(|u| near_end(at, u.end(), every)) {
+            continue;
+        }
         let r = lock(&rec).interval(clock.now(), in_flight.load(Ordering::Relaxed));
         if let Some(on) = &on {
             on(&r);
         }
     }
+}
+
+/// Whether a tick at `at` falls within a tenth of an interval of a held load's `end`: the run
+/// ends there, or once the requests in flight are done, so such a tick would leave a sliver
+/// of an interval after it (`3.0-3.0 s`); the last interval takes it in instead, at most a
+/// tenth longer than the others (plus the in-flight requests' drain).
+fn near_end(at: Duration, end: Duration, every: Duration) -> bool {
+    let margin = every / 10;
+    end != Duration::MAX && at + margin > end && at < end.saturating_add(margin)
 }
 
 /// In duration mode the bar counts milliseconds held, adding this run's to those before it
@@ -193,5 +205,25 @@ pub async fn show_time(bar: Observer, clock: Clock, start: Duration) {
         bar.advanced(held.saturating_sub(shown));
         shown = shown.max(held);
         tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::near_end;
+    use std::time::Duration;
+
+    #[test]
+    fn a_tick_within_a_tenth_of_an_interval_of_the_end_is_skipped() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        // A 3 s load that began 6 ms into the run: the tick at 3 s would leave 6 ms after it.
+        assert!(near_end(s(3), ms(3006), s(1)));
+        assert!(near_end(ms(3050), ms(3006), s(1)));
+        assert!(!near_end(s(2), ms(3006), s(1)));
+        assert!(!near_end(s(4), ms(3006), s(1)));
+        assert!(!near_end(ms(2800), s(3), s(1)));
+        // Before the load's end is known.
+        assert!(!near_end(s(3), Duration::MAX, s(1)));
     }
 }

@@ -323,6 +323,16 @@ where
 }
 
 /// Accumulates one response; every transport reports through it so checks are identical.
+/// Body bytes received by every fetch of this process so far, objects done or not.
+static BODY_BYTES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Body bytes this process's fetches have received so far, counted as they arrive: what a
+/// progress display reads on a tick to move while a large object is still coming (an
+/// observer hears of an object only once it is done).
+pub fn body_bytes_received() -> u64 {
+    BODY_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 pub struct Progress<'a> {
     clock: &'a Clock,
     req: &'a ObjectReq,
@@ -386,6 +396,7 @@ impl Sink for Progress<'_> {
 
     fn data(&mut self, chunk: &[u8]) -> Result<(), FetchError> {
         self.bytes += chunk.len() as u64;
+        BODY_BYTES.fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
         if let Some(c) = &mut self.check {
             c.update(chunk);
         }

@@ -199,16 +199,17 @@ impl Runner {
             // Until every connection is up, whatever completes is the warm-up's.
             lock(&rec).hold(Duration::MAX, l.window(), l.rate);
         }
-        if let Some(every) = self.plan.interval {
-            let on = self.plan.on_interval.clone();
-            let (rec, in_flight) = (rec.clone(), in_flight.clone());
-            side_tasks.spawn(ticker(rec, clock, clock.now(), every, in_flight, on));
-        }
         let until = self
             .plan
             .load
             .as_ref()
             .map(|_| Until::new(self.stop.clone(), clock));
+        if let Some(every) = self.plan.interval {
+            let on = self.plan.on_interval.clone();
+            let (rec, in_flight) = (rec.clone(), in_flight.clone());
+            let ticks = (clock.now(), every);
+            side_tasks.spawn(ticker(rec, clock, ticks, until.clone(), in_flight, on));
+        }
         RunState {
             index,
             rec,

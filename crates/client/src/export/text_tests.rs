@@ -1,0 +1,114 @@
+//! The run summary's and the interval lines' text: counts grouped, small rates readable, CPU
+//! not scaled from too little, a run with nothing completed kept short, and the interval
+//! labels and lengths as they are.
+
+use std::time::Duration;
+
+use qbench_core::report::load::IntervalRecord;
+use qbench_core::{ErrorKind, HistogramExport, LatencyHistogram, Protocol, Recorder};
+
+use super::scaling_tests::{round, side};
+use super::text::{interval_line, summary};
+
+fn line<'a>(text: &'a str, key: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.trim_start().starts_with(key))
+        .unwrap_or_else(|| panic!("no `{key}` line in\n{text}"))
+}
+
+#[test]
+fn large_counts_are_grouped_and_a_slow_rate_is_not_zero() {
+    // One 100 MB object over 5 s: 0.2 objects per second.
+    let text = summary(
+        &side(Protocol::H3, vec![round(0, 100_000_000, 5.0, Some(2.0))]),
+        "h",
+    );
+    assert_eq!(
+        line(&text, "objects "),
+        "  objects        1/1 ok, 100,000,000 payload bytes, 1/1 runs complete"
+    );
+    assert_eq!(line(&text, "objects/s"), "  objects/s      0.20");
+}
+
+#[test]
+fn cpu_is_scaled_to_a_gb_only_from_enough_of_it() {
+    let little = summary(
+        &side(Protocol::H3, vec![round(0, 1_000_000, 0.1, Some(0.1))]),
+        "h",
+    );
+    assert_eq!(
+        line(&little, "CPU "),
+        "  CPU            client 0.100 s; too little CPU to extrapolate per GB (under 0.5 \
+         CPU-s): run longer or larger for per-GB figures"
+    );
+    let enough = summary(
+        &side(Protocol::H3, vec![round(0, 1_000_000_000, 2.0, Some(2.0))]),
+        "h",
+    );
+    assert_eq!(
+        line(&enough, "CPU "),
+        "  CPU            client 2.000 s; 500.0 MB payload per CPU-second; per GB client \
+         2.00 s; 4.00 Gbit/s per busy core"
+    );
+}
+
+#[test]
+fn a_run_without_a_completed_request_is_its_errors_alone() {
+    let mut r = Recorder::new(0, 200, Duration::ZERO);
+    let c = r.connection_started(Duration::ZERO);
+    r.connection_failed(c, ErrorKind::Timeout, "QUIC handshake: no progress for 2s");
+    let mut run = r.finish(Duration::from_secs(2));
+    run.client = None;
+    let text = summary(&side(Protocol::H3, vec![run]), "qbench h3 -> 127.0.0.1:9");
+    assert_eq!(
+        text,
+        "qbench h3 -> 127.0.0.1:9\n  objects        0/200 ok, 0 payload bytes, 0/1 runs complete\n  \
+         errors         timeout=1\n"
+    );
+}
+
+fn interval(start_ms: u64, end_ms: u64, completed: u64, warmup: bool) -> IntervalRecord {
+    let mut h = LatencyHistogram::new();
+    for _ in 0..completed {
+        h.record(Duration::from_millis(2));
+    }
+    IntervalRecord {
+        start_us: start_ms * 1000,
+        end_us: end_ms * 1000,
+        warmup,
+        completed,
+        failed: 0,
+        dropped: 0,
+        payload_bytes: completed * 5000,
+        in_flight: 3,
+        errors: Default::default(),
+        latency: HistogramExport::from(&h),
+    }
+}
+
+#[test]
+fn an_interval_is_labelled_warm_up_only_when_its_record_says_so() {
+    let s = Duration::from_secs(1);
+    let counted = interval_line(0, &interval(0, 1000, 12_000, false), s);
+    assert!(counted.contains("12,000 req/s"), "{counted}");
+    assert!(!counted.contains("warm-up"), "{counted}");
+    let warm = interval_line(0, &interval(0, 1000, 12_000, true), s);
+    assert!(
+        warm.ends_with("  (warm-up requests in it are left out of the totals)"),
+        "{warm}"
+    );
+}
+
+#[test]
+fn a_final_sliver_shows_what_completed_in_it_without_rates() {
+    let every = Duration::from_secs(1);
+    // 13 ms after the last tick: a tenth of the interval is the line between the two forms.
+    let sliver = interval_line(0, &interval(3000, 3013, 290, false), every);
+    assert_eq!(
+        sliver,
+        "[run 0    3.0 s, last 13.00 ms] 290 completed  errors 0  dropped 0  in flight 3"
+    );
+    let tenth = interval_line(0, &interval(3000, 3100, 290, false), every);
+    assert!(tenth.starts_with("[run 0    3.0-3.1   s]"), "{tenth}");
+    assert!(tenth.contains("2,900 req/s"), "{tenth}");
+}
