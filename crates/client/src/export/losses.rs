@@ -4,6 +4,8 @@
 use qbench_core::stats::noise::Losses;
 use qbench_core::Stats;
 
+use super::numbers::count;
+
 /// One side's losses: the median per run of what its senders declared and the link dropped.
 /// `None` without telemetry or a link's counters.
 pub(super) fn describe(runs: &[Losses]) -> Option<String> {
@@ -59,19 +61,6 @@ pub(super) fn summary(report: &qbench_core::Report) -> Option<String> {
         count(down),
         count(up)
     ))
-}
-
-/// `n` with thousands separators.
-fn count(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]

@@ -12,10 +12,10 @@ mod heatmap_tests;
 pub mod hgrm;
 pub mod html;
 mod html_cell;
-mod losses;
 mod html_env;
 #[cfg(test)]
 mod html_tests;
+mod losses;
 pub mod notes;
 pub mod numbers;
 pub mod progress;
