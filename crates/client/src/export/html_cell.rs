@@ -7,8 +7,6 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use qbench_core::report::compare::CompareReport;
 use qbench_core::scenario::Cell;
 
-use super::heatmap::sort_key;
-
 /// A comparison cell of a sweep.
 pub(super) struct Cmp {
     pub(super) cell: Cell,
@@ -124,4 +122,43 @@ pub(super) fn anchors<'a>(cells: impl Iterator<Item = &'a Cell>) -> Vec<String> 
         ids.push(id);
     }
     ids
+}
+
+/// Sorts axis values numerically where they have a number in front (5mbit < 10mbit).
+pub(super) fn sort_key(v: &str) -> (f64, String) {
+    let num: String = v
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    let scale = if v.contains("gbit") || v.contains("GB") {
+        1e9
+    } else if v.contains("mbit") || v.contains("MB") {
+        1e6
+    } else if v.contains("kbit") || v.contains("KB") {
+        1e3
+    } else {
+        1.0
+    };
+    let lead = v.split('x').next().unwrap_or("");
+    let count: f64 = if v.contains('x') {
+        lead.parse().unwrap_or(1.0)
+    } else {
+        1.0
+    };
+    let size: f64 = v
+        .rsplit('x')
+        .next()
+        .map(|s| {
+            s.chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect::<String>()
+        })
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0.0);
+    let value = if v.contains('x') {
+        count * size * scale
+    } else {
+        num.parse::<f64>().unwrap_or(0.0) * scale
+    };
+    (value, v.to_string())
 }
