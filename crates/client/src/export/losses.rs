@@ -27,6 +27,8 @@ pub(super) fn describe(runs: &[Losses]) -> Option<String> {
             "{d} declared lost, {l} dropped by the link; {} were never declared (acknowledgements and other packets a sender does not retransmit, or losses not yet detected at the end)",
             count(dropped - declared)
         )
+    } else if declared == 0 {
+        "none declared lost, none dropped by the link".to_string()
     } else {
         format!("{d} declared lost, all {l} dropped by the link")
     })
@@ -87,6 +89,10 @@ mod tests {
         assert_eq!(
             describe(&[l(5, 5)]).unwrap(),
             "5 declared lost, all 5 dropped by the link"
+        );
+        assert_eq!(
+            describe(&[l(0, 0)]).unwrap(),
+            "none declared lost, none dropped by the link"
         );
         assert_eq!(describe(&[]), None);
     }
