@@ -343,7 +343,7 @@ fn noise_is_recorded_per_run() {
     assert_eq!(code, Some(0), "{stderr}");
     let j = json.unwrap();
     // Other tests running beside this one may make the machine busy: only that may flag a run.
-    let busy_only = |causes: &serde_json::Value| {
+    let busy_only = |causes: &Value| {
         causes
             .as_array()
             .is_none_or(|c| c.iter().all(|c| c.get("busy_others").is_some()))
