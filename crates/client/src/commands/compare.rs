@@ -416,7 +416,11 @@ pub fn run_blocking(
 ) -> anyhow::Result<(CompareReport, Option<String>)> {
     // Once rounds started, the round loop takes a stopping signal and still writes the report.
     let threads = plan.a.spec().client_threads;
-    qbench_engine::setup::harness::run(&[&plan.a, &plan.b], threads, async |prepared, started| {
-        run(plan, prepared, command, started).await
-    })
+    let out = qbench_engine::setup::harness::run(
+        &[&plan.a, &plan.b],
+        threads,
+        async |prepared, started| run(plan, prepared, command, started).await,
+    )?;
+    qbench_engine::setup::harness::late_signal()?;
+    Ok(out)
 }

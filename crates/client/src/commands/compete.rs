@@ -128,7 +128,10 @@ pub fn run_blocking(plan: &Plan, json: Option<&Dest>) -> anyhow::Result<CompeteR
             }
             sides.iter().map(|s| s.report(1, None)).collect()
         });
-    let flows = result?
+    let reports = result?;
+    // A signal during the teardown still stops it, as one during the flows does.
+    qbench_engine::setup::harness::late_signal()?;
+    let flows = reports
         .into_iter()
         .zip(&plan.flows)
         .map(|(report, (label, _))| Flow::new(label.clone(), report))

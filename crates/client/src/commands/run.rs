@@ -20,12 +20,16 @@ use qbench_engine::plan::config::{check_telemetry, Config};
 use qbench_engine::plan::error::bad;
 use qbench_engine::plan::error::ConfigError;
 use qbench_engine::plan::side::{report_meta, Side};
+use qbench_engine::setup::interrupt::{self, Interrupted};
 use qbench_engine::setup::prepare::{peer, Prepared};
 
 /// What the command ends with: whether every run was complete, else the first error.
 pub struct Outcome {
     pub complete: bool,
     pub error: Option<String>,
+    /// The report as written, where `--json` is a file it may be rewritten to.
+    pub report: Option<Report>,
+    pub json: Option<Dest>,
 }
 
 /// `qbench [flags]`: builds the link and server, runs, and tears everything down; SIGINT,
@@ -41,12 +45,40 @@ pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
         crate::say!("# backend: {backend:?}\n{script}");
         return Ok(());
     }
+    // From here a stopping signal is counted, never lost: before the link exists too.
+    interrupt::hold()?;
     let command: Vec<String> = std::env::args().collect();
     let threads = cfg.spec().client_threads;
-    let outcome = qbench_engine::setup::harness::run(&[cfg], threads, async |prepared, started| {
-        run(&plan, command, prepared, started).await
-    });
-    match outcome?.error {
+    let outcome =
+        qbench_engine::setup::harness::run(&[cfg], threads, async |prepared, takes_signals| {
+            run(&plan, command.clone(), prepared, takes_signals).await
+        });
+    let outcome = match outcome {
+        Err(e) => match e.downcast_ref::<Interrupted>() {
+            // Stopped before any run began: the report says so.
+            Some(i) if i.before_work => {
+                if let Some(dest) = plan.outputs.json.as_deref().map(Dest::parse) {
+                    let report =
+                        before_any_run(report_meta(cfg, command), &plan, None, i.to_string())?;
+                    write_json(&dest, &report)?;
+                }
+                return Err(e);
+            }
+            _ => return Err(e),
+        },
+        Ok(o) => o,
+    };
+    let mut outcome = outcome;
+    if let Err(late) = qbench_engine::setup::harness::late_signal() {
+        // The report says so too: a Ctrl-C is never ignored, whenever it came.
+        if let (Some(mut report), Some(dest)) = (outcome.report.take(), &outcome.json) {
+            report.aborted = Some(late.to_string());
+            report.complete = false;
+            write_json(dest, &report)?;
+        }
+        return Err(late.into());
+    }
+    match outcome.error {
         Some(e) => Err(anyhow::anyhow!(e)),
         None => Ok(()),
     }
@@ -123,73 +155,120 @@ fn qlog_to(args: &RunArgs, cfg: &mut Config) -> Result<(), ConfigError> {
 }
 
 /// A report of a run that ended before its first connection: nothing was fetched, and the
-/// one error says why.
-fn failed_before_connecting(
+/// one error (`kind: message`) or the stopping signal says why.
+fn before_any_run(
     meta: ReportMeta,
     plan: &RunPlan,
-    kind: ErrorKind,
-    message: &str,
+    error: Option<(ErrorKind, &str)>,
+    why: String,
 ) -> anyhow::Result<Report> {
     let mut rec = Recorder::new(0, plan.cfg.run.total_objects, Duration::ZERO);
-    rec.error(kind, message);
+    if let Some((kind, message)) = error {
+        rec.error(kind, message);
+    }
     let run = rec.finish(Duration::ZERO);
     let expected = plan.cfg.spec().runs as usize;
-    Ok(Report::new(
-        meta,
-        vec![run],
-        expected,
-        Some(format!("{kind}: {message}")),
-    )?)
+    Ok(Report::new(meta, vec![run], expected, Some(why))?)
 }
 
+/// The runs and their report. The first stopping signal, whenever it comes from here on
+/// (connecting, between runs, while the report is written), ends in a report with `aborted`
+/// naming it, and a non-zero exit.
 pub async fn run(
     plan: &RunPlan,
     command: Vec<String>,
     prepared: &Prepared,
-    runs_started: &AtomicBool,
+    takes_signals: &AtomicBool,
 ) -> anyhow::Result<Outcome> {
+    takes_signals.store(true, Ordering::SeqCst);
+    let mut signals = interrupt::Listener::new();
     let json = plan.outputs.json.as_deref().map(Dest::parse);
-    let mut side = match open_side(plan, command, prepared).await? {
+    let meta = report_meta(&plan.cfg, command);
+    // Connecting may take up to --timeout, and a barrier until its time: a signal cuts both.
+    let opened = tokio::select! {
+        r = open_side(plan, meta.clone(), prepared) => r?,
+        sig = signals.next() => {
+            let why = Interrupted::new(sig, "before run 0").to_string();
+            Err(before_any_run(meta, plan, None, why)?)
+        }
+    };
+    let mut side = match opened {
         Ok(side) => side,
         Err(report) => {
-            // Its `aborted` is the one error, as `kind: message`.
+            // Its `aborted` is the one error, as `kind: message`, or the signal.
             if let Some(dest) = &json {
                 write_json(dest, &report)?;
             }
             return Ok(Outcome {
                 complete: false,
                 error: report.aborted,
+                report: None,
+                json: None,
             });
         }
     };
     let bar = progress(plan, &side);
     let run_index = stream_intervals(plan, &mut side)?;
+    let mut aborted = None;
     if let Some(b) = &plan.barrier {
-        side.start = Some(qbench_engine::setup::fleet::wait(b).await);
+        tokio::select! {
+            at = qbench_engine::setup::fleet::wait(b) => side.start = Some(at),
+            sig = signals.next() => aborted = Some(Interrupted::new(sig, "before run 0").to_string()),
+        }
     }
-    let aborted = run_all(
-        plan,
-        &mut side,
-        &bar,
-        &run_index,
-        json.as_ref(),
-        runs_started,
-    )
-    .await?;
+    if aborted.is_none() {
+        aborted = run_all(
+            plan,
+            &mut side,
+            &bar,
+            &run_index,
+            json.as_ref(),
+            &mut signals,
+        )
+        .await?;
+    }
     bar.finish_and_clear();
     side.finish().await;
     let expected = plan.cfg.spec().runs as usize;
-    let report = side.report(expected, aborted)?;
+    let last = |when: &str| interrupt::take().map(|sig| Interrupted::new(sig, when).to_string());
+    let aborted = aborted.or_else(|| last("after the last run"));
+    let mut report = side.report(expected, aborted)?;
     let stdout_taken = plan.outputs.takes_stdout().then_some(Dest::Stdout);
     print_text(
         &summary(&report, &headline(&plan.cfg, &side)),
         stdout_taken.as_ref(),
     );
     // After the summary: if writing fails, the numbers were at least shown.
-    write_outputs(plan, json.as_ref(), &report)?;
+    let written = write_outputs(plan, json.as_ref(), &report);
+    if report.aborted.is_none() {
+        if let Some(why) = last("while the report was written") {
+            // The report says so; an output the signal cut short (a FIFO with no reader
+            // yet) is named, and the signal is what the command ends with.
+            report = side.report(expected, Some(why))?;
+            if let Some(path) = json.as_ref().and_then(Dest::rewritable) {
+                write_json(&Dest::File(path.clone()), &report)?;
+            }
+            if let Err(e) = &written {
+                crate::tell!("warning: {e:#}");
+            }
+            return Ok(Outcome {
+                complete: false,
+                error: report.aborted,
+                report: None,
+                json: None,
+            });
+        }
+    }
+    written?;
+    let rewritable = json
+        .as_ref()
+        .and_then(Dest::rewritable)
+        .map(|p| Dest::File(p.clone()));
     Ok(Outcome {
         complete: report.complete,
         error: failure(&report, &side, expected),
+        report: rewritable.is_some().then_some(report),
+        json: rewritable,
     })
 }
 
@@ -197,18 +276,21 @@ pub async fn run(
 /// that ended there.
 async fn open_side<'a>(
     plan: &'a RunPlan,
-    command: Vec<String>,
+    meta: ReportMeta,
     prepared: &'a Prepared,
 ) -> anyhow::Result<Result<Side<'a>, Report>> {
     let cfg = &plan.cfg;
-    let meta = report_meta(cfg, command);
     let server = prepared.servers.first().and_then(Option::as_ref);
     let peer = match peer(cfg, server, prepared).await? {
         Ok(p) => p,
         Err(e) => {
-            return Ok(Err(failed_before_connecting(
-                meta, plan, e.kind, &e.message,
-            )?))
+            let why = format!("{}: {}", e.kind, e.message);
+            return Ok(Err(before_any_run(
+                meta,
+                plan,
+                Some((e.kind, &e.message)),
+                why,
+            )?));
         }
     };
     prepared.prime_tcp_metrics(&[cfg]).await?;
@@ -273,24 +355,22 @@ async fn run_all(
     bar: &Progress,
     run_index: &AtomicU32,
     json: Option<&Dest>,
-    runs_started: &AtomicBool,
+    signals: &mut interrupt::Listener,
 ) -> anyhow::Result<Option<String>> {
     let spec = plan.cfg.spec();
     let expected = spec.runs as usize;
     let mut aborted = None;
     let stop = side.stopper();
-    let mut signals = qbench_engine::setup::interrupt::Listener::new();
     // The signal that stopped a held load, whose run still ends and is reported.
     let mut stopped_by = None;
-    runs_started.store(true, Ordering::Relaxed);
     for i in 0..spec.runs {
         run_index.store(i, Ordering::Relaxed);
-        let interrupted = |sig: i32| {
-            format!(
-                "interrupted ({}) during run {i}",
-                qbench_engine::setup::interrupt::name(sig)
-            )
-        };
+        // One that came while the last run's report was written.
+        if let Some(sig) = interrupt::take() {
+            aborted = Some(Interrupted::new(sig, format!("before run {i}")).to_string());
+            break;
+        }
+        let interrupted = |sig: i32| Interrupted::new(sig, format!("during run {i}")).to_string();
         // A held load stops starting requests at a stopping signal and ends with those in
         // flight, so the run so far is reported; any other run is dropped at once.
         let ended = {

@@ -180,6 +180,18 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
                 let eta = eta(started, ran, cells.len() - i);
                 crate::tell!("[{}/{}] {what}{eta}", i + 1, cells.len());
                 let (report, error) = run_and_store(cell, plan, path, &scenario.name, &home)?;
+                // The cell took the signal and wrote its report; the sweep ends with it.
+                if let Some(sig) = qbench_engine::setup::interrupt::first() {
+                    let why = qbench_engine::setup::interrupt::Interrupted::new(
+                        sig,
+                        format!("during cell {what}"),
+                    );
+                    anyhow::bail!(
+                        "{why}; the cells finished before it are kept in {}: the same sweep \
+                         again goes on from it",
+                        args.out.display()
+                    );
+                }
                 if let Some(e) = error {
                     failed.push(format!("{what}: {e}"));
                 }

@@ -295,40 +295,6 @@ fn first_run_done(json: &std::path::Path) {
     }
 }
 
-/// SIGTERM (`timeout`, `scancel`, Kubernetes, systemd) and SIGHUP (a closed terminal) are
-/// handled as SIGINT is: the report so far is written, naming the signal.
-#[test]
-fn a_stopping_signal_during_the_runs_writes_the_report_with_aborted_set() {
-    for (sig, name) in common::STOPPING {
-        let dir = tempfile::tempdir().unwrap();
-        let json = dir.path().join("r.json");
-        let child = common::spawn_with_json(
-            &["--proto", "h2", "--objects", "1x100MB", "--runs", "50"],
-            &json,
-        );
-        first_run_done(&json);
-        common::send(&child, sig);
-        let out = child.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
-        assert!(
-            stderr.contains(&format!("error: interrupted ({name})")),
-            "{stderr}"
-        );
-        let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-        assert_eq!(r["complete"], false, "{name}");
-        assert!(
-            r["aborted"]
-                .as_str()
-                .unwrap()
-                .starts_with(&format!("interrupted ({name}) during run ")),
-            "{}",
-            r["aborted"]
-        );
-        assert!(!r["runs"].as_array().unwrap().is_empty());
-    }
-}
-
 #[test]
 fn a_report_that_cannot_be_written_at_the_end_is_kept_and_the_summary_shown() {
     let dir = tempfile::tempdir().unwrap();

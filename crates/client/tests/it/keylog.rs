@@ -13,11 +13,13 @@ use common::needs::{require, Need};
 use common::{qbench_plain, Served};
 
 /// tshark capturing loopback traffic of one port into a file, until dropped.
-struct Capture(std::process::Child);
+struct Capture(std::process::Child, u16, std::path::PathBuf);
 
 impl Capture {
     fn start(port: &str, file: &Path) -> Self {
-        let mut child = Command::new("tshark")
+        let mut cmd = Command::new("tshark");
+        common::at_terminal(&mut cmd);
+        let mut child = cmd
             .args(["-i", "lo", "-f", &format!("port {port}"), "-w"])
             .arg(file)
             .stdout(Stdio::null())
@@ -36,13 +38,31 @@ impl Capture {
         });
         rx.recv_timeout(Duration::from_secs(30))
             .expect("tshark started capturing");
-        // dumpcap says so a moment before its filter is in place.
-        std::thread::sleep(Duration::from_secs(1));
-        Self(child)
+        let capture = Self(child, port.parse().unwrap(), file.to_path_buf());
+        // dumpcap says so a moment before its filter is in place, and on a busy machine
+        // that moment can be long: a probe seen in the file shows it is.
+        capture.seen_probe();
+        capture
     }
 
-    /// Stops the capture (SIGINT, as at a terminal) and waits for the file to be complete.
+    /// Sends UDP probes to the captured port until the file grows with one (bounded): every
+    /// packet before it was captured and written too. The servers drop the probe.
+    fn seen_probe(&self) {
+        let size = || std::fs::metadata(&self.2).map_or(0, |m| m.len());
+        let before = size();
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while size() == before {
+            assert!(std::time::Instant::now() < deadline, "tshark saw no probe");
+            socket.send_to(b"probe", ("127.0.0.1", self.1)).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Stops the capture (SIGINT, as at a terminal) once all sent so far is in the file, and
+    /// waits for the file to be complete.
     fn stop(mut self) {
+        self.seen_probe();
         // SAFETY: plain kill(2) on our own child.
         unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
         let _ = self.0.wait();
@@ -123,7 +143,6 @@ fn captures_decrypt_with_either_sides_key_log() {
         after.lines().all(|l| l.split(' ').count() == 3),
         "NSS key log lines"
     );
-    std::thread::sleep(Duration::from_millis(500));
     capture.stop();
     assert!(server.stop());
 

@@ -3,7 +3,6 @@
 
 use crate::common;
 
-use std::process::Command;
 
 use common::links::{assert_binomial, fetch_over, ours, ping, received, rtts, with_link};
 use common::needs::{require, Need};
@@ -45,12 +44,14 @@ fn rate_is_what_was_asked() {
             .unwrap();
         let ratio = median / bps;
         // tc counts L2 bytes: TCP payload tops out at ~95-96% of the rate, which is what a
-        // quiet machine measures. The floor leaves room for hypervisor steal time, seen here at
-        // 33% with goodput at 86-88%; the ceiling is the physics and stays tight.
-        assert!(
-            (0.82..=0.98).contains(&ratio),
-            "{rate}: goodput is {ratio:.3} of the rate"
-        );
+        // quiet machine measures. The ceiling is the physics and stays tight at every rate.
+        // The floor is a claim about spare CPU: it holds only far below what the userspace
+        // path carries on a busy 2-core machine (1 Gbit/s fell to 0.745 beside two busy
+        // loops); what it carries is measured by scripts/measure/limits.sh, not here.
+        assert!(ratio <= 0.98, "{rate}: goodput is {ratio:.3} of the rate");
+        if bps <= 100e6 {
+            assert!(ratio >= 0.82, "{rate}: goodput is {ratio:.3} of the rate");
+        }
         let link = &r.json.as_ref().unwrap()["link"];
         // `auto` takes netem exactly where the probe found it (our kernel: no, so userspace).
         let netem = link["capabilities"]["netem"].as_bool().unwrap();
@@ -173,23 +174,20 @@ fn interrupted_run_leaves_nothing() {
     let before = ours();
     for (sig, name) in common::STOPPING {
         let dir = tempfile::tempdir().unwrap();
-        let json = dir.path().join("r.json");
-        let child = Command::new(env!("CARGO_BIN_EXE_qbench"))
-            .args([
-                "--proto",
-                "h2",
-                "--objects",
-                "1x100MB",
-                "--link",
-                "rate=10mbit,rtt=10ms",
-                "--json",
-            ])
+        let (json, stream) = (dir.path().join("r.json"), dir.path().join("s.jsonl"));
+        // 100 MB at 10 Mbit/s cannot end before its first interval.
+        let child = common::signalable()
+            .args(["--proto", "h2", "--objects", "1x100MB"])
+            .args(["--link", "rate=10mbit,rtt=10ms", "--interval", "200ms"])
+            .arg("--json-stream")
+            .arg(&stream)
+            .arg("--json")
             .arg(&json)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_secs(2));
+        common::first_line(&stream);
         assert_ne!(ours(), before, "the link was up");
         common::send(&child, sig);
         let out = child.wait_with_output().unwrap();
@@ -210,19 +208,34 @@ fn interrupted_while_building_leaves_nothing() {
     require!(Need::Link);
     let before = ours();
     for wait_ms in [0, 25, 50, 75, 100, 200] {
-        let child = Command::new(env!("CARGO_BIN_EXE_qbench"))
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("r.json");
+        let child = common::signalable()
             .args(["--proto", "h2", "--objects", "1x100MB"])
-            .args(["--link", "rate=10mbit,rtt=10ms,loss=1%"])
+            .args(["--link", "rate=10mbit,rtt=10ms,loss=1%", "--json"])
+            .arg(&json)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
+        // Wherever the signal lands, the outcome below is the same: a sleep only spreads the
+        // points it lands at.
         std::thread::sleep(std::time::Duration::from_millis(wait_ms));
         common::interrupt(&child);
         let out = child.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{err}");
         assert!(!err.contains("panicked"), "{err}");
+        // Before its handlers are in place (parsing the flags) SIGINT ends qbench as it
+        // ends any program, with nothing built yet; from then on it is reported.
+        use std::os::unix::process::ExitStatusExt as _;
+        if out.status.signal() != Some(libc::SIGINT) {
+            assert_eq!(out.status.code(), Some(1), "at {wait_ms} ms: {err}");
+            let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap())
+                .unwrap_or_else(|e| panic!("at {wait_ms} ms: no report ({e}): {err}"));
+            assert_eq!(r["complete"], false);
+            let why = r["aborted"].as_str().unwrap();
+            assert!(why.starts_with("interrupted (SIGINT)"), "{why}");
+        }
         assert_eq!(
             ours(),
             before,

@@ -34,6 +34,7 @@ mod rep_movsb;
 mod reqlog;
 mod schema;
 mod serve;
+mod signals;
 mod small_inputs;
 mod sweep;
 mod tls_hints;

@@ -145,6 +145,7 @@ fn open_through(path: &Path) -> std::io::Result<std::fs::File> {
         return std::fs::OpenOptions::new().append(true).open(path);
     }
     let since = std::time::Instant::now();
+    let signals = crate::setup::interrupt::received();
     loop {
         match std::fs::OpenOptions::new()
             .write(true)
@@ -162,7 +163,14 @@ fn open_through(path: &Path) -> std::io::Result<std::fs::File> {
                 return Ok(f);
             }
             Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
-                if since.elapsed() >= FIFO_WAIT || crate::setup::interrupt::pending() {
+                // A signal that came before the wait (it ended the runs) leaves the report
+                // still to be read; one during the wait ends it.
+                if crate::setup::interrupt::received() > signals {
+                    return Err(std::io::Error::other(
+                        "interrupted while waiting for a process to read the FIFO",
+                    ));
+                }
+                if since.elapsed() >= FIFO_WAIT {
                     return Err(std::io::Error::other(format!(
                         "no process read the FIFO within {FIFO_WAIT:?}"
                     )));

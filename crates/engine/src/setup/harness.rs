@@ -10,13 +10,14 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::plan::config::Config;
-use crate::setup::interrupt::{ending, name};
+use crate::setup::interrupt::{ending, untaken, Interrupted};
 use crate::setup::prepare::Prepared;
 
 /// Runs `work` on a client runtime of `threads` workers, with `cfgs`' links and servers up.
-/// Before `work` sets its flag (its runs have started), a stopping signal (SIGINT, SIGTERM,
+/// Before `work` sets its flag (it takes signals itself), a stopping signal (SIGINT, SIGTERM,
 /// SIGHUP) drops everything; after, `work` takes the first one itself and still writes its
-/// report, and a second one drops everything.
+/// report, and a second one drops everything. A signal that nobody took, such as one during
+/// the teardown, is the caller's to act on (`late_signal`).
 pub fn run<T>(
     cfgs: &[&Config],
     threads: u32,
@@ -28,7 +29,16 @@ pub fn run<T>(
     let outcome = rt.block_on(async {
         tokio::select! {
             r = work(&prepared, &started) => r,
-            sig = ending(&started) => Err(anyhow::anyhow!("interrupted ({})", name(sig))),
+            sig = ending(&started) => {
+                crate::setup::interrupt::take();
+                // The first signal before the work took signals ended everything before it
+                // ran; a second one, whatever the work had done.
+                Err(match started.load(std::sync::atomic::Ordering::SeqCst) {
+                    true => Interrupted::new(sig, ""),
+                    false => Interrupted::before_work(sig, "before the runs began"),
+                }
+                .into())
+            }
         }
     });
     rt.shutdown_timeout(Duration::from_secs(1));
@@ -36,6 +46,18 @@ pub fn run<T>(
     // What the connections logged after the last run (their closing) is written too.
     qbench_stack::qlog::flush_all();
     outcome
+}
+
+/// A stopping signal the work did not take (it came after the work's last look, as during
+/// the teardown): the caller still ends with it, so that it is never ignored.
+pub fn late_signal() -> Result<(), Interrupted> {
+    match untaken() {
+        Some(sig) => {
+            crate::setup::interrupt::take();
+            Err(Interrupted::new(sig, "while tearing down"))
+        }
+        None => Ok(()),
+    }
 }
 
 /// The client's tokio runtime. One worker means the calling thread itself: with a separate

@@ -2,23 +2,64 @@
 //! Kubernetes and systemd send SIGTERM, a closed terminal SIGHUP, and each must still get the
 //! report (`complete: false`, `aborted` naming the signal) and the teardown that Ctrl-C gets.
 //!
-//! While the link, cgroup and servers are being built a signal must not kill the process half
-//! way, leaving them behind: from the first build on, a signal only records itself, which the
-//! build checks between its steps (tearing down what it made), and which the run's own wait
-//! for a signal counts once its listener is in place.
+//! A stopping signal is never forgotten: from `hold` on, the handler only counts it, and the
+//! count is never reset. Work acts on signals by taking them (`take`), so the ones nobody
+//! acted on are known at the end (`untaken`), whenever they came: while the link was built,
+//! between two runs, while the report was written, during the teardown. Before, a flag that
+//! each wait loop cleared let a signal that came after the runs fall between two listeners.
+//!
+//! Tokio's signal streams only wake the waiters; the count decides. `hold` registers its
+//! handler before any stream exists, and handlers run in the order they were registered, so a
+//! woken waiter always finds the count already raised.
 
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::OnceLock;
 
-use anyhow::Context as _;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use tokio::signal::unix::{signal, SignalKind};
 
 /// The signals that stop a run cleanly.
 pub const STOPPING: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
 
-/// The last stopping signal not yet taken (0: none).
-static HELD: OnceLock<Arc<AtomicI32>> = OnceLock::new();
+/// Stopping signals received since `hold`.
+static RECEIVED: AtomicU32 = AtomicU32::new(0);
+/// Stopping signals some work has acted on.
+static TAKEN: AtomicU32 = AtomicU32::new(0);
+/// The first and the latest stopping signal (0: none yet).
+static FIRST: AtomicI32 = AtomicI32::new(0);
+static LATEST: AtomicI32 = AtomicI32::new(0);
+/// Whether the handlers are in place, or why not.
+static HELD: OnceLock<Result<(), String>> = OnceLock::new();
+
+/// A stopping signal ended the work: `interrupted (SIGINT)`, then when.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("interrupted ({}){}{when}", name(*.sig), if .when.is_empty() { "" } else { " " })]
+pub struct Interrupted {
+    pub sig: i32,
+    /// "during run 3", "while the link was being built"; may be empty.
+    pub when: String,
+    /// It came before the work took signals itself (building the link, starting servers):
+    /// nothing was run or written yet.
+    pub before_work: bool,
+}
+
+impl Interrupted {
+    pub fn new(sig: i32, when: impl Into<String>) -> Self {
+        Self {
+            sig,
+            when: when.into(),
+            before_work: false,
+        }
+    }
+
+    /// One that came before the work took signals itself.
+    pub fn before_work(sig: i32, when: impl Into<String>) -> Self {
+        Self {
+            before_work: true,
+            ..Self::new(sig, when)
+        }
+    }
+}
 
 /// The name a message gives signal `sig`.
 pub fn name(sig: i32) -> &'static str {
@@ -30,48 +71,62 @@ pub fn name(sig: i32) -> &'static str {
     }
 }
 
-/// From now on no stopping signal ends the process by itself (idempotent).
+/// From now on no stopping signal ends the process by itself: each is counted (idempotent).
 pub fn hold() -> anyhow::Result<()> {
-    if HELD.get().is_some() {
-        return Ok(());
-    }
-    let last = Arc::new(AtomicI32::new(0));
-    for sig in STOPPING {
-        let last = Arc::clone(&last);
-        // SAFETY: the action only stores into an atomic, which is async-signal-safe.
-        unsafe { signal_hook::low_level::register(sig, move || last.store(sig, Ordering::SeqCst)) }
-            .with_context(|| format!("installing a {} handler", name(sig)))?;
-    }
-    let _ = HELD.set(last);
-    Ok(())
+    let held = HELD.get_or_init(|| {
+        for sig in STOPPING {
+            let on_signal = move || {
+                let _ = FIRST.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+                LATEST.store(sig, Ordering::SeqCst);
+                RECEIVED.fetch_add(1, Ordering::SeqCst);
+            };
+            // SAFETY: the action only touches atomics, which is async-signal-safe.
+            unsafe { signal_hook::low_level::register(sig, on_signal) }
+                .map_err(|e| format!("installing a {} handler: {e}", name(sig)))?;
+        }
+        Ok(())
+    });
+    held.clone().map_err(anyhow::Error::msg)
 }
 
-/// The stopping signal that came since the last look, if any.
+/// How many stopping signals came since `hold`.
+pub fn received() -> u32 {
+    RECEIVED.load(Ordering::SeqCst)
+}
+
+/// The first stopping signal, if one came: the one a stopped process is reported as.
+pub fn first() -> Option<i32> {
+    Some(FIRST.load(Ordering::SeqCst)).filter(|&s| s != 0)
+}
+
+/// The latest stopping signal nobody has acted on yet, marking all of them acted on.
 pub fn take() -> Option<i32> {
-    HELD.get()
-        .map(|f| f.swap(0, Ordering::SeqCst))
-        .filter(|&s| s != 0)
+    let received = RECEIVED.load(Ordering::SeqCst);
+    let taken = TAKEN.swap(received, Ordering::SeqCst);
+    (received > taken).then(|| LATEST.load(Ordering::SeqCst))
 }
 
-/// Whether a stopping signal came and was not yet taken (it stays to be taken).
-pub fn pending() -> bool {
-    HELD.get().is_some_and(|f| f.load(Ordering::SeqCst) != 0)
+/// The latest stopping signal nobody has acted on, left for the next look.
+pub fn untaken() -> Option<i32> {
+    (RECEIVED.load(Ordering::SeqCst) > TAKEN.load(Ordering::SeqCst))
+        .then(|| LATEST.load(Ordering::SeqCst))
 }
 
-/// Fails with "interrupted (SIGNAL) while ..." if a stopping signal came while building.
-pub fn check(what: &str) -> anyhow::Result<()> {
-    if let Some(sig) = take() {
-        anyhow::bail!("interrupted ({}) while {what}", name(sig));
+/// Fails with "interrupted (SIGNAL) while ..." if a stopping signal came at any time.
+pub fn check(what: &str) -> Result<(), Interrupted> {
+    match first() {
+        Some(sig) => {
+            take();
+            Err(Interrupted::before_work(sig, format!("while {what}")))
+        }
+        None => Ok(()),
     }
-    Ok(())
 }
 
-/// Listens for every stopping signal; made once per wait loop so that no signal falls between
-/// two waits.
+/// Wakes when a stopping signal may have come. Without a stream for a signal (tokio could not
+/// install one), the count is looked at every 100 ms instead.
 pub struct Listener {
-    /// A signal that came after `hold` and before this listener.
-    pending: Option<i32>,
-    streams: Vec<(i32, tokio::signal::unix::Signal)>,
+    streams: Vec<tokio::signal::unix::Signal>,
 }
 
 impl Default for Listener {
@@ -81,57 +136,72 @@ impl Default for Listener {
 }
 
 impl Listener {
-    /// Without a listener for a signal the run goes on, as it would without a terminal.
     pub fn new() -> Self {
+        // Counting first: see the module's documentation.
+        let _ = hold();
         let streams = [
-            (SIGINT, SignalKind::interrupt()),
-            (SIGTERM, SignalKind::terminate()),
-            (SIGHUP, SignalKind::hangup()),
+            SignalKind::interrupt(),
+            SignalKind::terminate(),
+            SignalKind::hangup(),
         ]
         .into_iter()
-        .filter_map(|(sig, kind)| signal(kind).ok().map(|s| (sig, s)))
+        .filter_map(|kind| signal(kind).ok())
         .collect();
-        Self {
-            pending: take(),
-            streams,
+        Self { streams }
+    }
+
+    /// The next stopping signal nobody acted on, taking it; one that came before this listener
+    /// existed counts.
+    pub async fn next(&mut self) -> i32 {
+        loop {
+            if let Some(sig) = take() {
+                return sig;
+            }
+            self.wake().await;
         }
     }
 
-    /// The next stopping signal, counting one that came before this listener existed.
-    pub async fn next(&mut self) -> i32 {
-        if let Some(sig) = self.pending.take() {
-            return sig;
+    /// Once `until` holds of the count of stopping signals received, that count's latest.
+    async fn until(&mut self, until: impl Fn(u32) -> bool) -> i32 {
+        loop {
+            if until(received()) {
+                return LATEST.load(Ordering::SeqCst);
+            }
+            self.wake().await;
         }
-        if self.streams.is_empty() {
-            return std::future::pending().await;
+    }
+
+    async fn wake(&mut self) {
+        if self.streams.len() < STOPPING.len() {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            return;
         }
-        let sig = std::future::poll_fn(|cx| {
-            for (sig, s) in &mut self.streams {
-                if s.poll_recv(cx).is_ready() {
-                    return std::task::Poll::Ready(*sig);
+        std::future::poll_fn(|cx| {
+            let mut woken = false;
+            for s in &mut self.streams {
+                // Every ready stream is drained, so that none wakes again for this signal.
+                while s.poll_recv(cx).is_ready() {
+                    woken = true;
                 }
             }
-            std::task::Poll::Pending
+            if woken {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
         })
         .await;
-        // The same signal was recorded too: it is this one, so a later listener must not
-        // count it again.
-        take();
-        sig
     }
 }
 
-/// The first stopping signal that ends everything: one before `started` was set (while
-/// setting up), or the second once the run loop took the first, clearing `started`, to end
-/// its runs and still write their report.
-pub async fn ending(started: &std::sync::atomic::AtomicBool) -> i32 {
+/// The stopping signal that ends everything at once: the first while the work does not take
+/// signals itself (`takes_signals` unset, as while it sets up), else the second, once the work
+/// took the first to end its runs and still write their report.
+pub async fn ending(takes_signals: &std::sync::atomic::AtomicBool) -> i32 {
     let mut signals = Listener::new();
-    loop {
-        let sig = signals.next().await;
-        if !started.swap(false, Ordering::Relaxed) {
-            return sig;
-        }
-    }
+    signals
+        .until(|n| n >= 2 || (n >= 1 && !takes_signals.load(Ordering::SeqCst)))
+        .await
 }
 
 #[cfg(test)]
@@ -144,5 +214,17 @@ mod tests {
         assert_eq!(name(SIGTERM), "SIGTERM");
         assert_eq!(name(SIGHUP), "SIGHUP");
         assert_eq!(name(0), "a signal");
+    }
+
+    #[test]
+    fn an_interruption_says_which_signal_and_when() {
+        assert_eq!(
+            Interrupted::new(SIGTERM, "during run 2").to_string(),
+            "interrupted (SIGTERM) during run 2"
+        );
+        assert_eq!(
+            Interrupted::new(SIGINT, "").to_string(),
+            "interrupted (SIGINT)"
+        );
     }
 }

@@ -128,6 +128,7 @@ impl Prepared {
     pub fn new(cfgs: &[&Config]) -> anyhow::Result<Self> {
         let first = cfgs.first().context("nothing to run")?;
         crate::setup::interrupt::hold()?;
+        crate::setup::interrupt::check("starting")?;
         let cpu = ClientCpu::new(cfgs)?;
         let mut tcp_route_metrics = false;
         let link = match (&first.spec().link, &first.link_options) {

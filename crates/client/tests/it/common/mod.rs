@@ -162,10 +162,47 @@ pub(crate) fn keep_samples(args: &[&str], stdout: &str, since: std::time::System
     }
 }
 
+/// `qbench` to be sent signals: it starts with SIGINT and SIGQUIT at their default actions,
+/// as at a terminal, whoever started the tests. A shell starts a background job (`cmd &`)
+/// with both ignored, and children inherit that: a SIGINT before qbench installs its
+/// handlers would be ignored, and the test would wait for the whole run.
+pub(crate) fn signalable() -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_qbench"));
+    at_terminal(&mut cmd);
+    cmd
+}
+
+/// `cmd` starts with SIGINT and SIGQUIT at their default actions (see `signalable`).
+pub(crate) fn at_terminal(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: signal(2) is async-signal-safe, as a pre_exec hook must be.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+}
+
+/// Waits (bounded) until `path` holds a whole line, as `--json-stream` writes one per
+/// interval: from then on a run is under way.
+pub(crate) fn first_line(path: &std::path::Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !std::fs::read(path).is_ok_and(|b| b.contains(&b'\n')) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no line in {}",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// Starts `qbench ARGS --json JSON` in the background, stderr piped (to be interrupted).
 #[allow(dead_code)]
 pub(crate) fn spawn_with_json(args: &[&str], json: &std::path::Path) -> std::process::Child {
-    std::process::Command::new(env!("CARGO_BIN_EXE_qbench"))
+    signalable()
         .args(args)
         .arg("--json")
         .arg(json)

@@ -1,0 +1,248 @@
+//! A stopping signal at every point of a run's life (connecting, mid-run, between runs, while
+//! the report is written) ends in the report with `complete: false` and `aborted` naming it,
+//! exit status 1, and nothing left in the report's directory. Each point is reached by waiting
+//! for an event qbench shows (a connection accepted, an interval line, a report rewritten, the
+//! summary printed), never by a sleep; where the signal lands a little later than the event,
+//! the outcome asserted is the same.
+
+use crate::common;
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::Path;
+use std::path::PathBuf;
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use qbench_server::{InProcess, ServerOptions};
+use serde_json::Value;
+
+/// Waits for `child`, then checks what a stopped run leaves: status 1 naming the signal, the
+/// report with `aborted` starting `interrupted (NAME) ` then `when` (one of), and in `dir` only
+/// the files named in `keep`.
+fn assert_stopped(out: Output, name: &str, dir: &Path, when: &[&str], keep: &[&str]) -> Value {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+    assert!(
+        stderr.contains(&format!("error: interrupted ({name})")),
+        "{stderr}"
+    );
+    let r: Value = serde_json::from_slice(&std::fs::read(dir.join("r.json")).unwrap())
+        .unwrap_or_else(|e| panic!("no report ({e}): {stderr}"));
+    assert_eq!(r["complete"], false, "{stderr}");
+    let why = r["aborted"].as_str().unwrap_or_default();
+    let prefix = format!("interrupted ({name}) ");
+    assert!(
+        when.iter()
+            .any(|w| why.starts_with(&format!("{prefix}{w}"))),
+        "aborted: {why:?}, expected {prefix} and one of {when:?}"
+    );
+    let mut left: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, keep, "left in the report's directory");
+    r
+}
+
+/// Before the first connection: the peer accepts the TCP connection and never answers, so
+/// qbench is still connecting when the signal comes.
+#[test]
+fn a_signal_while_connecting_writes_the_report_with_aborted_set() {
+    let peer = TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = format!("https://127.0.0.1:{}", peer.local_addr().unwrap().port());
+    for (sig, name) in common::STOPPING {
+        let dir = tempfile::tempdir().unwrap();
+        let child = common::spawn_with_json(
+            &["--proto", "h2", "--target", &target, "--insecure"],
+            &dir.path().join("r.json"),
+        );
+        // Accepted: qbench's TLS handshake now waits for an answer that never comes.
+        let (conn, _) = peer.accept().unwrap();
+        common::send(&child, sig);
+        let out = child.wait_with_output().unwrap();
+        // Connections are made by the run: the handshake is run 0's.
+        let when = ["before run 0", "during run 0"];
+        let r = assert_stopped(out, name, dir.path(), &when, &["r.json"]);
+        drop(conn);
+        assert_eq!(
+            r["runs"].as_array().unwrap().len(),
+            0,
+            "a cut run is dropped"
+        );
+    }
+}
+
+/// Mid-run: 100 GB cannot be fetched before the first interval line.
+#[test]
+fn a_signal_mid_run_writes_the_report_with_aborted_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let stream = dir.path().join("s.jsonl");
+    let args = [
+        "--proto",
+        "h3",
+        "--objects",
+        "100000x1MB",
+        "--interval",
+        "100ms",
+        "--json-stream",
+        stream.to_str().unwrap(),
+    ];
+    let child = common::spawn_with_json(&args, &dir.path().join("r.json"));
+    common::first_line(&stream);
+    common::interrupt(&child);
+    let r = assert_stopped(
+        child.wait_with_output().unwrap(),
+        "SIGINT",
+        dir.path(),
+        &["during run 0"],
+        &["r.json", "s.jsonl"],
+    );
+    assert_eq!(
+        r["runs"].as_array().unwrap().len(),
+        0,
+        "a cut run is dropped"
+    );
+}
+
+/// qbench held at its end: `--hgrm` names a FIFO that nobody reads until the signal was
+/// sent, and qbench writes it last, waiting for a reader (up to 10 s, or until a signal). So
+/// qbench is still there when the signal comes, however fast its runs went.
+struct Held {
+    fifo: PathBuf,
+}
+
+impl Held {
+    fn in_dir(dir: &Path) -> Self {
+        let fifo = dir.join("h.fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo(3) with a valid path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        Self { fifo }
+    }
+
+    fn args(&self) -> [&str; 2] {
+        ["--hgrm", self.fifo.to_str().unwrap()]
+    }
+
+    /// Reads the FIFO (once qbench opens it) and waits for qbench to end.
+    fn release(self, child: Child) -> Output {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let fifo = self.fifo.clone();
+        let reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut std::fs::File::open(fifo)?, &mut text);
+            std::io::Result::Ok(text)
+        });
+        let out = child.wait_with_output().unwrap();
+        // qbench may have ended without opening it: a writer of ours ends the reader's wait.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !reader.is_finished() && Instant::now() < deadline {
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&self.fifo);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(reader.is_finished(), "the FIFO's reader ended");
+        out
+    }
+}
+
+/// Each stopping signal, sent as the first rewritten report appears: it lands between two
+/// runs or in the next one; each is reported, naming it.
+#[test]
+fn a_stopping_signal_between_runs_writes_the_report_with_aborted_set() {
+    let server = InProcess::start(ServerOptions::loopback(), 1).unwrap();
+    let target = format!("https://127.0.0.1:{}", server.local_addr().port());
+    for ((sig, name), after) in common::STOPPING.into_iter().zip([1u64, 2, 3]) {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("r.json");
+        let held = Held::in_dir(dir.path());
+        let mut args = vec!["--proto", "h2", "--target", &target, "--insecure"];
+        args.extend(["--objects", "2x1MB", "--runs", "3"]);
+        args.extend(held.args());
+        let child = common::spawn_with_json(&args, &json);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        // The report is rewritten after each run: its run count says how many are done.
+        while runs_in(&json) < after {
+            assert!(Instant::now() < deadline, "no report with {after} run(s)");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        common::send(&child, sig);
+        let when = [
+            "before run ",
+            "during run ",
+            "after the last run",
+            "while the report was written",
+        ];
+        let out = held.release(child);
+        let r = assert_stopped(out, name, dir.path(), &when, &["h.fifo", "r.json"]);
+        assert!(r["runs"].as_array().unwrap().len() as u64 >= after);
+    }
+}
+
+/// The runs in the report at `json` so far (0 before it exists or while it is replaced).
+fn runs_in(json: &Path) -> u64 {
+    std::fs::read(json)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|r| r["runs"].as_array().map(|a| a.len() as u64))
+        .unwrap_or(0)
+}
+
+/// While the outputs are written: the report is written first, then qbench waits for the
+/// `--hgrm` FIFO's reader; the signal sent once the report is there is recorded in it,
+/// rewritten.
+#[test]
+fn a_signal_while_the_outputs_are_written_is_recorded_in_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let held = Held::in_dir(dir.path());
+    let mut args = vec!["--proto", "h2", "--objects", "1x1MB"];
+    args.extend(held.args());
+    let child = common::spawn_with_json(&args, &json);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while runs_in(&json) < 1 {
+        assert!(Instant::now() < deadline, "no report");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    common::interrupt(&child);
+    // Whether it lands in the wait or just before it (then the histogram is still written).
+    let out = held.release(child);
+    let when = ["while the report was written"];
+    let r = assert_stopped(out, "SIGINT", dir.path(), &when, &["h.fifo", "r.json"]);
+    assert_eq!(r["runs"].as_array().unwrap().len(), 1, "the run was whole");
+}
+
+/// As the summary is printed, just before the report is written: the signal is recorded
+/// wherever it lands from there (before, during or after the write, or in the teardown).
+#[test]
+fn a_signal_as_the_summary_is_printed_is_recorded_in_the_report() {
+    for _ in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let held = Held::in_dir(dir.path());
+        let mut child = common::signalable()
+            .args(["--proto", "h2", "--objects", "1x1MB", "--json"])
+            .arg(dir.path().join("r.json"))
+            .args(held.args())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut lines = stdout.lines().map_while(Result::ok);
+        assert!(lines.any(|l| l.starts_with("qbench h2 ->")), "no summary");
+        common::interrupt(&child);
+        // The rest of the summary, so that qbench never blocks on a full pipe.
+        lines.for_each(drop);
+        let when = [
+            "after the last run",
+            "while the report was written",
+            "while tearing down",
+        ];
+        let out = held.release(child);
+        assert_stopped(out, "SIGINT", dir.path(), &when, &["h.fifo", "r.json"]);
+    }
+}
