@@ -3,7 +3,6 @@
 
 use crate::common;
 
-
 use common::links::{assert_binomial, fetch_over, ours, ping, received, rtts, with_link};
 use common::needs::{require, Need};
 use common::{assert_complete, qbench};
