@@ -19,6 +19,7 @@ use qbench_engine::measure::clock::Clock;
 use qbench_engine::plan::config::{share_route, Config, LinkChoice, TargetArgs};
 use qbench_engine::plan::error::usage;
 use qbench_engine::plan::side::Side;
+use qbench_engine::setup::interrupt::{self, Interrupted};
 use qbench_engine::setup::prepare::Prepared;
 
 /// The two validated configurations and how to call them.
@@ -251,16 +252,30 @@ pub async fn run(
     let json = plan.outputs.json.as_deref().map(Dest::parse);
     let (mut a, mut b) = open_sides(plan, prepared, command).await?;
     let bar = progress(plan, &a, &b);
-    let rounds = run_rounds(plan, &mut a, &mut b, &bar, json.as_ref(), rounds_started).await?;
+    let mut rounds = run_rounds(plan, &mut a, &mut b, &bar, json.as_ref(), rounds_started).await?;
     bar.finish_and_clear();
     a.finish().await;
     b.finish().await;
-    let report = rounds.report(plan, &a, &b)?;
+    // A signal after the rounds is reported as one during them is.
+    let late = |when: &str| interrupt::take().map(|sig| Interrupted::new(sig, when).to_string());
+    if rounds.aborted.is_none() {
+        rounds.aborted = late("after the last round");
+    }
+    let mut report = rounds.report(plan, &a, &b)?;
     if let Some(dest) = &json {
         write_json(dest, &report)?;
     }
     if let Some(path) = &plan.outputs.plot {
         plot_both(path, &report)?;
+    }
+    if rounds.aborted.is_none() {
+        if let Some(why) = late("while the report was written") {
+            rounds.aborted = Some(why);
+            report = rounds.report(plan, &a, &b)?;
+            if let Some(path) = json.as_ref().and_then(Dest::rewritable) {
+                write_json(&Dest::File(path.clone()), &report)?;
+            }
+        }
     }
     let stdout_taken = plan.outputs.takes_stdout().then_some(Dest::Stdout);
     crate::export::print_text(&table(&report), stdout_taken.as_ref());
@@ -319,7 +334,7 @@ async fn run_rounds(
 ) -> anyhow::Result<Rounds> {
     let mut rounds = Rounds::default();
     // A stopping signal ends the rounds; the report still comes, `aborted` naming it.
-    let mut signals = qbench_engine::setup::interrupt::Listener::new();
+    let mut signals = interrupt::Listener::new();
     rounds_started.store(true, Ordering::Relaxed);
     let mut round = 0;
     while round < plan.rounds {
@@ -329,8 +344,8 @@ async fn run_rounds(
             .push(if a_first { "a" } else { "b" }.to_string());
         let round_of = (round, plan.rounds, &plan.labels);
         if let Some(sig) = run_round(round_of, a_first, a, b, bar, &mut signals).await {
-            let name = qbench_engine::setup::interrupt::name(sig);
-            rounds.aborted = Some(format!("interrupted ({name}) during round {round}"));
+            rounds.aborted =
+                Some(Interrupted::new(sig, format!("during round {round}")).to_string());
             drop_half_round(a, b);
             rounds.first.pop();
             break;
@@ -373,7 +388,7 @@ async fn run_round(
     a: &mut Side<'_>,
     b: &mut Side<'_>,
     bar: &Progress,
-    signals: &mut qbench_engine::setup::interrupt::Listener,
+    signals: &mut interrupt::Listener,
 ) -> Option<i32> {
     let watch = bar.observer();
     let show = |side: char| {
@@ -416,11 +431,20 @@ pub fn run_blocking(
 ) -> anyhow::Result<(CompareReport, Option<String>)> {
     // Once rounds started, the round loop takes a stopping signal and still writes the report.
     let threads = plan.a.spec().client_threads;
-    let out = qbench_engine::setup::harness::run(
+    let (mut report, error) = qbench_engine::setup::harness::run(
         &[&plan.a, &plan.b],
         threads,
         async |prepared, started| run(plan, prepared, command, started).await,
     )?;
-    qbench_engine::setup::harness::late_signal()?;
-    Ok(out)
+    if let Err(late) = qbench_engine::setup::harness::late_signal() {
+        // The report says so too: a Ctrl-C is never ignored, whenever it came.
+        report.aborted = Some(late.to_string());
+        report.complete = false;
+        let json = plan.outputs.json.as_deref().map(Dest::parse);
+        if let Some(path) = json.as_ref().and_then(Dest::rewritable) {
+            write_json(&Dest::File(path.clone()), &report)?;
+        }
+        return Ok((report, Some(late.to_string())));
+    }
+    Ok((report, error))
 }

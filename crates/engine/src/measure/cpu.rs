@@ -211,25 +211,27 @@ mod tests {
     }
 
     /// A pacer that spins and ends before the second snapshot still counts, once: in the
-    /// run it ended in, not in the next.
+    /// run it ended in, not in the next. Judged by its thread id: the tests beside it run
+    /// pacers of their own in this process.
     #[test]
     fn a_thread_that_ended_during_a_run_keeps_its_cpu() {
         let before = all_threads();
         let started = std::time::Instant::now();
-        spin_as("qbench-pacer", thread_ending);
+        let tid = spin_as("qbench-pacer", || {
+            thread_ending();
+            // SAFETY: gettid has no arguments and cannot fail.
+            unsafe { libc::gettid() as u32 }
+        });
         let after = all_threads();
-        let roles = role_cpu(&before, &after, started.elapsed());
-        let pacer = roles
-            .iter()
-            .find(|r| r.role == ThreadRole::Pacer)
-            .expect("the ended pacer is counted");
-        assert!(pacer.cpu_s > 0.0, "{roles:?}");
-        let later = role_cpu(&after, &all_threads(), started.elapsed());
-        let again = later
-            .iter()
-            .filter(|r| r.role == ThreadRole::Pacer)
-            .map(|r| r.cpu_s)
-            .sum::<f64>();
+        let only = |snap: &[(ThreadRole, ThreadTime)]| -> Vec<(ThreadRole, ThreadTime)> {
+            snap.iter().filter(|(_, t)| t.tid == tid).cloned().collect()
+        };
+        let roles = role_cpu(&only(&before), &only(&after), started.elapsed());
+        assert_eq!(roles.len(), 1, "the ended pacer is counted: {roles:?}");
+        assert_eq!(roles[0].role, ThreadRole::Pacer);
+        assert!(roles[0].cpu_s > 0.0, "{roles:?}");
+        let later = role_cpu(&only(&after), &only(&all_threads()), started.elapsed());
+        let again: f64 = later.iter().map(|r| r.cpu_s).sum();
         assert_eq!(again, 0.0, "{later:?}");
     }
 
