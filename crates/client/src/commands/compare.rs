@@ -438,11 +438,13 @@ pub fn run_blocking(
     )?;
     if let Err(late) = qbench_engine::setup::harness::late_signal() {
         // The report says so too: a Ctrl-C is never ignored, whenever it came.
-        report.aborted = Some(late.to_string());
-        report.complete = false;
-        let json = plan.outputs.json.as_deref().map(Dest::parse);
-        if let Some(path) = json.as_ref().and_then(Dest::rewritable) {
-            write_json(&Dest::File(path.clone()), &report)?;
+        if report.aborted.is_none() {
+            report.aborted = Some(late.to_string());
+            report.complete = false;
+            let json = plan.outputs.json.as_deref().map(Dest::parse);
+            if let Some(path) = json.as_ref().and_then(Dest::rewritable) {
+                write_json(&Dest::File(path.clone()), &report)?;
+            }
         }
         return Ok((report, Some(late.to_string())));
     }

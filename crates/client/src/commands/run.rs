@@ -70,11 +70,14 @@ pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
     };
     let mut outcome = outcome;
     if let Err(late) = qbench_engine::setup::harness::late_signal() {
-        // The report says so too: a Ctrl-C is never ignored, whenever it came.
+        // The report says so too: a Ctrl-C is never ignored, whenever it came. A run that
+        // had already failed keeps its own reason.
         if let (Some(mut report), Some(dest)) = (outcome.report.take(), &outcome.json) {
-            report.aborted = Some(late.to_string());
-            report.complete = false;
-            write_json(dest, &report)?;
+            if report.aborted.is_none() {
+                report.aborted = Some(late.to_string());
+                report.complete = false;
+                write_json(dest, &report)?;
+            }
         }
         return Err(late.into());
     }
