@@ -53,7 +53,7 @@ pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
         qbench_engine::setup::harness::run(&[cfg], threads, async |prepared, takes_signals| {
             run(&plan, command.clone(), prepared, takes_signals).await
         });
-    let outcome = match outcome {
+    let mut outcome = match outcome {
         Err(e) => match e.downcast_ref::<Interrupted>() {
             // Stopped before any run began: the report says so.
             Some(i) if i.before_work => {
@@ -68,7 +68,6 @@ pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
         },
         Ok(o) => o,
     };
-    let mut outcome = outcome;
     if let Err(late) = qbench_engine::setup::harness::late_signal() {
         // The report says so too: a Ctrl-C is never ignored, whenever it came. A run that
         // had already failed keeps its own reason.
