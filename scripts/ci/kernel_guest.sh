@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs inside the VM scripts/ci/kernel_tests.sh boots: MODULES TEST_BINARY OUT_DIR.
+# Runs inside the VM scripts/ci/kernel_tests.sh boots: MODULES TEST_BINARY OUT_DIR [FILTER].
 set -uo pipefail
-modules=$1 bin=$2 out=$3
+modules=$1 bin=$2 out=$3 filter=${4:-}
 exec >"$out/tests.log" 2>&1
 # The kernel's modules come from the unpacked package: the host's /lib/modules is another
 # kernel's, and only the guest sees this mount.
@@ -11,5 +11,5 @@ for m in sch_netem sch_tbf veth tun nf_tables nft_numgen; do
   modprobe "$m" || { echo "modprobe $m failed"; echo 1 >"$out/rc"; exit 1; }
 done
 ip link set lo up
-"$bin" --ignored --test-threads=1 --nocapture netem_kernel::
+"$bin" --ignored --test-threads=1 --nocapture "netem_kernel::$filter"
 echo $? >"$out/rc"

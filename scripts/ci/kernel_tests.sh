@@ -5,9 +5,11 @@
 # KVM does not work on our machines, so QEMU emulates the CPU (TCG): slow, but a real kernel.
 #
 # Installs what it needs: qemu-system-x86, busybox-static and kmod (virtme-ng's guest init and
-# module loading) from apt, virtme-ng from PyPI, and the kernel package itself, unpacked (not
+# module loading), iputils-ping and tcpdump (what the tests measure the link with) from apt,
+# virtme-ng from PyPI, and the kernel package itself, unpacked (not
 # installed) into $QBENCH_KERNEL_CACHE (default ~/.cache/qbench/kernel). Fails, saying what,
-# when any of them cannot be had. Alone: `sudo bash scripts/ci/kernel_tests.sh`.
+# when any of them cannot be had. Alone: `sudo bash scripts/ci/kernel_tests.sh`; with
+# QBENCH_KERNEL_TESTS=NAME, only the tests whose names contain netem_kernel::NAME.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -25,6 +27,7 @@ command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
 command -v busybox >/dev/null 2>&1 || missing+=(busybox-static)
 command -v modprobe >/dev/null 2>&1 || [ -x /usr/sbin/modprobe ] || missing+=(kmod)
 command -v ping >/dev/null 2>&1 || missing+=(iputils-ping)
+command -v tcpdump >/dev/null 2>&1 || missing+=(tcpdump)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "kernel tests: installing ${missing[*]}"
   sudo_if_needed apt-get update -qq || fail "apt-get update failed"
@@ -70,7 +73,7 @@ bin=$(cargo test -p qbench --test it --locked --no-run --message-format=json 2>/
 for l in sys.stdin:
     m = json.loads(l)
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "it" and m.get("executable"):
-        print(m["executable"])')
+        print(m["executable"])') || true
 [ -x "$bin" ] || fail "building the integration tests (netem_kernel) failed"
 
 out=$(mktemp -d -t qbench-kernel.XXXXXX)
@@ -79,7 +82,7 @@ started=$(date +%s)
 echo "kernel tests: booting $release under QEMU (TCG)"
 # The guest gets the host's filesystem read-only, $out writable, and its own /tmp and /run.
 timeout 900 vng --disable-kvm -r "$kernel" --cpus 2 -m 2G --rwdir "$out" \
-  --exec "bash $(pwd)/scripts/ci/kernel_guest.sh $cache/root/lib/modules $bin $out" \
+  --exec "bash $(pwd)/scripts/ci/kernel_guest.sh $cache/root/lib/modules $bin $out ${QBENCH_KERNEL_TESTS:-}" \
   </dev/null >"$out/console.log" 2>&1 || true
 cat "$out/tests.log" 2>/dev/null || cat "$out/console.log"
 rc=$(cat "$out/rc" 2>/dev/null || echo none)

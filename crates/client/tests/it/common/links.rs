@@ -77,9 +77,14 @@ pub(crate) fn inversions(ping_out: &str) -> usize {
         .filter_map(|l| l.split("icmp_seq=").nth(1))
         .filter_map(|t| t.split_whitespace().next()?.parse().ok())
         .collect();
+    late(&seqs)
+}
+
+/// Sequence numbers that came after a higher one.
+pub(crate) fn late(seqs: &[u64]) -> usize {
     let mut highest = 0;
     let mut late = 0;
-    for s in seqs {
+    for &s in seqs {
         if s < highest {
             late += 1;
         }
