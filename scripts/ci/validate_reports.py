@@ -26,8 +26,9 @@ TAGS = {
     "qbench.compete-report": "compete",
     "qbench.sweep-cell": "sweep-cell",
     "qbench.cost-report": "cost",
+    "qbench.diff-report": "diff",
 }
-NEEDED = ["run", "merge", "compare", "compete", "sweep-cell", "cost", "interval"]
+NEEDED = ["run", "merge", "compare", "compete", "sweep-cell", "cost", "diff", "interval"]
 
 
 def validator(kind):

@@ -38,6 +38,7 @@ fn main() -> ExitCode {
         Some(Command::Compete(c)) => qbench::commands::compete::compete(*c),
         Some(Command::Cost(c)) => qbench::commands::cost::cost(c),
         Some(Command::Merge(m)) => qbench::commands::merge::merge(m),
+        Some(Command::Diff(d)) => qbench::commands::diff::diff(d),
         Some(Command::Hgrm(h)) => qbench::commands::hgrm::command(h),
         Some(Command::Completions(c)) => qbench::commands::manuals::completions(c, &Cli::command()),
         Some(Command::Man(m)) => qbench::commands::manuals::man(m, &Cli::command()),
@@ -53,6 +54,11 @@ fn main() -> ExitCode {
             qbench::tell!("error: {}", qbench_core::errors::one_line(e.as_ref()));
             // Bad input exits as clap's own usage errors do.
             if e.chain()
+                .any(|c| c.is::<qbench::flags::gate::ThresholdsFailed>())
+            {
+                ExitCode::from(qbench::flags::gate::THRESHOLD_EXIT)
+            } else if e
+                .chain()
                 .any(|c| c.is::<qbench_engine::plan::error::ConfigError>())
                 || qbench_server::standalone::is_bad_input(&e)
             {

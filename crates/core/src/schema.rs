@@ -26,6 +26,8 @@ pub enum SchemaKind {
     SweepCell,
     /// `qbench cost --json`.
     Cost,
+    /// `qbench diff --format json`.
+    Diff,
     /// One line of `--json-stream`.
     Interval,
     /// A scenario file of `qbench sweep` (TOML, checked as the data it parses to).
@@ -33,13 +35,14 @@ pub enum SchemaKind {
 }
 
 impl SchemaKind {
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::Run,
         Self::Merge,
         Self::Compare,
         Self::Compete,
         Self::SweepCell,
         Self::Cost,
+        Self::Diff,
         Self::Interval,
         Self::Scenario,
     ];
@@ -53,6 +56,7 @@ impl SchemaKind {
             Self::Compete => "compete",
             Self::SweepCell => "sweep-cell",
             Self::Cost => "cost",
+            Self::Diff => "diff",
             Self::Interval => "interval",
             Self::Scenario => "scenario",
         }
@@ -83,6 +87,10 @@ impl SchemaKind {
                 crate::stats::cost::SCHEMA,
                 crate::stats::cost::SCHEMA_VERSION,
             )),
+            Self::Diff => Some((
+                crate::report::diff::SCHEMA,
+                crate::report::diff::SCHEMA_VERSION,
+            )),
             Self::Interval | Self::Scenario => None,
         }
     }
@@ -95,6 +103,7 @@ impl SchemaKind {
             Self::Compete => "A qbench compete report (`qbench compete --json`).",
             Self::SweepCell => "One cell of a qbench sweep (`qbench sweep --out DIR`).",
             Self::Cost => "The cost model and measured transfers (`qbench cost --json`).",
+            Self::Diff => "Two run reports compared (`qbench diff --format json`).",
             Self::Interval => "One line of `--json-stream`: an interval of run `run`.",
             Self::Scenario => "A qbench sweep scenario file (TOML), as the data it parses to.",
         }
@@ -112,6 +121,7 @@ pub fn schema(kind: SchemaKind) -> Value {
         SchemaKind::Compete => gen.root_schema_for::<crate::report::compete::CompeteReport>(),
         SchemaKind::SweepCell => gen.root_schema_for::<crate::scenario::cell::CellFile>(),
         SchemaKind::Cost => gen.root_schema_for::<crate::stats::cost::CostReport>(),
+        SchemaKind::Diff => gen.root_schema_for::<crate::report::diff::DiffReport>(),
         SchemaKind::Interval => gen.root_schema_for::<crate::report::load::IntervalLine<'_>>(),
         SchemaKind::Scenario => gen.root_schema_for::<crate::scenario::Scenario>(),
     };

@@ -63,6 +63,13 @@ fn files(inputs: &[PathBuf], out: Option<&Path>) -> Result<Vec<PathBuf>, ConfigE
 }
 
 fn read(path: &Path) -> Result<Report, ConfigError> {
+    read_report(path, "REPORT")
+}
+
+/// A run report from `path`, bounded in size; an error names `what` (the argument) and the
+/// file.
+pub(crate) fn read_report(path: &Path, what: &'static str) -> Result<Report, ConfigError> {
+    let bad = |message| qbench_engine::plan::error::bad(what, message);
     let text = qbench_engine::setup::input::read_text(
         path,
         qbench_core::spec::input::MAX_REPORT_BYTES,

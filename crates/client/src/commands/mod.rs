@@ -3,6 +3,7 @@
 pub mod compare;
 pub mod compete;
 pub mod cost;
+pub mod diff;
 pub mod hgrm;
 pub mod manuals;
 pub mod merge;

@@ -14,6 +14,9 @@ use crate::export::stream::IntervalOut;
 use crate::export::text::summary;
 use crate::export::{print_text, write_json, write_text, Dest};
 use crate::flags::cli::{Outputs, RunArgs};
+use crate::flags::gate::ThresholdsFailed;
+use qbench_core::report::thresholds::{failed_line, judge};
+use qbench_core::spec::threshold::Threshold;
 use qbench_engine::drive::runner::abort_reason;
 use qbench_engine::measure::clock::Clock;
 use qbench_engine::plan::config::{check_telemetry, Config};
@@ -30,6 +33,8 @@ pub struct Outcome {
     /// The report as written, where `--json` is a file it may be rewritten to.
     pub report: Option<Report>,
     pub json: Option<Dest>,
+    /// The `--fail-if` conditions the report met, as one line.
+    pub thresholds_failed: Option<String>,
 }
 
 /// `qbench [flags]`: builds the link and server, runs, and tears everything down; SIGINT,
@@ -80,9 +85,10 @@ pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
         }
         return Err(late.into());
     }
-    match outcome.error {
-        Some(e) => Err(anyhow::anyhow!(e)),
-        None => Ok(()),
+    match (outcome.error, outcome.thresholds_failed) {
+        (Some(e), _) => Err(anyhow::anyhow!(e)),
+        (None, Some(t)) => Err(ThresholdsFailed(t).into()),
+        (None, None) => Ok(()),
     }
 }
 
@@ -95,6 +101,8 @@ pub struct RunPlan {
     pub shard_source: Option<&'static str>,
     /// `--start-at`, resolved.
     pub barrier: Option<qbench_engine::setup::fleet::Barrier>,
+    /// `--fail-if`.
+    pub thresholds: Vec<Threshold>,
 }
 
 impl RunPlan {
@@ -126,6 +134,7 @@ impl RunPlan {
             dry_run: args.dry_run,
             shard_source: shard.and_then(|(_, source)| source),
             barrier,
+            thresholds: args.gate.fail_if.clone(),
         })
     }
 }
@@ -206,6 +215,7 @@ pub async fn run(
                 error: report.aborted,
                 report: None,
                 json: None,
+                thresholds_failed: None,
             });
         }
     };
@@ -234,7 +244,7 @@ pub async fn run(
     let expected = plan.cfg.spec().runs as usize;
     let last = |when: &str| interrupt::take().map(|sig| Interrupted::new(sig, when).to_string());
     let aborted = aborted.or_else(|| last("after the last run"));
-    let mut report = side.report(expected, aborted)?;
+    let mut report = judged(side.report(expected, aborted)?, &plan.thresholds);
     let stdout_taken = plan.outputs.takes_stdout().then_some(Dest::Stdout);
     print_text(
         &summary(&report, &headline(&plan.cfg, &side)),
@@ -246,7 +256,7 @@ pub async fn run(
         if let Some(why) = last("while the report was written") {
             // The report says so; an output the signal cut short (a FIFO with no reader
             // yet) is named, and the signal is what the command ends with.
-            report = side.report(expected, Some(why))?;
+            report = judged(side.report(expected, Some(why))?, &plan.thresholds);
             if let Some(path) = json.as_ref().and_then(Dest::rewritable) {
                 write_json(&Dest::File(path.clone()), &report)?;
             }
@@ -258,6 +268,7 @@ pub async fn run(
                 error: report.aborted,
                 report: None,
                 json: None,
+                thresholds_failed: None,
             });
         }
     }
@@ -269,6 +280,7 @@ pub async fn run(
     Ok(Outcome {
         complete: report.complete,
         error: failure(&report, &side, expected),
+        thresholds_failed: failed_line(&report.thresholds),
         report: rewritable.is_some().then_some(report),
         json: rewritable,
     })
@@ -468,6 +480,12 @@ fn held(cfg: &Config) -> String {
         };
         format!(", held for {:?} {how}{warm}", l.window())
     })
+}
+
+/// The report with each `--fail-if` condition judged on it.
+fn judged(mut report: Report, thresholds: &[Threshold]) -> Report {
+    report.thresholds = judge(thresholds, &report);
+    report
 }
 
 /// `--json`, `--state-graph`, `--plot` and `--hgrm`.

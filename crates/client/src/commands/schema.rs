@@ -8,7 +8,7 @@ use qbench_core::schema::{all_files, pretty, schema, SchemaKind};
 #[derive(Debug, clap::Args)]
 #[command(group = clap::ArgGroup::new("what").required(true))]
 pub struct SchemaArgs {
-    /// The document: run, merge, compare, compete, sweep-cell, cost, interval (a
+    /// The document: run, merge, compare, compete, sweep-cell, cost, diff, interval (a
     /// --json-stream line) or scenario
     #[arg(value_enum, group = "what")]
     pub kind: Option<SchemaKind>,

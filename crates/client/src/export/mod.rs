@@ -6,6 +6,7 @@
 mod app_text;
 mod cell_table;
 pub mod compare_table;
+pub mod diff_table;
 mod heatmap;
 #[cfg(test)]
 mod heatmap_tests;

@@ -423,6 +423,7 @@ pub fn summary(report: &Report, headline: &str) -> String {
         line("objects", objects_line(report));
         line("errors", s.errors.to_string());
         insecure_line(report, &mut line);
+        gate_lines(report, &mut line);
         return out;
     }
     line("handshake", stat_line(&s.handshake_us, dur_us));
@@ -466,7 +467,20 @@ pub fn summary(report: &Report, headline: &str) -> String {
     line("errors", s.errors.to_string());
     client_lines(report, &mut line);
     insecure_line(report, &mut line);
+    gate_lines(report, &mut line);
     out
+}
+
+/// Each `--fail-if` condition: what the report held for it, and FAILED or met.
+fn gate_lines(report: &Report, line: &mut dyn FnMut(&str, String)) {
+    use qbench_core::report::thresholds::shown;
+    for t in &report.thresholds {
+        let seen = t
+            .observed
+            .map_or("no value to check".into(), |v| shown(v, &t.unit));
+        let verdict = if t.failed { "FAILED" } else { "passed" };
+        line("fail-if", format!("{}: {seen}, {verdict}", t.condition));
+    }
 }
 
 fn insecure_line(report: &Report, line: &mut dyn FnMut(&str, String)) {

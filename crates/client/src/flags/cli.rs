@@ -56,6 +56,10 @@ pub enum Command {
     /// Add the run reports of a workload's shards (`--shard I/N`) into the report of the
     /// whole: histograms and counters exactly, rates over the union of their windows
     Merge(crate::commands::merge::MergeArgs),
+    /// Compare two saved run reports (or merged ones): the summaries' figures with their
+    /// change, and a verdict for every per-run figure both hold (as text, Markdown, CSV or
+    /// JSON)
+    Diff(crate::commands::diff::DiffArgs),
     /// Write a report's histogram as HdrHistogram's .hgrm percentile distribution
     /// (milliseconds), for HdrHistogram's plotter and HistogramLogAnalyzer
     Hgrm(crate::commands::hgrm::HgrmArgs),
@@ -381,6 +385,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub fleet: crate::flags::fleet::FleetArgs,
 
+    #[command(flatten)]
+    pub gate: crate::flags::gate::GateArgs,
+
     /// With --interval: write each interval as one JSON line here ("-" for stdout)
     #[arg(long, value_name = "FILE")]
     pub json_stream: Option<String>,
@@ -414,7 +421,13 @@ impl RunArgs {
                 format!("is written by a single benchmark (qbench without a subcommand), not by {command}"),
             )?;
         }
-        Ok(())
+        qbench_engine::plan::error::usage(
+            self.gate.fail_if.is_empty(),
+            "--fail-if",
+            format!(
+                "judges a single benchmark's report (qbench without a subcommand), not {command}'s"
+            ),
+        )
     }
 
     /// What these flags measure.

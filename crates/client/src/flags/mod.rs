@@ -5,6 +5,7 @@ pub mod chain;
 
 pub mod cli;
 pub mod fleet;
+pub mod gate;
 pub mod judge;
 pub mod load;
 pub mod rerun;

@@ -39,6 +39,7 @@ const NOT_IN_SPEC: &[&str] = &[
     "start-at",
     "steal-threshold",
     "discard-noisy",
+    "fail-if",
 ];
 
 /// The arguments that make `flag` differ from its default (with what it needs beside it).
@@ -79,6 +80,7 @@ fn sample(flag: &str, page: &str) -> Option<Vec<String>> {
         "keylog" => &["--keylog", "keys.log"],
         "log-requests" => &["--log-requests", "r.csv"],
         "hgrm" => &["--hgrm", "h.hgrm"],
+        "fail-if" => &["--fail-if", "p99>1s"],
         "link" => &["--link", "rtt=10ms,rate=20mbit"],
         "link-b" => &["--link", "rtt=10ms", "--link-b", "rtt=30ms"],
         "proxy" => &[

@@ -20,6 +20,7 @@ fn prints_each_kind_as_committed() {
         "compete",
         "sweep-cell",
         "cost",
+        "diff",
         "interval",
         "scenario",
     ];

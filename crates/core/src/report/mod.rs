@@ -6,6 +6,7 @@ pub mod compare;
 pub mod compete;
 pub mod connection;
 pub mod cpu_times;
+pub mod diff;
 pub mod link;
 pub mod load;
 pub mod merge;
@@ -15,6 +16,7 @@ pub mod page;
 pub mod sender;
 pub mod spread;
 pub mod telemetry;
+pub mod thresholds;
 
 use std::collections::BTreeMap;
 
@@ -312,6 +314,10 @@ pub struct Report {
     /// Written by `qbench merge`: the shards it adds up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged: Option<MergeInfo>,
+    /// With `--fail-if`: each condition, what the report held for it, and whether it failed
+    /// (the command then exits with status 3).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<thresholds::ThresholdOutcome>,
 }
 
 /// A shard's part of the whole workload.
@@ -403,6 +409,7 @@ impl Report {
             shard: None,
             start: None,
             merged: None,
+            thresholds: Vec::new(),
         })
     }
 }

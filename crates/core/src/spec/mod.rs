@@ -8,6 +8,7 @@ pub mod load;
 pub mod quic_knobs;
 pub mod shard;
 pub mod start;
+pub mod threshold;
 pub mod workload;
 
 use std::net::SocketAddr;

@@ -252,4 +252,4 @@ fn start_spread_us(by_index: &ByIndex<'_>) -> Option<u64> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -17,7 +17,7 @@ fn tool() -> ToolInfo {
     }
 }
 
-fn meta(shard: Option<Shard>, connections: u32) -> ReportMeta {
+pub(crate) fn meta(shard: Option<Shard>, connections: u32) -> ReportMeta {
     ReportMeta {
         tool: tool(),
         started_at: "2026-11-24T10:00:00.000Z".into(),
@@ -52,7 +52,7 @@ fn latencies(n: usize, seed: u64) -> Vec<u64> {
 }
 
 /// One shard's run: object `k` sent at `k` us, taking `lat[k]`; `started` is its wall clock.
-fn run(lat: &[u64], started: u64, fail: usize) -> RunReport {
+pub(crate) fn run(lat: &[u64], started: u64, fail: usize) -> RunReport {
     let mut r = Recorder::new(0, (lat.len() + fail) as u64, Duration::ZERO);
     let c = r.connection_started(Duration::ZERO);
     r.handshake_done(c, us(5), HandshakeInfo::default());

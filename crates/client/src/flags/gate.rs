@@ -1,0 +1,30 @@
+//! `--fail-if`: conditions on the finished report that fail the command with its own exit
+//! status, for CI.
+
+use clap::Args;
+use qbench_core::spec::threshold::Threshold;
+
+/// The exit status of a command whose report met a `--fail-if` condition (1 is an error, 2 bad
+/// input).
+pub const THRESHOLD_EXIT: u8 = 3;
+
+#[derive(Debug, Clone, Args)]
+pub struct GateArgs {
+    /// Fail (exit status 3) when this holds on the final report: METRIC OP VALUE with OP one of
+    /// >, >=, <, <=. Metrics: p50, p90, p99, p999, max, mean (object latency), ttfb.p99 and
+    /// > the like, errors (a count, or a percentage of objects), rate (objects/s), goodput
+    /// > (bit/s), plt, handshake (medians over runs). E.g. p99>50ms, errors>0.1%, rate<19000.
+    /// > Repeatable; the report records each with what it saw
+    #[arg(long = "fail-if", value_name = "EXPR", value_parser = parse_threshold)]
+    pub fail_if: Vec<Threshold>,
+}
+
+fn parse_threshold(s: &str) -> Result<Threshold, String> {
+    s.parse()
+        .map_err(|e: qbench_core::spec::threshold::ThresholdError| e.to_string())
+}
+
+/// A report met a `--fail-if` condition: the command ends with [`THRESHOLD_EXIT`].
+#[derive(Debug, thiserror::Error)]
+#[error("--fail-if: {0}")]
+pub struct ThresholdsFailed(pub String);
