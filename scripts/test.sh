@@ -40,6 +40,8 @@ python3 -c 'import yaml' 2>/dev/null || missing+=(python3-yaml)
 # .hgrm output is checked against HdrHistogram's JavaScript port (from npm).
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+# Offloads turned off (the environment's warnings) with ethtool.
+command -v ethtool >/dev/null 2>&1 || [ -x /usr/sbin/ethtool ] || missing+=(ethtool)
 # Key logs are checked by decrypting a loopback capture with tshark.
 command -v tshark >/dev/null 2>&1 || missing+=(tshark)
 # A page is recorded with Debian's chromium, driven by Playwright (PyPI, below), for the HAR

@@ -12,6 +12,7 @@ mod compete;
 mod congestion;
 mod cost;
 mod diff;
+mod environment;
 mod failures;
 mod flags;
 mod fleet;

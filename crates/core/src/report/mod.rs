@@ -7,6 +7,7 @@ pub mod compete;
 pub mod connection;
 pub mod cpu_times;
 pub mod diff;
+pub mod env_checks;
 pub mod link;
 pub mod load;
 pub mod merge;
@@ -215,6 +216,16 @@ pub struct Environment {
     /// choice is slow on this CPU, and who decided (see qbench-server's `rep_movsb` module).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rep_movsb_threshold: Option<String>,
+    /// The interfaces the client's packets crossed: MTU, offloads, qdisc.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interfaces: Vec<env_checks::InterfaceInfo>,
+    /// CPU frequency governors and limits, and the clock source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_clock: Option<env_checks::CpuClock>,
+    /// A line for each setting that limits a run like this one, naming the fix (also printed
+    /// when the run starts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Figures over all runs of a report.

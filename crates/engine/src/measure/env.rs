@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use qbench_core::report::env_checks::CpuClock;
 use qbench_core::Environment;
 
 const SYSCTLS: &[&str] = &[
@@ -45,5 +46,56 @@ pub fn collect() -> Environment {
         sysctls,
         crates,
         rep_movsb_threshold: qbench_stack::rep_movsb::state().describe(),
+        interfaces: Vec::new(),
+        cpu_clock: Some(cpu_clock()),
+        warnings: Vec::new(),
+    }
+}
+
+/// Governors and frequency limits over every CPU's cpufreq (absent in many VMs), and the
+/// clock source with whether the TSC is invariant.
+fn cpu_clock() -> CpuClock {
+    let mut c = CpuClock::default();
+    let cpus = std::fs::read_dir("/sys/devices/system/cpu")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("cpufreq"))
+        .filter(|p| p.is_dir());
+    let khz = |p: &std::path::Path, f: &str| -> Option<u64> {
+        std::fs::read_to_string(p.join(f)).ok()?.trim().parse().ok()
+    };
+    for dir in cpus {
+        if let Some(g) = read_trim(&dir.join("scaling_governor").to_string_lossy()) {
+            *c.governors.entry(g).or_default() += 1;
+        }
+        if let Some(v) = khz(&dir, "scaling_min_freq") {
+            c.min_khz = Some(c.min_khz.map_or(v, |m| m.min(v)));
+        }
+        if let Some(v) = khz(&dir, "scaling_max_freq") {
+            c.max_khz = Some(c.max_khz.map_or(v, |m| m.max(v)));
+        }
+    }
+    c.clocksource = read_trim("/sys/devices/system/clocksource/clocksource0/current_clocksource");
+    c.tsc_invariant = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| {
+        let flags = s.lines().find(|l| l.starts_with("flags"))?;
+        let has = |f: &str| flags.split_whitespace().any(|w| w == f);
+        Some(has("constant_tsc") && has("nonstop_tsc"))
+    });
+    c
+}
+
+/// The interface towards the peer, and the warnings this environment calls for, each printed
+/// once per process however many sides share it.
+pub fn complete(env: &mut Environment, peer: std::net::SocketAddr, link: bool, udp: bool) {
+    env.interfaces = super::netdev::towards(peer, link).into_iter().collect();
+    env.warnings = qbench_core::report::env_checks::warnings(env, udp);
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    for w in &env.warnings {
+        if !said.contains(w) {
+            crate::observe::warn(&format!("warning: {w}"));
+            said.push(w.clone());
+        }
     }
 }

@@ -3,3 +3,4 @@
 pub mod clock;
 pub mod cpu;
 pub mod env;
+pub mod netdev;

@@ -129,6 +129,13 @@ impl<'a> Side<'a> {
         } else {
             None
         };
+        let mut meta = meta;
+        crate::measure::env::complete(
+            &mut meta.environment,
+            peer.endpoint.addr,
+            prepared.link.is_some(),
+            spec.proto == Protocol::H3,
+        );
         let transport = transport(spec, &peer, clock, pinned.as_ref())?;
         let mut runner = Runner::new(transport, plan, clock);
         if let Some(p) = pinned {
