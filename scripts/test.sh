@@ -40,6 +40,9 @@ python3 -c 'import yaml' 2>/dev/null || missing+=(python3-yaml)
 # .hgrm output is checked against HdrHistogram's JavaScript port (from npm).
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+# --metrics-listen is scraped by a real Prometheus server, queried with curl.
+command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
 # Offloads turned off (the environment's warnings) with ethtool.
 command -v ethtool >/dev/null 2>&1 || [ -x /usr/sbin/ethtool ] || missing+=(ethtool)
 # Key logs are checked by decrypting a loopback capture with tshark.

@@ -71,6 +71,19 @@ impl LatencyHistogram {
             .map_err(|e| HistogramError::Merge(format!("{e:?}")))
     }
 
+    /// How many values are at most `us` (within the histogram's 3 significant digits).
+    pub fn count_at_or_below(&self, us: u64) -> u64 {
+        if self.is_empty() {
+            return 0;
+        }
+        self.inner.count_between(0, us)
+    }
+
+    /// The sum of all values, in microseconds (each counted at its bucket's middle).
+    pub fn sum_us(&self) -> f64 {
+        self.inner.mean() * self.inner.len() as f64
+    }
+
     /// Value at quantile `q` (0..=1), in microseconds; `None` when empty.
     pub fn quantile_us(&self, q: f64) -> Option<u64> {
         (!self.is_empty()).then(|| self.inner.value_at_quantile(q))

@@ -9,6 +9,7 @@ use qbench_core::report::ccstate::StateMachine;
 use qbench_core::report::telemetry::Timeline;
 use qbench_core::{ErrorKind, Recorder, Report, ReportMeta};
 
+use crate::export::metrics::{Labels, Metrics};
 use crate::export::progress::Progress;
 use crate::export::stream::IntervalOut;
 use crate::export::text::summary;
@@ -103,6 +104,10 @@ pub struct RunPlan {
     pub barrier: Option<qbench_engine::setup::fleet::Barrier>,
     /// `--fail-if`.
     pub thresholds: Vec<Threshold>,
+    /// `--metrics-listen`.
+    pub metrics: Option<std::net::SocketAddr>,
+    /// `--interval` given: its lines are printed (`--metrics-listen` ticks intervals too).
+    pub print_intervals: bool,
 }
 
 impl RunPlan {
@@ -111,6 +116,10 @@ impl RunPlan {
         args.apps
             .check(args.objects.is_some(), !args.urls.is_empty())?;
         let mut spec = args.spec();
+        if args.live.metrics_listen.is_some() && spec.interval.is_none() {
+            // The counts served are added up interval by interval.
+            spec.interval = Some(Duration::from_secs(1));
+        }
         let shard = args.fleet.shard()?;
         spec.shard = shard.map(|(s, _)| s);
         let cfg = Config::new(spec, &args.target(), args.link_choice())?;
@@ -135,6 +144,8 @@ impl RunPlan {
             shard_source: shard.and_then(|(_, source)| source),
             barrier,
             thresholds: args.gate.fail_if.clone(),
+            metrics: args.live.metrics_listen,
+            print_intervals: args.load.interval.is_some(),
         })
     }
 }
@@ -220,7 +231,11 @@ pub async fn run(
         }
     };
     let bar = progress(plan, &side);
-    let run_index = stream_intervals(plan, &mut side)?;
+    let metrics = match plan.metrics {
+        Some(addr) => Some(serve_metrics(plan, &side, addr).await?),
+        None => None,
+    };
+    let run_index = stream_intervals(plan, &mut side, metrics.as_ref().map(|m| m.0.clone()))?;
     let mut aborted = None;
     if let Some(b) = &plan.barrier {
         tokio::select! {
@@ -273,6 +288,9 @@ pub async fn run(
         }
     }
     written?;
+    if let Some((m, _)) = &metrics {
+        m.final_scrape().await;
+    }
     let rewritable = json
         .as_ref()
         .and_then(Dest::rewritable)
@@ -348,21 +366,66 @@ pub fn expected_bytes(cfg: &Config, objects: u64) -> Option<u64> {
     }
 }
 
-/// Live intervals, printed and streamed with the index of the run they belong to; returns
-/// that index, for the runs to advance.
-fn stream_intervals(plan: &RunPlan, side: &mut Side<'_>) -> anyhow::Result<Arc<AtomicU32>> {
+/// Live intervals, printed, streamed and added to the served metrics with the index of the
+/// run they belong to; returns that index, for the runs to advance.
+fn stream_intervals(
+    plan: &RunPlan,
+    side: &mut Side<'_>,
+    metrics: Option<Arc<Metrics>>,
+) -> anyhow::Result<Arc<AtomicU32>> {
     let every = plan.cfg.spec().interval.unwrap_or_default();
-    let out = IntervalOut::open(plan.outputs.json_stream.as_deref(), every)?;
+    let out = IntervalOut::open(
+        plan.outputs.json_stream.as_deref(),
+        every,
+        plan.print_intervals,
+    )?;
     let run_index = Arc::new(AtomicU32::new(0));
     let index = run_index.clone();
     side.on_interval(Arc::new(move |r| {
-        out.emit(index.load(Ordering::Relaxed), r)
+        let run = index.load(Ordering::Relaxed);
+        if let Some(m) = &metrics {
+            m.add(run, r);
+        }
+        out.emit(run, r)
     }));
     Ok(run_index)
 }
 
-/// Runs `--runs` times, rewriting the report file after each run; returns why the runs ended
-/// early, if they did.
+/// `--metrics-listen`: the endpoint, served until the returned guard is dropped.
+async fn serve_metrics(
+    plan: &RunPlan,
+    side: &Side<'_>,
+    addr: std::net::SocketAddr,
+) -> anyhow::Result<(Arc<Metrics>, AbortOnDrop)> {
+    let listener = crate::export::metrics::bind(addr).await?;
+    let spec = plan.cfg.spec();
+    let env = &side.meta().environment;
+    let labels = Labels {
+        proto: spec.proto.to_string(),
+        shard: spec
+            .shard
+            .map_or("0/1".into(), |s| format!("{}/{}", s.index, s.count)),
+        run_id: format!(
+            "{}-{}-{}",
+            env.hostname.as_deref().unwrap_or("host"),
+            std::process::id(),
+            side.meta().started_at
+        ),
+    };
+    let m = Metrics::new(labels);
+    let task = tokio::spawn(m.clone().serve(listener));
+    Ok((m, AbortOnDrop(task)))
+}
+
+/// Stops the metrics endpoint with the run.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 async fn run_all(
     plan: &RunPlan,
     side: &mut Side<'_>,

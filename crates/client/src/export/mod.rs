@@ -17,6 +17,7 @@ mod html_env;
 #[cfg(test)]
 mod html_tests;
 mod losses;
+pub mod metrics;
 pub mod notes;
 pub mod numbers;
 pub mod progress;

@@ -19,6 +19,8 @@ pub struct IntervalOut {
     every: std::time::Duration,
     json: Option<JsonOut>,
     json_stdout: bool,
+    /// Whether each interval is printed (`--interval` given, not only implied by another flag).
+    print: bool,
 }
 
 impl IntervalOut {
@@ -27,6 +29,7 @@ impl IntervalOut {
     pub fn open(
         json_stream: Option<&str>,
         every: std::time::Duration,
+        print: bool,
     ) -> anyhow::Result<Arc<Self>> {
         let (json, json_stdout) = match json_stream.map(Dest::parse) {
             None => (None, false),
@@ -40,12 +43,15 @@ impl IntervalOut {
             every,
             json,
             json_stdout,
+            print,
         }))
     }
 
     /// Prints interval `r` of run `run` and streams it.
     pub fn emit(&self, run: u32, r: &IntervalRecord) {
-        crate::tell!("{}", interval_line(run, r, self.every));
+        if self.print {
+            crate::tell!("{}", interval_line(run, r, self.every));
+        }
         if !self.json_stdout && self.json.is_none() {
             return;
         }

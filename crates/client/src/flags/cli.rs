@@ -388,6 +388,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub gate: crate::flags::gate::GateArgs,
 
+    #[command(flatten)]
+    pub live: crate::flags::gate::LiveArgs,
+
     /// With --interval: write each interval as one JSON line here ("-" for stdout)
     #[arg(long, value_name = "FILE")]
     pub json_stream: Option<String>,
@@ -421,6 +424,13 @@ impl RunArgs {
                 format!("is written by a single benchmark (qbench without a subcommand), not by {command}"),
             )?;
         }
+        qbench_engine::plan::error::usage(
+            self.live.metrics_listen.is_none(),
+            "--metrics-listen",
+            format!(
+                "serves a single benchmark's counts (qbench without a subcommand), not {command}'s"
+            ),
+        )?;
         qbench_engine::plan::error::usage(
             self.gate.fail_if.is_empty(),
             "--fail-if",

@@ -28,3 +28,15 @@ fn parse_threshold(s: &str) -> Result<Threshold, String> {
 #[derive(Debug, thiserror::Error)]
 #[error("--fail-if: {0}")]
 pub struct ThresholdsFailed(pub String);
+
+#[derive(Debug, Clone, Args)]
+pub struct LiveArgs {
+    /// Serve the current run's counts as OpenMetrics on http://ADDR/metrics while qbench runs
+    /// (requests by outcome, bytes, errors by kind, in flight, a latency histogram; labelled
+    /// with proto, run, shard and run_id), for Prometheus to scrape. Counts are added up each
+    /// --interval (1s unless given; the lines are printed only when --interval is). After the
+    /// last run, qbench waits up to 30s for a scrape of the final counts if anything scraped
+    /// before
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+}

@@ -26,6 +26,7 @@ mod link_drops;
 mod load;
 mod loopback;
 mod manuals;
+mod metrics;
 mod netem_kernel;
 mod nginx_interop;
 mod outputs;

@@ -9,6 +9,7 @@ pub mod cpu_times;
 pub mod diff;
 pub mod env_checks;
 pub mod link;
+pub mod live;
 pub mod load;
 pub mod merge;
 pub mod merge_check;

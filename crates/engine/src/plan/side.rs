@@ -180,6 +180,11 @@ impl<'a> Side<'a> {
         )
     }
 
+    /// What the side's reports say about how they were produced.
+    pub fn meta(&self) -> &ReportMeta {
+        &self.meta
+    }
+
     /// Objects per run.
     pub fn objects(&self) -> u64 {
         self.runner.objects()

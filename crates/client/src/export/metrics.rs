@@ -1,0 +1,225 @@
+//! `--metrics-listen ADDR`: the current run's counts in the OpenMetrics text format, served
+//! over HTTP while the command lasts, for Prometheus (or anything that reads the format) to
+//! scrape.
+//!
+//! A network service, so bounded: at most `MAX_CONNECTIONS` scrapers at once (more are closed
+//! at once), `HEAD_TIMEOUT` to send a request head of at most `MAX_HEAD` bytes, and a response
+//! of a fixed set of series whatever the run does. The series are the current run's; a new
+//! run starts them afresh, with its own `run` label.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use qbench_core::report::live::Live;
+use qbench_core::report::load::IntervalRecord;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Scrapers served at once.
+pub const MAX_CONNECTIONS: usize = 8;
+/// How long a scraper has to send its request head.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest request head read.
+pub const MAX_HEAD: usize = 8 * 1024;
+/// After the last run, how long qbench waits for a scrape of the final counts (only when
+/// something has scraped it before).
+pub const FINAL_SCRAPE_WAIT: Duration = Duration::from_secs(30);
+
+/// Latency buckets, seconds: 100 us to 10 s.
+const BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+];
+
+/// What every series carries: which command, protocol and shard it is.
+#[derive(Debug, Clone)]
+pub struct Labels {
+    pub proto: String,
+    pub shard: String,
+    pub run_id: String,
+}
+
+/// The live counts and who has read them.
+pub struct Metrics {
+    live: Mutex<Live>,
+    labels: Labels,
+    /// Bumped by every interval added; a scrape records the one it served.
+    generation: AtomicU64,
+    served: AtomicU64,
+    scrapes: AtomicU64,
+}
+
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+impl Metrics {
+    pub fn new(labels: Labels) -> Arc<Self> {
+        Arc::new(Self {
+            live: Mutex::new(Live::default()),
+            labels,
+            generation: AtomicU64::new(0),
+            served: AtomicU64::new(0),
+            scrapes: AtomicU64::new(0),
+        })
+    }
+
+    /// Adds interval `r` of run `run`.
+    pub fn add(&self, run: u32, r: &IntervalRecord) {
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = live.add(run, r) {
+            qbench_engine::observe::warn(&format!("warning: --metrics-listen: {e}"));
+        }
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The exposition, as an OpenMetrics text document.
+    pub fn render(&self) -> String {
+        let l = self.live.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let base = format!(
+            "proto=\"{}\",run=\"{}\",shard=\"{}\",run_id=\"{}\"",
+            escape(&self.labels.proto),
+            l.run,
+            escape(&self.labels.shard),
+            escape(&self.labels.run_id)
+        );
+        let mut out = String::from(
+            "# TYPE qbench_requests counter\n# HELP qbench_requests Requests of the current run that ended, by outcome.\n",
+        );
+        for (outcome, n) in [
+            ("completed", l.completed),
+            ("failed", l.failed),
+            ("dropped", l.dropped),
+        ] {
+            out.push_str(&format!(
+                "qbench_requests_total{{outcome=\"{outcome}\",{base}}} {n}\n"
+            ));
+        }
+        out.push_str("# TYPE qbench_payload_bytes counter\n# HELP qbench_payload_bytes Response body bytes of the current run.\n");
+        out.push_str(&format!(
+            "qbench_payload_bytes_total{{{base}}} {}\n",
+            l.payload_bytes
+        ));
+        out.push_str("# TYPE qbench_errors counter\n# HELP qbench_errors Errors of the current run, by kind.\n");
+        for (kind, n) in &l.errors.0 {
+            out.push_str(&format!(
+                "qbench_errors_total{{kind=\"{}\",{base}}} {n}\n",
+                kind.as_str()
+            ));
+        }
+        out.push_str("# TYPE qbench_in_flight gauge\n# HELP qbench_in_flight Requests on the wire or due when the last interval ended.\n");
+        out.push_str(&format!("qbench_in_flight{{{base}}} {}\n", l.in_flight));
+        out.push_str("# TYPE qbench_runs_ended gauge\n# HELP qbench_runs_ended Runs of this command that have ended.\n");
+        out.push_str(&format!("qbench_runs_ended{{{base}}} {}\n", l.runs_done));
+        out.push_str("# TYPE qbench_latency_seconds histogram\n# HELP qbench_latency_seconds Object latency (request sent to last byte) of the current run.\n");
+        for le in BUCKETS {
+            let n = l.latency.count_at_or_below((le * 1e6).round() as u64);
+            out.push_str(&format!(
+                "qbench_latency_seconds_bucket{{le=\"{le}\",{base}}} {n}\n"
+            ));
+        }
+        let count = l.latency.len();
+        out.push_str(&format!(
+            "qbench_latency_seconds_bucket{{le=\"+Inf\",{base}}} {count}\n"
+        ));
+        out.push_str(&format!("qbench_latency_seconds_count{{{base}}} {count}\n"));
+        out.push_str(&format!(
+            "qbench_latency_seconds_sum{{{base}}} {}\n",
+            l.latency.sum_us() / 1e6
+        ));
+        out.push_str("# EOF\n");
+        out
+    }
+
+    /// Serves `listener` until the task is dropped.
+    pub async fn serve(self: Arc<Self>, listener: TcpListener) {
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                // Out of descriptors, say: try again shortly rather than spin.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            };
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                drop(stream);
+                continue;
+            };
+            let me = self.clone();
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(HEAD_TIMEOUT * 2, me.answer(stream)).await;
+                drop(slot);
+            });
+        }
+    }
+
+    /// One request, answered and closed: `GET /metrics` (or `/`), else 404.
+    async fn answer(&self, mut s: TcpStream) -> std::io::Result<()> {
+        let mut head = Vec::with_capacity(512);
+        let mut buf = [0u8; 1024];
+        let read = async {
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD {
+                let n = s.read(&mut buf).await?;
+                if n == 0 {
+                    break;
+                }
+                head.extend_from_slice(&buf[..n]);
+            }
+            Ok::<_, std::io::Error>(())
+        };
+        tokio::time::timeout(HEAD_TIMEOUT, read)
+            .await
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
+        let line = String::from_utf8_lossy(&head);
+        let mut words = line.split_whitespace();
+        let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+        let path = path.split('?').next().unwrap_or("");
+        let (status, ctype, body) = match (method, path) {
+            ("GET", "/metrics" | "/") => {
+                let generation = self.generation.load(Ordering::SeqCst);
+                let body = self.render();
+                self.served.store(generation, Ordering::SeqCst);
+                self.scrapes.fetch_add(1, Ordering::SeqCst);
+                (
+                    "200 OK",
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    body,
+                )
+            }
+            _ => ("404 Not Found", "text/plain", "GET /metrics\n".to_string()),
+        };
+        let response = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(response.as_bytes()).await?;
+        s.shutdown().await
+    }
+
+    /// After the last run: when something has scraped before, waits (at most
+    /// `FINAL_SCRAPE_WAIT`, or until a stopping signal comes) for a scrape of the final counts,
+    /// so that the monitoring stack holds what the report holds.
+    pub async fn final_scrape(&self) {
+        if self.scrapes.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let last = self.generation.load(Ordering::SeqCst);
+        let deadline = tokio::time::Instant::now() + FINAL_SCRAPE_WAIT;
+        while self.served.load(Ordering::SeqCst) < last
+            && tokio::time::Instant::now() < deadline
+            && qbench_engine::setup::interrupt::untaken().is_none()
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Binds `addr` for `--metrics-listen`; a failure names the flag.
+pub async fn bind(addr: std::net::SocketAddr) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("--metrics-listen: cannot listen on {addr}"))
+}

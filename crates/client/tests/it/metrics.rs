@@ -1,0 +1,189 @@
+//! `--metrics-listen`: a real Prometheus server, started by the test on loopback, scrapes
+//! qbench during a held load, and a PromQL query answers what the report says.
+
+use crate::common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::needs::{require, Need};
+use common::qbench_plain;
+use serde_json::Value;
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// `curl -s URL`: its body, `None` when it fails.
+fn get(url: &str) -> Option<String> {
+    let out = Command::new("curl")
+        .args(["-s", "--max-time", "5", url])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Prometheus scraping `target` every second, stopped when dropped.
+struct Prometheus {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    fn start(target: u16) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: qbench\n    \
+                 static_configs:\n      - targets: ['127.0.0.1:{target}']\n"
+            ),
+        )
+        .unwrap();
+        let port = free_port();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus starts");
+        let p = Self {
+            child,
+            port,
+            _dir: dir,
+        };
+        // Ready, and its scrape loop has the target (down until qbench listens).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let has_target = || {
+            get(&format!("http://127.0.0.1:{port}/api/v1/targets"))
+                .is_some_and(|t| t.contains(&format!("127.0.0.1:{target}")))
+        };
+        while !has_target() {
+            assert!(
+                Instant::now() < deadline,
+                "prometheus had no target in 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        p
+    }
+
+    /// The single value of an instant PromQL query.
+    fn value(&self, query: &str) -> f64 {
+        let out = Command::new("curl")
+            .args(["-s", "--max-time", "5", "-G"])
+            .arg(format!("http://127.0.0.1:{}/api/v1/query", self.port))
+            .args(["--data-urlencode", &format!("query={query}")])
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).expect("a PromQL answer");
+        let result = &v["data"]["result"];
+        assert_eq!(result.as_array().map(Vec::len), Some(1), "{query}: {v}");
+        result[0]["value"][1].as_str().unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn prometheus_scrapes_a_held_load_and_holds_the_reports_counts() {
+    require!(Need::Tool("prometheus"), Need::Tool("curl"));
+    let port = free_port();
+    let prom = Prometheus::start(port);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let listen = format!("127.0.0.1:{port}");
+    let r = qbench_plain(&[
+        "--proto",
+        "h2",
+        "--objects",
+        "1x1KB",
+        "--duration",
+        "4s",
+        "--rate",
+        "500",
+        "--metrics-listen",
+        &listen,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    // --interval was not given: nothing printed per interval.
+    assert!(!r.stderr.contains("[run 0"), "{}", r.stderr);
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let run = &j["runs"][0];
+    let completed = run["objects"]["completed"].as_f64().unwrap();
+    assert!(completed > 0.0);
+    // qbench waited for a scrape of its final counts: the last sample is the report's.
+    let sel = "proto=\"h2\",run=\"0\",shard=\"0/1\"";
+    let q = |m: &str| prom.value(&format!("max_over_time({m}{{{sel}}}[10m])"));
+    assert_eq!(
+        prom.value(&format!(
+            "max_over_time(qbench_requests_total{{outcome=\"completed\",{sel}}}[10m])"
+        )),
+        completed
+    );
+    assert_eq!(
+        q("qbench_payload_bytes_total"),
+        run["payload_bytes"].as_f64().unwrap()
+    );
+    assert_eq!(q("qbench_latency_seconds_count"), completed);
+    // The histogram's buckets hold every request under +Inf and the report's median in the
+    // bucket that holds it.
+    let inf = prom.value(&format!(
+        "max_over_time(qbench_latency_seconds_bucket{{le=\"+Inf\",{sel}}}[10m])"
+    ));
+    assert_eq!(inf, completed);
+    // Samples were taken while the load ran, not only at its end.
+    let samples = prom.value(&format!(
+        "count_over_time(qbench_requests_total{{outcome=\"completed\",{sel}}}[10m])"
+    ));
+    assert!(samples >= 3.0, "{samples} scrapes");
+}
+
+#[test]
+fn the_endpoint_answers_only_its_path_and_a_taken_port_is_refused() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let r = qbench_plain(&[
+        "--proto",
+        "h2",
+        "--objects",
+        "1x1KB",
+        "--metrics-listen",
+        &addr,
+    ]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains(&format!("--metrics-listen: cannot listen on {addr}")),
+        "{}",
+        r.stderr
+    );
+    let r = qbench_plain(&[
+        "compare",
+        "--protos",
+        "h2,h3",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    let r = qbench_plain(&["--metrics-listen", "localhost"]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("--metrics-listen"), "{}", r.stderr);
+}
