@@ -8,9 +8,14 @@ use qbench::flags::cli::{Cli, Command};
 fn compare(args: qbench::flags::cli::CompareArgs) -> anyhow::Result<()> {
     let plan = qbench::commands::compare::Plan::from_args(args)?;
     let command: Vec<String> = std::env::args().collect();
-    match qbench::commands::compare::run_blocking(&plan, command)?.1 {
-        Some(e) => Err(anyhow::anyhow!(e)),
-        None => Ok(()),
+    let (report, error) = qbench::commands::compare::run_blocking(&plan, command)?;
+    match (
+        error,
+        qbench_core::report::thresholds::failed_line(&report.thresholds),
+    ) {
+        (Some(e), _) => Err(anyhow::anyhow!(e)),
+        (None, Some(t)) => Err(qbench::flags::gate::ThresholdsFailed(t).into()),
+        (None, None) => Ok(()),
     }
 }
 

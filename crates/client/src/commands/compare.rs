@@ -37,6 +37,8 @@ pub struct Plan {
     pub steal_threshold: f64,
     pub discard_noisy: bool,
     pub outputs: Outputs,
+    /// `--fail-if a-worse>P%|b-worse>P%`.
+    pub thresholds: Vec<qbench_core::spec::threshold::Threshold>,
 }
 
 impl Plan {
@@ -80,6 +82,7 @@ impl Plan {
             plan.steal_threshold = t;
         }
         plan.discard_noisy = args.judge.discard_noisy;
+        plan.thresholds.clone_from(&args.run.gate.fail_if);
         qbench_engine::transport::tls::log_keys_to(args.run.keylog.as_deref())?;
         if let Some(w) = plan.out_of_reach() {
             let flag = match plan.auto {
@@ -172,6 +175,7 @@ impl Plan {
             steal_threshold: STEAL_THRESHOLD_PCT,
             discard_noisy: false,
             outputs,
+            thresholds: Vec::new(),
         })
     }
 }
@@ -238,6 +242,8 @@ impl Rounds {
         });
         r.aborted.clone_from(&self.aborted);
         r.discarded.clone_from(&self.discarded);
+        r.thresholds =
+            qbench_core::report::thresholds::judge_comparison(&plan.thresholds, &r.comparison);
         Ok(r)
     }
 }

@@ -113,6 +113,12 @@ pub struct RunPlan {
 impl RunPlan {
     pub fn from_args(args: &RunArgs) -> Result<Self, ConfigError> {
         args.load.check(args.json_stream.is_some())?;
+        if let Some(t) = args.gate.fail_if.iter().find(|t| t.metric.of_comparison()) {
+            return Err(bad(
+                "--fail-if",
+                format!("`{t}` judges a comparison (qbench compare), not a single benchmark"),
+            ));
+        }
         args.apps
             .check(args.objects.is_some(), !args.urls.is_empty())?;
         let mut spec = args.spec();

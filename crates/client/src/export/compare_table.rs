@@ -25,6 +25,13 @@ pub fn table(r: &CompareReport) -> String {
     out.push_str(&noise_line(r));
     out.push_str(&losses_line(r));
     out.push_str(&verdict_line(r));
+    for t in &r.thresholds {
+        out.push_str(&format!(
+            "  {:<20}{}\n",
+            "fail-if",
+            super::text::gate_line(t)
+        ));
+    }
     out.push_str(&side_notes(r));
     out
 }

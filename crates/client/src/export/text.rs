@@ -471,16 +471,20 @@ pub fn summary(report: &Report, headline: &str) -> String {
     out
 }
 
-/// Each `--fail-if` condition: what the report held for it, and FAILED or met.
+/// Each `--fail-if` condition: what the report held for it, and FAILED or passed.
 fn gate_lines(report: &Report, line: &mut dyn FnMut(&str, String)) {
-    use qbench_core::report::thresholds::shown;
     for t in &report.thresholds {
-        let seen = t
-            .observed
-            .map_or("no value to check".into(), |v| shown(v, &t.unit));
-        let verdict = if t.failed { "FAILED" } else { "passed" };
-        line("fail-if", format!("{}: {seen}, {verdict}", t.condition));
+        line("fail-if", gate_line(t));
     }
+}
+
+/// `p99>50ms: 41.230 ms, passed`.
+pub(crate) fn gate_line(t: &qbench_core::report::thresholds::ThresholdOutcome) -> String {
+    let seen = t.observed.map_or("no value to check".into(), |v| {
+        qbench_core::report::thresholds::shown(v, &t.unit)
+    });
+    let verdict = if t.failed { "FAILED" } else { "passed" };
+    format!("{}: {seen}, {verdict}", t.condition)
 }
 
 fn insecure_line(report: &Report, line: &mut dyn FnMut(&str, String)) {

@@ -431,13 +431,26 @@ impl RunArgs {
                 "serves a single benchmark's counts (qbench without a subcommand), not {command}'s"
             ),
         )?;
-        qbench_engine::plan::error::usage(
-            self.gate.fail_if.is_empty(),
-            "--fail-if",
-            format!(
-                "judges a single benchmark's report (qbench without a subcommand), not {command}'s"
+        // A comparison is judged by how much worse a side is; a single benchmark's figures
+        // by themselves.
+        let wrong = self
+            .gate
+            .fail_if
+            .iter()
+            .find(|t| command != "compare" || !t.metric.of_comparison());
+        match wrong {
+            Some(t) if command == "compare" => qbench_engine::plan::error::usage(
+                false,
+                "--fail-if",
+                format!("`{t}` judges a single benchmark's report; compare takes a-worse>P% or b-worse>P%"),
             ),
-        )
+            Some(_) => qbench_engine::plan::error::usage(
+                false,
+                "--fail-if",
+                format!("judges a single benchmark's report or a comparison, not {command}'s"),
+            ),
+            None => Ok(()),
+        }
     }
 
     /// What these flags measure.

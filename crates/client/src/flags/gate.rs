@@ -10,11 +10,13 @@ pub const THRESHOLD_EXIT: u8 = 3;
 
 #[derive(Debug, Clone, Args)]
 pub struct GateArgs {
-    /// Fail (exit status 3) when this holds on the final report: METRIC OP VALUE with OP one of
-    /// >, >=, <, <=. Metrics: p50, p90, p99, p999, max, mean (object latency), ttfb.p99 and
-    /// > the like, errors (a count, or a percentage of objects), rate (objects/s), goodput
-    /// > (bit/s), plt, handshake (medians over runs). E.g. p99>50ms, errors>0.1%, rate<19000.
-    /// > Repeatable; the report records each with what it saw
+    /// Fail (exit status 3) when this holds on the final report: METRIC OP VALUE, OP one of
+    /// `>`, `>=`, `<`, `<=`. Metrics: p50, p90, p99, p999, max, mean (object latency),
+    /// ttfb.p99 and the like, errors (a count, or a percentage of objects), rate (objects/s),
+    /// goodput (bit/s), plt, handshake (medians over runs); e.g. p99>50ms, errors>0.1%,
+    /// rate<19000. For compare: b-worse>P% (or a-worse), B significantly worse than A (the
+    /// verdict) by more than P% of A by --metric. Repeatable; the report records each with
+    /// what it saw
     #[arg(long = "fail-if", value_name = "EXPR", value_parser = parse_threshold)]
     pub fail_if: Vec<Threshold>,
 }

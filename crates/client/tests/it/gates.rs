@@ -191,3 +191,68 @@ fn bad_conditions_and_commands_that_do_not_judge_them_are_refused() {
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(out.stderr.contains("--fail-if"), "{}", out.stderr);
 }
+
+#[test]
+fn compare_fails_when_a_side_is_significantly_worse_by_more_than_the_limit() {
+    // One request at a time against 256 at once: B is the slower side by construction.
+    let r = qbench(&[
+        "compare",
+        "--protos",
+        "h2,h2",
+        "--b.streams",
+        "1",
+        "--objects",
+        "100x1KB",
+        "--rounds",
+        "6",
+        "--fail-if",
+        "b-worse>5%",
+        "--fail-if",
+        "a-worse>0%",
+    ]);
+    assert_eq!(r.code, Some(3), "{}", r.stderr);
+    let last = r.stderr.trim_end().lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("error: --fail-if: b-worse>5% (observed "),
+        "{}",
+        r.stderr
+    );
+    let j = r.json.as_ref().unwrap();
+    assert_eq!(
+        j["comparison"]["verdict"], "a_faster",
+        "{}",
+        j["comparison"]
+    );
+    let b = outcome(j, "b-worse>5%");
+    assert_eq!(
+        (&b["failed"], &b["unit"]),
+        (&Value::Bool(true), &Value::from("%"))
+    );
+    let worse = b["observed"].as_f64().unwrap();
+    assert!(worse > 5.0, "{worse}");
+    let a = outcome(j, "a-worse>0%");
+    assert_eq!(
+        (a["failed"].as_bool(), a["observed"].as_f64()),
+        (Some(false), Some(-worse))
+    );
+    assert!(
+        r.stderr.contains("fail-if             b-worse>5%: "),
+        "{}",
+        r.stderr
+    );
+
+    // Each kind of condition where it belongs.
+    let out = qbench_plain(&["--fail-if", "b-worse>5%"]);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("judges a comparison"), "{}", out.stderr);
+    let out = qbench_plain(&["compare", "--protos", "h2,h3", "--fail-if", "p99>1s"]);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("compare takes a-worse>P% or b-worse>P%"),
+        "{}",
+        out.stderr
+    );
+    let out = qbench_plain(&["compete", "--flows", "h2:1", "--fail-if", "b-worse>5%"]);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+}

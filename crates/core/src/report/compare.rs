@@ -245,6 +245,10 @@ pub struct CompareReport {
     pub aborted: Option<String>,
     pub a: Report,
     pub b: Report,
+    /// With `--fail-if a-worse>P%|b-worse>P%`: each condition, what it saw, whether it failed
+    /// (the command then exits with status 3).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<crate::report::thresholds::ThresholdOutcome>,
 }
 
 impl CompareReport {
@@ -270,6 +274,7 @@ impl CompareReport {
             comparison,
             a,
             b,
+            thresholds: Vec::new(),
         }
     }
 }

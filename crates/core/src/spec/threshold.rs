@@ -63,6 +63,18 @@ pub enum Metric {
     Plt,
     /// Handshake time, the median over runs.
     Handshake,
+    /// `compare`: B is worse than A by the comparison's metric, significantly (the verdict),
+    /// by this many percent of A or more (the effect's estimate).
+    BWorse,
+    /// `compare`: A is worse than B, likewise.
+    AWorse,
+}
+
+impl Metric {
+    /// Judged on a comparison (`compare`), not on a single benchmark's report.
+    pub fn of_comparison(self) -> bool {
+        matches!(self, Self::BWorse | Self::AWorse)
+    }
 }
 
 /// The comparison that fails the command when it holds.
@@ -116,7 +128,7 @@ impl Threshold {
         match self.metric {
             Metric::Latency(_) | Metric::Ttfb(_) | Metric::Plt | Metric::Handshake => "us",
             Metric::Errors => "errors",
-            Metric::ErrorShare => "%",
+            Metric::ErrorShare | Metric::BWorse | Metric::AWorse => "%",
             Metric::Rate => "objects/s",
             Metric::Goodput => "bit/s",
         }
@@ -133,7 +145,7 @@ impl fmt::Display for Threshold {
 pub enum ThresholdError {
     #[error("`{0}`: write METRIC OP VALUE with OP one of >, >=, <, <= (e.g. p99>50ms)")]
     NoOp(String),
-    #[error("`{0}`: unknown metric `{1}` (use p50, p90, p99, p999, max, mean, ttfb.p99 and the like, errors, rate, goodput, plt, handshake)")]
+    #[error("`{0}`: unknown metric `{1}` (use p50, p90, p99, p999, max, mean, ttfb.p99 and the like, errors, rate, goodput, plt, handshake; for compare a-worse, b-worse)")]
     Metric(String, String),
     #[error("`{0}`: `{1}` is not a time (e.g. 50ms, 2s)")]
     Time(String, String),
@@ -141,6 +153,8 @@ pub enum ThresholdError {
     Rate(String, String),
     #[error("`{0}`: `{1}` is not a number, or a percentage with errors")]
     Number(String, String),
+    #[error("`{0}`: a-worse and b-worse take > or >= and a percentage (e.g. b-worse>5%)")]
+    Worse(String),
 }
 
 fn metric(expr: &str, name: &str) -> Result<Metric, ThresholdError> {
@@ -152,6 +166,8 @@ fn metric(expr: &str, name: &str) -> Result<Metric, ThresholdError> {
         "goodput" => Metric::Goodput,
         "plt" => Metric::Plt,
         "handshake" => Metric::Handshake,
+        "b-worse" => Metric::BWorse,
+        "a-worse" => Metric::AWorse,
         n => {
             let (family, fig) = match n.split_once('.') {
                 Some(("latency", f)) => (Metric::Latency as fn(Figure) -> Metric, f),
@@ -213,6 +229,13 @@ impl FromStr for Threshold {
                 .map(|r| r.0 as f64)
                 .map_err(|_| ThresholdError::Rate(text.clone(), value.into()))?,
             Metric::Rate => number(value.strip_suffix("/s").unwrap_or(value))?,
+            Metric::BWorse | Metric::AWorse => {
+                let pct = value.strip_suffix('%').map(str::trim);
+                match (op, pct) {
+                    (Op::Above | Op::AtLeast, Some(p)) => number(p)?,
+                    _ => return Err(ThresholdError::Worse(text.clone())),
+                }
+            }
             Metric::Errors | Metric::ErrorShare => match value.strip_suffix('%') {
                 Some(p) => {
                     metric = Metric::ErrorShare;
@@ -245,6 +268,8 @@ impl Metric {
             Self::Goodput => "goodput".into(),
             Self::Plt => "plt".into(),
             Self::Handshake => "handshake".into(),
+            Self::BWorse => "b-worse".into(),
+            Self::AWorse => "a-worse".into(),
         }
     }
 }
@@ -293,6 +318,13 @@ mod tests {
         assert_eq!(t("handshake<=100ms").op, Op::AtMost);
         assert_eq!(t("P99>1ms").metric.name(), "p99");
         assert_eq!(t("ttfb.p999>1ms").metric.name(), "ttfb.p999");
+        let w = t("b-worse>5%");
+        assert_eq!(
+            (w.metric, w.op, w.limit, w.unit()),
+            (Metric::BWorse, Op::Above, 5.0, "%")
+        );
+        assert!(w.metric.of_comparison() && !t("p99>1s").metric.of_comparison());
+        assert_eq!(t("a-worse>=0%").metric, Metric::AWorse);
     }
 
     #[test]
@@ -311,6 +343,8 @@ mod tests {
             ("rate<-1", "not a number"),
             ("errors>150%", "not a number"),
             ("errors>NaN", "not a number"),
+            ("b-worse<5%", "take > or >="),
+            ("b-worse>5", "take > or >="),
         ] {
             let e = bad.parse::<Threshold>().unwrap_err().to_string();
             assert!(e.contains(says), "{bad}: {e}");
