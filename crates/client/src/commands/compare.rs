@@ -243,7 +243,7 @@ impl Rounds {
         r.aborted.clone_from(&self.aborted);
         r.discarded.clone_from(&self.discarded);
         r.thresholds =
-            qbench_core::report::thresholds::judge_comparison(&plan.thresholds, &r.comparison);
+            qbench_core::report::compare::judge_comparison(&plan.thresholds, &r.comparison);
         Ok(r)
     }
 }

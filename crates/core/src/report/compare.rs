@@ -5,7 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::report::thresholds::ThresholdOutcome;
 use crate::report::{Report, RunReport};
+use crate::spec::threshold::{Metric as ThresholdMetric, Threshold};
 use crate::stats::effect::{assess, Effect, Test};
 use crate::stats::metric::Metric;
 use crate::stats::rounds::{AutoRounds, Stopped};
@@ -248,7 +250,7 @@ pub struct CompareReport {
     /// With `--fail-if a-worse>P%|b-worse>P%`: each condition, what it saw, whether it failed
     /// (the command then exits with status 3).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub thresholds: Vec<crate::report::thresholds::ThresholdOutcome>,
+    pub thresholds: Vec<ThresholdOutcome>,
 }
 
 impl CompareReport {
@@ -279,9 +281,48 @@ impl CompareReport {
     }
 }
 
+/// `compare`'s conditions: how much worse a side is, in percent of A by the comparison's
+/// metric (the effect's estimate, else the difference of means), and whether the verdict says
+/// it is significantly worse: only then can the condition hold.
+pub fn judge_comparison(thresholds: &[Threshold], c: &Comparison) -> Vec<ThresholdOutcome> {
+    // Both are positive when B is better.
+    let better = c.effect.as_ref().and_then(|e| e.rel_pct).or(c.diff_pct);
+    thresholds
+        .iter()
+        .map(|t| {
+            let (worse, significant) = match t.metric {
+                ThresholdMetric::BWorse => (better.map(|b| -b), c.verdict == Verdict::AFaster),
+                _ => (better, c.verdict == Verdict::BFaster),
+            };
+            let failed = worse.is_none_or(|w| significant && t.op.holds(w, t.limit));
+            crate::report::thresholds::outcome(t, worse, failed)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_side_is_worse_only_when_the_verdict_says_so() {
+        let t: Vec<Threshold> = ["b-worse>5%", "a-worse>0%", "b-worse>50%"]
+            .iter()
+            .map(|e| e.parse().unwrap())
+            .collect();
+        let a: Vec<f64> = (0..10).map(|i| 1000.0 + f64::from(i)).collect();
+        let b: Vec<f64> = (0..10).map(|i| 1200.0 + f64::from(i)).collect();
+        let c = Comparison::of_samples(&a, &b, Metric::Plt, Test::MannWhitney);
+        assert_eq!(c.verdict, Verdict::AFaster);
+        let o = judge_comparison(&t, &c);
+        let worse = o[0].observed.unwrap();
+        assert!((15.0..25.0).contains(&worse), "{worse}");
+        assert!(o[0].failed && !o[1].failed && !o[2].failed, "{o:?}");
+        assert_eq!(o[1].observed, Some(-worse));
+        // Too few values for a verdict: however far apart, not significantly worse.
+        let c = Comparison::of_samples(&a[..2], &b[..2], Metric::Plt, Test::MannWhitney);
+        assert!(judge_comparison(&t, &c).iter().all(|o| !o.failed));
+    }
 
     #[test]
     fn verdicts() {

@@ -2,7 +2,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::compare::{Comparison, Verdict};
 use crate::report::{Report, RunReport, Summary};
 use crate::spec::threshold::{Figure, Metric, Threshold};
 use crate::PercentileSummary;
@@ -61,26 +60,7 @@ pub fn observed(metric: Metric, summary: &Summary, runs: &[RunReport]) -> Option
     }
 }
 
-/// `compare`'s conditions: how much worse a side is, in percent of A by the comparison's
-/// metric (the effect's estimate, else the difference of means), and whether the verdict says
-/// it is significantly worse: only then can the condition hold.
-pub fn judge_comparison(thresholds: &[Threshold], c: &Comparison) -> Vec<ThresholdOutcome> {
-    // Both are positive when B is better.
-    let better = c.effect.as_ref().and_then(|e| e.rel_pct).or(c.diff_pct);
-    thresholds
-        .iter()
-        .map(|t| {
-            let (worse, significant) = match t.metric {
-                Metric::BWorse => (better.map(|b| -b), c.verdict == Verdict::AFaster),
-                _ => (better, c.verdict == Verdict::BFaster),
-            };
-            let failed = worse.is_none_or(|w| significant && t.op.holds(w, t.limit));
-            outcome(t, worse, failed)
-        })
-        .collect()
-}
-
-fn outcome(t: &Threshold, observed: Option<f64>, failed: bool) -> ThresholdOutcome {
+pub(crate) fn outcome(t: &Threshold, observed: Option<f64>, failed: bool) -> ThresholdOutcome {
     ThresholdOutcome {
         condition: t.text.clone(),
         metric: t.metric.name(),
@@ -161,36 +141,6 @@ mod tests {
         let line = failed_line(&o).unwrap();
         assert!(line.starts_with("p50>1ms (observed "), "{line}");
         assert!(!line.contains("max<=4ms"), "{line}");
-    }
-
-    #[test]
-    fn a_side_is_worse_only_when_the_verdict_says_so() {
-        let t: Vec<Threshold> = ["b-worse>5%", "a-worse>0%", "b-worse>50%"]
-            .iter()
-            .map(|e| e.parse().unwrap())
-            .collect();
-        let a: Vec<f64> = (0..10).map(|i| 1000.0 + f64::from(i)).collect();
-        let b: Vec<f64> = (0..10).map(|i| 1200.0 + f64::from(i)).collect();
-        let c = Comparison::of_samples(
-            &a,
-            &b,
-            crate::stats::metric::Metric::Plt,
-            crate::stats::effect::Test::MannWhitney,
-        );
-        assert_eq!(c.verdict, Verdict::AFaster);
-        let o = judge_comparison(&t, &c);
-        let worse = o[0].observed.unwrap();
-        assert!((15.0..25.0).contains(&worse), "{worse}");
-        assert!(o[0].failed && !o[1].failed && !o[2].failed, "{o:?}");
-        assert_eq!(o[1].observed, Some(-worse));
-        // Too few values for a verdict: however far apart, not significantly worse.
-        let c = Comparison::of_samples(
-            &a[..2],
-            &b[..2],
-            crate::stats::metric::Metric::Plt,
-            crate::stats::effect::Test::MannWhitney,
-        );
-        assert!(judge_comparison(&t, &c).iter().all(|o| !o.failed));
     }
 
     #[test]
