@@ -43,6 +43,8 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 # --metrics-listen is scraped by a real Prometheus server, queried with curl.
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
+# The live view (--tui) is read from a real terminal: a tmux pane.
+command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 # Offloads turned off (the environment's warnings) with ethtool.
 command -v ethtool >/dev/null 2>&1 || [ -x /usr/sbin/ethtool ] || missing+=(ethtool)
 # Key logs are checked by decrypting a loopback capture with tshark.

@@ -223,6 +223,14 @@ impl Recorder {
         let start = o.intended.unwrap_or(o.sent);
         let iv = &mut self.interval;
         iv.bytes += o.body_bytes;
+        if let Some(h) = o.headers {
+            iv.ttfb.record(h.saturating_sub(o.sent));
+        }
+        if let Some(i) = o.intended {
+            iv.lag
+                .get_or_insert_with(LatencyHistogram::new)
+                .record(o.sent.saturating_sub(i));
+        }
         match &o.error {
             None => {
                 iv.completed += 1;

@@ -318,7 +318,8 @@ fn progress(plan: &Plan, a: &Side<'_>, b: &Side<'_>) -> Progress {
     let rounds = u64::from(plan.rounds);
     let rounds_of = |per_side: u64| per_side.saturating_mul(2 * rounds);
     let objects = (a.objects() + b.objects()) * rounds;
-    let bytes = |side: &Side<'_>, cfg| crate::commands::run::expected_bytes(cfg, side.objects());
+    let bytes =
+        |side: &Side<'_>, cfg| crate::export::live_outputs::expected_bytes(cfg, side.objects());
     match (&plan.a.spec().load, bytes(a, &plan.a), bytes(b, &plan.b)) {
         (Some(l), _, _) => Progress::time(rounds_of(l.duration.as_millis() as u64)),
         (None, Some(x), Some(y)) => {

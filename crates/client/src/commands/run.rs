@@ -1,7 +1,7 @@
 //! The benchmark command: one configuration, `--runs` times, then the report.
 
+use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -9,13 +9,12 @@ use qbench_core::report::ccstate::StateMachine;
 use qbench_core::report::telemetry::Timeline;
 use qbench_core::{ErrorKind, Recorder, Report, ReportMeta};
 
-use crate::export::metrics::{Labels, Metrics};
+use crate::export::live_outputs::{progress, LiveOutputs};
 use crate::export::progress::Progress;
-use crate::export::stream::IntervalOut;
 use crate::export::text::summary;
 use crate::export::{print_text, write_json, write_text, Dest};
 use crate::flags::cli::{Outputs, RunArgs};
-use crate::flags::gate::ThresholdsFailed;
+use crate::flags::gate::{Shown, ThresholdsFailed};
 use qbench_core::report::thresholds::{failed_line, judge};
 use qbench_core::spec::threshold::Threshold;
 use qbench_engine::drive::runner::abort_reason;
@@ -106,8 +105,11 @@ pub struct RunPlan {
     pub thresholds: Vec<Threshold>,
     /// `--metrics-listen`.
     pub metrics: Option<std::net::SocketAddr>,
-    /// `--interval` given: its lines are printed (`--metrics-listen` ticks intervals too).
+    /// Interval lines are printed: `--interval` given, or `--tui` off a terminal
+    /// (`--metrics-listen` and the live view tick intervals too).
     pub print_intervals: bool,
+    /// The live view is shown (`--tui`, or a held load on a terminal).
+    pub tui: bool,
 }
 
 impl RunPlan {
@@ -122,8 +124,19 @@ impl RunPlan {
         args.apps
             .check(args.objects.is_some(), !args.urls.is_empty())?;
         let mut spec = args.spec();
-        if args.live.metrics_listen.is_some() && spec.interval.is_none() {
-            // The counts served are added up interval by interval.
+        let outputs = args.outputs();
+        let stdout_data = outputs.takes_stdout() || args.json_stream.as_deref() == Some("-");
+        let shown = args.live.shown(
+            spec.load.is_some(),
+            args.load.interval.is_some(),
+            stdout_data,
+            (
+                std::io::stdout().is_terminal(),
+                std::io::stderr().is_terminal(),
+            ),
+        );
+        if (args.live.metrics_listen.is_some() || shown != Shown::Bar) && spec.interval.is_none() {
+            // The counts served and shown are added up interval by interval.
             spec.interval = Some(Duration::from_secs(1));
         }
         let shard = args.fleet.shard()?;
@@ -131,7 +144,6 @@ impl RunPlan {
         let cfg = Config::new(spec, &args.target(), args.link_choice())?;
         let barrier = args.fleet.barrier()?;
         qbench_engine::setup::fds::check(&[&cfg])?;
-        let outputs = args.outputs();
         if outputs.state_graph.is_some() {
             check_telemetry("--state-graph", &cfg)?;
         }
@@ -151,7 +163,8 @@ impl RunPlan {
             barrier,
             thresholds: args.gate.fail_if.clone(),
             metrics: args.live.metrics_listen,
-            print_intervals: args.load.interval.is_some(),
+            print_intervals: shown == Shown::Lines,
+            tui: shown == Shown::View,
         })
     }
 }
@@ -236,12 +249,17 @@ pub async fn run(
             });
         }
     };
-    let bar = progress(plan, &side);
-    let metrics = match plan.metrics {
-        Some(addr) => Some(serve_metrics(plan, &side, addr).await?),
-        None => None,
-    };
-    let run_index = stream_intervals(plan, &mut side, metrics.as_ref().map(|m| m.0.clone()))?;
+    let bar = progress(&plan.cfg, &side);
+    let title = headline(&plan.cfg, &side);
+    let live = LiveOutputs::start(
+        &plan.cfg,
+        &mut side,
+        plan.outputs.json_stream.as_deref(),
+        plan.print_intervals,
+        plan.metrics,
+        plan.tui.then_some(title),
+    )
+    .await?;
     let mut aborted = None;
     if let Some(b) = &plan.barrier {
         tokio::select! {
@@ -254,13 +272,14 @@ pub async fn run(
             plan,
             &mut side,
             &bar,
-            &run_index,
+            &live.run_index,
             json.as_ref(),
             &mut signals,
         )
         .await?;
     }
     bar.finish_and_clear();
+    live.close_view();
     side.finish().await;
     let expected = plan.cfg.spec().runs as usize;
     let last = |when: &str| interrupt::take().map(|sig| Interrupted::new(sig, when).to_string());
@@ -294,9 +313,7 @@ pub async fn run(
         }
     }
     written?;
-    if let Some((m, _)) = &metrics {
-        m.final_scrape().await;
-    }
+    live.final_scrape().await;
     let rewritable = json
         .as_ref()
         .and_then(Dest::rewritable)
@@ -338,98 +355,6 @@ async fn open_side<'a>(
         side.log_requests(qbench_engine::drive::reqlog::RequestLog::create(path)?);
     }
     Ok(Ok(side))
-}
-
-/// A held load's bar counts time; a workload of known sizes, payload bytes; any other
-/// (URLs, a page, a video), objects.
-fn progress(plan: &RunPlan, side: &Side<'_>) -> Progress {
-    let spec = plan.cfg.spec();
-    let runs = u64::from(spec.runs);
-    match (&spec.load, spec.interval) {
-        // Interval lines are the live view.
-        (_, Some(_)) => Progress::hidden(),
-        (Some(l), None) => Progress::time((l.duration.as_millis() as u64).saturating_mul(runs)),
-        (None, None) => match expected_bytes(&plan.cfg, side.objects()) {
-            Some(b) => Progress::bytes(b.saturating_mul(runs), side.objects() * runs),
-            None => Progress::objects(side.objects() * runs),
-        },
-    }
-}
-
-/// The payload bytes a run of `objects` of `cfg`'s workload brings, when its sizes are known:
-/// a shard's share of the whole in proportion to its objects.
-pub fn expected_bytes(cfg: &Config, objects: u64) -> Option<u64> {
-    let spec = cfg.spec();
-    if spec.page.is_some() || spec.video.is_some() {
-        return None;
-    }
-    let w = spec.objects.as_ref()?;
-    let (bytes, all) = (w.total_bytes(), w.total_objects());
-    match all {
-        0 => None,
-        n if n == objects => Some(bytes),
-        n => Some((bytes as f64 * objects as f64 / n as f64) as u64),
-    }
-}
-
-/// Live intervals, printed, streamed and added to the served metrics with the index of the
-/// run they belong to; returns that index, for the runs to advance.
-fn stream_intervals(
-    plan: &RunPlan,
-    side: &mut Side<'_>,
-    metrics: Option<Arc<Metrics>>,
-) -> anyhow::Result<Arc<AtomicU32>> {
-    let every = plan.cfg.spec().interval.unwrap_or_default();
-    let out = IntervalOut::open(
-        plan.outputs.json_stream.as_deref(),
-        every,
-        plan.print_intervals,
-    )?;
-    let run_index = Arc::new(AtomicU32::new(0));
-    let index = run_index.clone();
-    side.on_interval(Arc::new(move |r| {
-        let run = index.load(Ordering::Relaxed);
-        if let Some(m) = &metrics {
-            m.add(run, r);
-        }
-        out.emit(run, r)
-    }));
-    Ok(run_index)
-}
-
-/// `--metrics-listen`: the endpoint, served until the returned guard is dropped.
-async fn serve_metrics(
-    plan: &RunPlan,
-    side: &Side<'_>,
-    addr: std::net::SocketAddr,
-) -> anyhow::Result<(Arc<Metrics>, AbortOnDrop)> {
-    let listener = crate::export::metrics::bind(addr).await?;
-    let spec = plan.cfg.spec();
-    let env = &side.meta().environment;
-    let labels = Labels {
-        proto: spec.proto.to_string(),
-        shard: spec
-            .shard
-            .map_or("0/1".into(), |s| format!("{}/{}", s.index, s.count)),
-        run_id: format!(
-            "{}-{}-{}",
-            env.hostname.as_deref().unwrap_or("host"),
-            std::process::id(),
-            side.meta().started_at
-        ),
-    };
-    let m = Metrics::new(labels);
-    let task = tokio::spawn(m.clone().serve(listener));
-    Ok((m, AbortOnDrop(task)))
-}
-
-/// Stops the metrics endpoint with the run.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 async fn run_all(

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
+use qbench_core::histogram::LatencyHistogram;
 use qbench_core::report::live::Live;
 use qbench_core::report::load::IntervalRecord;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -68,12 +69,13 @@ impl Metrics {
         })
     }
 
-    /// Adds interval `r` of run `run`.
-    pub fn add(&self, run: u32, r: &IntervalRecord) {
+    /// Adds interval `r` of run `run`, and the busiest client thread over it.
+    pub fn add(&self, run: u32, r: &IntervalRecord, busiest: Option<(String, f64)>) {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = live.add(run, r) {
             qbench_engine::observe::warn(&format!("warning: --metrics-listen: {e}"));
         }
+        live.busiest = busiest;
         self.generation.fetch_add(1, Ordering::SeqCst);
     }
 
@@ -115,22 +117,36 @@ impl Metrics {
         out.push_str(&format!("qbench_in_flight{{{base}}} {}\n", l.in_flight));
         out.push_str("# TYPE qbench_runs_ended gauge\n# HELP qbench_runs_ended Runs of this command that have ended.\n");
         out.push_str(&format!("qbench_runs_ended{{{base}}} {}\n", l.runs_done));
-        out.push_str("# TYPE qbench_latency_seconds histogram\n# HELP qbench_latency_seconds Object latency (request sent to last byte) of the current run.\n");
-        for le in BUCKETS {
-            let n = l.latency.count_at_or_below((le * 1e6).round() as u64);
+        if let Some((thread, busy)) = &l.busiest {
+            out.push_str("# TYPE qbench_client_busiest_thread_ratio gauge\n# HELP qbench_client_busiest_thread_ratio Share of the last interval the busiest client thread was on a CPU; near 1, the client may set the pace.\n");
             out.push_str(&format!(
-                "qbench_latency_seconds_bucket{{le=\"{le}\",{base}}} {n}\n"
+                "qbench_client_busiest_thread_ratio{{thread=\"{}\",{base}}} {busy}\n",
+                escape(thread)
             ));
         }
-        let count = l.latency.len();
-        out.push_str(&format!(
-            "qbench_latency_seconds_bucket{{le=\"+Inf\",{base}}} {count}\n"
-        ));
-        out.push_str(&format!("qbench_latency_seconds_count{{{base}}} {count}\n"));
-        out.push_str(&format!(
-            "qbench_latency_seconds_sum{{{base}}} {}\n",
-            l.latency.sum_us() / 1e6
-        ));
+        histogram(
+            &mut out,
+            "qbench_latency_seconds",
+            "Object latency (request sent, or due in an open loop, to last byte) of the current run.",
+            &l.latency,
+            &base,
+        );
+        histogram(
+            &mut out,
+            "qbench_ttfb_seconds",
+            "Time to first byte (request sent to response head) of the current run.",
+            &l.ttfb,
+            &base,
+        );
+        if !l.start_lag.is_empty() {
+            histogram(
+                &mut out,
+                "qbench_start_lag_seconds",
+                "Open loop: how late requests of the current run were sent after they were due.",
+                &l.start_lag,
+                &base,
+            );
+        }
         out.push_str("# EOF\n");
         out
     }
@@ -215,6 +231,19 @@ impl Metrics {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// A histogram's series in `BUCKETS`, with its count and sum.
+fn histogram(out: &mut String, name: &str, help: &str, h: &LatencyHistogram, base: &str) {
+    out.push_str(&format!("# TYPE {name} histogram\n# HELP {name} {help}\n"));
+    for le in BUCKETS {
+        let n = h.count_at_or_below((le * 1e6).round() as u64);
+        out.push_str(&format!("{name}_bucket{{le=\"{le}\",{base}}} {n}\n"));
+    }
+    let count = h.len();
+    out.push_str(&format!("{name}_bucket{{le=\"+Inf\",{base}}} {count}\n"));
+    out.push_str(&format!("{name}_count{{{base}}} {count}\n"));
+    out.push_str(&format!("{name}_sum{{{base}}} {}\n", h.sum_us() / 1e6));
 }
 
 /// Binds `addr` for `--metrics-listen`; a failure names the flag.

@@ -16,6 +16,8 @@ mod html_cell;
 mod html_env;
 #[cfg(test)]
 mod html_tests;
+pub mod live_outputs;
+pub mod live_view;
 mod losses;
 pub mod metrics;
 pub mod notes;
@@ -30,6 +32,7 @@ pub mod svg;
 pub mod text;
 #[cfg(test)]
 mod text_tests;
+pub mod tui;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -83,6 +83,8 @@ fn interval(start_ms: u64, end_ms: u64, completed: u64, warmup: bool) -> Interva
         in_flight: 3,
         errors: Default::default(),
         latency: HistogramExport::from(&h),
+        ttfb: None,
+        start_lag: None,
     }
 }
 

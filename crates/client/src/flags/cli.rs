@@ -431,6 +431,13 @@ impl RunArgs {
                 "serves a single benchmark's counts (qbench without a subcommand), not {command}'s"
             ),
         )?;
+        qbench_engine::plan::error::usage(
+            !self.live.tui,
+            "--tui",
+            format!(
+                "shows a single benchmark's live view (qbench without a subcommand), not {command}'s: its bar says which round and side run"
+            ),
+        )?;
         // A comparison is judged by how much worse a side is; a single benchmark's figures
         // by themselves.
         let wrong = self

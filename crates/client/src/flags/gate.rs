@@ -41,4 +41,49 @@ pub struct LiveArgs {
     /// before
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Show the live view (rate, latency percentiles over time, a latency histogram, errors,
+    /// in flight, start lag, the busiest client thread) in the terminal while the runs last,
+    /// redrawn four times a second from 1s intervals; q or Ctrl-C stops the load as SIGINT
+    /// does. Without this flag a held load (--duration) shows it when stdout and stderr are
+    /// terminals and neither --interval nor output to stdout is asked for. When stdout is
+    /// not a terminal, --tui prints a plain line per interval instead
+    #[arg(long, conflicts_with = "no_tui")]
+    pub tui: bool,
+    /// Never show the live view: a held load shows a progress bar on a terminal, as a run of
+    /// objects does
+    #[arg(long)]
+    pub no_tui: bool,
+}
+
+/// How a single benchmark shows its intervals while it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    /// A progress bar, or nothing off a terminal.
+    Bar,
+    /// A line per interval on stderr.
+    Lines,
+    /// The live view.
+    View,
+}
+
+impl LiveArgs {
+    /// `held`: a held load; `interval`: `--interval` given; `stdout_data`: a report or stream
+    /// goes to stdout; `terminals`: whether stdout and stderr are terminals.
+    pub fn shown(
+        &self,
+        held: bool,
+        interval: bool,
+        stdout_data: bool,
+        terminals: (bool, bool),
+    ) -> Shown {
+        let can_view = terminals.0 && !stdout_data;
+        let auto = held && !interval && terminals.0 && terminals.1;
+        match (self.tui, self.no_tui) {
+            (true, _) if can_view => Shown::View,
+            (true, _) => Shown::Lines,
+            (false, false) if auto && can_view => Shown::View,
+            _ if interval => Shown::Lines,
+            _ => Shown::Bar,
+        }
+    }
 }

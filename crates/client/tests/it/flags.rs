@@ -41,6 +41,8 @@ const NOT_IN_SPEC: &[&str] = &[
     "discard-noisy",
     "fail-if",
     "metrics-listen",
+    "tui",
+    "no-tui",
 ];
 
 /// The arguments that make `flag` differ from its default (with what it needs beside it).
@@ -83,6 +85,8 @@ fn sample(flag: &str, page: &str) -> Option<Vec<String>> {
         "hgrm" => &["--hgrm", "h.hgrm"],
         "fail-if" => &["--fail-if", "p99>1s"],
         "metrics-listen" => &["--metrics-listen", "127.0.0.1:0"],
+        "tui" => &["--tui"],
+        "no-tui" => &["--no-tui"],
         "link" => &["--link", "rtt=10ms,rate=20mbit"],
         "link-b" => &["--link", "rtt=10ms", "--link-b", "rtt=30ms"],
         "proxy" => &[

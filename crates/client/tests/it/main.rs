@@ -23,6 +23,7 @@ mod inputs;
 mod keylog;
 mod link;
 mod link_drops;
+mod live_view;
 mod load;
 mod loopback;
 mod manuals;

@@ -143,6 +143,18 @@ fn prometheus_scrapes_a_held_load_and_holds_the_reports_counts() {
         run["payload_bytes"].as_f64().unwrap()
     );
     assert_eq!(q("qbench_latency_seconds_count"), completed);
+    // Every request that completed had a response head; an open loop records how late each
+    // was sent, as the report does (no warm-up here).
+    assert_eq!(
+        q("qbench_ttfb_seconds_count"),
+        run["ttfb"]["count"].as_f64().unwrap()
+    );
+    assert_eq!(
+        q("qbench_start_lag_seconds_count"),
+        run["load"]["lag"]["count"].as_f64().unwrap()
+    );
+    let busy = q("qbench_client_busiest_thread_ratio");
+    assert!((0.0..=1.0).contains(&busy), "{busy}");
     // The histogram's buckets hold every request under +Inf and the report's median in the
     // bucket that holds it.
     let inf = prom.value(&format!(

@@ -1,5 +1,5 @@
 //! What a run has done so far, for a scraper to read while it lasts: the current run's
-//! counts, added up from its intervals. Memory is fixed: one histogram and one counter per
+//! counts, added up from its intervals. Memory is fixed: three histograms and one counter per
 //! error kind, whatever the number of requests or intervals.
 
 use crate::errors::ErrorCounts;
@@ -20,8 +20,14 @@ pub struct Live {
     pub in_flight: u64,
     pub errors: ErrorCounts,
     pub latency: LatencyHistogram,
+    pub ttfb: LatencyHistogram,
+    /// Open loop: how late requests were sent; empty in a closed loop.
+    pub start_lag: LatencyHistogram,
     /// Intervals added so far, over all runs.
     pub intervals: u64,
+    /// The busiest client thread's share of the last interval on a CPU, and its name: near 1,
+    /// the client rather than the server or the link may set the pace.
+    pub busiest: Option<(String, f64)>,
 }
 
 impl Live {
@@ -32,6 +38,7 @@ impl Live {
                 run,
                 runs_done: self.runs_done.saturating_add(run.saturating_sub(self.run)),
                 intervals: self.intervals,
+                busiest: self.busiest.take(),
                 ..Self::default()
             };
         }
@@ -42,6 +49,12 @@ impl Live {
         self.in_flight = r.in_flight;
         self.errors.merge(&r.errors);
         self.latency.merge(&r.latency.histogram()?)?;
+        if let Some(t) = &r.ttfb {
+            self.ttfb.merge(&t.histogram()?)?;
+        }
+        if let Some(l) = &r.start_lag {
+            self.start_lag.merge(&l.histogram()?)?;
+        }
         self.intervals += 1;
         Ok(())
     }
@@ -73,6 +86,8 @@ mod tests {
             in_flight: 7,
             errors: e,
             latency: HistogramExport::from(&h),
+            ttfb: Some(HistogramExport::from(&h)),
+            start_lag: None,
         }
     }
 
@@ -86,6 +101,8 @@ mod tests {
             (15, 2, 15_000, 7)
         );
         assert_eq!(l.latency.len(), 15);
+        assert_eq!(l.ttfb.len(), 15);
+        assert!(l.start_lag.is_empty());
         assert_eq!(l.latency.count_at_or_below(1000), 10);
         assert_eq!(l.errors.total(), 2);
         l.add(1, &interval(1, 500, 0)).unwrap();

@@ -76,6 +76,13 @@ pub struct IntervalRecord {
     pub in_flight: u64,
     pub errors: ErrorCounts,
     pub latency: HistogramExport,
+    /// Time to first byte of the requests that ended in it (absent from reports written
+    /// before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfb: Option<HistogramExport>,
+    /// Open loop: how late the requests that ended in it were sent, after they were due.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_lag: Option<HistogramExport>,
 }
 
 /// One line of `--json-stream`: interval `interval` of run `run`.
@@ -101,6 +108,9 @@ pub(crate) struct IntervalAcc {
     pub(crate) bytes: u64,
     pub(crate) errors: ErrorCounts,
     pub(crate) latency: LatencyHistogram,
+    pub(crate) ttfb: LatencyHistogram,
+    /// Open loop only: a closed loop's requests are never late.
+    pub(crate) lag: Option<LatencyHistogram>,
     /// Requests in it that belong to the warm-up, left out of the run's figures.
     pub(crate) warmup: u64,
 }
@@ -125,6 +135,8 @@ impl IntervalAcc {
             in_flight,
             errors: acc.errors,
             latency: HistogramExport::from(&acc.latency),
+            ttfb: Some(HistogramExport::from(&acc.ttfb)),
+            start_lag: acc.lag.as_ref().map(HistogramExport::from),
         }
     }
 }

@@ -164,6 +164,36 @@ pub fn thread_loads(
         .collect()
 }
 
+/// The busiest client thread between one call of `sample` and the next: a live view's sign
+/// that the client, not what it measures, may set the pace.
+pub struct BusiestThread {
+    last: Vec<ThreadTime>,
+    at: std::time::Instant,
+}
+
+impl BusiestThread {
+    pub fn start() -> Self {
+        Self {
+            last: client_threads(),
+            at: std::time::Instant::now(),
+        }
+    }
+
+    /// The name and share on a CPU of the client thread busiest since the last sample;
+    /// `None` where /proc has no thread figures.
+    pub fn sample(&mut self) -> Option<(String, f64)> {
+        let now = client_threads();
+        let wall = self.at.elapsed();
+        let loads = thread_loads(&self.last, &now, wall);
+        self.last = now;
+        self.at = std::time::Instant::now();
+        loads
+            .into_iter()
+            .max_by(|a, b| a.busy.total_cmp(&b.busy))
+            .map(|t| (t.name, t.busy.min(1.0)))
+    }
+}
+
 /// Clock ticks per second of `/proc/stat` and `/proc/*/stat` (USER_HZ).
 pub fn clock_ticks_per_second() -> u64 {
     // SAFETY: sysconf has no preconditions.

@@ -8,6 +8,91 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 static CLOSED: AtomicBool = AtomicBool::new(false);
 
+/// Lines for the user kept back while a full-screen view owns the terminal, in the order
+/// written, and shown when it ends.
+struct Held {
+    lines: Vec<(Stream, String)>,
+    bytes: usize,
+    /// Lines beyond `HELD_MAX` bytes, not kept.
+    lost: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stream {
+    Out,
+    Err,
+}
+
+/// Bytes of held lines kept: a view that lasts hours with a warning a second cannot grow
+/// memory without end.
+const HELD_MAX: usize = 1 << 20;
+
+static HELD: std::sync::Mutex<Option<Held>> = std::sync::Mutex::new(None);
+
+fn held() -> std::sync::MutexGuard<'static, Option<Held>> {
+    HELD.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// From now on, lines for the user are kept back (see `release`): a full-screen view owns the
+/// terminal.
+pub fn hold() {
+    let mut h = held();
+    if h.is_none() {
+        *h = Some(Held {
+            lines: Vec::new(),
+            bytes: 0,
+            lost: 0,
+        });
+    }
+}
+
+/// Writes the lines kept back since `hold`, in order, and writes directly again.
+pub fn release() {
+    let Some(h) = held().take() else {
+        return;
+    };
+    for (stream, text) in h.lines {
+        match stream {
+            Stream::Out => write(io::stdout().lock(), text.as_bytes()),
+            Stream::Err => write(io::stderr().lock(), text.as_bytes()),
+        }
+    }
+    if h.lost > 0 {
+        let line = format!(
+            "warning: {} more lines were not kept while the live view was shown\n",
+            h.lost
+        );
+        write(io::stderr().lock(), line.as_bytes());
+    }
+}
+
+/// The last `n` lines kept back, oldest first, for the view to show.
+pub fn recent(n: usize) -> Vec<String> {
+    held().as_ref().map_or_else(Vec::new, |h| {
+        let from = h.lines.len().saturating_sub(n);
+        h.lines[from..]
+            .iter()
+            .flat_map(|(_, t)| t.lines().map(str::to_string))
+            .collect()
+    })
+}
+
+/// Keeps `text` back if a view holds the terminal; false if it is to be written now.
+fn kept(stream: Stream, text: &str) -> bool {
+    let mut h = held();
+    let Some(h) = h.as_mut() else {
+        return false;
+    };
+    if h.bytes + text.len() > HELD_MAX {
+        h.lost += 1;
+    } else {
+        h.bytes += text.len();
+        h.lines.push((stream, text.to_string()));
+    }
+    true
+}
+
 fn write(mut to: impl Write, bytes: &[u8]) {
     if let Err(e) = to.write_all(bytes).and_then(|()| to.flush()) {
         if e.kind() == io::ErrorKind::BrokenPipe {
@@ -19,6 +104,9 @@ fn write(mut to: impl Write, bytes: &[u8]) {
 
 /// Writes `text` to stdout.
 pub fn out(text: &str) {
+    if kept(Stream::Out, text) {
+        return;
+    }
     out_bytes(text.as_bytes());
 }
 
@@ -43,6 +131,9 @@ pub fn out_data(bytes: &[u8]) -> io::Result<()> {
 
 /// Writes `text` to stderr.
 pub fn err(text: &str) {
+    if kept(Stream::Err, text) {
+        return;
+    }
     write(io::stderr().lock(), text.as_bytes());
 }
 

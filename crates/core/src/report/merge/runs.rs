@@ -136,6 +136,13 @@ impl<'a> Parts<'a> {
                 in_flight: sum(|p| p.in_flight),
                 errors,
                 latency: merged(&parts.iter().map(|p| &p.latency).collect::<Vec<_>>())?,
+                ttfb: merged_opt(&parts.iter().map(|p| p.ttfb.as_ref()).collect::<Vec<_>>())?,
+                start_lag: merged_opt(
+                    &parts
+                        .iter()
+                        .map(|p| p.start_lag.as_ref())
+                        .collect::<Vec<_>>(),
+                )?,
             });
         }
         Ok(out)

@@ -1,0 +1,168 @@
+//! What a single benchmark shows while it runs: a progress bar, or each interval as a line,
+//! a `--json-stream` object, served metrics (`--metrics-listen`) and the live view (`--tui`),
+//! all fed from the same interval records with the index of the run they belong to.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use qbench_engine::measure::cpu::BusiestThread;
+use qbench_engine::plan::config::Config;
+use qbench_engine::plan::side::Side;
+
+use super::live_view::View;
+use super::metrics::{Labels, Metrics};
+use super::progress::Progress;
+use super::stream::IntervalOut;
+use super::tui::Screen;
+
+/// A held load's bar counts time; a workload of known sizes, payload bytes; any other
+/// (URLs, a page, a video), objects.
+pub fn progress(cfg: &Config, side: &Side<'_>) -> Progress {
+    let spec = cfg.spec();
+    let runs = u64::from(spec.runs);
+    match (&spec.load, spec.interval) {
+        // Interval lines, or the view, are the live view.
+        (_, Some(_)) => Progress::hidden(),
+        (Some(l), None) => Progress::time((l.duration.as_millis() as u64).saturating_mul(runs)),
+        (None, None) => match expected_bytes(cfg, side.objects()) {
+            Some(b) => Progress::bytes(b.saturating_mul(runs), side.objects() * runs),
+            None => Progress::objects(side.objects() * runs),
+        },
+    }
+}
+
+/// The payload bytes a run of `objects` of `cfg`'s workload brings, when its sizes are known:
+/// a shard's share of the whole in proportion to its objects.
+pub fn expected_bytes(cfg: &Config, objects: u64) -> Option<u64> {
+    let spec = cfg.spec();
+    if spec.page.is_some() || spec.video.is_some() {
+        return None;
+    }
+    let w = spec.objects.as_ref()?;
+    let (bytes, all) = (w.total_bytes(), w.total_objects());
+    match all {
+        0 => None,
+        n if n == objects => Some(bytes),
+        n => Some((bytes as f64 * objects as f64 / n as f64) as u64),
+    }
+}
+
+/// The running outputs: the index of the current run, which the runs advance; the metrics
+/// endpoint, served until dropped; the live view, on the terminal until closed.
+pub struct LiveOutputs {
+    pub run_index: Arc<AtomicU32>,
+    metrics: Option<(Arc<Metrics>, AbortOnDrop)>,
+    screen: Mutex<Option<Arc<Screen>>>,
+}
+
+impl LiveOutputs {
+    /// Starts what `side`'s intervals feed. `view`: the live view's title, when it is shown.
+    pub async fn start(
+        cfg: &Config,
+        side: &mut Side<'_>,
+        json_stream: Option<&str>,
+        print: bool,
+        metrics_at: Option<std::net::SocketAddr>,
+        view: Option<String>,
+    ) -> anyhow::Result<Self> {
+        let metrics = match metrics_at {
+            Some(addr) => Some(serve_metrics(cfg, side, addr).await?),
+            None => None,
+        };
+        let spec = cfg.spec();
+        let out = IntervalOut::open(json_stream, spec.interval.unwrap_or_default(), print)?;
+        let screen = match view {
+            Some(title) => Some(Arc::new(Screen::start(View::new(
+                title,
+                spec.runs,
+                spec.load.as_ref().map(|l| l.duration),
+            ))?)),
+            None => None,
+        };
+        // Only what is shown or served needs the threads' CPU read each interval.
+        let busiest =
+            (metrics.is_some() || screen.is_some()).then(|| Mutex::new(BusiestThread::start()));
+        let run_index = Arc::new(AtomicU32::new(0));
+        let (index, m, s) = (
+            run_index.clone(),
+            metrics.as_ref().map(|m| m.0.clone()),
+            screen.clone(),
+        );
+        side.on_interval(Arc::new(move |r| {
+            let run = index.load(Ordering::Relaxed);
+            let busy = busiest.as_ref().and_then(|b| {
+                b.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .sample()
+            });
+            if let Some(m) = &m {
+                m.add(run, r, busy.clone());
+            }
+            if let Some(s) = &s {
+                s.add(run, r, busy);
+            }
+            out.emit(run, r)
+        }));
+        Ok(Self {
+            run_index,
+            metrics,
+            screen: Mutex::new(screen),
+        })
+    }
+
+    /// Gives the terminal back, with the lines kept from it, before the summary is printed.
+    /// The view closes when the last holder lets go: the intervals' callback holds it until
+    /// the side is dropped, so it is told to stop here.
+    pub fn close_view(&self) {
+        let taken = self
+            .screen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(s) = taken {
+            s.close();
+        }
+    }
+
+    /// After the last run: waits for a scrape of the final counts (see `Metrics::final_scrape`).
+    pub async fn final_scrape(&self) {
+        if let Some((m, _)) = &self.metrics {
+            m.final_scrape().await;
+        }
+    }
+}
+
+/// `--metrics-listen`: the endpoint, served until the returned guard is dropped.
+async fn serve_metrics(
+    cfg: &Config,
+    side: &Side<'_>,
+    addr: std::net::SocketAddr,
+) -> anyhow::Result<(Arc<Metrics>, AbortOnDrop)> {
+    let listener = super::metrics::bind(addr).await?;
+    let spec = cfg.spec();
+    let env = &side.meta().environment;
+    let labels = Labels {
+        proto: spec.proto.to_string(),
+        shard: spec
+            .shard
+            .map_or("0/1".into(), |s| format!("{}/{}", s.index, s.count)),
+        run_id: format!(
+            "{}-{}-{}",
+            env.hostname.as_deref().unwrap_or("host"),
+            std::process::id(),
+            side.meta().started_at
+        ),
+    };
+    let m = Metrics::new(labels);
+    let task = tokio::spawn(m.clone().serve(listener));
+    Ok((m, AbortOnDrop(task)))
+}
+
+/// Stops the metrics endpoint with the run.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
