@@ -41,6 +41,7 @@ const NOT_IN_SPEC: &[&str] = &[
     "discard-noisy",
     "fail-if",
     "metrics-listen",
+    "html",
 ];
 
 /// The arguments that make `flag` differ from its default (with what it needs beside it).
@@ -81,6 +82,7 @@ fn sample(flag: &str, page: &str) -> Option<Vec<String>> {
         "keylog" => &["--keylog", "keys.log"],
         "log-requests" => &["--log-requests", "r.csv"],
         "hgrm" => &["--hgrm", "h.hgrm"],
+        "html" => &["--html", "p.html"],
         "fail-if" => &["--fail-if", "p99>1s"],
         "metrics-listen" => &["--metrics-listen", "127.0.0.1:0"],
         "link" => &["--link", "rtt=10ms,rate=20mbit"],
