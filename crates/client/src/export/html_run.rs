@@ -44,7 +44,7 @@ pub(super) fn over_time_section(name: &str, run_word: &str, sides: &[Side<'_>]) 
         None => {
             let _ = write!(
                 html,
-                "<p class=\"note\" id=\"no-intervals\">No intervals were recorded: they are recorded with --interval (e.g. --duration 30s --interval 1s), which a comparison does not take.{}</p>",
+                "<p class=\"note\" id=\"no-intervals\">No intervals were recorded: they are recorded with --interval (e.g. --duration 30s --interval 1s) or --metrics-listen, which a comparison does not take.{}</p>",
                 if sides.iter().any(|(_, r)| r.runs.len() > 1) {
                     format!(" Below, each {run_word}'s latency instead.")
                 } else {
