@@ -201,6 +201,42 @@ fn plot_both(path: &std::path::Path, r: &CompareReport) -> anyhow::Result<()> {
     std::fs::write(path, svg).with_context(|| format!("--plot: writing {}", path.display()))
 }
 
+/// `--html`: the comparison as a page.
+fn write_page(path: &std::path::Path, r: &CompareReport) -> anyhow::Result<()> {
+    crate::export::html_compare::page(r)
+        .and_then(|html| crate::export::write_text(path, &html))
+        .context("--html")
+}
+
+/// Whether `rewrite` writes anything: the report need not be built for it otherwise.
+fn rewrites(plan: &Plan) -> bool {
+    let json = plan.outputs.json.as_deref().map(Dest::parse);
+    json.as_ref().and_then(Dest::rewritable).is_some()
+        || plan
+            .outputs
+            .html
+            .as_deref()
+            .is_some_and(crate::export::rewritable)
+}
+
+/// The JSON report and its page again where each is a file that may be rewritten (a device
+/// or FIFO takes one document, the final one).
+fn rewrite(plan: &Plan, r: &CompareReport) -> anyhow::Result<()> {
+    let json = plan.outputs.json.as_deref().map(Dest::parse);
+    if let Some(path) = json.as_ref().and_then(Dest::rewritable) {
+        write_json(&Dest::File(path.clone()), r)?;
+    }
+    match plan
+        .outputs
+        .html
+        .as_deref()
+        .filter(|p| crate::export::rewritable(p))
+    {
+        Some(path) => write_page(path, r),
+        None => Ok(()),
+    }
+}
+
 /// Why the two sides' last runs were noisy, when either was.
 fn noisy(a: &Side<'_>, b: &Side<'_>) -> Option<qbench_core::stats::noise::NoisyRound> {
     let last = |s: &Side<'_>| s.runs.last().and_then(|r| r.noise.as_ref()).cloned();
@@ -258,7 +294,7 @@ pub async fn run(
     let json = plan.outputs.json.as_deref().map(Dest::parse);
     let (mut a, mut b) = open_sides(plan, prepared, command).await?;
     let bar = progress(plan, &a, &b);
-    let mut rounds = run_rounds(plan, &mut a, &mut b, &bar, json.as_ref(), rounds_started).await?;
+    let mut rounds = run_rounds(plan, &mut a, &mut b, &bar, rounds_started).await?;
     bar.finish_and_clear();
     a.finish().await;
     b.finish().await;
@@ -271,6 +307,9 @@ pub async fn run(
     if let Some(dest) = &json {
         write_json(dest, &report)?;
     }
+    if let Some(path) = &plan.outputs.html {
+        write_page(path, &report)?;
+    }
     if let Some(path) = &plan.outputs.plot {
         plot_both(path, &report)?;
     }
@@ -278,9 +317,7 @@ pub async fn run(
         if let Some(why) = late("while the report was written") {
             rounds.aborted = Some(why);
             report = rounds.report(plan, &a, &b)?;
-            if let Some(path) = json.as_ref().and_then(Dest::rewritable) {
-                write_json(&Dest::File(path.clone()), &report)?;
-            }
+            rewrite(plan, &report)?;
         }
     }
     let stdout_taken = plan.outputs.takes_stdout().then_some(Dest::Stdout);
@@ -336,7 +373,6 @@ async fn run_rounds(
     a: &mut Side<'_>,
     b: &mut Side<'_>,
     bar: &Progress,
-    json: Option<&Dest>,
     rounds_started: &AtomicBool,
 ) -> anyhow::Result<Rounds> {
     let mut rounds = Rounds::default();
@@ -380,8 +416,8 @@ async fn run_rounds(
         if rounds.stopped.is_some() {
             break;
         }
-        if let Some(path) = json.and_then(Dest::rewritable) {
-            write_json(&Dest::File(path.clone()), &rounds.report(plan, a, b)?)?;
+        if rewrites(plan) {
+            rewrite(plan, &rounds.report(plan, a, b)?)?;
         }
     }
     Ok(rounds)
@@ -448,10 +484,7 @@ pub fn run_blocking(
         if report.aborted.is_none() {
             report.aborted = Some(late.to_string());
             report.complete = false;
-            let json = plan.outputs.json.as_deref().map(Dest::parse);
-            if let Some(path) = json.as_ref().and_then(Dest::rewritable) {
-                write_json(&Dest::File(path.clone()), &report)?;
-            }
+            rewrite(plan, &report)?;
         }
         return Ok((report, Some(late.to_string())));
     }

@@ -9,6 +9,8 @@ pub mod manuals;
 pub mod merge;
 pub mod proxy;
 pub mod report;
+mod report_file;
 pub mod run;
+mod run_outputs;
 pub mod schema;
 pub mod sweep;

@@ -23,6 +23,9 @@ use crate::flags::cli::ReportArgs;
 pub const DEFAULT_PAGE: &str = "report.html";
 
 pub fn report(args: ReportArgs) -> anyhow::Result<()> {
+    if args.dir.is_file() {
+        return super::report_file::report_file(&args);
+    }
     let html = args
         .html
         .clone()

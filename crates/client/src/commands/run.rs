@@ -1,18 +1,17 @@
 //! The benchmark command: one configuration, `--runs` times, then the report.
 
 use std::io::IsTerminal;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::Context;
-use qbench_core::report::ccstate::StateMachine;
-use qbench_core::report::telemetry::Timeline;
+use qbench_core::report::early_stop::EarlyStop;
 use qbench_core::{ErrorKind, Recorder, Report, ReportMeta};
 
+use super::run_outputs::{rewrite, rewrites, write_outputs, written};
 use crate::export::live_outputs::{progress, LiveOutputs};
 use crate::export::progress::Progress;
 use crate::export::text::summary;
-use crate::export::{print_text, write_json, write_text, Dest};
+use crate::export::{print_text, Dest};
 use crate::flags::cli::{Outputs, RunArgs};
 use crate::flags::gate::{Shown, ThresholdsFailed};
 use qbench_core::report::thresholds::{failed_line, judge};
@@ -30,7 +29,7 @@ use qbench_engine::setup::prepare::{peer, Prepared};
 pub struct Outcome {
     pub complete: bool,
     pub error: Option<String>,
-    /// The report as written, where `--json` is a file it may be rewritten to.
+    /// The report as written, where `--json` or `--html` is a file it may be rewritten to.
     pub report: Option<Report>,
     pub json: Option<Dest>,
     /// The `--fail-if` conditions the report met, as one line.
@@ -62,10 +61,11 @@ pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
         Err(e) => match e.downcast_ref::<Interrupted>() {
             // Stopped before any run began: the report says so.
             Some(i) if i.before_work => {
-                if let Some(dest) = plan.outputs.json.as_deref().map(Dest::parse) {
+                let json = plan.outputs.json.as_deref().map(Dest::parse);
+                if json.is_some() || plan.outputs.html.is_some() {
                     let report =
                         before_any_run(report_meta(cfg, command), &plan, None, i.to_string())?;
-                    write_json(&dest, &report)?;
+                    written(&plan.outputs, json.as_ref(), &report)?;
                 }
                 return Err(e);
             }
@@ -76,11 +76,11 @@ pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
     if let Err(late) = qbench_engine::setup::harness::late_signal() {
         // The report says so too: a Ctrl-C is never ignored, whenever it came. A run that
         // had already failed keeps its own reason.
-        if let (Some(mut report), Some(dest)) = (outcome.report.take(), &outcome.json) {
+        if let Some(mut report) = outcome.report.take() {
             if report.aborted.is_none() {
                 report.aborted = Some(late.to_string());
                 report.complete = false;
-                write_json(dest, &report)?;
+                rewrite(&plan.outputs, outcome.json.as_ref(), &report)?;
             }
         }
         return Err(late.into());
@@ -110,6 +110,8 @@ pub struct RunPlan {
     pub print_intervals: bool,
     /// The live view is shown (`--tui`, or a held load on a terminal).
     pub tui: bool,
+    /// `--fail-early`.
+    pub fail_early: bool,
 }
 
 impl RunPlan {
@@ -135,7 +137,9 @@ impl RunPlan {
                 std::io::stderr().is_terminal(),
             ),
         );
-        if (args.live.metrics_listen.is_some() || shown != Shown::Bar) && spec.interval.is_none() {
+        let ticks =
+            args.live.metrics_listen.is_some() || shown != Shown::Bar || args.gate.fail_early;
+        if ticks && spec.interval.is_none() {
             // The counts served and shown are added up interval by interval.
             spec.interval = Some(Duration::from_secs(1));
         }
@@ -165,6 +169,7 @@ impl RunPlan {
             metrics: args.live.metrics_listen,
             print_intervals: shown == Shown::Lines,
             tui: shown == Shown::View,
+            fail_early: args.gate.fail_early,
         })
     }
 }
@@ -237,9 +242,7 @@ pub async fn run(
         Ok(side) => side,
         Err(report) => {
             // Its `aborted` is the one error, as `kind: message`, or the signal.
-            if let Some(dest) = &json {
-                write_json(dest, &report)?;
-            }
+            written(&plan.outputs, json.as_ref(), &report)?;
             return Ok(Outcome {
                 complete: false,
                 error: report.aborted,
@@ -258,6 +261,9 @@ pub async fn run(
         plan.print_intervals,
         plan.metrics,
         plan.tui.then_some(title),
+        plan.fail_early
+            .then(|| EarlyStop::new(&plan.thresholds))
+            .flatten(),
     )
     .await?;
     let mut aborted = None;
@@ -268,15 +274,7 @@ pub async fn run(
         }
     }
     if aborted.is_none() {
-        aborted = run_all(
-            plan,
-            &mut side,
-            &bar,
-            &live.run_index,
-            json.as_ref(),
-            &mut signals,
-        )
-        .await?;
+        aborted = run_all(plan, &mut side, &bar, &live, json.as_ref(), &mut signals).await?;
     }
     bar.finish_and_clear();
     live.close_view();
@@ -291,15 +289,13 @@ pub async fn run(
         stdout_taken.as_ref(),
     );
     // After the summary: if writing fails, the numbers were at least shown.
-    let written = write_outputs(plan, json.as_ref(), &report);
+    let written = write_outputs(&plan.cfg, &plan.outputs, json.as_ref(), &report);
     if report.aborted.is_none() {
         if let Some(why) = last("while the report was written") {
             // The report says so; an output the signal cut short (a FIFO with no reader
             // yet) is named, and the signal is what the command ends with.
             report = judged(side.report(expected, Some(why))?, &plan.thresholds);
-            if let Some(path) = json.as_ref().and_then(Dest::rewritable) {
-                write_json(&Dest::File(path.clone()), &report)?;
-            }
+            rewrite(&plan.outputs, json.as_ref(), &report)?;
             if let Err(e) = &written {
                 crate::tell!("warning: {e:#}");
             }
@@ -318,11 +314,16 @@ pub async fn run(
         .as_ref()
         .and_then(Dest::rewritable)
         .map(|p| Dest::File(p.clone()));
+    let again = rewrites(&plan.outputs, json.as_ref());
+    // Stopped by --fail-early: the conditions failed the command, not the stop they caused;
+    // what held when it stopped is named if the final figures no longer say so.
+    let early = live.tripped();
+    let error = failure(&report, &side, expected).filter(|_| early.is_none());
     Ok(Outcome {
         complete: report.complete,
-        error: failure(&report, &side, expected),
-        thresholds_failed: failed_line(&report.thresholds),
-        report: rewritable.is_some().then_some(report),
+        error,
+        thresholds_failed: failed_line(&report.thresholds).or(early),
+        report: again.then_some(report),
         json: rewritable,
     })
 }
@@ -361,7 +362,7 @@ async fn run_all(
     plan: &RunPlan,
     side: &mut Side<'_>,
     bar: &Progress,
-    run_index: &AtomicU32,
+    live: &LiveOutputs,
     json: Option<&Dest>,
     signals: &mut interrupt::Listener,
 ) -> anyhow::Result<Option<String>> {
@@ -371,8 +372,12 @@ async fn run_all(
     let stop = side.stopper();
     // The signal that stopped a held load, whose run still ends and is reported.
     let mut stopped_by = None;
+    let stopped_early = || {
+        live.tripped()
+            .map(|line| format!("stopped early: --fail-if {line}"))
+    };
     for i in 0..spec.runs {
-        run_index.store(i, Ordering::Relaxed);
+        live.run_index.store(i, Ordering::Relaxed);
         // One that came while the last run's report was written.
         if let Some(sig) = interrupt::take() {
             aborted = Some(Interrupted::new(sig, format!("before run {i}")).to_string());
@@ -403,14 +408,18 @@ async fn run_all(
             break;
         };
         let stop_reason = reason.or_else(|| stopped_by.map(interrupted));
-        if let Some(path) = json.and_then(Dest::rewritable) {
+        if rewrites(&plan.outputs, json) {
             // The final write tries again (and keeps the data elsewhere if it fails too).
-            if let Err(e) = write_json(&Dest::File(path.clone()), &side.report(expected, None)?) {
+            if let Err(e) = rewrite(&plan.outputs, json, &side.report(expected, None)?) {
                 crate::tell!("warning: {e:#}");
             }
         }
         if stop_reason.is_some() {
             aborted = stop_reason;
+            break;
+        }
+        if let Some(why) = stopped_early() {
+            aborted = Some(why);
             break;
         }
     }
@@ -482,20 +491,6 @@ fn judged(mut report: Report, thresholds: &[Threshold]) -> Report {
     report
 }
 
-/// `--json`, `--state-graph`, `--plot` and `--hgrm`.
-fn write_outputs(plan: &RunPlan, json: Option<&Dest>, report: &Report) -> anyhow::Result<()> {
-    if let Some(dest) = json {
-        write_json(dest, report)?;
-    }
-    write_cc_outputs(&plan.cfg, &plan.outputs, report)?;
-    if let Some(path) = &plan.outputs.hgrm {
-        crate::export::hgrm::latency(report)
-            .and_then(|text| write_text(path, &text))
-            .context("--hgrm")?;
-    }
-    Ok(())
-}
-
 /// Why an incomplete report is incomplete: the signal that interrupted it, else the first
 /// error of its runs.
 fn failure(report: &Report, side: &Side<'_>, expected: usize) -> Option<String> {
@@ -517,42 +512,4 @@ fn failure(report: &Report, side: &Side<'_>, expected: usize) -> Option<String> 
             e
         }
     })
-}
-
-/// `--state-graph` (all runs' connections) and `--plot` (first run).
-fn write_cc_outputs(cfg: &Config, outputs: &Outputs, report: &Report) -> anyhow::Result<()> {
-    let spec = cfg.spec();
-    let title = format!(
-        "{} {}{}",
-        spec.proto,
-        spec.cc.map_or("server default cc", |c| c.as_str()),
-        spec.cwnd_cap
-            .map_or(String::new(), |c| format!(", cwnd cap {c} packets"))
-    );
-    let timelines: Vec<&Timeline> = report
-        .runs
-        .iter()
-        .flat_map(|r| r.telemetry.iter().flatten())
-        .collect();
-    if let Some(path) = &outputs.state_graph {
-        anyhow::ensure!(
-            !timelines.is_empty(),
-            "--state-graph: the server sent no telemetry"
-        );
-        let dot = StateMachine::infer(&timelines).to_dot(&title);
-        write_text(path, &dot).context("--state-graph")?;
-    }
-    if let Some(path) = &outputs.plot {
-        let first = report.runs.first().and_then(|r| r.telemetry.as_ref());
-        let lines: Vec<(String, &Timeline)> = first
-            .into_iter()
-            .flatten()
-            .enumerate()
-            .map(|(i, t)| (format!("{} {} connection {i}", t.transport, t.cc), t))
-            .collect();
-        anyhow::ensure!(!lines.is_empty(), "--plot: the server sent no telemetry");
-        let svg = crate::export::svg::cwnd_chart(&format!("cwnd over time: {title}"), &lines);
-        write_text(path, &svg).context("--plot")?;
-    }
-    Ok(())
 }

@@ -10,7 +10,6 @@ use std::fmt::Write as _;
 use qbench_core::report::ccstate::StateMachine;
 use qbench_core::report::compare::CompareReport;
 use qbench_core::report::compete::CompeteReport;
-use qbench_core::report::telemetry::Timeline;
 use qbench_core::scenario::Cell;
 use qbench_core::stats::effect::Test;
 use qbench_core::stats::metric::Metric;
@@ -20,8 +19,10 @@ use qbench_core::{Report, Stats};
 use super::cell_table::{cell_table, competitions_table};
 use super::html_cell::{anchors, by_axes, esc, title, varying, varying_axes, Cmp};
 use super::html_env::environment_and_commands;
+use super::html_page::{head, END};
+use super::html_sides::{first_round_cwnd, inferred_machines, latency_cdf, per_round, Side};
 use crate::export::heatmap::{heatmap, squares};
-use crate::export::svg::{cdf_chart, cwnd_chart, line_chart, state_graph, Series};
+use crate::export::svg::state_graph;
 
 /// The cell files of a sweep's output directory, as the page shows them.
 pub struct Sweep {
@@ -57,56 +58,6 @@ fn sides(r: &CompareReport) -> [(&String, &Report); 2] {
     [(&r.label_a, &r.a), (&r.label_b, &r.b)]
 }
 
-fn latency_cdf(name: &str, r: &CompareReport) -> anyhow::Result<String> {
-    let mut series = Vec::new();
-    for (label, rep) in sides(r) {
-        let h = rep.summary.object_latency.histogram()?;
-        series.push(Series {
-            label: format!("{label} (n={})", h.len()),
-            points: h
-                .cdf(100)
-                .into_iter()
-                .map(|(us, q)| (us as f64 / 1000.0, q))
-                .collect(),
-        });
-    }
-    Ok(cdf_chart(
-        &format!("object latency CDF, {name}"),
-        "object latency (ms)",
-        "fraction of objects",
-        &series,
-    ))
-}
-
-/// Every round's value of the cell's metric, per side, so that bimodal rounds and drift show.
-fn per_round(name: &str, r: &CompareReport) -> String {
-    let m = r.comparison.metric;
-    let (scale, unit) = match m {
-        Metric::Goodput | Metric::Bitrate => (1e-6, "Mbit/s"),
-        Metric::Rps => (1.0, "req/s"),
-        Metric::Rebuffer | Metric::Loaded => (100.0, "%"),
-        _ => (1e-3, "ms"),
-    };
-    let series: Vec<Series> = sides(r)
-        .into_iter()
-        .map(|(label, rep)| Series {
-            label: label.to_string(),
-            points: rep
-                .runs
-                .iter()
-                .filter_map(|run| Some((f64::from(run.index) + 1.0, m.of(run)? * scale)))
-                .collect(),
-        })
-        .collect();
-    line_chart(
-        &format!("{} per round, {name}", m.title()),
-        "round",
-        &format!("{} ({unit})", m.title()),
-        &series,
-        None,
-    )
-}
-
 /// Per side, the median over rounds of the losses the senders declared, the packets the link
 /// dropped (qdiscs, loss rules, forwarders), and the difference: reordering taken for loss
 /// (IMC'17 Figure 10), or drops outside the link (socket buffers).
@@ -135,42 +86,8 @@ fn losses_table(r: &CompareReport) -> String {
     format!("<div class=\"scroll\"><table><tr><th>side</th><th>declared lost (median per round)</th><th>dropped by the link</th><th>not dropped by the link (reordered or late, or dropped elsewhere)</th></tr>{}</table></div>", rows.concat())
 }
 
-/// The first connection of each side's first round; `None` when neither side recorded one.
-fn first_round_cwnd(name: &str, r: &CompareReport) -> Option<String> {
-    let lines: Vec<(String, &Timeline)> = sides(r)
-        .into_iter()
-        .filter_map(|(label, rep)| {
-            let t = rep
-                .runs
-                .first()
-                .and_then(|run| run.telemetry.as_ref())
-                .and_then(|t| t.first())?;
-            Some((format!("{label}: {} {}", t.transport, t.cc), t))
-        })
-        .collect();
-    (!lines.is_empty()).then(|| cwnd_chart(&format!("cwnd, first round, {name}"), &lines))
-}
-
-/// One inferred machine per side, over all its runs' connections.
-fn inferred_machines(r: &CompareReport) -> Vec<(&String, Option<StateMachine>)> {
-    sides(r)
-        .into_iter()
-        .map(|(label, rep)| {
-            let timelines: Vec<&Timeline> = rep
-                .runs
-                .iter()
-                .flat_map(|run| run.telemetry.iter().flatten())
-                .collect();
-            (
-                label,
-                (!timelines.is_empty()).then(|| StateMachine::infer(&timelines)),
-            )
-        })
-        .collect()
-}
-
 /// Share of time per state and side; `-` where a side has no telemetry to infer from.
-fn state_share_table(machines: &[(&String, Option<StateMachine>)]) -> anyhow::Result<String> {
+fn state_share_table(machines: &[(&str, Option<StateMachine>)]) -> anyhow::Result<String> {
     let states = [
         "Init",
         "SlowStart",
@@ -215,12 +132,11 @@ fn cell_details(id: &str, c: &Cmp) -> anyhow::Result<String> {
         esc(id),
         esc(&name)
     );
-    html.push_str(&per_round(&name, r));
-    html.push_str(&latency_cdf(&name, r)?);
-    if let Some(chart) = first_round_cwnd(&name, r) {
-        html.push_str(&chart);
-    }
-    let machines = inferred_machines(r);
+    let both: [Side<'_>; 2] = sides(r).map(|(l, rep)| (l.as_str(), rep));
+    html.push_str(&per_round(&name, r.comparison.metric, &both));
+    html.extend(latency_cdf(&name, &both)?);
+    html.extend(first_round_cwnd(&name, &both));
+    let machines = inferred_machines(&both);
     for (label, m) in &machines {
         if let Some(m) = m {
             html.push_str(&state_graph(
@@ -297,28 +213,8 @@ fn test_effects(cells: &[Cmp]) -> String {
 /// Marks a page as `qbench report`'s own, so that a later report may replace it.
 pub const GENERATOR: &str = "qbench report";
 
-/// The page fits 1,100 px; numbers never wrap (a p of 6.99e-1 over two lines), words in the
-/// cell and verdict columns do, and below that width each table and heatmap scrolls on its
-/// own while the charts shrink to the page.
-const STYLE: &str = "body{font-family:Helvetica,Arial,sans-serif;margin:1em auto;padding:0 1em;max-width:1100px;box-sizing:border-box}\
-.scroll{overflow-x:auto;max-width:100%;margin:0.5em 0}\
-table{border-collapse:collapse;font-size:13px}\
-td,th{border:1px solid #ccc;padding:3px 6px;text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}\
-th{background:#f4f4f4;white-space:normal;vertical-align:bottom}\
-th.w{text-align:left}\
-td.w{text-align:left;white-space:normal;min-width:9em}\
-td.k{text-align:left}\
-.charts{display:flex;flex-wrap:wrap;gap:1em}\
-.charts svg{max-width:100%;height:auto}\
-code{font-size:12px}";
-
 fn page_head(name: &str, cells: &[Cmp]) -> String {
-    let mut html = String::new();
-    let _ = writeln!(
-        html,
-        "<!doctype html><html><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><meta name=\"generator\" content=\"{GENERATOR}\"><title>qbench: {}</title><style>{STYLE}</style></head><body>",
-        esc(name)
-    );
+    let mut html = head(name, GENERATOR);
     let (red, blue) = super::heatmap::key(cells);
     let _ = writeln!(html, "<h1>qbench sweep: {}</h1><p>{} cells. Each square is the effect in {} of the test that decided its verdict ({}), in percent; <span style=\"color:#c00\">red: {}</span>, <span style=\"color:#00c\">blue: {}</span>, white: not significant (p &ge; 0.01{}). Hover over a square for the effect's interval, p and q.</p>", esc(name), cells.len(), esc(&metric_titles(cells)), esc(&test_effects(cells)), esc(&red), esc(&blue), if cells.iter().any(|c| c.fdr.is_some()) { ", or not kept by false discovery rate control: <em>n.s. (FDR)</em>" } else { "" });
     html
@@ -392,7 +288,7 @@ pub fn page(sweep: Sweep) -> anyhow::Result<Page> {
     }
     html.push_str(&competitions_table(&competitions));
     html.push_str(&environment_and_commands(&cells, &competitions)?);
-    html.push_str("</body></html>\n");
+    html.push_str(END);
     Ok(Page {
         html,
         heatmaps,

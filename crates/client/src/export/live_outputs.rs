@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
+use qbench_core::report::early_stop::EarlyStop;
 use qbench_engine::measure::cpu::BusiestThread;
 use qbench_engine::plan::config::Config;
 use qbench_engine::plan::side::Side;
@@ -53,10 +54,13 @@ pub struct LiveOutputs {
     pub run_index: Arc<AtomicU32>,
     metrics: Option<(Arc<Metrics>, AbortOnDrop)>,
     screen: Mutex<Option<Arc<Screen>>>,
+    /// `--fail-early`: the conditions that held, once one did.
+    tripped: Arc<Mutex<Option<String>>>,
 }
 
 impl LiveOutputs {
-    /// Starts what `side`'s intervals feed. `view`: the live view's title, when it is shown.
+    /// Starts what `side`'s intervals feed. `view`: the live view's title, when it is shown;
+    /// `early`: the conditions that stop the runs when they hold (`--fail-early`).
     pub async fn start(
         cfg: &Config,
         side: &mut Side<'_>,
@@ -64,6 +68,7 @@ impl LiveOutputs {
         print: bool,
         metrics_at: Option<std::net::SocketAddr>,
         view: Option<String>,
+        early: Option<EarlyStop>,
     ) -> anyhow::Result<Self> {
         let metrics = match metrics_at {
             Some(addr) => Some(serve_metrics(cfg, side, addr).await?),
@@ -83,12 +88,18 @@ impl LiveOutputs {
         let busiest =
             (metrics.is_some() || screen.is_some()).then(|| Mutex::new(BusiestThread::start()));
         let run_index = Arc::new(AtomicU32::new(0));
-        let (index, m, s) = (
+        let tripped = Arc::new(Mutex::new(None));
+        let (index, m, s, trip) = (
             run_index.clone(),
             metrics.as_ref().map(|m| m.0.clone()),
             screen.clone(),
+            tripped.clone(),
         );
+        let (early, stop) = (early.map(Mutex::new), side.stopper());
         side.on_interval(Arc::new(move |r| {
+            if let Some(e) = &early {
+                judge_early(e, r, &trip, &stop);
+            }
             let run = index.load(Ordering::Relaxed);
             let busy = busiest.as_ref().and_then(|b| {
                 b.lock()
@@ -107,7 +118,16 @@ impl LiveOutputs {
             run_index,
             metrics,
             screen: Mutex::new(screen),
+            tripped,
         })
+    }
+
+    /// `--fail-early`: the conditions that held, once one did.
+    pub fn tripped(&self) -> Option<String> {
+        self.tripped
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Gives the terminal back, with the lines kept from it, before the summary is printed.
@@ -129,6 +149,35 @@ impl LiveOutputs {
         if let Some((m, _)) = &self.metrics {
             m.final_scrape().await;
         }
+    }
+}
+
+/// Adds `r` to the conditions judged early; the first time one holds, says so and stops the
+/// held load from starting requests.
+fn judge_early(
+    early: &Mutex<EarlyStop>,
+    r: &qbench_core::report::load::IntervalRecord,
+    tripped: &Mutex<Option<String>>,
+    stop: &qbench_engine::drive::until::Stop,
+) {
+    let mut tripped = tripped
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if tripped.is_some() {
+        return;
+    }
+    let held = early
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .add(r);
+    match held {
+        Ok(Some(line)) => {
+            crate::tell!("--fail-early: {line}: stopping");
+            *tripped = Some(line);
+            stop.stop();
+        }
+        Ok(None) => {}
+        Err(e) => qbench_engine::observe::warn(&format!("warning: --fail-early: {e}")),
     }
 }
 

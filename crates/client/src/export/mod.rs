@@ -13,7 +13,14 @@ mod heatmap_tests;
 pub mod hgrm;
 pub mod html;
 mod html_cell;
+pub mod html_compare;
 mod html_env;
+mod html_page;
+pub mod html_run;
+#[cfg(test)]
+mod html_run_tests;
+mod html_sides;
+mod html_tables;
 #[cfg(test)]
 mod html_tests;
 pub mod live_outputs;
@@ -68,6 +75,11 @@ impl Dest {
             Self::Stdout => None,
         }
     }
+}
+
+/// Whether `path` may be written again and again as results come in (see `Dest::rewritable`).
+pub fn rewritable(path: &Path) -> bool {
+    Dest::File(path.to_path_buf()).rewritable().is_some()
 }
 
 /// Renders one kind of result into bytes.

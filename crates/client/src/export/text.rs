@@ -417,6 +417,11 @@ pub fn summary(report: &Report, headline: &str) -> String {
     if let Some(l) = &report.link {
         line("link", link_line(l.backend));
     }
+    // Runs that ended themselves may still be "complete" when a signal or --fail-early
+    // stopped the command: the report is not, and says why first.
+    if let Some(why) = &report.aborted {
+        line("stopped", crate::console::printable(why));
+    }
     if s.objects_completed == 0 {
         // Nothing to measure: no table of dashes, and no judgement of the client's load,
         // which only completed requests can give; the error line that follows has the hint.

@@ -44,7 +44,8 @@ pub enum Command {
     Compare(Box<CompareArgs>),
     /// Run every cell of a scenario file as a comparison, one JSON file per cell (resumable)
     Sweep(SweepArgs),
-    /// Turn a sweep's results into heatmaps (HTML + SVG) like the IMC'17 figures
+    /// Turn a sweep's results into heatmaps (HTML + SVG) like the IMC'17 figures, or a saved run
+    /// or compare report into the page --html writes
     Report(ReportArgs),
     /// Run several flows at once through one bottleneck: per-flow throughput and Jain's
     /// fairness index (IMC'17 Table 4)
@@ -116,7 +117,8 @@ fn parse_flows(s: &str) -> Result<Flows, String> {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// A `qbench sweep --out` directory
+    /// A `qbench sweep --out` directory, or a saved run or compare report (`--json`), drawn as
+    /// `--html` draws it (to FILE.html unless --html names the page)
     pub dir: PathBuf,
 
     /// Where to write the page, missing directories created [default: DIR/report.html, which
@@ -336,6 +338,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE.hgrm")]
     pub hgrm: Option<PathBuf>,
 
+    /// Write the report as one self-contained HTML page (summary, latency over time, CDFs,
+    /// cwnd, errors, thresholds, environment; compare: both sides and the verdict), written
+    /// whenever the JSON report is, a partial run's too
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
+
     /// Run client and in-process server in network namespaces with an emulated link between
     /// them, e.g. rate=100mbit,rtt=36ms,loss=1% (fields: rate, rtt, delay, jitter, loss,
     /// reorder, queue, mtu; up./down. prefixes; rate=50..150mbit/1s or rate=trace:FILE). Root
@@ -425,11 +433,21 @@ impl RunArgs {
             )?;
         }
         qbench_engine::plan::error::usage(
+            command == "compare" || self.html.is_none(),
+            "--html",
+            format!("draws a single benchmark's or a comparison's report, not {command}'s"),
+        )?;
+        qbench_engine::plan::error::usage(
             self.live.metrics_listen.is_none(),
             "--metrics-listen",
             format!(
                 "serves a single benchmark's counts (qbench without a subcommand), not {command}'s"
             ),
+        )?;
+        qbench_engine::plan::error::usage(
+            !self.gate.fail_early,
+            "--fail-early",
+            format!("judges a single benchmark's intervals (qbench without a subcommand), not {command}'s rounds"),
         )?;
         qbench_engine::plan::error::usage(
             !self.live.tui,
@@ -527,6 +545,7 @@ impl RunArgs {
             log_requests: self.log_requests.clone(),
             json_stream: self.json_stream.clone(),
             keylog: self.keylog.clone(),
+            html: self.html.clone(),
         }
     }
 }

@@ -19,6 +19,14 @@ pub struct GateArgs {
     /// what it saw
     #[arg(long = "fail-if", value_name = "EXPR", value_parser = parse_threshold)]
     pub fail_if: Vec<Threshold>,
+    /// Judge the --fail-if conditions on errors, latency and TTFB at every interval (1s unless
+    /// --interval), on all measured requests so far, and stop as soon as one holds: a held
+    /// load stops starting requests and ends with those in flight, no further run starts,
+    /// and the report says why in `aborted` (exit status 3). Percentiles, means and error
+    /// shares are judged once 100 requests have ended; error counts and maxima at once.
+    /// Rates, goodput, PLT and handshake are judged on the final report only
+    #[arg(long, requires = "fail_if")]
+    pub fail_early: bool,
 }
 
 fn parse_threshold(s: &str) -> Result<Threshold, String> {

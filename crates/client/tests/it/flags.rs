@@ -40,9 +40,11 @@ const NOT_IN_SPEC: &[&str] = &[
     "steal-threshold",
     "discard-noisy",
     "fail-if",
+    "fail-early",
     "metrics-listen",
     "tui",
     "no-tui",
+    "html",
 ];
 
 /// The arguments that make `flag` differ from its default (with what it needs beside it).
@@ -83,7 +85,9 @@ fn sample(flag: &str, page: &str) -> Option<Vec<String>> {
         "keylog" => &["--keylog", "keys.log"],
         "log-requests" => &["--log-requests", "r.csv"],
         "hgrm" => &["--hgrm", "h.hgrm"],
+        "html" => &["--html", "p.html"],
         "fail-if" => &["--fail-if", "p99>1s"],
+        "fail-early" => &["--fail-if", "p99>1s", "--fail-early"],
         "metrics-listen" => &["--metrics-listen", "127.0.0.1:0"],
         "tui" => &["--tui"],
         "no-tui" => &["--no-tui"],

@@ -256,3 +256,106 @@ fn compare_fails_when_a_side_is_significantly_worse_by_more_than_the_limit() {
     let out = qbench_plain(&["compete", "--flows", "h2:1", "--fail-if", "b-worse>5%"]);
     assert_eq!(out.code, Some(2), "{}", out.stderr);
 }
+
+/// `--fail-early`: a condition that holds stops a long held load within an interval or two of
+/// the 100th request, with the run so far reported; a condition that never holds lets the
+/// load run its course.
+#[test]
+fn fail_early_stops_a_held_load_once_a_condition_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let started = std::time::Instant::now();
+    let r = qbench_plain(&[
+        "--proto",
+        "h2",
+        "--objects",
+        "1x1KB",
+        "--duration",
+        "60s",
+        "--rate",
+        "200",
+        "--fail-if",
+        "p50>0us",
+        "--fail-if",
+        "rate<1",
+        "--fail-early",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    assert_eq!(r.code, Some(3), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--fail-early: p50>0us (observed"),
+        "{}",
+        r.stderr
+    );
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let aborted = j["aborted"].as_str().unwrap();
+    assert!(
+        aborted.starts_with("stopped early: --fail-if p50>0us (observed"),
+        "{aborted}"
+    );
+    assert_eq!(j["complete"], false);
+    let run = &j["runs"][0];
+    assert!(
+        run["objects"]["completed"].as_u64().unwrap() >= 100,
+        "{run}"
+    );
+    // Judged on the final report too: the rate is not judged early, and holds no more.
+    assert_eq!(outcome(&j, "p50>0us")["failed"], true);
+    assert_eq!(outcome(&j, "rate<1")["failed"], false);
+
+    let r = qbench_plain(&[
+        "--proto",
+        "h2",
+        "--objects",
+        "1x1KB",
+        "--duration",
+        "2s",
+        "--rate",
+        "200",
+        "--fail-if",
+        "errors>0",
+        "--fail-early",
+    ]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+}
+
+/// Runs of objects: no further run starts once a condition held.
+#[test]
+fn fail_early_starts_no_further_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let r = qbench_plain(&[
+        "--proto",
+        "h3",
+        "--objects",
+        "300x1KB",
+        "--runs",
+        "5",
+        "--fail-if",
+        "max>0us",
+        "--fail-early",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, Some(3), "{}", r.stderr);
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(j["runs"].as_array().unwrap().len(), 1, "{}", j["aborted"]);
+    assert!(j["aborted"]
+        .as_str()
+        .unwrap()
+        .starts_with("stopped early: --fail-if max>0us"));
+    let r = qbench_plain(&["--fail-early"]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    let r = qbench_plain(&[
+        "compare",
+        "--protos",
+        "h2,h3",
+        "--fail-if",
+        "b-worse>5%",
+        "--fail-early",
+    ]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("--fail-early"), "{}", r.stderr);
+}

@@ -19,6 +19,7 @@ mod fleet;
 mod fleet_ssh;
 mod gates;
 mod hgrm;
+mod html_pages;
 mod inputs;
 mod keylog;
 mod link;

@@ -7,6 +7,7 @@ pub mod compete;
 pub mod connection;
 pub mod cpu_times;
 pub mod diff;
+pub mod early_stop;
 pub mod env_checks;
 pub mod link;
 pub mod live;

@@ -26,7 +26,7 @@ pub struct ThresholdOutcome {
     pub failed: bool,
 }
 
-fn figure(s: &PercentileSummary, f: Figure) -> Option<f64> {
+pub(crate) fn figure(s: &PercentileSummary, f: Figure) -> Option<f64> {
     let us = |v: Option<u64>| v.map(|v| v as f64);
     match f {
         Figure::P50 => us(s.p50_us),

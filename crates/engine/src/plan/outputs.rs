@@ -20,6 +20,8 @@ pub struct Outputs {
     pub json_stream: Option<String>,
     /// `--keylog` (or `SSLKEYLOGFILE`): appended to, never replaced.
     pub keylog: Option<PathBuf>,
+    /// `--html`: the report as a page, written whenever the JSON report is.
+    pub html: Option<PathBuf>,
 }
 
 impl Outputs {
@@ -34,6 +36,7 @@ impl Outputs {
             ("--plot", &self.plot),
             ("--hgrm", &self.hgrm),
             ("--log-requests", &self.log_requests),
+            ("--html", &self.html),
         ] {
             if let Some(p) = p {
                 all.push((flag, p));

@@ -1,0 +1,101 @@
+//! `qbench report FILE.json`: a saved run or compare report (`--json`) as the page `--html`
+//! writes, for a report whose run did not ask for one.
+
+use std::io::Read;
+use std::path::Path;
+
+use anyhow::Context;
+use qbench_core::report::compare::{self, CompareReport};
+use qbench_core::Report;
+use qbench_engine::plan::error::{usage, ConfigError};
+use serde::Deserialize;
+
+use crate::export::{html_compare, html_run, write_text};
+use crate::flags::cli::ReportArgs;
+
+/// A page the default destination may replace: one qbench wrote from a report.
+fn ours(path: &Path) -> bool {
+    let mut head = Vec::new();
+    let read = std::fs::File::open(path).and_then(|f| f.take(4096).read_to_end(&mut head));
+    let head = String::from_utf8_lossy(&head);
+    read.is_ok()
+        && [html_run::GENERATOR, html_compare::GENERATOR]
+            .iter()
+            .any(|g| head.contains(&format!("content=\"{g}\"")))
+}
+
+/// The page of the report at `args.dir`, written to `--html` or beside it as FILE.html.
+pub(super) fn report_file(args: &ReportArgs) -> anyhow::Result<()> {
+    let flag = if args.metric.is_some() {
+        "--metric"
+    } else if args.test.is_some() {
+        "--test"
+    } else {
+        "--fdr"
+    };
+    usage(
+        args.metric.is_none() && args.test.is_none() && args.fdr.fdr.is_none() && !args.fdr.no_fdr,
+        flag,
+        "judges a sweep's cells; a saved report is drawn as it was judged",
+    )?;
+    let path = &args.dir;
+    let dest = args
+        .html
+        .clone()
+        .unwrap_or_else(|| path.with_extension("html"));
+    usage(
+        args.html.is_some() || !dest.exists() || ours(&dest),
+        "--html",
+        format!(
+            "{} exists and is not a page qbench wrote from a report; name the page with --html",
+            dest.display()
+        ),
+    )?;
+    qbench_engine::output::check_writable("--html", &dest)?;
+    let bad = |message: String| ConfigError {
+        flag: "REPORT",
+        message: format!("{}: {message}", path.display()),
+    };
+    let text = qbench_engine::setup::input::read_text(
+        path,
+        qbench_core::spec::input::MAX_REPORT_BYTES,
+        "a report",
+    )
+    .map_err(|m| ConfigError {
+        flag: "REPORT",
+        message: m,
+    })?;
+    #[derive(Deserialize)]
+    struct Header {
+        schema: String,
+        schema_version: u32,
+    }
+    let h: Header = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let page = match h.schema.as_str() {
+        qbench_core::report::SCHEMA => {
+            let r = Report::from_json(&text).map_err(|e| bad(e.to_string()))?;
+            html_run::page(&r)?
+        }
+        compare::SCHEMA if h.schema_version == compare::SCHEMA_VERSION => {
+            let r: CompareReport = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+            html_compare::page(&r)?
+        }
+        compare::SCHEMA => {
+            return Err(bad(format!(
+                "compare report version {} (this qbench reads version {})",
+                h.schema_version,
+                compare::SCHEMA_VERSION
+            ))
+            .into())
+        }
+        other => {
+            return Err(bad(format!(
+            "a `{other}` document: give a run or compare report (--json), or a sweep's directory"
+        ))
+            .into())
+        }
+    };
+    write_text(&dest, &page).context("--html")?;
+    crate::say!("wrote {}", dest.display());
+    Ok(())
+}
