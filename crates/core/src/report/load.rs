@@ -214,18 +214,13 @@ impl LoadAcc {
         }
     }
 
-    /// `now`: when the run ended. A load stopped before its window ended (a signal,
-    /// `--fail-early`) sent its requests over the part it ran, not the whole window: 800
-    /// requests in the first 4 s of a 60 s window at 200/s were sent at 200/s, not 13/s.
     pub(crate) fn finish(
         self,
         completed: u64,
         last_byte: Option<Duration>,
         run_start: Duration,
-        now: Duration,
     ) -> LoadReport {
-        let ran = now.saturating_sub(self.measure_from);
-        let window = self.window.min(ran).as_secs_f64();
+        let window = self.window.as_secs_f64();
         let until_last =
             last_byte.map_or(0.0, |l| l.saturating_sub(self.measure_from).as_secs_f64());
         let per = |n: u64, over: f64| if over > 0.0 { n as f64 / over } else { 0.0 };
