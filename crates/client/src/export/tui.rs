@@ -29,6 +29,25 @@ fn lock(v: &Mutex<View>) -> MutexGuard<'_, View> {
     v.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Whether a key waits on the terminal (stdin), within `TICK`. A terminal that hung up (its
+/// window closed) has none and never will: the wait is slept out rather than handed to
+/// crossterm's poll, which returns at once there and would spin the thread.
+fn key_waiting() -> bool {
+    let mut p = libc::pollfd {
+        fd: 0,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, for the duration of the call.
+    let n = unsafe { libc::poll(&mut p, 1, TICK.as_millis() as libc::c_int) };
+    let gone = p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0;
+    if n < 0 || gone {
+        std::thread::sleep(TICK);
+        return false;
+    }
+    n > 0 && p.revents & libc::POLLIN != 0
+}
+
 /// Keys that stop the load: in raw mode Ctrl-C is a key, not a signal.
 fn stops(k: KeyEvent) -> bool {
     k.kind == KeyEventKind::Press
@@ -58,7 +77,7 @@ impl Screen {
                             break;
                         }
                     }
-                    if event::poll(TICK).unwrap_or(false) {
+                    if key_waiting() {
                         if let Ok(Event::Key(k)) = event::read() {
                             if stops(k) {
                                 // SAFETY: signalling our own process, as the terminal would.
