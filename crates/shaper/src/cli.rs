@@ -33,9 +33,32 @@ pub enum Cmd {
         /// TCP congestion-window cap in packets on the server's route toward the client
         #[arg(long)]
         tcp_cwnd_cap: Option<u32>,
+        /// Do not measure the link once it is up (see `check`)
+        #[arg(long)]
+        no_calibrate: bool,
+        /// Refuse (and take down) a link that misses a field of its spec beyond the tolerances
+        #[arg(long, conflicts_with = "no_calibrate")]
+        strict_link: bool,
         /// Print the commands as a shell script instead of running them
         #[arg(long)]
         dry_run: bool,
+    },
+    /// Build the link, measure it (round trips, loss and reordering each way with an echo
+    /// probe; each fixed rate with a saturating UDP flow), print asked against measured, and
+    /// tear it down. Exit status 3 when a field misses its tolerance
+    Check {
+        /// e.g. rate=100mbit,rtt=36ms,loss=1%
+        spec: LinkSpec,
+        #[arg(long, value_enum, default_value = "auto")]
+        backend: BackendChoice,
+        #[arg(long, value_enum, default_value = "default")]
+        offloads: Offloads,
+        /// Print the measurement as JSON (the run report's `link.calibration`) instead of a table
+        #[arg(long)]
+        json: bool,
+        /// Namespace id (hex), as for `up`
+        #[arg(long, value_parser = parse_id)]
+        id: Option<String>,
     },
     /// Tear down the link with this id
     Down {

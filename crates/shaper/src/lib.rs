@@ -4,7 +4,9 @@
 //! did) -> `Topology`, an RAII guard over client, router and server namespaces. Kernels
 //! without netem get a userspace TUN forwarder for delay, jitter and reordering.
 
+pub mod calibrate;
 pub mod cgroup;
+pub mod check_table;
 pub mod cli;
 pub mod cmd;
 pub mod devices;

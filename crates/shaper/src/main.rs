@@ -1,4 +1,6 @@
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Parser;
@@ -39,7 +41,8 @@ fn ids() -> Vec<String> {
     ids
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+/// The number of link fields that missed their tolerance (`check`), else 0.
+fn run(cli: Cli) -> anyhow::Result<usize> {
     match cli.command {
         Cmd::Up {
             spec,
@@ -47,6 +50,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             offloads,
             id,
             tcp_cwnd_cap,
+            no_calibrate,
+            strict_link,
             dry_run: dry,
         } => {
             let opts = TopologyOptions {
@@ -56,11 +61,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 tcp_initial_cwnd: None,
                 tcp_reordering: None,
                 id,
+                calibrate: !no_calibrate,
+                strict: strict_link,
             };
             if dry {
                 let (backend, script) = dry_run(&spec, &opts);
                 say!("# backend: {backend:?}\n{script}");
-                return Ok(());
+                return Ok(0);
             }
             let mut signals =
                 Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
@@ -73,6 +80,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 n.router,
                 n.server
             );
+            if let Some(c) = topo.calibration() {
+                for m in c.misses() {
+                    note!("warning: {}", m.line());
+                }
+                let ok = c.checks.iter().filter(|k| k.ok).count();
+                say!(
+                    "measured in {} ms: {ok} of {} fields within tolerance (`qbench-shaper check` prints the table)",
+                    c.elapsed_ms,
+                    c.checks.len()
+                );
+            }
             say!("run programs with `ip netns exec {} ...`; Ctrl-C or `qbench-shaper down --id {}` ends it", n.client, n.id);
             let router = n.router.clone();
             let watch = std::thread::spawn(move || {
@@ -86,7 +104,45 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             drop(topo);
             drop(watch);
             say!("link down");
-            Ok(())
+            Ok(0)
+        }
+        Cmd::Check {
+            spec,
+            backend,
+            offloads,
+            json,
+            id,
+        } => {
+            let opts = TopologyOptions {
+                backend,
+                offloads,
+                tcp_cwnd_cap: None,
+                tcp_initial_cwnd: None,
+                tcp_reordering: None,
+                id,
+                calibrate: false,
+                strict: false,
+            };
+            // A signal waits for the measurement under way (a few seconds at most), then the
+            // link is taken down as the topology is dropped.
+            let stop = Arc::new(AtomicBool::new(false));
+            for sig in [SIGINT, SIGTERM, SIGHUP] {
+                signal_hook::flag::register(sig, stop.clone())
+                    .context("installing signal handlers")?;
+            }
+            let mut topo = Topology::up(spec, &opts).context("bringing the link up")?;
+            anyhow::ensure!(!stop.load(Ordering::Relaxed), "interrupted");
+            let backend = topo.backend();
+            let c = topo.calibrate()?.clone();
+            drop(topo);
+            anyhow::ensure!(!stop.load(Ordering::Relaxed), "interrupted");
+            if json {
+                say!("{}", serde_json::to_string_pretty(&c)?);
+            } else {
+                say!("backend {backend:?}, measured in {} ms", c.elapsed_ms);
+                say!("{}", qbench_shaper::check_table::table(&c));
+            }
+            Ok(c.misses().count())
         }
         Cmd::Down { id } => {
             let names = Names::new(&id);
@@ -95,7 +151,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             for c in qbench_shaper::plan::down(&names) {
                 qbench_shaper::exec::run(&c)?;
             }
-            Ok(())
+            Ok(0)
         }
         Cmd::Status => {
             let ids = ids();
@@ -112,7 +168,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     print!("{}", String::from_utf8_lossy(&o.stdout));
                 }
             }
-            Ok(())
+            Ok(0)
         }
         Cmd::Cleanup => {
             let list = |v: &[String]| {
@@ -126,14 +182,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             say!("removed {} namespace(s){}", removed.len(), list(&removed));
             let cgroups = qbench_shaper::cgroup::cleanup();
             say!("removed {} cgroup(s){}", cgroups.len(), list(&cgroups));
-            Ok(())
+            Ok(0)
         }
     }
 }
 
 fn main() -> ExitCode {
     match run(Cli::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::from(3),
         Err(e) => {
             note!("error: {}", qbench_core::errors::one_line(e.as_ref()));
             ExitCode::FAILURE

@@ -67,7 +67,7 @@ fn attach(under_netem: bool) -> [&'static str; 3] {
 /// the queue that fills: as netem's parent it would only ever see netem's packet queue.
 pub fn tbf(ns: &str, dev: &str, d: &Direction, mtu: u32, under_netem: bool) -> Option<Cmd> {
     let rate = d.rate.as_ref()?.peak().or(match d.rate.as_ref()? {
-        RateSpec::Trace { .. } => Some(Rate(1_000_000_000)),
+        RateSpec::Trace { .. } | RateSpec::Mahimahi { .. } => Some(Rate(1_000_000_000)),
         _ => None,
     })?;
     let limit = d

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use qbench_core::spec::delivery_trace::parse_mahimahi;
 use qbench_core::spec::link::{parse_trace, LinkError, Queue, RateSpec};
 use qbench_core::units::Rate;
 use rand::Rng;
@@ -47,6 +48,28 @@ enum Schedule {
         period: Duration,
     },
     Steps(Vec<(Duration, Rate)>),
+    /// Steps that start again every period (a delivery trace).
+    Looped {
+        steps: Vec<(Duration, Rate)>,
+        period: Duration,
+    },
+}
+
+/// A trace file's text, read within the limit: a FIFO or /dev/zero states no size.
+fn read_trace(path: &str) -> Result<String, RateError> {
+    std::fs::File::open(path)
+        .map_err(qbench_core::spec::input::InputError::from)
+        .and_then(|f| {
+            qbench_core::spec::input::read_text_capped(
+                f,
+                qbench_core::spec::input::MAX_TRACE_BYTES,
+                "a rate trace",
+            )
+        })
+        .map_err(|source| RateError::Read {
+            path: path.to_string(),
+            source,
+        })
 }
 
 impl Varying {
@@ -54,7 +77,9 @@ impl Varying {
     fn peak(&self) -> Rate {
         match &self.schedule {
             Schedule::Random { max, .. } => *max,
-            Schedule::Steps(steps) => steps.iter().map(|(_, r)| *r).max().unwrap_or(Rate(1)),
+            Schedule::Steps(steps) | Schedule::Looped { steps, .. } => {
+                steps.iter().map(|(_, r)| *r).max().unwrap_or(Rate(1))
+            }
         }
     }
 
@@ -74,25 +99,21 @@ impl Varying {
                 period: *period,
             },
             RateSpec::Trace { path } => {
-                // Read within the limit: a FIFO or /dev/zero states no size.
-                let text = std::fs::File::open(path)
-                    .map_err(qbench_core::spec::input::InputError::from)
-                    .and_then(|f| {
-                        qbench_core::spec::input::read_text_capped(
-                            f,
-                            qbench_core::spec::input::MAX_TRACE_BYTES,
-                            "a rate trace",
-                        )
-                    })
-                    .map_err(|source| RateError::Read {
-                        path: path.clone(),
-                        source,
-                    })?;
-                let steps = parse_trace(&text).map_err(|source| RateError::Parse {
+                let steps = parse_trace(&read_trace(path)?).map_err(|source| RateError::Parse {
                     path: path.clone(),
                     source,
                 })?;
                 Schedule::Steps(steps)
+            }
+            RateSpec::Mahimahi { path } => {
+                let d = parse_mahimahi(&read_trace(path)?).map_err(|source| RateError::Parse {
+                    path: path.clone(),
+                    source,
+                })?;
+                Schedule::Looped {
+                    steps: d.steps,
+                    period: d.period,
+                }
             }
         };
         Ok(Some(Self {
@@ -115,9 +136,20 @@ impl Varying {
                 let i = steps.iter().rposition(|(at, _)| *at <= t).unwrap_or(0);
                 (steps[i].1, steps.get(i + 1).map(|(at, _)| *at))
             }
+            Schedule::Looped { steps, period } => {
+                let into = Duration::from_nanos((t.as_nanos() % period.as_nanos().max(1)) as u64);
+                let began = t - into;
+                let i = steps.iter().rposition(|(at, _)| *at <= into).unwrap_or(0);
+                let next = steps.get(i + 1).map_or(*period, |(at, _)| *at);
+                (steps[i].1, Some(began + next))
+            }
         }
     }
 }
+
+/// Rate changes a report lists: a delivery trace changes every 10 ms for as long as the link
+/// is up, and the list must stay bounded. Later changes are applied, not listed.
+pub const MAX_RECORDED_CHANGES: usize = 20_000;
 
 pub struct RateController {
     stop: Arc<AtomicBool>,
@@ -165,11 +197,15 @@ impl RateController {
                         if write_line(&mut stdin, v, rate, mtu).is_err() {
                             return;
                         }
-                        changes2.lock().expect("changes lock").push(RateChange {
-                            t_ms: now.as_millis() as u64,
-                            direction: v.direction.to_string(),
-                            rate_bps: rate.0,
-                        });
+                        let mut changes = changes2.lock().expect("changes lock");
+                        if changes.len() < MAX_RECORDED_CHANGES {
+                            changes.push(RateChange {
+                                t_ms: now.as_millis() as u64,
+                                direction: v.direction.to_string(),
+                                rate_bps: rate.0,
+                            });
+                        }
+                        drop(changes);
                         *next = following;
                     }
                 }
@@ -246,5 +282,41 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+}
+
+#[cfg(test)]
+mod looped_tests {
+    use super::*;
+
+    #[test]
+    fn a_delivery_trace_starts_again_every_period() {
+        let ms = Duration::from_millis;
+        let v = Varying {
+            direction: "down",
+            dev: "qb-rc",
+            queue: None,
+            under_netem: false,
+            schedule: Schedule::Looped {
+                steps: vec![(ms(0), Rate(24_000_000)), (ms(200), Rate(8_000))],
+                period: ms(400),
+            },
+        };
+        let mut rng = rand::thread_rng();
+        assert_eq!(
+            v.rate_at(ms(0), &mut rng),
+            (Rate(24_000_000), Some(ms(200)))
+        );
+        assert_eq!(v.rate_at(ms(250), &mut rng), (Rate(8_000), Some(ms(400))));
+        // 1005 ms is 205 ms into the third period (the gap); 1210 ms is 10 ms into the fourth.
+        assert_eq!(
+            v.rate_at(ms(1_005), &mut rng),
+            (Rate(8_000), Some(ms(1_200)))
+        );
+        assert_eq!(
+            v.rate_at(ms(1_210), &mut rng),
+            (Rate(24_000_000), Some(ms(1_400)))
+        );
+        assert_eq!(v.peak(), Rate(24_000_000));
     }
 }

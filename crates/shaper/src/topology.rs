@@ -3,6 +3,9 @@
 
 use qbench_core::spec::link::LinkSpec;
 
+use qbench_core::report::calibration::Calibration;
+
+use crate::calibrate::CalibrateError;
 use crate::exec::{ExecError, Executor};
 use crate::forwarder::{Forwarder, Impairment};
 use crate::netns::{self, NetnsError};
@@ -40,6 +43,10 @@ pub enum ShaperError {
     Rate(#[from] RateError),
     #[error("starting the userspace forwarder on {tun}: {source}")]
     Forwarder { tun: String, source: std::io::Error },
+    #[error(transparent)]
+    Calibrate(#[from] CalibrateError),
+    #[error("--strict-link: {0}")]
+    Missed(String),
     #[error("reading {key} back in the server's namespace: {source}")]
     ReadBack {
         key: &'static str,
@@ -65,6 +72,27 @@ pub struct TopologyOptions {
     pub tcp_reordering: Option<u32>,
     /// Namespace id; random when `None`.
     pub id: Option<String>,
+    /// Measure the link once built (`crate::calibrate`); the report carries what was found.
+    pub calibrate: bool,
+    /// Refuse a link that misses a field of its spec beyond the tolerances (needs `calibrate`).
+    pub strict: bool,
+}
+
+impl TopologyOptions {
+    /// A link with `backend` and nothing else asked: default offloads, no TCP route settings,
+    /// a random id, not measured.
+    pub fn plain(backend: BackendChoice) -> Self {
+        Self {
+            backend,
+            offloads: Offloads::Default,
+            tcp_cwnd_cap: None,
+            tcp_initial_cwnd: None,
+            tcp_reordering: None,
+            id: None,
+            calibrate: false,
+            strict: false,
+        }
+    }
 }
 
 /// What the report says about the link.
@@ -82,6 +110,7 @@ pub struct Topology {
     server_sysctls: Vec<(String, String)>,
     /// Offloads were turned off because the link drops packets (`plan::effective_offloads`).
     offloads_off_for_loss: bool,
+    calibration: Option<Calibration>,
 }
 
 fn random_id() -> String {
@@ -186,6 +215,7 @@ impl Topology {
             rates: None,
             server_sysctls: Vec::new(),
             offloads_off_for_loss: offloads != opts.offloads,
+            calibration: None,
         };
         // From here on, Drop tears down whatever part was built.
         let mut exec = Executor::default();
@@ -223,6 +253,13 @@ impl Topology {
             }
         }
         topo.rates = RateController::start(&names.router, varying, mtu)?;
+        if opts.calibrate {
+            let c = topo.calibrate()?;
+            let misses: Vec<String> = c.misses().map(|m| m.line()).collect();
+            if opts.strict && !misses.is_empty() {
+                return Err(ShaperError::Missed(misses.join("; ")));
+            }
+        }
         Ok(topo)
     }
 
@@ -266,6 +303,17 @@ impl Topology {
         self.backend
     }
 
+    /// Measures the link as built against its spec (`crate::calibrate`); the report carries
+    /// the latest measurement.
+    pub fn calibrate(&mut self) -> Result<&Calibration, CalibrateError> {
+        let c = crate::calibrate::calibrate(&self.names, &self.link)?;
+        Ok(self.calibration.insert(c))
+    }
+
+    pub fn calibration(&self) -> Option<&Calibration> {
+        self.calibration.as_ref()
+    }
+
     /// Each forwarder's counters now (none with the kernel's qdiscs).
     pub fn forwarder_stats(&self) -> Vec<(String, qbench_core::report::link::ForwarderStats)> {
         self.forwarders
@@ -293,6 +341,7 @@ impl Topology {
             forwarders: self.forwarder_stats(),
             rate_changes: self.rates.as_ref().map(|r| r.changes()).unwrap_or_default(),
             notes: self.notes(),
+            calibration: self.calibration.clone(),
         }
     }
 

@@ -162,7 +162,7 @@ impl RunPlan {
         Ok(Self {
             cfg,
             outputs,
-            dry_run: args.dry_run,
+            dry_run: args.build.dry_run,
             shard_source: shard.and_then(|(_, source)| source),
             barrier,
             thresholds: args.gate.fail_if.clone(),

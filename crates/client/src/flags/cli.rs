@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use qbench_core::spec::cpulimit::CpuSet;
-use qbench_core::spec::link::LinkSpec;
 use qbench_core::spec::quic_knobs::QuicKnobs;
 use qbench_core::spec::{CompareSpec, CompeteSpec, RunSpec, SideOverrides};
 use qbench_core::{ByteSize, CcAlgo, Protocol, Workload};
@@ -16,7 +15,6 @@ use super::values::{parse_client_cpu, parse_rwnd, MAX_CONNECTIONS, MAX_THREADS};
 use crate::flags::load::LoadArgs;
 use crate::flags::serve::ServeArgs;
 use qbench_engine::plan::config::{LinkChoice, TargetArgs};
-use qbench_shaper::{BackendChoice, Offloads};
 
 /// Load generator comparing HTTP/3 (QUIC) with HTTP/2 and HTTP/1.1 (TLS over TCP).
 ///
@@ -344,27 +342,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE.html")]
     pub html: Option<PathBuf>,
 
-    /// Run client and in-process server in network namespaces with an emulated link between
-    /// them, e.g. rate=100mbit,rtt=36ms,loss=1% (fields: rate, rtt, delay, jitter, loss,
-    /// reorder, queue, mtu; up./down. prefixes; rate=50..150mbit/1s or rate=trace:FILE). Root
-    #[arg(long, visible_alias = "link-a", value_name = "SPEC")]
-    pub link: Option<LinkSpec>,
-
     #[command(flatten)]
-    pub chain: crate::flags::chain::ChainArgs,
-
-    /// How to emulate the link: netem where the kernel has it, else tc + nftables + a
-    /// userspace delay path
-    #[arg(long, value_enum, default_value = "auto", requires = "link")]
-    pub backend: BackendChoice,
-
-    /// GSO/TSO/GRO on the link's veth interfaces
-    #[arg(long, value_enum, default_value = "default", requires = "link")]
-    pub offloads: Offloads,
-
-    /// Print the commands --link would run, as a shell script, and exit
-    #[arg(long, requires = "link")]
-    pub dry_run: bool,
+    pub build: crate::flags::link::LinkBuildArgs,
 
     /// Client threads (1: everything runs on the main thread). With more, each connection of a
     /// closed or open loop runs on one of them with its requests (and, for h3, its UDP socket)
@@ -503,9 +482,9 @@ impl RunArgs {
             quic: self.quic.unwrap_or_default(),
             sample_interval: self.sample_interval,
             telemetry: !self.no_telemetry,
-            link: self.link.clone(),
-            link_b: self.chain.link_b.clone(),
-            proxy: self.chain.proxy,
+            link: self.build.link.clone(),
+            link_b: self.build.chain.link_b.clone(),
+            proxy: self.build.chain.proxy,
             client_threads: self.client_threads,
             server_threads: self.server_threads,
             load: self.load.load(),
@@ -531,8 +510,10 @@ impl RunArgs {
 
     pub fn link_choice(&self) -> LinkChoice {
         LinkChoice {
-            backend: self.backend,
-            offloads: self.offloads,
+            backend: self.build.backend,
+            offloads: self.build.offloads,
+            calibrate: !self.build.no_calibrate,
+            strict: self.build.strict_link,
         }
     }
 

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod fleet;
 pub mod gate;
 pub mod judge;
+pub mod link;
 pub mod load;
 pub mod rerun;
 pub mod serve;

@@ -417,3 +417,98 @@ fn h2_and_h3_across_netem_obey_the_physics() {
     let verdict = j["comparison"]["verdict"].as_str().unwrap();
     assert!(["a_faster", "b_faster", "inconclusive"].contains(&verdict));
 }
+
+/// A link the shaper builds with `backend` and measures, as qbench's `--link` does.
+fn calibrated(spec: &str, backend: qbench_shaper::BackendChoice) -> qbench_shaper::Topology {
+    let opts = qbench_shaper::TopologyOptions {
+        calibrate: true,
+        ..qbench_shaper::TopologyOptions::plain(backend)
+    };
+    qbench_shaper::Topology::up(spec.parse().unwrap(), &opts).expect("link up and measured")
+}
+
+/// Calibration on the netem backend: each direction's flow arrives at the asked rate, losses
+/// are counted each way, no round trip is below the delay; and a rate the emulated CPU cannot
+/// carry is named as missed. The VM's own cost (about 5 ms more per echo, and reordering by
+/// its two emulated CPUs after netem) makes the `rtt` and `reorder` fields miss here: that is
+/// the calibration telling the truth about this machine, so only the fields the link sets
+/// alone are asserted.
+#[test]
+#[ignore = "needs sch_netem: scripts/ci/kernel_tests.sh runs it in a VM"]
+fn calibration_measures_the_netem_link() {
+    let _g = qbench_testkit::machine();
+    let before = ours();
+    let topo = calibrated("rate=4mbit,rtt=40ms,loss=5%", Netem);
+    let c = topo.calibration().expect("measured").clone();
+    drop(topo);
+    eprintln!("{}", qbench_shaper::check_table::table(&c));
+    assert!(c.rtt.min_us >= 40_000, "{:?}", c.rtt);
+    for (dir, m) in [("up", &c.up), ("down", &c.down)] {
+        let f = m.flood.as_ref().expect("a fixed rate is flooded");
+        let got = f.received_bps as f64;
+        assert!((got / 4e6 - 1.0).abs() < 0.05, "{dir}: {f:?}");
+        // Each direction's loss alone (assert_binomial takes round trips): 4.5 standard
+        // deviations of the binomial either side.
+        let (n, lost) = (
+            m.probe_sent as f64,
+            (m.probe_sent - m.probe_received) as f64,
+        );
+        assert!(n >= 800.0, "{dir}: {m:?}");
+        assert!(
+            (lost - n * 0.05).abs() <= 4.5 * (n * 0.05 * 0.95).sqrt(),
+            "{dir}: {m:?}"
+        );
+        let rate = c
+            .checks
+            .iter()
+            .find(|k| k.field == format!("{dir}.rate"))
+            .unwrap();
+        assert!(rate.ok, "{rate:?}");
+    }
+
+    let topo = calibrated("rate=2gbit", Netem);
+    let c = topo.calibration().expect("measured").clone();
+    drop(topo);
+    eprintln!("{}", qbench_shaper::check_table::table(&c));
+    let missed: Vec<&str> = c.misses().map(|k| k.field.as_str()).collect();
+    assert!(
+        missed.contains(&"up.rate") && missed.contains(&"down.rate"),
+        "{missed:?}"
+    );
+    assert_eq!(ours(), before);
+}
+
+/// A Mahimahi delivery trace on the netem backend: the tbf under netem follows it (24 Mbit/s
+/// for 100 ms, then 8 kbit/s for 100 ms, looping) and a fetch across it completes.
+#[test]
+#[ignore = "needs sch_netem: scripts/ci/kernel_tests.sh runs it in a VM"]
+fn a_delivery_trace_drives_the_netem_link() {
+    let _g = qbench_testkit::machine();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("onoff.trace");
+    let text: String = (1..=100).map(|t| format!("{t}\n{t}\n")).collect::<String>() + "200\n";
+    std::fs::write(&trace, text).unwrap();
+    let link = format!("down.rate=mahimahi:{},rtt=20ms", trace.display());
+    let r = over_netem("h2", "1x300KB", &link, &[]);
+    assert_complete(&r, 1, 1, 300_000);
+    let j = report(&r);
+    assert_eq!(j["link"]["backend"], "netem");
+    let rates: Vec<u64> = j["link"]["rate_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["direction"] == "down")
+        .map(|c| c["rate_bps"].as_u64().unwrap())
+        .collect();
+    assert!(
+        rates.contains(&24_000_000) && rates.contains(&8_000),
+        "{rates:?}"
+    );
+    // 300 KB at 24 Mbit/s at best (the on-windows' rate) takes at least 0.1 s.
+    let secs = j["runs"][0]["duration_us"].as_f64().unwrap() / 1e6;
+    eprintln!(
+        "300 KB over the trace in {secs} s; rates {:?}",
+        &rates[..rates.len().min(8)]
+    );
+    assert!(secs >= 0.1, "{secs}");
+}

@@ -189,6 +189,10 @@ pub struct LinkReport {
     pub forwarders: Vec<(String, ForwarderStats)>,
     pub rate_changes: Vec<RateChange>,
     pub notes: Vec<String>,
+    /// The link as measured before the first run, against what was asked (absent when
+    /// calibration was turned off, and in reports older than it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<crate::report::calibration::Calibration>,
 }
 
 /// What `qbench proxy` on a chain's middle host did during one run.

@@ -1,6 +1,7 @@
 //! The versioned JSON run report. Field names are part of the public interface: change them
 //! only together with `SCHEMA_VERSION`.
 
+pub mod calibration;
 pub mod ccstate;
 pub mod compare;
 pub mod compete;

@@ -48,8 +48,12 @@ pub enum RateSpec {
         #[schemars(with = "u64")]
         period: Duration,
     },
-    /// (time since start, rate) steps read from a file, mahimahi-style.
+    /// (time since start, rate) steps read from a file.
     Trace {
+        path: String,
+    },
+    /// A packet-delivery trace in Mahimahi's format, looping (`spec::delivery_trace`).
+    Mahimahi {
         path: String,
     },
 }
@@ -60,7 +64,7 @@ impl RateSpec {
         match self {
             Self::Fixed { bps } => Some(*bps),
             Self::Random { max, .. } => Some(*max),
-            Self::Trace { .. } => None,
+            Self::Trace { .. } | Self::Mahimahi { .. } => None,
         }
     }
 }
@@ -175,6 +179,12 @@ fn parse_rate_spec(field: &str, v: &str) -> Result<RateSpec, LinkError> {
             return Err(field_err(field, "trace: needs a file path"));
         }
         return Ok(RateSpec::Trace { path: path.into() });
+    }
+    if let Some(path) = v.strip_prefix("mahimahi:") {
+        if path.is_empty() {
+            return Err(field_err(field, "mahimahi: needs a file path"));
+        }
+        return Ok(RateSpec::Mahimahi { path: path.into() });
     }
     let Some((lo, rest)) = v.split_once("..") else {
         return Ok(RateSpec::Fixed {

@@ -2,6 +2,7 @@
 //! `config` all come down to these. Output paths are not part of them.
 
 pub mod cpulimit;
+pub mod delivery_trace;
 pub mod input;
 pub mod link;
 pub mod load;

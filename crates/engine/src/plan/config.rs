@@ -30,6 +30,10 @@ pub struct TargetArgs {
 pub struct LinkChoice {
     pub backend: BackendChoice,
     pub offloads: Offloads,
+    /// Measure the link before the first run (on by default).
+    pub calibrate: bool,
+    /// Refuse a link that misses its spec.
+    pub strict: bool,
 }
 
 impl Default for LinkChoice {
@@ -37,6 +41,8 @@ impl Default for LinkChoice {
         Self {
             backend: BackendChoice::Auto,
             offloads: Offloads::Default,
+            calibrate: true,
+            strict: false,
         }
     }
 }
@@ -492,6 +498,8 @@ fn link_options(spec: &RunSpec, link: LinkChoice) -> Option<TopologyOptions> {
         tcp_initial_cwnd: spec.initial_cwnd.filter(|_| tcp),
         tcp_reordering: spec.reorder_threshold.filter(|_| tcp),
         id: None,
+        calibrate: link.calibrate,
+        strict: link.strict,
     })
 }
 

@@ -146,6 +146,15 @@ impl Prepared {
             _ => None,
         };
         crate::setup::interrupt::check("the link was being built")?;
+        for (flag, l) in [("--link", &link), ("--link-b", &link_b)] {
+            let misses = l
+                .iter()
+                .filter_map(|t| t.calibration())
+                .flat_map(|c| c.misses());
+            for m in misses {
+                crate::observe::warn(&format!("warning: {flag}: {}", m.line()));
+            }
+        }
         // The servers live at the far end: beyond the middle host when there is one.
         let far = link_b.as_ref().or(link.as_ref());
         let mut servers = Vec::new();

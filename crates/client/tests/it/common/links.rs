@@ -33,14 +33,7 @@ pub(crate) fn ping(ns: &str, args: &[&str]) -> String {
 
 /// Runs `f` with the client namespace of a link the shaper builds with `backend`.
 pub(crate) fn with_link<T>(spec: &str, backend: BackendChoice, f: impl FnOnce(&str) -> T) -> T {
-    let opts = qbench_shaper::TopologyOptions {
-        backend,
-        offloads: qbench_shaper::Offloads::Default,
-        tcp_cwnd_cap: None,
-        tcp_initial_cwnd: None,
-        tcp_reordering: None,
-        id: None,
-    };
+    let opts = qbench_shaper::TopologyOptions::plain(backend);
     let topo = qbench_shaper::Topology::up(spec.parse().unwrap(), &opts).expect("link up (root)");
     f(&topo.names().client)
 }

@@ -1,0 +1,181 @@
+//! Calibration across `--link` (root, as CI runs): the report records the link as measured
+//! against the link as asked, a field the machine cannot carry is warned about by name, and
+//! `--strict-link` refuses to run over it and leaves nothing behind.
+
+use crate::common;
+
+use common::links::ours;
+use common::needs::{require, Need};
+use common::{assert_complete, qbench, qbench_plain, refused};
+use serde_json::Value;
+
+fn check<'a>(link: &'a Value, field: &str) -> &'a Value {
+    link["calibration"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["field"] == field)
+        .unwrap_or_else(|| panic!("no {field} in {}", link["calibration"]))
+}
+
+#[test]
+fn the_report_records_the_link_as_measured() {
+    require!(Need::Link);
+    let r = qbench(&[
+        "--proto",
+        "h2",
+        "--objects",
+        "2x100KB",
+        "--link",
+        "rate=20mbit,rtt=40ms,up.rate=5mbit",
+    ]);
+    assert_complete(&r, 1, 2, 200_000);
+    let j = r.json.as_ref().unwrap();
+    let link = &j["link"];
+    let c = &link["calibration"];
+    let fields: Vec<&str> = c["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "rtt",
+            "up.loss",
+            "up.rate",
+            "up.reorder",
+            "down.loss",
+            "down.rate",
+            "down.reorder"
+        ]
+    );
+    // Each direction's flow arrived at its own rate, measured in the namespaces.
+    for (dir, bps) in [("up", 5e6), ("down", 20e6)] {
+        let got = c[dir]["flood"]["received_bps"].as_f64().unwrap();
+        assert!((got / bps - 1.0).abs() < 0.03, "{dir}: {got}");
+        assert_eq!(
+            check(link, &format!("{dir}.rate"))["asked"],
+            format!("{:.2} Mbit/s", bps / 1e6)
+        );
+    }
+    let p50 = c["rtt"]["p50_us"].as_u64().unwrap();
+    assert!((40_000..41_500).contains(&p50), "{p50}");
+    assert!(c["elapsed_ms"].as_u64().unwrap() > 0);
+    // The calibration's own packets are not the run's: the forwarders' counters of the run
+    // hold the run's bytes alone (100 KB twice plus framing), while the link's hold both.
+    let run_down: u64 = j["runs"][0]["noise"]["forwarders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f[0].as_str().unwrap().ends_with("dn"))
+        .map(|f| f[1]["bytes"].as_u64().unwrap())
+        .sum();
+    assert!((200_000..400_000).contains(&run_down), "{run_down}");
+    assert!(!r.stderr.contains("warning: --link"), "{}", r.stderr);
+}
+
+#[test]
+fn a_rate_the_machine_cannot_carry_is_warned_about_and_refused_when_strict() {
+    require!(Need::Link);
+    let before = ours();
+    let args = [
+        "--proto",
+        "h3",
+        "--objects",
+        "1x10KB",
+        "--link",
+        "rate=400gbit",
+    ];
+    let r = qbench(&args);
+    assert_complete(&r, 1, 1, 10_000);
+    for dir in ["up", "down"] {
+        let warned = format!("warning: --link: link field `{dir}.rate`: measured ");
+        assert!(r.stderr.contains(&warned), "{}", r.stderr);
+        let k = check(&r.json.as_ref().unwrap()["link"], &format!("{dir}.rate"));
+        assert_eq!(k["ok"], false);
+        assert!(
+            k["note"].as_str().unwrap().contains("cannot fill the link"),
+            "{k}"
+        );
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let strict = qbench_plain(
+        &[
+            &args[..],
+            &["--strict-link", "--json", json.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert_eq!(strict.code, Some(1), "{}", strict.stderr);
+    let last = strict.stderr.lines().last().unwrap();
+    assert!(
+        last.starts_with("error: --link: --strict-link: link field `up.rate`: measured"),
+        "{last}"
+    );
+    assert!(!json.exists(), "no run, no report");
+    assert_eq!(ours(), before, "the refused link is taken down");
+}
+
+#[test]
+fn calibration_can_be_turned_off_and_strictness_needs_it() {
+    require!(Need::Link);
+    let r = qbench(&[
+        "--proto",
+        "h1",
+        "--objects",
+        "1x1KB",
+        "--link",
+        "rtt=2ms",
+        "--no-calibrate",
+    ]);
+    assert_complete(&r, 1, 1, 1_000);
+    assert!(r.json.as_ref().unwrap()["link"]
+        .get("calibration")
+        .is_none());
+    let one = ["--objects", "1x1KB"];
+    refused(
+        &[
+            &one[..],
+            &["--link", "rtt=2ms", "--no-calibrate", "--strict-link"],
+        ]
+        .concat(),
+        "--strict-link",
+    );
+    refused(&[&one[..], &["--strict-link"]].concat(), "--link");
+    refused(&[&one[..], &["--no-calibrate"]].concat(), "--link");
+}
+
+#[test]
+fn bad_delivery_traces_are_refused_naming_the_file_and_line() {
+    require!(Need::Link);
+    let before = ours();
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("empty", "", "line 0: no delivery opportunities"),
+        ("backwards", "5\n9\n7\n", "line 3: 7 ms comes after 9 ms"),
+        ("words", "1\nsoon\n", "line 2: `soon` is not a whole number"),
+        ("zero", "0\n0\n", "must be later"),
+    ];
+    for (name, text, says) in cases {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let link = format!("down.rate=mahimahi:{}", path.display());
+        let r = qbench_plain(&["--objects", "1x1KB", "--link", &link]);
+        assert_eq!(r.code, Some(2), "{name}: {}", r.stderr);
+        let err = r.stderr.trim();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&path.display().to_string()) && err.contains(says),
+            "{err}"
+        );
+    }
+    // A device that never ends is cut at the limit, not read forever.
+    let r = qbench_plain(&["--objects", "1x1KB", "--link", "up.rate=mahimahi:/dev/zero"]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("/dev/zero"), "{}", r.stderr);
+    assert_eq!(ours(), before);
+}

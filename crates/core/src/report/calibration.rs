@@ -1,0 +1,269 @@
+//! The link as measured against the link as asked. The shaper measures (an echo probe of a
+//! known count of packets, then a saturating flow each way); this module holds what it found
+//! and judges it against the spec with stated tolerances, so that the judgement is pure and
+//! the same in `qbench-shaper check`, in a run's report and in tests.
+
+use serde::{Deserialize, Serialize};
+use statrs::distribution::{Binomial, DiscreteCDF};
+
+use crate::spec::link::{Direction, LinkSpec, RateSpec};
+use crate::units::Rate;
+
+/// A fixed rate is met when the saturating flow's delivered rate (counted as tc counts it:
+/// Ethernet, IP and UDP headers included) is within this fraction of it.
+pub const RATE_TOLERANCE: f64 = 0.03;
+
+/// The echo probe's median round trip may differ from the asked one by this much, or by
+/// [`DELAY_TOLERANCE_REL`] of it when that is more: a veth pair and a busy 2-core machine
+/// add tens to hundreds of microseconds of their own.
+pub const DELAY_TOLERANCE_US: u64 = 500;
+pub const DELAY_TOLERANCE_REL: f64 = 0.05;
+
+/// Losses outside this central binomial interval (for the probe's count and the asked
+/// probability) miss the request: a link that is right misses it once in a hundred checks.
+pub const LOSS_CONFIDENCE: f64 = 0.99;
+
+/// Headers below the UDP payload that tc's rate counts on a veth: Ethernet 14, IPv4 20, UDP 8.
+pub const L2_OVERHEAD: u32 = 42;
+
+/// What the echo probe saw of round trips, in microseconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RttSummary {
+    pub samples: u64,
+    pub min_us: u64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+}
+
+impl RttSummary {
+    /// From round trips in microseconds, in any order.
+    pub fn of(mut us: Vec<u64>) -> Self {
+        if us.is_empty() {
+            return Self::default();
+        }
+        us.sort_unstable();
+        let at = |q: f64| us[((us.len() - 1) as f64 * q).round() as usize];
+        Self {
+            samples: us.len() as u64,
+            min_us: us[0],
+            p50_us: at(0.5),
+            p99_us: at(0.99),
+            max_us: us[us.len() - 1],
+        }
+    }
+}
+
+/// A saturating UDP flow through one direction: what its sender offered and what arrived,
+/// both as tc counts bytes ([`L2_OVERHEAD`] per packet).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Flood {
+    /// Bytes per packet on the wire, headers included.
+    pub packet_bytes: u32,
+    pub sent_packets: u64,
+    pub sent_bps: u64,
+    /// Packets that arrived, and the rate at which they did after the first quarter of the
+    /// flow (tbf's burst and the filling queue pass in it).
+    pub received_packets: u64,
+    pub received_bps: u64,
+}
+
+/// One direction as measured.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DirectionMeasured {
+    /// Echo-probe packets sent toward this direction's receiver, and those that arrived.
+    pub probe_sent: u64,
+    pub probe_received: u64,
+    /// Probe packets that arrived after one sent later than them.
+    pub reordered: u64,
+    /// `None` when no flow was sent (the rate varies over time, so there is nothing fixed to
+    /// meet).
+    pub flood: Option<Flood>,
+}
+
+/// One field of the spec, asked against measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LinkCheck {
+    /// The spec's field: `rtt`, `up.rate`, `down.loss`, `up.reorder`...
+    pub field: String,
+    pub asked: String,
+    pub measured: String,
+    pub tolerance: String,
+    pub ok: bool,
+    /// Why a check could not confirm the field (e.g. the probe could not offer the rate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl LinkCheck {
+    /// One line for a warning or an error: the field, both values and the tolerance.
+    pub fn line(&self) -> String {
+        let mut s = format!(
+            "link field `{}`: measured {}, asked {} ({})",
+            self.field, self.measured, self.asked, self.tolerance
+        );
+        if let Some(n) = &self.note {
+            s.push_str("; ");
+            s.push_str(n);
+        }
+        s
+    }
+}
+
+/// What calibration measured, and the verdict on each field.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Calibration {
+    pub rtt: RttSummary,
+    /// Client -> server.
+    pub up: DirectionMeasured,
+    /// Server -> client.
+    pub down: DirectionMeasured,
+    pub checks: Vec<LinkCheck>,
+    /// How long calibration took.
+    pub elapsed_ms: u64,
+}
+
+impl Calibration {
+    pub fn misses(&self) -> impl Iterator<Item = &LinkCheck> {
+        self.checks.iter().filter(|c| !c.ok)
+    }
+}
+
+fn ms(us: u64) -> String {
+    format!("{:.2} ms", us as f64 / 1000.0)
+}
+
+/// The central `LOSS_CONFIDENCE` interval of losses among `n` packets each lost with `p`.
+pub fn loss_interval(n: u64, p: f64) -> (u64, u64) {
+    if n == 0 || p <= 0.0 {
+        return (0, 0);
+    }
+    if p >= 1.0 {
+        return (n, n);
+    }
+    let Ok(b) = Binomial::new(p, n) else {
+        return (0, n);
+    };
+    let tail = (1.0 - LOSS_CONFIDENCE) / 2.0;
+    (quantile(&b, n, tail), quantile(&b, n, 1.0 - tail))
+}
+
+/// The least k with P(X <= k) >= q, by bisection on the CDF (statrs' own inverse panics for
+/// some small p, e.g. 0.05% of 1000).
+fn quantile(b: &Binomial, n: u64, q: f64) -> u64 {
+    let (mut lo, mut hi) = (0u64, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if b.cdf(mid) >= q {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    lo
+}
+
+fn rtt_check(spec: &LinkSpec, rtt: &RttSummary) -> LinkCheck {
+    let us = |d: std::time::Duration| d.as_micros() as u64;
+    let delay = us(spec.up.delay) + us(spec.down.delay);
+    let jitter = us(spec.up.jitter) + us(spec.down.jitter);
+    // Jitter adds 0..=jitter uniformly to each direction's delay: the sum's median is the
+    // middle, and with reordering off a packet also waits for the one before it.
+    let median = delay + jitter / 2;
+    let tol = DELAY_TOLERANCE_US.max((median as f64 * DELAY_TOLERANCE_REL) as u64) + jitter / 2;
+    let ok = rtt.samples > 0
+        && rtt.p50_us.abs_diff(median) <= tol
+        && rtt.min_us + DELAY_TOLERANCE_US.max((delay as f64 * DELAY_TOLERANCE_REL) as u64)
+            >= delay;
+    LinkCheck {
+        field: "rtt".into(),
+        asked: if jitter > 0 {
+            format!("{} + 0..{} jitter", ms(delay), ms(jitter))
+        } else {
+            ms(delay)
+        },
+        measured: if rtt.samples == 0 {
+            "no echo".into()
+        } else {
+            format!("median {}, min {}", ms(rtt.p50_us), ms(rtt.min_us))
+        },
+        tolerance: format!("median within {}, min not below the delay", ms(tol)),
+        ok,
+        note: None,
+    }
+}
+
+fn loss_check(dir: &str, d: &Direction, m: &DirectionMeasured) -> LinkCheck {
+    let lost = m.probe_sent.saturating_sub(m.probe_received);
+    let (lo, hi) = loss_interval(m.probe_sent, d.loss);
+    let pct = |k: u64| {
+        if m.probe_sent == 0 {
+            0.0
+        } else {
+            k as f64 * 100.0 / m.probe_sent as f64
+        }
+    };
+    LinkCheck {
+        field: format!("{dir}.loss"),
+        asked: format!("{}%", d.loss * 100.0),
+        measured: format!("{lost} of {} packets ({:.2}%)", m.probe_sent, pct(lost)),
+        tolerance: format!(
+            "{lo}..={hi} lost, the binomial's central {}%",
+            LOSS_CONFIDENCE * 100.0
+        ),
+        ok: m.probe_sent > 0 && (lo..=hi).contains(&lost),
+        note: (m.probe_sent == 0).then(|| "no probe packet reached this direction".into()),
+    }
+}
+
+fn rate_check(dir: &str, asked: Rate, flood: &Flood) -> LinkCheck {
+    let got = flood.received_bps as f64;
+    let want = asked.0 as f64;
+    let ok = (got - want).abs() <= want * RATE_TOLERANCE;
+    // A sender that could not offer more than the rate cannot show that the link holds it:
+    // the machine, not the link, set what arrived.
+    let short = (flood.sent_bps as f64) < want * (1.0 + RATE_TOLERANCE);
+    LinkCheck {
+        field: format!("{dir}.rate"),
+        asked: asked.to_string(),
+        measured: Rate(flood.received_bps).to_string(),
+        tolerance: format!("within {}%", RATE_TOLERANCE * 100.0),
+        ok: ok && !short,
+        note: short.then(|| {
+            format!(
+                "the probe could offer only {}: this machine cannot fill the link",
+                Rate(flood.sent_bps)
+            )
+        }),
+    }
+}
+
+/// The checks of every field the spec sets. Rates that vary over time are not checked.
+pub fn judge(
+    spec: &LinkSpec,
+    up: &DirectionMeasured,
+    down: &DirectionMeasured,
+    rtt: &RttSummary,
+) -> Vec<LinkCheck> {
+    let mut checks = vec![rtt_check(spec, rtt)];
+    for (dir, d, m) in [("up", &spec.up, up), ("down", &spec.down, down)] {
+        checks.push(loss_check(dir, d, m));
+        if let (Some(RateSpec::Fixed { bps }), Some(f)) = (&d.rate, &m.flood) {
+            checks.push(rate_check(dir, *bps, f));
+        }
+        if !d.reorders() {
+            checks.push(LinkCheck {
+                field: format!("{dir}.reorder"),
+                asked: "off".into(),
+                measured: format!("{} of {} packets reordered", m.reordered, m.probe_received),
+                tolerance: "none".into(),
+                ok: m.reordered == 0,
+                note: None,
+            });
+        }
+    }
+    checks
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,216 @@
+//! Packet-delivery traces in Mahimahi's format (`rate=mahimahi:FILE`), the format of the
+//! cellular traces Mahimahi, Pantheon and many papers use: one line per opportunity to deliver
+//! one MTU-sized packet, as a whole number of milliseconds since the start; several lines with
+//! the same time are several packets in that millisecond. The trace loops, as Mahimahi's does:
+//! its period is its last timestamp.
+//!
+//! qbench's links enforce rates with tbf, so a trace becomes one rate per window of
+//! [`WINDOW_MS`]: the bytes its opportunities could deliver in the window, over the window.
+//! Volume per window and every gap of a window or longer are kept; the order of packets within
+//! a window is tbf's (evenly spaced, after its burst).
+
+use std::time::Duration;
+
+use crate::spec::link::{LinkError, MIN_RATE_BPS};
+use crate::units::Rate;
+
+/// Bytes one delivery opportunity carries (Mahimahi's MTU-sized packet).
+pub const OPPORTUNITY_BYTES: u64 = 1500;
+/// The length of the windows a trace's rate is stepped in.
+pub const WINDOW_MS: u64 = 10;
+/// The longest period a trace may have: an hour of 10 ms windows is 360,000 steps.
+pub const MAX_PERIOD_MS: u64 = 3_600_000;
+
+/// A delivery trace as tbf rates: `steps` start at 0 and hold until the next one, and the
+/// whole repeats every `period`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivery {
+    pub period: Duration,
+    pub steps: Vec<(Duration, Rate)>,
+    /// Delivery opportunities in one period.
+    pub opportunities: u64,
+}
+
+impl Delivery {
+    /// The mean rate over a period: what a saturating flow gets on average.
+    pub fn mean(&self) -> Rate {
+        let bits = self.opportunities as f64 * OPPORTUNITY_BYTES as f64 * 8.0;
+        Rate((bits / self.period.as_secs_f64()).round() as u64)
+    }
+
+    pub fn peak(&self) -> Rate {
+        self.steps
+            .iter()
+            .map(|(_, r)| *r)
+            .max()
+            .unwrap_or(Rate(MIN_RATE_BPS))
+    }
+}
+
+fn err(line: usize, message: impl Into<String>) -> LinkError {
+    LinkError::Trace {
+        line,
+        message: message.into(),
+    }
+}
+
+/// Parses a Mahimahi trace. Blank lines and `#` comments are skipped; times must not decrease.
+pub fn parse_mahimahi(text: &str) -> Result<Delivery, LinkError> {
+    let mut counts: Vec<u64> = Vec::new();
+    let (mut last, mut opportunities) = (None::<u64>, 0u64);
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let ms: u64 = line.parse().map_err(|_| {
+            err(
+                i + 1,
+                format!("`{line}` is not a whole number of milliseconds"),
+            )
+        })?;
+        if ms > MAX_PERIOD_MS {
+            return Err(err(
+                i + 1,
+                format!("{ms} ms is past the longest period, {MAX_PERIOD_MS} ms"),
+            ));
+        }
+        if let Some(prev) = last.filter(|p| ms < *p) {
+            return Err(err(
+                i + 1,
+                format!("{ms} ms comes after {prev} ms: times must not decrease"),
+            ));
+        }
+        last = Some(ms);
+        opportunities += 1;
+        // Opportunity `ms` falls in (0, period]; the window holding it is its time just before.
+        let w = (ms.saturating_sub(1) / WINDOW_MS) as usize;
+        if counts.len() <= w {
+            counts.resize(w + 1, 0);
+        }
+        counts[w] += 1;
+    }
+    let Some(period) = last else {
+        return Err(err(0, "no delivery opportunities"));
+    };
+    if period == 0 {
+        return Err(err(
+            0,
+            "the last time is 0 ms: the trace loops at its last time, so it must be later",
+        ));
+    }
+    let mut steps: Vec<(Duration, Rate)> = Vec::new();
+    for (w, n) in counts.iter().enumerate() {
+        let start = w as u64 * WINDOW_MS;
+        let len = WINDOW_MS.min(period - start);
+        let bps = n * OPPORTUNITY_BYTES * 8 * 1000 / len;
+        // tbf cannot be stopped: an empty window gets the slowest rate a link may have.
+        let rate = Rate(bps.max(MIN_RATE_BPS));
+        if steps.last().is_none_or(|(_, r)| *r != rate) {
+            steps.push((Duration::from_millis(start), rate));
+        }
+    }
+    Ok(Delivery {
+        period: Duration::from_millis(period),
+        steps,
+        opportunities,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn one_packet_a_millisecond_is_twelve_megabits() {
+        let text: String = (1..=1000).map(|t| format!("{t}\n")).collect();
+        let d = parse_mahimahi(&text).unwrap();
+        assert_eq!(d.period, ms(1000));
+        assert_eq!(d.steps, vec![(ms(0), Rate(12_000_000))]);
+        assert_eq!(d.mean(), Rate(12_000_000));
+    }
+
+    #[test]
+    fn bursts_and_gaps_keep_their_windows() {
+        // 100 ms of two packets a millisecond, then 100 ms of nothing; period 200 ms.
+        let mut text = String::from("# on, then off\n\n");
+        for t in 1..=100 {
+            text.push_str(&format!("{t}\n{t}\n"));
+        }
+        text.push_str("200\n");
+        let d = parse_mahimahi(&text).unwrap();
+        assert_eq!(d.period, ms(200));
+        assert_eq!(d.opportunities, 201);
+        assert_eq!(
+            d.steps,
+            vec![
+                (ms(0), Rate(24_000_000)),
+                (ms(100), Rate(MIN_RATE_BPS)),
+                (ms(190), Rate(1_200_000)),
+            ]
+        );
+        assert_eq!(d.peak(), Rate(24_000_000));
+        assert_eq!(d.mean(), Rate(12_060_000));
+    }
+
+    #[test]
+    fn a_short_last_window_is_rated_over_its_own_length() {
+        let d = parse_mahimahi("5\n15\n").unwrap();
+        assert_eq!(
+            d.steps,
+            vec![(ms(0), Rate(1_200_000)), (ms(10), Rate(2_400_000))]
+        );
+    }
+
+    #[test]
+    fn bad_traces_name_their_line() {
+        let e = |t: &str| parse_mahimahi(t).unwrap_err().to_string();
+        assert_eq!(e(""), "rate trace line 0: no delivery opportunities");
+        assert_eq!(
+            e("# nothing\n\n"),
+            "rate trace line 0: no delivery opportunities"
+        );
+        assert!(e("0\n0\n").contains("must be later"));
+        assert_eq!(
+            e("5\n4\n"),
+            "rate trace line 2: 4 ms comes after 5 ms: times must not decrease"
+        );
+        assert!(e("1\n2.5\n").starts_with("rate trace line 2: `2.5` is not a whole number"));
+        assert!(e("-3\n").contains("not a whole number"));
+        assert!(e("99999999999999999999\n").contains("not a whole number"));
+        assert!(e("3600001\n").contains("past the longest period"));
+        assert!(e("1 1500\n").contains("not a whole number"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_is_a_trace_or_an_error(text in ".{0,400}") {
+            let _ = parse_mahimahi(&text);
+        }
+
+        #[test]
+        fn the_steps_carry_the_traces_volume(times in proptest::collection::vec(1u64..5_000, 1..400)) {
+            let mut times = times;
+            times.sort_unstable();
+            let text: String = times.iter().map(|t| format!("{t}\n")).collect();
+            let d = parse_mahimahi(&text).unwrap();
+            proptest::prop_assert_eq!(d.opportunities, times.len() as u64);
+            proptest::prop_assert_eq!(d.steps[0].0, Duration::ZERO);
+            // Integrated over the period, the steps deliver the trace's bytes (to rounding
+            // and the floor given to empty windows).
+            let period = d.period.as_secs_f64();
+            let mut bits = 0.0;
+            for (i, (at, r)) in d.steps.iter().enumerate() {
+                let end = d.steps.get(i + 1).map_or(period, |(n, _)| n.as_secs_f64());
+                bits += r.0 as f64 * (end - at.as_secs_f64());
+            }
+            let want = times.len() as f64 * 12_000.0;
+            proptest::prop_assert!(bits >= want - 1.0 * d.steps.len() as f64 - 1.0, "{} < {}", bits, want);
+            proptest::prop_assert!(bits <= want + MIN_RATE_BPS as f64 * period + 1.0, "{} > {}", bits, want);
+        }
+    }
+}

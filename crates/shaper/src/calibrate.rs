@@ -1,0 +1,360 @@
+//! Measuring a link just built, before anything runs over it: an echo probe of a known count
+//! of small packets from the client namespace to the server's and back (round trips, loss and
+//! reordering each way), then a UDP flow each way offered faster than a fixed rate (the rate
+//! that arrives). Sockets are made inside the namespaces and used from ordinary threads, so
+//! nothing here changes the calling thread's namespace.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use qbench_core::report::calibration::{
+    judge, Calibration, DirectionMeasured, Flood, RttSummary, L2_OVERHEAD,
+};
+use qbench_core::report::link::Names;
+use qbench_core::spec::link::{Direction, LinkSpec, RateSpec};
+
+use crate::netns::{self, NetnsError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CalibrateError {
+    #[error(transparent)]
+    Netns(#[from] NetnsError),
+    #[error("calibrating the link: {what}: {source}")]
+    Socket {
+        what: &'static str,
+        source: std::io::Error,
+    },
+}
+
+fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> CalibrateError {
+    move |source| CalibrateError::Socket { what, source }
+}
+
+/// Echo-probe packets: enough that a 1% loss is told from 0% or 3% at 99% confidence.
+pub const PROBE_PACKETS: u64 = 1000;
+/// The probe never takes more than this long to send, however slow the link (fewer packets
+/// then, down to [`MIN_PROBE_PACKETS`]).
+pub const PROBE_TIME: Duration = Duration::from_secs(2);
+pub const MIN_PROBE_PACKETS: u64 = 200;
+/// Share of the slowest fixed rate the probe may use, so that it never queues behind itself.
+const PROBE_SHARE: f64 = 0.25;
+const PROBE_BYTES: usize = 64;
+const PROBE_GAP_MIN: Duration = Duration::from_micros(500);
+
+/// Each direction's saturating flow lasts this long; its first quarter is not measured.
+pub const FLOOD_TIME: Duration = Duration::from_millis(600);
+/// How much faster than the asked rate the flow is offered (after the asked loss).
+const OVERDRIVE: f64 = 1.25;
+
+/// How long a receiver waits for stragglers: at least this, plus the direction's delay.
+const IDLE: Duration = Duration::from_millis(250);
+const POLL: Duration = Duration::from_millis(20);
+
+fn udp_in(ns: &str, ip: &str) -> Result<UdpSocket, CalibrateError> {
+    let ns = ns.to_string();
+    let addr: SocketAddr = format!("{ip}:0")
+        .parse()
+        .map_err(|_| CalibrateError::Socket {
+            what: "an address",
+            source: std::io::Error::other(format!("`{ip}` is not an IPv4 address")),
+        })?;
+    // Threads may enter another namespace; the socket stays in the one it was made in.
+    std::thread::spawn(move || -> Result<UdpSocket, CalibrateError> {
+        netns::enter(&ns)?;
+        let s = UdpSocket::bind(addr).map_err(io("binding a UDP socket"))?;
+        s.set_read_timeout(Some(POLL))
+            .map_err(io("a read timeout"))?;
+        Ok(s)
+    })
+    .join()
+    .map_err(|_| CalibrateError::Socket {
+        what: "a namespace thread",
+        source: std::io::Error::other("panicked"),
+    })?
+}
+
+/// Linux's UDP segmentation offload and receive coalescing (linux/udp.h; the libc crate
+/// defines them only for some targets).
+const UDP_SEGMENT: libc::c_int = 103;
+const UDP_GRO: libc::c_int = 104;
+/// Datagrams per send with UDP_SEGMENT: one thread offers about ten times what it does with
+/// one datagram per call.
+const SEGMENTS: u64 = 32;
+
+fn set_int(s: &UdpSocket, level: libc::c_int, opt: libc::c_int, value: libc::c_int) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid socket and a c_int option value of the right length.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            level,
+            opt,
+            (&value as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
+    }
+}
+
+/// Buffers large enough that the sockets, not the link, are never what drops.
+fn big_buffers(s: &UdpSocket) {
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
+        set_int(s, libc::SOL_SOCKET, opt, 32 << 20);
+    }
+}
+
+fn slowest_rate(spec: &LinkSpec) -> Option<f64> {
+    spec.directions()
+        .iter()
+        .filter_map(|(_, d)| match &d.rate {
+            Some(RateSpec::Fixed { bps }) => Some(bps.0 as f64),
+            Some(RateSpec::Random { min, .. }) => Some(min.0 as f64),
+            _ => None,
+        })
+        .reduce(f64::min)
+}
+
+fn one_way(d: &Direction) -> Duration {
+    d.delay + d.jitter
+}
+
+/// Counts a stream of sequence numbers: how many, and how many came after a later one.
+#[derive(Default)]
+struct Arrivals {
+    count: u64,
+    reordered: u64,
+    highest: Option<u64>,
+}
+
+impl Arrivals {
+    fn see(&mut self, seq: u64) {
+        self.count += 1;
+        match self.highest {
+            Some(h) if seq < h => self.reordered += 1,
+            _ => self.highest = Some(seq),
+        }
+    }
+}
+
+fn word(buf: &[u8], at: usize) -> u64 {
+    buf.get(at..at + 8)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_be_bytes)
+        .unwrap_or(0)
+}
+
+struct Probe {
+    rtt: RttSummary,
+    up: DirectionMeasured,
+    down: DirectionMeasured,
+}
+
+fn echo_probe(names: &Names, spec: &LinkSpec) -> Result<Probe, CalibrateError> {
+    let server = udp_in(&names.server, &names.server_addr())?;
+    let client = udp_in(&names.client, &names.client_addr())?;
+    client
+        .connect(server.local_addr().map_err(io("the echo address"))?)
+        .map_err(io("connecting the probe"))?;
+    let gap = slowest_rate(spec)
+        .map(|r| {
+            Duration::from_secs_f64(
+                (PROBE_BYTES as u32 + L2_OVERHEAD) as f64 * 8.0 / (r * PROBE_SHARE),
+            )
+        })
+        .unwrap_or_default()
+        .max(PROBE_GAP_MIN);
+    let count = ((PROBE_TIME.as_secs_f64() / gap.as_secs_f64()) as u64)
+        .clamp(MIN_PROBE_PACKETS, PROBE_PACKETS);
+    let stop = Arc::new(AtomicBool::new(false));
+    let base = Instant::now();
+
+    let echo_stop = stop.clone();
+    let echo = std::thread::spawn(move || {
+        let (mut up, mut echoed) = (Arrivals::default(), 0u64);
+        let mut buf = [0u8; 2048];
+        while !echo_stop.load(Ordering::Relaxed) {
+            if let Ok((n, from)) = server.recv_from(&mut buf) {
+                up.see(word(&buf[..n], 0));
+                if server.send_to(&buf[..n], from).is_ok() {
+                    echoed += 1;
+                }
+            }
+        }
+        (up, echoed)
+    });
+    let back = client.try_clone().map_err(io("the probe's socket"))?;
+    let back_stop = stop.clone();
+    let receiver = std::thread::spawn(move || {
+        let (mut down, mut rtts) = (Arrivals::default(), Vec::new());
+        let mut buf = [0u8; 2048];
+        while !back_stop.load(Ordering::Relaxed) {
+            if let Ok(n) = back.recv(&mut buf) {
+                let now = base.elapsed().as_micros() as u64;
+                down.see(word(&buf[..n], 0));
+                rtts.push(now.saturating_sub(word(&buf[..n], 8)));
+            }
+        }
+        (down, rtts)
+    });
+
+    let mut sent = 0u64;
+    let mut packet = [0u8; PROBE_BYTES];
+    let start = Instant::now();
+    for seq in 0..count {
+        let due = start + gap.mul_f64(seq as f64);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        packet[..8].copy_from_slice(&seq.to_be_bytes());
+        packet[8..16].copy_from_slice(&(base.elapsed().as_micros() as u64).to_be_bytes());
+        if client.send(&packet).is_ok() {
+            sent += 1;
+        }
+    }
+    std::thread::sleep(IDLE + (one_way(&spec.up) + one_way(&spec.down)) * 2);
+    stop.store(true, Ordering::Relaxed);
+    let (up, echoed) = echo.join().unwrap_or_default();
+    let (down, rtts) = receiver.join().unwrap_or_default();
+    Ok(Probe {
+        rtt: RttSummary::of(rtts),
+        up: DirectionMeasured {
+            probe_sent: sent,
+            probe_received: up.count,
+            reordered: up.reordered,
+            flood: None,
+        },
+        down: DirectionMeasured {
+            probe_sent: echoed,
+            probe_received: down.count,
+            reordered: down.reordered,
+            flood: None,
+        },
+    })
+}
+
+/// A flow from `from` to `to` offered at `OVERDRIVE` times `rate` (as fast as one thread
+/// sends, if that is less), and what arrived.
+fn flood(
+    (from, from_ip): (&str, String),
+    (to, to_ip): (&str, String),
+    d: &Direction,
+    rate: f64,
+    mtu: u32,
+) -> Result<Flood, CalibrateError> {
+    let rx = udp_in(to, &to_ip)?;
+    let tx = udp_in(from, &from_ip)?;
+    big_buffers(&rx);
+    big_buffers(&tx);
+    tx.connect(rx.local_addr().map_err(io("the flow's address"))?)
+        .map_err(io("connecting the flow"))?;
+    let wire = mtu + 14;
+    let payload = mtu.saturating_sub(28).max(1) as usize;
+    // Kernels without them send and receive one datagram per call, as counted below anyway.
+    let batch = if set_int(&tx, libc::SOL_UDP, UDP_SEGMENT, payload as libc::c_int) {
+        SEGMENTS.min(65_000 / payload as u64).max(1)
+    } else {
+        1
+    };
+    set_int(&rx, libc::SOL_UDP, UDP_GRO, 1);
+    let packet = vec![0u8; payload * batch as usize];
+    let pps = rate * OVERDRIVE / (1.0 - d.loss).max(0.01) / (f64::from(wire) * 8.0);
+    let done = Arc::new(AtomicBool::new(false));
+    let idle = IDLE + one_way(d);
+
+    let rx_done = done.clone();
+    let receiver = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65536];
+        let (mut count, mut first, mut last) = (0u64, None::<Instant>, None::<Instant>);
+        let mut from_quarter = None::<(Instant, u64)>;
+        loop {
+            match rx.recv(&mut buf) {
+                Ok(n) => {
+                    let now = Instant::now();
+                    // A coalesced read holds several of the flow's equal datagrams.
+                    count += n.div_ceil(payload).max(1) as u64;
+                    let f = *first.get_or_insert(now);
+                    if from_quarter.is_none() && now >= f + FLOOD_TIME / 4 {
+                        from_quarter = Some((now, count));
+                    }
+                    last = Some(now);
+                }
+                Err(_) => {
+                    let quiet = last.or(first).is_none_or(|l| l.elapsed() >= idle);
+                    if rx_done.load(Ordering::Relaxed) && quiet {
+                        break;
+                    }
+                }
+            }
+        }
+        let bps = match (from_quarter, last) {
+            (Some((t0, c0)), Some(t1)) if t1 > t0 => {
+                ((count - c0) as f64 * f64::from(wire) * 8.0 / (t1 - t0).as_secs_f64()) as u64
+            }
+            _ => 0,
+        };
+        (count, bps)
+    });
+
+    let start = Instant::now();
+    let mut sent = 0u64;
+    while start.elapsed() < FLOOD_TIME {
+        let due = (start.elapsed().as_secs_f64() * pps) as u64;
+        if sent >= due {
+            std::thread::sleep(Duration::from_micros(200));
+            continue;
+        }
+        let k = (due - sent).min(batch);
+        // A full socket buffer (ENOBUFS) is the sender's limit, not a loss: try again.
+        if tx.send(&packet[..payload * k as usize]).is_ok() {
+            sent += k;
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    done.store(true, Ordering::Relaxed);
+    let (received, received_bps) = receiver.join().unwrap_or_default();
+    Ok(Flood {
+        packet_bytes: wire,
+        sent_packets: sent,
+        sent_bps: (sent as f64 * f64::from(wire) * 8.0 / elapsed) as u64,
+        received_packets: received,
+        received_bps,
+    })
+}
+
+/// Measures the link between `names`' namespaces, built from `spec`, and judges it.
+pub fn calibrate(names: &Names, spec: &LinkSpec) -> Result<Calibration, CalibrateError> {
+    let began = Instant::now();
+    let mut probe = echo_probe(names, spec)?;
+    let mtu = spec.mtu.unwrap_or(1500);
+    let ends = [
+        (names.client.as_str(), names.client_addr()),
+        (names.server.as_str(), names.server_addr()),
+    ];
+    if let Some(RateSpec::Fixed { bps }) = &spec.up.rate {
+        probe.up.flood = Some(flood(
+            ends[0].clone(),
+            ends[1].clone(),
+            &spec.up,
+            bps.0 as f64,
+            mtu,
+        )?);
+    }
+    if let Some(RateSpec::Fixed { bps }) = &spec.down.rate {
+        probe.down.flood = Some(flood(
+            ends[1].clone(),
+            ends[0].clone(),
+            &spec.down,
+            bps.0 as f64,
+            mtu,
+        )?);
+    }
+    let checks = judge(spec, &probe.up, &probe.down, &probe.rtt);
+    Ok(Calibration {
+        rtt: probe.rtt,
+        up: probe.up,
+        down: probe.down,
+        checks,
+        elapsed_ms: began.elapsed().as_millis() as u64,
+    })
+}
