@@ -416,6 +416,9 @@ pub fn summary(report: &Report, headline: &str) -> String {
     }
     if let Some(l) = &report.link {
         line("link", link_line(l.backend));
+        if let Some(c) = &l.calibration {
+            line("link measured", calibration_line(c));
+        }
     }
     // Runs that ended themselves may still be "complete" when a signal or --fail-early
     // stopped the command: the report is not, and says why first.
@@ -498,6 +501,23 @@ fn insecure_line(report: &Report, line: &mut dyn FnMut(&str, String)) {
             "WARNING",
             "--insecure: the server certificate was NOT verified".into(),
         );
+    }
+}
+
+/// How calibration judged the link: the fields that missed are named (their warnings said
+/// why when they were found).
+fn calibration_line(c: &qbench_core::report::calibration::Calibration) -> String {
+    let missed: Vec<&str> = c.misses().map(|k| k.field.as_str()).collect();
+    let fields = c.checks.len();
+    let rtt = format!("median RTT {:.2} ms", c.rtt.p50_us as f64 / 1e3);
+    if missed.is_empty() {
+        format!("all {fields} fields within tolerance ({rtt}; link.calibration)")
+    } else {
+        format!(
+            "{} of {fields} fields MISSED: {} ({rtt}; link.calibration)",
+            missed.len(),
+            missed.join(", ")
+        )
     }
 }
 

@@ -74,6 +74,12 @@ fn the_report_records_the_link_as_measured() {
         .sum();
     assert!((200_000..400_000).contains(&run_down), "{run_down}");
     assert!(!r.stderr.contains("warning: --link"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("link measured  all 7 fields within tolerance (median RTT 40."),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
