@@ -38,6 +38,9 @@ pub const PROBE_PACKETS: u64 = 1000;
 /// then, down to [`MIN_PROBE_PACKETS`]).
 pub const PROBE_TIME: Duration = Duration::from_secs(2);
 pub const MIN_PROBE_PACKETS: u64 = 200;
+/// Not even that many when the link is so slow that they would take longer than this (at
+/// 8 kbit/s, 23 packets).
+pub const MAX_PROBE_TIME: Duration = Duration::from_secs(10);
 /// Share of the slowest fixed rate the probe may use, so that it never queues behind itself.
 const PROBE_SHARE: f64 = 0.25;
 const PROBE_BYTES: usize = 64;
@@ -45,6 +48,10 @@ const PROBE_GAP_MIN: Duration = Duration::from_micros(500);
 
 /// Each direction's saturating flow lasts this long; its first quarter is not measured.
 pub const FLOOD_TIME: Duration = Duration::from_millis(600);
+/// Slow rates flood longer, so that this many packets arrive to be timed (up to
+/// [`MAX_FLOOD_TIME`]); rates too slow for that in the time are not flooded.
+const FLOOD_PACKETS: f64 = 50.0;
+pub const MAX_FLOOD_TIME: Duration = Duration::from_secs(6);
 /// How much faster than the asked rate the flow is offered (after the asked loss).
 const OVERDRIVE: f64 = 1.25;
 
@@ -104,14 +111,27 @@ fn big_buffers(s: &UdpSocket) {
     }
 }
 
+/// The rate a direction can be counted on: a fixed rate, a random range's minimum, a step
+/// trace's slowest step, a delivery trace's mean (its outages are what it is; the probe must
+/// not add a queue of its own on average).
+fn usable_rate(d: &Direction) -> Option<f64> {
+    let read = |path: &str| crate::rate::read_trace(path).ok();
+    match d.rate.as_ref()? {
+        RateSpec::Fixed { bps } => Some(bps.0 as f64),
+        RateSpec::Random { min, .. } => Some(min.0 as f64),
+        RateSpec::Trace { path } => read(path)
+            .and_then(|t| qbench_core::spec::link::parse_trace(&t).ok())
+            .and_then(|steps| steps.iter().map(|(_, r)| r.0 as f64).reduce(f64::min)),
+        RateSpec::Mahimahi { path } => read(path)
+            .and_then(|t| qbench_core::spec::delivery_trace::parse_mahimahi(&t).ok())
+            .map(|d| d.mean().0 as f64),
+    }
+}
+
 fn slowest_rate(spec: &LinkSpec) -> Option<f64> {
     spec.directions()
         .iter()
-        .filter_map(|(_, d)| match &d.rate {
-            Some(RateSpec::Fixed { bps }) => Some(bps.0 as f64),
-            Some(RateSpec::Random { min, .. }) => Some(min.0 as f64),
-            _ => None,
-        })
+        .filter_map(|(_, d)| usable_rate(d))
         .reduce(f64::min)
 }
 
@@ -165,7 +185,8 @@ fn echo_probe(names: &Names, spec: &LinkSpec) -> Result<Probe, CalibrateError> {
         .unwrap_or_default()
         .max(PROBE_GAP_MIN);
     let count = ((PROBE_TIME.as_secs_f64() / gap.as_secs_f64()) as u64)
-        .clamp(MIN_PROBE_PACKETS, PROBE_PACKETS);
+        .clamp(MIN_PROBE_PACKETS, PROBE_PACKETS)
+        .min(((MAX_PROBE_TIME.as_secs_f64() / gap.as_secs_f64()) as u64).max(1));
     let stop = Arc::new(AtomicBool::new(false));
     let base = Instant::now();
 
@@ -233,6 +254,16 @@ fn echo_probe(names: &Names, spec: &LinkSpec) -> Result<Probe, CalibrateError> {
     })
 }
 
+/// How long a flow at `rate` lasts, or `None` when too few packets would arrive to time.
+fn flood_time_for(rate: f64, wire: u32) -> Option<Duration> {
+    let need = Duration::from_secs_f64(FLOOD_PACKETS * f64::from(wire) * 8.0 / rate);
+    (need <= MAX_FLOOD_TIME).then(|| need.max(FLOOD_TIME))
+}
+
+fn flood_time(rate: f64, wire: u32) -> Duration {
+    flood_time_for(rate, wire).unwrap_or(MAX_FLOOD_TIME)
+}
+
 /// A flow from `from` to `to` offered at `OVERDRIVE` times `rate` (as fast as one thread
 /// sends, if that is less), and what arrived.
 fn flood(
@@ -261,6 +292,7 @@ fn flood(
     let pps = rate * OVERDRIVE / (1.0 - d.loss).max(0.01) / (f64::from(wire) * 8.0);
     let done = Arc::new(AtomicBool::new(false));
     let idle = IDLE + one_way(d);
+    let flood_time = flood_time(rate, wire);
 
     let rx_done = done.clone();
     let receiver = std::thread::spawn(move || {
@@ -274,7 +306,7 @@ fn flood(
                     // A coalesced read holds several of the flow's equal datagrams.
                     count += n.div_ceil(payload).max(1) as u64;
                     let f = *first.get_or_insert(now);
-                    if from_quarter.is_none() && now >= f + FLOOD_TIME / 4 {
+                    if from_quarter.is_none() && now >= f + flood_time / 4 {
                         from_quarter = Some((now, count));
                     }
                     last = Some(now);
@@ -298,7 +330,7 @@ fn flood(
 
     let start = Instant::now();
     let mut sent = 0u64;
-    while start.elapsed() < FLOOD_TIME {
+    while start.elapsed() < flood_time {
         let due = (start.elapsed().as_secs_f64() * pps) as u64;
         if sent >= due {
             std::thread::sleep(Duration::from_micros(200));
@@ -331,21 +363,21 @@ pub fn calibrate(names: &Names, spec: &LinkSpec) -> Result<Calibration, Calibrat
         (names.client.as_str(), names.client_addr()),
         (names.server.as_str(), names.server_addr()),
     ];
-    if let Some(RateSpec::Fixed { bps }) = &spec.up.rate {
-        probe.up.flood = Some(flood(
-            ends[0].clone(),
-            ends[1].clone(),
-            &spec.up,
-            bps.0 as f64,
-            mtu,
-        )?);
+    let floods = |d: &Direction| match &d.rate {
+        Some(RateSpec::Fixed { bps }) if flood_time_for(bps.0 as f64, mtu + 14).is_some() => {
+            Some(bps.0 as f64)
+        }
+        _ => None,
+    };
+    if let Some(bps) = floods(&spec.up) {
+        probe.up.flood = Some(flood(ends[0].clone(), ends[1].clone(), &spec.up, bps, mtu)?);
     }
-    if let Some(RateSpec::Fixed { bps }) = &spec.down.rate {
+    if let Some(bps) = floods(&spec.down) {
         probe.down.flood = Some(flood(
             ends[1].clone(),
             ends[0].clone(),
             &spec.down,
-            bps.0 as f64,
+            bps,
             mtu,
         )?);
     }

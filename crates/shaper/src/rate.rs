@@ -56,7 +56,7 @@ enum Schedule {
 }
 
 /// A trace file's text, read within the limit: a FIFO or /dev/zero states no size.
-fn read_trace(path: &str) -> Result<String, RateError> {
+pub(crate) fn read_trace(path: &str) -> Result<String, RateError> {
     std::fs::File::open(path)
         .map_err(qbench_core::spec::input::InputError::from)
         .and_then(|f| {

@@ -148,6 +148,16 @@ fn reordering_misses_only_where_it_was_not_allowed() {
 }
 
 #[test]
+fn under_a_varying_rate_the_fastest_round_trip_is_judged() {
+    let s = spec("rate=5..15mbit/1s,rtt=20ms");
+    let d = dir(1000, 1000, 0, None);
+    // Queueing behind a slow step moved the median far up: not a miss.
+    assert!(field(&judge(&s, &d, &d, &rtt(20_100, 90_000)), "rtt").ok);
+    assert!(!field(&judge(&s, &d, &d, &rtt(25_000, 90_000)), "rtt").ok);
+    assert!(!field(&judge(&s, &d, &d, &rtt(15_000, 20_000)), "rtt").ok);
+}
+
+#[test]
 fn varying_rates_are_not_checked() {
     let s = spec("rate=5..15mbit/1s");
     let d = dir(1000, 1000, 0, None);
