@@ -55,14 +55,12 @@ fn run(cli: Cli) -> anyhow::Result<usize> {
             dry_run: dry,
         } => {
             let opts = TopologyOptions {
-                backend,
                 offloads,
                 tcp_cwnd_cap,
-                tcp_initial_cwnd: None,
-                tcp_reordering: None,
                 id,
                 calibrate: !no_calibrate,
                 strict: strict_link,
+                ..TopologyOptions::plain(backend)
             };
             if dry {
                 let (backend, script) = dry_run(&spec, &opts);
@@ -114,14 +112,9 @@ fn run(cli: Cli) -> anyhow::Result<usize> {
             id,
         } => {
             let opts = TopologyOptions {
-                backend,
                 offloads,
-                tcp_cwnd_cap: None,
-                tcp_initial_cwnd: None,
-                tcp_reordering: None,
                 id,
-                calibrate: false,
-                strict: false,
+                ..TopologyOptions::plain(backend)
             };
             // A signal waits for the measurement under way (a few seconds at most), then the
             // link is taken down as the topology is dropped.
