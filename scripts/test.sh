@@ -5,7 +5,7 @@
 # real page as a HAR), mdBook (the book), for the emulated-link tests
 # iproute2, nftables, ethtool and ping, and openssh for the multi-host fleet test (sshd in
 # namespaces; no system service is started). Those tests need root. scripts/ci/kernel_tests.sh, last,
-# installs QEMU, virtme-ng and Debian's stock kernel to test the netem backend in a VM.
+# installs QEMU, virtme-ng and Debian's stock kernel to test the netem and edt backends in a VM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,6 +52,10 @@ command -v tshark >/dev/null 2>&1 || missing+=(tshark)
 # A page is recorded with Debian's chromium, driven by Playwright (PyPI, below), for the HAR
 # replay test.
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+# The edt backend's BPF program is built by clang against libbpf's headers; QBENCH_REQUIRE_EDT
+# (below) makes a build without it fail instead of leaving the backend out.
+command -v clang >/dev/null 2>&1 || missing+=(clang)
+[ -f /usr/include/bpf/bpf_helpers.h ] || missing+=(libbpf-dev)
 # Reports are validated against docs/schema/ with Python's jsonschema (PyPI, below).
 command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-pip)
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -59,6 +63,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   sudo_if_needed apt-get update -qq
   sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+export QBENCH_REQUIRE_EDT=1
 
 # quic-go needs Go >= GO_MIN. Without it, the toolchain comes from the Go module proxy, as
 # GOTOOLCHAIN would fetch it, into the target directory.

@@ -1,5 +1,51 @@
+//! Builds the edt backend's BPF program (bpf/edt.bpf.c) with clang. Without clang the
+//! backend is left out, the rest of qbench builds, and `--backend edt` says why.
+
+use std::path::PathBuf;
+
 include!("../build_version.rs");
 
 fn main() {
     git_version();
+    println!("cargo:rerun-if-changed=bpf/edt.bpf.c");
+    println!("cargo:rerun-if-env-changed=CLANG");
+    println!("cargo:rerun-if-env-changed=QBENCH_REQUIRE_EDT");
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let object = out.join("edt.bpf.o");
+    let why = out.join("edt.why");
+    let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".into());
+    // The kernel's uapi headers include <asm/types.h>, which Debian keeps per architecture.
+    let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+    let multiarch = format!("/usr/include/{arch}-linux-gnu");
+    let result = std::process::Command::new(&clang)
+        .args([
+            "-O2", "-g", "-target", "bpf", "-mcpu=v3", "-Wall", "-Werror",
+        ])
+        .arg(format!("-I{multiarch}"))
+        .args(["-c", "bpf/edt.bpf.c", "-o"])
+        .arg(&object)
+        .output();
+    let failure = match result {
+        Ok(o) if o.status.success() => None,
+        Ok(o) => Some(format!(
+            "`{clang}` could not build crates/shaper/bpf/edt.bpf.c: {}",
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .next()
+                .unwrap_or("")
+        )),
+        Err(e) => Some(format!("cannot run `{clang}`: {e}")),
+    };
+    match failure {
+        None => std::fs::write(&why, "").expect("OUT_DIR is writable"),
+        Some(f) => {
+            // CI (scripts/test.sh) installs clang: there a missing program is a failure.
+            if std::env::var_os("QBENCH_REQUIRE_EDT").is_some() {
+                panic!("QBENCH_REQUIRE_EDT is set and {f}");
+            }
+            println!("cargo:warning=the edt backend is left out: {f}");
+            std::fs::write(&object, []).expect("OUT_DIR is writable");
+            std::fs::write(&why, f).expect("OUT_DIR is writable");
+        }
+    }
 }

@@ -7,9 +7,9 @@ exec >"$out/tests.log" 2>&1
 # kernel's, and only the guest sees this mount.
 mount --bind "$modules" /lib/modules || { echo 1 >"$out/rc"; exit 1; }
 echo "kernel $(uname -r)"
-for m in sch_netem sch_tbf veth tun nf_tables nft_numgen; do
+for m in sch_netem sch_tbf sch_fq sch_ingress cls_bpf veth tun nf_tables nft_numgen; do
   modprobe "$m" || { echo "modprobe $m failed"; echo 1 >"$out/rc"; exit 1; }
 done
 ip link set lo up
-"$bin" --ignored --test-threads=1 --nocapture "netem_kernel::$filter"
+"$bin" --ignored --test-threads=1 --nocapture "_kernel::$filter"
 echo $? >"$out/rc"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The shaper's netem backend on a stock distribution kernel: boots Debian's linux-image-amd64
-# (sch_netem, sch_fq, tls as modules; ours has none of them) under QEMU with virtme-ng and runs
-# crates/client/tests/it/netem_kernel.rs inside it, as root, against the binaries built here.
+# The shaper's netem and edt backends on a stock distribution kernel: boots Debian's
+# linux-image-amd64 (sch_netem, sch_fq, tls as modules; ours has none of them) under QEMU with
+# virtme-ng and runs crates/client/tests/it/{netem,edt}_kernel.rs inside it, as root, against
+# the binaries built here.
 # KVM does not work on our machines, so QEMU emulates the CPU (TCG): slow, but a real kernel.
 #
 # Installs what it needs: qemu-system-x86, busybox-static and kmod (virtme-ng's guest init and
@@ -9,7 +10,8 @@
 # virtme-ng from PyPI, and the kernel package itself, unpacked (not
 # installed) into $QBENCH_KERNEL_CACHE (default ~/.cache/qbench/kernel). Fails, saying what,
 # when any of them cannot be had. Alone: `sudo bash scripts/ci/kernel_tests.sh`; with
-# QBENCH_KERNEL_TESTS=NAME, only the tests whose names contain netem_kernel::NAME.
+# QBENCH_KERNEL_TESTS=NAME, only the tests whose names contain _kernel::NAME (netem_kernel::NAME
+# or edt_kernel::NAME).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -74,7 +76,7 @@ for l in sys.stdin:
     m = json.loads(l)
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "it" and m.get("executable"):
         print(m["executable"])') || true
-[ -x "$bin" ] || fail "building the integration tests (netem_kernel) failed"
+[ -x "$bin" ] || fail "building the integration tests (netem_kernel, edt_kernel) failed"
 
 out=$(mktemp -d -t qbench-kernel.XXXXXX)
 trap 'rm -rf "$out"' EXIT

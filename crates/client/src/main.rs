@@ -6,7 +6,12 @@ use qbench::commands::run::benchmark;
 use qbench::flags::cli::{Cli, Command};
 
 fn compare(args: qbench::flags::cli::CompareArgs) -> anyhow::Result<()> {
+    let dry_run = args.run.build.dry_run;
     let plan = qbench::commands::compare::Plan::from_args(args)?;
+    // Both sides share the first one's link.
+    if dry_run && qbench::commands::run::print_link_plan(&plan.a)? {
+        return Ok(());
+    }
     let command: Vec<String> = std::env::args().collect();
     let (report, error) = qbench::commands::compare::run_blocking(&plan, command)?;
     match (

@@ -1,6 +1,8 @@
 //! What the emulated link itself dropped, as the kernel counts it: each router egress's root
 //! qdisc counts the drops of its whole tree (tbf's full queue, netem's random loss), and the
 //! userspace backend's nftables loss rules count theirs. The TUN forwarders count their own.
+//! The edt backend's program drops what its queue cannot hold before fq sees it, and clsact
+//! counts those drops.
 
 use serde_json::Value;
 
@@ -16,12 +18,12 @@ fn add(d: &mut Drops, dev: &str, n: u64) {
     }
 }
 
-/// Root qdiscs' drops from `tc -s -j qdisc show`; `None` if it is not that JSON.
+/// Root and clsact qdiscs' drops from `tc -s -j qdisc show`; `None` if it is not that JSON.
 pub fn from_tc_json(text: &str) -> Option<Drops> {
     let v: Value = serde_json::from_str(text).ok()?;
     let mut d = Drops::default();
     for q in v.as_array()? {
-        if q["root"] == true {
+        if q["root"] == true || q["kind"] == "clsact" {
             add(
                 &mut d,
                 q["dev"].as_str().unwrap_or(""),
@@ -97,6 +99,10 @@ mod tests {
             {"kind":"tbf","handle":"1:","dev":"qb-rs","root":true,"drops":3}]"#;
         assert_eq!(from_tc_json(tc), Some(Drops { up: 3, down: 26 }));
         assert_eq!(from_tc_json("[]"), Some(Drops::default()));
+        // edt: fq's own drops (horizon, limits) and the program's (a full queue), on clsact.
+        let tc = r#"[{"kind":"fq","handle":"1:","dev":"qb-rs","root":true,"drops":2},
+            {"kind":"clsact","handle":"ffff:","parent":"ffff:fff1","dev":"qb-rs","drops":1019}]"#;
+        assert_eq!(from_tc_json(tc), Some(Drops { up: 1021, down: 0 }));
         assert_eq!(from_tc_json("Error: no such netns"), None);
     }
 

@@ -2,7 +2,8 @@
 //!
 //! LinkSpec -> plan (a pure list of commands) -> executor (runs ip/tc/nft, records what it
 //! did) -> `Topology`, an RAII guard over client, router and server namespaces. Kernels
-//! without netem get a userspace TUN forwarder for delay, jitter and reordering.
+//! without netem get a userspace TUN forwarder for delay, jitter and reordering; high rates on
+//! kernels with sch_fq and tc BPF get earliest-departure-time stamps (`edt`).
 
 pub mod calibrate;
 pub mod cgroup;
@@ -11,6 +12,7 @@ pub mod cli;
 pub mod cmd;
 pub mod devices;
 pub mod drops;
+pub mod edt;
 pub mod exec;
 pub mod forwarder;
 pub mod netns;

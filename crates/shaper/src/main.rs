@@ -63,7 +63,7 @@ fn run(cli: Cli) -> anyhow::Result<usize> {
                 ..TopologyOptions::plain(backend)
             };
             if dry {
-                let (backend, script) = dry_run(&spec, &opts);
+                let (backend, script) = dry_run(&spec, &opts).context("--dry-run")?;
                 say!("# backend: {backend:?}\n{script}");
                 return Ok(0);
             }

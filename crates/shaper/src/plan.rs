@@ -66,6 +66,8 @@ pub struct PlanOptions {
     pub tcp_initial_cwnd: Option<u32>,
     /// `net.ipv4.tcp_reordering` in the server's namespace (per namespace since Linux 4.x).
     pub tcp_reordering: Option<u32>,
+    /// Where the edt backend's per-direction objects are written before tc loads them.
+    pub edt_objects: std::path::PathBuf,
 }
 
 /// Namespaces, veths, addresses, routes and forwarding: the topology without impairments.
@@ -289,6 +291,13 @@ pub fn up(names: &Names, link: &LinkSpec, opts: &PlanOptions) -> Vec<Cmd> {
                 v.extend(qdisc::tbf(r, dev, d, mtu, under_netem));
             }
         }
+        Backend::Edt => {
+            for ((dev, d), name) in dirs.into_iter().zip(["up", "down"]) {
+                let obj = crate::edt::object_path(&opts.edt_objects, name);
+                v.extend(crate::edt::commands(r, dev, d, mtu, &obj));
+            }
+            v.extend(qdisc::nft_loss(names, link));
+        }
         Backend::Userspace => {
             for (dev, d) in dirs {
                 v.extend(qdisc::tbf(r, dev, d, mtu, false));
@@ -425,6 +434,7 @@ mod tests {
             tcp_cwnd_cap: None,
             tcp_initial_cwnd: None,
             tcp_reordering: None,
+            edt_objects: "/tmp/qbench-edt-ID".into(),
         }
     }
 
@@ -460,6 +470,14 @@ mod tests {
                 .parse()
                 .unwrap();
         insta::assert_snapshot!(script(&up(&Names::new("ID"), &link, &opts(Backend::Netem))));
+    }
+
+    #[test]
+    fn edt_plan() {
+        let link: LinkSpec = "rate=10gbit,rtt=2ms,loss=0.1%,up.rate=1gbit"
+            .parse()
+            .unwrap();
+        insta::assert_snapshot!(script(&up(&Names::new("e1"), &link, &opts(Backend::Edt))));
     }
 
     #[test]

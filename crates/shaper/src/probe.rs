@@ -1,5 +1,7 @@
 //! What this kernel and machine offer, found out before anything is changed.
 
+use qbench_core::spec::link::LinkSpec;
+
 use crate::exec::run;
 use crate::plan::{Backend, Cmd, Names};
 
@@ -15,6 +17,14 @@ pub enum ProbeError {
     NoNetem,
     #[error("--backend userspace needs /dev/net/tun for delay and jitter")]
     NoTun,
+    #[error("--backend edt: this kernel has no sch_fq (CONFIG_NET_SCH_FQ)")]
+    NoFq,
+    #[error(transparent)]
+    Edt(#[from] crate::edt::EdtError),
+    #[error("--backend edt: tc cannot load qbench's BPF program on an egress hook (needs clsact, cls_bpf and a BPF-enabled kernel)")]
+    NoTcBpf,
+    #[error("--backend edt drops packets for loss with nftables: `nft` is not installed (Debian package nftables)")]
+    NoNftForLoss,
 }
 
 fn on_path(bin: &str) -> bool {
@@ -23,48 +33,69 @@ fn on_path(bin: &str) -> bool {
         .unwrap_or(false)
 }
 
-fn netem_works() -> bool {
-    // A throwaway namespace named like ours, so `cleanup` would catch it if we died here.
-    let n = Names::new(&format!("{:x}", std::process::id() | 0xf000_0000));
-    let ns = n.router.as_str();
-    let ok = run(&Cmd {
+fn ok(argv: &[&str]) -> bool {
+    run(&Cmd {
         ns: None,
-        argv: ["ip", "netns", "add", ns].map(String::from).to_vec(),
+        argv: argv.iter().map(|a| a.to_string()).collect(),
         stdin: None,
     })
     .is_ok()
-        && run(&Cmd {
-            ns: None,
-            argv: [
-                "ip", "-n", ns, "link", "add", "qb-pa", "type", "veth", "peer", "name", "qb-pb",
-            ]
-            .map(String::from)
-            .to_vec(),
-            stdin: None,
-        })
-        .is_ok()
-        && run(&Cmd {
-            ns: None,
-            argv: [
-                "tc", "-n", ns, "qdisc", "add", "dev", "qb-pa", "root", "netem", "delay", "1ms",
-            ]
-            .map(String::from)
-            .to_vec(),
-            stdin: None,
-        })
-        .is_ok();
-    let _ = run(&Cmd {
-        ns: None,
-        argv: ["ip", "netns", "del", ns].map(String::from).to_vec(),
-        stdin: None,
-    });
-    ok
+}
+
+/// What the kernel's tc can do: (netem, fq, qbench's edt program through tc BPF), each tried
+/// on a veth in a throwaway namespace.
+fn kernel() -> (bool, bool, bool) {
+    // Named like ours, so that `cleanup` would catch it if we died here.
+    let n = Names::new(&format!("{:x}", std::process::id() | 0xf000_0000));
+    let ns = n.router.as_str();
+    let mut found = (false, false, false);
+    if ok(&["ip", "netns", "add", ns])
+        && ok(&[
+            "ip", "-n", ns, "link", "add", "qb-pa", "type", "veth", "peer", "name", "qb-pb",
+        ])
+    {
+        let qdisc = |kind: &[&str]| {
+            let mut argv = vec!["tc", "-n", ns, "qdisc", "replace", "dev", "qb-pa", "root"];
+            argv.extend(kind);
+            ok(&argv)
+        };
+        found.0 = qdisc(&["netem", "delay", "1ms"]);
+        found.1 = qdisc(&["fq"]);
+        found.2 = tc_bpf(ns);
+    }
+    let _ = ok(&["ip", "netns", "del", ns]);
+    found
+}
+
+/// Loads the edt program (unpatched: it only has to pass the verifier) on `qb-pa`'s egress.
+fn tc_bpf(ns: &str) -> bool {
+    let Ok(object) = crate::edt::object() else {
+        return false;
+    };
+    let Ok(dir) = tempfile::Builder::new().prefix("qbench-edt-").tempdir() else {
+        return false;
+    };
+    let path = dir.path().join("probe.o");
+    if std::fs::write(&path, object).is_err() {
+        return false;
+    }
+    let obj = path.display().to_string();
+    ok(&["tc", "-n", ns, "qdisc", "add", "dev", "qb-pa", "clsact"])
+        && ok(&[
+            "tc", "-n", ns, "filter", "add", "dev", "qb-pa", "egress", "bpf", "da", "obj", &obj,
+            "sec", "tc",
+        ])
 }
 
 pub fn probe() -> Capabilities {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     let (ip, tc) = (on_path("ip"), on_path("tc"));
+    let (netem, fq, tc_bpf) = if root && ip && tc {
+        kernel()
+    } else {
+        (false, false, false)
+    };
     Capabilities {
         root,
         ip,
@@ -72,12 +103,19 @@ pub fn probe() -> Capabilities {
         nft: on_path("nft"),
         ethtool: on_path("ethtool"),
         tun: std::path::Path::new("/dev/net/tun").exists(),
-        netem: root && ip && tc && netem_works(),
+        netem,
+        fq,
+        tc_bpf,
     }
 }
 
 /// Fails before anything is changed when the link cannot be built.
-pub fn check(caps: &Capabilities, backend: Backend, needs_ethtool: bool) -> Result<(), ProbeError> {
+pub fn check(
+    caps: &Capabilities,
+    backend: Backend,
+    link: &LinkSpec,
+    needs_ethtool: bool,
+) -> Result<(), ProbeError> {
     if !caps.root {
         return Err(ProbeError::NotRoot);
     }
@@ -93,13 +131,30 @@ pub fn check(caps: &Capabilities, backend: Backend, needs_ethtool: bool) -> Resu
     match backend {
         Backend::Netem if !caps.netem => Err(ProbeError::NoNetem),
         Backend::Userspace if !caps.tun => Err(ProbeError::NoTun),
+        Backend::Edt => {
+            crate::edt::object()?;
+            crate::edt::supports(link)?;
+            if !caps.fq {
+                Err(ProbeError::NoFq)
+            } else if (link.up.loss > 0.0 || link.down.loss > 0.0) && !caps.nft {
+                Err(ProbeError::NoNftForLoss)
+            } else if !caps.tc_bpf {
+                Err(ProbeError::NoTcBpf)
+            } else {
+                Ok(())
+            }
+        }
         _ => Ok(()),
     }
 }
 
-/// netem where the kernel has it.
-pub fn auto_backend(caps: &Capabilities) -> Backend {
-    if caps.netem {
+/// The edt backend for a fixed rate from `edt::AUTO_FROM` up where the kernel has what it
+/// needs, else netem where the kernel has it.
+pub fn auto_backend(caps: &Capabilities, link: &LinkSpec) -> Backend {
+    let loss = link.up.loss > 0.0 || link.down.loss > 0.0;
+    if caps.fq && caps.tc_bpf && crate::edt::suits_auto(link) && (caps.nft || !loss) {
+        Backend::Edt
+    } else if caps.netem {
         Backend::Netem
     } else {
         Backend::Userspace

@@ -56,10 +56,16 @@ pub enum ShaperError {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum BackendChoice {
+    /// edt for a fixed rate from 1 Gbit/s where sch_fq and tc BPF work, else netem where it
+    /// works, else userspace.
     #[default]
     Auto,
+    /// tbf + netem on the router (kernels with sch_netem).
     Netem,
+    /// tbf, nftables and a userspace TUN forwarder (any kernel).
     Userspace,
+    /// Earliest departure times: a tc BPF program and sch_fq (fixed rates, no jitter).
+    Edt,
 }
 
 #[derive(Debug, Clone)]
@@ -131,40 +137,61 @@ fn impairment(d: &qbench_core::spec::link::Direction, loss_here: bool) -> Impair
 }
 
 /// The backend and plan options for this machine's capabilities.
-fn plan_options(opts: &TopologyOptions, caps: &Capabilities) -> PlanOptions {
+fn plan_options(opts: &TopologyOptions, caps: &Capabilities, link: &LinkSpec) -> PlanOptions {
     PlanOptions {
         backend: match opts.backend {
-            BackendChoice::Auto => crate::probe::auto_backend(caps),
+            BackendChoice::Auto => crate::probe::auto_backend(caps, link),
             BackendChoice::Netem => Backend::Netem,
             BackendChoice::Userspace => Backend::Userspace,
+            BackendChoice::Edt => Backend::Edt,
         },
         offloads: opts.offloads,
         nft: caps.nft,
         tcp_cwnd_cap: opts.tcp_cwnd_cap,
         tcp_initial_cwnd: opts.tcp_initial_cwnd,
         tcp_reordering: opts.tcp_reordering,
+        edt_objects: std::env::temp_dir().join("qbench-edt-ID"),
     }
 }
 
+/// What the edt backend cannot build, and the lines naming the objects it would load.
+fn edt_notes(plan_opts: &PlanOptions, link: &LinkSpec) -> Result<String, ShaperError> {
+    if plan_opts.backend != Backend::Edt {
+        return Ok(String::new());
+    }
+    crate::edt::object().map_err(ProbeError::from)?;
+    crate::edt::supports(link).map_err(ProbeError::from)?;
+    Ok(crate::edt::describe(&plan_opts.edt_objects, link))
+}
+
 /// The plan this link would run, for `--dry-run` (probes the kernel, changes nothing).
-pub fn dry_run(link: &LinkSpec, opts: &TopologyOptions) -> (Backend, String) {
-    let plan_opts = plan_options(opts, &probe());
+pub fn dry_run(link: &LinkSpec, opts: &TopologyOptions) -> Result<(Backend, String), ShaperError> {
+    let plan_opts = plan_options(opts, &probe(), link);
     let names = Names::new(opts.id.as_deref().unwrap_or("ID"));
-    (
+    let notes = edt_notes(&plan_opts, link)?;
+    Ok((
         plan_opts.backend,
-        plan::script(&plan::up(&names, link, &plan_opts)),
-    )
+        plan::script(&plan::up(&names, link, &plan_opts)) + &notes,
+    ))
 }
 
 /// The plan of a chain, `near` then `far` beyond it, for `--dry-run`.
-pub fn dry_run_chain(near: &LinkSpec, far: &LinkSpec, opts: &TopologyOptions) -> (Backend, String) {
-    let plan_opts = plan_options(opts, &probe());
+pub fn dry_run_chain(
+    near: &LinkSpec,
+    far: &LinkSpec,
+    opts: &TopologyOptions,
+) -> Result<(Backend, String), ShaperError> {
+    let caps = probe();
+    let near_opts = plan_options(opts, &caps, near);
+    let mut far_opts = plan_options(opts, &caps, far);
+    far_opts.edt_objects = std::env::temp_dir().join("qbench-edt-ID2");
     let a = Names::new("ID");
     let b = Names::beyond("ID2", &a);
-    let mut cmds = plan::up(&a, near, &plan_opts);
-    cmds.extend(plan::up(&b, far, &plan_opts));
+    let mut cmds = plan::up(&a, near, &near_opts);
+    cmds.extend(plan::up(&b, far, &far_opts));
     cmds.extend(plan::chain(&a, &b));
-    (plan_opts.backend, plan::script(&cmds))
+    let notes = edt_notes(&near_opts, near)? + &edt_notes(&far_opts, far)?;
+    Ok((near_opts.backend, plan::script(&cmds) + &notes))
 }
 
 impl Topology {
@@ -196,10 +223,10 @@ impl Topology {
         extra: Vec<plan::Cmd>,
     ) -> Result<Self, ShaperError> {
         let caps = probe();
-        let plan_opts = plan_options(opts, &caps);
+        let mut plan_opts = plan_options(opts, &caps, &link);
         let backend = plan_opts.backend;
         let offloads = plan::effective_offloads(opts.offloads, &link);
-        crate::probe::check(&caps, backend, offloads != Offloads::Default)?;
+        crate::probe::check(&caps, backend, &link, offloads != Offloads::Default)?;
         // A link with this id is up already: leave it alone (its namespaces are not ours).
         let existing = netns::list();
         if names.own().iter().any(|ns| existing.contains(*ns)) {
@@ -218,10 +245,27 @@ impl Topology {
             calibration: None,
         };
         // From here on, Drop tears down whatever part was built.
+        // The edt backend's objects exist only while tc loads them.
+        let edt_objects = if backend == Backend::Edt {
+            let dir = tempfile::Builder::new()
+                .prefix("qbench-edt-")
+                .tempdir()
+                .map_err(|source| crate::edt::EdtError::Write {
+                    path: std::env::temp_dir(),
+                    source,
+                })
+                .map_err(ProbeError::from)?;
+            crate::edt::write_objects(dir.path(), &link).map_err(ProbeError::from)?;
+            plan_opts.edt_objects = dir.path().to_path_buf();
+            Some(dir)
+        } else {
+            None
+        };
         let mut exec = Executor::default();
         let mut cmds = plan::up(&names, &link, &plan_opts);
         cmds.extend(extra);
         let result = exec.run_all(&cmds);
+        drop(edt_objects);
         topo.executed = exec.done;
         result?;
         // TCP's MTU probing decides, with the initial window, how many round trips a small
@@ -325,7 +369,7 @@ impl Topology {
     /// What the router's qdiscs (and nftables loss rules) have dropped since the link was
     /// built; `None` if they cannot be read.
     pub fn drops(&self) -> Option<crate::drops::Drops> {
-        let nft_loss = self.backend == Backend::Userspace
+        let nft_loss = matches!(self.backend, Backend::Userspace | Backend::Edt)
             && self.caps.nft
             && (self.link.up.loss > 0.0 || self.link.down.loss > 0.0);
         crate::drops::read(&self.names.router, nft_loss)

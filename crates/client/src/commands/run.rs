@@ -4,6 +4,7 @@ use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use anyhow::Context as _;
 use qbench_core::report::early_stop::EarlyStop;
 use qbench_core::{ErrorKind, Recorder, Report, ReportMeta};
 
@@ -36,17 +37,26 @@ pub struct Outcome {
     pub thresholds_failed: Option<String>,
 }
 
+/// `--dry-run`: prints the commands `cfg`'s link would run; whether it has a link to print.
+pub fn print_link_plan(cfg: &Config) -> anyhow::Result<bool> {
+    let (Some(link), Some(opts)) = (&cfg.spec().link, &cfg.link_options) else {
+        return Ok(false);
+    };
+    let (backend, script) = match &cfg.spec().link_b {
+        Some(far) => qbench_shaper::topology::dry_run_chain(link, far, opts),
+        None => qbench_shaper::topology::dry_run(link, opts),
+    }
+    .context("--dry-run")?;
+    crate::say!("# backend: {backend:?}\n{script}");
+    Ok(true)
+}
+
 /// `qbench [flags]`: builds the link and server, runs, and tears everything down; SIGINT,
 /// SIGTERM and SIGHUP stop it cleanly.
 pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
     let plan = RunPlan::from_args(&args)?;
     let cfg = &plan.cfg;
-    if let (true, Some(link), Some(opts)) = (plan.dry_run, &cfg.spec().link, &cfg.link_options) {
-        let (backend, script) = match &cfg.spec().link_b {
-            Some(far) => qbench_shaper::topology::dry_run_chain(link, far, opts),
-            None => qbench_shaper::topology::dry_run(link, opts),
-        };
-        crate::say!("# backend: {backend:?}\n{script}");
+    if plan.dry_run && print_link_plan(cfg)? {
         return Ok(());
     }
     // From here a stopping signal is counted, never lost: before the link exists too.

@@ -529,5 +529,8 @@ fn link_line(b: qbench_core::report::link::Backend) -> String {
         Backend::Userspace => {
             "emulated by tbf + nftables + the userspace delay path (no netem)".into()
         }
+        Backend::Edt => {
+            "emulated by departure times (a tc BPF program + sch_fq on the router, nftables for loss)".into()
+        }
     }
 }

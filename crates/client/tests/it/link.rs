@@ -163,6 +163,24 @@ fn dry_run_changes_nothing() {
         script.contains("ip netns add qb-ID-r") && script.contains("tbf rate 10000000bit"),
         "{script}"
     );
+    // compare takes the same flag: the shared link's plan, and no rounds run.
+    let out = common::qbench_plain(&[
+        "compare",
+        "--protos",
+        "h3,h2",
+        "--objects",
+        "1x1GB",
+        "--link",
+        "rate=10mbit,rtt=10ms",
+        "--dry-run",
+    ]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout.contains("tbf rate 10000000bit"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stderr.contains("round"), "{}", out.stderr);
     assert_eq!(ours(), before);
 }
 

@@ -12,6 +12,8 @@ mod compete;
 mod congestion;
 mod cost;
 mod diff;
+mod edt;
+mod edt_kernel;
 mod environment;
 mod failures;
 mod flags;

@@ -443,28 +443,7 @@ fn calibration_measures_the_netem_link() {
     drop(topo);
     eprintln!("{}", qbench_shaper::check_table::table(&c));
     assert!(c.rtt.min_us >= 40_000, "{:?}", c.rtt);
-    for (dir, m) in [("up", &c.up), ("down", &c.down)] {
-        let f = m.flood.as_ref().expect("a fixed rate is flooded");
-        let got = f.received_bps as f64;
-        assert!((got / 4e6 - 1.0).abs() < 0.05, "{dir}: {f:?}");
-        // Each direction's loss alone (assert_binomial takes round trips): 4.5 standard
-        // deviations of the binomial either side.
-        let (n, lost) = (
-            m.probe_sent as f64,
-            (m.probe_sent - m.probe_received) as f64,
-        );
-        assert!(n >= 800.0, "{dir}: {m:?}");
-        assert!(
-            (lost - n * 0.05).abs() <= 4.5 * (n * 0.05 * 0.95).sqrt(),
-            "{dir}: {m:?}"
-        );
-        let rate = c
-            .checks
-            .iter()
-            .find(|k| k.field == format!("{dir}.rate"))
-            .unwrap();
-        assert!(rate.ok, "{rate:?}");
-    }
+    common::links::assert_directions(&c, 4e6, 0.05, 0.05, &["rate"]);
 
     let topo = calibrated("rate=2gbit", Netem);
     let c = topo.calibration().expect("measured").clone();

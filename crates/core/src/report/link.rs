@@ -12,6 +12,9 @@ pub enum Backend {
     Netem,
     /// tbf for rate, nftables for loss, a userspace TUN forwarder for delay and jitter.
     Userspace,
+    /// Earliest departure time: a tc BPF program stamps each packet's departure (rate and
+    /// delay), sch_fq releases it then; nftables for loss.
+    Edt,
 }
 
 /// What the kernel and machine offered when the link was built.
@@ -24,6 +27,12 @@ pub struct Capabilities {
     pub ethtool: bool,
     pub tun: bool,
     pub netem: bool,
+    /// sch_fq loads (the edt backend's release queue).
+    #[serde(default)]
+    pub fq: bool,
+    /// qbench's edt program loads through tc on a clsact egress hook.
+    #[serde(default)]
+    pub tc_bpf: bool,
 }
 
 /// The three namespaces of one topology.

@@ -110,3 +110,37 @@ pub(crate) fn assert_binomial(lost: f64, n: f64, p_each_way: f64) {
         4.0 * sigma
     );
 }
+
+/// Each direction of a calibrated link: its flood arrived within `rate_tol` of `bps`, its
+/// echo probe lost a binomial share of `loss` (4.5 standard deviations either side, one
+/// direction alone, unlike `assert_binomial`), and the check of each of `fields` passed.
+pub(crate) fn assert_directions(
+    c: &qbench_core::report::calibration::Calibration,
+    bps: f64,
+    rate_tol: f64,
+    loss: f64,
+    fields: &[&str],
+) {
+    for (dir, m) in [("up", &c.up), ("down", &c.down)] {
+        let f = m.flood.as_ref().expect("a fixed rate is flooded");
+        let got = f.received_bps as f64;
+        assert!((got / bps - 1.0).abs() < rate_tol, "{dir}: {f:?}");
+        let (n, lost) = (
+            m.probe_sent as f64,
+            (m.probe_sent - m.probe_received) as f64,
+        );
+        assert!(n >= 800.0, "{dir}: {m:?}");
+        assert!(
+            (lost - n * loss).abs() <= 4.5 * (n * loss * (1.0 - loss)).sqrt(),
+            "{dir}: {m:?}"
+        );
+        for field in fields {
+            let k = c
+                .checks
+                .iter()
+                .find(|k| k.field == format!("{dir}.{field}"))
+                .unwrap();
+            assert!(k.ok, "{k:?}");
+        }
+    }
+}
