@@ -4,6 +4,7 @@
 use qbench_core::spec::link::LinkSpec;
 
 use qbench_core::report::calibration::Calibration;
+use qbench_core::report::link::Recalibration;
 
 use crate::calibrate::CalibrateError;
 use crate::exec::{ExecError, Executor};
@@ -117,6 +118,8 @@ pub struct Topology {
     /// Offloads were turned off because the link drops packets (`plan::effective_offloads`).
     offloads_off_for_loss: bool,
     calibration: Option<Calibration>,
+    /// Measurements taken between rounds (`record_recalibration`), in order.
+    recalibrations: std::sync::Mutex<Vec<Recalibration>>,
 }
 
 fn random_id() -> String {
@@ -243,6 +246,7 @@ impl Topology {
             server_sysctls: Vec::new(),
             offloads_off_for_loss: offloads != opts.offloads,
             calibration: None,
+            recalibrations: std::sync::Mutex::default(),
         };
         // From here on, Drop tears down whatever part was built.
         // The edt backend's objects exist only while tc loads them.
@@ -358,6 +362,23 @@ impl Topology {
         self.calibration.as_ref()
     }
 
+    /// What measuring the link needs, owned, so that it can be measured off the caller's
+    /// thread (`calibrate::calibrate`) while the link stays borrowed by the runs.
+    pub fn measurable(&self) -> (Names, LinkSpec) {
+        (self.names.clone(), self.link.clone())
+    }
+
+    /// Keeps a measurement taken between rounds for the report.
+    pub fn record_recalibration(&self, before_round: u32, calibration: Calibration) {
+        self.recalibrations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Recalibration {
+                before_round,
+                calibration,
+            });
+    }
+
     /// Each forwarder's counters now (none with the kernel's qdiscs).
     pub fn forwarder_stats(&self) -> Vec<(String, qbench_core::report::link::ForwarderStats)> {
         self.forwarders
@@ -386,6 +407,11 @@ impl Topology {
             rate_changes: self.rates.as_ref().map(|r| r.changes()).unwrap_or_default(),
             notes: self.notes(),
             calibration: self.calibration.clone(),
+            recalibrations: self
+                .recalibrations
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
         }
     }
 

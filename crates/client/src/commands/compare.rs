@@ -36,6 +36,8 @@ pub struct Plan {
     /// Steal above this flags a run; `discard_noisy` runs such rounds again.
     pub steal_threshold: f64,
     pub discard_noisy: bool,
+    /// `--recalibrate`: measure the link again before every round after the first.
+    pub recalibrate: bool,
     pub outputs: Outputs,
     /// `--fail-if a-worse>P%|b-worse>P%`.
     pub thresholds: Vec<qbench_core::spec::threshold::Threshold>,
@@ -82,6 +84,12 @@ impl Plan {
             plan.steal_threshold = t;
         }
         plan.discard_noisy = args.judge.discard_noisy;
+        plan.recalibrate = args.judge.recalibrate;
+        usage(
+            !plan.recalibrate || plan.a.spec().link.is_some(),
+            "--recalibrate",
+            "needs --link (there is no link to measure)",
+        )?;
         plan.thresholds.clone_from(&args.run.gate.fail_if);
         qbench_engine::transport::tls::log_keys_to(args.run.keylog.as_deref())?;
         if let Some(w) = plan.out_of_reach() {
@@ -174,6 +182,7 @@ impl Plan {
             test,
             steal_threshold: STEAL_THRESHOLD_PCT,
             discard_noisy: false,
+            recalibrate: false,
             outputs,
             thresholds: Vec::new(),
         })
@@ -381,6 +390,12 @@ async fn run_rounds(
     rounds_started.store(true, Ordering::Relaxed);
     let mut round = 0;
     while round < plan.rounds {
+        if plan.recalibrate && round > 0 {
+            if let Some(why) = recalibrate(plan, a, round).await {
+                rounds.aborted = Some(why);
+                break;
+            }
+        }
         let a_first = round % 2 == 0;
         rounds
             .first
@@ -421,6 +436,33 @@ async fn run_rounds(
         }
     }
     Ok(rounds)
+}
+
+/// `--recalibrate`: measures each segment of the shared link again before `round`, on a
+/// blocking thread while the link stays borrowed by the sides. A field that misses is warned
+/// about; what ends the rounds (a miss under `--strict-link`, or a measurement that failed)
+/// is returned, for the report's `aborted`.
+async fn recalibrate(plan: &Plan, side: &Side<'_>, round: u32) -> Option<String> {
+    let strict = plan.a.link_options.as_ref().is_some_and(|o| o.strict);
+    let mut missed = Vec::new();
+    for (flag, link) in side.links() {
+        let (names, spec) = link.measurable();
+        let measured =
+            tokio::task::spawn_blocking(move || qbench_shaper::calibrate::calibrate(&names, &spec))
+                .await;
+        let c = match measured {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return Some(format!("--recalibrate: {flag} before round {round}: {e}")),
+            Err(e) => return Some(format!("--recalibrate: {flag} before round {round}: {e}")),
+        };
+        for m in c.misses() {
+            let line = format!("{flag} before round {round}: {}", m.line());
+            crate::tell!("warning: {line}");
+            missed.push(line);
+        }
+        link.record_recalibration(round, c);
+    }
+    (strict && !missed.is_empty()).then(|| format!("--strict-link: {}", missed.join("; ")))
 }
 
 /// One round, both sides in turn, the bar naming the one running; the stopping signal that

@@ -57,6 +57,13 @@ pub struct JudgeArgs {
     /// times as there are rounds; the report lists the dropped rounds)
     #[arg(long)]
     pub discard_noisy: bool,
+
+    /// Measure the link again before every round after the first (needs --link), as before
+    /// the first run: each measurement goes in the report's `link.recalibrations`, a field
+    /// beyond its tolerance prints a warning naming the round, and with --strict-link ends
+    /// the rounds
+    #[arg(long)]
+    pub recalibrate: bool,
 }
 
 /// Default of `--fdr`.

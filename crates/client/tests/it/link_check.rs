@@ -185,3 +185,60 @@ fn bad_delivery_traces_are_refused_naming_the_file_and_line() {
     assert!(r.stderr.contains("/dev/zero"), "{}", r.stderr);
     assert_eq!(ours(), before);
 }
+
+/// `compare --recalibrate`: the link is measured again before every round after the first,
+/// each measurement in both sides' reports, and a field the machine cannot carry (400 Gbit/s)
+/// is warned about with its round. Without --link the flag is refused.
+#[test]
+fn compare_measures_the_link_between_rounds() {
+    require!(Need::Link);
+    let before = ours();
+    let r = qbench(&[
+        "compare",
+        "--protos",
+        "h2,h3",
+        "--objects",
+        "1x20KB",
+        "--rounds",
+        "3",
+        "--link",
+        "rate=400gbit,rtt=4ms",
+        "--no-calibrate",
+        "--recalibrate",
+    ]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let j = r.json.as_ref().unwrap();
+    assert_eq!(j["complete"], true, "{}", r.stderr);
+    for side in ["a", "b"] {
+        let link = &j[side]["link"];
+        assert!(link.get("calibration").is_none(), "{link}");
+        let again = link["recalibrations"].as_array().unwrap();
+        let rounds: Vec<u64> = again
+            .iter()
+            .map(|x| x["before_round"].as_u64().unwrap())
+            .collect();
+        assert_eq!(rounds, [1, 2], "{side}");
+        for x in again {
+            let missed: Vec<&str> = x["calibration"]["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|k| k["ok"] == false)
+                .map(|k| k["field"].as_str().unwrap())
+                .collect();
+            assert!(
+                missed.contains(&"up.rate") && missed.contains(&"down.rate"),
+                "{missed:?}"
+            );
+        }
+    }
+    for round in [1, 2] {
+        let want = format!("warning: --link before round {round}: link field `up.rate`");
+        assert!(r.stderr.contains(&want), "{}", r.stderr);
+    }
+    assert_eq!(ours(), before);
+    refused(
+        &["compare", "--protos", "h2,h3", "--recalibrate"],
+        "--recalibrate",
+    );
+}

@@ -202,6 +202,17 @@ pub struct LinkReport {
     /// calibration was turned off, and in reports older than it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration: Option<crate::report::calibration::Calibration>,
+    /// `compare --recalibrate`: the link measured again before each round after the first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recalibrations: Vec<Recalibration>,
+}
+
+/// One measurement of the link between rounds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Recalibration {
+    /// The round it was taken before (0 is the first).
+    pub before_round: u32,
+    pub calibration: crate::report::calibration::Calibration,
 }
 
 /// What `qbench proxy` on a chain's middle host did during one run.

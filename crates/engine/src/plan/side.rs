@@ -343,6 +343,13 @@ impl<'a> Side<'a> {
         Some(SenderSetup::tcp(initcwnd, mtu, probing))
     }
 
+    /// The link's segments this side runs over, each with the flag that asked for it.
+    pub fn links(&self) -> impl Iterator<Item = (&'static str, &'a Topology)> {
+        [("--link", self.link), ("--link-b", self.link_b)]
+            .into_iter()
+            .filter_map(|(flag, l)| Some((flag, l?)))
+    }
+
     pub fn report(&self, expected_runs: usize, aborted: Option<String>) -> anyhow::Result<Report> {
         let mut meta = self.meta.clone();
         meta.config.sender = self.sender();
