@@ -449,10 +449,11 @@ async fn recalibrate(plan: &Plan, side: &Side<'_>, round: u32) -> Option<String>
         let (names, spec) = link.measurable();
         let measured =
             tokio::task::spawn_blocking(move || qbench_shaper::calibrate::calibrate(&names, &spec))
-                .await;
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()));
         let c = match measured {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => return Some(format!("--recalibrate: {flag} before round {round}: {e}")),
+            Ok(c) => c,
             Err(e) => return Some(format!("--recalibrate: {flag} before round {round}: {e}")),
         };
         for m in c.misses() {

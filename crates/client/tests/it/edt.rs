@@ -5,19 +5,9 @@
 
 use crate::common;
 
-use common::links::ours;
+use common::links::{edt_objects_left, ours};
 use common::needs::{require, Need};
 use common::qbench_plain;
-
-fn objects_left() -> usize {
-    std::fs::read_dir(std::env::temp_dir())
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter(|e| e.file_name().to_string_lossy().starts_with("qbench-edt-"))
-                .count()
-        })
-        .unwrap_or(0)
-}
 
 #[test]
 fn what_edt_cannot_carry_is_refused_by_field() {
@@ -53,7 +43,7 @@ fn what_edt_cannot_carry_is_refused_by_field() {
         );
     }
     assert_eq!(ours(), before, "namespaces left behind");
-    assert_eq!(objects_left(), 0);
+    assert!(edt_objects_left().is_empty(), "{:?}", edt_objects_left());
 }
 
 /// The probe loads the program on a veth's egress hook, so the kernel's verifier has passed
@@ -65,7 +55,7 @@ fn the_program_loads_through_tc_here() {
         Ok(_) => assert!(qbench_shaper::probe::probe().tc_bpf),
         Err(e) => assert!(std::env::var_os("QBENCH_REQUIRE_EDT").is_none(), "{e}"),
     }
-    assert_eq!(objects_left(), 0);
+    assert!(edt_objects_left().is_empty(), "{:?}", edt_objects_left());
 }
 
 #[test]

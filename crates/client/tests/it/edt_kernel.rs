@@ -7,25 +7,13 @@
 
 use crate::common;
 
-use common::links::{ours, ping, rtts, with_link};
+use common::links::{edt_objects_left as objects_left, ours, ping, rtts, with_link};
 use common::{assert_complete, qbench, qbench_plain};
 use qbench_shaper::BackendChoice::Edt;
 use serde_json::Value;
 
 fn report(r: &common::Run) -> &Value {
     r.json.as_ref().unwrap_or_else(|| panic!("{}", r.stderr))
-}
-
-/// The objects tc loaded are written to the temporary directory and removed once loaded.
-fn objects_left() -> Vec<String> {
-    std::fs::read_dir(std::env::temp_dir())
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("qbench-edt-"))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Calibration across an edt link: each direction's flood arrives within 3% of the rate, no

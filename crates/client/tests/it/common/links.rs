@@ -144,3 +144,16 @@ pub(crate) fn assert_directions(
         }
     }
 }
+
+/// The edt backend's per-direction objects still in the temporary directory: tc loads them
+/// from there and the shaper removes them once loaded.
+pub(crate) fn edt_objects_left() -> Vec<String> {
+    std::fs::read_dir(std::env::temp_dir())
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("qbench-edt-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
