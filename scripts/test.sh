@@ -56,6 +56,9 @@ command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 # (below) makes a build without it fail instead of leaving the backend out.
 command -v clang >/dev/null 2>&1 || missing+=(clang)
 [ -f /usr/include/bpf/bpf_helpers.h ] || missing+=(libbpf-dev)
+# --client's third-party contestants: h2load (nghttp2) and ngtcp2's example HTTP/3 client.
+command -v h2load >/dev/null 2>&1 || missing+=(nghttp2-client)
+command -v gtlsclient >/dev/null 2>&1 || missing+=(ngtcp2-client)
 # Reports are validated against docs/schema/ with Python's jsonschema (PyPI, below).
 command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-pip)
 if [ "${#missing[@]}" -gt 0 ]; then

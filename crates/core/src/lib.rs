@@ -2,6 +2,7 @@
 //!
 //! Nothing here touches sockets, spawns processes or reads a clock: time is passed in.
 
+pub mod client_program;
 pub mod errors;
 pub mod hgrm;
 pub mod histogram;

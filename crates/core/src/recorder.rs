@@ -336,6 +336,8 @@ impl Recorder {
             noise: None,
             video: None,
             page: None,
+            third_party: None,
+            server_view: None,
         }
     }
 }

@@ -18,7 +18,9 @@ use crate::routes::Body;
 use crate::shared::{Shared, Stats};
 use crate::tcpsrv::{REQUEST_CONN_WINDOW, REQUEST_STREAM_WINDOW};
 use crate::telemetry::{watch_quic, ConnTelemetry};
+use crate::truth::{Answering, ConnMark};
 use qbench_stack::payload::Chunks;
+use std::time::Instant;
 
 type Stream = RequestStream<qbench_stack::h3_zero_copy::BidiStream, Bytes>;
 
@@ -55,9 +57,13 @@ pub async fn serve(endpoint: quinn::Endpoint, shared: Arc<Shared>) {
             continue;
         };
         let shared = shared.clone();
+        let seen = shared
+            .truth
+            .connection(incoming.remote_address(), true, Instant::now());
         tokio::spawn(async move {
             if let Some(conn) = handshake(incoming, &shared).await {
-                serve_connection(conn, &shared).await;
+                shared.truth.handshake(seen, Instant::now());
+                serve_connection(conn, &shared, seen).await;
             }
             drop(slot);
         });
@@ -122,7 +128,7 @@ async fn handshake(incoming: quinn::Incoming, shared: &Arc<Shared>) -> Option<qu
     }
 }
 
-async fn serve_connection(conn: quinn::Connection, shared: &Arc<Shared>) {
+async fn serve_connection(conn: quinn::Connection, shared: &Arc<Shared>, seen: Option<ConnMark>) {
     let opts = &shared.opts;
     let peer = conn.remote_address();
     // The cap in bytes is reported at the connection's MTU by the sampler's controller view.
@@ -136,6 +142,12 @@ async fn serve_connection(conn: quinn::Connection, shared: &Arc<Shared>) {
         cap,
         opts.sample_interval,
         &shared.stats,
+    );
+    shared.truth.telemetry(
+        seen,
+        telemetry
+            .clone()
+            .map(|t| t as Arc<dyn crate::truth::Sender>),
     );
     let built = h3::server::builder()
         .max_field_section_size(u64::from(opts.max_header_bytes))
@@ -162,7 +174,12 @@ async fn serve_connection(conn: quinn::Connection, shared: &Arc<Shared>) {
                         return;
                     };
                     let (parts, ()) = req.into_parts();
-                    request(stream, &parts, peer, &shared, telemetry.as_ref(), &upstream).await;
+                    let on = Where {
+                        peer,
+                        seen,
+                        telemetry: telemetry.as_ref(),
+                    };
+                    request(stream, &parts, on, &shared, &upstream).await;
                 };
                 // A panic ends its request only, as it would end a task of its own.
                 requests.push(AssertUnwindSafe(answer).catch_unwind().map(|_| ()));
@@ -173,13 +190,19 @@ async fn serve_connection(conn: quinn::Connection, shared: &Arc<Shared>) {
     while requests.next().await.is_some() {}
 }
 
+/// The connection a request came on.
+struct Where<'a> {
+    peer: SocketAddr,
+    seen: Option<ConnMark>,
+    telemetry: Option<&'a Arc<ConnTelemetry>>,
+}
+
 /// Reads the request to its end (bounded), then answers it.
 async fn request(
     mut stream: Stream,
     req: &http::request::Parts,
-    peer: SocketAddr,
+    on: Where<'_>,
     shared: &Shared,
-    telemetry: Option<&Arc<ConnTelemetry>>,
     upstream: &UpstreamConn,
 ) {
     let drained = drain(&mut stream).await;
@@ -198,29 +221,41 @@ async fn request(
         Box::pin(relay_to(stream, up, upstream, req)).await;
         return;
     }
-    let mut a = Answer::new(req, peer, drained, shared, telemetry);
+    let mut seen = Answering::new(
+        shared.truth.clone(),
+        shared
+            .truth
+            .request(on.seen, req.uri.path(), Instant::now()),
+    );
+    let mut a = Answer::new(req, on.peer, drained, shared, on.telemetry);
     a.head
         .headers_mut()
         .insert(http::header::DATE, crate::routes::date());
+    let status = a.head.status().as_u16();
     if stream.send_response(a.head).await.is_err() {
         return;
     }
+    seen.head(status);
     match a.body {
         Body::Payload(n) => {
             for chunk in Chunks::new(n) {
+                let len = chunk.len() as u64;
                 if stream.send_data(chunk).await.is_err() {
                     return;
                 }
+                seen.bytes += len;
             }
         }
         Body::Bytes(b) if b.is_empty() => {}
         Body::Bytes(b) => {
+            let len = b.len() as u64;
             if stream.send_data(b).await.is_err() {
                 return;
             }
+            seen.bytes += len;
         }
     }
-    let _ = stream.finish().await;
+    seen.complete = stream.finish().await.is_ok();
 }
 
 /// Streams the origin's answer to the client as it arrives; a broken upstream stream resets

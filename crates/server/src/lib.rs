@@ -23,6 +23,7 @@ pub mod standalone;
 pub mod tcpsrv;
 pub mod telemetry;
 pub mod tls;
+pub mod truth;
 pub mod upstream;
 
 use std::io;
@@ -293,6 +294,11 @@ impl Server {
         self.shared.stats.clone()
     }
 
+    /// What the server sees of connections and requests, once enabled.
+    pub fn truth(&self) -> Arc<truth::TruthLog> {
+        self.shared.truth.clone()
+    }
+
     /// The QUIC endpoints (handles to them), to close the connections when the server stops.
     pub fn quic_endpoints(&self) -> Vec<quinn::Endpoint> {
         self.quic.clone()
@@ -343,6 +349,7 @@ pub struct InProcess {
     addr: SocketAddr,
     cert_pem: String,
     stats: Arc<Stats>,
+    truth: Arc<truth::TruthLog>,
     threads: cpu::ThreadGroup,
     worker_threads: usize,
     udp_sockets: usize,
@@ -412,12 +419,14 @@ impl InProcess {
         let addr = server.local_addr();
         let cert_pem = server.cert_pem().to_string();
         let stats = server.stats();
+        let truth = server.truth();
         let udp_sockets = server.udp_sockets();
         rt.spawn(server.run());
         Ok(Self {
             addr,
             cert_pem,
             stats,
+            truth,
             threads,
             worker_threads: worker_threads.max(1),
             udp_sockets,
@@ -435,6 +444,11 @@ impl InProcess {
 
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// What the server sees of connections and requests: `enable` it, `take` it per run.
+    pub fn truth(&self) -> Arc<truth::TruthLog> {
+        self.truth.clone()
     }
 
     /// Worker threads of the server's runtime.

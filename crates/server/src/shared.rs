@@ -54,6 +54,8 @@ pub struct Shared {
     pub upstream: Option<crate::upstream::Upstream>,
     /// The QUIC endpoint's socket (a second handle), where telemetry reads UDP_GRO.
     pub udp: Option<Arc<std::net::UdpSocket>>,
+    /// What each connection and request was seen to do (kept only when enabled).
+    pub truth: Arc<crate::truth::TruthLog>,
 }
 
 /// A qlogged connection is accepted with `base` and its own qlog stream.
@@ -87,6 +89,7 @@ impl Shared {
             qlog: None,
             upstream: None,
             udp: None,
+            truth: Arc::default(),
         }
     }
 

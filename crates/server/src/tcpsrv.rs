@@ -12,7 +12,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
-use crate::body::PayloadBody;
+use crate::body::{PayloadBody, Traced};
 use crate::cc::set_tcp;
 use crate::coalesce::{Coalesced, Gate};
 use crate::conn_io::Tracked;
@@ -21,8 +21,10 @@ use crate::relay::{self, UpstreamConn};
 use crate::request::{drain_body, Answer};
 use crate::shared::{Shared, Stats};
 use crate::telemetry::{watch_tcp, ConnTelemetry};
+use crate::truth::{Answering, ConnMark};
 use qbench_core::wire::ALPN_H2;
 use qbench_stack::fdlimit::{classify, AcceptError, Burst, ACCEPT_BACKOFF};
+use std::time::Instant;
 
 /// Receive windows for request bodies: requests are GETs, so these only bound what a peer can
 /// make the server buffer (responses use the client's windows, not these).
@@ -32,13 +34,20 @@ pub const REQUEST_CONN_WINDOW: u32 = 1024 * 1024;
 /// Response bytes hyper buffers per HTTP/2 stream ahead of the peer's flow control.
 const SEND_BUFFER: usize = 4 * 1024 * 1024;
 
+/// The connection a request came on.
+#[derive(Clone)]
+struct Where {
+    peer: SocketAddr,
+    seen: Option<ConnMark>,
+    telemetry: Option<Arc<ConnTelemetry>>,
+}
+
 async fn answer(
     req: Request<Incoming>,
-    peer: SocketAddr,
+    on: &Where,
     shared: &Shared,
-    telemetry: Option<&Arc<ConnTelemetry>>,
     upstream: &UpstreamConn,
-) -> Response<PayloadBody> {
+) -> Response<Traced> {
     let (parts, body) = req.into_parts();
     let drained = drain_body(body).await;
     shared.stall.wait().await;
@@ -53,12 +62,20 @@ async fn answer(
             }
         };
         let (head, ()) = head.into_parts();
-        return Response::from_parts(head, body);
+        return Response::from_parts(head, body.into());
     }
-    let a = Answer::new(&parts, peer, drained, shared, telemetry);
+    let seen = Answering::new(
+        shared.truth.clone(),
+        shared
+            .truth
+            .request(on.seen, parts.uri.path(), Instant::now()),
+    );
+    let a = Answer::new(&parts, on.peer, drained, shared, on.telemetry.as_ref());
     let head = a.head;
+    let status = head.status().as_u16();
     let (parts, ()) = head.into_parts();
-    Response::from_parts(parts, PayloadBody::from(a.body))
+    let body = Traced::new(PayloadBody::from(a.body), seen, status);
+    Response::from_parts(parts, body)
 }
 
 pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, shared: Arc<Shared>) {
@@ -102,6 +119,7 @@ pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, shared: Arc<Sha
 
 async fn connection(tcp: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, shared: &Arc<Shared>) {
     let opts = &shared.opts;
+    let seen = shared.truth.connection(peer, false, Instant::now());
     let _ = tcp.set_nodelay(true);
     // Checked at start-up; a failure here would only mean the kernel changed under us.
     let _ = set_tcp(&tcp, opts.cc);
@@ -116,6 +134,7 @@ async fn connection(tcp: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, sha
         }
     };
     let mut tls = tls;
+    shared.truth.handshake(seen, Instant::now());
     // Sampled only once the handshake is done: a peer that never finishes costs no sampler.
     let telemetry = {
         let io = tls.get_mut().0;
@@ -128,15 +147,24 @@ async fn connection(tcp: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, sha
         io.set_telemetry(t.clone());
         t
     };
+    shared.truth.telemetry(
+        seen,
+        telemetry
+            .clone()
+            .map(|t| t as Arc<dyn crate::truth::Sender>),
+    );
+    let on = Where {
+        peer,
+        seen,
+        telemetry,
+    };
     let is_h2 = tls.get_ref().1.alpn_protocol() == Some(ALPN_H2);
     let svc_shared = shared.clone();
     let upstream = Arc::new(UpstreamConn::default());
     let svc = service_fn(move |req: Request<Incoming>| {
-        let (shared, telemetry) = (svc_shared.clone(), telemetry.clone());
+        let (shared, on) = (svc_shared.clone(), on.clone());
         let upstream = upstream.clone();
-        async move {
-            Ok::<_, Infallible>(answer(req, peer, &shared, telemetry.as_ref(), &upstream).await)
-        }
+        async move { Ok::<_, Infallible>(answer(req, &on, &shared, &upstream).await) }
     });
     let idle = activity.idle(opts.idle_timeout);
     if is_h2 {

@@ -307,6 +307,12 @@ impl Drop for Held {
     }
 }
 
+impl crate::truth::Sender for ConnTelemetry {
+    fn timeline(&self) -> Option<Bytes> {
+        self.body()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

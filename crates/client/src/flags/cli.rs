@@ -370,6 +370,9 @@ pub struct RunArgs {
     pub apps: crate::flags::apps::AppArgs,
 
     #[command(flatten)]
+    pub contestant: crate::flags::contestant::ClientArgs,
+
+    #[command(flatten)]
     pub fleet: crate::flags::fleet::FleetArgs,
 
     #[command(flatten)]
@@ -493,6 +496,7 @@ impl RunArgs {
             shard: None,
             video: self.apps.video(),
             page: self.apps.page.clone(),
+            client: self.contestant.program(),
         }
     }
 

@@ -4,6 +4,7 @@ pub mod apps;
 pub mod chain;
 
 pub mod cli;
+pub mod contestant;
 pub mod fleet;
 pub mod gate;
 pub mod judge;

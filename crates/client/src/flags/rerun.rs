@@ -89,6 +89,7 @@ fn run_flags(s: &RunSpec, args: &mut Vec<String>) {
     push(args, "link", s.link.as_ref().map(|l| l.text.clone()));
     push(args, "link-b", s.link_b.as_ref().map(|l| l.text.clone()));
     push(args, "proxy", s.proxy.map(|p| p.to_string()));
+    push(args, "client", s.client.as_ref().map(|c| c.to_string()));
     push(
         args,
         "interval",
@@ -176,6 +177,11 @@ fn side_flags(side: &str, o: &SideOverrides, args: &mut Vec<String>) {
         args,
         &format!("{side}.proxy"),
         o.proxy.map(|c| c.to_string()),
+    );
+    push(
+        args,
+        &format!("{side}.client"),
+        o.client.as_ref().map(|c| c.to_string()),
     );
 }
 

@@ -1,6 +1,7 @@
 //! `--a.X` and `--b.X`: what one side of `qbench compare` changes from the common flags.
 
 use clap::Args;
+use qbench_core::client_program::ClientChoice;
 use qbench_core::spec::SideOverrides;
 use qbench_core::units::ByteSize;
 use qbench_core::CcAlgo;
@@ -9,7 +10,7 @@ use crate::flags::values::{parse_rwnd, parse_side_cpu, MAX_CONNECTIONS};
 use qbench_core::spec::cpulimit::CpuQuota;
 
 macro_rules! side_args {
-    ($name:ident, $cc:literal, $cap:literal, $init:literal, $rwnd:literal, $conns:literal, $streams:literal, $cpu:literal, $proxy:literal) => {
+    ($name:ident, $cc:literal, $cap:literal, $init:literal, $rwnd:literal, $conns:literal, $streams:literal, $cpu:literal, $proxy:literal, $client:literal) => {
         #[derive(Debug, Args)]
         pub struct $name {
             /// --cc for this side
@@ -36,6 +37,9 @@ macro_rules! side_args {
             /// --proxy for this side (h2, h3), or `none` to go straight to the server
             #[arg(long = $proxy, id = $proxy, value_name = "PROTO", value_parser = crate::flags::chain::parse_side_proxy)]
             pub proxy: Option<qbench_core::spec::ProxyChoice>,
+            /// --client for this side, or `qbench` for its own clients
+            #[arg(long = $client, id = $client, value_name = "NAME", value_parser = |s: &str| s.parse::<ClientChoice>().map_err(|e| e.to_string()))]
+            pub client: Option<ClientChoice>,
         }
 
         impl From<&$name> for SideOverrides {
@@ -49,6 +53,7 @@ macro_rules! side_args {
                     streams: s.streams,
                     client_cpu: s.client_cpu,
                     proxy: s.proxy,
+                    client: s.client.clone(),
                 }
             }
         }
@@ -64,7 +69,8 @@ side_args!(
     "a.connections",
     "a.streams",
     "a.client-cpu",
-    "a.proxy"
+    "a.proxy",
+    "a.client"
 );
 side_args!(
     SideB,
@@ -75,5 +81,6 @@ side_args!(
     "b.connections",
     "b.streams",
     "b.client-cpu",
-    "b.proxy"
+    "b.proxy",
+    "b.client"
 );

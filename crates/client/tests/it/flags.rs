@@ -135,6 +135,7 @@ fn sample(flag: &str, page: &str) -> Option<Vec<String>> {
         "recalibrate" => &["--link", "rtt=10ms", "--recalibrate"],
         "json-stream" => &["--interval", "1s", "--json-stream", "s.jsonl"],
         "flows" => &["--flows", "h2,h3,h3"],
+        "client" => &["--proto", "h2", "--client", "curl"],
         side => {
             let (which, rest) = side.split_once('.')?;
             if which != "a" && which != "b" {
@@ -149,11 +150,15 @@ fn sample(flag: &str, page: &str) -> Option<Vec<String>> {
                 "streams" => "7",
                 "client-cpu" => "0.5",
                 "proxy" => "h2",
+                "client" => "curl",
                 _ => return None,
             };
             let mut v: Vec<String> = Vec::new();
             if rest == "proxy" {
                 v.extend(["--link", "rtt=10ms", "--link-b", "rtt=30ms"].map(String::from));
+            }
+            if rest == "client" {
+                v.extend(["--proto", "h2"].map(String::from));
             }
             v.extend([format!("--{side}"), value.into()]);
             return Some(v);

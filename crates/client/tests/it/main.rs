@@ -46,5 +46,6 @@ mod serve;
 mod signals;
 mod small_inputs;
 mod sweep;
+mod third_party;
 mod tls_hints;
 mod unreachable;

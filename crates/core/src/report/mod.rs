@@ -18,8 +18,10 @@ pub mod merge_check;
 pub mod merge_info;
 pub mod page;
 pub mod sender;
+pub mod server_view;
 pub mod spread;
 pub mod telemetry;
+pub mod third_party;
 pub mod thresholds;
 
 use std::collections::BTreeMap;
@@ -202,6 +204,12 @@ pub struct RunReport {
     /// With `--page`: when each dependency level of the page was done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page: Option<page::PageReport>,
+    /// With `--client`: the third-party client's processes, version and checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub third_party: Option<third_party::ThirdPartyRun>,
+    /// With `--client` and an in-process server: the run as the server saw it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_view: Option<server_view::ServerView>,
 }
 
 /// Facts about the machine a report was produced on.

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::{field, parse_protos, CellSpec, Kind, Scenario, ScenarioError, SideBase};
+use crate::client_program::{ClientChoice, ClientProgram};
 use crate::spec::cpulimit::CpuQuota;
 use crate::spec::link::{parse_duration, LinkSpec};
 use crate::spec::quic_knobs::QuicKnobs;
@@ -12,7 +13,7 @@ use crate::spec::{
     parse_flows, CompareSpec, CompeteSpec, ProxyChoice, RunSpec, SideOverrides, MAX_CONNECTIONS,
     MAX_THREADS,
 };
-use crate::wire::CcAlgo;
+use crate::wire::{CcAlgo, Protocol};
 
 /// A cell's axis values, by axis name.
 type Params = BTreeMap<String, String>;
@@ -41,6 +42,9 @@ impl Scenario {
         self.apply_path(p, &mut run)?;
         run.load = self.load(pick(p, "request_rate", &self.base.request_rate))?;
         self.check_metric(&run)?;
+        if let Some(c) = &self.base.client {
+            run.client = ClientProgram::parse(c).map_err(|e| field("base.client", e))?;
+        }
         if p.get("zero_rtt").map(String::as_str) == Some("true") {
             run.zero_rtt = true;
             run.resume = true;
@@ -207,11 +211,24 @@ impl Scenario {
 
     fn compare_spec(&self, p: &Params, run: RunSpec) -> Result<CellSpec, ScenarioError> {
         let b = &self.base;
-        let protos = match pick(p, "protos", &b.protos) {
+        let mut protos = match pick(p, "protos", &b.protos) {
             Some(v) => parse_protos(&v)?,
             None => (run.proto, run.proto),
         };
+        let mut a_side = side_overrides(&b.a, "a")?;
         let mut b_side = side_overrides(&b.b, "b")?;
+        if let Some(v) = p.get("clients") {
+            if p.contains_key("protos") {
+                return Err(field(
+                    "clients",
+                    "names each side's protocol: drop the protos axis",
+                ));
+            }
+            let ((ca, pa), (cb, pb)) = parse_clients(v)?;
+            protos = (pa, pb);
+            a_side.client = Some(ClientChoice(ca));
+            b_side.client = Some(ClientChoice(cb));
+        }
         if let Some(v) = p.get("b_cwnd_cap") {
             b_side.cwnd_cap = Some(v.parse().map_err(|e| field("b_cwnd_cap", e))?);
         }
@@ -219,7 +236,7 @@ impl Scenario {
         Ok(CellSpec::Compare(CompareSpec {
             rounds,
             auto_rounds,
-            a: side_overrides(&b.a, "a")?,
+            a: a_side,
             b: b_side,
             protos,
             base: run,
@@ -252,6 +269,34 @@ fn side_overrides(s: &Option<SideBase>, name: &str) -> Result<SideOverrides, Sce
         connections: s.connections,
         client_cpu: s.client_cpu,
         proxy: s.proxy,
+        client: s
+            .client
+            .as_deref()
+            .map(str::parse::<ClientChoice>)
+            .transpose()
+            .map_err(|e| field(&format!("base.{name}.client"), e))?,
         ..SideOverrides::default()
     })
+}
+
+type Side = (Option<ClientProgram>, Protocol);
+
+/// A `clients` axis value: `CLIENT-PROTO,CLIENT-PROTO`, each client speaking its protocol.
+fn parse_clients(v: &str) -> Result<(Side, Side), ScenarioError> {
+    let side = |s: &str| -> Result<Side, ScenarioError> {
+        let (name, proto) = s
+            .trim()
+            .rsplit_once('-')
+            .ok_or_else(|| field("clients", format!("`{s}`: give CLIENT-PROTO, e.g. curl-h2")))?;
+        let proto: Protocol = proto.parse().map_err(|e| field("clients", e))?;
+        let client = ClientProgram::parse(name).map_err(|e| field("clients", e))?;
+        if let Some(c) = &client {
+            c.check(proto).map_err(|e| field("clients", e))?;
+        }
+        Ok((client, proto))
+    };
+    match v.split(',').collect::<Vec<_>>().as_slice() {
+        [a, b] => Ok((side(a)?, side(b)?)),
+        _ => Err(field("clients", format!("`{v}`: give exactly two, as A,B"))),
+    }
 }

@@ -123,6 +123,9 @@ pub struct Base {
     pub b: Option<SideBase>,
     /// A HAR file (relative to the scenario file) to replay, as `--page`.
     pub page: Option<String>,
+    /// As `--client` (curl, h2load, ngtcp2, quic-go, chromium, exec:TEMPLATE): a
+    /// third-party program fetches the objects of both sides.
+    pub client: Option<String>,
 }
 
 /// Per-side overrides (`--a.cc`, `--b.cwnd-cap`, ...).
@@ -136,6 +139,8 @@ pub struct SideBase {
     pub client_cpu: Option<CpuQuota>,
     /// This side's proxy (h2, h3), or "none" (direct).
     pub proxy: Option<ProxyChoice>,
+    /// This side's client (as `--a.client`), or "qbench".
+    pub client: Option<String>,
 }
 
 /// Values to sweep. Link axes are appended to the base link spec.
@@ -174,6 +179,9 @@ pub struct Axes {
     pub video_quality: Option<Vec<String>>,
     /// HAR files (relative to the scenario file) to replay.
     pub page: Option<Vec<String>>,
+    /// Both sides' client and protocol, as "A,B" with each side `CLIENT-PROTO` (e.g.
+    /// "curl-h2,ngtcp2-h3", "qbench-h3,chromium-h3"); instead of a `protos` axis.
+    pub clients: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -258,6 +266,7 @@ impl Scenario {
         let b = |v: &Option<Vec<bool>>| v.as_ref().map(|x| x.iter().map(bool::to_string).collect());
         let all: Vec<(&'static str, Option<Vec<String>>)> = vec![
             ("protos", s(&a.protos)),
+            ("clients", s(&a.clients)),
             ("flows", s(&a.flows)),
             ("cc", s(&a.cc)),
             ("b_cwnd_cap", n(&a.b_cwnd_cap)),

@@ -541,3 +541,44 @@ fn connections_threads_and_link_axes() {
         assert!(err.starts_with(want), "{bad}: {err}");
     }
 }
+
+#[test]
+fn a_clients_axis_names_each_sides_program_and_protocol() {
+    let s = Scenario::parse(
+        r#"
+name = "clients"
+[base]
+rounds = 3
+[axes]
+clients = ["curl-h2,ngtcp2-h3", "qbench-h3,quic-go-h3"]
+"#,
+    )
+    .unwrap();
+    let cells = s.cells().unwrap();
+    assert_eq!(cells.len(), 2);
+    let c = cells[0].spec.as_compare().unwrap();
+    assert_eq!(c.protos, (Protocol::H2, Protocol::H3));
+    let (a, b) = c.sides();
+    assert_eq!(a.client.as_ref().map(|c| c.name()), Some("curl"));
+    assert_eq!(b.client.as_ref().map(|c| c.name()), Some("ngtcp2"));
+    let (a, b) = cells[1].spec.as_compare().unwrap().sides();
+    assert_eq!(
+        (a.client, b.client.map(|c| c.name())),
+        (None, Some("quic-go"))
+    );
+    assert_ne!(cells[0].hash, cells[1].hash);
+    for bad in [
+        "curl-h3,qbench-h3",
+        "curl,qbench-h3",
+        "wget-h2,qbench-h2",
+        "curl-h2",
+    ] {
+        let text = format!("name = \"x\"\n[base]\n[axes]\nclients = [\"{bad}\"]\n");
+        let e = Scenario::parse(&text)
+            .unwrap()
+            .cells()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("clients"), "{bad}: {e}");
+    }
+}

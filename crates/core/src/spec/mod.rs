@@ -104,6 +104,9 @@ pub struct RunSpec {
     /// `--page`: replay a recorded page instead of fetching `objects`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page: Option<crate::report::page::PageSpec>,
+    /// `--client`: a third-party program fetches the objects instead of qbench's clients.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<crate::client_program::ClientProgram>,
 }
 
 /// The defaults of `qbench` without flags.
@@ -141,6 +144,7 @@ impl Default for RunSpec {
             shard: None,
             video: None,
             page: None,
+            client: None,
         }
     }
 }
@@ -161,6 +165,9 @@ pub struct SideOverrides {
     /// `--a.proxy`: through the middle host's proxy (h2, h3), or `none` (direct).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy: Option<ProxyChoice>,
+    /// `--a.client`: this side's client program, or `qbench` where the common flag names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<crate::client_program::ClientChoice>,
 }
 
 /// One side's `--a.proxy`: relay over h2 or h3, or go direct where the common flag says proxy.
@@ -226,6 +233,9 @@ impl SideOverrides {
         if let Some(p) = self.proxy {
             s.proxy = p.protocol();
         }
+        if let Some(c) = &self.client {
+            s.client = c.0.clone();
+        }
         s
     }
 
@@ -245,6 +255,7 @@ impl SideOverrides {
         add("streams", self.streams.map(|c| c.to_string()));
         add("client-cpu", self.client_cpu.map(|c| c.to_string()));
         add("proxy", self.proxy.map(|c| c.to_string()));
+        add("client", self.client.as_ref().map(|c| c.to_string()));
         parts.join(" ")
     }
 }

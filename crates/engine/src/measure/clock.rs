@@ -39,6 +39,26 @@ impl Clock {
         self.epoch.elapsed()
     }
 
+    /// Where a reading of the process's monotonic clock lies on this one (a thread of the
+    /// in-process server took it).
+    pub fn offset_of(&self, t: std::time::Instant) -> Duration {
+        Instant::from_std(t).saturating_duration_since(self.epoch)
+    }
+
+    /// Where a CLOCK_MONOTONIC reading from another process lies on this clock.
+    pub fn offset_of_monotonic(&self, t: Duration) -> Duration {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid pointer to a timespec.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        let now_mono = Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
+        let now = self.now();
+        // epoch (on CLOCK_MONOTONIC) = now_mono - now; the reading lies t - epoch after it.
+        (t + now).saturating_sub(now_mono)
+    }
+
     /// The instant `offset` after the epoch, to sleep until.
     pub fn at(&self, offset: Duration) -> Instant {
         // A far deadline (a day, say) must not overflow the monotonic clock.

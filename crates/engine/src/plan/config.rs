@@ -204,6 +204,7 @@ fn check_spec(s: &RunSpec) -> Result<(), ConfigError> {
     check_load(s)?;
     super::apps::check(s)?;
     super::client_cpu::check(s)?;
+    super::third_party::check(s)?;
     if s.proto == Protocol::H1 && s.streams.is_some_and(|n| n > 1) {
         return Err(bad(
             "--streams",

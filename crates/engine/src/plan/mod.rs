@@ -3,6 +3,8 @@
 pub mod apps;
 pub mod client_cpu;
 pub mod config;
+pub mod driver;
 pub mod error;
 pub mod outputs;
 pub mod side;
+pub mod third_party;

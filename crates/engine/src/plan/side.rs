@@ -34,7 +34,7 @@ const LOOPBACK_MTU: u32 = 65_536;
 
 pub struct Side<'a> {
     pub peer: Peer,
-    runner: Runner,
+    runner: crate::plan::driver::Driver,
     server: Option<&'a InProcess>,
     link: Option<&'a Topology>,
     link_b: Option<&'a Topology>,
@@ -136,11 +136,22 @@ impl<'a> Side<'a> {
             prepared.link.is_some(),
             spec.proto == Protocol::H3,
         );
-        let transport = transport(spec, &peer, clock, pinned.as_ref())?;
-        let mut runner = Runner::new(transport, plan, clock);
-        if let Some(p) = pinned {
-            runner.pin(p);
-        }
+        let runner = match &spec.client {
+            Some(program) => crate::plan::driver::Driver::Third {
+                client: Box::new(third_party(
+                    program, cfg, &peer, &plan, server, prepared, clock,
+                )?),
+                stop: Arc::default(),
+            },
+            None => {
+                let transport = transport(spec, &peer, clock, pinned.as_ref())?;
+                let mut runner = Runner::new(transport, plan, clock);
+                if let Some(p) = pinned {
+                    runner.pin(p);
+                }
+                crate::plan::driver::Driver::Own(Box::new(runner))
+            }
+        };
         Ok(Side {
             peer,
             runner,
@@ -280,6 +291,15 @@ impl<'a> Side<'a> {
                 broken: now[5] - before[5],
                 cpu,
             });
+        }
+        if let Some(t) = &rep.third_party {
+            // The client is the program's processes (and what they waited for), not qbench.
+            let (user_s, sys_s) = t.cpu();
+            client = CpuTimes {
+                user_s,
+                sys_s,
+                ..CpuTimes::default()
+            };
         }
         let mut cpu = RunCpu::new(client, server, rep.payload_bytes);
         cpu.link = link;
@@ -427,6 +447,49 @@ fn plan(cfg: &Config, peer: &Peer) -> Plan {
         on_interval: None,
         app: app_plan(spec, &peer.origin.authority()),
     }
+}
+
+/// A third-party client fetching what `plan` asks of `peer`.
+fn third_party(
+    program: &qbench_core::client_program::ClientProgram,
+    cfg: &Config,
+    peer: &Peer,
+    plan: &Plan,
+    server: Option<&InProcess>,
+    prepared: &Prepared,
+    clock: Clock,
+) -> anyhow::Result<crate::transport::third_party::ThirdParty> {
+    use crate::transport::third_party as tp;
+    use crate::transport::tls::Trust;
+    let spec = cfg.spec();
+    let (ca_pem, insecure) = match &peer.trust {
+        Trust::Pem { pem, .. } => (Some(pem.as_str()), false),
+        Trust::System => (None, false),
+        Trust::Insecure => (None, true),
+    };
+    let ctx = tp::Ctx {
+        program: program.clone(),
+        proto: spec.proto,
+        objects: tp::objects(&plan.requests),
+        connections: plan.connections,
+        streams: plan.streams,
+        reuse: spec.reuse,
+        verify: spec.verify,
+        timeout: spec.timeout,
+        addr: peer.endpoint.addr,
+        host: peer.origin.host.clone(),
+        port: peer.origin.port,
+        ca: None,
+        insecure,
+        netns: prepared.link.as_ref().map(|l| l.names().client.clone()),
+        path: std::path::PathBuf::new(),
+    };
+    Ok(tp::ThirdParty::new(
+        ctx,
+        ca_pem,
+        clock,
+        server.map(|s| s.truth()),
+    )?)
 }
 
 /// Where each connection's sender telemetry is fetched from after a run.

@@ -12,6 +12,7 @@ pub mod peer_params;
 pub mod reopen;
 pub mod streams;
 pub mod tcp;
+pub mod third_party;
 pub mod tls;
 pub mod turns;
 

@@ -249,6 +249,8 @@ impl<'a> Parts<'a> {
             // A video session or a page is one client's: never sharded.
             video: None,
             page: None,
+            third_party: None,
+            server_view: None,
         })
     }
 

@@ -1,0 +1,24 @@
+//! `--client`: which client fetches the objects, qbench's own or a third-party program.
+
+use clap::Args;
+use qbench_core::client_program::{ClientChoice, ClientProgram};
+
+fn parse_client(s: &str) -> Result<ClientChoice, String> {
+    s.parse()
+        .map_err(|e: qbench_core::client_program::ClientError| e.to_string())
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ClientArgs {
+    /// The client that fetches the objects: qbench (its own), curl (h1, h2), h2load (h1, h2),
+    /// ngtcp2 (h3), quic-go (h3), chromium (h2, h3), or exec:TEMPLATE, a command line with
+    /// {urls} or {url}, and {ca} {out} {host} {port} {proto} (see the guide's "Other clients")
+    #[arg(long, value_name = "NAME", value_parser = parse_client)]
+    pub client: Option<ClientChoice>,
+}
+
+impl ClientArgs {
+    pub fn program(&self) -> Option<ClientProgram> {
+        self.client.as_ref().and_then(|c| c.0.clone())
+    }
+}

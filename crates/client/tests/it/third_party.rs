@@ -1,0 +1,393 @@
+//! `--client`: real third-party programs (curl, h2load, ngtcp2, quic-go, Chromium, an `exec:`
+//! template) fetch from the in-process server, and their runs come out as run reports with
+//! the server's view beside them.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common;
+use common::needs::{require, Need};
+use common::{qbench, qbench_plain, Run};
+
+/// The first run of a report.
+fn run0(r: &Run) -> &Value {
+    &r.json.as_ref().expect("a JSON report")["runs"][0]
+}
+
+/// Every object arrived whole, by the client's account and the server's.
+fn assert_fetched(r: &Run, client: &str, objects: u64, bytes: u64) {
+    assert_eq!(r.code, Some(0), "stderr: {}", r.stderr);
+    let run = run0(r);
+    assert_eq!(run["complete"], true, "{}", run["first_error"]);
+    assert_eq!(run["objects"]["completed"], objects);
+    assert_eq!(run["payload_bytes"], bytes);
+    assert_eq!(run["object_latency"]["count"], objects);
+    let t = &run["third_party"];
+    let name = t["client"].as_str().unwrap();
+    assert!(
+        name == client || name.starts_with(&format!("{client}:")),
+        "{name}"
+    );
+    for p in t["processes"].as_array().unwrap() {
+        assert_eq!(p["exit"], 0, "{p}");
+        assert_eq!(p["timed_out"], false);
+    }
+    let cpu = t["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["user_s"].as_f64().unwrap() + p["sys_s"].as_f64().unwrap())
+        .sum::<f64>();
+    assert!(cpu > 0.0, "the processes' rusage is read");
+    let client_cpu = &run["cpu"]["client"];
+    let reported = client_cpu["user_s"].as_f64().unwrap() + client_cpu["sys_s"].as_f64().unwrap();
+    assert!(
+        (reported - cpu).abs() < 1e-6,
+        "the client's CPU is its processes'"
+    );
+    let sv = &run["server_view"];
+    assert_eq!(sv["requests"], objects, "{sv}");
+    assert_eq!(sv["complete"], objects);
+    assert_eq!(sv["body_bytes"], bytes);
+}
+
+fn verified(r: &Run) -> u64 {
+    run0(r)["third_party"]["verified"].as_u64().unwrap()
+}
+
+#[test]
+fn curl_fetches_over_h1_and_h2_and_its_bodies_are_checked() {
+    require!(Need::Tool("curl"));
+    for proto in ["h1", "h2"] {
+        let r = qbench(&[
+            "--client",
+            "curl",
+            "--proto",
+            proto,
+            "--objects",
+            "3x100KB,1x1MB",
+            "--connections",
+            "2",
+            "--verify",
+        ]);
+        assert_fetched(&r, "curl", 4, 1_300_000);
+        assert_eq!(verified(&r), 4);
+        let run = run0(&r);
+        assert_eq!(run["third_party"]["timings"], "client");
+        assert!(run["third_party"]["version"]
+            .as_str()
+            .unwrap()
+            .starts_with("curl libcurl/"));
+        // curl's time_appconnect: one handshake per connection, each process its own.
+        assert_eq!(run["connections"].as_array().unwrap().len(), 2);
+        assert_eq!(run["ttfb"]["count"], 4);
+        assert_eq!(
+            run["server_view"]["connections"].as_array().unwrap().len(),
+            2
+        );
+        assert!(run["telemetry"].as_array().is_some_and(|t| t.len() == 2));
+        // curl's durations are laid where the server accepted each connection: curl's own
+        // start-up is not counted as fetching.
+        let starts = sorted(run["connections"].as_array().unwrap(), "started_us");
+        let accepts = sorted(
+            run["server_view"]["connections"].as_array().unwrap(),
+            "accepted_us",
+        );
+        for (c, s) in starts.iter().zip(&accepts) {
+            assert!(c <= s && s - c < 20_000, "curl {c} us, server {s} us");
+        }
+    }
+}
+
+fn sorted(list: &[Value], key: &str) -> Vec<u64> {
+    let mut v: Vec<u64> = list.iter().map(|c| c[key].as_u64().unwrap()).collect();
+    v.sort_unstable();
+    v
+}
+
+#[test]
+fn h2load_and_ngtcp2_fetch_and_the_server_times_what_they_do_not() {
+    require!(Need::Tool("h2load"));
+    require!(Need::Tool("gtlsclient"));
+    let r = qbench(&[
+        "--client",
+        "h2load",
+        "--proto",
+        "h2",
+        "--objects",
+        "3x100KB,1x1MB",
+        "--connections",
+        "2",
+    ]);
+    assert_fetched(&r, "h2load", 4, 1_300_000);
+    assert!(run0(&r)["third_party"]["version"]
+        .as_str()
+        .unwrap()
+        .starts_with("h2load nghttp2/"));
+    // ngtcp2's example client prints no timings: the server's are used, and its downloads
+    // are checked byte for byte.
+    let r = qbench(&[
+        "--client",
+        "ngtcp2",
+        "--proto",
+        "h3",
+        "--objects",
+        "2x100KB,1x1MB",
+        "--connections",
+        "2",
+        "--verify",
+    ]);
+    assert_fetched(&r, "ngtcp2", 3, 1_200_000);
+    assert_eq!(verified(&r), 3);
+    let run = run0(&r);
+    assert_eq!(run["third_party"]["timings"], "server");
+    assert!(run["third_party"]["version"]
+        .as_str()
+        .unwrap()
+        .starts_with("ngtcp2-client "));
+    let conns = run["server_view"]["connections"].as_array().unwrap();
+    assert!(conns.iter().all(|c| c["transport"] == "quic"), "{conns:?}");
+}
+
+/// Builds qbench's quic-go client once for this test binary.
+fn quicgo() -> PathBuf {
+    let bin = Path::new(env!("CARGO_TARGET_TMPDIR")).join("qbench-quicgo");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/quicgo");
+    let out = std::process::Command::new(qbench_testkit::which("go").unwrap())
+        .current_dir(src)
+        .args(["build", "-o"])
+        .arg(&bin)
+        .arg(".")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    bin
+}
+
+#[test]
+fn quic_go_reports_its_own_timings_on_the_runs_clock() {
+    require!(Need::Tool("go"));
+    let bin = quicgo();
+    let out = assert_cmd::Command::cargo_bin("qbench")
+        .unwrap()
+        .env("QBENCH_QUICGO", &bin)
+        .args([
+            "--client",
+            "quic-go",
+            "--proto",
+            "h3",
+            "--objects",
+            "4x100KB",
+            "--verify",
+        ])
+        .args(["--connections", "2", "--json", "-"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let r = Run {
+        code: out.status.code(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        json: serde_json::from_slice(&out.stdout).ok(),
+    };
+    assert_fetched(&r, "quic-go", 4, 400_000);
+    assert_eq!(verified(&r), 4);
+    let run = run0(&r);
+    assert!(run["third_party"]["version"]
+        .as_str()
+        .unwrap()
+        .starts_with("quic-go v"));
+    // Its connection starts (its own clock, placed by CLOCK_MONOTONIC) precede the server's
+    // accepting them, and not by more than the run.
+    let mut client: Vec<u64> = run["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["started_us"].as_u64().unwrap())
+        .collect();
+    let mut server: Vec<u64> = run["server_view"]["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["accepted_us"].as_u64().unwrap())
+        .collect();
+    client.sort_unstable();
+    server.sort_unstable();
+    assert_eq!(client.len(), 2);
+    for (c, s) in client.iter().zip(&server) {
+        assert!(c <= s && s - c < 1_000_000, "client {c} us, server {s} us");
+    }
+}
+
+#[test]
+fn chromium_fetches_over_h3_on_one_connection_when_asked_to_reuse_it() {
+    require!(Need::Tool("chromium"));
+    require!(Need::PyModule("playwright"));
+    let r = qbench(&[
+        "--client",
+        "chromium",
+        "--proto",
+        "h3",
+        "--objects",
+        "3x100KB",
+        "--verify",
+        "--reuse",
+    ]);
+    assert_fetched(&r, "chromium", 3, 300_000);
+    assert_eq!(verified(&r), 3);
+    let run = run0(&r);
+    assert_eq!(run["connections"].as_array().unwrap().len(), 1, "reused");
+    assert_eq!(
+        run["server_view"]["connections"].as_array().unwrap().len(),
+        1
+    );
+    assert!(run["third_party"]["version"]
+        .as_str()
+        .unwrap()
+        .starts_with("Chromium "));
+    let r = qbench(&[
+        "--client",
+        "chromium",
+        "--proto",
+        "h2",
+        "--objects",
+        "2x10KB",
+    ]);
+    assert_fetched(&r, "chromium", 2, 20_000);
+    assert_eq!(
+        run0(&r)["server_view"]["connections"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2,
+        "a fresh browser context per load"
+    );
+    assert!(std::process::Command::new("pgrep")
+        .args(["-f", "chromium --"])
+        .output()
+        .unwrap()
+        .stdout
+        .is_empty());
+}
+
+#[test]
+fn an_exec_template_runs_any_client() {
+    require!(Need::Tool("curl"));
+    let r = qbench(&[
+        "--client",
+        "exec:curl -sS --http2 --cacert {ca} -o {out}/body {url}",
+        "--proto",
+        "h2",
+        "--objects",
+        "3x50KB",
+    ]);
+    assert_fetched(&r, "exec", 3, 150_000);
+    let run = run0(&r);
+    // No fetch lines: the server's times.
+    assert_eq!(run["third_party"]["timings"], "server");
+    assert_eq!(run["third_party"]["processes"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn a_client_that_hangs_is_killed_at_the_timeout_and_counted() {
+    let started = Instant::now();
+    let r = qbench(&[
+        "--client",
+        "exec:sh -c 'sleep 60' sh {urls}",
+        "--proto",
+        "h2",
+        "--objects",
+        "2x1KB",
+        "--timeout",
+        "1s",
+    ]);
+    assert!(started.elapsed() < Duration::from_secs(30));
+    common::assert_failed_with(&r, "timeout");
+    let run = run0(&r);
+    assert_eq!(run["errors"]["timeout"], 2);
+    let p = &run["third_party"]["processes"][0];
+    assert_eq!(p["timed_out"], true);
+    let left = std::process::Command::new("pgrep")
+        .args(["-f", "sleep 60"])
+        .output()
+        .unwrap();
+    assert!(left.stdout.is_empty(), "nothing left running");
+}
+
+#[test]
+fn bad_clients_are_one_line_errors_before_the_first_run() {
+    for (args, flag) in [
+        (&["--client", "wget"][..], "--client"),
+        (&["--client", "exec:fetch {uri}"], "--client"),
+        (&["--client", "exec:fetch --ca {ca}"], "--client"),
+        (&["--client", "curl", "--proto", "h3"], "--client"),
+        (&["--client", "ngtcp2", "--proto", "h2"], "--client"),
+        (
+            &["--client", "curl", "--proto", "h2", "--duration", "2s"],
+            "--duration",
+        ),
+        (&["--client", "curl", "--proto", "h2", "--reuse"], "--reuse"),
+    ] {
+        common::refused(args, flag);
+    }
+    let out = qbench_plain(&[
+        "--client",
+        "exec:qbench-no-such-client {urls}",
+        "--proto",
+        "h2",
+    ]);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(out.stdout.is_empty());
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", out.stderr);
+    assert!(
+        lines[0].contains("qbench-no-such-client: not found"),
+        "{}",
+        lines[0]
+    );
+    let out = assert_cmd::Command::cargo_bin("qbench")
+        .unwrap()
+        .env("QBENCH_QUICGO", "/nonexistent/qbench-quicgo")
+        .args(["--client", "quic-go", "--proto", "h3"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        err.contains("qbench-quicgo: not found; build it with"),
+        "{err}"
+    );
+}
+
+#[test]
+fn curl_runs_inside_the_client_namespace_of_a_link() {
+    require!(Need::Link);
+    require!(Need::Tool("curl"));
+    let r = qbench(&[
+        "--client",
+        "curl",
+        "--proto",
+        "h2",
+        "--objects",
+        "2x20KB",
+        "--link",
+        "rtt=20ms",
+        "--no-calibrate",
+    ]);
+    assert_fetched(&r, "curl", 2, 40_000);
+    let run = run0(&r);
+    // TLS 1.3 over TCP takes the server a round trip from accept to done, and the client two
+    // (connect, then TLS): the link's delay is in both.
+    for c in run["server_view"]["connections"].as_array().unwrap() {
+        assert!(c["handshake_us"].as_u64().unwrap() >= 19_000, "{c}");
+    }
+    for c in run["connections"].as_array().unwrap() {
+        assert!(c["handshake_us"].as_u64().unwrap() >= 39_000, "{c}");
+    }
+    assert!(common::links::ours().is_empty(), "the link is gone");
+}

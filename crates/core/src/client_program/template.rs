@@ -1,0 +1,242 @@
+//! `--client 'exec:TEMPLATE'`: a command line with placeholders, split like a POSIX shell
+//! would (no shell runs it), checked whole before the first run.
+
+use std::fmt;
+
+/// A placeholder and what it becomes.
+pub const PLACEHOLDERS: [(&str, &str); 7] = [
+    (
+        "urls",
+        "every URL of the process, one word each (a word of its own)",
+    ),
+    ("url", "one URL: the template runs once per object"),
+    ("ca", "the PEM file of the server's certificate"),
+    (
+        "out",
+        "an empty directory for the process's files (bodies); removed after the run",
+    ),
+    ("host", "the server's host"),
+    ("port", "the server's port"),
+    ("proto", "h1, h2 or h3"),
+];
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    #[error("--client exec: the template is empty")]
+    Empty,
+    #[error("--client exec: unbalanced quotes in `{0}`")]
+    Quotes(String),
+    #[error("--client exec: unknown placeholder `{{{0}}}`; known: {{urls}} {{url}} {{ca}} {{out}} {{host}} {{port}} {{proto}}")]
+    Unknown(String),
+    #[error("--client exec: `{{` without a closing `}}` in `{0}`")]
+    Unclosed(String),
+    #[error("--client exec: the template needs {{url}} or {{urls}}, not both")]
+    Urls,
+    #[error("--client exec: {{urls}} must be a word of its own, not part of `{0}`")]
+    UrlsInWord(String),
+    #[error("--client exec: the program (the first word) cannot be a placeholder")]
+    Program,
+}
+
+/// One word: text and placeholders.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Text(String),
+    Slot(&'static str),
+}
+
+/// A checked template.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Template {
+    source: String,
+    words: Vec<String>,
+}
+
+/// What the placeholders become for one process.
+#[derive(Debug, Clone)]
+pub struct Values<'a> {
+    pub urls: &'a [String],
+    pub ca: &'a str,
+    pub out: &'a str,
+    pub host: &'a str,
+    pub port: u16,
+    pub proto: &'a str,
+}
+
+fn pieces(word: &str) -> Result<Vec<Piece>, TemplateError> {
+    let mut out = Vec::new();
+    let mut rest = word;
+    while let Some(open) = rest.find('{') {
+        if open > 0 {
+            out.push(Piece::Text(rest[..open].to_string()));
+        }
+        let after = &rest[open + 1..];
+        let close = after
+            .find('}')
+            .ok_or_else(|| TemplateError::Unclosed(word.to_string()))?;
+        let name = &after[..close];
+        let slot = PLACEHOLDERS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .ok_or_else(|| TemplateError::Unknown(name.to_string()))?;
+        out.push(Piece::Slot(slot.0));
+        rest = &after[close + 1..];
+    }
+    if !rest.is_empty() {
+        out.push(Piece::Text(rest.to_string()));
+    }
+    Ok(out)
+}
+
+impl Template {
+    pub fn parse(source: &str) -> Result<Self, TemplateError> {
+        let words =
+            shlex::split(source).ok_or_else(|| TemplateError::Quotes(source.to_string()))?;
+        if words.is_empty() {
+            return Err(TemplateError::Empty);
+        }
+        let (mut url, mut urls) = (false, false);
+        for (i, w) in words.iter().enumerate() {
+            let p = pieces(w)?;
+            if i == 0 && p.iter().any(|p| matches!(p, Piece::Slot(_))) {
+                return Err(TemplateError::Program);
+            }
+            for piece in &p {
+                match piece {
+                    Piece::Slot("url") => url = true,
+                    Piece::Slot("urls") if p.len() == 1 => urls = true,
+                    Piece::Slot("urls") => return Err(TemplateError::UrlsInWord(w.clone())),
+                    _ => {}
+                }
+            }
+        }
+        if url == urls {
+            return Err(TemplateError::Urls);
+        }
+        Ok(Self {
+            source: source.to_string(),
+            words,
+        })
+    }
+
+    /// The program: the first word.
+    pub fn program(&self) -> &str {
+        &self.words[0]
+    }
+
+    /// One process per object (`{url}`) rather than one per connection (`{urls}`).
+    pub fn per_object(&self) -> bool {
+        self.words
+            .iter()
+            .any(|w| pieces(w).is_ok_and(|p| p.contains(&Piece::Slot("url"))))
+    }
+
+    /// The command line for one process. With `{url}`, `v.urls` holds that one URL.
+    pub fn expand(&self, v: &Values<'_>) -> Vec<String> {
+        let mut argv = Vec::new();
+        for w in &self.words {
+            // Checked by `parse`.
+            let p = pieces(w).unwrap_or_default();
+            if p == [Piece::Slot("urls")] {
+                argv.extend(v.urls.iter().cloned());
+                continue;
+            }
+            let mut s = String::new();
+            for piece in p {
+                match piece {
+                    Piece::Text(t) => s.push_str(&t),
+                    Piece::Slot("url") => s.push_str(v.urls.first().map_or("", |u| u.as_str())),
+                    Piece::Slot("ca") => s.push_str(v.ca),
+                    Piece::Slot("out") => s.push_str(v.out),
+                    Piece::Slot("host") => s.push_str(v.host),
+                    Piece::Slot("port") => s.push_str(&v.port.to_string()),
+                    Piece::Slot("proto") => s.push_str(v.proto),
+                    Piece::Slot(_) => {}
+                }
+            }
+            argv.push(s);
+        }
+        argv
+    }
+}
+
+impl fmt::Display for Template {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.source)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn values<'a>(urls: &'a [String]) -> Values<'a> {
+        Values {
+            urls,
+            ca: "/tmp/ca.pem",
+            out: "/tmp/o",
+            host: "198.18.0.2",
+            port: 4433,
+            proto: "h2",
+        }
+    }
+
+    #[test]
+    fn expands_each_placeholder() {
+        let t = Template::parse("wget -q --ca-certificate={ca} -P '{out}/x y' {urls}").unwrap();
+        assert_eq!(t.program(), "wget");
+        assert!(!t.per_object());
+        let urls = vec!["https://a/1".to_string(), "https://a/2".to_string()];
+        assert_eq!(
+            t.expand(&values(&urls)),
+            [
+                "wget",
+                "-q",
+                "--ca-certificate=/tmp/ca.pem",
+                "-P",
+                "/tmp/o/x y",
+                "https://a/1",
+                "https://a/2"
+            ]
+        );
+        let one = Template::parse("fetch --to {host}:{port} --{proto} {url}").unwrap();
+        assert!(one.per_object());
+        assert_eq!(
+            one.expand(&values(&urls[..1])),
+            ["fetch", "--to", "198.18.0.2:4433", "--h2", "https://a/1"]
+        );
+    }
+
+    #[test]
+    fn refuses_bad_templates() {
+        use TemplateError as E;
+        assert_eq!(Template::parse(""), Err(E::Empty));
+        assert_eq!(Template::parse("   "), Err(E::Empty));
+        assert!(matches!(Template::parse("x 'a {url}"), Err(E::Quotes(_))));
+        assert_eq!(
+            Template::parse("x {uri}"),
+            Err(E::Unknown("uri".to_string()))
+        );
+        assert!(matches!(Template::parse("x {url"), Err(E::Unclosed(_))));
+        assert_eq!(Template::parse("x --ca {ca}"), Err(E::Urls));
+        assert_eq!(Template::parse("x {url} {urls}"), Err(E::Urls));
+        assert!(matches!(
+            Template::parse("x --all={urls}"),
+            Err(E::UrlsInWord(_))
+        ));
+        assert_eq!(Template::parse("{ca} {url}"), Err(E::Program));
+    }
+
+    proptest! {
+        #[test]
+        fn any_template_is_a_value_or_an_error(s in r#"[a-z{}'" =/-]{0,60}"#) {
+            if let Ok(t) = Template::parse(&s) {
+                let urls = vec!["u".to_string()];
+                let argv = t.expand(&values(&urls));
+                prop_assert!(!argv.is_empty());
+                prop_assert_eq!(argv[0].as_str(), t.program());
+            }
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! Who fetches a side's objects: qbench's own runner, or a third-party client's processes.
+
+use std::sync::Arc;
+
+use qbench_core::RunReport;
+
+use crate::drive::runner::Runner;
+use crate::drive::until::Stop;
+use crate::transport::third_party::ThirdParty;
+
+pub enum Driver {
+    Own(Box<Runner>),
+    Third {
+        client: Box<ThirdParty>,
+        /// Nothing holds a load with a third-party client: a stop has nothing to stop.
+        stop: Arc<Stop>,
+    },
+}
+
+impl Driver {
+    pub async fn run(&mut self, index: u32, progress: &crate::observe::Observer) -> RunReport {
+        match self {
+            Self::Own(r) => r.run(index, progress).await,
+            Self::Third { client, .. } => client.run(index).await,
+        }
+    }
+
+    pub fn objects(&self) -> u64 {
+        match self {
+            Self::Own(r) => r.objects(),
+            Self::Third { client, .. } => client.objects(),
+        }
+    }
+
+    pub fn pinned_threads(&self) -> Option<usize> {
+        match self {
+            Self::Own(r) => r.pinned_threads(),
+            Self::Third { .. } => None,
+        }
+    }
+
+    pub fn stopper(&self) -> Arc<Stop> {
+        match self {
+            Self::Own(r) => r.stopper(),
+            Self::Third { stop, .. } => stop.clone(),
+        }
+    }
+
+    /// `--interval` is refused with `--client`: only qbench's runner ticks.
+    pub fn on_interval(&mut self, on: crate::drive::hold::OnInterval) {
+        if let Self::Own(r) = self {
+            r.on_interval(on);
+        }
+    }
+
+    /// Only qbench's own requests are logged; a third-party client's are in its report.
+    pub fn log_requests(&mut self, log: Arc<crate::drive::reqlog::RequestLog>) {
+        match self {
+            Self::Own(r) => r.log_requests(log),
+            Self::Third { .. } => crate::observe::warn(
+                "warning: --log-requests logs qbench's own clients' requests; --client's are in the report",
+            ),
+        }
+    }
+
+    pub async fn finish(&mut self) {
+        if let Self::Own(r) = self {
+            r.finish().await;
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! Each program's command line, and how what it printed becomes timings.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use qbench_core::client_program::{curl, lines, template, ClientProgram};
+use qbench_core::errors::ErrorKind;
+use qbench_core::Protocol;
+
+use super::place::{ConnOut, ObjOut, Reported};
+use super::process::{find, Ended, SpawnError};
+use super::{Ctx, Invocation};
+use crate::measure::clock::Clock;
+
+/// Where the Chromium driver lives, relative to the workspace, and the variables that
+/// override where qbench's own drivers are.
+const CHROMIUM_DRIVER: &str = "clients/chromium/fetch.py";
+pub(super) const QUICGO_ENV: &str = "QBENCH_QUICGO";
+pub(super) const CHROMIUM_ENV: &str = "QBENCH_CHROMIUM_DRIVER";
+
+/// The program to run, found before the first run.
+pub(super) fn locate(p: &ClientProgram) -> Result<PathBuf, SpawnError> {
+    let missing = || SpawnError::Missing {
+        program: p.program(),
+        hint: p.install_hint().to_string(),
+    };
+    match p {
+        ClientProgram::QuicGo => {
+            if let Some(v) = std::env::var_os(QUICGO_ENV) {
+                return find(&v.to_string_lossy()).ok_or_else(missing);
+            }
+        }
+        ClientProgram::Chromium => {
+            find("chromium").ok_or_else(missing)?;
+            find("python3").ok_or_else(missing)?;
+            let driver = std::env::var_os(CHROMIUM_ENV)
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    Path::new(env!("CARGO_MANIFEST_DIR"))
+                        .join("../..")
+                        .join(CHROMIUM_DRIVER)
+                });
+            return driver
+                .is_file()
+                .then_some(driver)
+                .ok_or(SpawnError::Missing {
+                    program: CHROMIUM_DRIVER.into(),
+                    hint: format!("set {CHROMIUM_ENV} to the path of qbench's {CHROMIUM_DRIVER}"),
+                });
+        }
+        _ => {}
+    }
+    find(&p.program()).ok_or_else(missing)
+}
+
+/// The version of programs that do not print it as they fetch: asked once, before the first
+/// run.
+pub(super) fn version(p: &ClientProgram, path: &Path) -> Option<String> {
+    let (cmd, args): (&str, Vec<&str>) = match p {
+        ClientProgram::H2load => (path.to_str()?, vec!["--version"]),
+        // The example client has no --version: its package says which ngtcp2 it is.
+        ClientProgram::Ngtcp2 => ("dpkg-query", vec!["-W", "-f=${Version}", "ngtcp2-client"]),
+        _ => return None,
+    };
+    let out = std::process::Command::new(cmd)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let first = text.lines().next()?.trim();
+    (out.status.success() && !first.is_empty()).then(|| match p {
+        ClientProgram::Ngtcp2 => format!("ngtcp2-client {first}"),
+        _ => first.to_string(),
+    })
+}
+
+/// One process per object (an `exec:` template with `{url}`).
+pub(super) fn per_object(p: &ClientProgram) -> bool {
+    matches!(p, ClientProgram::Exec(t) if t.per_object())
+}
+
+/// What a program takes to start before it fetches anything (a browser).
+pub(super) fn startup(p: &ClientProgram) -> Duration {
+    match p {
+        ClientProgram::Chromium => Duration::from_secs(15),
+        _ => Duration::from_secs(2),
+    }
+}
+
+/// The objects of each connection: round robin, as qbench's own connections take them.
+fn split(ctx: &Ctx) -> Vec<Vec<usize>> {
+    let k = ctx.connections.max(1).min(ctx.objects.len().max(1));
+    let mut out = vec![Vec::new(); k];
+    for i in 0..ctx.objects.len() {
+        out[i % k].push(i);
+    }
+    out
+}
+
+fn s(x: impl ToString) -> String {
+    x.to_string()
+}
+
+/// The run's processes, with their files written into `dir`.
+pub(super) fn invocations(ctx: &Ctx, dir: &Path) -> std::io::Result<Vec<Invocation>> {
+    let path = ctx.path.display().to_string();
+    let ca = ctx.ca.as_ref().map(|p| p.display().to_string());
+    let mut out = Vec::new();
+    let groups = match &ctx.program {
+        ClientProgram::Chromium => vec![(0..ctx.objects.len()).collect()],
+        p if per_object(p) => (0..ctx.objects.len()).map(|i| vec![i]).collect(),
+        _ => split(ctx),
+    };
+    for (n, objects) in groups.into_iter().enumerate() {
+        let pdir = dir.join(format!("p{n}"));
+        std::fs::create_dir_all(&pdir)?;
+        let urls: Vec<String> = objects
+            .iter()
+            .map(|&i| ctx.objects[i].url.clone())
+            .collect();
+        let argv = match &ctx.program {
+            ClientProgram::Curl => {
+                let outputs: Vec<(String, String)> = objects
+                    .iter()
+                    .map(|&i| {
+                        let o = match ctx.verify {
+                            true => pdir.join(format!("{i}")).display().to_string(),
+                            false => "/dev/null".into(),
+                        };
+                        (ctx.objects[i].url.clone(), o)
+                    })
+                    .collect();
+                let config = pdir.join("urls.conf");
+                std::fs::write(&config, curl::config(&outputs))?;
+                let mut a = vec![path.clone(), s("-sS"), s("--no-progress-meter")];
+                a.push(s(match ctx.proto {
+                    Protocol::H1 => "--http1.1",
+                    _ => "--http2",
+                }));
+                match (&ca, ctx.insecure) {
+                    (Some(ca), _) => a.extend([s("--cacert"), ca.clone()]),
+                    (None, true) => a.push(s("--insecure")),
+                    (None, false) => {}
+                }
+                a.extend([
+                    s("--resolve"),
+                    format!("{}:{}:{}", ctx.host, ctx.port, ctx.addr.ip()),
+                ]);
+                a.extend([s("--max-time"), format!("{}", ctx.timeout.as_secs_f64())]);
+                if let Some(st) = ctx.streams.filter(|&st| st > 1) {
+                    a.extend([s("--parallel"), s("--parallel-max"), st.to_string()]);
+                }
+                a.extend([
+                    s("-w"),
+                    s("%{json}\\n"),
+                    s("--config"),
+                    config.display().to_string(),
+                ]);
+                a
+            }
+            ClientProgram::H2load => {
+                // One client per process: h2load's log does not say which URI a line is, and
+                // its clients would each cycle through every URI from the first.
+                let mut a = vec![path.clone(), s("-n"), objects.len().to_string(), s("-c1")];
+                a.extend([s("-m"), ctx.streams.unwrap_or(100).max(1).to_string()]);
+                if ctx.proto == Protocol::H1 {
+                    a.push(s("--h1"));
+                }
+                a.extend([s("--connect-to"), ctx.addr.to_string()]);
+                a.push(format!(
+                    "--log-file={}",
+                    pdir.join("requests.log").display()
+                ));
+                a.extend(urls);
+                a
+            }
+            ClientProgram::Ngtcp2 => {
+                let mut a = vec![path.clone(), s("-q"), s("--exit-on-all-streams-close")];
+                a.push(format!("--download={}", pdir.display()));
+                a.push(format!("--timeout={}ms", ctx.timeout.as_millis()));
+                a.extend([ctx.addr.ip().to_string(), ctx.addr.port().to_string()]);
+                a.extend(urls);
+                a
+            }
+            ClientProgram::QuicGo => {
+                let mut a = vec![path.clone()];
+                a.extend([s("-ca"), ca.clone().unwrap_or_default()]);
+                a.extend([s("-timeout"), format!("{}ms", ctx.timeout.as_millis())]);
+                a.extend([s("-streams"), ctx.streams.unwrap_or(0).to_string()]);
+                if ctx.verify {
+                    a.push(s("-verify"));
+                }
+                a.extend(urls);
+                a
+            }
+            ClientProgram::Chromium => {
+                let mut a = vec![s("python3"), path.clone()];
+                a.extend([s("--proto"), ctx.proto.to_string()]);
+                a.extend([s("--ca"), ca.clone().unwrap_or_default()]);
+                a.extend([s("--timeout"), format!("{}", ctx.timeout.as_secs_f64())]);
+                if ctx.reuse {
+                    a.push(s("--reuse"));
+                }
+                if ctx.verify {
+                    a.push(s("--verify"));
+                }
+                a.extend(urls);
+                a
+            }
+            ClientProgram::Exec(t) => t.expand(&template::Values {
+                urls: &urls,
+                ca: ca.as_deref().unwrap_or(""),
+                out: &pdir.display().to_string(),
+                host: &ctx.host,
+                port: ctx.port,
+                proto: ctx.proto.as_str(),
+            }),
+        };
+        out.push(Invocation {
+            argv,
+            objects,
+            dir: pdir,
+        });
+    }
+    Ok(out)
+}
+
+/// What one ended process reported, on the run's clock.
+pub(super) fn read(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Reported {
+    let spawned = clock.offset_of(e.spawned);
+    let mut r = match &ctx.program {
+        ClientProgram::Curl => read_curl(ctx, inv, e, spawned),
+        ClientProgram::H2load => super::readers::h2load(ctx, inv, e, clock),
+        ClientProgram::Ngtcp2 => Reported::server_timed(),
+        _ => read_lines(ctx, inv, e, clock),
+    };
+    if matches!(ctx.program, ClientProgram::Ngtcp2) || ctx.verify {
+        super::readers::check_files(ctx, inv, &mut r);
+    }
+    r
+}
+
+fn secs(x: f64) -> Duration {
+    Duration::try_from_secs_f64(x).unwrap_or_default()
+}
+
+/// curl's times are durations from each transfer's start; transfers of one process run one
+/// after another (or, with `--parallel`, all from its spawn).
+fn read_curl(ctx: &Ctx, inv: &Invocation, e: &Ended, spawned: Duration) -> Reported {
+    let mut r = Reported::default();
+    let transfers = match curl::parse(&e.stdout) {
+        Ok(t) => t,
+        Err(err) => {
+            r.problem = Some((ErrorKind::Protocol, err.to_string()));
+            return r;
+        }
+    };
+    let parallel = ctx.streams.is_some_and(|s| s > 1);
+    let mut at = spawned;
+    for t in transfers {
+        r.version = r
+            .version
+            .or_else(|| t.curl_version.clone().map(|v| format!("curl {v}")));
+        let start = if parallel { spawned } else { at };
+        at = start + secs(t.time_total);
+        if t.num_connects > 0 {
+            r.conns.push(ConnOut {
+                started: start,
+                handshake: (t.time_appconnect > 0.0).then(|| start + secs(t.time_appconnect)),
+                error: None,
+                local_port: Some(t.local_port).filter(|p| *p != 0),
+                connected: (t.time_connect > 0.0).then(|| start + secs(t.time_connect)),
+                alpn: t.http_version.as_deref().map(|v| match v {
+                    "2" => "h2".to_string(),
+                    _ => "http/1.1".to_string(),
+                }),
+            });
+        }
+        let index = t.urlnum.and_then(|n| inv.objects.get(n as usize).copied());
+        let error = match (t.exitcode, t.response_code) {
+            (0, 200..=299) => None,
+            (0, code) => Some((ErrorKind::Status, format!("status {code}"))),
+            (code, _) => Some((
+                curl_kind(code),
+                t.errormsg
+                    .clone()
+                    .unwrap_or_else(|| format!("curl error {code}")),
+            )),
+        };
+        r.objects.push(ObjOut {
+            index,
+            sent: start + secs(t.time_pretransfer),
+            headers: (t.time_starttransfer > 0.0).then(|| start + secs(t.time_starttransfer)),
+            done: start + secs(t.time_total),
+            bytes: t.size_download,
+            status: Some(t.response_code).filter(|c| *c != 0),
+            error,
+            verified: None,
+            file: t
+                .filename_effective
+                .filter(|f| f != "/dev/null")
+                .map(PathBuf::from),
+        });
+    }
+    r
+}
+
+/// curl's exit codes (`man curl`, EXIT CODES) by kind.
+fn curl_kind(code: i32) -> ErrorKind {
+    match code {
+        6 => ErrorKind::Unreachable,
+        7 => ErrorKind::Refused,
+        28 => ErrorKind::Timeout,
+        35 | 51 | 58 | 59 | 60 | 77 | 80 | 83 | 90 | 91 => ErrorKind::Tls,
+        16 | 92 => ErrorKind::Protocol,
+        18 => ErrorKind::ShortBody,
+        52 | 55 | 56 => ErrorKind::Reset,
+        22 => ErrorKind::Status,
+        _ => ErrorKind::Io,
+    }
+}
+
+/// Fetch lines (quic-go, Chromium, and `exec:` programs that print them).
+fn read_lines(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Reported {
+    let printed = match lines::parse(&e.stdout) {
+        Ok(p) => p,
+        Err(err) => {
+            let mut r = Reported::server_timed();
+            r.problem = Some((ErrorKind::Protocol, format!("its fetch lines: {err}")));
+            return r;
+        }
+    };
+    if printed.lines.is_empty() {
+        let mut r = Reported::server_timed();
+        r.version = printed.version;
+        return r;
+    }
+    super::readers::from_lines(ctx, inv, e, clock, printed)
+}

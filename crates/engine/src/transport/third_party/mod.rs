@@ -1,0 +1,254 @@
+//! `--client NAME`: a third-party client fetches the run's objects in qbench's place. Each
+//! run spawns its processes (inside the client's namespace with a link), waits for them (at
+//! most `--timeout` past the run's share of it), and turns what they printed, and what the
+//! in-process server saw, into the same run report qbench's own clients produce.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use qbench_core::client_program::ClientProgram;
+use qbench_core::errors::ErrorKind;
+use qbench_core::report::third_party::{ThirdPartyRun, TimingSource};
+use qbench_core::{Protocol, Recorder, RunReport};
+use qbench_server::truth::TruthLog;
+
+use crate::drive::requests::Requests;
+use crate::measure::clock::Clock;
+
+mod adapters;
+mod place;
+mod process;
+mod readers;
+mod server_side;
+
+pub use process::SpawnError;
+
+/// One object of the run: its URL and the body length it asks for.
+#[derive(Debug, Clone)]
+pub struct Object {
+    pub url: String,
+    pub expected: Option<u64>,
+}
+
+/// Everything the adapters need to build and read a run's processes.
+pub struct Ctx {
+    pub program: ClientProgram,
+    pub proto: Protocol,
+    pub objects: Vec<Object>,
+    pub connections: usize,
+    pub streams: Option<usize>,
+    pub reuse: bool,
+    pub verify: bool,
+    pub timeout: Duration,
+    /// Where the server is, and the name its certificate carries.
+    pub addr: SocketAddr,
+    pub host: String,
+    pub port: u16,
+    /// The server's certificate, as a file the program can read; `None` with `--insecure`
+    /// or the system's store.
+    pub ca: Option<PathBuf>,
+    pub insecure: bool,
+    pub netns: Option<String>,
+    /// The program found on PATH.
+    pub path: PathBuf,
+}
+
+/// One process of a run, before it runs.
+pub struct Invocation {
+    pub argv: Vec<String>,
+    /// Indices into `Ctx::objects` this process fetches.
+    pub objects: Vec<usize>,
+    /// Its own directory (bodies, config files), inside the run's.
+    pub dir: PathBuf,
+}
+
+/// A third-party client, run again and again.
+pub struct ThirdParty {
+    ctx: Ctx,
+    clock: Clock,
+    truth: Option<Arc<TruthLog>>,
+    /// Asked before the first run, for programs that do not say as they fetch.
+    version: Option<String>,
+    /// Holds the CA file and every run's directory; removed when dropped.
+    home: tempfile::TempDir,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("--client {client}: {source}")]
+    Spawn {
+        client: String,
+        #[source]
+        source: SpawnError,
+    },
+    #[error("--client: {0}")]
+    Refused(String),
+    #[error("--client: a working directory: {0}")]
+    Dir(std::io::Error),
+}
+
+/// The URLs of every object of a run.
+pub fn objects(requests: &Requests) -> Vec<Object> {
+    (0..requests.len())
+        .filter_map(|i| requests.get(i))
+        .map(|r| Object {
+            url: r.uri.to_string(),
+            expected: r.expected_len,
+        })
+        .collect()
+}
+
+impl ThirdParty {
+    /// Checks that the program exists and writes the certificate where it can read it.
+    pub fn new(
+        mut ctx: Ctx,
+        ca_pem: Option<&str>,
+        clock: Clock,
+        truth: Option<Arc<TruthLog>>,
+    ) -> Result<Self, SetupError> {
+        ctx.program
+            .check(ctx.proto)
+            .map_err(|e| SetupError::Refused(e.to_string()))?;
+        let home = tempfile::Builder::new()
+            .prefix("qbench-client-")
+            .tempdir()
+            .map_err(SetupError::Dir)?;
+        if let Some(pem) = ca_pem {
+            let p = home.path().join("ca.pem");
+            std::fs::write(&p, pem).map_err(SetupError::Dir)?;
+            ctx.ca = Some(p);
+        }
+        ctx.path = adapters::locate(&ctx.program).map_err(|source| SetupError::Spawn {
+            client: ctx.program.name().to_string(),
+            source,
+        })?;
+        if let Some(t) = &truth {
+            t.enable();
+        }
+        let version = adapters::version(&ctx.program, &ctx.path);
+        Ok(Self {
+            ctx,
+            clock,
+            truth,
+            version,
+            home,
+        })
+    }
+
+    pub fn objects(&self) -> u64 {
+        self.ctx.objects.len() as u64
+    }
+
+    /// One run: every process to its end, then the report.
+    pub async fn run(&mut self, index: u32) -> RunReport {
+        // What the server saw before this run is not this run's.
+        let _ = self.truth.as_ref().map(|t| t.take());
+        let wall_start = std::time::SystemTime::now();
+        let start = self.clock.now();
+        let dir = self.home.path().join(format!("run-{index}"));
+        let mut third = ThirdPartyRun {
+            client: self.ctx.program.clone(),
+            version: None,
+            timings: TimingSource::Client,
+            verified: 0,
+            unverified: 0,
+            processes: Vec::new(),
+        };
+        let invocations = match std::fs::create_dir_all(&dir)
+            .and_then(|()| adapters::invocations(&self.ctx, &dir))
+        {
+            Ok(i) => i,
+            Err(e) => {
+                let mut rec = Recorder::new(index, self.objects(), start);
+                rec.error(ErrorKind::Io, &format!("preparing the client's files: {e}"));
+                return self.finish(rec, third, wall_start);
+            }
+        };
+        // Every process at once, except `{url}` templates, which run as many at once as
+        // there are connections.
+        let ctx = &self.ctx;
+        let at_once = invocations.len().min(ctx.connections.max(1)).max(1);
+        let at_once = match adapters::per_object(&ctx.program) {
+            true => at_once,
+            false => invocations.len().max(1),
+        };
+        let deadline = run_deadline(ctx);
+        let ended: Vec<_> = futures_util::stream::iter(invocations)
+            .map(|inv| async move {
+                let r = process::run(&inv.argv, ctx.netns.as_deref(), &inv.dir, deadline).await;
+                (inv, r)
+            })
+            .buffer_unordered(at_once)
+            .collect()
+            .await;
+        let seen = self.truth.as_ref().map(|t| t.take());
+        let mut outcomes = Vec::new();
+        let mut failed = Vec::new();
+        for (inv, r) in ended {
+            match r {
+                Ok(e) => {
+                    let mut reported = adapters::read(ctx, &inv, &e, self.clock);
+                    if matches!(ctx.program, ClientProgram::Curl) {
+                        place::anchor(&mut reported, seen.as_ref(), self.clock);
+                    }
+                    third.processes.push(e.record.clone());
+                    outcomes.push((inv, e, reported));
+                }
+                Err(e) => failed.push(e.to_string()),
+            }
+        }
+        // The run's times count from when the client began to connect, as qbench's own
+        // clients' do: a program's start-up (a browser's seconds) is not its page load time.
+        let start = place::first_activity(&outcomes, seen.as_ref(), self.clock).unwrap_or(start);
+        let mut rec = Recorder::new(index, self.objects(), start);
+        for e in failed {
+            rec.error(ErrorKind::Io, &e);
+        }
+        let placed = place::record(ctx, &mut rec, &outcomes, seen.as_ref(), self.clock);
+        third.version = placed.version.or_else(|| self.version.clone());
+        third.timings = placed.timings;
+        third.verified = placed.verified;
+        third.unverified = placed.unverified;
+        let mut report = self.finish(rec, third, wall_start);
+        if let Some(seen) = seen {
+            server_side::attach(&mut report, seen, self.clock, start);
+        }
+        // Bodies and config files of this run are not needed any more.
+        let _ = std::fs::remove_dir_all(&dir);
+        report
+    }
+
+    fn finish(
+        &self,
+        rec: Recorder,
+        third: ThirdPartyRun,
+        wall_start: std::time::SystemTime,
+    ) -> RunReport {
+        let mut report = rec.finish(self.clock.now());
+        report.started_unix_us = Some(qbench_core::spec::start::unix_us(wall_start));
+        report.third_party = Some(third);
+        report
+    }
+}
+
+/// How long a run's processes may take: `--timeout` for each object a process may have to
+/// fetch one after another (a browser's loads), at least `--timeout`.
+fn run_deadline(ctx: &Ctx) -> Duration {
+    let serial = match ctx.streams {
+        Some(s) if s > 0 => ctx
+            .objects
+            .len()
+            .div_ceil(s.max(1) * ctx.connections.max(1)),
+        _ => 1,
+    };
+    let serial = match ctx.program {
+        ClientProgram::Chromium => ctx.objects.len(),
+        _ => serial,
+    };
+    ctx.timeout
+        .saturating_mul(u32::try_from(serial.max(1)).unwrap_or(u32::MAX))
+        .saturating_add(adapters::startup(&ctx.program))
+}

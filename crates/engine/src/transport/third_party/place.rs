@@ -1,0 +1,361 @@
+//! What the processes reported (or, for clients that report no timings, what the server saw)
+//! recorded as connections and objects, as qbench's own clients record theirs.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use qbench_core::errors::ErrorKind;
+use qbench_core::report::third_party::TimingSource;
+use qbench_core::{HandshakeInfo, ObjectOutcome, Recorder};
+use qbench_server::truth::Seen;
+
+use super::process::Ended;
+use super::{Ctx, Invocation};
+use crate::measure::clock::Clock;
+
+/// A connection a process reported.
+#[derive(Debug, Clone)]
+pub(super) struct ConnOut {
+    pub started: Duration,
+    pub handshake: Option<Duration>,
+    pub error: Option<(ErrorKind, String)>,
+    pub local_port: Option<u16>,
+    pub alpn: Option<String>,
+    /// TCP connected, by the client's account (curl's time_connect).
+    pub connected: Option<Duration>,
+}
+
+/// An object a process reported.
+#[derive(Debug, Clone)]
+pub(super) struct ObjOut {
+    /// Which of the run's objects, when the program says.
+    pub index: Option<usize>,
+    pub sent: Duration,
+    pub headers: Option<Duration>,
+    pub done: Duration,
+    pub bytes: u64,
+    pub status: Option<u16>,
+    pub error: Option<(ErrorKind, String)>,
+    pub verified: Option<bool>,
+    /// Where the program put the body.
+    pub file: Option<PathBuf>,
+}
+
+/// What one process reported, on the run's clock.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Reported {
+    pub conns: Vec<ConnOut>,
+    pub objects: Vec<ObjOut>,
+    pub version: Option<String>,
+    /// No timings of its own: its objects are the server's.
+    pub server_timed: bool,
+    /// Bodies checked from files, by object index (for server-timed objects).
+    pub file_checks: BTreeMap<usize, Result<(), (ErrorKind, String)>>,
+    /// Something about its output as a whole.
+    pub problem: Option<(ErrorKind, String)>,
+}
+
+impl Reported {
+    pub(super) fn server_timed() -> Self {
+        Self {
+            server_timed: true,
+            ..Self::default()
+        }
+    }
+}
+
+/// What recording left for the run's third-party record.
+pub(super) struct Placed {
+    pub version: Option<String>,
+    pub timings: TimingSource,
+    pub verified: u64,
+    pub unverified: u64,
+}
+
+/// Why a process's objects that it never reported failed.
+fn process_failure(e: &Ended) -> (ErrorKind, String) {
+    let r = &e.record;
+    let program = r.argv.first().map_or("the client", |p| p.as_str());
+    if r.timed_out {
+        return (
+            ErrorKind::Timeout,
+            format!(
+                "{program} was killed at the deadline ({} ms)",
+                r.wall_us / 1000
+            ),
+        );
+    }
+    let how = match (r.exit, r.signal) {
+        (Some(c), _) => format!("exited with status {c}"),
+        (_, Some(s)) => format!("was killed by signal {s}"),
+        _ => "ended".to_string(),
+    };
+    let why = r
+        .stderr_tail
+        .as_deref()
+        .and_then(|t| t.lines().last())
+        .map(|l| format!(": {l}"))
+        .unwrap_or_default();
+    (ErrorKind::Io, format!("{program} {how}{why}"))
+}
+
+fn info(alpn: Option<String>, local_port: Option<u16>) -> HandshakeInfo {
+    HandshakeInfo {
+        alpn,
+        local_port,
+        ..HandshakeInfo::default()
+    }
+}
+
+/// Moves a process's times, laid from its spawn, to where the server places its first
+/// connection: the client's TCP connect completes as the server accepts (half a round trip
+/// apart at most), so what the program spent starting is not counted as fetching.
+pub(super) fn anchor(r: &mut Reported, seen: Option<&Seen>, clock: Clock) {
+    let Some(seen) = seen else { return };
+    let shift = r.conns.iter().find_map(|c| {
+        let port = c.local_port?;
+        let s = seen.conns.iter().find(|s| s.peer.port() == port)?;
+        clock.offset_of(s.accepted).checked_sub(c.connected?)
+    });
+    let Some(d) = shift else { return };
+    for c in &mut r.conns {
+        c.started += d;
+        c.handshake = c.handshake.map(|h| h + d);
+        c.connected = c.connected.map(|h| h + d);
+    }
+    for o in &mut r.objects {
+        o.sent += d;
+        o.headers = o.headers.map(|h| h + d);
+        o.done += d;
+    }
+}
+
+/// When the client first did something the run can see: its first connection attempt or
+/// request by its own account, else the server's first accept.
+pub(super) fn first_activity(
+    outcomes: &[(Invocation, Ended, Reported)],
+    seen: Option<&Seen>,
+    clock: Clock,
+) -> Option<Duration> {
+    let own = outcomes
+        .iter()
+        .flat_map(|(_, _, r)| {
+            r.conns
+                .iter()
+                .map(|c| c.started)
+                .chain(r.objects.iter().map(|o| o.sent))
+        })
+        .min();
+    let server = seen.and_then(|s| s.conns.iter().map(|c| clock.offset_of(c.accepted)).min());
+    match (own, server) {
+        (Some(o), Some(s)) => Some(o.min(s)),
+        (o, s) => o.or(s),
+    }
+}
+
+pub(super) fn record(
+    ctx: &Ctx,
+    rec: &mut Recorder,
+    outcomes: &[(Invocation, Ended, Reported)],
+    seen: Option<&Seen>,
+    clock: Clock,
+) -> Placed {
+    let mut placed = Placed {
+        version: None,
+        timings: TimingSource::Client,
+        verified: 0,
+        unverified: 0,
+    };
+    let server_timed = outcomes.iter().any(|(_, _, r)| r.server_timed);
+    if server_timed {
+        placed.timings = TimingSource::Server;
+    }
+    // A program that names no connections of its own has the server's.
+    let server_conns = outcomes
+        .iter()
+        .any(|(_, _, r)| r.server_timed || r.conns.is_empty());
+    // The server's requests by path, in the order it read them, for server-timed objects.
+    let mut by_path: BTreeMap<String, VecDeque<usize>> = BTreeMap::new();
+    if let (true, Some(seen)) = (server_timed, seen) {
+        for (i, r) in seen.requests.iter().enumerate() {
+            by_path.entry(r.path.clone()).or_default().push_back(i);
+        }
+    }
+    if let (true, Some(seen)) = (server_conns, seen) {
+        for c in &seen.conns {
+            let id = rec.connection_started(clock.offset_of(c.accepted));
+            match c.handshake {
+                Some(h) => rec.handshake_done(
+                    id,
+                    clock.offset_of(h),
+                    info(Some(ctx.proto.to_string()), Some(c.peer.port())),
+                ),
+                None => {
+                    rec.connection_failed(id, ErrorKind::Tls, "no handshake seen by the server")
+                }
+            }
+        }
+    }
+    for (inv, ended, r) in outcomes {
+        placed.version = placed.version.take().or_else(|| r.version.clone());
+        if let Some((kind, msg)) = &r.problem {
+            rec.error(*kind, msg);
+        }
+        let failed = (!ended.ok).then(|| process_failure(ended));
+        let end = clock.offset_of(ended.spawned) + Duration::from_micros(ended.record.wall_us);
+        if r.server_timed {
+            for &i in &inv.objects {
+                let o = server_object(ctx, i, seen, &mut by_path, r, failed.as_ref(), end, clock);
+                match (&o.error, r.file_checks.get(&i)) {
+                    (None, Some(Ok(()))) => placed.verified += 1,
+                    _ => placed.unverified += 1,
+                }
+                rec.object(o);
+            }
+            if let (Some((k, m)), true) = (&failed, inv.objects.is_empty()) {
+                rec.error(*k, m);
+            }
+            continue;
+        }
+        for c in &r.conns {
+            let id = rec.connection_started(c.started);
+            match (&c.error, c.handshake) {
+                (Some((k, m)), _) => rec.connection_failed(id, *k, m),
+                (None, Some(h)) => rec.handshake_done(id, h, info(c.alpn.clone(), c.local_port)),
+                (None, None) => {}
+            }
+        }
+        let mut reported = vec![false; inv.objects.len()];
+        let mut errors = 0;
+        for o in &r.objects {
+            if let Some(pos) = o
+                .index
+                .and_then(|i| inv.objects.iter().position(|&x| x == i))
+            {
+                reported[pos] = true;
+            }
+            let out = ObjectOutcome {
+                intended: None,
+                sent: o.sent,
+                headers: o.headers,
+                done: o.done.max(o.sent),
+                body_bytes: o.bytes,
+                error: o.error.clone(),
+                status: o.status,
+                stream: None,
+            };
+            errors += usize::from(out.error.is_some());
+            match o.verified {
+                Some(true) => placed.verified += 1,
+                _ => placed.unverified += 1,
+            }
+            rec.object(out);
+        }
+        // Objects the process never reported (it died, hung or printed too little).
+        let unreported = r.objects.len().min(inv.objects.len());
+        let missing = inv.objects.len() - unreported;
+        let (kind, msg) = failed.clone().unwrap_or((
+            ErrorKind::Io,
+            "the client reported no outcome for it".to_string(),
+        ));
+        for _ in 0..missing {
+            placed.unverified += 1;
+            rec.object(ObjectOutcome {
+                intended: None,
+                sent: end,
+                headers: None,
+                done: end,
+                body_bytes: 0,
+                error: Some((kind, msg.clone())),
+                status: None,
+                stream: None,
+            });
+        }
+        if let (Some((k, m)), 0, 0) = (&failed, missing, errors) {
+            // Every object went well by its account, yet the process failed: the run is not
+            // clean.
+            rec.error(*k, m);
+        }
+    }
+    placed
+}
+
+/// Object `i` as the server saw it: the first request for its path not yet taken.
+#[allow(clippy::too_many_arguments)]
+fn server_object(
+    ctx: &Ctx,
+    i: usize,
+    seen: Option<&Seen>,
+    by_path: &mut BTreeMap<String, VecDeque<usize>>,
+    r: &Reported,
+    failed: Option<&(ErrorKind, String)>,
+    end: Duration,
+    clock: Clock,
+) -> ObjectOutcome {
+    let obj = &ctx.objects[i];
+    let path = obj
+        .url
+        .parse::<http::Uri>()
+        .map(|u| u.path().to_string())
+        .unwrap_or_default();
+    let taken = seen.and_then(|s| {
+        let k = by_path.get_mut(&path)?.pop_front()?;
+        s.requests.get(k)
+    });
+    let Some(q) = taken else {
+        let (kind, msg) = failed.cloned().unwrap_or_else(|| {
+            (
+                ErrorKind::Io,
+                match seen {
+                    Some(_) => "the server never saw this request".to_string(),
+                    None => "the client reports no timings and the server is not in this process"
+                        .to_string(),
+                },
+            )
+        });
+        return ObjectOutcome {
+            intended: None,
+            sent: end,
+            headers: None,
+            done: end,
+            body_bytes: 0,
+            error: Some((kind, msg)),
+            status: None,
+            stream: None,
+        };
+    };
+    let sent = clock.offset_of(q.received);
+    let done = q.last.map_or(end, |l| clock.offset_of(l)).max(sent);
+    let mut error = match (q.status, q.complete) {
+        (200..=299, true) => None,
+        (200..=299, false) => Some((
+            ErrorKind::Reset,
+            "the server could not hand over the whole body".to_string(),
+        )),
+        (s, _) => Some((ErrorKind::Status, format!("status {s}"))),
+    };
+    if let (None, Some(n)) = (&error, obj.expected) {
+        if q.body_bytes != n {
+            error = Some((
+                ErrorKind::ShortBody,
+                format!("{} of {n} bytes", q.body_bytes),
+            ));
+        }
+    }
+    if error.is_none() {
+        if let Some(Err((k, m))) = r.file_checks.get(&i) {
+            error = Some((*k, m.clone()));
+        }
+    }
+    ObjectOutcome {
+        intended: None,
+        sent,
+        headers: q.head.map(|h| clock.offset_of(h)),
+        done,
+        body_bytes: q.body_bytes,
+        error,
+        status: Some(q.status).filter(|s| *s != 0),
+        stream: None,
+    }
+}

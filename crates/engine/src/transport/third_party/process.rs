@@ -1,0 +1,209 @@
+//! One client process: spawned in its own process group (inside the client's network
+//! namespace when there is a link), its output kept in files, its CPU read from `wait4`, and
+//! the whole group killed at the deadline or when the run is abandoned.
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use qbench_core::report::third_party::ClientProcess;
+
+/// Bytes of stderr kept for the report when a process fails.
+const STDERR_TAIL: usize = 2048;
+/// Between SIGTERM and SIGKILL at the deadline: a browser's driver closes its browser.
+const GRACE: Duration = Duration::from_secs(2);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("{program}: not found; {hint}")]
+    Missing { program: String, hint: String },
+    #[error("starting {program}: {source}")]
+    Start {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("keeping {program}'s output: {source}")]
+    Output {
+        program: String,
+        source: std::io::Error,
+    },
+}
+
+/// What a finished process left.
+pub(super) struct Ended {
+    pub record: ClientProcess,
+    pub stdout: String,
+    /// Spawned, on the monotonic clock.
+    pub spawned: Instant,
+    pub spawned_unix: std::time::SystemTime,
+    pub ok: bool,
+}
+
+/// Kills the group when dropped before the process was reaped (a run abandoned on a signal).
+struct Group {
+    pgid: i32,
+    reaped: bool,
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if !self.reaped {
+            // SAFETY: a plain syscall on a process group this run created.
+            unsafe { libc::killpg(self.pgid, libc::SIGKILL) };
+        }
+    }
+}
+
+/// `program` on `PATH` (or a path), before the first run.
+pub(super) fn find(program: &str) -> Option<std::path::PathBuf> {
+    if program.contains('/') {
+        let p = Path::new(program);
+        return p.is_file().then(|| p.to_path_buf());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+fn read_bounded(file: &mut std::fs::File, limit: usize) -> std::io::Result<String> {
+    use std::io::Seek;
+    file.seek(std::io::SeekFrom::Start(0))?;
+    let mut buf = Vec::new();
+    file.take(limit as u64).read_to_end(&mut buf)?;
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+fn tail(file: &mut std::fs::File) -> std::io::Result<String> {
+    use std::io::Seek;
+    let len = file.seek(std::io::SeekFrom::End(0))?;
+    file.seek(std::io::SeekFrom::Start(
+        len.saturating_sub(STDERR_TAIL as u64),
+    ))?;
+    let mut buf = Vec::new();
+    file.read_to_end(&mut buf)?;
+    Ok(String::from_utf8_lossy(&buf).trim().to_string())
+}
+
+/// Runs `argv` to its end, or kills its group at `deadline` (SIGTERM, then SIGKILL).
+pub(super) async fn run(
+    argv: &[String],
+    netns: Option<&str>,
+    dir: &Path,
+    deadline: Duration,
+) -> Result<Ended, SpawnError> {
+    let program = argv[0].clone();
+    let output = |source| SpawnError::Output {
+        program: program.clone(),
+        source,
+    };
+    let mut stdout = tempfile::tempfile_in(dir).map_err(output)?;
+    let mut stderr = tempfile::tempfile_in(dir).map_err(output)?;
+    let mut cmd = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns]).args(argv);
+            c
+        }
+        None => {
+            let mut c = Command::new(&argv[0]);
+            c.args(&argv[1..]);
+            c
+        }
+    };
+    cmd.current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(stdout.try_clone().map_err(output)?)
+        .stderr(stderr.try_clone().map_err(output)?)
+        .process_group(0);
+    let spawned = Instant::now();
+    let spawned_unix = std::time::SystemTime::now();
+    let child = cmd.spawn().map_err(|source| SpawnError::Start {
+        program: program.clone(),
+        source,
+    })?;
+    let pid = child.id() as i32;
+    let mut group = Group {
+        pgid: pid,
+        reaped: false,
+    };
+    // Reaped with wait4 for its rusage: the std handle is never waited on.
+    let mut waiting = tokio::task::spawn_blocking(move || wait4(pid));
+    let mut timed_out = false;
+    let waited = tokio::select! {
+        w = &mut waiting => w,
+        () = tokio::time::sleep(deadline) => {
+            timed_out = true;
+            // SAFETY: signals to the group this run created, not yet reaped.
+            unsafe { libc::killpg(pid, libc::SIGTERM) };
+            match tokio::time::timeout(GRACE, &mut waiting).await {
+                Ok(w) => w,
+                Err(_) => {
+                    unsafe { libc::killpg(pid, libc::SIGKILL) };
+                    waiting.await
+                }
+            }
+        }
+    };
+    group.reaped = true;
+    // Whatever the leader left behind in its group goes with it.
+    // SAFETY: as above; ESRCH (nothing left) is the usual answer.
+    unsafe { libc::killpg(pid, libc::SIGKILL) };
+    drop(child);
+    let (status, usage) = waited.unwrap_or((0, None));
+    let wall = spawned.elapsed();
+    let exit = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    let signal = libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status));
+    let ok = exit == Some(0) && !timed_out;
+    let stdout_text = read_bounded(&mut stdout, qbench_core::client_program::lines::MAX_STDOUT)
+        .map_err(output)?;
+    let stderr_tail = match ok {
+        true => None,
+        false => Some(tail(&mut stderr).map_err(output)?).filter(|t| !t.is_empty()),
+    };
+    let (user_s, sys_s, max_rss_kib) = usage.unwrap_or((0.0, 0.0, 0));
+    Ok(Ended {
+        record: ClientProcess {
+            argv: argv.to_vec(),
+            exit,
+            signal,
+            timed_out,
+            wall_us: u64::try_from(wall.as_micros()).unwrap_or(u64::MAX),
+            user_s,
+            sys_s,
+            max_rss_kib,
+            stderr_tail,
+        },
+        stdout: stdout_text,
+        spawned,
+        spawned_unix,
+        ok,
+    })
+}
+
+/// Waits for `pid`; its raw status and (user s, sys s, max RSS KiB).
+fn wait4(pid: i32) -> (i32, Option<(f64, f64, u64)>) {
+    let mut status = 0;
+    // SAFETY: zeroed rusage is a valid value; wait4 fills it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: waits for our own child, with valid pointers.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+        if r == pid {
+            let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            return (
+                status,
+                Some((
+                    secs(ru.ru_utime),
+                    secs(ru.ru_stime),
+                    ru.ru_maxrss.max(0) as u64,
+                )),
+            );
+        }
+        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return (status, None);
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! Reading what h2load and fetch-line programs printed, and the bodies programs left in
+//! files.
+
+use std::io::Read;
+use std::path::Path;
+use std::time::Duration;
+
+use qbench_core::client_program::lines::{FetchLine, Printed, Zero};
+use qbench_core::errors::ErrorKind;
+use qbench_core::wire::check_payload;
+
+use super::place::{ConnOut, ObjOut, Reported};
+use super::process::Ended;
+use super::{Ctx, Invocation};
+use crate::measure::clock::Clock;
+
+/// Where a program's zero lies on the run's clock.
+fn zero_at(z: Zero, e: &Ended, clock: Clock) -> Duration {
+    let spawned = clock.offset_of(e.spawned);
+    match z {
+        Zero::Monotonic(us) => clock.offset_of_monotonic(Duration::from_micros(us)),
+        Zero::Unix(us) => {
+            let spawn_unix = qbench_core::spec::start::unix_us(e.spawned_unix);
+            // The wall clock's zero, moved by the spawn's place on both clocks.
+            match us.checked_sub(spawn_unix) {
+                Some(after) => spawned + Duration::from_micros(after),
+                None => spawned.saturating_sub(Duration::from_micros(spawn_unix - us)),
+            }
+        }
+    }
+}
+
+/// Fetch lines on the run's clock.
+pub(super) fn from_lines(
+    ctx: &Ctx,
+    inv: &Invocation,
+    e: &Ended,
+    clock: Clock,
+    p: Printed,
+) -> Reported {
+    let zero = p
+        .zero
+        .map_or(clock.offset_of(e.spawned), |z| zero_at(z, e, clock));
+    let at = |us: u64| zero + Duration::from_micros(us);
+    let mut r = Reported {
+        version: p.version,
+        ..Reported::default()
+    };
+    // Each of the process's objects is taken by the first line with its URL.
+    let mut free: Vec<Option<usize>> = inv.objects.iter().map(|&i| Some(i)).collect();
+    for l in p.lines {
+        match l {
+            FetchLine::Connection {
+                start_us,
+                handshake_us,
+                error,
+                error_kind,
+                ..
+            } => r.conns.push(ConnOut {
+                started: at(start_us),
+                handshake: handshake_us.map(at),
+                error: error.map(|m| (error_kind.unwrap_or(ErrorKind::Io), m)),
+                local_port: None,
+                alpn: Some(ctx.proto.to_string()),
+                connected: None,
+            }),
+            FetchLine::Request {
+                url,
+                start_us,
+                headers_us,
+                done_us,
+                bytes,
+                status,
+                error,
+                error_kind,
+                verified,
+                ..
+            } => {
+                let index = free
+                    .iter_mut()
+                    .find(|f| f.is_some_and(|i| ctx.objects[i].url == url))
+                    .and_then(Option::take);
+                let mut error = error.map(|m| (error_kind.unwrap_or(ErrorKind::Io), m));
+                if error.is_none() && !matches!(status, Some(200..=299)) {
+                    error = Some((ErrorKind::Status, format!("status {status:?}")));
+                }
+                r.objects.push(ObjOut {
+                    index,
+                    sent: at(start_us),
+                    headers: headers_us.map(at),
+                    done: at(done_us),
+                    bytes,
+                    status,
+                    error,
+                    verified,
+                    file: None,
+                });
+            }
+            FetchLine::Zero { .. } | FetchLine::Version { .. } => {}
+        }
+    }
+    r
+}
+
+/// h2load run with one client (`-c 1`) per process: its log has one line per request
+/// (start on the wall clock in µs, status, µs to the response's end), and requests go out in
+/// the order of its URIs, so sorting by start names each line's object.
+pub(super) fn h2load(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Reported {
+    let mut r = Reported {
+        version: None,
+        ..Reported::default()
+    };
+    let log = std::fs::read_to_string(inv.dir.join("requests.log")).unwrap_or_default();
+    let parsed = match qbench_core::client_program::h2load::parse_log(&log) {
+        Ok(p) => p,
+        Err(err) => {
+            r.problem = Some((ErrorKind::Protocol, err.to_string()));
+            return r;
+        }
+    };
+    let summary = qbench_core::client_program::h2load::parse_summary(&e.stdout);
+    let spawned = clock.offset_of(e.spawned);
+    let spawn_unix = qbench_core::spec::start::unix_us(e.spawned_unix);
+    let place = |us: u64| match us.checked_sub(spawn_unix) {
+        Some(after) => spawned + Duration::from_micros(after),
+        None => spawned,
+    };
+    let mut lines = parsed;
+    lines.sort_by_key(|l| l.start_unix_us);
+    let mut data = 0u64;
+    for (k, l) in lines.iter().enumerate() {
+        let index = inv.objects.get(k).copied();
+        let expected = index.and_then(|i| ctx.objects[i].expected);
+        let ok = (200..=299).contains(&l.status);
+        // h2load counts body bytes per run, not per request: a whole answer carries the
+        // size its URI asked for, and the run's total is checked below.
+        let bytes = if ok { expected.unwrap_or(0) } else { 0 };
+        data += bytes;
+        let sent = place(l.start_unix_us);
+        r.objects.push(ObjOut {
+            index,
+            sent,
+            headers: None,
+            done: sent + Duration::from_micros(l.elapsed_us),
+            bytes,
+            status: Some(l.status).filter(|s| *s != 0),
+            error: (!ok).then(|| (ErrorKind::Status, format!("status {}", l.status))),
+            verified: None,
+            file: None,
+        });
+    }
+    if let Some(s) = summary {
+        if s.connections_ok > 0 {
+            r.conns.push(ConnOut {
+                started: spawned,
+                handshake: s
+                    .connect_mean_us
+                    .map(|c| spawned + Duration::from_micros(c)),
+                error: None,
+                local_port: None,
+                alpn: Some(ctx.proto.to_string()),
+                connected: None,
+            });
+        }
+        if s.data_bytes != data && r.problem.is_none() {
+            r.problem = Some((
+                ErrorKind::ShortBody,
+                format!(
+                    "h2load received {} body bytes; the answers it logged ask for {data}",
+                    s.data_bytes
+                ),
+            ));
+        }
+    }
+    r
+}
+
+/// Checks bodies the program left in files: curl's outputs, ngtcp2's downloads (named by
+/// the URL's last path segment).
+pub(super) fn check_files(ctx: &Ctx, inv: &Invocation, r: &mut Reported) {
+    for o in &mut r.objects {
+        let Some(f) = &o.file else { continue };
+        let expected = o.index.and_then(|i| ctx.objects[i].expected);
+        let v = check_file(f, expected);
+        o.verified = Some(v.is_ok());
+        if let (Err(e), None) = (v, &o.error) {
+            o.error = Some(e);
+        }
+    }
+    // Only ngtcp2's example client names its downloads (by the URL's last segment); an
+    // `exec:` program's files are its own business.
+    if !r.server_timed
+        || !matches!(
+            ctx.program,
+            qbench_core::client_program::ClientProgram::Ngtcp2
+        )
+    {
+        return;
+    }
+    for &i in &inv.objects {
+        let url = &ctx.objects[i].url;
+        let name = url.rsplit('/').next().unwrap_or_default();
+        if name.is_empty() || name.contains("..") {
+            continue;
+        }
+        let v = check_file(&inv.dir.join(name), ctx.objects[i].expected);
+        r.file_checks.insert(i, v);
+    }
+}
+
+fn check_file(path: &Path, expected: Option<u64>) -> Result<(), (ErrorKind, String)> {
+    let mut f = std::fs::File::open(path).map_err(|e| {
+        (
+            ErrorKind::Io,
+            format!("its body file {}: {e}", path.display()),
+        )
+    })?;
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut offset = 0u64;
+    loop {
+        let n = f
+            .read(&mut buf)
+            .map_err(|e| (ErrorKind::Io, format!("reading {}: {e}", path.display())))?;
+        if n == 0 {
+            break;
+        }
+        if let Err(at) = check_payload(offset, &buf[..n]) {
+            return Err((
+                ErrorKind::BodyMismatch,
+                format!("wrong byte at offset {at}"),
+            ));
+        }
+        offset += n as u64;
+    }
+    match expected {
+        Some(want) if offset < want => {
+            Err((ErrorKind::ShortBody, format!("{offset} of {want} bytes")))
+        }
+        Some(want) if offset > want => {
+            Err((ErrorKind::LongBody, format!("{offset} of {want} bytes")))
+        }
+        _ => Ok(()),
+    }
+}
