@@ -61,8 +61,7 @@ pub async fn serve(endpoint: quinn::Endpoint, shared: Arc<Shared>) {
             .truth
             .connection(incoming.remote_address(), true, Instant::now());
         tokio::spawn(async move {
-            if let Some(conn) = handshake(incoming, &shared).await {
-                shared.truth.handshake(seen, Instant::now());
+            if let Some(conn) = handshake(incoming, &shared, seen).await {
                 serve_connection(conn, &shared, seen).await;
             }
             drop(slot);
@@ -72,7 +71,13 @@ pub async fn serve(endpoint: quinn::Endpoint, shared: Arc<Shared>) {
 
 /// The connection once the client's ClientHello is in (answering 0-RTT requests at 0.5-RTT),
 /// or once the handshake is complete; `None` if it fails or misses `--handshake-timeout`.
-async fn handshake(incoming: quinn::Incoming, shared: &Arc<Shared>) -> Option<quinn::Connection> {
+/// The truth log's `seen` gets the moment the handshake completes, also when requests were
+/// answered before it.
+async fn handshake(
+    incoming: quinn::Incoming,
+    shared: &Arc<Shared>,
+    seen: Option<ConnMark>,
+) -> Option<quinn::Connection> {
     let qlogged = shared.qlog.as_ref().and_then(|q| {
         let (stream, _) = q.dir.next(Some(incoming.remote_address()))?;
         let mut t = transport(&shared.opts);
@@ -113,12 +118,17 @@ async fn handshake(incoming: quinn::Incoming, shared: &Arc<Shared>) -> Option<qu
                 if tokio::time::timeout_at(deadline, done).await.is_err() {
                     Stats::bump(&shared.stats.handshake_timeouts);
                     watched.close(0u32.into(), b"handshake timeout");
+                } else {
+                    shared.truth.handshake(seen, Instant::now());
                 }
             });
             Some(conn)
         }
         Err(connecting) => match tokio::time::timeout_at(deadline, connecting).await {
-            Ok(Ok(c)) => Some(c),
+            Ok(Ok(c)) => {
+                shared.truth.handshake(seen, Instant::now());
+                Some(c)
+            }
             Ok(Err(_)) => None,
             Err(_) => {
                 Stats::bump(&shared.stats.handshake_timeouts);

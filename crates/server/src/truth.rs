@@ -25,8 +25,8 @@ pub struct ConnSeen {
     pub quic: bool,
     /// TCP accepted, or the QUIC Initial taken.
     pub accepted: Instant,
-    /// TLS done (TCP), or the QUIC handshake far enough to answer (complete, or the
-    /// ClientHello in when 0-RTT is accepted).
+    /// TLS done (TCP), or the QUIC handshake complete (requests may be answered before, at
+    /// 0.5-RTT).
     pub handshake: Option<Instant>,
     pub telemetry: Option<Arc<dyn Sender>>,
 }
