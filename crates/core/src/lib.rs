@@ -12,6 +12,7 @@ pub mod report;
 pub mod scenario;
 pub mod schema;
 mod serde_ms;
+mod serde_str;
 pub mod spec;
 pub mod stats;
 pub mod units;

@@ -57,9 +57,11 @@ pub async fn serve(endpoint: quinn::Endpoint, shared: Arc<Shared>) {
             continue;
         };
         let shared = shared.clone();
-        let seen = shared
-            .truth
-            .connection(incoming.remote_address(), true, Instant::now());
+        let seen = shared.truth.connection(
+            incoming.remote_address(),
+            Some(&incoming.orig_dst_cid()),
+            Instant::now(),
+        );
         tokio::spawn(async move {
             if let Some(conn) = handshake(incoming, &shared, seen).await {
                 serve_connection(conn, &shared, seen).await;

@@ -119,7 +119,7 @@ pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, shared: Arc<Sha
 
 async fn connection(tcp: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, shared: &Arc<Shared>) {
     let opts = &shared.opts;
-    let seen = shared.truth.connection(peer, false, Instant::now());
+    let seen = shared.truth.connection(peer, None, Instant::now());
     let _ = tcp.set_nodelay(true);
     // Checked at start-up; a failure here would only mean the kernel changed under us.
     let _ = set_tcp(&tcp, opts.cc);

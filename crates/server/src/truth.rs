@@ -28,6 +28,9 @@ pub struct ConnSeen {
     /// TLS done (TCP), or the QUIC handshake complete (requests may be answered before, at
     /// 0.5-RTT).
     pub handshake: Option<Instant>,
+    /// QUIC: the Destination Connection ID of the client's first Initial, lowercase hex, by
+    /// which a client's own log (a qlog's group id) names the connection.
+    pub odcid: Option<String>,
     pub telemetry: Option<Arc<dyn Sender>>,
 }
 
@@ -97,7 +100,13 @@ impl TruthLog {
         self.book.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn connection(&self, peer: SocketAddr, quic: bool, accepted: Instant) -> Option<ConnMark> {
+    /// A connection taken; `odcid` is the QUIC client's original destination CID.
+    pub fn connection(
+        &self,
+        peer: SocketAddr,
+        odcid: Option<&[u8]>,
+        accepted: Instant,
+    ) -> Option<ConnMark> {
         if !self.on.load(Ordering::Relaxed) {
             return None;
         }
@@ -108,9 +117,10 @@ impl TruthLog {
         }
         b.conns.push(ConnSeen {
             peer,
-            quic,
+            quic: odcid.is_some(),
             accepted,
             handshake: None,
+            odcid: odcid.map(|c| c.iter().map(|b| format!("{b:02x}")).collect()),
             telemetry: None,
         });
         Some(ConnMark {
@@ -257,9 +267,9 @@ mod tests {
     fn off_until_enabled_and_afresh_after_take() {
         let log = Arc::new(TruthLog::default());
         let t0 = Instant::now();
-        assert!(log.connection(peer(), true, t0).is_none());
+        assert!(log.connection(peer(), Some(&[0xab, 0x01]), t0).is_none());
         log.enable();
-        let c = log.connection(peer(), true, t0);
+        let c = log.connection(peer(), Some(&[0xab, 0x01]), t0);
         log.handshake(c, t0);
         let r = log.request(c, "/bytes/5", t0);
         {
@@ -272,7 +282,8 @@ mod tests {
         drop(Answering::new(log.clone(), cut));
         let seen = log.take();
         assert_eq!(seen.conns.len(), 1);
-        assert!(seen.conns[0].handshake.is_some());
+        assert!(seen.conns[0].handshake.is_some() && seen.conns[0].quic);
+        assert_eq!(seen.conns[0].odcid.as_deref(), Some("ab01"));
         assert_eq!(seen.requests.len(), 2);
         let (a, b) = (&seen.requests[0], &seen.requests[1]);
         assert_eq!((a.status, a.body_bytes, a.complete), (200, 5, true));
@@ -290,7 +301,7 @@ mod tests {
         log.enable();
         let t0 = Instant::now();
         for _ in 0..MAX_CONNECTIONS + 3 {
-            log.connection(peer(), false, t0);
+            log.connection(peer(), None, t0);
         }
         let seen = log.take();
         assert_eq!((seen.conns.len(), seen.dropped), (MAX_CONNECTIONS, 3));

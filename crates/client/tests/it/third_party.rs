@@ -108,7 +108,7 @@ fn sorted(list: &[Value], key: &str) -> Vec<u64> {
 }
 
 #[test]
-fn h2load_and_ngtcp2_fetch_and_the_server_times_what_they_do_not() {
+fn h2load_and_ngtcp2_fetch_with_timings_from_their_logs() {
     require!(Need::Tool("h2load"));
     require!(Need::Tool("gtlsclient"));
     let r = qbench(&[
@@ -126,8 +126,8 @@ fn h2load_and_ngtcp2_fetch_and_the_server_times_what_they_do_not() {
         .as_str()
         .unwrap()
         .starts_with("h2load nghttp2/"));
-    // ngtcp2's example client prints no timings: the server's are used, and its downloads
-    // are checked byte for byte.
+    // ngtcp2's example client prints no timings: its qlog gives them, and its downloads are
+    // checked byte for byte.
     let r = qbench(&[
         "--client",
         "ngtcp2",
@@ -142,7 +142,7 @@ fn h2load_and_ngtcp2_fetch_and_the_server_times_what_they_do_not() {
     assert_fetched(&r, "ngtcp2", 3, 1_200_000);
     assert_eq!(verified(&r), 3);
     let run = run0(&r);
-    assert_eq!(run["third_party"]["timings"], "server");
+    assert_eq!(run["third_party"]["timings"], "client");
     assert!(run["third_party"]["version"]
         .as_str()
         .unwrap()
@@ -174,10 +174,8 @@ fn quicgo() -> PathBuf {
 fn quic_go_reports_its_own_timings_on_the_runs_clock() {
     require!(Need::Tool("go"));
     let bin = quicgo();
-    let out = assert_cmd::Command::cargo_bin("qbench")
-        .unwrap()
-        .env("QBENCH_QUICGO", &bin)
-        .args([
+    let r = common::qbench_env(
+        &[
             "--client",
             "quic-go",
             "--proto",
@@ -185,16 +183,11 @@ fn quic_go_reports_its_own_timings_on_the_runs_clock() {
             "--objects",
             "4x100KB",
             "--verify",
-        ])
-        .args(["--connections", "2", "--json", "-"])
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let r = Run {
-        code: out.status.code(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        json: serde_json::from_slice(&out.stdout).ok(),
-    };
+            "--connections",
+            "2",
+        ],
+        &[("QBENCH_QUICGO", bin.as_os_str())],
+    );
     assert_fetched(&r, "quic-go", 4, 400_000);
     assert_eq!(verified(&r), 4);
     let run = run0(&r);
@@ -350,14 +343,13 @@ fn bad_clients_are_one_line_errors_before_the_first_run() {
         "{}",
         lines[0]
     );
-    let out = assert_cmd::Command::cargo_bin("qbench")
-        .unwrap()
-        .env("QBENCH_QUICGO", "/nonexistent/qbench-quicgo")
-        .args(["--client", "quic-go", "--proto", "h3"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1));
+    let out = common::qbench_within_env(
+        &["--client", "quic-go", "--proto", "h3"],
+        &[("QBENCH_QUICGO", "/nonexistent/qbench-quicgo".as_ref())],
+        120,
+    );
+    let err = out.stderr;
+    assert_eq!(out.code, Some(1));
     assert!(
         err.contains("qbench-quicgo: not found; build it with"),
         "{err}"
@@ -405,7 +397,16 @@ fn clients_run_inside_the_client_namespace_of_a_link() {
         "--no-calibrate",
     ]);
     assert_fetched(&r, "ngtcp2", 1, 20_000);
-    for c in run0(&r)["server_view"]["connections"].as_array().unwrap() {
+    let run = run0(&r);
+    assert_eq!(run["third_party"]["timings"], "client");
+    for c in run["server_view"]["connections"].as_array().unwrap() {
+        assert!(c["handshake_us"].as_u64().unwrap() >= 19_000, "{c}");
+        // Found by its original destination CID in the client's qlog, the connection is
+        // placed half the client's first round trip after its first Initial.
+        assert!(c["accepted_us"].as_u64().unwrap() >= 9_000, "{c}");
+    }
+    // By the client's own qlog: its Finished goes out a round trip after its first Initial.
+    for c in run["connections"].as_array().unwrap() {
         assert!(c["handshake_us"].as_u64().unwrap() >= 19_000, "{c}");
     }
 }

@@ -4,13 +4,12 @@
 use std::fmt;
 use std::str::FromStr;
 
-use serde::{Deserialize, Serialize};
-
 use crate::wire::Protocol;
 
 pub mod curl;
 pub mod h2load;
 pub mod lines;
+pub mod qlog;
 pub mod template;
 
 pub use template::{Template, TemplateError};
@@ -143,30 +142,10 @@ impl FromStr for ClientProgram {
     }
 }
 
-impl Serialize for ClientProgram {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for ClientProgram {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
-
-impl schemars::JsonSchema for ClientProgram {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "ClientProgram".into()
-    }
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "type": "string",
-            "description": "A third-party client: curl, h2load, ngtcp2, quic-go, chromium or exec:TEMPLATE."
-        })
-    }
-}
+crate::serde_str::string_serde!(ClientProgram, {
+    "type": "string",
+    "description": "A third-party client: curl, h2load, ngtcp2, quic-go, chromium or exec:TEMPLATE."
+});
 
 /// One side's `--a.client`: a program, or `qbench` (its own clients) where the common
 /// `--client` names one.
@@ -190,30 +169,10 @@ impl fmt::Display for ClientChoice {
     }
 }
 
-impl Serialize for ClientChoice {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for ClientChoice {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
-
-impl schemars::JsonSchema for ClientChoice {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "ClientChoice".into()
-    }
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "type": "string",
-            "description": "qbench (its own clients), curl, h2load, ngtcp2, quic-go, chromium or exec:TEMPLATE."
-        })
-    }
-}
+crate::serde_str::string_serde!(ClientChoice, {
+    "type": "string",
+    "description": "qbench (its own clients), curl, h2load, ngtcp2, quic-go, chromium or exec:TEMPLATE."
+});
 
 #[cfg(test)]
 mod tests;

@@ -190,32 +190,11 @@ impl fmt::Display for CpuSet {
     }
 }
 
-impl Serialize for CpuSet {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for CpuSet {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d)?
-            .parse()
-            .map_err(serde::de::Error::custom)
-    }
-}
-
-impl schemars::JsonSchema for CpuSet {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "CpuSet".into()
-    }
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "type": "string",
-            "pattern": "^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$",
-            "description": "CPU numbers and ranges, as the kernel's cpuset lists (\"0-1,3\")."
-        })
-    }
-}
+crate::serde_str::string_serde!(CpuSet, {
+    "type": "string",
+    "pattern": "^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$",
+    "description": "CPU numbers and ranges, as the kernel's cpuset lists (\"0-1,3\")."
+});
 
 /// Which kernel interface enforced the quota.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -20,7 +20,12 @@ pub(crate) struct Run {
 
 /// Runs `qbench ARGS --json -` and parses the report, if any.
 pub(crate) fn qbench(args: &[&str]) -> Run {
-    let out = qbench_plain(&[args, &["--json", "-"]].concat());
+    qbench_env(args, &[])
+}
+
+/// `qbench` with these environment variables set.
+pub(crate) fn qbench_env(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Run {
+    let out = qbench_within_env(&[args, &["--json", "-"]].concat(), env, 120);
     Run {
         code: out.code,
         stderr: out.stderr,
@@ -88,9 +93,19 @@ pub(crate) fn qbench_plain(args: &[&str]) -> Captured {
 
 /// Runs `qbench ARGS` as given, killed after `secs` seconds.
 pub(crate) fn qbench_within(args: &[&str], secs: u64) -> Captured {
+    qbench_within_env(args, &[], secs)
+}
+
+/// `qbench_within` with these environment variables set.
+pub(crate) fn qbench_within_env(
+    args: &[&str],
+    env: &[(&str, &std::ffi::OsStr)],
+    secs: u64,
+) -> Captured {
     let started = std::time::SystemTime::now();
     let out = Command::cargo_bin("qbench")
         .expect("qbench binary built")
+        .envs(env.iter().copied())
         .args(args)
         .timeout(std::time::Duration::from_secs(secs))
         .output()

@@ -178,6 +178,9 @@ pub(super) fn invocations(ctx: &Ctx, dir: &Path) -> std::io::Result<Vec<Invocati
             ClientProgram::Ngtcp2 => {
                 let mut a = vec![path.clone(), s("-q"), s("--exit-on-all-streams-close")];
                 a.push(format!("--download={}", pdir.display()));
+                let qlog = pdir.join(super::readers::NGTCP2_QLOG);
+                std::fs::create_dir_all(&qlog)?;
+                a.push(format!("--qlog-dir={}", qlog.display()));
                 a.push(format!("--timeout={}ms", ctx.timeout.as_millis()));
                 a.extend([ctx.addr.ip().to_string(), ctx.addr.port().to_string()]);
                 a.extend(urls);
@@ -232,7 +235,7 @@ pub(super) fn read(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Repo
     let mut r = match &ctx.program {
         ClientProgram::Curl => read_curl(ctx, inv, e, spawned),
         ClientProgram::H2load => super::readers::h2load(ctx, inv, e, clock),
-        ClientProgram::Ngtcp2 => Reported::server_timed(),
+        ClientProgram::Ngtcp2 => super::readers::ngtcp2(ctx, inv, e, clock),
         _ => read_lines(ctx, inv, e, clock),
     };
     if matches!(ctx.program, ClientProgram::Ngtcp2) || ctx.verify {
@@ -271,6 +274,7 @@ fn read_curl(ctx: &Ctx, inv: &Invocation, e: &Ended, spawned: Duration) -> Repor
                 error: None,
                 local_port: Some(t.local_port).filter(|p| *p != 0),
                 connected: (t.time_connect > 0.0).then(|| start + secs(t.time_connect)),
+                odcid: None,
                 alpn: t.http_version.as_deref().map(|v| match v {
                     "2" => "h2".to_string(),
                     _ => "http/1.1".to_string(),

@@ -170,11 +170,11 @@ impl ThirdParty {
         // Every process at once, except `{url}` templates, which run as many at once as
         // there are connections.
         let ctx = &self.ctx;
-        let at_once = invocations.len().min(ctx.connections.max(1)).max(1);
         let at_once = match adapters::per_object(&ctx.program) {
-            true => at_once,
-            false => invocations.len().max(1),
-        };
+            true => invocations.len().min(ctx.connections),
+            false => invocations.len(),
+        }
+        .max(1);
         let deadline = run_deadline(ctx);
         let ended: Vec<_> = futures_util::stream::iter(invocations)
             .map(|inv| async move {
@@ -191,7 +191,7 @@ impl ThirdParty {
             match r {
                 Ok(e) => {
                     let mut reported = adapters::read(ctx, &inv, &e, self.clock);
-                    if matches!(ctx.program, ClientProgram::Curl) {
+                    if matches!(ctx.program, ClientProgram::Curl | ClientProgram::Ngtcp2) {
                         place::anchor(&mut reported, seen.as_ref(), self.clock);
                     }
                     third.processes.push(e.record.clone());

@@ -22,8 +22,11 @@ pub(super) struct ConnOut {
     pub error: Option<(ErrorKind, String)>,
     pub local_port: Option<u16>,
     pub alpn: Option<String>,
-    /// TCP connected, by the client's account (curl's time_connect).
+    /// When the server took the connection, by the client's account: TCP connected
+    /// (curl's time_connect), or QUIC's first Initial half a round trip on.
     pub connected: Option<Duration>,
+    /// QUIC: the original destination CID, as the server's log names it.
+    pub odcid: Option<String>,
 }
 
 /// An object a process reported.
@@ -109,13 +112,17 @@ fn info(alpn: Option<String>, local_port: Option<u16>) -> HandshakeInfo {
 }
 
 /// Moves a process's times, laid from its spawn, to where the server places its first
-/// connection: the client's TCP connect completes as the server accepts (half a round trip
-/// apart at most), so what the program spent starting is not counted as fetching.
+/// connection (found by its port, or by QUIC's original destination CID): the client's
+/// `connected` is when the server accepts, half a round trip apart at most, so what the
+/// program spent starting is not counted as fetching.
 pub(super) fn anchor(r: &mut Reported, seen: Option<&Seen>, clock: Clock) {
     let Some(seen) = seen else { return };
     let shift = r.conns.iter().find_map(|c| {
-        let port = c.local_port?;
-        let s = seen.conns.iter().find(|s| s.peer.port() == port)?;
+        let s = seen.conns.iter().find(|s| match (&c.odcid, c.local_port) {
+            (Some(id), _) => s.odcid.as_ref() == Some(id),
+            (None, Some(port)) => s.peer.port() == port,
+            (None, None) => false,
+        })?;
         clock.offset_of(s.accepted).checked_sub(c.connected?)
     });
     let Some(d) = shift else { return };
@@ -226,15 +233,8 @@ pub(super) fn record(
                 (None, None) => {}
             }
         }
-        let mut reported = vec![false; inv.objects.len()];
         let mut errors = 0;
         for o in &r.objects {
-            if let Some(pos) = o
-                .index
-                .and_then(|i| inv.objects.iter().position(|&x| x == i))
-            {
-                reported[pos] = true;
-            }
             let out = ObjectOutcome {
                 intended: None,
                 sent: o.sent,
@@ -253,8 +253,7 @@ pub(super) fn record(
             rec.object(out);
         }
         // Objects the process never reported (it died, hung or printed too little).
-        let unreported = r.objects.len().min(inv.objects.len());
-        let missing = inv.objects.len() - unreported;
+        let missing = inv.objects.len() - r.objects.len().min(inv.objects.len());
         let (kind, msg) = failed.clone().unwrap_or((
             ErrorKind::Io,
             "the client reported no outcome for it".to_string(),

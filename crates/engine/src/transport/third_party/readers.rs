@@ -1,11 +1,12 @@
-//! Reading what h2load and fetch-line programs printed, and the bodies programs left in
-//! files.
+//! Reading what h2load and fetch-line programs printed, ngtcp2's qlog, and the bodies
+//! programs left in files.
 
 use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
 use qbench_core::client_program::lines::{FetchLine, Printed, Zero};
+use qbench_core::client_program::qlog;
 use qbench_core::errors::ErrorKind;
 use qbench_core::wire::check_payload;
 
@@ -63,6 +64,7 @@ pub(super) fn from_lines(
                 local_port: None,
                 alpn: Some(ctx.proto.to_string()),
                 connected: None,
+                odcid: None,
             }),
             FetchLine::Request {
                 url,
@@ -106,10 +108,7 @@ pub(super) fn from_lines(
 /// (start on the wall clock in µs, status, µs to the response's end), and requests go out in
 /// the order of its URIs, so sorting by start names each line's object.
 pub(super) fn h2load(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Reported {
-    let mut r = Reported {
-        version: None,
-        ..Reported::default()
-    };
+    let mut r = Reported::default();
     let log = std::fs::read_to_string(inv.dir.join("requests.log")).unwrap_or_default();
     let parsed = match qbench_core::client_program::h2load::parse_log(&log) {
         Ok(p) => p,
@@ -160,6 +159,7 @@ pub(super) fn h2load(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Re
                 local_port: None,
                 alpn: Some(ctx.proto.to_string()),
                 connected: None,
+                odcid: None,
             });
         }
         if s.data_bytes != data && r.problem.is_none() {
@@ -173,6 +173,95 @@ pub(super) fn h2load(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Re
         }
     }
     r
+}
+
+/// Where ngtcp2's example client writes its qlog, in its process's directory.
+pub(super) const NGTCP2_QLOG: &str = "qlog";
+
+/// ngtcp2's example client prints no timings; its qlog (one file per connection, one
+/// connection per process) is its own account, laid from the spawn (`anchor` then moves it
+/// to the server's accept). Its requests open client bidirectional streams 0, 4, 8… in URL
+/// order, and its downloads are named by the URL's last segment. Without a qlog (it never
+/// started a connection) its objects are the server's.
+pub(super) fn ngtcp2(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Reported {
+    let file = std::fs::read_dir(inv.dir.join(NGTCP2_QLOG))
+        .ok()
+        .and_then(|d| {
+            d.flatten()
+                .map(|f| f.path())
+                .find(|p| p.extension().is_some_and(|x| x == "sqlog"))
+        });
+    let Some(file) = file else {
+        return Reported::server_timed();
+    };
+    let q = match read_bounded(&file, qlog::MAX_QLOG).map(|t| qlog::parse(&t)) {
+        Ok(Ok(q)) => q,
+        Ok(Err(err)) => {
+            let mut r = Reported::server_timed();
+            r.problem = Some((ErrorKind::Protocol, format!("its qlog: {err}")));
+            return r;
+        }
+        Err(err) => {
+            let mut r = Reported::server_timed();
+            r.problem = Some((ErrorKind::Io, format!("its qlog: {err}")));
+            return r;
+        }
+    };
+    let spawned = clock.offset_of(e.spawned);
+    let at = |ms: f64| spawned + Duration::try_from_secs_f64(ms / 1000.0).unwrap_or_default();
+    let mut r = Reported::default();
+    if let Some(first) = q.first_sent_ms {
+        let error = match (q.handshake_ms, q.first_received_ms) {
+            (Some(_), _) => None,
+            (None, None) => Some((ErrorKind::Timeout, "no packet from the server".into())),
+            (None, Some(_)) => Some((ErrorKind::Tls, "the handshake never completed".into())),
+        };
+        r.conns.push(ConnOut {
+            started: at(first),
+            handshake: q.handshake_ms.map(at),
+            error,
+            local_port: None,
+            alpn: Some(ctx.proto.to_string()),
+            connected: q.first_received_ms.map(|rx| at(first + (rx - first) / 2.0)),
+            odcid: q.odcid.clone(),
+        });
+    }
+    for (k, &i) in inv.objects.iter().enumerate() {
+        let Some(s) = q.streams.get(&(4 * k as u64)) else {
+            continue;
+        };
+        let (Some(sent), Some(done)) = (s.first_sent_ms, s.done_ms) else {
+            continue;
+        };
+        let name = ctx.objects[i].url.rsplit('/').next().unwrap_or_default();
+        let file = (!name.is_empty() && !name.contains("..")).then(|| inv.dir.join(name));
+        let bytes = file
+            .as_ref()
+            .and_then(|f| std::fs::metadata(f).ok())
+            .map_or(0, |m| m.len());
+        r.objects.push(ObjOut {
+            index: Some(i),
+            sent: at(sent),
+            headers: s.first_received_ms.map(at),
+            done: at(done),
+            bytes,
+            status: None,
+            error: None,
+            verified: None,
+            file,
+        });
+    }
+    r
+}
+
+fn read_bounded(path: &Path, max: usize) -> std::io::Result<String> {
+    let f = std::fs::File::open(path)?;
+    let mut text = String::new();
+    f.take(max as u64 + 1).read_to_string(&mut text)?;
+    if text.len() > max {
+        return Err(std::io::Error::other(format!("larger than {max} bytes")));
+    }
+    Ok(text)
 }
 
 /// Checks bodies the program left in files: curl's outputs, ngtcp2's downloads (named by
