@@ -9,7 +9,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::needs::{require, Need};
-use common::peers::which;
 use common::{assert_complete, qbench, Served};
 use qbench_server::standalone::WORKER_NAME;
 
@@ -122,16 +121,7 @@ fn curl_through_the_proxy_gets_the_origins_bytes() {
 #[test]
 fn quic_go_through_the_proxy() {
     require!(Need::Tool("go"));
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../interop/quicgo");
-    let bin = Path::new(env!("CARGO_TARGET_TMPDIR")).join("quicgo-proxy");
-    let built = Command::new(which("go").unwrap())
-        .current_dir(&src)
-        .args(["build", "-o"])
-        .arg(&bin)
-        .arg(".")
-        .status()
-        .unwrap();
-    assert!(built.success());
+    let bin = common::go_build("interop/quicgo", "quicgo-proxy");
     let dir = tempfile::tempdir().unwrap();
     let (origin, proxy, ca) = chain(dir.path(), "h2");
     let started = Instant::now();

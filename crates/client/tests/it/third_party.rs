@@ -2,7 +2,6 @@
 //! template) fetch from the in-process server, and their runs come out as run reports with
 //! the server's view beside them.
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -151,29 +150,10 @@ fn h2load_and_ngtcp2_fetch_with_timings_from_their_logs() {
     assert!(conns.iter().all(|c| c["transport"] == "quic"), "{conns:?}");
 }
 
-/// Builds qbench's quic-go client once for this test binary.
-fn quicgo() -> PathBuf {
-    let bin = Path::new(env!("CARGO_TARGET_TMPDIR")).join("qbench-quicgo");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/quicgo");
-    let out = std::process::Command::new(qbench_testkit::which("go").unwrap())
-        .current_dir(src)
-        .args(["build", "-o"])
-        .arg(&bin)
-        .arg(".")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    bin
-}
-
 #[test]
 fn quic_go_reports_its_own_timings_on_the_runs_clock() {
     require!(Need::Tool("go"));
-    let bin = quicgo();
+    let bin = common::go_build("clients/quicgo", "qbench-quicgo");
     let r = common::qbench_env(
         &[
             "--client",

@@ -18,6 +18,28 @@ pub(crate) struct Run {
     pub json: Option<Value>,
 }
 
+/// Builds the Go program in `dir` (relative to the workspace) into the test target
+/// directory as `name`, and returns its path.
+pub(crate) fn go_build(dir: &str, name: &str) -> std::path::PathBuf {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(dir);
+    let bin = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let out = std::process::Command::new(qbench_testkit::which("go").expect("go on PATH"))
+        .current_dir(src)
+        .args(["build", "-o"])
+        .arg(&bin)
+        .arg(".")
+        .output()
+        .expect("go runs");
+    assert!(
+        out.status.success(),
+        "go build {dir}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    bin
+}
+
 /// Runs `qbench ARGS --json -` and parses the report, if any.
 pub(crate) fn qbench(args: &[&str]) -> Run {
     qbench_env(args, &[])
