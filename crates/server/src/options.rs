@@ -20,7 +20,7 @@ pub struct ServerOptions {
     #[arg(long, value_delimiter = ',', default_value = "h1,h2,h3")]
     pub protocols: Vec<Protocol>,
 
-    /// Largest object `/bytes/{n}` will serve, in bytes
+    /// Largest object `/bytes/N` will serve, in bytes
     #[arg(long, default_value_t = MAX_OBJECT)]
     pub max_object: u64,
 

@@ -258,7 +258,7 @@ pub async fn serve_until_signal(
 }
 
 /// The matched qbench server: HTTP/3 on UDP and HTTP/2 + HTTP/1.1 on TCP, same port,
-/// serving GET /bytes/{n}.
+/// serving GET /bytes/N.
 #[derive(Debug, Parser)]
 #[command(name = "qbench-server", version = env!("QBENCH_VERSION"))]
 pub struct Cli {

@@ -116,3 +116,37 @@ fn the_books_command_line_reference_is_current() {
         );
     }
 }
+
+/// clap reads `{n}` in a help text as a line break, so a doc comment's `/bytes/{n}` once
+/// printed as "`/bytes/" and a dangling line: every help line must close its backticks.
+#[test]
+fn help_texts_keep_their_code_spans_whole() {
+    use clap::CommandFactory;
+    fn walk(cmd: &mut clap::Command, path: &str, bad: &mut Vec<String>) {
+        let help = cmd.render_long_help().to_string();
+        for line in help.lines() {
+            if line.matches('`').count() % 2 == 1 {
+                bad.push(format!("{path}: {line}"));
+            }
+        }
+        for sub in cmd.get_subcommands_mut() {
+            let name = format!("{path} {}", sub.get_name());
+            walk(sub, &name, bad);
+        }
+    }
+    let mut bad = Vec::new();
+    let mut qbench = qbench::flags::cli::Cli::command();
+    qbench.build();
+    walk(&mut qbench, "qbench", &mut bad);
+    walk(
+        &mut qbench_server::standalone::Cli::command(),
+        "qbench-server",
+        &mut bad,
+    );
+    walk(
+        &mut qbench_shaper::cli::Cli::command(),
+        "qbench-shaper",
+        &mut bad,
+    );
+    assert!(bad.is_empty(), "{bad:#?}");
+}

@@ -126,20 +126,20 @@ fn h2load_and_ngtcp2_fetch_with_timings_from_their_logs() {
         .unwrap()
         .starts_with("h2load nghttp2/"));
     // ngtcp2's example client prints no timings: its qlog gives them, and its downloads are
-    // checked byte for byte.
+    // checked byte for byte, the two 100 KB objects of one connection each in its own file.
     let r = qbench(&[
         "--client",
         "ngtcp2",
         "--proto",
         "h3",
         "--objects",
-        "2x100KB,1x1MB",
+        "3x100KB,1x1MB",
         "--connections",
         "2",
         "--verify",
     ]);
-    assert_fetched(&r, "ngtcp2", 3, 1_200_000);
-    assert_eq!(verified(&r), 3);
+    assert_fetched(&r, "ngtcp2", 4, 1_300_000);
+    assert_eq!(verified(&r), 4);
     let run = run0(&r);
     assert_eq!(run["third_party"]["timings"], "client");
     assert!(run["third_party"]["version"]
@@ -268,18 +268,26 @@ fn an_exec_template_runs_any_client() {
 
 #[test]
 fn a_client_that_hangs_is_killed_at_the_timeout_and_counted() {
+    // It makes a temporary directory, as a browser makes its profile, and ignores SIGTERM:
+    // the kill gives it no time to clean up, and nothing may be left in TMPDIR.
+    let tmp = tempfile::tempdir().unwrap();
     let started = Instant::now();
-    let r = qbench(&[
-        "--client",
-        "exec:sh -c 'sleep 60' sh {urls}",
-        "--proto",
-        "h2",
-        "--objects",
-        "2x1KB",
-        "--timeout",
-        "1s",
-    ]);
+    let r = common::qbench_env(
+        &[
+            "--client",
+            "exec:sh -c 'trap \"\" TERM; mktemp -d >/dev/null; sleep 60' sh {urls}",
+            "--proto",
+            "h2",
+            "--objects",
+            "2x1KB",
+            "--timeout",
+            "1s",
+        ],
+        &[("TMPDIR", tmp.path().as_os_str())],
+    );
     assert!(started.elapsed() < Duration::from_secs(30));
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
     common::assert_failed_with(&r, "timeout");
     let run = run0(&r);
     assert_eq!(run["errors"]["timeout"], 2);
@@ -290,6 +298,53 @@ fn a_client_that_hangs_is_killed_at_the_timeout_and_counted() {
         .output()
         .unwrap();
     assert!(left.stdout.is_empty(), "nothing left running");
+}
+
+/// A signal to qbench mid-run ends its client as the deadline does: SIGTERM, and time to
+/// clean up (a browser's driver closes its browser, which writes its profile until then),
+/// before SIGKILL; and nothing is left in TMPDIR or running.
+#[test]
+fn a_signal_to_qbench_gives_its_client_time_to_clean_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let (started, cleaned) = (dir.path().join("started"), dir.path().join("cleaned"));
+    let client = format!(
+        "exec:sh -c 'trap \"echo > {c}; exit 0\" TERM; mktemp -d >/dev/null; echo > {s}; \
+         sleep 67 & wait' sh {{urls}}",
+        c = cleaned.display(),
+        s = started.display(),
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cmd = common::signalable();
+    let child = cmd
+        .args(["--client", &client, "--proto", "h2", "--objects", "1x1KB"])
+        .args(["--timeout", "60s", "--json"])
+        .arg(dir.path().join("r.json"))
+        .env("TMPDIR", tmp.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    while !started.exists() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(started.exists(), "the client started");
+    common::send(&child, libc::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(cleaned.exists(), "the client had its SIGTERM");
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+    let running = std::process::Command::new("pgrep")
+        .args(["-f", "sleep 67"])
+        .output()
+        .unwrap();
+    assert!(running.stdout.is_empty(), "nothing left running");
 }
 
 #[test]

@@ -99,7 +99,7 @@ impl LinkCheck {
     /// One line for a warning or an error: the field, both values and the tolerance.
     pub fn line(&self) -> String {
         let mut s = format!(
-            "link field `{}`: measured {}, asked {} ({})",
+            "link field `{}`: measured {}, asked {} (allowed: {})",
             self.field, self.measured, self.asked, self.tolerance
         );
         if let Some(n) = &self.note {

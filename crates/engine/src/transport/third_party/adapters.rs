@@ -88,6 +88,29 @@ pub(super) fn startup(p: &ClientProgram) -> Duration {
     }
 }
 
+/// ngtcp2's example client names each download by its URL's last segment, query included,
+/// so objects of one size would share a file and only the last be checked: a repeated name
+/// gets a query of its own (the server routes by the path alone). Each object's URL and its
+/// file name, none where the segment is no file name.
+pub(super) fn ngtcp2_downloads(ctx: &Ctx, objects: &[usize]) -> Vec<(String, Option<String>)> {
+    let last = |i: usize| ctx.objects[i].url.rsplit('/').next().unwrap_or_default();
+    objects
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| {
+            let url = &ctx.objects[i].url;
+            let name = last(i);
+            let repeated = objects.iter().filter(|&&j| last(j) == name).count() > 1;
+            let (url, name) = match repeated && !url.contains(['?', '#']) {
+                true => (format!("{url}?k={k}"), format!("{name}?k={k}")),
+                false => (url.clone(), name.to_string()),
+            };
+            let file = !(name.is_empty() || name == "." || name == "..");
+            (url, file.then_some(name))
+        })
+        .collect()
+}
+
 /// The objects of each connection: round robin, as qbench's own connections take them.
 fn split(ctx: &Ctx) -> Vec<Vec<usize>> {
     let k = ctx.connections.max(1).min(ctx.objects.len().max(1));
@@ -183,7 +206,7 @@ pub(super) fn invocations(ctx: &Ctx, dir: &Path) -> std::io::Result<Vec<Invocati
                 a.push(format!("--qlog-dir={}", qlog.display()));
                 a.push(format!("--timeout={}ms", ctx.timeout.as_millis()));
                 a.extend([ctx.addr.ip().to_string(), ctx.addr.port().to_string()]);
-                a.extend(urls);
+                a.extend(ngtcp2_downloads(ctx, &objects).into_iter().map(|d| d.0));
                 a
             }
             ClientProgram::QuicGo => {
@@ -341,4 +364,64 @@ fn read_lines(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Reported 
         return r;
     }
     super::readers::from_lines(ctx, inv, e, clock, printed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::third_party::Object;
+
+    fn ctx(urls: &[&str]) -> Ctx {
+        Ctx {
+            program: ClientProgram::Ngtcp2,
+            proto: Protocol::H3,
+            objects: urls
+                .iter()
+                .map(|u| Object {
+                    url: u.to_string(),
+                    expected: None,
+                })
+                .collect(),
+            connections: 1,
+            streams: None,
+            reuse: false,
+            verify: true,
+            timeout: Duration::from_secs(1),
+            addr: "198.18.0.1:4433".parse().unwrap(),
+            host: "localhost".into(),
+            port: 4433,
+            ca: None,
+            insecure: false,
+            netns: None,
+            path: PathBuf::from("gtlsclient"),
+        }
+    }
+
+    #[test]
+    fn ngtcp2_downloads_of_one_size_get_files_of_their_own() {
+        let c = ctx(&[
+            "https://h/bytes/10",
+            "https://h/bytes/20",
+            "https://h/bytes/10",
+            "https://h/bytes/10",
+            "https://h/x/..",
+        ]);
+        let d = ngtcp2_downloads(&c, &[0, 1, 2, 3, 4]);
+        let names: Vec<_> = d.iter().map(|(_, n)| n.as_deref()).collect();
+        assert_eq!(
+            names,
+            [
+                Some("10?k=0"),
+                Some("20"),
+                Some("10?k=2"),
+                Some("10?k=3"),
+                None
+            ]
+        );
+        assert_eq!(d[0].0, "https://h/bytes/10?k=0");
+        assert_eq!(d[1].0, "https://h/bytes/20");
+        // Only the objects one process fetches count: alone, a size keeps its plain name.
+        let one = ngtcp2_downloads(&c, &[2, 1]);
+        assert_eq!(one[0], ("https://h/bytes/10".into(), Some("10".into())));
+    }
 }

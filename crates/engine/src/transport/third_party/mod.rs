@@ -90,6 +90,22 @@ pub enum SetupError {
     Dir(std::io::Error),
 }
 
+impl Drop for ThirdParty {
+    /// A program killed without time to clean up may still be writing into its directory as
+    /// it dies (a browser's profile, from processes outside its group): the removal is tried
+    /// again for a while before `TempDir` makes its own last attempt.
+    fn drop(&mut self) {
+        for _ in 0..30 {
+            match std::fs::remove_dir_all(self.home.path()) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                _ => return,
+            }
+        }
+    }
+}
+
 /// The URLs of every object of a run.
 pub fn objects(requests: &Requests) -> Vec<Object> {
     (0..requests.len())

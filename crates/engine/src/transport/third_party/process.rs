@@ -41,7 +41,10 @@ pub(super) struct Ended {
     pub ok: bool,
 }
 
-/// Kills the group when dropped before the process was reaped (a run abandoned on a signal).
+/// Ends the group when dropped before the process was reaped (a run abandoned on a signal)
+/// as the deadline does: SIGTERM, up to `GRACE` for the leader to go, then SIGKILL. A
+/// browser's driver needs that time: its browser is in a process group of its own, which
+/// only the driver closes, and the browser writes its profile until it is closed.
 struct Group {
     pgid: i32,
     reaped: bool,
@@ -49,10 +52,17 @@ struct Group {
 
 impl Drop for Group {
     fn drop(&mut self) {
-        if !self.reaped {
-            // SAFETY: a plain syscall on a process group this run created.
-            unsafe { libc::killpg(self.pgid, libc::SIGKILL) };
+        if self.reaped {
+            return;
         }
+        // SAFETY: plain syscalls on a process group this run created; the leader is reaped
+        // by the thread waiting on it, so `kill(pid, 0)` fails once it is gone.
+        unsafe { libc::killpg(self.pgid, libc::SIGTERM) };
+        let until = Instant::now() + GRACE;
+        while Instant::now() < until && unsafe { libc::kill(self.pgid, 0) } == 0 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        unsafe { libc::killpg(self.pgid, libc::SIGKILL) };
     }
 }
 
@@ -113,7 +123,10 @@ pub(super) async fn run(
             c
         }
     };
+    // What the program leaves in its temporary directory (a browser's profile, say) goes
+    // with the run's own directory, even when a kill leaves it no time to clean up.
     cmd.current_dir(dir)
+        .env("TMPDIR", dir)
         .stdin(Stdio::null())
         .stdout(stdout.try_clone().map_err(output)?)
         .stderr(stderr.try_clone().map_err(output)?)

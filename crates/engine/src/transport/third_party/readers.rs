@@ -181,7 +181,7 @@ pub(super) const NGTCP2_QLOG: &str = "qlog";
 /// ngtcp2's example client prints no timings; its qlog (one file per connection, one
 /// connection per process) is its own account, laid from the spawn (`anchor` then moves it
 /// to the server's accept). Its requests open client bidirectional streams 0, 4, 8… in URL
-/// order, and its downloads are named by the URL's last segment. Without a qlog (it never
+/// order, and its downloads are named as `ngtcp2_downloads` says. Without a qlog (it never
 /// started a connection) its objects are the server's.
 pub(super) fn ngtcp2(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Reported {
     let file = std::fs::read_dir(inv.dir.join(NGTCP2_QLOG))
@@ -226,15 +226,15 @@ pub(super) fn ngtcp2(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Re
             odcid: q.odcid.clone(),
         });
     }
-    for (k, &i) in inv.objects.iter().enumerate() {
+    let downloads = super::adapters::ngtcp2_downloads(ctx, &inv.objects);
+    for (k, (&i, (_, name))) in inv.objects.iter().zip(downloads).enumerate() {
         let Some(s) = q.streams.get(&(4 * k as u64)) else {
             continue;
         };
         let (Some(sent), Some(done)) = (s.first_sent_ms, s.done_ms) else {
             continue;
         };
-        let name = ctx.objects[i].url.rsplit('/').next().unwrap_or_default();
-        let file = (!name.is_empty() && !name.contains("..")).then(|| inv.dir.join(name));
+        let file = name.map(|n| inv.dir.join(n));
         let bytes = file
             .as_ref()
             .and_then(|f| std::fs::metadata(f).ok())
@@ -264,8 +264,7 @@ fn read_bounded(path: &Path, max: usize) -> std::io::Result<String> {
     Ok(text)
 }
 
-/// Checks bodies the program left in files: curl's outputs, ngtcp2's downloads (named by
-/// the URL's last path segment).
+/// Checks bodies the program left in files: curl's outputs, ngtcp2's downloads.
 pub(super) fn check_files(ctx: &Ctx, inv: &Invocation, r: &mut Reported) {
     for o in &mut r.objects {
         let Some(f) = &o.file else { continue };
@@ -286,12 +285,9 @@ pub(super) fn check_files(ctx: &Ctx, inv: &Invocation, r: &mut Reported) {
     {
         return;
     }
-    for &i in &inv.objects {
-        let url = &ctx.objects[i].url;
-        let name = url.rsplit('/').next().unwrap_or_default();
-        if name.is_empty() || name.contains("..") {
-            continue;
-        }
+    let downloads = super::adapters::ngtcp2_downloads(ctx, &inv.objects);
+    for (&i, (_, name)) in inv.objects.iter().zip(downloads) {
+        let Some(name) = name else { continue };
         let v = check_file(&inv.dir.join(name), ctx.objects[i].expected);
         r.file_checks.insert(i, v);
     }
