@@ -345,6 +345,40 @@ fn a_signal_to_qbench_gives_its_client_time_to_clean_up() {
         .output()
         .unwrap();
     assert!(running.stdout.is_empty(), "nothing left running");
+
+    // Twenty processes that ignore SIGTERM share one grace: qbench is not held 2 s for each.
+    let up = dir.path().join("up");
+    std::fs::create_dir(&up).unwrap();
+    let client = format!(
+        "exec:sh -c 'trap \"\" TERM; echo > {u}/$$; sleep 68' sh {{urls}}",
+        u = up.display()
+    );
+    let child = common::signalable()
+        .args(["--client", &client, "--proto", "h2", "--objects", "20x1KB"])
+        .args(["--connections", "20", "--timeout", "60s", "--json"])
+        .arg(dir.path().join("r2.json"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_dir(&up).unwrap().count() < 20 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(std::fs::read_dir(&up).unwrap().count(), 20, "all started");
+    let signalled = Instant::now();
+    common::send(&child, libc::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        signalled.elapsed() < Duration::from_secs(20),
+        "one grace, not 20"
+    );
+    let running = std::process::Command::new("pgrep")
+        .args(["-f", "sleep 68"])
+        .output()
+        .unwrap();
+    assert!(running.stdout.is_empty(), "nothing left running");
 }
 
 #[test]

@@ -58,12 +58,21 @@ impl Drop for Group {
         // SAFETY: plain syscalls on a process group this run created; the leader is reaped
         // by the thread waiting on it, so `kill(pid, 0)` fails once it is gone.
         unsafe { libc::killpg(self.pgid, libc::SIGTERM) };
-        let until = Instant::now() + GRACE;
+        let until = abandon_deadline();
         while Instant::now() < until && unsafe { libc::kill(self.pgid, 0) } == 0 {
             std::thread::sleep(Duration::from_millis(20));
         }
         unsafe { libc::killpg(self.pgid, libc::SIGKILL) };
     }
+}
+
+/// When the groups of abandoned runs must be gone. A run is abandoned only when qbench is
+/// stopping (a signal), and the guards of its groups are dropped one after another: they
+/// share one grace from the first, so a hundred processes that ignore SIGTERM hold qbench's
+/// exit for `GRACE`, not a hundred times that.
+fn abandon_deadline() -> Instant {
+    static DEADLINE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *DEADLINE.get_or_init(|| Instant::now() + GRACE)
 }
 
 /// `program` on `PATH` (or a path), before the first run.
