@@ -381,6 +381,41 @@ fn a_signal_to_qbench_gives_its_client_time_to_clean_up() {
     assert!(running.stdout.is_empty(), "nothing left running");
 }
 
+/// A client's own CPU is the measurement, not other work on the machine: the noise check
+/// takes it out of the machine's busy share, as it does qbench's (a browser's CPU once
+/// flagged every run of it as noisy).
+#[test]
+fn a_clients_cpu_is_not_counted_as_other_work() {
+    require!(Need::Tool("curl"));
+    let r = qbench(&[
+        "--client",
+        "exec:sh -c 'i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; \
+         exec curl -sS --http2 --cacert \"$0\" -o /dev/null \"$1\"' {ca} {url}",
+        "--proto",
+        "h2",
+        "--objects",
+        "1x1KB",
+    ]);
+    assert_fetched(&r, "exec", 1, 1000);
+    let run = run0(&r);
+    let n = &run["noise"];
+    let (busy, others) = (
+        n["busy_pct"].as_f64().unwrap(),
+        n["busy_others_pct"].as_f64().unwrap(),
+    );
+    let ticks = n["ticks"].as_f64().unwrap();
+    let c = &run["cpu"]["client"];
+    let client_s = c["user_s"].as_f64().unwrap() + c["sys_s"].as_f64().unwrap();
+    // SAFETY: a plain sysconf query.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let client_pct = client_s * hz / ticks * 100.0;
+    assert!(client_s > 0.05, "the client burned {client_s} s of CPU");
+    assert!(
+        others <= (busy - client_pct).max(0.0) + 0.5,
+        "busy {busy}%, the client's share {client_pct}%, other work {others}%"
+    );
+}
+
 #[test]
 fn bad_clients_are_one_line_errors_before_the_first_run() {
     for (args, flag) in [

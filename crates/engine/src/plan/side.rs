@@ -261,9 +261,15 @@ impl<'a> Side<'a> {
         let server = s0.zip(s1).map(|(a, b)| b.since(&a));
         let proxy_cpu = x0.zip(x1).map(|(a, b)| b.since(&a));
         let process = p1.since(&p0);
+        // A third-party client's processes are the measurement too, not other work: a
+        // browser's CPU would otherwise flag every one of its runs as noisy.
+        let programs = rep.third_party.as_ref().map_or(0.0, |t| {
+            let (user_s, sys_s) = t.cpu();
+            user_s + sys_s
+        });
         if let Some(n) = rep.noise.as_mut() {
             n.count_own(
-                process.total_s(),
+                process.total_s() + programs,
                 crate::measure::cpu::clock_ticks_per_second(),
             );
         }
