@@ -9,6 +9,7 @@ use qbench_core::Protocol;
 
 use super::place::{ConnOut, ObjOut, Reported};
 use super::process::{find, Ended, SpawnError};
+use super::readers::ngtcp2_downloads;
 use super::{Ctx, Invocation};
 use crate::measure::clock::Clock;
 
@@ -86,29 +87,6 @@ pub(super) fn startup(p: &ClientProgram) -> Duration {
         ClientProgram::Chromium => Duration::from_secs(15),
         _ => Duration::from_secs(2),
     }
-}
-
-/// ngtcp2's example client names each download by its URL's last segment, query included,
-/// so objects of one size would share a file and only the last be checked: a repeated name
-/// gets a query of its own (the server routes by the path alone). Each object's URL and its
-/// file name, none where the segment is no file name.
-pub(super) fn ngtcp2_downloads(ctx: &Ctx, objects: &[usize]) -> Vec<(String, Option<String>)> {
-    let last = |i: usize| ctx.objects[i].url.rsplit('/').next().unwrap_or_default();
-    objects
-        .iter()
-        .enumerate()
-        .map(|(k, &i)| {
-            let url = &ctx.objects[i].url;
-            let name = last(i);
-            let repeated = objects.iter().filter(|&&j| last(j) == name).count() > 1;
-            let (url, name) = match repeated && !url.contains(['?', '#']) {
-                true => (format!("{url}?k={k}"), format!("{name}?k={k}")),
-                false => (url.clone(), name.to_string()),
-            };
-            let file = !(name.is_empty() || name == "." || name == "..");
-            (url, file.then_some(name))
-        })
-        .collect()
 }
 
 /// The objects of each connection: round robin, as qbench's own connections take them.

@@ -178,6 +178,29 @@ pub(super) fn h2load(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Re
 /// Where ngtcp2's example client writes its qlog, in its process's directory.
 pub(super) const NGTCP2_QLOG: &str = "qlog";
 
+/// ngtcp2's example client names each download by its URL's last segment, query included,
+/// so objects of one size would share a file and only the last be checked: a repeated name
+/// gets a query of its own (the server routes by the path alone). Each object's URL and its
+/// file name, none where the segment is no file name.
+pub(super) fn ngtcp2_downloads(ctx: &Ctx, objects: &[usize]) -> Vec<(String, Option<String>)> {
+    let last = |i: usize| ctx.objects[i].url.rsplit('/').next().unwrap_or_default();
+    objects
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| {
+            let url = &ctx.objects[i].url;
+            let name = last(i);
+            let repeated = objects.iter().filter(|&&j| last(j) == name).count() > 1;
+            let (url, name) = match repeated && !url.contains(['?', '#']) {
+                true => (format!("{url}?k={k}"), format!("{name}?k={k}")),
+                false => (url.clone(), name.to_string()),
+            };
+            let file = !(name.is_empty() || name == "." || name == "..");
+            (url, file.then_some(name))
+        })
+        .collect()
+}
+
 /// ngtcp2's example client prints no timings; its qlog (one file per connection, one
 /// connection per process) is its own account, laid from the spawn (`anchor` then moves it
 /// to the server's accept). Its requests open client bidirectional streams 0, 4, 8… in URL
@@ -226,7 +249,7 @@ pub(super) fn ngtcp2(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Re
             odcid: q.odcid.clone(),
         });
     }
-    let downloads = super::adapters::ngtcp2_downloads(ctx, &inv.objects);
+    let downloads = ngtcp2_downloads(ctx, &inv.objects);
     for (k, (&i, (_, name))) in inv.objects.iter().zip(downloads).enumerate() {
         let Some(s) = q.streams.get(&(4 * k as u64)) else {
             continue;
@@ -285,7 +308,7 @@ pub(super) fn check_files(ctx: &Ctx, inv: &Invocation, r: &mut Reported) {
     {
         return;
     }
-    let downloads = super::adapters::ngtcp2_downloads(ctx, &inv.objects);
+    let downloads = ngtcp2_downloads(ctx, &inv.objects);
     for (&i, (_, name)) in inv.objects.iter().zip(downloads) {
         let Some(name) = name else { continue };
         let v = check_file(&inv.dir.join(name), ctx.objects[i].expected);
