@@ -52,6 +52,21 @@ fn assert_fetched(r: &Run, client: &str, objects: u64, bytes: u64) {
     assert_eq!(sv["body_bytes"], bytes);
 }
 
+/// No process whose command line contains `pattern` is running.
+fn assert_not_running(pattern: &str) {
+    let found = std::process::Command::new("pgrep")
+        .args(["-f", pattern])
+        .output()
+        .unwrap();
+    assert!(found.stdout.is_empty(), "nothing left running: {pattern}");
+}
+
+/// Nothing was left in `dir` (a TMPDIR the test gave qbench).
+fn assert_empty(dir: &std::path::Path) {
+    let left: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+}
+
 fn verified(r: &Run) -> u64 {
     run0(r)["third_party"]["verified"].as_u64().unwrap()
 }
@@ -240,12 +255,7 @@ fn chromium_fetches_over_h3_on_one_connection_when_asked_to_reuse_it() {
         2,
         "a fresh browser context per load"
     );
-    assert!(std::process::Command::new("pgrep")
-        .args(["-f", "chromium --"])
-        .output()
-        .unwrap()
-        .stdout
-        .is_empty());
+    assert_not_running("chromium --");
 }
 
 #[test]
@@ -286,18 +296,13 @@ fn a_client_that_hangs_is_killed_at_the_timeout_and_counted() {
         &[("TMPDIR", tmp.path().as_os_str())],
     );
     assert!(started.elapsed() < Duration::from_secs(30));
-    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
-    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+    assert_empty(tmp.path());
     common::assert_failed_with(&r, "timeout");
     let run = run0(&r);
     assert_eq!(run["errors"]["timeout"], 2);
     let p = &run["third_party"]["processes"][0];
     assert_eq!(p["timed_out"], true);
-    let left = std::process::Command::new("pgrep")
-        .args(["-f", "sleep 60"])
-        .output()
-        .unwrap();
-    assert!(left.stdout.is_empty(), "nothing left running");
+    assert_not_running("sleep 60");
 }
 
 /// A signal to qbench mid-run ends its client as the deadline does: SIGTERM, and time to
@@ -338,13 +343,8 @@ fn a_signal_to_qbench_gives_its_client_time_to_clean_up() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(cleaned.exists(), "the client had its SIGTERM");
-    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
-    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
-    let running = std::process::Command::new("pgrep")
-        .args(["-f", "sleep 67"])
-        .output()
-        .unwrap();
-    assert!(running.stdout.is_empty(), "nothing left running");
+    assert_empty(tmp.path());
+    assert_not_running("sleep 67");
 
     // Twenty processes that ignore SIGTERM share one grace: qbench is not held 2 s for each.
     let up = dir.path().join("up");
@@ -374,11 +374,7 @@ fn a_signal_to_qbench_gives_its_client_time_to_clean_up() {
         signalled.elapsed() < Duration::from_secs(20),
         "one grace, not 20"
     );
-    let running = std::process::Command::new("pgrep")
-        .args(["-f", "sleep 68"])
-        .output()
-        .unwrap();
-    assert!(running.stdout.is_empty(), "nothing left running");
+    assert_not_running("sleep 68");
 }
 
 /// A client's own CPU is the measurement, not other work on the machine: the noise check
