@@ -148,9 +148,13 @@ pub fn nft_loss(names: &Names, link: &LinkSpec) -> Option<Cmd> {
             // numgen draws 0..999999 per packet; matching oifname counts each packet once,
             // also when it crosses the router twice through the TUN path.
             let threshold = (d.loss * 1_000_000.0).round() as u64;
-            rules.push_str(&format!(
-                "    oifname \"{dev}\" numgen random mod 1000000 < {threshold} counter drop\n"
-            ));
+            // nft refuses a threshold beyond the draw's range: a sure loss drops every packet.
+            let draw = if threshold >= 1_000_000 {
+                String::new()
+            } else {
+                format!("numgen random mod 1000000 < {threshold} ")
+            };
+            rules.push_str(&format!("    oifname \"{dev}\" {draw}counter drop\n"));
         }
     }
     if rules.is_empty() {
@@ -249,7 +253,36 @@ mod tests {
         assert!(!c.argv.contains(&"rate".to_string()), "{c}");
     }
 
+    #[test]
+    fn a_sure_loss_drops_without_a_draw() {
+        let spec: LinkSpec = "up.loss=100%".parse().unwrap();
+        let script = nft_loss(&Names::new("ID"), &spec).unwrap().stdin.unwrap();
+        assert!(
+            script.contains("oifname \"qb-rs\" counter drop"),
+            "{script}"
+        );
+    }
+
     proptest! {
+        /// Any loss the spec accepts gives a rule nft takes: a draw threshold within the
+        /// draw's range, or a plain drop for a sure loss.
+        #[test]
+        fn nft_loss_thresholds_stay_in_the_draws_range(p in 0.0f64..=1.0) {
+            let spec: LinkSpec = format!("up.loss={p}").parse().unwrap();
+            let names = Names::new("ID");
+            if let Some(c) = nft_loss(&names, &spec) {
+                let script = c.stdin.unwrap();
+                let rule = script.lines().find(|l| l.contains("drop")).unwrap();
+                match rule.split("< ").nth(1) {
+                    Some(rest) => {
+                        let t: u64 = rest.split(' ').next().unwrap().parse().unwrap();
+                        prop_assert!(t < 1_000_000, "{rule}");
+                    }
+                    None => prop_assert!(p * 1_000_000.0 >= 999_999.5, "{rule}"),
+                }
+            }
+        }
+
         /// netem's uniform spread around its mean stays within [delay, delay + jitter].
         #[test]
         fn netem_delay_covers_the_asked_range(d in 0u64..10_000_000, j in 0u64..10_000_000) {
