@@ -12,4 +12,7 @@ for m in sch_netem sch_tbf sch_fq sch_ingress cls_bpf veth tun nf_tables nft_num
 done
 ip link set lo up
 "$bin" --ignored --test-threads=1 --nocapture "_kernel::$filter"
-echo $? >"$out/rc"
+rc=$?
+# What the guest's kernel said, for a failure that is the kernel's and not the test's.
+[ "$rc" = 0 ] || { echo "kernel log (last 40 lines):"; dmesg | tail -40; }
+echo "$rc" >"$out/rc"

@@ -59,7 +59,7 @@ const OVERDRIVE: f64 = 1.25;
 const IDLE: Duration = Duration::from_millis(250);
 const POLL: Duration = Duration::from_millis(20);
 
-fn udp_in(ns: &str, ip: &str) -> Result<UdpSocket, CalibrateError> {
+pub(crate) fn udp_in(ns: &str, ip: &str) -> Result<UdpSocket, CalibrateError> {
     let ns = ns.to_string();
     let addr: SocketAddr = format!("{ip}:0")
         .parse()
@@ -135,7 +135,7 @@ fn slowest_rate(spec: &LinkSpec) -> Option<f64> {
         .reduce(f64::min)
 }
 
-fn one_way(d: &Direction) -> Duration {
+pub(crate) fn one_way(d: &Direction) -> Duration {
     d.delay + d.jitter
 }
 
@@ -173,6 +173,9 @@ struct Probe {
 fn echo_probe(names: &Names, spec: &LinkSpec) -> Result<Probe, CalibrateError> {
     let server = udp_in(&names.server, &names.server_addr())?;
     let client = udp_in(&names.client, &names.client_addr())?;
+    // A thread held off the CPU for a moment must not turn a queue into counted losses.
+    big_buffers(&server);
+    big_buffers(&client);
     client
         .connect(server.local_addr().map_err(io("the echo address"))?)
         .map_err(io("connecting the probe"))?;

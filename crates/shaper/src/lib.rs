@@ -20,6 +20,7 @@ pub mod plan;
 pub mod probe;
 pub mod qdisc;
 pub mod rate;
+pub mod settle;
 pub mod topology;
 pub mod tun;
 

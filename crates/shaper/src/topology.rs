@@ -118,6 +118,8 @@ pub struct Topology {
     /// Offloads were turned off because the link drops packets (`plan::effective_offloads`).
     offloads_off_for_loss: bool,
     calibration: Option<Calibration>,
+    /// How long the link took to carry its first echo (`crate::settle`); `None` if it did not.
+    settled: Option<std::time::Duration>,
     /// Measurements taken between rounds (`record_recalibration`), in order.
     recalibrations: std::sync::Mutex<Vec<Recalibration>>,
 }
@@ -246,6 +248,7 @@ impl Topology {
             server_sysctls: Vec::new(),
             offloads_off_for_loss: offloads != opts.offloads,
             calibration: None,
+            settled: None,
             recalibrations: std::sync::Mutex::default(),
         };
         // From here on, Drop tears down whatever part was built.
@@ -301,6 +304,7 @@ impl Topology {
             }
         }
         topo.rates = RateController::start(&names.router, varying, mtu)?;
+        topo.settled = crate::settle::settle(&names, &link)?;
         if opts.calibrate {
             let c = topo.calibrate()?;
             let misses: Vec<String> = c.misses().map(|m| m.line()).collect();
@@ -356,6 +360,12 @@ impl Topology {
     pub fn calibrate(&mut self) -> Result<&Calibration, CalibrateError> {
         let c = crate::calibrate::calibrate(&self.names, &self.link)?;
         Ok(self.calibration.insert(c))
+    }
+
+    /// How long the link took, once built, to carry an echo each way; `None` if it carried
+    /// none in `settle::SETTLE_TIME`.
+    pub fn settled(&self) -> Option<std::time::Duration> {
+        self.settled
     }
 
     pub fn calibration(&self) -> Option<&Calibration> {

@@ -35,7 +35,10 @@ fn edt_keeps_rate_delay_and_loss() {
     drop(topo);
     eprintln!("{}", qbench_shaper::check_table::table(&c));
     assert!(c.rtt.min_us >= 30_000, "{:?}", c.rtt);
-    common::links::assert_directions(&c, 40e6, 0.03, 0.03, &["rate", "loss"]);
+    // Loss is checked by `assert_directions` at 4.5 standard deviations. The report's own
+    // `loss` check allows the binomial's central 99%, so it misses on a true 3% link about
+    // once in a hundred directions: a warning a user may see, not a failure of the link.
+    common::links::assert_directions(&c, 40e6, 0.03, 0.03, &["rate"]);
     // The floods overran the queue: the program dropped what it could not hold, and the
     // router counted those drops beside nftables' losses.
     assert!(drops.up > 0 && drops.down > 0, "{drops:?}");

@@ -424,7 +424,18 @@ fn calibrated(spec: &str, backend: qbench_shaper::BackendChoice) -> qbench_shape
         calibrate: true,
         ..qbench_shaper::TopologyOptions::plain(backend)
     };
-    qbench_shaper::Topology::up(spec.parse().unwrap(), &opts).expect("link up and measured")
+    let topo =
+        qbench_shaper::Topology::up(spec.parse().unwrap(), &opts).expect("link up and measured");
+    eprintln!(
+        "{spec}: the link carried its first echo after {:?}",
+        topo.settled()
+    );
+    if let Some(state) = common::links::dead_direction_state(&topo, topo.calibration().unwrap()) {
+        eprintln!("{spec}: a direction carried nothing; the link as the kernel holds it:\n{state}");
+    }
+    // netem's loss drops ARP too: ten seconds of tries resolve both hops all but surely.
+    assert!(topo.settled().is_some(), "{spec}: no echo in 10 s");
+    topo
 }
 
 /// Calibration on the netem backend: each direction's flow arrives at the asked rate, losses

@@ -157,3 +157,44 @@ pub(crate) fn edt_objects_left() -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// What the kernel holds for a link whose calibration saw a direction carry nothing: each
+/// namespace's neighbours and routes, and the router's qdiscs with their counters. Printed
+/// while the link still exists, so that a failure says where its packets stopped.
+pub(crate) fn dead_direction_state(
+    topo: &qbench_shaper::Topology,
+    c: &qbench_core::report::calibration::Calibration,
+) -> Option<String> {
+    let dead = |m: &qbench_core::report::calibration::DirectionMeasured| {
+        m.probe_sent > 0 && m.probe_received == 0
+            || m.flood.as_ref().is_some_and(|f| f.received_packets == 0)
+    };
+    if !dead(&c.up) && !dead(&c.down) {
+        return None;
+    }
+    let n = topo.names();
+    let mut out = format!("settled after {:?}\n", topo.settled());
+    for (ns, args) in [
+        (&n.client, &["neigh", "show"][..]),
+        (&n.router, &["neigh", "show"]),
+        (&n.server, &["neigh", "show"]),
+        (&n.client, &["route", "show"]),
+        (&n.router, &["-s", "link", "show"]),
+    ] {
+        let o = Command::new("ip").arg("-n").arg(ns).args(args).output();
+        out += &format!("ip -n {ns} {}:\n", args.join(" "));
+        out += &o.map_or_else(
+            |e| e.to_string(),
+            |o| String::from_utf8_lossy(&o.stdout).into(),
+        );
+    }
+    let o = Command::new("tc")
+        .args(["-n", &n.router, "-s", "qdisc", "show"])
+        .output();
+    out += &format!("tc -n {} -s qdisc show:\n", n.router);
+    out += &o.map_or_else(
+        |e| e.to_string(),
+        |o| String::from_utf8_lossy(&o.stdout).into(),
+    );
+    Some(out)
+}

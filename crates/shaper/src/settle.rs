@@ -1,0 +1,66 @@
+//! Waiting, once a link is built, until it has carried a datagram each way. The first packets
+//! across a fresh link wait for neighbour resolution on both hops; netem's loss drops the ARP
+//! packets of that resolution too, so a lossy netem link may wait a second or more for the
+//! kernel's next try. Whatever is measured or run first would otherwise pay for that.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use qbench_core::report::link::Names;
+use qbench_core::spec::link::LinkSpec;
+
+use crate::calibrate::{one_way, udp_in, CalibrateError};
+
+/// The longest a link is waited for, beyond its own round trip: a link that has carried
+/// nothing by then is left to the calibration (or the runs) to report.
+pub const SETTLE_TIME: Duration = Duration::from_secs(10);
+
+/// Sends a small datagram from the client namespace to the server's, which echoes it, until
+/// an echo returns: how long that took, or `None` when none did within [`SETTLE_TIME`] plus
+/// twice the link's delay, or when a direction drops everything.
+pub fn settle(names: &Names, spec: &LinkSpec) -> Result<Option<Duration>, CalibrateError> {
+    if spec.up.loss >= 1.0 || spec.down.loss >= 1.0 {
+        return Ok(None);
+    }
+    let server = udp_in(&names.server, &names.server_addr())?;
+    let client = udp_in(&names.client, &names.client_addr())?;
+    let to = server
+        .local_addr()
+        .map_err(|source| CalibrateError::Socket {
+            what: "the settling echo's address",
+            source,
+        })?;
+    client
+        .connect(to)
+        .map_err(|source| CalibrateError::Socket {
+            what: "connecting the settling echo",
+            source,
+        })?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let echo_stop = stop.clone();
+    // `udp_in` gives both sockets a short read timeout, so each side polls its stop.
+    let echo = std::thread::spawn(move || {
+        let mut buf = [0u8; 64];
+        while !echo_stop.load(Ordering::Relaxed) {
+            if let Ok((n, from)) = server.recv_from(&mut buf) {
+                let _ = server.send_to(&buf[..n], from);
+            }
+        }
+    });
+    let began = Instant::now();
+    let limit = SETTLE_TIME + (one_way(&spec.up) + one_way(&spec.down)) * 2;
+    let mut buf = [0u8; 64];
+    let mut answered = None;
+    while began.elapsed() < limit {
+        // A send that fails (no route yet, a full buffer) is tried again at the next poll.
+        let _ = client.send(b"qbench settle");
+        if client.recv(&mut buf).is_ok() {
+            answered = Some(began.elapsed());
+            break;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let _ = echo.join();
+    Ok(answered)
+}
