@@ -70,6 +70,20 @@ pub struct PlanOptions {
     pub edt_objects: std::path::PathBuf,
 }
 
+/// A veth end's hardware address, made from its IPv4 address (locally administered, and
+/// unique on its segment), so that the plan names it before the device exists.
+fn mac(addr: &str) -> String {
+    let o: Vec<u8> = addr.split('.').filter_map(|x| x.parse().ok()).collect();
+    let at = |i: usize| o.get(i).copied().unwrap_or(0);
+    format!(
+        "02:00:{:02x}:{:02x}:{:02x}:{:02x}",
+        at(0),
+        at(1),
+        at(2),
+        at(3)
+    )
+}
+
 /// Namespaces, veths, addresses, routes and forwarding: the topology without impairments.
 fn topology(n: &Names, mtu: Option<u32>, offloads: Offloads) -> Vec<Cmd> {
     let (c, r, s) = (n.client.as_str(), n.router.as_str(), n.server.as_str());
@@ -78,15 +92,42 @@ fn topology(n: &Names, mtu: Option<u32>, offloads: Offloads) -> Vec<Cmd> {
         .iter()
         .map(|ns| Cmd::new(None, &["ip", "netns", "add", ns]))
         .collect();
-    for (router_if, peer_if, peer_ns) in [
-        (ROUTER_TO_CLIENT, CLIENT_IF, c),
-        (ROUTER_TO_SERVER, SERVER_IF, s),
+    for (router_if, router_addr, peer_if, peer_addr, peer_ns) in [
+        (
+            ROUTER_TO_CLIENT,
+            n.router_client_side(),
+            CLIENT_IF,
+            n.client_addr(),
+            c,
+        ),
+        (
+            ROUTER_TO_SERVER,
+            n.router_server_side(),
+            SERVER_IF,
+            n.server_addr(),
+            s,
+        ),
     ] {
         v.push(Cmd::new(
             None,
             &[
-                "ip", "-n", r, "link", "add", router_if, "type", "veth", "peer", "name", peer_if,
-                "netns", peer_ns,
+                "ip",
+                "-n",
+                r,
+                "link",
+                "add",
+                router_if,
+                "address",
+                &mac(&router_addr),
+                "type",
+                "veth",
+                "peer",
+                "name",
+                peer_if,
+                "address",
+                &mac(&peer_addr),
+                "netns",
+                peer_ns,
             ],
         ));
     }
@@ -158,6 +199,32 @@ fn topology(n: &Names, mtu: Option<u32>, offloads: Offloads) -> Vec<Cmd> {
         v.push(Cmd::new(
             None,
             &["ip", "-n", ns, "link", "set", "dev", "lo", "up"],
+        ));
+    }
+    // Fixed neighbours: no ARP crosses the emulated link. netem's loss drops every packet of
+    // its device, ARP included, and a lost try held a fresh link's first packets for a second.
+    for (ns, dev, peer) in [
+        (c, CLIENT_IF, n.router_client_side()),
+        (r, ROUTER_TO_CLIENT, n.client_addr()),
+        (r, ROUTER_TO_SERVER, n.server_addr()),
+        (s, SERVER_IF, n.router_server_side()),
+    ] {
+        v.push(Cmd::new(
+            None,
+            &[
+                "ip",
+                "-n",
+                ns,
+                "neigh",
+                "replace",
+                &peer,
+                "lladdr",
+                &mac(&peer),
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            ],
         ));
     }
     // A chain's middle host keeps its default route toward the client; only the far server's
@@ -478,6 +545,29 @@ mod tests {
             .parse()
             .unwrap();
         insta::assert_snapshot!(script(&up(&Names::new("e1"), &link, &opts(Backend::Edt))));
+    }
+
+    /// Each fixed neighbour names the address its peer's device was given, on a chain's
+    /// second segment too.
+    #[test]
+    fn fixed_neighbours_match_the_devices() {
+        let near = Names::new("n1");
+        let far = Names::beyond("f1", &near);
+        for n in [&near, &far] {
+            let text = script(&topology(n, None, Offloads::Default));
+            for ip in [
+                n.client_addr(),
+                n.router_client_side(),
+                n.router_server_side(),
+                n.server_addr(),
+            ] {
+                let m = mac(&ip);
+                assert!(text.contains(&format!("address {m}")), "{ip}: {text}");
+                assert!(text.contains(&format!("{ip} lladdr {m}")), "{ip}: {text}");
+            }
+            assert_eq!(text.matches(" nud permanent").count(), 4, "{text}");
+        }
+        assert_ne!(mac(&near.server_addr()), mac(&far.server_addr()));
     }
 
     #[test]

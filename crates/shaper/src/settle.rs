@@ -1,7 +1,6 @@
-//! Waiting, once a link is built, until it has carried a datagram each way. The first packets
-//! across a fresh link wait for neighbour resolution on both hops; netem's loss drops the ARP
-//! packets of that resolution too, so a lossy netem link may wait a second or more for the
-//! kernel's next try. Whatever is measured or run first would otherwise pay for that.
+//! Waiting, once a link is built, until it has carried a datagram each way, so that what is
+//! measured or run first does not meet a link whose path is not yet carrying traffic. A lossy
+//! link may take a few tries; one that drops everything one way is not waited for.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

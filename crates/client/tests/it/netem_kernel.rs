@@ -433,7 +433,8 @@ fn calibrated(spec: &str, backend: qbench_shaper::BackendChoice) -> qbench_shape
     if let Some(state) = common::links::dead_direction_state(&topo, topo.calibration().unwrap()) {
         eprintln!("{spec}: a direction carried nothing; the link as the kernel holds it:\n{state}");
     }
-    // netem's loss drops ARP too: ten seconds of tries resolve both hops all but surely.
+    // The neighbours are fixed, so netem's loss, which drops ARP too, cannot hold the first
+    // packets back; a lossy link may still need a few tries.
     assert!(topo.settled().is_some(), "{spec}: no echo in 10 s");
     topo
 }
