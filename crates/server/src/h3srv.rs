@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes};
@@ -63,23 +64,26 @@ pub async fn serve(endpoint: quinn::Endpoint, shared: Arc<Shared>) {
             Instant::now(),
         );
         tokio::spawn(async move {
-            if let Some(conn) = handshake(incoming, &shared, seen).await {
-                serve_connection(conn, &shared, seen).await;
+            if let Some((conn, rest)) = handshake(incoming, &shared, seen).await {
+                serve_connection(conn, rest, &shared, seen).await;
             }
             drop(slot);
         });
     }
 }
 
+/// The rest of a handshake the connection is served before (0.5-RTT): its end within
+/// `--handshake-timeout`, or the deadline.
+type Rest = Pin<Box<tokio::time::Timeout<quinn::ZeroRttAccepted>>>;
+
 /// The connection once the client's ClientHello is in (answering 0-RTT requests at 0.5-RTT),
-/// or once the handshake is complete; `None` if it fails or misses `--handshake-timeout`.
-/// The truth log's `seen` gets the moment the handshake completes, also when requests were
-/// answered before it.
+/// with the rest of its handshake, or once the handshake is complete; `None` if it fails or
+/// misses `--handshake-timeout`.
 async fn handshake(
     incoming: quinn::Incoming,
     shared: &Arc<Shared>,
     seen: Option<ConnMark>,
-) -> Option<quinn::Connection> {
+) -> Option<(quinn::Connection, Option<Rest>)> {
     let qlogged = shared.qlog.as_ref().and_then(|q| {
         let (stream, _) = q.dir.next(Some(incoming.remote_address()))?;
         let mut t = transport(&shared.opts);
@@ -113,23 +117,14 @@ async fn handshake(
         Err(connecting)
     };
     match early {
-        Ok((conn, done)) => {
-            // The rest of the handshake keeps the deadline.
-            let (watched, shared) = (conn.clone(), shared.clone());
-            tokio::spawn(async move {
-                if tokio::time::timeout_at(deadline, done).await.is_err() {
-                    Stats::bump(&shared.stats.handshake_timeouts);
-                    watched.close(0u32.into(), b"handshake timeout");
-                } else {
-                    shared.truth.handshake(seen, Instant::now());
-                }
-            });
-            Some(conn)
-        }
+        Ok((conn, done)) => Some((
+            conn,
+            Some(Box::pin(tokio::time::timeout_at(deadline, done))),
+        )),
         Err(connecting) => match tokio::time::timeout_at(deadline, connecting).await {
             Ok(Ok(c)) => {
                 shared.truth.handshake(seen, Instant::now());
-                Some(c)
+                Some((c, None))
             }
             Ok(Err(_)) => None,
             Err(_) => {
@@ -140,7 +135,57 @@ async fn handshake(
     }
 }
 
-async fn serve_connection(conn: quinn::Connection, shared: &Arc<Shared>, seen: Option<ConnMark>) {
+/// The rest of the handshake ended: the truth log gets its moment, or the connection is
+/// closed at the deadline.
+fn finished(
+    ended: Result<bool, tokio::time::error::Elapsed>,
+    conn: &quinn::Connection,
+    shared: &Shared,
+    seen: Option<ConnMark>,
+) {
+    match ended {
+        Ok(_) => shared.truth.handshake(seen, Instant::now()),
+        Err(_) => {
+            Stats::bump(&shared.stats.handshake_timeouts);
+            conn.close(0u32.into(), b"handshake timeout");
+        }
+    }
+}
+
+/// `work` to its end, while the rest of the handshake, if any, is watched (and taken once it
+/// ends).
+async fn watching<T>(
+    rest: &mut Option<Rest>,
+    conn: &quinn::Connection,
+    shared: &Shared,
+    seen: Option<ConnMark>,
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    tokio::pin!(work);
+    if let Some(r) = rest.as_mut() {
+        tokio::select! {
+            biased;
+            ended = r => {
+                finished(ended, conn, shared, seen);
+                *rest = None;
+            }
+            out = &mut work => return out,
+        }
+    }
+    work.await
+}
+
+/// Serves the connection's requests. The rest of a 0.5-RTT handshake is watched by this task,
+/// ahead of its requests: quinn hands over 1-RTT requests only once the handshake is complete,
+/// so its end is in the truth log before the requests that followed it. (Watched by a task of
+/// its own, it could run after the run had read the log, which then had the connection's
+/// requests but not its handshake.)
+async fn serve_connection(
+    conn: quinn::Connection,
+    mut rest: Option<Rest>,
+    shared: &Arc<Shared>,
+    seen: Option<ConnMark>,
+) {
     let opts = &shared.opts;
     let peer = conn.remote_address();
     // The cap in bytes is reported at the connection's MTU by the sampler's controller view.
@@ -161,10 +206,11 @@ async fn serve_connection(conn: quinn::Connection, shared: &Arc<Shared>, seen: O
             .clone()
             .map(|t| t as Arc<dyn crate::truth::Sender>),
     );
-    let built = h3::server::builder()
-        .max_field_section_size(u64::from(opts.max_header_bytes))
-        .build::<_, Bytes>(qbench_stack::h3_zero_copy::Connection::new(conn))
-        .await;
+    let mut builder = h3::server::builder();
+    builder.max_field_section_size(u64::from(opts.max_header_bytes));
+    let build =
+        builder.build::<_, Bytes>(qbench_stack::h3_zero_copy::Connection::new(conn.clone()));
+    let built = watching(&mut rest, &conn, shared, seen, build).await;
     let Ok(mut h3conn) = built else { return };
     let upstream = Arc::new(UpstreamConn::default());
     // The requests run on the connection's task, as HTTP/2's do (`crate::h2_conn_task`): one
@@ -174,6 +220,10 @@ async fn serve_connection(conn: quinn::Connection, shared: &Arc<Shared>, seen: O
     loop {
         tokio::select! {
             biased;
+            ended = async { rest.as_mut().expect("guarded").await }, if rest.is_some() => {
+                finished(ended, &conn, shared, seen);
+                rest = None;
+            }
             Some(()) = requests.next(), if !requests.is_empty() => {}
             accepted = h3conn.accept() => {
                 // Ends on peer close, H3_NO_ERROR or a connection error; nothing to report
@@ -199,7 +249,12 @@ async fn serve_connection(conn: quinn::Connection, shared: &Arc<Shared>, seen: O
         }
     }
     // Requests accepted before the end still finish (bounded by the idle timeout).
-    while requests.next().await.is_some() {}
+    let drained = async { while requests.next().await.is_some() {} };
+    watching(&mut rest, &conn, shared, seen, drained).await;
+    // A handshake that ends after the connection's last request (or with the connection).
+    if let Some(r) = rest {
+        finished(r.await, &conn, shared, seen);
+    }
 }
 
 /// The connection a request came on.

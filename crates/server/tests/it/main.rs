@@ -4,6 +4,7 @@ mod common;
 mod curl_interop;
 mod h2_writes;
 mod heap;
+mod ngtcp2_interop;
 mod process;
 mod quicgo_interop;
 mod requests;
