@@ -120,6 +120,12 @@ pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, shared: Arc<Sha
 async fn connection(tcp: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, shared: &Arc<Shared>) {
     let opts = &shared.opts;
     let seen = shared.truth.connection(peer, None, Instant::now());
+    if seen.is_some() {
+        use std::os::fd::AsRawFd;
+        if let Some(rtt) = crate::telemetry::handshake_rtt(tcp.as_raw_fd()) {
+            shared.truth.handshake_rtt(seen, rtt);
+        }
+    }
     let _ = tcp.set_nodelay(true);
     // Checked at start-up; a failure here would only mean the kernel changed under us.
     let _ = set_tcp(&tcp, opts.cc);

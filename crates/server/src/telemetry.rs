@@ -226,6 +226,14 @@ fn tcp_info(fd: RawFd) -> Option<libc::tcp_info> {
     }
 }
 
+/// The round trip the kernel measured on a just accepted connection: its one sample then is
+/// the handshake's (SYN-ACK sent, ACK received). `None` without one (the SYN-ACK was sent
+/// again, and Karn's rule leaves it unmeasured).
+pub(crate) fn handshake_rtt(fd: RawFd) -> Option<Duration> {
+    let i = tcp_info(fd)?;
+    (i.tcpi_rtt > 0).then(|| Duration::from_micros(u64::from(i.tcpi_rtt)))
+}
+
 fn tcp_sample(fd: RawFd, t_us: u64) -> Option<CcSample> {
     let i = tcp_info(fd)?;
     let mss = u64::from(i.tcpi_snd_mss.max(1));

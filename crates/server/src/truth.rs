@@ -25,12 +25,15 @@ pub struct ConnSeen {
     pub quic: bool,
     /// TCP accepted, or the QUIC Initial taken.
     pub accepted: Instant,
-    /// TLS done (TCP), or the QUIC handshake complete (requests may be answered before, at
-    /// 0.5-RTT).
+    /// TLS done (TCP), or the QUIC handshake complete at the server, the client's Finished in
+    /// (for a server also confirmed; requests may be answered before, at 0.5-RTT).
     pub handshake: Option<Instant>,
     /// QUIC: the Destination Connection ID of the client's first Initial, lowercase hex, by
     /// which a client's own log (a qlog's group id) names the connection.
     pub odcid: Option<String>,
+    /// TCP: the round trip of the connection's own handshake (SYN-ACK out, ACK in), as the
+    /// kernel measured it by the accept: what places a client's connect on the server's clock.
+    pub handshake_rtt: Option<std::time::Duration>,
     pub telemetry: Option<Arc<dyn Sender>>,
 }
 
@@ -121,6 +124,7 @@ impl TruthLog {
             accepted,
             handshake: None,
             odcid: odcid.map(|c| c.iter().map(|b| format!("{b:02x}")).collect()),
+            handshake_rtt: None,
             telemetry: None,
         });
         Some(ConnMark {
@@ -131,6 +135,10 @@ impl TruthLog {
 
     pub fn handshake(&self, c: Option<ConnMark>, at: Instant) {
         self.with_conn(c, |s| s.handshake = Some(at));
+    }
+
+    pub fn handshake_rtt(&self, c: Option<ConnMark>, rtt: std::time::Duration) {
+        self.with_conn(c, |s| s.handshake_rtt = Some(rtt));
     }
 
     pub fn telemetry(&self, c: Option<ConnMark>, t: Option<Arc<dyn Sender>>) {

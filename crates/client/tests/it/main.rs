@@ -47,5 +47,6 @@ mod signals;
 mod small_inputs;
 mod sweep;
 mod third_party;
+mod third_party_clock;
 mod tls_hints;
 mod unreachable;

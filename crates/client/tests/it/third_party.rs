@@ -102,8 +102,8 @@ fn curl_fetches_over_h1_and_h2_and_its_bodies_are_checked() {
             2
         );
         assert!(run["telemetry"].as_array().is_some_and(|t| t.len() == 2));
-        // curl's durations are laid where the server accepted each connection: curl's own
-        // start-up is not counted as fetching.
+        // curl's durations are laid by the server's accept of each connection (its SYN 1.5
+        // loopback round trips before it): curl's own start-up is not counted as fetching.
         let starts = sorted(run["connections"].as_array().unwrap(), "started_us");
         let accepts = sorted(
             run["server_view"]["connections"].as_array().unwrap(),

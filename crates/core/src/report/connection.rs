@@ -26,7 +26,9 @@ pub struct HandshakeInfo {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConnectionRecord {
     pub started_us: u64,
-    /// Connect + TLS (h1/h2) or QUIC handshake confirmed / 0-RTT accepted (h3).
+    /// Connect + TLS (h1/h2), or (h3) the client's QUIC handshake complete: the server's
+    /// Finished in and its own sent, one round trip (not confirmed, which waits for the
+    /// server's HANDSHAKE_DONE); with 0-RTT, the server's acceptance known.
     pub handshake_us: Option<u64>,
     #[serde(flatten)]
     pub info: HandshakeInfo,

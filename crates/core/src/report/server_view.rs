@@ -17,8 +17,9 @@ pub struct ServerConnection {
     pub peer_port: u16,
     /// Accepted (TCP) or first Initial taken (QUIC), from the run's start.
     pub accepted_us: u64,
-    /// From `accepted_us` to the handshake done: TLS over TCP, QUIC's handshake complete
-    /// (requests may be answered before it, at 0.5-RTT).
+    /// From `accepted_us` to the handshake done: TLS over TCP; over QUIC the server's handshake
+    /// complete, the client's Finished in, one round trip after the first Initial (for a server
+    /// also confirmed; requests may be answered before it, at 0.5-RTT).
     pub handshake_us: Option<u64>,
     pub requests: u64,
     pub body_bytes: u64,

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use qbench_core::client_program::{curl, lines, template, ClientProgram};
 use qbench_core::errors::ErrorKind;
+use qbench_core::report::third_party::AnchorEvent;
 use qbench_core::Protocol;
 
 use super::place::{ConnOut, ObjOut, Reported};
@@ -74,6 +75,25 @@ pub(super) fn version(p: &ClientProgram, path: &Path) -> Option<String> {
         ClientProgram::Ngtcp2 => format!("ngtcp2-client {first}"),
         _ => first.to_string(),
     })
+}
+
+/// What shapes a program's figures besides the link and the server, said in every run's
+/// record: ngtcp2 0.12's example client paces its packets with its default congestion
+/// controller (cubic) at its window over the smoothed RTT, which is its 333 ms initial RTT
+/// until a first sample; so its packet after the first Initial (its Finished, with its first
+/// requests) waits about 22 ms whatever the path. Its BBR sets a pacing rate of its own and
+/// does not wait; the adapter leaves the program's default in place, as shipped.
+pub(super) fn notes(p: &ClientProgram, version: Option<&str>) -> Vec<String> {
+    match (p, version) {
+        (ClientProgram::Ngtcp2, Some(v)) if v.starts_with("ngtcp2-client 0.12.") => vec![
+            "ngtcp2 0.12 paces its packets from its 333 ms initial RTT until its first RTT \
+             sample (default congestion control, cubic): its Finished and first requests leave \
+             about 22 ms after its first Initial, so on a path under about 22 ms of RTT its \
+             handshake and first response wait for that timer (its --cc=bbr does not)"
+                .to_string(),
+        ],
+        _ => Vec::new(),
+    }
 }
 
 /// One process per object (an `exec:` template with `{url}`).
@@ -252,7 +272,10 @@ fn secs(x: f64) -> Duration {
 /// curl's times are durations from each transfer's start; transfers of one process run one
 /// after another (or, with `--parallel`, all from its spawn).
 fn read_curl(ctx: &Ctx, inv: &Invocation, e: &Ended, spawned: Duration) -> Reported {
-    let mut r = Reported::default();
+    let mut r = Reported {
+        anchor: Some(AnchorEvent::Spawn),
+        ..Reported::default()
+    };
     let transfers = match curl::parse(&e.stdout) {
         Ok(t) => t,
         Err(err) => {
@@ -262,6 +285,14 @@ fn read_curl(ctx: &Ctx, inv: &Invocation, e: &Ended, spawned: Duration) -> Repor
     };
     let parallel = ctx.streams.is_some_and(|s| s > 1);
     let mut at = spawned;
+    // With `--parallel`, a transfer that waits for another's connection counts from when it
+    // joined the queue, and its `time_pretransfer` is then (curl 7.88) when it did: its
+    // request leaves once that connection is up.
+    let ready = transfers
+        .iter()
+        .filter(|t| t.num_connects > 0 && t.time_appconnect > 0.0)
+        .map(|t| secs(t.time_appconnect))
+        .min();
     for t in transfers {
         r.version = r
             .version
@@ -275,6 +306,7 @@ fn read_curl(ctx: &Ctx, inv: &Invocation, e: &Ended, spawned: Duration) -> Repor
                 error: None,
                 local_port: Some(t.local_port).filter(|p| *p != 0),
                 connected: (t.time_connect > 0.0).then(|| start + secs(t.time_connect)),
+                one_way: None,
                 odcid: None,
                 alpn: t.http_version.as_deref().map(|v| match v {
                     "2" => "h2".to_string(),
@@ -293,9 +325,13 @@ fn read_curl(ctx: &Ctx, inv: &Invocation, e: &Ended, spawned: Duration) -> Repor
                     .unwrap_or_else(|| format!("curl error {code}")),
             )),
         };
+        let mut sent = start + secs(t.time_pretransfer);
+        if let (true, 0, Some(ready)) = (parallel, t.num_connects, ready) {
+            sent = sent.max(spawned + ready);
+        }
         r.objects.push(ObjOut {
             index,
-            sent: start + secs(t.time_pretransfer),
+            sent,
             headers: (t.time_starttransfer > 0.0).then(|| start + secs(t.time_starttransfer)),
             done: start + secs(t.time_total),
             bytes: t.size_download,

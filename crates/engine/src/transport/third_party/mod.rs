@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use qbench_core::client_program::ClientProgram;
 use qbench_core::errors::ErrorKind;
-use qbench_core::report::third_party::{ThirdPartyRun, TimingSource};
+use qbench_core::report::third_party::{Anchor, ThirdPartyRun, TimingSource};
 use qbench_core::{Protocol, Recorder, RunReport};
 use qbench_server::truth::TruthLog;
 
@@ -172,6 +172,7 @@ impl ThirdParty {
             verified: 0,
             unverified: 0,
             processes: Vec::new(),
+            notes: Vec::new(),
         };
         let invocations = match std::fs::create_dir_all(&dir)
             .and_then(|()| adapters::invocations(&self.ctx, &dir))
@@ -207,10 +208,18 @@ impl ThirdParty {
             match r {
                 Ok(e) => {
                     let mut reported = adapters::read(ctx, &inv, &e, self.clock);
-                    if matches!(ctx.program, ClientProgram::Curl | ClientProgram::Ngtcp2) {
-                        place::anchor(&mut reported, seen.as_ref(), self.clock);
-                    }
-                    third.processes.push(e.record.clone());
+                    let placed = match ctx.program {
+                        ClientProgram::Curl | ClientProgram::Ngtcp2 => {
+                            place::anchor(&mut reported, seen.as_ref(), self.clock)
+                        }
+                        _ => None,
+                    };
+                    let mut record = e.record.clone();
+                    record.anchor = placed.or(reported.anchor.map(|event| Anchor {
+                        event,
+                        one_way_us: None,
+                    }));
+                    third.processes.push(record);
                     outcomes.push((inv, e, reported));
                 }
                 Err(e) => failed.push(e.to_string()),
@@ -225,6 +234,7 @@ impl ThirdParty {
         }
         let placed = place::record(ctx, &mut rec, &outcomes, seen.as_ref(), self.clock);
         third.version = placed.version.or_else(|| self.version.clone());
+        third.notes = adapters::notes(&ctx.program, third.version.as_deref());
         third.timings = placed.timings;
         third.verified = placed.verified;
         third.unverified = placed.unverified;

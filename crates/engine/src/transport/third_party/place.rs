@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use qbench_core::errors::ErrorKind;
-use qbench_core::report::third_party::TimingSource;
+use qbench_core::report::third_party::{Anchor, AnchorEvent, TimingSource};
 use qbench_core::{HandshakeInfo, ObjectOutcome, Recorder};
 use qbench_server::truth::Seen;
 
@@ -22,9 +22,12 @@ pub(super) struct ConnOut {
     pub error: Option<(ErrorKind, String)>,
     pub local_port: Option<u16>,
     pub alpn: Option<String>,
-    /// When the server took the connection, by the client's account: TCP connected
-    /// (curl's time_connect), or QUIC's first Initial half a round trip on.
+    /// When the client sent the packet whose arrival the server records as its accept: TCP's
+    /// handshake done (curl's time_connect: its ACK goes out), or QUIC's first Initial.
     pub connected: Option<Duration>,
+    /// How long that packet took to reach the server, by the client's own account (QUIC: half
+    /// its first round trip); `None` leaves it to the server (TCP: half its handshake's RTT).
+    pub one_way: Option<Duration>,
     /// QUIC: the original destination CID, as the server's log names it.
     pub odcid: Option<String>,
 }
@@ -57,12 +60,15 @@ pub(super) struct Reported {
     pub file_checks: BTreeMap<usize, Result<(), (ErrorKind, String)>>,
     /// Something about its output as a whole.
     pub problem: Option<(ErrorKind, String)>,
+    /// How its reader placed its times (`anchor` may place them again).
+    pub anchor: Option<AnchorEvent>,
 }
 
 impl Reported {
     pub(super) fn server_timed() -> Self {
         Self {
             server_timed: true,
+            anchor: Some(AnchorEvent::Server),
             ..Self::default()
         }
     }
@@ -112,30 +118,46 @@ fn info(alpn: Option<String>, local_port: Option<u16>) -> HandshakeInfo {
 }
 
 /// Moves a process's times, laid from its spawn, to where the server places its first
-/// connection (found by its port, or by QUIC's original destination CID): the client's
-/// `connected` is when the server accepts, half a round trip apart at most, so what the
-/// program spent starting is not counted as fetching.
-pub(super) fn anchor(r: &mut Reported, seen: Option<&Seen>, clock: Clock) {
-    let Some(seen) = seen else { return };
-    let shift = r.conns.iter().find_map(|c| {
+/// connection (found by its port, or by QUIC's original destination CID): the packet the
+/// client sent at `connected` arrived when the server accepted, a one-way delay later, so
+/// what the program spent starting is not counted as fetching. How it was placed, or `None`
+/// (the times stay where they were) when the server did not see that connection.
+pub(super) fn anchor(r: &mut Reported, seen: Option<&Seen>, clock: Clock) -> Option<Anchor> {
+    let seen = seen?;
+    let (shift, anchor) = r.conns.iter().find_map(|c| {
         let s = seen.conns.iter().find(|s| match (&c.odcid, c.local_port) {
             (Some(id), _) => s.odcid.as_ref() == Some(id),
             (None, Some(port)) => s.peer.port() == port,
             (None, None) => false,
         })?;
-        clock.offset_of(s.accepted).checked_sub(c.connected?)
-    });
-    let Some(d) = shift else { return };
+        let (event, one_way) = match &c.odcid {
+            Some(_) => (AnchorEvent::ServerQuicInitial, c.one_way),
+            None => (
+                AnchorEvent::ServerTcpAccept,
+                c.one_way.or(s.handshake_rtt.map(|rtt| rtt / 2)),
+            ),
+        };
+        let sent = clock
+            .offset_of(s.accepted)
+            .checked_sub(one_way.unwrap_or_default())?;
+        let anchor = Anchor {
+            event,
+            one_way_us: one_way.map(|w| u64::try_from(w.as_micros()).unwrap_or(u64::MAX)),
+        };
+        Some((sent.checked_sub(c.connected?)?, anchor))
+    })?;
     for c in &mut r.conns {
-        c.started += d;
-        c.handshake = c.handshake.map(|h| h + d);
-        c.connected = c.connected.map(|h| h + d);
+        c.started += shift;
+        c.handshake = c.handshake.map(|h| h + shift);
+        c.connected = c.connected.map(|h| h + shift);
     }
     for o in &mut r.objects {
-        o.sent += d;
-        o.headers = o.headers.map(|h| h + d);
-        o.done += d;
+        o.sent += shift;
+        o.headers = o.headers.map(|h| h + shift);
+        o.done += shift;
     }
+    r.anchor = Some(anchor.event);
+    Some(anchor)
 }
 
 /// When the client first did something the run can see: its first connection attempt or
@@ -356,5 +378,87 @@ fn server_object(
         error,
         status: Some(q.status).filter(|s| *s != 0),
         stream: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qbench_server::truth::ConnSeen;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn conn(connected: u64, port: Option<u16>, odcid: Option<&str>) -> ConnOut {
+        ConnOut {
+            started: ms(connected - 100),
+            handshake: Some(ms(connected + 100)),
+            error: None,
+            local_port: port,
+            alpn: None,
+            connected: Some(ms(connected)),
+            one_way: odcid.map(|_| ms(40)),
+            odcid: odcid.map(str::to_string),
+        }
+    }
+
+    fn seen(clock: Clock, accepted: u64, rtt: Option<u64>, odcid: Option<&str>) -> Seen {
+        Seen {
+            conns: vec![ConnSeen {
+                peer: "198.18.0.1:5000".parse().unwrap(),
+                quic: odcid.is_some(),
+                accepted: clock.at(ms(accepted)).into_std(),
+                handshake: None,
+                odcid: odcid.map(str::to_string),
+                handshake_rtt: rtt.map(ms),
+                telemetry: None,
+            }],
+            requests: Vec::new(),
+            dropped: 0,
+        }
+    }
+
+    #[test]
+    fn a_tcp_connect_is_placed_a_one_way_delay_before_the_servers_accept() {
+        let clock = Clock::start();
+        // Laid from the spawn, curl connected at 130 ms; the server accepted at 1000 ms, on a
+        // handshake of 100 ms RTT: the ACK left 50 ms before, its SYN 150 ms before.
+        let mut r = Reported {
+            conns: vec![conn(130, Some(5000), None)],
+            ..Reported::default()
+        };
+        let a = anchor(&mut r, Some(&seen(clock, 1000, Some(100), None)), clock).unwrap();
+        assert_eq!(a.event, AnchorEvent::ServerTcpAccept);
+        assert_eq!(a.one_way_us, Some(50_000));
+        assert_eq!(r.conns[0].connected, Some(ms(950)));
+        assert_eq!(r.conns[0].started, ms(850));
+        assert_eq!(r.anchor, Some(AnchorEvent::ServerTcpAccept));
+    }
+
+    #[test]
+    fn a_quic_initial_is_placed_by_its_own_half_round_trip() {
+        let clock = Clock::start();
+        let mut r = Reported {
+            conns: vec![conn(130, None, Some("ab01"))],
+            ..Reported::default()
+        };
+        let a = anchor(&mut r, Some(&seen(clock, 1000, None, Some("ab01"))), clock).unwrap();
+        assert_eq!(
+            (a.event, a.one_way_us),
+            (AnchorEvent::ServerQuicInitial, Some(40_000))
+        );
+        assert_eq!(r.conns[0].connected, Some(ms(960)));
+        // A connection the server never saw leaves the times where they were.
+        let mut r = Reported {
+            conns: vec![conn(130, None, Some("ffff"))],
+            anchor: Some(AnchorEvent::Spawn),
+            ..Reported::default()
+        };
+        assert!(anchor(&mut r, Some(&seen(clock, 1000, None, Some("ab01"))), clock).is_none());
+        assert_eq!(
+            (r.conns[0].connected, r.anchor),
+            (Some(ms(130)), Some(AnchorEvent::Spawn))
+        );
     }
 }

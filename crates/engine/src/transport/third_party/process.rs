@@ -197,6 +197,7 @@ pub(super) async fn run(
             sys_s,
             max_rss_kib,
             stderr_tail,
+            anchor: None,
         },
         stdout: stdout_text,
         spawned,

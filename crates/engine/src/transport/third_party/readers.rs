@@ -8,6 +8,7 @@ use std::time::Duration;
 use qbench_core::client_program::lines::{FetchLine, Printed, Zero};
 use qbench_core::client_program::qlog;
 use qbench_core::errors::ErrorKind;
+use qbench_core::report::third_party::AnchorEvent;
 use qbench_core::wire::check_payload;
 
 use super::place::{ConnOut, ObjOut, Reported};
@@ -45,6 +46,11 @@ pub(super) fn from_lines(
     let at = |us: u64| zero + Duration::from_micros(us);
     let mut r = Reported {
         version: p.version,
+        anchor: Some(match p.zero {
+            Some(Zero::Monotonic(_)) => AnchorEvent::ClientMonotonic,
+            Some(Zero::Unix(_)) => AnchorEvent::ClientWallClock,
+            None => AnchorEvent::Spawn,
+        }),
         ..Reported::default()
     };
     // Each of the process's objects is taken by the first line with its URL.
@@ -64,6 +70,7 @@ pub(super) fn from_lines(
                 local_port: None,
                 alpn: Some(ctx.proto.to_string()),
                 connected: None,
+                one_way: None,
                 odcid: None,
             }),
             FetchLine::Request {
@@ -106,9 +113,16 @@ pub(super) fn from_lines(
 
 /// h2load run with one client (`-c 1`) per process: its log has one line per request
 /// (start on the wall clock in µs, status, µs to the response's end), and requests go out in
-/// the order of its URIs, so sorting by start names each line's object.
+/// the order of its URIs, so sorting by start names each line's object. Its wall clock is
+/// placed by the wall clock read at its spawn. Its connection is its own too: h2load sends
+/// its first requests as its connection is made (TCP connect and TLS), "time for connect"
+/// after it began it, so the connection starts that long before the first request, not at
+/// the spawn (h2load's start-up is not fetching).
 pub(super) fn h2load(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Reported {
-    let mut r = Reported::default();
+    let mut r = Reported {
+        anchor: Some(AnchorEvent::ClientWallClock),
+        ..Reported::default()
+    };
     let log = std::fs::read_to_string(inv.dir.join("requests.log")).unwrap_or_default();
     let parsed = match qbench_core::client_program::h2load::parse_log(&log) {
         Ok(p) => p,
@@ -119,11 +133,7 @@ pub(super) fn h2load(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Re
     };
     let summary = qbench_core::client_program::h2load::parse_summary(&e.stdout);
     let spawned = clock.offset_of(e.spawned);
-    let spawn_unix = qbench_core::spec::start::unix_us(e.spawned_unix);
-    let place = |us: u64| match us.checked_sub(spawn_unix) {
-        Some(after) => spawned + Duration::from_micros(after),
-        None => spawned,
-    };
+    let place = |us: u64| zero_at(Zero::Unix(us), e, clock).max(spawned);
     let mut lines = parsed;
     lines.sort_by_key(|l| l.start_unix_us);
     let mut data = 0u64;
@@ -150,15 +160,21 @@ pub(super) fn h2load(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Re
     }
     if let Some(s) = summary {
         if s.connections_ok > 0 {
+            let connect = Duration::from_micros(s.connect_mean_us.unwrap_or(0));
+            // Without a logged request the connection has no place of its own.
+            let made = r.objects.iter().map(|o| o.sent).min();
+            if made.is_none() {
+                r.anchor = Some(AnchorEvent::Spawn);
+            }
+            let made = made.unwrap_or(spawned + connect);
             r.conns.push(ConnOut {
-                started: spawned,
-                handshake: s
-                    .connect_mean_us
-                    .map(|c| spawned + Duration::from_micros(c)),
+                started: made.saturating_sub(connect).max(spawned),
+                handshake: Some(made),
                 error: None,
                 local_port: None,
                 alpn: Some(ctx.proto.to_string()),
                 connected: None,
+                one_way: None,
                 odcid: None,
             });
         }
@@ -203,7 +219,8 @@ pub(super) fn ngtcp2_downloads(ctx: &Ctx, objects: &[usize]) -> Vec<(String, Opt
 
 /// ngtcp2's example client prints no timings; its qlog (one file per connection, one
 /// connection per process) is its own account, laid from the spawn (`anchor` then moves it
-/// to the server's accept). Its requests open client bidirectional streams 0, 4, 8… in URL
+/// so that its first Initial reaches the server, half its first round trip later, as the
+/// server takes it). Its requests open client bidirectional streams 0, 4, 8… in URL
 /// order, and its downloads are named as `ngtcp2_downloads` says. Without a qlog (it never
 /// started a connection) its objects are the server's.
 pub(super) fn ngtcp2(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Reported {
@@ -232,7 +249,10 @@ pub(super) fn ngtcp2(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Re
     };
     let spawned = clock.offset_of(e.spawned);
     let at = |ms: f64| spawned + Duration::try_from_secs_f64(ms / 1000.0).unwrap_or_default();
-    let mut r = Reported::default();
+    let mut r = Reported {
+        anchor: Some(AnchorEvent::Spawn),
+        ..Reported::default()
+    };
     if let Some(first) = q.first_sent_ms {
         let error = match (q.handshake_ms, q.first_received_ms) {
             (Some(_), _) => None,
@@ -245,7 +265,10 @@ pub(super) fn ngtcp2(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Re
             error,
             local_port: None,
             alpn: Some(ctx.proto.to_string()),
-            connected: q.first_received_ms.map(|rx| at(first + (rx - first) / 2.0)),
+            connected: q.first_received_ms.map(|_| at(first)),
+            one_way: q
+                .first_received_ms
+                .map(|rx| Duration::try_from_secs_f64((rx - first) / 2000.0).unwrap_or_default()),
             odcid: q.odcid.clone(),
         });
     }
