@@ -339,42 +339,48 @@ fn flood(
     let flood_time = flood_time(target.mean(), wire);
 
     let rx_done = done.clone();
+    // Arrivals are timed by the kernel (`crate::stamp`), on the realtime clock; a delivery
+    // trace's loop runs on the monotonic one, this far behind.
+    // A kernel that refuses the stamps leaves each arrival timed when its read returns.
+    let _ = crate::stamp::enable(&rx);
+    let loop_offset = crate::stamp::realtime().saturating_sub(loop_clock());
     let receiver = std::thread::spawn(move || {
         let mut buf = vec![0u8; 65536];
-        let (mut count, mut first, mut last) = (0u64, None::<Instant>, None::<Instant>);
-        let mut from_quarter = None::<(Instant, u64)>;
-        // The same moments on a delivery trace's loop clock.
-        let (mut quarter_at, mut last_at) = (Duration::ZERO, Duration::ZERO);
+        let (mut count, mut first, mut last) = (0u64, None::<Duration>, None::<Duration>);
+        let mut from_quarter = None::<(Duration, u64)>;
+        let mut seen = None::<Instant>;
         loop {
-            match rx.recv(&mut buf) {
-                Ok(n) => {
-                    let now = Instant::now();
-                    let on_loop = loop_clock();
+            match crate::stamp::recv(&rx, &mut buf) {
+                Ok((n, stamp)) => {
+                    seen = Some(Instant::now());
+                    let at = stamp.unwrap_or_else(crate::stamp::realtime);
                     // A coalesced read holds several of the flow's equal datagrams.
                     count += n.div_ceil(payload).max(1) as u64;
-                    let f = *first.get_or_insert(now);
-                    if from_quarter.is_none() && now >= f + flood_time / 4 {
-                        from_quarter = Some((now, count));
-                        quarter_at = on_loop;
+                    let f = *first.get_or_insert(at);
+                    if from_quarter.is_none() && at >= f + flood_time / 4 {
+                        from_quarter = Some((at, count));
                     }
-                    last = Some(now);
-                    last_at = on_loop;
+                    last = Some(at.max(last.unwrap_or(at)));
                 }
                 Err(_) => {
-                    let quiet = last.or(first).is_none_or(|l| l.elapsed() >= idle);
+                    let quiet = seen.is_none_or(|l| l.elapsed() >= idle);
                     if rx_done.load(Ordering::Relaxed) && quiet {
                         break;
                     }
                 }
             }
         }
-        let bps = match (from_quarter, last) {
-            (Some((t0, c0)), Some(t1)) if t1 > t0 => {
-                ((count - c0) as f64 * f64::from(wire) * 8.0 / (t1 - t0).as_secs_f64()) as u64
-            }
-            _ => 0,
+        let (bps, span) = match (from_quarter, last) {
+            (Some((t0, c0)), Some(t1)) if t1 > t0 => (
+                ((count - c0) as f64 * f64::from(wire) * 8.0 / (t1 - t0).as_secs_f64()) as u64,
+                (
+                    t0.saturating_sub(loop_offset),
+                    t1.saturating_sub(loop_offset),
+                ),
+            ),
+            _ => (0, (Duration::ZERO, Duration::ZERO)),
         };
-        (count, bps, (quarter_at, last_at))
+        (count, bps, span)
     });
 
     let start = Instant::now();
