@@ -10,12 +10,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use qbench_core::report::calibration::{
-    judge, Calibration, DirectionMeasured, Flood, RttSummary, L2_OVERHEAD,
+    judge, Calibration, DirectionMeasured, Flood, RttSummary, TraceSpan, L2_OVERHEAD,
 };
 use qbench_core::report::link::Names;
+use qbench_core::spec::delivery_trace::Delivery;
 use qbench_core::spec::link::{Direction, LinkSpec, RateSpec};
 
 use crate::netns::{self, NetnsError};
+use crate::rate::loop_clock;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CalibrateError {
@@ -267,13 +269,52 @@ fn flood_time(rate: f64, wire: u32) -> Duration {
     flood_time_for(rate, wire).unwrap_or(MAX_FLOOD_TIME)
 }
 
-/// A flow from `from` to `to` offered at `OVERDRIVE` times `rate` (as fast as one thread
-/// sends, if that is less), and what arrived.
+/// What a direction's flood is measured against: a fixed rate, or a delivery trace.
+enum Target {
+    Fixed(f64),
+    Trace(Box<Delivery>),
+}
+
+impl Target {
+    /// The direction's target, or `None` when nothing is flooded: a rate too slow to time in
+    /// the longest flood, or one that varies other than by a delivery trace.
+    fn of(d: &Direction, mtu: u32) -> Option<Self> {
+        let t = match d.rate.as_ref()? {
+            RateSpec::Fixed { bps } => Self::Fixed(bps.0 as f64),
+            RateSpec::Mahimahi { path } => {
+                Self::Trace(Box::new(crate::rate::read_trace(path).ok().and_then(
+                    |t| qbench_core::spec::delivery_trace::parse_mahimahi(&t).ok(),
+                )?))
+            }
+            _ => return None,
+        };
+        flood_time_for(t.mean(), mtu + 14).is_some().then_some(t)
+    }
+
+    fn mean(&self) -> f64 {
+        match self {
+            Self::Fixed(bps) => *bps,
+            Self::Trace(d) => d.mean().0 as f64,
+        }
+    }
+
+    /// What the flow is offered at before the overdrive: a trace's fastest step, so that its
+    /// queue never empties.
+    fn offered(&self) -> f64 {
+        match self {
+            Self::Fixed(bps) => *bps,
+            Self::Trace(d) => d.peak().0 as f64,
+        }
+    }
+}
+
+/// A flow from `from` to `to` offered at `OVERDRIVE` times the target's rate (as fast as one
+/// thread sends, if that is less), and what arrived.
 fn flood(
     (from, from_ip): (&str, String),
     (to, to_ip): (&str, String),
     d: &Direction,
-    rate: f64,
+    target: &Target,
     mtu: u32,
 ) -> Result<Flood, CalibrateError> {
     let rx = udp_in(to, &to_ip)?;
@@ -292,43 +333,54 @@ fn flood(
     };
     set_int(&rx, libc::SOL_UDP, UDP_GRO, 1);
     let packet = vec![0u8; payload * batch as usize];
-    let pps = rate * OVERDRIVE / (1.0 - d.loss).max(0.01) / (f64::from(wire) * 8.0);
+    let pps = target.offered() * OVERDRIVE / (1.0 - d.loss).max(0.01) / (f64::from(wire) * 8.0);
     let done = Arc::new(AtomicBool::new(false));
     let idle = IDLE + one_way(d);
-    let flood_time = flood_time(rate, wire);
+    let flood_time = flood_time(target.mean(), wire);
 
     let rx_done = done.clone();
+    // Arrivals are timed by the kernel (`crate::stamp`), on the realtime clock; a delivery
+    // trace's loop runs on the monotonic one, this far behind.
+    // A kernel that refuses the stamps leaves each arrival timed when its read returns.
+    let _ = crate::stamp::enable(&rx);
+    let loop_offset = crate::stamp::realtime().saturating_sub(loop_clock());
     let receiver = std::thread::spawn(move || {
         let mut buf = vec![0u8; 65536];
-        let (mut count, mut first, mut last) = (0u64, None::<Instant>, None::<Instant>);
-        let mut from_quarter = None::<(Instant, u64)>;
+        let (mut count, mut first, mut last) = (0u64, None::<Duration>, None::<Duration>);
+        let mut from_quarter = None::<(Duration, u64)>;
+        let mut seen = None::<Instant>;
         loop {
-            match rx.recv(&mut buf) {
-                Ok(n) => {
-                    let now = Instant::now();
+            match crate::stamp::recv(&rx, &mut buf) {
+                Ok((n, stamp)) => {
+                    seen = Some(Instant::now());
+                    let at = stamp.unwrap_or_else(crate::stamp::realtime);
                     // A coalesced read holds several of the flow's equal datagrams.
                     count += n.div_ceil(payload).max(1) as u64;
-                    let f = *first.get_or_insert(now);
-                    if from_quarter.is_none() && now >= f + flood_time / 4 {
-                        from_quarter = Some((now, count));
+                    let f = *first.get_or_insert(at);
+                    if from_quarter.is_none() && at >= f + flood_time / 4 {
+                        from_quarter = Some((at, count));
                     }
-                    last = Some(now);
+                    last = Some(at.max(last.unwrap_or(at)));
                 }
                 Err(_) => {
-                    let quiet = last.or(first).is_none_or(|l| l.elapsed() >= idle);
+                    let quiet = seen.is_none_or(|l| l.elapsed() >= idle);
                     if rx_done.load(Ordering::Relaxed) && quiet {
                         break;
                     }
                 }
             }
         }
-        let bps = match (from_quarter, last) {
-            (Some((t0, c0)), Some(t1)) if t1 > t0 => {
-                ((count - c0) as f64 * f64::from(wire) * 8.0 / (t1 - t0).as_secs_f64()) as u64
-            }
-            _ => 0,
+        let (bps, span) = match (from_quarter, last) {
+            (Some((t0, c0)), Some(t1)) if t1 > t0 => (
+                ((count - c0) as f64 * f64::from(wire) * 8.0 / (t1 - t0).as_secs_f64()) as u64,
+                (
+                    t0.saturating_sub(loop_offset),
+                    t1.saturating_sub(loop_offset),
+                ),
+            ),
+            _ => (0, (Duration::ZERO, Duration::ZERO)),
         };
-        (count, bps)
+        (count, bps, span)
     });
 
     let start = Instant::now();
@@ -347,13 +399,22 @@ fn flood(
     }
     let elapsed = start.elapsed().as_secs_f64();
     done.store(true, Ordering::Relaxed);
-    let (received, received_bps) = receiver.join().unwrap_or_default();
+    let (received, received_bps, (from, to)) = receiver.join().unwrap_or_default();
+    let trace = match target {
+        Target::Trace(d) if to > from => Some(TraceSpan {
+            mean_bps: d.mean().0,
+            expected_bps: (d.bits_between(from, to) / (to - from).as_secs_f64()) as u64,
+            span_us: (to - from).as_micros() as u64,
+        }),
+        _ => None,
+    };
     Ok(Flood {
         packet_bytes: wire,
         sent_packets: sent,
         sent_bps: (sent as f64 * f64::from(wire) * 8.0 / elapsed) as u64,
         received_packets: received,
         received_bps,
+        trace,
     })
 }
 
@@ -366,21 +427,15 @@ pub fn calibrate(names: &Names, spec: &LinkSpec) -> Result<Calibration, Calibrat
         (names.client.as_str(), names.client_addr()),
         (names.server.as_str(), names.server_addr()),
     ];
-    let floods = |d: &Direction| match &d.rate {
-        Some(RateSpec::Fixed { bps }) if flood_time_for(bps.0 as f64, mtu + 14).is_some() => {
-            Some(bps.0 as f64)
-        }
-        _ => None,
-    };
-    if let Some(bps) = floods(&spec.up) {
-        probe.up.flood = Some(flood(ends[0].clone(), ends[1].clone(), &spec.up, bps, mtu)?);
+    if let Some(t) = Target::of(&spec.up, mtu) {
+        probe.up.flood = Some(flood(ends[0].clone(), ends[1].clone(), &spec.up, &t, mtu)?);
     }
-    if let Some(bps) = floods(&spec.down) {
+    if let Some(t) = Target::of(&spec.down, mtu) {
         probe.down.flood = Some(flood(
             ends[1].clone(),
             ends[0].clone(),
             &spec.down,
-            bps,
+            &t,
             mtu,
         )?);
     }

@@ -90,6 +90,7 @@ mod tests {
                 sent_bps: 12_500_000,
                 received_packets: 500,
                 received_bps: 7_000_000,
+                trace: None,
             }),
         };
         let rtt = RttSummary::of(vec![20_100; 1000]);

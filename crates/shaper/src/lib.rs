@@ -21,6 +21,7 @@ pub mod probe;
 pub mod qdisc;
 pub mod rate;
 pub mod settle;
+pub mod stamp;
 pub mod topology;
 pub mod tun;
 

@@ -355,7 +355,7 @@ pub fn up(names: &Names, link: &LinkSpec, opts: &PlanOptions) -> Vec<Cmd> {
                 let n = qdisc::netem(r, dev, d);
                 let under_netem = n.is_some();
                 v.extend(n);
-                v.extend(qdisc::tbf(r, dev, d, mtu, under_netem));
+                v.extend(qdisc::rate(r, dev, d, mtu, under_netem));
             }
         }
         Backend::Edt => {
@@ -367,7 +367,7 @@ pub fn up(names: &Names, link: &LinkSpec, opts: &PlanOptions) -> Vec<Cmd> {
         }
         Backend::Userspace => {
             for (dev, d) in dirs {
-                v.extend(qdisc::tbf(r, dev, d, mtu, false));
+                v.extend(qdisc::rate(r, dev, d, mtu, false));
             }
             if opts.nft {
                 v.extend(qdisc::nft_loss(names, link));

@@ -1,5 +1,6 @@
-//! Variable bandwidth: one long-lived `tc -batch -` in the router namespace receives a new tbf
-//! rate for each direction every period (random in a range) or at each step of a trace file.
+//! Variable bandwidth: one long-lived `tc -batch -` in the router namespace receives a new htb
+//! class rate for each direction every period (random in a range) or at each step of a trace
+//! file (`qdisc::htb` says why htb and not tbf).
 
 use std::io::Write;
 use std::os::unix::process::CommandExt as _;
@@ -14,7 +15,7 @@ use qbench_core::spec::link::{parse_trace, LinkError, Queue, RateSpec};
 use qbench_core::units::Rate;
 use rand::Rng;
 
-use crate::qdisc::{default_queue, rate_change_line};
+use crate::qdisc::{default_queue, rate_change_lines};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RateError {
@@ -36,8 +37,6 @@ pub struct Varying {
     pub direction: &'static str,
     pub dev: &'static str,
     pub queue: Option<Queue>,
-    /// The tbf is netem's child (netem backend, with delay or loss on this direction).
-    pub under_netem: bool,
     schedule: Schedule,
 }
 
@@ -73,14 +72,9 @@ pub(crate) fn read_trace(path: &str) -> Result<String, RateError> {
 }
 
 impl Varying {
-    /// The highest rate the schedule sets.
-    fn peak(&self) -> Rate {
-        match &self.schedule {
-            Schedule::Random { max, .. } => *max,
-            Schedule::Steps(steps) | Schedule::Looped { steps, .. } => {
-                steps.iter().map(|(_, r)| *r).max().unwrap_or(Rate(1))
-            }
-        }
+    /// A delivery trace's loop runs on [`loop_clock`], other schedules from their start.
+    fn looped(&self) -> bool {
+        matches!(self.schedule, Schedule::Looped { .. })
     }
 
     /// `None` for a fixed rate. Trace files are read and checked here, before any change.
@@ -89,7 +83,6 @@ impl Varying {
         dev: &'static str,
         spec: &RateSpec,
         queue: Option<Queue>,
-        under_netem: bool,
     ) -> Result<Option<Self>, RateError> {
         let schedule = match spec {
             RateSpec::Fixed { .. } => return Ok(None),
@@ -120,7 +113,6 @@ impl Varying {
             direction,
             dev,
             queue,
-            under_netem,
             schedule,
         }))
     }
@@ -133,17 +125,60 @@ impl Varying {
                 (Rate(r), Some(t + *period))
             }
             Schedule::Steps(steps) => {
-                let i = steps.iter().rposition(|(at, _)| *at <= t).unwrap_or(0);
-                (steps[i].1, steps.get(i + 1).map(|(at, _)| *at))
+                let end = |i: usize| steps.get(i + 1).map(|(at, _)| *at);
+                let due = |i: usize| end(i).map(|e| e - lead(steps[i], e));
+                let mut i = steps.iter().rposition(|(at, _)| *at <= t).unwrap_or(0);
+                if due(i).is_some_and(|d| d <= t) {
+                    i += 1;
+                }
+                (steps[i].1, due(i))
             }
             Schedule::Looped { steps, period } => {
                 let into = Duration::from_nanos((t.as_nanos() % period.as_nanos().max(1)) as u64);
-                let began = t - into;
-                let i = steps.iter().rposition(|(at, _)| *at <= into).unwrap_or(0);
-                let next = steps.get(i + 1).map_or(*period, |(at, _)| *at);
-                (steps[i].1, Some(began + next))
+                let mut began = t - into;
+                let end = |i: usize| steps.get(i + 1).map_or(*period, |(at, _)| *at);
+                let due = |i: usize| end(i) - lead(steps[i], end(i));
+                let mut i = steps.iter().rposition(|(at, _)| *at <= into).unwrap_or(0);
+                if due(i) <= into {
+                    i += 1;
+                    if i == steps.len() {
+                        (i, began) = (0, began + *period);
+                    }
+                }
+                (steps[i].1, Some(began + due(i)))
             }
         }
+    }
+}
+
+/// The clock a delivery trace's loop runs on: the machine's monotonic clock, so that whoever
+/// measures the link (calibration) knows where in the loop a moment fell.
+pub fn loop_clock() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a timespec to write into.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// A frame at the default MTU as tc counts it, in bits.
+const FRAME_BITS: f64 = 1514.0 * 8.0;
+/// How much earlier the change after a held step is written (see [`lead`]).
+const EARLY: Duration = Duration::from_millis(5);
+
+/// How much before `end` the change after the step `(at, rate)` is written. htb's tokens are
+/// time owed: a step that carries at most one packet (a delivery trace's gap is one, owed by
+/// the packet before it) is held by what that packet owes until it ends, and a change during
+/// the hold alters nothing. Written at the end instead, a change a moment late would let the
+/// next packet owe the whole step again; written early, it is in place when the hold ends.
+fn lead((at, rate): (Duration, Rate), end: Duration) -> Duration {
+    let len = end.saturating_sub(at);
+    if rate.0 as f64 * len.as_secs_f64() <= FRAME_BITS {
+        (len / 2).min(EARLY)
+    } else {
+        Duration::ZERO
     }
 }
 
@@ -158,14 +193,26 @@ pub struct RateController {
     child: Arc<Mutex<Child>>,
 }
 
-fn write_line(stdin: &mut ChildStdin, v: &Varying, rate: Rate, mtu: u32) -> std::io::Result<()> {
+/// Writes the new rate, and the queue at it when that differs from the one set before.
+fn write_line(
+    stdin: &mut ChildStdin,
+    v: &Varying,
+    rate: Rate,
+    mtu: u32,
+    last_queue: &mut Option<u64>,
+) -> std::io::Result<()> {
     let queue = v
         .queue
-        .map_or_else(|| default_queue(rate), |q| q.bytes_at(rate));
-    stdin
-        .write_all(rate_change_line(v.dev, rate, v.peak(), queue, mtu, v.under_netem).as_bytes())?;
+        .map_or_else(|| default_queue(rate), |q| q.bytes_at(rate))
+        .max(u64::from(mtu) * 2);
+    let changed = (*last_queue != Some(queue)).then_some(queue);
+    *last_queue = Some(queue);
+    stdin.write_all(rate_change_lines(v.dev, rate, changed, mtu).as_bytes())?;
     stdin.flush()
 }
+
+/// The longest the controller sleeps without looking at its stop flag.
+const MAX_SLEEP: Duration = Duration::from_millis(50);
 
 impl RateController {
     pub fn start(router_ns: &str, dirs: Vec<Varying>, mtu: u32) -> Result<Option<Self>, RateError> {
@@ -187,14 +234,18 @@ impl RateController {
         let (stop2, changes2) = (stop.clone(), changes.clone());
         let thread = std::thread::spawn(move || {
             let start = Instant::now();
+            let anchor = loop_clock();
             let mut rng = rand::thread_rng();
             let mut due: Vec<Option<Duration>> = vec![Some(Duration::ZERO); dirs.len()];
+            let mut queues: Vec<Option<u64>> = vec![None; dirs.len()];
             while !stop2.load(Ordering::Relaxed) {
                 let now = start.elapsed();
-                for (v, next) in dirs.iter().zip(due.iter_mut()) {
+                for ((v, next), queue) in dirs.iter().zip(due.iter_mut()).zip(queues.iter_mut()) {
                     if next.is_some_and(|n| n <= now) {
-                        let (rate, following) = v.rate_at(now, &mut rng);
-                        if write_line(&mut stdin, v, rate, mtu).is_err() {
+                        let base = if v.looped() { anchor } else { Duration::ZERO };
+                        let (rate, following) = v.rate_at(now + base, &mut rng);
+                        let following = following.map(|f| f.saturating_sub(base));
+                        if write_line(&mut stdin, v, rate, mtu, queue).is_err() {
                             return;
                         }
                         let mut changes = changes2.lock().expect("changes lock");
@@ -209,7 +260,11 @@ impl RateController {
                         *next = following;
                     }
                 }
-                std::thread::sleep(Duration::from_millis(5));
+                // Asleep until the next change is due: a fixed tick would start every window
+                // up to a tick late, and a 10 ms window by up to half its length.
+                let wake = due.iter().flatten().min().copied();
+                let sleep = wake.map_or(MAX_SLEEP, |w| w.saturating_sub(start.elapsed()));
+                std::thread::sleep(sleep.min(MAX_SLEEP));
             }
         });
         Ok(Some(Self {
@@ -250,9 +305,7 @@ mod tests {
             max: Rate(150),
             period: Duration::from_secs(1),
         };
-        let v = Varying::new("down", "qb-rc", &spec, None, false)
-            .unwrap()
-            .unwrap();
+        let v = Varying::new("down", "qb-rc", &spec, None).unwrap().unwrap();
         let mut rng = rand::thread_rng();
         for _ in 0..100 {
             let (r, next) = v.rate_at(Duration::from_secs(3), &mut rng);
@@ -263,22 +316,22 @@ mod tests {
             direction: "up",
             dev: "qb-rs",
             queue: None,
-            under_netem: false,
             schedule: Schedule::Steps(vec![
                 (Duration::ZERO, Rate(10)),
                 (Duration::from_secs(2), Rate(20)),
             ]),
         };
+        // 10 bit/s for 2 s carries no packet: the next rate is written 5 ms early.
         assert_eq!(
             steps.rate_at(Duration::from_secs(1), &mut rng),
-            (Rate(10), Some(Duration::from_secs(2)))
+            (Rate(10), Some(Duration::from_millis(1_995)))
         );
         assert_eq!(
             steps.rate_at(Duration::from_secs(5), &mut rng),
             (Rate(20), None)
         );
         assert!(
-            Varying::new("up", "x", &RateSpec::Fixed { bps: Rate(1) }, None, false)
+            Varying::new("up", "x", &RateSpec::Fixed { bps: Rate(1) }, None)
                 .unwrap()
                 .is_none()
         );
@@ -296,7 +349,6 @@ mod looped_tests {
             direction: "down",
             dev: "qb-rc",
             queue: None,
-            under_netem: false,
             schedule: Schedule::Looped {
                 steps: vec![(ms(0), Rate(24_000_000)), (ms(200), Rate(8_000))],
                 period: ms(400),
@@ -307,16 +359,51 @@ mod looped_tests {
             v.rate_at(ms(0), &mut rng),
             (Rate(24_000_000), Some(ms(200)))
         );
-        assert_eq!(v.rate_at(ms(250), &mut rng), (Rate(8_000), Some(ms(400))));
+        // The gap carries no packet: the next period's rate is written 5 ms early.
+        assert_eq!(v.rate_at(ms(250), &mut rng), (Rate(8_000), Some(ms(395))));
         // 1005 ms is 205 ms into the third period (the gap); 1210 ms is 10 ms into the fourth.
         assert_eq!(
             v.rate_at(ms(1_005), &mut rng),
-            (Rate(8_000), Some(ms(1_200)))
+            (Rate(8_000), Some(ms(1_195)))
         );
         assert_eq!(
             v.rate_at(ms(1_210), &mut rng),
             (Rate(24_000_000), Some(ms(1_400)))
         );
-        assert_eq!(v.peak(), Rate(24_000_000));
+    }
+
+    /// A step that carries at most one packet hands over early: 1 packet in 190 ms ends 5 ms
+    /// before the next step starts, and the next step's rate is due from then on.
+    #[test]
+    fn a_held_step_hands_over_early() {
+        let ms = Duration::from_millis;
+        let v = Varying {
+            direction: "down",
+            dev: "qb-rc",
+            queue: None,
+            schedule: Schedule::Looped {
+                steps: vec![(ms(0), Rate(24_000_000)), (ms(10), Rate(63_000))],
+                period: ms(200),
+            },
+        };
+        let mut rng = rand::thread_rng();
+        assert_eq!(v.rate_at(ms(5), &mut rng), (Rate(24_000_000), Some(ms(10))));
+        assert_eq!(v.rate_at(ms(12), &mut rng), (Rate(63_000), Some(ms(195))));
+        // Within the lead, the rate is the next loop's first.
+        assert_eq!(
+            v.rate_at(ms(196), &mut rng),
+            (Rate(24_000_000), Some(ms(210)))
+        );
+        let steps = Varying {
+            direction: "up",
+            dev: "qb-rs",
+            queue: None,
+            schedule: Schedule::Steps(vec![(ms(0), Rate(16_000)), (ms(1_000), Rate(20))]),
+        };
+        // 16 kbit/s for a second carries more than a packet: no lead.
+        assert_eq!(
+            steps.rate_at(ms(0), &mut rng),
+            (Rate(16_000), Some(ms(1_000)))
+        );
     }
 }

@@ -299,8 +299,7 @@ impl Topology {
             ("down", ROUTER_TO_CLIENT, &link.down),
         ] {
             if let Some(spec) = &d.rate {
-                let under_netem = backend == Backend::Netem && crate::qdisc::has_netem(d);
-                varying.extend(Varying::new(dir, dev, spec, d.queue, under_netem)?);
+                varying.extend(Varying::new(dir, dev, spec, d.queue)?);
             }
         }
         topo.rates = RateController::start(&names.router, varying, mtu)?;

@@ -25,8 +25,18 @@ fn socket_in(ns: &str, addr: &str) -> UdpSocket {
 /// `bps` for `secs` from the server's namespace to the client's.
 fn arrivals(topo: &Topology, bps: f64, secs: f64) -> Vec<Duration> {
     let n = topo.names();
-    let rx = socket_in(&n.client, &n.client_addr());
-    let tx = socket_in(&n.server, &n.server_addr());
+    flow(
+        (&n.server, &n.server_addr()),
+        (&n.client, &n.client_addr()),
+        bps,
+        secs,
+    )
+}
+
+/// As [`arrivals`], from `from`'s namespace and address to `to`'s.
+fn flow(from: (&str, &str), to: (&str, &str), bps: f64, secs: f64) -> Vec<Duration> {
+    let rx = socket_in(to.0, to.1);
+    let tx = socket_in(from.0, from.1);
     tx.connect(rx.local_addr().unwrap()).unwrap();
     let start = Instant::now();
     let receiver = std::thread::spawn(move || {
@@ -102,7 +112,8 @@ fn a_delivery_trace_delivers_its_rate_and_its_gaps() {
         (14..=22).contains(&on) && (14..=22).contains(&off),
         "{bins:?}"
     );
-    // Every change is recorded, both rates each period.
+    // Every change is recorded, each period's three: the on-rate, the on-period's last packet
+    // held over the gap (one packet in 190.5 ms), the window of the gap's end.
     let down: Vec<u64> = changes
         .iter()
         .filter(|c| c.direction == "down")
@@ -111,7 +122,7 @@ fn a_delivery_trace_delivers_its_rate_and_its_gaps() {
     assert!(down.len() >= 18, "{down:?}");
     assert!(
         down.iter()
-            .all(|r| [24_000_000, 8_000, 1_200_000].contains(r)),
+            .all(|r| [24_000_000, 62_992, 1_200_000].contains(r)),
         "{down:?}"
     );
 }
@@ -122,4 +133,123 @@ fn bins_of(inside: &[Duration]) -> Vec<u32> {
         bins[(t.as_millis() / 50) as usize] += 1;
     }
     bins
+}
+
+/// Writes a delivery trace of `ms` milliseconds, `per_ms(t)` opportunities at each.
+fn write_trace(dir: &std::path::Path, name: &str, ms: u64, per_ms: impl Fn(u64) -> u64) -> String {
+    let path = dir.join(name);
+    let mut text = String::new();
+    for t in 1..=ms {
+        for _ in 0..per_ms(t) {
+            text.push_str(&format!("{t}\n"));
+        }
+    }
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+/// Packets of a flow that arrived in `secs` from one second after its first, as Mbit/s at
+/// tc's 1514 bytes a packet.
+fn delivered_mbps(at: &[Duration], secs: f64) -> f64 {
+    let from = at[0] + Duration::from_secs(1);
+    let to = from + Duration::from_secs_f64(secs);
+    let n = at.iter().filter(|t| **t >= from && **t < to).count();
+    n as f64 * 1514.0 * 8.0 / secs / 1e6
+}
+
+/// A rate that changes every 10 ms delivers its trace: two traces of the same mean, 24 Mbit/s,
+/// one constant (two packets every millisecond), one alternating 10 ms windows of 36 and
+/// 12 Mbit/s, carried at once (one each way) by one link and measured by saturating UDP flows.
+#[test]
+fn an_alternating_trace_delivers_what_a_constant_one_does() {
+    require!(Need::Link);
+    let dir = tempfile::tempdir().unwrap();
+    let constant = write_trace(dir.path(), "constant", 1000, |_| 2);
+    let alternating = write_trace(dir.path(), "alternating", 1000, |t| {
+        if (t - 1) / 10 % 2 == 0 {
+            3
+        } else {
+            1
+        }
+    });
+    let spec = format!("up.rate=mahimahi:{constant},down.rate=mahimahi:{alternating}");
+    let opts = TopologyOptions::plain(BackendChoice::Userspace);
+    let topo = Topology::up(spec.parse().unwrap(), &opts).expect("link up (root)");
+    let n = topo.names().clone();
+    let (c, s) = (
+        (n.client.clone(), n.client_addr()),
+        (n.server.clone(), n.server_addr()),
+    );
+    let (c2, s2) = (c.clone(), s.clone());
+    let up = std::thread::spawn(move || flow((&c.0, &c.1), (&s.0, &s.1), 45e6, 5.0));
+    let down = flow((&s2.0, &s2.1), (&c2.0, &c2.1), 45e6, 5.0);
+    let up = up.join().unwrap();
+    let changes = topo.report().rate_changes;
+    drop(topo);
+    let (up, down) = (delivered_mbps(&up, 3.5), delivered_mbps(&down, 3.5));
+    let ratio = down / up;
+    eprintln!("constant {up:.2} Mbit/s, alternating {down:.2} Mbit/s, ratio {ratio:.3}");
+    assert!(
+        (0.94..=1.06).contains(&ratio),
+        "ratio {ratio:.3}: {down:.2} / {up:.2}"
+    );
+    assert!((22.5..=25.5).contains(&down), "{down:.2} Mbit/s of 24");
+    // The alternating direction changed about every 10 ms; the constant one only started
+    // each period again at its one rate.
+    let count = |d: &str| changes.iter().filter(|c| c.direction == d).count();
+    assert!(changes
+        .iter()
+        .filter(|c| c.direction == "up")
+        .all(|c| c.rate_bps == 24_000_000));
+    assert!(count("down") >= 400, "{}", count("down"));
+}
+
+/// Calibration of a trace link measures what the trace delivered against what its schedule
+/// carries over the same span: the link built from a trace passes, and the same link judged
+/// against a trace of half its rate is flagged as missing `down.rate`.
+#[test]
+fn calibration_checks_a_trace_links_delivered_mean() {
+    require!(Need::Link);
+    let dir = tempfile::tempdir().unwrap();
+    let alternating = write_trace(dir.path(), "alternating", 1000, |t| {
+        if (t - 1) / 10 % 2 == 0 {
+            3
+        } else {
+            1
+        }
+    });
+    let half = write_trace(dir.path(), "half", 1000, |_| 1);
+    let spec = format!("down.rate=mahimahi:{alternating},up.rate=50mbit");
+    let mut opts = TopologyOptions::plain(BackendChoice::Userspace);
+    opts.calibrate = true;
+    let topo = Topology::up(spec.parse().unwrap(), &opts).expect("link up (root)");
+    let c = topo.calibration().unwrap().clone();
+    let (names, _) = topo.measurable();
+    let other: qbench_core::spec::link::LinkSpec =
+        format!("down.rate=mahimahi:{half},up.rate=50mbit")
+            .parse()
+            .unwrap();
+    let wrong = qbench_shaper::calibrate::calibrate(&names, &other).unwrap();
+    drop(topo);
+    let down = |c: &qbench_core::report::calibration::Calibration| {
+        c.checks
+            .iter()
+            .find(|k| k.field == "down.rate")
+            .cloned()
+            .unwrap()
+    };
+    let (ok, miss) = (down(&c), down(&wrong));
+    eprintln!("{}\n{}", ok.line(), miss.line());
+    let f = c.down.flood.as_ref().unwrap();
+    let t = f.trace.as_ref().unwrap();
+    assert_eq!(t.mean_bps, 24_000_000);
+    // Over any span the schedule carries between its two rates.
+    assert!((12_000_000..=36_000_000).contains(&t.expected_bps), "{t:?}");
+    assert!(ok.ok, "{ok:#?}");
+    assert!(!miss.ok, "{miss:#?}");
+    assert!(
+        miss.line().contains("trace mean 12.00 Mbit/s"),
+        "{}",
+        miss.line()
+    );
 }

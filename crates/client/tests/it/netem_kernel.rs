@@ -229,15 +229,19 @@ fn jitter_reorders_unless_told_not_to() {
     assert!(rtts(&out).iter().all(|v| *v >= 40.0), "{out}");
 }
 
-/// `qbench-shaper`'s library, held until the router's tbf shows `want` (bounded wait).
+/// `qbench-shaper`'s library, held until the router's qdiscs or classes show `want` (bounded
+/// wait).
 fn wait_for_qdisc(router: &str, dev: &str, want: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let out = Command::new("tc")
-            .args(["-n", router, "qdisc", "show", "dev", dev])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let mut text = String::new();
+        for what in ["qdisc", "class"] {
+            let out = Command::new("tc")
+                .args(["-n", router, what, "show", "dev", dev])
+                .output()
+                .unwrap();
+            text.push_str(&String::from_utf8_lossy(&out.stdout));
+        }
         if text.contains(want) || Instant::now() > deadline {
             return text;
         }
@@ -258,8 +262,9 @@ fn rates_fixed_and_variable() {
     eprintln!("rate=4mbit: goodput {:.1}% of the rate", g / 4e6 * 100.0);
     assert!((0.65..=0.98).contains(&(g / 4e6)), "goodput {g}");
 
-    // A trace steps the tbf under netem through `tc -batch`: the kernel shows each step. The
-    // first holds for 5 s: under TCG the first poll came after a 1.5 s step had passed.
+    // A trace steps the htb class under netem through `tc -batch`: the kernel shows each
+    // step. The first holds for 5 s: under TCG the first poll came after a 1.5 s step had
+    // passed.
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("rates.txt");
     std::fs::write(&trace, "0 8mbit\n5 2mbit\n").unwrap();
@@ -267,9 +272,16 @@ fn rates_fixed_and_variable() {
     with_link(&spec, Netem, |client| {
         let router = router_of(client);
         let first = wait_for_qdisc(&router, "qb-rs", "rate 8Mbit");
-        assert!(first.contains("parent 10:1 rate 8Mbit"), "{first}");
+        assert!(first.contains("qdisc htb 1: parent 10:1"), "{first}");
+        assert!(
+            first.contains("class htb 1:1 root leaf 2: prio 0 rate 8Mbit"),
+            "{first}"
+        );
         let then = wait_for_qdisc(&router, "qb-rs", "rate 2Mbit");
-        assert!(then.contains("parent 10:1 rate 2Mbit"), "{then}");
+        assert!(
+            then.contains("class htb 1:1 root leaf 2: prio 0 rate 2Mbit"),
+            "{then}"
+        );
     });
     let r = over_netem("h2", "1x1MB", "rate=2..6mbit/300ms,rtt=20ms", &[]);
     assert_complete(&r, 1, 1, 1_000_000);
@@ -469,8 +481,9 @@ fn calibration_measures_the_netem_link() {
     assert_eq!(ours(), before);
 }
 
-/// A Mahimahi delivery trace on the netem backend: the tbf under netem follows it (24 Mbit/s
-/// for 100 ms, then 8 kbit/s for 100 ms, looping) and a fetch across it completes.
+/// A Mahimahi delivery trace on the netem backend: the htb class under netem follows it
+/// (24 Mbit/s for 100 ms, then the on-period's last packet held over the 100 ms gap, looping)
+/// and a fetch across it completes.
 #[test]
 #[ignore = "needs sch_netem: scripts/ci/kernel_tests.sh runs it in a VM"]
 fn a_delivery_trace_drives_the_netem_link() {
@@ -492,7 +505,7 @@ fn a_delivery_trace_drives_the_netem_link() {
         .map(|c| c["rate_bps"].as_u64().unwrap())
         .collect();
     assert!(
-        rates.contains(&24_000_000) && rates.contains(&8_000),
+        rates.contains(&24_000_000) && rates.contains(&132_597),
         "{rates:?}"
     );
     // 300 KB at 24 Mbit/s at best (the on-windows' rate) takes at least 0.1 s.

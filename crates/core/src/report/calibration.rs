@@ -13,6 +13,11 @@ use crate::units::Rate;
 /// Ethernet, IP and UDP headers included) is within this fraction of it.
 pub const RATE_TOLERANCE: f64 = 0.03;
 
+/// A delivery trace is met when the saturating flow's delivered rate is within this fraction
+/// of what the trace's schedule carries over the span measured, or within two packets over
+/// the span when that is more (a span of a slow trace holds few whole packets).
+pub const TRACE_RATE_TOLERANCE: f64 = 0.06;
+
 /// The echo probe's median round trip may differ from the asked one by this much, or by
 /// [`DELAY_TOLERANCE_REL`] of it when that is more: a veth pair and a busy 2-core machine
 /// add tens to hundreds of microseconds of their own.
@@ -66,6 +71,21 @@ pub struct Flood {
     /// flow (tbf's burst and the filling queue pass in it).
     pub received_packets: u64,
     pub received_bps: u64,
+    /// A delivery trace's direction: what its schedule carries over the span measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceSpan>,
+}
+
+/// What a delivery trace (`rate=mahimahi:FILE`) carries where a flood was measured: its loop
+/// runs on the machine's monotonic clock, so the span's place in it is known.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TraceSpan {
+    /// The trace's mean over its whole period.
+    pub mean_bps: u64,
+    /// The trace's mean over the span the flood's rate was measured in.
+    pub expected_bps: u64,
+    /// That span's length.
+    pub span_us: u64,
 }
 
 /// One direction as measured.
@@ -256,7 +276,41 @@ fn rate_check(dir: &str, asked: Rate, flood: &Flood) -> LinkCheck {
     }
 }
 
-/// The checks of every field the spec sets. Rates that vary over time are not checked.
+/// A delivery trace's direction: the flood's delivered rate against the trace's rate over the
+/// same span (both as tc counts bytes).
+pub fn trace_rate_check(dir: &str, flood: &Flood, t: &TraceSpan) -> LinkCheck {
+    let (got, want) = (flood.received_bps as f64, t.expected_bps as f64);
+    let span = (t.span_us as f64 / 1e6).max(1e-6);
+    let packets = 2.0 * f64::from(flood.packet_bytes) * 8.0 / span;
+    let allowed = (want * TRACE_RATE_TOLERANCE).max(packets);
+    // The flood must offer more than the trace carries there, else the sender set the rate.
+    let short = (flood.sent_bps as f64) < want * (1.0 + TRACE_RATE_TOLERANCE);
+    LinkCheck {
+        field: format!("{dir}.rate"),
+        asked: format!(
+            "trace mean {}, {} over the {:.2} s measured",
+            Rate(t.mean_bps),
+            Rate(t.expected_bps),
+            span
+        ),
+        measured: Rate(flood.received_bps).to_string(),
+        tolerance: format!(
+            "within {}% or two packets over the span ({})",
+            TRACE_RATE_TOLERANCE * 100.0,
+            Rate(allowed as u64)
+        ),
+        ok: (got - want).abs() <= allowed && !short,
+        note: short.then(|| {
+            format!(
+                "the probe could offer only {}: this machine cannot fill the link",
+                Rate(flood.sent_bps)
+            )
+        }),
+    }
+}
+
+/// The checks of every field the spec sets. Rates that vary over time are not checked, but a
+/// delivery trace's delivered rate is, when a flood measured it.
 pub fn judge(
     spec: &LinkSpec,
     up: &DirectionMeasured,
@@ -266,8 +320,14 @@ pub fn judge(
     let mut checks = vec![rtt_check(spec, rtt)];
     for (dir, d, m) in [("up", &spec.up, up), ("down", &spec.down, down)] {
         checks.push(loss_check(dir, d, m));
-        if let (Some(RateSpec::Fixed { bps }), Some(f)) = (&d.rate, &m.flood) {
-            checks.push(rate_check(dir, *bps, f));
+        match (&d.rate, &m.flood) {
+            (Some(RateSpec::Fixed { bps }), Some(f)) => checks.push(rate_check(dir, *bps, f)),
+            (Some(RateSpec::Mahimahi { .. }), Some(f)) => {
+                if let Some(t) = &f.trace {
+                    checks.push(trace_rate_check(dir, f, t));
+                }
+            }
+            _ => {}
         }
         if !d.reorders() {
             checks.push(LinkCheck {

@@ -4,10 +4,14 @@
 //! the same time are several packets in that millisecond. The trace loops, as Mahimahi's does:
 //! its period is its last timestamp.
 //!
-//! qbench's links enforce rates with tbf, so a trace becomes one rate per window of
-//! [`WINDOW_MS`]: the bytes its opportunities could deliver in the window, over the window.
-//! Volume per window and every gap of a window or longer are kept; the order of packets within
-//! a window is tbf's (evenly spaced, after its burst).
+//! A trace becomes one rate per window of [`WINDOW_MS`]: the bytes its opportunities could
+//! deliver in the window, over the window, and the packets of a window leave evenly spaced.
+//! The link holds these rates with an htb class, whose tokens are time: a packet leaves when
+//! the class owes none and then owes its length at the rate of that moment. An empty window
+//! cannot be a rate (htb has no rate 0, and a packet let out at its floor would owe more than
+//! a second), so the time of a run of empty windows is owed by the last packet before it: that
+//! packet's slot gets a rate that spreads one packet over the slot and the gap, and the next
+//! packet leaves when the gap ends. Volume per window and every gap are kept.
 
 use std::time::Duration;
 
@@ -38,6 +42,28 @@ impl Delivery {
         Rate((bits / self.period.as_secs_f64()).round() as u64)
     }
 
+    /// The bits the steps carry from `from` to `to`, both times on the loop's clock (the loop
+    /// starts again every period from its zero).
+    pub fn bits_between(&self, from: Duration, to: Duration) -> f64 {
+        let p = self.period.as_secs_f64();
+        // Bits in [0, t) of one period, for t within it.
+        let within = |t: f64| {
+            let mut bits = 0.0;
+            for (i, (at, r)) in self.steps.iter().enumerate() {
+                let a = at.as_secs_f64();
+                if a >= t {
+                    break;
+                }
+                let end = self.steps.get(i + 1).map_or(p, |(n, _)| n.as_secs_f64());
+                bits += r.0 as f64 * (end.min(t) - a);
+            }
+            bits
+        };
+        let whole = within(p);
+        let upto = |t: f64| (t / p).floor() * whole + within(t.rem_euclid(p));
+        upto(to.as_secs_f64()) - upto(from.as_secs_f64())
+    }
+
     pub fn peak(&self) -> Rate {
         self.steps
             .iter()
@@ -45,6 +71,14 @@ impl Delivery {
             .max()
             .unwrap_or(Rate(MIN_RATE_BPS))
     }
+}
+
+const MS: u64 = 1_000_000;
+
+/// The rate that carries `n` opportunities in `ns` nanoseconds, in bit/s.
+fn bits_over(n: u64, ns: u64) -> u64 {
+    let bits = u128::from(n) * u128::from(OPPORTUNITY_BYTES) * 8 * 1_000_000_000;
+    u64::try_from((bits + u128::from(ns) / 2) / u128::from(ns.max(1))).unwrap_or(u64::MAX)
 }
 
 fn err(line: usize, message: impl Into<String>) -> LinkError {
@@ -99,20 +133,48 @@ pub fn parse_mahimahi(text: &str) -> Result<Delivery, LinkError> {
             "the last time is 0 ms: the trace loops at its last time, so it must be later",
         ));
     }
-    let mut steps: Vec<(Duration, Rate)> = Vec::new();
-    for (w, n) in counts.iter().enumerate() {
-        let start = w as u64 * WINDOW_MS;
-        let len = WINDOW_MS.min(period - start);
-        let bps = n * OPPORTUNITY_BYTES * 8 * 1000 / len;
-        // tbf cannot be stopped: an empty window gets the slowest rate a link may have.
+    let period_ns = period * MS;
+    let mut steps: Vec<(u64, u64)> = Vec::new();
+    // The empty windows at the start are owed by the period's last packet, across the loop.
+    let lead = counts.iter().take_while(|n| **n == 0).count() as u64 * WINDOW_MS * MS;
+    for (w, &n) in counts.iter().enumerate() {
+        if n == 0 {
+            continue;
+        }
+        let start = w as u64 * WINDOW_MS * MS;
+        let end = (start + WINDOW_MS * MS).min(period_ns);
+        let gap_end = counts[w + 1..]
+            .iter()
+            .position(|n| *n > 0)
+            .map_or(period_ns, |i| (w + 1 + i) as u64 * WINDOW_MS * MS);
+        let gap = gap_end - end + if gap_end == period_ns { lead } else { 0 };
+        let len = end - start;
+        steps.push((start, bits_over(n, len)));
+        if gap > 0 {
+            let slot = len / n;
+            steps.push((end - slot, bits_over(1, slot + gap)));
+        }
+    }
+    if lead > 0 {
+        let last = steps.last().map_or(MIN_RATE_BPS, |(_, r)| *r);
+        steps.insert(0, (0, last));
+    }
+    let mut merged: Vec<(Duration, Rate)> = Vec::new();
+    for (at, bps) in steps {
         let rate = Rate(bps.max(MIN_RATE_BPS));
-        if steps.last().is_none_or(|(_, r)| *r != rate) {
-            steps.push((Duration::from_millis(start), rate));
+        if merged
+            .last()
+            .is_some_and(|(a, _)| a.as_nanos() == u128::from(at))
+        {
+            merged.pop();
+        }
+        if merged.last().is_none_or(|(_, r)| *r != rate) {
+            merged.push((Duration::from_nanos(at), rate));
         }
     }
     Ok(Delivery {
         period: Duration::from_millis(period),
-        steps,
+        steps: merged,
         opportunities,
     })
 }
@@ -145,16 +207,38 @@ mod tests {
         let d = parse_mahimahi(&text).unwrap();
         assert_eq!(d.period, ms(200));
         assert_eq!(d.opportunities, 201);
+        // The gap's 90 ms are owed by the on-period's last packet: its 0.5 ms slot and the
+        // gap carry one packet.
         assert_eq!(
             d.steps,
             vec![
                 (ms(0), Rate(24_000_000)),
-                (ms(100), Rate(MIN_RATE_BPS)),
+                (Duration::from_micros(99_500), Rate(132_597)),
                 (ms(190), Rate(1_200_000)),
             ]
         );
         assert_eq!(d.peak(), Rate(24_000_000));
         assert_eq!(d.mean(), Rate(12_060_000));
+    }
+
+    #[test]
+    fn bits_between_follow_the_loop() {
+        let mut text = String::new();
+        for t in 1..=100 {
+            text.push_str(&format!("{t}\n{t}\n"));
+        }
+        text.push_str("200\n");
+        let d = parse_mahimahi(&text).unwrap();
+        let close = |a: f64, b: f64| (a - b).abs() < 1.0;
+        // A whole period carries every opportunity, wherever it starts.
+        for from in [0, 37, 150, 1_990] {
+            let bits = d.bits_between(ms(from), ms(from + 200));
+            assert!(close(bits, 201.0 * 12_000.0), "{from}: {bits}");
+        }
+        // Inside the on-period: 24 Mbit/s; across two loops' on-periods too.
+        assert!(close(d.bits_between(ms(10), ms(60)), 24e6 * 0.05));
+        assert!(close(d.bits_between(ms(410), ms(460)), 24e6 * 0.05));
+        assert!(close(d.bits_between(ms(5), ms(5)), 0.0));
     }
 
     #[test]
@@ -164,6 +248,34 @@ mod tests {
             d.steps,
             vec![(ms(0), Rate(1_200_000)), (ms(10), Rate(2_400_000))]
         );
+    }
+
+    /// Empty windows at the start are owed by the period's last packet, across the loop.
+    #[test]
+    fn a_leading_gap_is_owed_by_the_last_packet() {
+        let d = parse_mahimahi("25\n30\n").unwrap();
+        assert_eq!(
+            d.steps,
+            vec![
+                (ms(0), Rate(480_000)),
+                (ms(20), Rate(2_400_000)),
+                (ms(25), Rate(480_000)),
+            ]
+        );
+    }
+
+    /// Every step lets at least one packet through its length, so that a packet let out in
+    /// it never owes beyond the next opportunity.
+    #[test]
+    fn no_step_is_shorter_than_one_packet_at_its_rate() {
+        let text = "1\n1\n1\n40\n41\n200\n";
+        let d = parse_mahimahi(text).unwrap();
+        let period = d.period.as_secs_f64();
+        for (i, (at, r)) in d.steps.iter().enumerate() {
+            let end = d.steps.get(i + 1).map_or(period, |(n, _)| n.as_secs_f64());
+            let bits = r.0 as f64 * (end - at.as_secs_f64());
+            assert!(bits >= 11_999.0, "step {i} {:?}: {bits} bits", d.steps);
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@ fn dir(sent: u64, received: u64, reordered: u64, flood: Option<(u64, u64)>) -> D
             sent_bps,
             received_packets: 900,
             received_bps,
+            trace: None,
         }),
     }
 }
@@ -186,4 +187,63 @@ proptest::proptest! {
         let mean = n as f64 * p;
         proptest::prop_assert!(n == 0 || (lo as f64 <= mean + 1.0 && mean - 1.0 <= hi as f64));
     }
+}
+
+/// A delivery trace's direction is judged on what its schedule carried over the span the
+/// flood was measured in; a link that delivers more than its trace (as one whose bucket
+/// refilled at every change) misses, naming the field, both rates and the trace's mean.
+#[test]
+fn a_trace_link_is_judged_on_its_delivered_mean() {
+    let s = spec("down.rate=mahimahi:/t,up.rate=10mbit");
+    let trace = |received_bps: u64| DirectionMeasured {
+        probe_sent: 1000,
+        probe_received: 1000,
+        reordered: 0,
+        flood: Some(Flood {
+            packet_bytes: 1514,
+            sent_packets: 3000,
+            sent_bps: 45_000_000,
+            received_packets: 2000,
+            received_bps,
+            trace: Some(TraceSpan {
+                mean_bps: 4_000_000,
+                expected_bps: 4_300_000,
+                span_us: 1_500_000,
+            }),
+        }),
+    };
+    let up = dir(1000, 1000, 0, Some((12_000_000, 10_000_000)));
+    let ok = judge(&s, &up, &trace(4_250_000), &rtt(100, 120));
+    let c = field(&ok, "down.rate");
+    assert!(c.ok, "{c:#?}");
+    assert_eq!(
+        c.asked,
+        "trace mean 4.00 Mbit/s, 4.30 Mbit/s over the 1.50 s measured"
+    );
+    let over = judge(&s, &up, &trace(6_400_000), &rtt(100, 120));
+    let c = field(&over, "down.rate");
+    assert!(!c.ok, "{c:#?}");
+    assert!(
+        c.line()
+            .starts_with("link field `down.rate`: measured 6.40 Mbit/s"),
+        "{}",
+        c.line()
+    );
+    // Two packets over a short span are more than 6% of a slow trace: allowed.
+    let slow = TraceSpan {
+        mean_bps: 170_000,
+        expected_bps: 170_000,
+        span_us: 1_000_000,
+    };
+    let mut f = trace(0).flood.unwrap();
+    f.received_bps = 150_000;
+    assert!(trace_rate_check("down", &f, &slow).ok);
+    f.received_bps = 140_000;
+    assert!(!trace_rate_check("down", &f, &slow).ok);
+    // Without a span (no flood measured it) a trace is not checked.
+    let mut none = trace(0);
+    none.flood.as_mut().unwrap().trace = None;
+    assert!(judge(&s, &up, &none, &rtt(100, 120))
+        .iter()
+        .all(|c| c.field != "down.rate"));
 }
