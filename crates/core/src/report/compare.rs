@@ -24,6 +24,9 @@ pub const SCHEMA: &str = "qbench.compare-report";
 /// 3: the comparison names its `metric`; `plt_us_a`, `plt_us_b` and `plt_diff_pct` became
 /// `a`, `b` and `diff_pct` (read under either name). 2: both sides' run reports are schema 2.
 pub const SCHEMA_VERSION: u32 = 6;
+/// The oldest version read whole: version 5 differs only in having no `warmup` (read as
+/// none) and no `clocks_differ` reason.
+pub const OLDEST_READ: u32 = 5;
 /// Significance level of the verdict.
 pub const ALPHA: f64 = 0.01;
 
