@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use qbench_core::report::compare::{
-    AutoRoundsRecord, CompareReport, DiscardedRound, Undecided, ALPHA,
+    AutoRoundsRecord, CompareReport, DiscardedRound, Undecided, Warmup, ALPHA,
 };
 use qbench_core::spec::CompareSpec;
 use qbench_core::stats::effect::Test;
@@ -41,6 +41,8 @@ pub struct Plan {
     pub outputs: Outputs,
     /// `--fail-if a-worse>P%|b-worse>P%`.
     pub thresholds: Vec<qbench_core::spec::threshold::Threshold>,
+    /// `--warmup-rounds`: rounds before round 0 that are recorded and never judged.
+    pub warmup_rounds: u32,
 }
 
 impl Plan {
@@ -85,6 +87,7 @@ impl Plan {
         }
         plan.discard_noisy = args.judge.discard_noisy;
         plan.recalibrate = args.judge.recalibrate;
+        plan.warmup_rounds = args.judge.warmup_rounds;
         usage(
             !plan.recalibrate || plan.a.spec().link.is_some(),
             "--recalibrate",
@@ -185,6 +188,7 @@ impl Plan {
             recalibrate: false,
             outputs,
             thresholds: Vec::new(),
+            warmup_rounds: crate::flags::judge::DEFAULT_WARMUP_ROUNDS,
         })
     }
 }
@@ -252,10 +256,11 @@ fn noisy(a: &Side<'_>, b: &Side<'_>) -> Option<qbench_core::stats::noise::NoisyR
     qbench_core::stats::noise::noisy_round(&[last(a), last(b)])
 }
 
-/// The rounds as they went: which side went first in each round kept, why they ended
-/// early, and the noisy rounds dropped and run again.
+/// The rounds as they went: the warm-up, which side went first in each round kept, why they
+/// ended early, and the noisy rounds dropped and run again.
 #[derive(Default)]
 struct Rounds {
+    warmup: Warmup,
     first: Vec<String>,
     stopped: Option<Stopped>,
     aborted: Option<String>,
@@ -287,6 +292,7 @@ impl Rounds {
         });
         r.aborted.clone_from(&self.aborted);
         r.discarded.clone_from(&self.discarded);
+        r.warmup.clone_from(&self.warmup);
         r.thresholds =
             qbench_core::report::compare::judge_comparison(&plan.thresholds, &r.comparison);
         Ok(r)
@@ -361,7 +367,7 @@ async fn open_sides<'a>(
 
 /// A held load's bar counts time; workloads of known sizes, payload bytes; any other, objects.
 fn progress(plan: &Plan, a: &Side<'_>, b: &Side<'_>) -> Progress {
-    let rounds = u64::from(plan.rounds);
+    let rounds = u64::from(plan.rounds + plan.warmup_rounds);
     let rounds_of = |per_side: u64| per_side.saturating_mul(2 * rounds);
     let objects = (a.objects() + b.objects()) * rounds;
     let bytes =
@@ -388,6 +394,18 @@ async fn run_rounds(
     // A stopping signal ends the rounds; the report still comes, `aborted` naming it.
     let mut signals = interrupt::Listener::new();
     rounds_started.store(true, Ordering::Relaxed);
+    if let Some(sig) = warm_up(plan, (a, b), bar, &mut signals, &mut rounds.warmup).await {
+        rounds.aborted = Some(Interrupted::new(sig, "during the warm-up").to_string());
+        return Ok(rounds);
+    }
+    // The warm-up shows whose clock each side's times are (a program that prints no times of
+    // its own is timed by the server): sides timed at different places are not compared.
+    // A failed run may have fallen back to the server's view; the verdict then says so.
+    let w = &rounds.warmup;
+    let whole = w.a.iter().chain(&w.b).all(|r| r.complete);
+    if let Some(why) = qbench_core::report::clocks::mismatch(&w.a, &w.b).filter(|_| whole) {
+        anyhow::bail!("--a.client, --b.client: the warm-up round says {why}");
+    }
     let mut round = 0;
     while round < plan.rounds {
         if plan.recalibrate && round > 0 {
@@ -400,8 +418,16 @@ async fn run_rounds(
         rounds
             .first
             .push(if a_first { "a" } else { "b" }.to_string());
-        let round_of = (round, plan.rounds, &plan.labels);
-        if let Some(sig) = run_round(round_of, a_first, a, b, bar, &mut signals).await {
+        let prefix = |side| round_prefix(round, plan.rounds, label(plan, side), side);
+        if let Some(sig) = run_round(
+            (round, &prefix),
+            a_first,
+            (&mut *a, &mut *b),
+            bar,
+            &mut signals,
+        )
+        .await
+        {
             rounds.aborted =
                 Some(Interrupted::new(sig, format!("during round {round}")).to_string());
             drop_half_round(a, b);
@@ -466,21 +492,57 @@ async fn recalibrate(plan: &Plan, side: &Side<'_>, round: u32) -> Option<String>
     (strict && !missed.is_empty()).then(|| format!("--strict-link: {}", missed.join("; ")))
 }
 
-/// One round, both sides in turn, the bar naming the one running; the stopping signal that
-/// cut it short, if one did.
+/// Side `side`'s label.
+fn label(plan: &Plan, side: char) -> &str {
+    match side {
+        'A' => &plan.labels.0,
+        _ => &plan.labels.1,
+    }
+}
+
+/// `--warmup-rounds`: rounds of both sides before round 0, in the rounds' order, their runs
+/// moved from the sides into `record`; the stopping signal that cut them short, if one did.
+async fn warm_up(
+    plan: &Plan,
+    (a, b): (&mut Side<'_>, &mut Side<'_>),
+    bar: &Progress,
+    signals: &mut interrupt::Listener,
+    record: &mut Warmup,
+) -> Option<i32> {
+    for w in 0..plan.warmup_rounds {
+        let a_first = w % 2 == 0;
+        record
+            .first
+            .push(if a_first { "a" } else { "b" }.to_string());
+        let prefix = |side| {
+            format!(
+                "warm-up {}/{}, {} ({side}): ",
+                w + 1,
+                plan.warmup_rounds,
+                label(plan, side)
+            )
+        };
+        let sig = run_round((w, &prefix), a_first, (&mut *a, &mut *b), bar, signals).await;
+        record.a.extend(a.discard_last());
+        record.b.extend(b.discard_last());
+        if sig.is_some() {
+            return sig;
+        }
+    }
+    None
+}
+
+/// One round (run `round` of each side), both sides in turn, the bar naming the one running;
+/// the stopping signal that cut it short, if one did.
 async fn run_round(
-    (round, rounds, labels): (u32, u32, &(String, String)),
+    (round, prefix): (u32, &dyn Fn(char) -> String),
     a_first: bool,
-    a: &mut Side<'_>,
-    b: &mut Side<'_>,
+    (a, b): (&mut Side<'_>, &mut Side<'_>),
     bar: &Progress,
     signals: &mut interrupt::Listener,
 ) -> Option<i32> {
     let watch = bar.observer();
-    let show = |side: char| {
-        let label = if side == 'A' { &labels.0 } else { &labels.1 };
-        bar.set_prefix(round_prefix(round, rounds, label, side));
-    };
+    let show = |side: char| bar.set_prefix(prefix(side));
     let both = async {
         if a_first {
             show('A');

@@ -76,14 +76,17 @@ pub(super) fn report_file(args: &ReportArgs) -> anyhow::Result<()> {
             let r = Report::from_json(&text).map_err(|e| bad(e.to_string()))?;
             html_run::page(&r)?
         }
-        compare::SCHEMA if h.schema_version == compare::SCHEMA_VERSION => {
+        compare::SCHEMA
+            if (compare::OLDEST_READ..=compare::SCHEMA_VERSION).contains(&h.schema_version) =>
+        {
             let r: CompareReport = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
             html_compare::page(&r)?
         }
         compare::SCHEMA => {
             return Err(bad(format!(
-                "compare report version {} (this qbench reads version {})",
+                "compare report version {} (this qbench reads versions {} to {})",
                 h.schema_version,
+                compare::OLDEST_READ,
                 compare::SCHEMA_VERSION
             ))
             .into())

@@ -1,6 +1,7 @@
 //! The text table of `qbench compare`: both sides' figures in columns, then the difference,
 //! the test, the rounds, the noise and the verdict, one line each.
 
+use qbench_core::report::clocks::side_words;
 use qbench_core::report::compare::{CompareReport, Comparison, Verdict};
 use qbench_core::report::load::LoadSummary;
 use qbench_core::stats::effect::Test;
@@ -19,6 +20,13 @@ pub fn table(r: &CompareReport) -> String {
         r.rounds,
         r.comparison.metric.title()
     );
+    out.push_str(&format!(
+        "  {:<20}A by {}; B by {}\n",
+        "times",
+        side_words(&r.a.runs),
+        side_words(&r.b.runs)
+    ));
+    out.push_str(&warmup_line(r));
     out.push_str(&side_by_side(r));
     out.push_str(&difference_lines(&r.comparison));
     out.push_str(&rounds_line(r));
@@ -146,6 +154,34 @@ fn difference_lines(c: &Comparison) -> String {
     };
     out.push_str(&format!("  {:<20}{}, {stat}\n", "test", c.test.title()));
     out
+}
+
+/// The runs before round 0, and each side's figure in them, which no verdict weighs.
+fn warmup_line(r: &CompareReport) -> String {
+    let w = &r.warmup;
+    let m = r.comparison.metric;
+    if w.a.is_empty() && w.b.is_empty() {
+        return format!(
+            "  {:<20}none (--warmup-rounds 0): round 0 paid for both sides' cold start\n",
+            "warm-up"
+        );
+    }
+    let figures = |runs: &[qbench_core::RunReport]| {
+        let v: Vec<String> = runs
+            .iter()
+            .map(|run| m.of(run).map_or("-".into(), |v| m.show(v)))
+            .collect();
+        v.join(", ")
+    };
+    format!(
+        "  {:<20}{} run(s) a side before round 0 ({} first), not judged: {} A {}, B {}\n",
+        "warm-up",
+        w.a.len().max(w.b.len()),
+        w.first.join(", ").to_uppercase(),
+        m.title(),
+        figures(&w.a),
+        figures(&w.b)
+    )
 }
 
 /// With `--rounds auto`, why the rounds stopped where they did; else empty.
@@ -291,6 +327,11 @@ fn side_notes(r: &CompareReport) -> String {
         }
         if let Some(p) = crate::export::notes::proxy(&rep.runs) {
             out.push_str(&format!("  {:<20}{side}: {p}\n", "proxy"));
+        }
+    }
+    for (side, rep) in [("A", &r.a), ("B", &r.b)] {
+        if let Some(w) = crate::export::text::goodput_warning(rep) {
+            out.push_str(&format!("  WARNING: {side}'s {w}\n"));
         }
     }
     for (side, rep) in [("A", &r.a), ("B", &r.b)] {

@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use qbench_core::report::clocks::side_words;
 use qbench_core::report::compare::{CompareReport, Verdict, ALPHA};
 use qbench_core::stats::fmt_p;
 use qbench_core::stats::metric::Metric;
@@ -141,6 +142,25 @@ fn metric_table(r: &CompareReport) -> String {
             esc(&show(f(&r.comparison.b)))
         );
     }
+    let _ = write!(
+        html,
+        "<tr><td class=\"k\">times by</td><td>{}</td><td>{}</td></tr>",
+        esc(&side_words(&r.a.runs)),
+        esc(&side_words(&r.b.runs))
+    );
+    let warm = |runs: &[qbench_core::RunReport]| {
+        let v: Vec<String> = runs
+            .iter()
+            .map(|run| m.of(run).map_or("-".into(), |v| m.show(v)))
+            .collect();
+        v.join(", ")
+    };
+    let _ = write!(
+        html,
+        "<tr><td class=\"k\">warm-up (not judged)</td><td>{}</td><td>{}</td></tr>",
+        esc(&warm(&r.warmup.a)),
+        esc(&warm(&r.warmup.b))
+    );
     html.push_str("</table></div>");
     html
 }
@@ -153,10 +173,11 @@ pub fn page(r: &CompareReport) -> anyhow::Result<String> {
     let mut html = head(&format!("compare {name}"), GENERATOR);
     let _ = write!(
         html,
-        "<h1>qbench compare: {}</h1><p>Started {}; {} round(s), the sides taking turns to go first; judged by {} with {}.</p>",
+        "<h1>qbench compare: {}</h1><p>Started {}; {} round(s) after {} warm-up round(s), the sides taking turns to go first (A in even rounds); judged by {} with {}.</p>",
         esc(&name),
         esc(&r.a.started_at),
         r.rounds,
+        r.warmup.first.len(),
         esc(r.comparison.metric.title()),
         esc(r.comparison.test.title())
     );

@@ -81,7 +81,11 @@ fn rows() -> Vec<Row> {
         }),
         ("goodput", "goodput, median over runs (Mbit/s)", |r| {
             let v = r.summary.goodput_bps.median;
-            v.map_or("-".into(), |v| format!("{:.2}", v / 1e6))
+            let shown = v.map_or("-".into(), |v| format!("{:.2}", v / 1e6));
+            match crate::export::text::goodput_warning(r) {
+                Some(w) => format!("{shown} (WARNING: {w})"),
+                None => shown,
+            }
         }),
         ("rate", "objects/s, median over runs", |r| {
             let v = r.summary.objects_per_s.median;

@@ -1,7 +1,9 @@
 //! The readable summary of a run report.
 
+use qbench_core::report::clocks::{goodput_beyond_link, side_words, WhoseClock};
 use qbench_core::report::load::{IntervalRecord, LoadMode, LoadSummary};
 use qbench_core::stats::noise::NoiseCause;
+use qbench_core::stats::saturation::past_capacity;
 use qbench_core::{HistogramExport, Rate, Report, Stats};
 use std::time::Duration;
 
@@ -90,9 +92,8 @@ pub fn interval_line(run: u32, r: &IntervalRecord, every: Duration) -> String {
 /// The held load's lines of the summary.
 fn load_lines(
     l: &LoadSummary,
-    mode: LoadMode,
-    target: Option<f64>,
-    warmup_requests: u64,
+    (mode, target): (LoadMode, Option<f64>),
+    (warmup_requests, due, runs): (u64, u64, u64),
     line: &mut dyn FnMut(&str, String),
 ) {
     let rate = |v: f64| format!("{}/s", rate(v));
@@ -127,15 +128,19 @@ fn load_lines(
                 hist_line(lag),
                 count(l.late),
                 count(l.dropped),
-                if l.dropped_late > 0 {
-                    format!(
+                match (l.dropped_late, past_capacity(l.dropped_late, due, runs)) {
+                    (0, _) => String::new(),
+                    (n, beyond) => format!(
                         " ({} of them not sendable within {:?} of their time or by the \
-                         window's end: the client is past its capacity)",
-                        count(l.dropped_late),
-                        qbench_core::spec::load::MAX_LAG
-                    )
-                } else {
-                    String::new()
+                         window's end: {})",
+                        count(n),
+                        qbench_core::spec::load::MAX_LAG,
+                        if beyond {
+                            "the client is past its capacity"
+                        } else {
+                            "too few of what was due to say the client fell behind"
+                        }
+                    ),
                 }
             ),
         );
@@ -434,12 +439,16 @@ pub fn summary(report: &Report, headline: &str) -> String {
         gate_lines(report, &mut line);
         return out;
     }
+    line("times", format!("by {}", side_words(&report.runs)));
     line("handshake", stat_line(&s.handshake_us, dur_us));
     line("PLT", stat_line(&s.plt_us, dur_us));
     line(
         "goodput",
         stat_line(&s.goodput_bps, |b| Rate(b.round() as u64).to_string()),
     );
+    if let Some(w) = goodput_warning(report) {
+        line("WARNING", w);
+    }
     line("objects/s", stat_line(&s.objects_per_s, rate));
     line("objects", objects_line(report));
     if let Some(v) = streams_line(report) {
@@ -456,13 +465,11 @@ pub fn summary(report: &Report, headline: &str) -> String {
     }
     super::app_text::lines(report, &mut line);
     if let (Some(l), Some(first)) = (&s.load, report.runs.iter().find_map(|r| r.load.as_ref())) {
-        let warmup: u64 = report
-            .runs
-            .iter()
-            .filter_map(|r| r.load.as_ref())
-            .map(|l| l.warmup_requests)
-            .sum();
-        load_lines(l, first.mode, first.target_rate, warmup, &mut line);
+        let loads = || report.runs.iter().filter_map(|r| r.load.as_ref());
+        let warmup: u64 = loads().map(|l| l.warmup_requests).sum();
+        let due: u64 = loads().map(|l| l.sent + l.dropped).sum();
+        let counts = (warmup, due, loads().count() as u64);
+        load_lines(l, (first.mode, first.target_rate), counts, &mut line);
     }
     line("latency", hist_line(&s.object_latency));
     line("TTFB", hist_line(&s.ttfb));
@@ -477,6 +484,21 @@ pub fn summary(report: &Report, headline: &str) -> String {
     insecure_line(report, &mut line);
     gate_lines(report, &mut line);
     out
+}
+
+/// The fastest run's goodput when it is above what the link lets through.
+pub(crate) fn goodput_warning(report: &Report) -> Option<String> {
+    let link = report.config.spec.link.as_ref()?;
+    let fastest = report
+        .runs
+        .iter()
+        .filter(|r| r.goodput_bps.is_some_and(f64::is_finite))
+        .max_by(|a, b| {
+            let g = |r: &qbench_core::RunReport| r.goodput_bps.unwrap_or(0.0);
+            g(a).total_cmp(&g(b))
+        })?;
+    let w = goodput_beyond_link(fastest.goodput_bps?, link, WhoseClock::of(fastest))?;
+    Some(format!("run {}'s {w}", fastest.index))
 }
 
 /// Each `--fail-if` condition: what the report held for it, and FAILED or passed.

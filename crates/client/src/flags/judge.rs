@@ -64,6 +64,28 @@ pub struct JudgeArgs {
     /// the rounds
     #[arg(long)]
     pub recalibrate: bool,
+
+    /// Rounds run before round 0 and never judged, in the rounds' order (A first in even
+    /// ones), kept in the report's `warmup`: neither side's first measured run pays for a
+    /// cold start (0 to 10)
+    #[arg(long, default_value_t = DEFAULT_WARMUP_ROUNDS, value_name = "N",
+          value_parser = parse_warmup_rounds)]
+    pub warmup_rounds: u32,
+}
+
+/// Default of `--warmup-rounds`: one run a side takes the cold start (the first connection's
+/// key schedule, the allocator's and the server's first buffers) out of round 0.
+pub const DEFAULT_WARMUP_ROUNDS: u32 = 1;
+/// At most this many warm-up rounds: more only lengthens the comparison.
+pub const MAX_WARMUP_ROUNDS: u32 = 10;
+
+fn parse_warmup_rounds(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if n <= MAX_WARMUP_ROUNDS => Ok(n),
+        _ => Err(format!(
+            "`{s}`: a number of rounds from 0 to {MAX_WARMUP_ROUNDS}"
+        )),
+    }
 }
 
 /// Default of `--fdr`.
@@ -176,9 +198,20 @@ mod tests {
         }
     }
 
+    #[test]
+    fn warmup_rounds_are_0_to_10() {
+        assert_eq!(parse_warmup_rounds("0"), Ok(0));
+        assert_eq!(parse_warmup_rounds("10"), Ok(10));
+        for bad in ["11", "-1", "", "one", "1.5", "99999999999"] {
+            let e = parse_warmup_rounds(bad).unwrap_err();
+            assert!(e.contains("from 0 to 10"), "{bad}: {e}");
+        }
+    }
+
     proptest! {
         #[test]
         fn parsers_never_panic(s in ".{0,10}") {
+            let _ = parse_warmup_rounds(&s);
             let _ = parse_rounds(&s);
             let _ = parse_precision_arg(&s);
             let _ = parse_fdr(&s);

@@ -32,7 +32,7 @@ fn rounds_alternate_and_statistics_cover_them() {
     assert_eq!(j["a"]["config"]["proto"], "h2");
     assert_eq!(j["b"]["config"]["proto"], "h3");
     let c = &j["comparison"];
-    assert_eq!(j["schema_version"], 5);
+    assert_eq!(j["schema_version"], 6);
     assert_eq!(c["metric"], "plt");
     // Mann-Whitney by default, its effect with an interval around its estimate.
     assert_eq!(c["test"], "mann-whitney");

@@ -8,6 +8,7 @@ mod chain;
 mod client_cpu;
 mod common;
 mod compare;
+mod compare_fair;
 mod compete;
 mod congestion;
 mod cost;

@@ -184,7 +184,7 @@ fn held_load_cells_judge_by_their_metric() {
     for (j, rate) in cells().iter().zip([100.0, 50.0]) {
         assert_eq!(j["schema_version"], 5);
         let r = &j["report"];
-        assert_eq!(r["schema_version"], 5);
+        assert_eq!(r["schema_version"], 6);
         assert_eq!(r["comparison"]["metric"], "p99");
         // A scenario that names no test is judged as `qbench compare` judges.
         assert_eq!(r["comparison"]["test"], "mann-whitney");

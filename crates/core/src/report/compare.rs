@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::report::clocks::{clocks_of, WhoseClock};
 use crate::report::thresholds::ThresholdOutcome;
 use crate::report::{Report, RunReport};
 use crate::spec::threshold::{Metric as ThresholdMetric, Threshold};
@@ -14,12 +15,18 @@ use crate::stats::rounds::{AutoRounds, Stopped};
 use crate::stats::{welch, Stats, Welch};
 
 pub const SCHEMA: &str = "qbench.compare-report";
+/// 6: the rounds come after a `warmup` that is recorded and never judged; sides timed at
+/// different places (a client's clock, the server's view) are not judged (`undecided`
+/// `clocks_differ`).
 /// 5: an inconclusive comparison says why (`undecided`).
 /// 4: the comparison names its `test` and gives the `effect` with its interval, `statistic`
 /// and `p`; `auto_rounds` with `--rounds auto` (version 3 files read as Welch's).
 /// 3: the comparison names its `metric`; `plt_us_a`, `plt_us_b` and `plt_diff_pct` became
 /// `a`, `b` and `diff_pct` (read under either name). 2: both sides' run reports are schema 2.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
+/// The oldest version read whole: version 5 differs only in having no `warmup` (read as
+/// none) and no `clocks_differ` reason.
+pub const OLDEST_READ: u32 = 5;
 /// Significance level of the verdict.
 pub const ALPHA: f64 = 0.01;
 
@@ -83,6 +90,14 @@ pub enum Undecided {
     },
     /// The test could have decided but the sides overlap: p at or above `ALPHA`.
     NotSignificant { p: f64 },
+    /// The sides' times were taken at different places (a client's clock, the server's
+    /// view): no figure of one is judged against the other's (version 6 on).
+    ClocksDiffer {
+        a: Vec<WhoseClock>,
+        b: Vec<WhoseClock>,
+        /// Whose clock each side's times are, in a line.
+        why: String,
+    },
 }
 
 impl Undecided {
@@ -109,6 +124,7 @@ impl Undecided {
                 format!("this test cannot reach p < {ALPHA}")
             }
             Self::NotSignificant { p } => format!("sides overlap, p {}", crate::stats::fmt_p(*p)),
+            Self::ClocksDiffer { .. } => "timed on different clocks".into(),
         }
     }
 
@@ -146,6 +162,10 @@ impl Undecided {
                  narrow the interval if there is a difference to find",
                 crate::stats::fmt_p(*p)
             ),
+            Self::ClocksDiffer { why, .. } => format!(
+                "not judged: {why}; give both sides clients that time their own requests \
+                 (or both the server's view)"
+            ),
         }
     }
 }
@@ -155,8 +175,29 @@ fn samples(runs: &[RunReport], metric: Metric) -> Vec<f64> {
 }
 
 impl Comparison {
+    /// The comparison of two sides' runs; sides timed at different places are shown and
+    /// not judged.
     pub fn of(a: &[RunReport], b: &[RunReport], metric: Metric, test: Test) -> Self {
-        Self::of_samples(&samples(a, metric), &samples(b, metric), metric, test)
+        let mut c = Self::of_samples(&samples(a, metric), &samples(b, metric), metric, test);
+        if let Some(why) = crate::report::clocks::mismatch(a, b) {
+            c.not_judged(Undecided::ClocksDiffer {
+                a: clocks_of(a),
+                b: clocks_of(b),
+                why,
+            });
+        }
+        c
+    }
+
+    /// Keeps both sides' figures and drops everything that weighs one against the other.
+    fn not_judged(&mut self, why: Undecided) {
+        self.diff_pct = None;
+        self.effect = None;
+        self.statistic = None;
+        self.p = None;
+        self.welch = None;
+        self.verdict = Verdict::Inconclusive;
+        self.undecided = Some(why);
     }
 
     pub fn of_samples(pa: &[f64], pb: &[f64], metric: Metric, test: Test) -> Self {
@@ -221,6 +262,17 @@ pub struct AutoRoundsRecord {
     pub stopped: Option<Stopped>,
 }
 
+/// The runs each side made before round 0, in the rounds' order rule, so that neither side's
+/// first measured run is the one that pays for cold caches, a fresh allocator and an idle
+/// server; kept for the record, never judged.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Warmup {
+    /// Which side went first in each warm-up run (`--warmup N` runs a side; 0: none).
+    pub first: Vec<String>,
+    pub a: Vec<RunReport>,
+    pub b: Vec<RunReport>,
+}
+
 /// The JSON document `qbench compare --json` writes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CompareReport {
@@ -237,8 +289,11 @@ pub struct CompareReport {
     pub discarded: Vec<DiscardedRound>,
     pub label_a: String,
     pub label_b: String,
-    /// Which side went first in each round (alternating).
+    /// Which side went first in each round: A in even rounds, B in odd ones.
     pub first: Vec<String>,
+    /// The warm-up before round 0 (version 6 on; empty with `--warmup 0`).
+    #[serde(default)]
+    pub warmup: Warmup,
     pub comparison: Comparison,
     pub complete: bool,
     /// Why the rounds ended before all were run (a stopping signal: "interrupted (SIGTERM)
@@ -271,6 +326,7 @@ impl CompareReport {
             label_a: labels.0,
             label_b: labels.1,
             first,
+            warmup: Warmup::default(),
             complete: a.complete && b.complete,
             aborted: None,
             comparison,

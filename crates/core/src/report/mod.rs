@@ -3,6 +3,7 @@
 
 pub mod calibration;
 pub mod ccstate;
+pub mod clocks;
 pub mod compare;
 pub mod compete;
 pub mod connection;

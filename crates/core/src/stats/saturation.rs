@@ -17,6 +17,19 @@ pub const LAG_LIMIT_US: u64 = 10_000;
 /// requests/s, 12% started late while the p99 stayed under `LAG_LIMIT_US`.
 pub const LATE_SHARE_LIMIT: f64 = 0.01;
 
+/// Requests still due when a held load's window closes are dropped (`dropped_late`) however
+/// idle the client is: up to this many a run are the window's end, not a client behind.
+pub const END_OF_WINDOW_DROPS: u64 = 5;
+
+/// Whether `dropped_late` requests of `due` (sent and dropped) over `runs` runs say the client
+/// was past its capacity: more than a window's end accounts for, and more than
+/// `LATE_SHARE_LIMIT` of what was due, so that the evidence grows with the load (a handful at
+/// the end of a window at a tenth of capacity is no saturation).
+pub fn past_capacity(dropped_late: u64, due: u64, runs: u64) -> bool {
+    dropped_late > END_OF_WINDOW_DROPS.saturating_mul(runs.max(1))
+        && dropped_late as f64 > LATE_SHARE_LIMIT * due as f64
+}
+
 /// An open loop's start lag over a run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StartLag {
@@ -131,6 +144,26 @@ mod tests {
         let why = late.saturated.unwrap();
         assert!(why.contains("runtime timers 25.0 ms late"), "{why}");
         assert!(why.contains("requests started 50.0 ms late"), "{why}");
+    }
+
+    /// A few drops at a window's end are no saturation, at any load; many are, in proportion
+    /// to what was due.
+    #[test]
+    fn past_capacity_takes_drops_in_proportion_to_the_load() {
+        // The reviewer's case: 13% of capacity, 1 to 5 drops at a window's end.
+        for late in 1..=5 {
+            assert!(!past_capacity(late, 13_000, 1), "{late}");
+            assert!(!past_capacity(late, 400, 1), "{late} of 400");
+        }
+        // Ten runs may each drop a handful at their end.
+        assert!(!past_capacity(50, 4_000, 10));
+        // More than a window's end, but under 1% of a large load.
+        assert!(!past_capacity(90, 10_000, 1));
+        assert!(past_capacity(101, 10_000, 1));
+        // A client far behind: most of what was due.
+        assert!(past_capacity(9_000_000, 10_000_000, 1));
+        assert!(past_capacity(6, 100, 1));
+        assert!(!past_capacity(0, 0, 0));
     }
 
     /// A p99 under the limit does not hide 12% of requests started late; 1% does not warn.
