@@ -12,6 +12,7 @@ pub mod h2_conn_task;
 pub mod h3srv;
 
 pub mod options;
+pub mod records;
 pub mod relay;
 mod relay_body;
 mod relay_stats;
@@ -30,6 +31,7 @@ use std::io;
 use std::net::{SocketAddr, TcpListener as StdTcpListener, UdpSocket};
 use std::sync::Arc;
 
+use qbench_core::report::sender::TlsRecords;
 use qbench_core::CpuTimes;
 
 pub use options::{ServerOptions, TelemetryAccess};
@@ -353,6 +355,7 @@ pub struct InProcess {
     threads: cpu::ThreadGroup,
     worker_threads: usize,
     udp_sockets: usize,
+    tls_records: TlsRecords,
     runtime: Option<tokio::runtime::Runtime>,
 }
 
@@ -398,6 +401,7 @@ impl InProcess {
         upstream: Option<MakeUpstream>,
     ) -> Result<Self, ServerError> {
         let identity = identity_for(&opts)?;
+        let tls_records = opts.tls_records;
         let threads = cpu::ThreadGroup::default();
         let reg = threads.clone();
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -430,6 +434,7 @@ impl InProcess {
             threads,
             worker_threads: worker_threads.max(1),
             udp_sockets,
+            tls_records,
             runtime: Some(rt),
         })
     }
@@ -459,6 +464,11 @@ impl InProcess {
     /// UDP sockets the server receives QUIC on (0 when it serves no h3).
     pub fn udp_sockets(&self) -> usize {
         self.udp_sockets
+    }
+
+    /// How its h1 and h2 connections cut TLS records.
+    pub fn tls_records(&self) -> TlsRecords {
+        self.tls_records
     }
 
     /// CPU used by the server's threads so far.

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use qbench_core::report::sender::TlsRecords;
 use qbench_core::wire::{MAX_OBJECT, MAX_REQUEST_HEADER_BYTES, MAX_STREAMS};
 use qbench_core::{CcAlgo, Protocol};
 
@@ -90,6 +91,13 @@ pub struct ServerOptions {
         hide_default_value = true
     )]
     pub quic: qbench_core::spec::quic_knobs::QuicKnobs,
+
+    /// TLS records of h1 and h2. `dynamic`: in the first flight after the handshake and after
+    /// idle (the connection's RTO, at most 1 s), a response's head gets a segment of its own
+    /// and no record crosses the congestion window's edge, so no head waits for a second
+    /// flight; full 16 KiB records otherwise. `full`: full records from the start
+    #[arg(long, value_enum, default_value = "dynamic")]
+    pub tls_records: TlsRecords,
 
     /// Sample sender telemetry (cwnd, RTT, losses...) this often; 0 turns it off
     #[arg(long, default_value = "10ms", value_parser = humantime::parse_duration)]
@@ -202,6 +210,7 @@ mod tests {
         assert_eq!(o.max_connections, MAX_CONNECTIONS);
         assert_eq!(o.idle_timeout, Duration::from_secs(30));
         assert_eq!(o.telemetry, TelemetryAccess::On);
+        assert_eq!(o.tls_records, TlsRecords::Dynamic);
     }
 
     proptest! {

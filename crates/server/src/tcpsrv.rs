@@ -17,6 +17,7 @@ use crate::cc::set_tcp;
 use crate::coalesce::{Coalesced, Gate};
 use crate::conn_io::Tracked;
 use crate::h2_conn_task::{ConnTask, Streams};
+use crate::records::{Records, TcpWindow};
 use crate::relay::{self, UpstreamConn};
 use crate::request::{drain_body, Answer};
 use crate::shared::{Shared, Stats};
@@ -165,6 +166,8 @@ async fn connection(tcp: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, sha
         telemetry,
     };
     let is_h2 = tls.get_ref().1.alpn_protocol() == Some(ALPN_H2);
+    let fd = tls.get_ref().0.fd();
+    let tls = Records::new(tls, TcpWindow(fd), opts.tls_records);
     let svc_shared = shared.clone();
     let upstream = Arc::new(UpstreamConn::default());
     let svc = service_fn(move |req: Request<Incoming>| {

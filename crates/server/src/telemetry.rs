@@ -210,7 +210,7 @@ fn quic_sample(conn: &quinn::Connection, t_us: u64) -> (CcSample, Option<u64>) {
     (sample, cap)
 }
 
-fn tcp_info(fd: RawFd) -> Option<libc::tcp_info> {
+pub(crate) fn tcp_info(fd: RawFd) -> Option<libc::tcp_info> {
     // SAFETY: tcp_info is plain data; the kernel fills at most `len` bytes of it.
     unsafe {
         let mut info: libc::tcp_info = std::mem::zeroed();

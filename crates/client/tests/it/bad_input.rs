@@ -199,6 +199,8 @@ fn telemetry_tokens_and_server_limits() {
         ("--header-timeout", "soon"),
         ("--max-connections", "0"),
         ("--telemetry", "sometimes"),
+        ("--tls-records", "small"),
+        ("--tls-records", ""),
     ] {
         rejected(&["serve", flag, value], flag);
     }

@@ -17,6 +17,7 @@ mod edt;
 mod edt_kernel;
 mod environment;
 mod failures;
+mod first_byte;
 mod flags;
 mod fleet;
 mod fleet_ssh;

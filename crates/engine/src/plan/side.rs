@@ -340,7 +340,7 @@ impl<'a> Side<'a> {
 
     /// How the in-process server's sender starts a connection; `None` for a remote server.
     fn sender(&self) -> Option<SenderSetup> {
-        self.server?;
+        let records = self.server?.tls_records();
         let spec = &self.meta.config.spec;
         if spec.proto.is_quic() {
             let asked = spec.initial_cwnd.map(|p| u64::from(p) * 1200);
@@ -366,7 +366,7 @@ impl<'a> Side<'a> {
         let probing = probing.and_then(|p| p.trim().parse().ok()).unwrap_or(0);
         // A TCP initial window is a route metric, set only across a link.
         let initcwnd = spec.initial_cwnd.filter(|_| self.link.is_some());
-        Some(SenderSetup::tcp(initcwnd, mtu, probing))
+        Some(SenderSetup::tcp(initcwnd, mtu, probing, records))
     }
 
     /// The link's segments this side runs over, each with the flag that asked for it.

@@ -10,3 +10,4 @@ mod quicgo_interop;
 mod requests;
 mod sockets;
 mod timeouts;
+mod tls_records;
