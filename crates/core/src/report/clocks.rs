@@ -160,6 +160,7 @@ mod tests {
             verified: 0,
             unverified: 0,
             processes: Vec::new(),
+            notes: Vec::new(),
         });
         r
     }
