@@ -14,6 +14,7 @@ use common::needs::{require, Need};
 /// on a loaded 2-core machine.
 const RTT_MS: f64 = 100.0;
 const TOLERANCE_MS: f64 = 15.0;
+const ATTEMPTS: usize = 3;
 
 fn run0(r: &common::Run) -> &Value {
     assert_eq!(r.code, Some(0), "stderr: {}", r.stderr);
@@ -62,37 +63,55 @@ fn mixed(client: &str, proto: &str, env: &[(&str, &OsStr)]) -> (f64, Vec<f64>, V
     (request, accept, run)
 }
 
-fn assert_near(what: &str, got: f64, want: f64, run: &Value) {
-    assert!(
-        (got - want).abs() <= TOLERANCE_MS,
+fn near(what: &str, got: f64, want: f64, run: &Value) -> Result<(), String> {
+    if (got - want).abs() <= TOLERANCE_MS {
+        return Ok(());
+    }
+    Err(format!(
         "{what}: {got:.1} ms, want {want:.1} +- {TOLERANCE_MS} ms; connections {}, server {}",
-        run["connections"],
-        run["server_view"]["connections"]
-    );
+        run["connections"], run["server_view"]["connections"]
+    ))
 }
 
-fn assert_on_one_clock(client: &str, proto: &str, env: &[(&str, &OsStr)]) {
+/// One run's placed figures against the link's, as an error naming the first that strays.
+fn on_one_clock(client: &str, proto: &str, env: &[(&str, &OsStr)]) -> Result<(), String> {
     let (request, accepts, run) = mixed(client, proto, env);
     eprintln!("{client} {proto}: first request {request:.1} ms, accepts {accepts:.1?} ms");
     let handshake_rtts = if proto == "h3" { 0.5 } else { 1.5 };
-    assert_near(
+    near(
         &format!("{client}: server's first request - client's"),
         request,
         RTT_MS / 2.0,
         &run,
-    );
+    )?;
     for a in accepts {
-        assert_near(
+        near(
             &format!("{client}: accepted - connection started"),
             a,
             RTT_MS * handshake_rtts,
             &run,
-        );
+        )?;
     }
     // The record says how the times were placed, for every process.
     for p in run["third_party"]["processes"].as_array().unwrap() {
         assert!(p["anchor"]["event"].is_string(), "{p}");
     }
+    Ok(())
+}
+
+/// The userspace link's forwarder shares the 2 cores with the tests beside it, and a packet
+/// it holds late moves the server's times by as much: a run whose link strayed is measured
+/// again, up to three times. A placement off by half a round trip, as before the fix, misses
+/// in every run.
+fn assert_on_one_clock(client: &str, proto: &str, env: &[(&str, &OsStr)]) {
+    let mut misses = Vec::new();
+    for _ in 0..ATTEMPTS {
+        match on_one_clock(client, proto, env) {
+            Ok(()) => return,
+            Err(e) => misses.push(e),
+        }
+    }
+    panic!("{client} {proto}, {ATTEMPTS} runs: {}", misses.join("\n"));
 }
 
 #[test]
