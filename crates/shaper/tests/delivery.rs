@@ -83,11 +83,14 @@ fn a_delivery_trace_delivers_its_rate_and_its_gaps() {
     let at = arrivals(&topo, 30e6, 4.0);
     let changes = topo.report().rate_changes;
     drop(topo);
-    // From the first arrival's loop on, two seconds: five periods.
-    let first = at[0];
+    // Two seconds, five periods, from one period after the first arrival: a flow that starts
+    // in a gap finds the link idle, its first packet leaves at once and the link then owes
+    // the gap, so the first period is not the trace's.
+    let first = at[0] + Duration::from_millis(400);
     let window = Duration::from_secs(2);
     let inside: Vec<Duration> = at
         .iter()
+        .filter(|t| **t >= first)
         .map(|t| *t - first)
         .filter(|t| *t < window)
         .collect();
@@ -98,7 +101,9 @@ fn a_delivery_trace_delivers_its_rate_and_its_gaps() {
     );
     // The trace's mean is 12.03 Mbit/s.
     assert!((10.8..=13.2).contains(&mbps), "{mbps} Mbit/s");
-    // In 50 ms bins: about half carry the on-rate, about half (nearly) nothing.
+    // In 50 ms bins: about half carry the on-rate, about half (nearly) nothing. The link starts
+    // anywhere in its trace, so a 200 ms period may straddle five bins: three full ones at
+    // least, less one period cut by the window's ends.
     let bins = bins_of(&inside);
     let on = bins
         .iter()
@@ -109,7 +114,7 @@ fn a_delivery_trace_delivers_its_rate_and_its_gaps() {
         .filter(|b| f64::from(**b) * 1514.0 * 8.0 / 0.05 < 3e6)
         .count();
     assert!(
-        (14..=22).contains(&on) && (14..=22).contains(&off),
+        (12..=22).contains(&on) && (12..=22).contains(&off),
         "{bins:?}"
     );
     // Every change is recorded, each period's three: the on-rate, the on-period's last packet
