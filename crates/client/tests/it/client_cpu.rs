@@ -7,7 +7,6 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use common::needs::{require, Need};
@@ -26,13 +25,6 @@ fn ours(parent: &Path) -> Vec<PathBuf> {
         .unwrap_or_default();
     v.sort();
     v
-}
-
-/// This file's tests one at a time: `cleanup` removes every empty `qb-` cgroup, a run's own
-/// while it is being made among them.
-fn serial() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn threads_file(backend: CgroupBackend) -> &'static str {
@@ -92,7 +84,6 @@ fn wait(child: &mut Child) -> std::process::ExitStatus {
 #[test]
 fn the_quota_holds_the_client_threads_only_and_is_removed_after_sigterm() {
     require!(Need::Root, Need::CgroupCpu);
-    let _serial = serial();
     let probe = cgroup::probe().unwrap();
     let mut child = spawn(20);
     let dir = wait_for_cgroup(&probe.parent, probe.backend, child.id());
@@ -150,7 +141,6 @@ fn the_quota_holds_the_client_threads_only_and_is_removed_after_sigterm() {
 #[test]
 fn a_killed_run_leaves_an_empty_cgroup_that_cleanup_removes() {
     require!(Need::Root, Need::CgroupCpu);
-    let _serial = serial();
     let probe = cgroup::probe().unwrap();
     let mut child = spawn(20);
     let dir = wait_for_cgroup(&probe.parent, probe.backend, child.id());
@@ -179,7 +169,6 @@ fn a_killed_run_leaves_an_empty_cgroup_that_cleanup_removes() {
 #[test]
 fn runs_record_the_quota_they_ran_under_and_its_throttling() {
     require!(Need::Root, Need::CgroupCpu);
-    let _serial = serial();
     let probe = cgroup::probe().unwrap();
     let before = ours(&probe.parent);
     // 40 MB take a few hundred ms of client CPU: at a tenth of a core, that is throttled.
@@ -224,7 +213,6 @@ fn runs_record_the_quota_they_ran_under_and_its_throttling() {
 #[test]
 fn compare_sides_take_turns_under_their_own_quota() {
     require!(Need::Root, Need::CgroupCpu);
-    let _serial = serial();
     let r = common::qbench_plain(&[
         "compare",
         "--protos",
