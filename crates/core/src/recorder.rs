@@ -334,6 +334,7 @@ impl Recorder {
             client: None,
             spread: None,
             noise: None,
+            link_check: None,
             video: None,
             page: None,
             third_party: None,

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::plan::{ROUTER_TO_CLIENT, ROUTER_TO_SERVER};
+use crate::devices::{ROUTER_TO_CLIENT, ROUTER_TO_SERVER};
 
 pub use qbench_core::report::link::LinkDrops as Drops;
 
@@ -58,7 +58,8 @@ pub fn from_nft_json(text: &str) -> Option<Drops> {
     Some(d)
 }
 
-fn output(ns: &str, argv: &[&str]) -> Option<String> {
+/// A command's output, run in `ns`; `None` when it fails.
+pub(crate) fn output(ns: &str, argv: &[&str]) -> Option<String> {
     let out = std::process::Command::new("ip")
         .args(["netns", "exec", ns])
         .args(argv)
@@ -73,7 +74,13 @@ fn output(ns: &str, argv: &[&str]) -> Option<String> {
 /// The router's drops now: qdiscs, plus the nftables loss rules when `nft` made them.
 /// `None` when tc cannot be read (the counts would be wrong, not zero).
 pub fn read(router_ns: &str, nft: bool) -> Option<Drops> {
-    let mut d = from_tc_json(&output(router_ns, &["tc", "-s", "-j", "qdisc", "show"])?)?;
+    let tc = output(router_ns, &["tc", "-s", "-j", "qdisc", "show"])?;
+    from_tc_and_nft(router_ns, &tc, nft)
+}
+
+/// The drops in `tc` (the output of `tc -s -j qdisc show`), plus the loss rules' when `nft`.
+pub(crate) fn from_tc_and_nft(router_ns: &str, tc: &str, nft: bool) -> Option<Drops> {
+    let mut d = from_tc_json(tc)?;
     if nft {
         let n = from_nft_json(&output(
             router_ns,

@@ -14,6 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::tun::Tun;
+use qbench_core::report::link::LATE_STEPS_US;
 
 mod queue;
 mod segments;
@@ -247,6 +248,7 @@ struct Counters {
     dropped: AtomicU64,
     reordered: AtomicU64,
     max_queue: AtomicUsize,
+    late: [AtomicU64; 3],
 }
 
 impl Counters {
@@ -262,6 +264,19 @@ impl Counters {
             dropped: self.dropped.load(Ordering::Relaxed),
             max_queue: self.max_queue.load(Ordering::Relaxed),
             reordered: self.reordered.load(Ordering::Relaxed),
+            late: std::array::from_fn(|i| self.late[i].load(Ordering::Relaxed)),
+        }
+    }
+
+    /// Counts the packets of a batch taken at `taken` by how far past their due time.
+    fn count_late(&self, batch: &[Packet], taken: Instant) {
+        for p in batch {
+            let late = taken.saturating_duration_since(p.due).as_micros() as u64;
+            for (step, n) in LATE_STEPS_US.iter().zip(&self.late) {
+                if late > *step {
+                    n.fetch_add(p.segs, Ordering::Relaxed);
+                }
+            }
         }
     }
 }
@@ -462,6 +477,7 @@ fn writer_loop(sh: &Shared) {
     let mut skew = WakeSkew::new();
     let mut batch: Vec<Packet> = Vec::with_capacity(WRITE_BATCH);
     while take_due(sh, &mut skew, &mut batch) {
+        sh.counters.count_late(&batch, Instant::now());
         let written = batch.iter().take_while(|p| write_packet(sh, p)).count();
         if written < batch.len() {
             // The TUN is unusable: the rest of the batch cannot be written either.

@@ -10,6 +10,7 @@ pub mod cgroup;
 pub mod check_table;
 pub mod cli;
 pub mod cmd;
+pub mod counters;
 pub mod devices;
 pub mod drops;
 pub mod edt;

@@ -190,7 +190,27 @@ pub struct RateController {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     changes: Arc<Mutex<Vec<RateChange>>>,
+    accrued: Arc<Mutex<Vec<Accrual>>>,
     child: Arc<Mutex<Child>>,
+}
+
+/// What one direction's changing rate has allowed since it was set up: the bits of every
+/// step written so far, and the step in force. Unlike the listed changes, it has no cap.
+#[derive(Debug, Clone, Copy)]
+struct Accrual {
+    direction: &'static str,
+    bits_before: f64,
+    since: Instant,
+    rate: Rate,
+    /// The fastest step so far: its bucket is the most the class can send at once.
+    peak: Rate,
+}
+
+impl Accrual {
+    fn at(&self, now: Instant) -> f64 {
+        self.bits_before
+            + self.rate.0 as f64 * now.saturating_duration_since(self.since).as_secs_f64()
+    }
 }
 
 /// Writes the new rate, and the queue at it when that differs from the one set before.
@@ -231,7 +251,8 @@ impl RateController {
         let mut stdin = child.stdin.take().expect("piped stdin");
         let stop = Arc::new(AtomicBool::new(false));
         let changes = Arc::new(Mutex::new(Vec::new()));
-        let (stop2, changes2) = (stop.clone(), changes.clone());
+        let accrued = Arc::new(Mutex::new(Vec::<Accrual>::new()));
+        let (stop2, changes2, accrued2) = (stop.clone(), changes.clone(), accrued.clone());
         let thread = std::thread::spawn(move || {
             let start = Instant::now();
             let anchor = loop_clock();
@@ -248,6 +269,7 @@ impl RateController {
                         if write_line(&mut stdin, v, rate, mtu, queue).is_err() {
                             return;
                         }
+                        accrue(&accrued2, v.direction, rate);
                         let mut changes = changes2.lock().expect("changes lock");
                         if changes.len() < MAX_RECORDED_CHANGES {
                             changes.push(RateChange {
@@ -271,12 +293,47 @@ impl RateController {
             stop,
             thread: Some(thread),
             changes,
+            accrued,
             child: Arc::new(Mutex::new(child)),
         }))
     }
 
     pub fn changes(&self) -> Vec<RateChange> {
         self.changes.lock().expect("changes lock").clone()
+    }
+
+    /// Bits `direction`'s rates have allowed from their first step until now, as written, and
+    /// its fastest step; `None` for a direction this controller does not change.
+    pub fn allowed_bits(&self, direction: &str) -> Option<(f64, Rate)> {
+        let now = Instant::now();
+        let a = self.accrued.lock().unwrap_or_else(|e| e.into_inner());
+        a.iter()
+            .find(|a| a.direction == direction)
+            .map(|a| (a.at(now), a.peak))
+    }
+}
+
+/// Books a new step of `direction` at `rate` from now on.
+fn accrue(accrued: &Mutex<Vec<Accrual>>, direction: &'static str, rate: Rate) {
+    let now = Instant::now();
+    let mut all = accrued.lock().unwrap_or_else(|e| e.into_inner());
+    match all.iter_mut().find(|a| a.direction == direction) {
+        Some(a) => {
+            *a = Accrual {
+                direction,
+                bits_before: a.at(now),
+                since: now,
+                rate,
+                peak: Rate(a.peak.0.max(rate.0)),
+            }
+        }
+        None => all.push(Accrual {
+            direction,
+            bits_before: 0.0,
+            since: now,
+            rate,
+            peak: rate,
+        }),
     }
 }
 

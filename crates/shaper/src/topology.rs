@@ -122,7 +122,12 @@ pub struct Topology {
     settled: Option<std::time::Duration>,
     /// Measurements taken between rounds (`record_recalibration`), in order.
     recalibrations: std::sync::Mutex<Vec<Recalibration>>,
+    /// When the link was set up: a fixed rate's allowance runs from here.
+    built: std::time::Instant,
 }
+
+mod run_check;
+pub use run_check::LinkSnapshot;
 
 fn random_id() -> String {
     let nanos = std::time::SystemTime::now()
@@ -250,6 +255,7 @@ impl Topology {
             calibration: None,
             settled: None,
             recalibrations: std::sync::Mutex::default(),
+            built: std::time::Instant::now(),
         };
         // From here on, Drop tears down whatever part was built.
         // The edt backend's objects exist only while tc loads them.

@@ -11,7 +11,7 @@ use qbench_core::stats::effect::Test;
 use qbench_core::stats::fmt_p;
 use qbench_core::Stats;
 
-use super::html_cell::{esc, title, Cmp};
+use super::html_cell::{caveat, esc, title, Cmp};
 
 fn verdict_text(r: &CompareReport) -> String {
     match r.comparison.verdict {
@@ -126,9 +126,10 @@ pub(super) fn cell_table(cells: &[Cmp], ids: &[String]) -> String {
         };
         let dropped = c.fdr.is_some_and(|(_, kept)| !kept) && cmp.verdict != Verdict::Inconclusive;
         let verdict = format!(
-            "{}{}",
+            "{}{}{}",
             verdict_text(r),
-            if dropped { " (not kept by FDR)" } else { "" }
+            if dropped { " (not kept by FDR)" } else { "" },
+            caveat(c).map_or(String::new(), |w| format!(" (WARNING: {w})"))
         );
         let noisy =
             r.a.runs

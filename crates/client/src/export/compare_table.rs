@@ -335,6 +335,20 @@ fn side_notes(r: &CompareReport) -> String {
         }
     }
     for (side, rep) in [("A", &r.a), ("B", &r.b)] {
+        let short: Vec<_> = rep
+            .runs
+            .iter()
+            .filter_map(|run| run.link_check.as_ref()?.why())
+            .collect();
+        if let Some(first) = short.first() {
+            out.push_str(&format!(
+                "  WARNING: the link could not carry {} of {side}'s {} runs ({first}): the link, not the transport, shaped them\n",
+                short.len(),
+                rep.runs.len()
+            ));
+        }
+    }
+    for (side, rep) in [("A", &r.a), ("B", &r.b)] {
         if let Some(why) = saturated(rep) {
             out.push_str(&match rep.runs.iter().any(qbench_engine::setup::client_cpu::limited) {
                 true => format!(

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use qbench_core::report::compare::Verdict;
 
-use super::html_cell::{esc, sort_key, title, Cmp};
+use super::html_cell::{caveat, esc, sort_key, title, Cmp};
 
 /// The test's relative effect, oriented so that positive means the red side was better;
 /// `None` when not significant, or when false discovery rate control does not keep the cell.
@@ -120,6 +120,9 @@ pub(super) struct Square<'a> {
     pub text: String,
     /// Shown on hover.
     pub title: String,
+    /// Why the square's verdict is not the transports' alone (see [`caveat`]): drawn with a
+    /// dashed border and the reason under the effect, never as a plain verdict.
+    pub caveat: Option<String>,
 }
 
 /// The squares of `cells` on axes `x` and `y` (`None`: a one-axis strip). With no axis
@@ -138,12 +141,18 @@ pub(super) fn squares<'a>(cells: &[&'a Cmp], x: &str, y: Option<&str>) -> Vec<Sq
                 None => "",
             };
             let (fill, text) = heatmap_square(c);
+            let caveat = caveat(c);
+            let mut title = hover(c);
+            if let Some(w) = &caveat {
+                let _ = write!(title, "; WARNING: {w}");
+            }
             Some(Square {
                 x: xv,
                 y: yv,
                 fill,
                 text,
-                title: hover(c),
+                title,
+                caveat,
             })
         })
         .collect()
@@ -164,6 +173,16 @@ fn heatmap_square(c: &Cmp) -> (String, String) {
             (None, _) => "n.s.".into(),
         }),
     )
+}
+
+/// What fits under a square's effect: which of link and client limited it.
+fn short_caveat(w: &str) -> String {
+    let parts: Vec<&str> = [("link", "link short"), ("client", "client-limited")]
+        .into_iter()
+        .filter(|(k, _)| w.contains(k))
+        .map(|(_, s)| s)
+        .collect();
+    format!("! {}", parts.join(", "))
 }
 
 /// One heatmap: `y` axis values as rows (one row when there is no `y`), `x` as columns.
@@ -214,13 +233,25 @@ pub(super) fn heatmap(title: &str, x: &str, y: Option<&str>, squares: &[Square<'
             left + cw * xi[s.x.as_ref()] as f64,
             top + ch * yi[s.y] as f64,
         );
+        let (stroke, mark) = match &s.caveat {
+            Some(w) => (
+                r##"stroke="#000" stroke-width="2" stroke-dasharray="4 3""##,
+                format!(
+                    r#"<text x="{}" y="{}" text-anchor="middle" font-size="9">{}</text>"#,
+                    cx + cw / 2.0,
+                    cy + ch - 5.0,
+                    esc(&short_caveat(w))
+                ),
+            ),
+            None => (r##"stroke="#999""##, String::new()),
+        };
         let _ = writeln!(
             o,
-            r##"<g><title>{}</title><rect x="{cx}" y="{cy}" width="{cw}" height="{ch}" fill="{}" stroke="#999"/><text x="{}" y="{}" text-anchor="middle">{}</text></g>"##,
+            r##"<g><title>{}</title><rect x="{cx}" y="{cy}" width="{cw}" height="{ch}" fill="{}" {stroke}/><text x="{}" y="{}" text-anchor="middle">{}</text>{mark}</g>"##,
             esc(&s.title),
             s.fill,
             cx + cw / 2.0,
-            cy + ch / 2.0 + 4.0,
+            cy + ch / 2.0 + if s.caveat.is_some() { 0.0 } else { 4.0 },
             esc(&s.text)
         );
     }
@@ -273,6 +304,7 @@ mod tests {
                 fill: "#fff".into(),
                 text: "n.s.".into(),
                 title: String::new(),
+                caveat: None,
             })
             .collect();
         let svg = heatmap("t", "objects", None, &sq);
@@ -289,6 +321,7 @@ mod tests {
                 fill: "#fff".into(),
                 text: String::new(),
                 title: String::new(),
+                caveat: None,
             })
             .collect();
         let svg = heatmap("t", "objects", Some("rate"), &sq);

@@ -105,3 +105,43 @@ fn the_key_names_the_sides_and_a_cell_without_axes_is_drawn() {
         "{svg}"
     );
 }
+
+/// A cell one of whose runs the link could not carry is drawn with a dashed border and says
+/// so under its effect, in its hover text and in the cell table; a clean cell is plain.
+#[test]
+fn a_square_the_link_could_not_carry_is_never_plain() {
+    use qbench_core::report::link_run::{DelayLineCpu, LinkRun};
+    let clean = cell(
+        (Protocol::H2, Protocol::H3),
+        &[1.0; 10],
+        &[0.9; 10],
+        Test::MannWhitney,
+        true,
+    );
+    let mut short = cell(
+        (Protocol::H2, Protocol::H3),
+        &[1.0; 10],
+        &[0.9; 10],
+        Test::MannWhitney,
+        true,
+    );
+    short.report.b.runs[3].link_check = Some(
+        LinkRun {
+            delay_line: Some(DelayLineCpu {
+                busiest: 0.3,
+                waiting: 0.5,
+            }),
+            ..LinkRun::default()
+        }
+        .judge(),
+    );
+    for (c, marked) in [(&clean, false), (&short, true)] {
+        let sq = squares(&[c], "rate", None);
+        let svg = super::heatmap::heatmap("t", "rate", None, &sq);
+        assert_eq!(svg.contains("stroke-dasharray"), marked, "{svg}");
+        assert_eq!(svg.contains("! link short"), marked, "{svg}");
+        assert_eq!(sq[0].title.contains("link short in 1/20 runs"), marked);
+        let table = super::cell_table::cell_table(std::slice::from_ref(c), &["c0".into()]);
+        assert_eq!(table.contains("WARNING: link short in 1/20 runs"), marked);
+    }
+}

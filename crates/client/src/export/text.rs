@@ -199,6 +199,12 @@ fn client_lines(report: &Report, line: &mut dyn FnMut(&str, String)) {
                 ),
             }
         }
+        if let Some(why) = r.link_check.as_ref().and_then(|l| l.why()) {
+            line(
+                "WARNING",
+                format!("the link could not carry run {}: {why}", r.index),
+            );
+        }
         if let Some(n) = r.noise.as_ref().filter(|n| n.noisy) {
             let mut why: Vec<String> = n.causes.iter().map(ToString::to_string).collect();
             if why.is_empty() {

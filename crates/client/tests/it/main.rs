@@ -27,6 +27,7 @@ mod html_pages;
 mod inputs;
 mod keylog;
 mod link;
+mod link_carried;
 mod link_check;
 mod link_drops;
 mod live_view;

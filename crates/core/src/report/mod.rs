@@ -12,6 +12,7 @@ pub mod diff;
 pub mod early_stop;
 pub mod env_checks;
 pub mod link;
+pub mod link_run;
 pub mod live;
 pub mod load;
 pub mod merge;
@@ -199,6 +200,10 @@ pub struct RunReport {
     /// What the machine (steal, load) and the link's forwarders did during the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noise: Option<crate::stats::noise::RunNoise>,
+    /// With `--link`: what the link carried during the run by its own counters, checked
+    /// against its spec after every run; `shortfalls` says why it could not carry the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_check: Option<link_run::LinkRun>,
     /// With `--video`: the session's quality of experience.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub video: Option<crate::video::VideoReport>,

@@ -250,6 +250,7 @@ pub fn forwarder_deltas(
                 dropped: a.dropped.saturating_sub(b.dropped),
                 max_queue: a.max_queue,
                 reordered: a.reordered.saturating_sub(b.reordered),
+                late: std::array::from_fn(|i| a.late[i].saturating_sub(b.late[i])),
             };
             (name.clone(), stats)
         })
@@ -418,6 +419,7 @@ procs_blocked 0\n";
             dropped: 1,
             max_queue,
             reordered: 0,
+            late: [packets / 10, 0, 0],
         };
         let d = forwarder_deltas(
             &[("down".into(), s(10, 5))],

@@ -141,6 +141,26 @@ pub fn role_cpu(
     RoleCpu::by_role(per_thread, u32::saturating_add)
 }
 
+/// The busiest share on a CPU and the longest share waiting for one of the link's delay-line
+/// threads between two snapshots of `all_threads`; `None` without such threads.
+pub fn delay_line_cpu(
+    before: &[(ThreadRole, ThreadTime)],
+    after: &[(ThreadRole, ThreadTime)],
+    wall: std::time::Duration,
+) -> Option<qbench_core::report::link_run::DelayLineCpu> {
+    let pick = |v: &[(ThreadRole, ThreadTime)]| -> Vec<ThreadTime> {
+        v.iter()
+            .filter(|(r, _)| *r == ThreadRole::Link)
+            .map(|(_, t)| t.clone())
+            .collect()
+    };
+    let loads = thread_loads(&pick(before), &pick(after), wall);
+    (!loads.is_empty()).then(|| qbench_core::report::link_run::DelayLineCpu {
+        busiest: loads.iter().map(|l| l.busy).fold(0.0, f64::max),
+        waiting: loads.iter().map(|l| l.waiting).fold(0.0, f64::max),
+    })
+}
+
 /// Each thread's share of `wall` on a CPU and waiting for one, between two snapshots;
 /// threads that started during it count from zero.
 pub fn thread_loads(

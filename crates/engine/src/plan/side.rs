@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use crate::measure::cpu::{all_threads, process_cpu, role_cpu, role_times};
+use crate::measure::cpu::{all_threads, delay_line_cpu, process_cpu, role_cpu, role_times};
+use qbench_core::report::link::LinkDrops;
 use qbench_core::stats::noise::{
     forwarder_deltas, parse_proc_stat, CpuStat, RunNoise, STEAL_THRESHOLD_PCT,
 };
@@ -233,8 +234,8 @@ impl<'a> Side<'a> {
         let throttled0 = self.cpu.and_then(|c| c.throttling());
         // The link's drops are read with tc, outside the machine's CPU readings: that is
         // qbench's bookkeeping, not other work on the machine during the run.
-        let d0 = self.link.and_then(Topology::drops);
-        let (m0, f0) = (machine_cpu(), self.link.map(Topology::forwarder_stats));
+        let k0 = self.link.map(Topology::snapshot);
+        let m0 = machine_cpu();
         let (p0, s0, x0) = self.cpu_now();
         let tcp0 = (CLIENT_TCP.snapshot(), SERVER_TCP.snapshot());
         let relayed0 = self.proxy.map(|p| relayed(&p.stats));
@@ -243,21 +244,34 @@ impl<'a> Side<'a> {
         let link0 = self.link.map(|_| role_times(ThreadRole::Link));
         let mut rep = self.runner.run(index, bar).await;
         let link = link0.map(|l0| role_times(ThreadRole::Link).since(&l0));
-        let roles = role_cpu(&threads0, &all_threads(), wall.elapsed());
+        let (threads1, elapsed) = (all_threads(), wall.elapsed());
+        let roles = role_cpu(&threads0, &threads1, elapsed);
+        let delay_line = self
+            .link
+            .and_then(|_| delay_line_cpu(&threads0, &threads1, elapsed));
         let (p1, s1, x1) = self.cpu_now();
         let tcp1 = (CLIENT_TCP.snapshot(), SERVER_TCP.snapshot());
-        let (m1, f1) = (machine_cpu(), self.link.map(Topology::forwarder_stats));
-        let d1 = self.link.and_then(Topology::drops);
+        let m1 = machine_cpu();
+        let k1 = self.link.map(Topology::snapshot);
         rep.noise = m0
             .zip(m1)
             .and_then(|(a, b)| RunNoise::between(&a, &b, self.steal_threshold))
             .map(|mut n| {
-                if let Some((a, b)) = f0.zip(f1) {
-                    n.forwarders = forwarder_deltas(&a, &b);
+                if let Some((a, b)) = k0.as_ref().zip(k1.as_ref()) {
+                    n.forwarders = forwarder_deltas(a.forwarders(), b.forwarders());
+                    n.link_drops = a.counters().zip(b.counters()).map(|(a, b)| {
+                        let d = b.since(a);
+                        LinkDrops {
+                            up: d.up.dropped,
+                            down: d.down.dropped,
+                        }
+                    });
                 }
-                n.link_drops = d0.zip(d1).map(|(a, b)| b.since(&a));
                 n
             });
+        if let (Some(topo), Some(a), Some(b)) = (self.link, &k0, &k1) {
+            rep.link_check = topo.run_check(a, b, delay_line);
+        }
         let server = s0.zip(s1).map(|(a, b)| b.since(&a));
         let proxy_cpu = x0.zip(x1).map(|(a, b)| b.since(&a));
         let process = p1.since(&p0);

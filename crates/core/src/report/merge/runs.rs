@@ -246,6 +246,7 @@ impl<'a> Parts<'a> {
             client: self.client()?,
             spread: Spread::merged(self.runs.iter().filter_map(|(_, r)| r.spread.clone())),
             noise: self.noise(),
+            link_check: self.link_check(),
             // A video session or a page is one client's: never sharded.
             video: None,
             page: None,
@@ -370,6 +371,14 @@ impl<'a> Parts<'a> {
             .iter()
             .filter_map(|(_, r)| r.noise.clone())
             .max_by(|a, b| a.steal_pct.total_cmp(&b.steal_pct))
+    }
+
+    /// Each shard has its own link: the merged run keeps the first one that could not carry
+    /// its shard, so that a shortfall is never merged away.
+    fn link_check(&self) -> Option<crate::report::link_run::LinkRun> {
+        let mut checks = self.runs.iter().filter_map(|(_, r)| r.link_check.as_ref());
+        let first = checks.clone().next()?;
+        Some(checks.find(|c| !c.carried()).unwrap_or(first).clone())
     }
 }
 
