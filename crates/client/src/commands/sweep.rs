@@ -96,8 +96,10 @@ fn row(what: &str, report: &CellReport, fdr: Option<(f64, bool)>) -> String {
                 Some((_, false)) if c.verdict != Verdict::Inconclusive => " (not kept by FDR)",
                 _ => "",
             };
+            let warning = crate::export::notes::limited_runs(r)
+                .map_or(String::new(), |w| format!(" (WARNING: {w})"));
             format!(
-                "  {what:<40} {:>6} {:>8} {:>18} {:>9} {:>9} {better}{kept}",
+                "  {what:<40} {:>6} {:>8} {:>18} {:>9} {:>9} {better}{kept}{warning}",
                 r.rounds,
                 pct(c.effect.as_ref().and_then(|e| e.rel_pct)),
                 interval,

@@ -15,28 +15,9 @@ pub(super) struct Cmp {
     pub(super) fdr: Option<(f64, bool)>,
 }
 
-/// Runs of a cell that something other than the transports limited: the link could not carry
-/// them, or their client may have (not a `--client-cpu` quota, which is the experiment); one
-/// short phrase for the square and the table, `None` when every run is clean.
+/// Why a cell's verdict is not the transports' alone (see [`super::notes::limited_runs`]).
 pub(super) fn caveat(c: &Cmp) -> Option<String> {
-    let runs = || c.report.a.runs.iter().chain(&c.report.b.runs);
-    let link = runs()
-        .filter(|r| r.link_check.as_ref().is_some_and(|l| !l.carried()))
-        .count();
-    let client = runs()
-        .filter(|r| r.objects.completed > 0)
-        .filter(|r| r.client.as_ref().is_some_and(|c| c.saturated.is_some()))
-        .filter(|r| !qbench_engine::setup::client_cpu::limited(r))
-        .count();
-    let total = runs().count();
-    let mut out = Vec::new();
-    if link > 0 {
-        out.push(format!("link short in {link}/{total} runs"));
-    }
-    if client > 0 {
-        out.push(format!("client-limited in {client}/{total} runs"));
-    }
-    (!out.is_empty()).then(|| out.join(", "))
+    super::notes::limited_runs(&c.report)
 }
 
 pub(super) fn esc(s: &str) -> String {

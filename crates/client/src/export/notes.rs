@@ -5,6 +5,30 @@ use qbench_core::spec::cpulimit::{ClientCpuRecord, Throttling};
 
 use super::numbers::count;
 
+/// Runs of a comparison that something other than the transports limited: the link could not
+/// carry them, or their client may have (not a `--client-cpu` quota, which is the experiment);
+/// one short phrase for a table row or a heatmap square, `None` when every run is clean.
+pub fn limited_runs(r: &qbench_core::report::compare::CompareReport) -> Option<String> {
+    let runs = || r.a.runs.iter().chain(&r.b.runs);
+    let link = runs()
+        .filter(|r| r.link_check.as_ref().is_some_and(|l| !l.carried()))
+        .count();
+    let client = runs()
+        .filter(|r| r.objects.completed > 0)
+        .filter(|r| r.client.as_ref().is_some_and(|c| c.saturated.is_some()))
+        .filter(|r| !qbench_engine::setup::client_cpu::limited(r))
+        .count();
+    let total = runs().count();
+    let mut out = Vec::new();
+    if link > 0 {
+        out.push(format!("link short in {link}/{total} runs"));
+    }
+    if client > 0 {
+        out.push(format!("client-limited in {client}/{total} runs"));
+    }
+    (!out.is_empty()).then(|| out.join(", "))
+}
+
 /// `0.25 of a core (cgroup-v1), throttled in 10 of 11 periods, 0.69 s stopped; pinned to 1`,
 /// over the runs that recorded one; `None` when none did.
 pub fn client_cpu(runs: &[qbench_core::RunReport]) -> Option<String> {
