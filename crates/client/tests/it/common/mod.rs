@@ -47,7 +47,17 @@ pub(crate) fn qbench(args: &[&str]) -> Run {
 
 /// `qbench` with these environment variables set.
 pub(crate) fn qbench_env(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Run {
-    let out = qbench_within_env(&[args, &["--json", "-"]].concat(), env, 120);
+    qbench_report_within(args, env, 120)
+}
+
+/// `qbench ARGS --json -`, killed only after `secs`: for a run that ends by its own limits
+/// (`--timeout`), a budget above them, so that the outcome is qbench's and not the harness's.
+pub(crate) fn qbench_report_within(
+    args: &[&str],
+    env: &[(&str, &std::ffi::OsStr)],
+    secs: u64,
+) -> Run {
+    let out = qbench_within_env(&[args, &["--json", "-"]].concat(), env, secs);
     Run {
         code: out.code,
         stderr: out.stderr,
