@@ -108,7 +108,8 @@ impl fmt::Display for ErrorCounts {
 
 /// An error and its causes on one line, each cause said once: a cause whose text an outer
 /// message already quotes (`reading X: No such file...` over the io error itself) is skipped,
-/// where `{:#}` would repeat it.
+/// where `{:#}` would repeat it. A source excerpt in any of them (the lines `4 | text` and
+/// `  | ^^^` a parser shows under its message) is kept, on lines of its own below.
 pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
     let mut parts = vec![e.to_string()];
     let mut cur = e.source();
@@ -119,7 +120,26 @@ pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
         }
         cur = err.source();
     }
-    parts.join(": ").replace('\n', " ")
+    let (mut text, mut excerpt) = (Vec::new(), Vec::new());
+    for l in parts.join(": ").lines() {
+        match is_excerpt(l) {
+            true => excerpt.push(l.to_string()),
+            false => text.push(l.trim().to_string()),
+        }
+    }
+    let mut out = text.join(" ");
+    for l in excerpt {
+        out.push_str("\n  ");
+        out.push_str(&l);
+    }
+    out
+}
+
+/// `12 | source` or `   | ^^^`: a line of a parser's source excerpt.
+fn is_excerpt(line: &str) -> bool {
+    let t = line.trim_start();
+    let digits = t.chars().take_while(char::is_ascii_digit).count();
+    t[digits..].starts_with(" |") || (digits == 0 && t.starts_with('|'))
 }
 
 #[cfg(test)]
@@ -145,5 +165,19 @@ mod one_line_tests {
         let line = one_line(&e);
         assert_eq!(line.matches(&text).count(), 1, "{line}");
         assert!(line.starts_with("--link: reading trace /nope: "), "{line}");
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("SCENARIO: f.toml: line 4, column 1: unknown\nfield\n  |\n4 | round = 5\n  | ^^^^^")]
+    struct Excerpt;
+
+    /// The message is one line; a parser's excerpt stays below it, a line each.
+    #[test]
+    fn an_excerpt_keeps_its_lines_below_the_message() {
+        let line = one_line(&Excerpt);
+        assert_eq!(
+            line,
+            "SCENARIO: f.toml: line 4, column 1: unknown field\n    |\n  4 | round = 5\n    | ^^^^^"
+        );
     }
 }

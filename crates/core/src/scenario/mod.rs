@@ -20,6 +20,7 @@ use crate::wire::Protocol;
 
 mod apps;
 mod lower;
+pub mod toml_error;
 pub use apps::VideoTable;
 
 /// Most cells a sweep may have: more is surely a mistake, and every cell is validated (and
@@ -28,10 +29,9 @@ pub const MAX_CELLS: u64 = 10_000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
-    /// toml's message names the field and the line.
-    // The inner error speaks for itself: `{:#}` would print it twice.
+    /// Where, what, the nearest valid name, and the line with a caret under the word.
     #[error(transparent)]
-    Parse(#[from] toml::de::Error),
+    Parse(#[from] toml_error::TomlError),
     #[error("axis `{0}` is empty")]
     EmptyAxis(&'static str),
     #[error("the axes make {} cells; a sweep has at most {MAX_CELLS}", .0.map_or_else(|| "2^64 or more".to_string(), |n| n.to_string()))]
@@ -256,7 +256,7 @@ impl Cell {
 
 impl Scenario {
     pub fn parse(text: &str) -> Result<Self, ScenarioError> {
-        Ok(toml::from_str(text)?)
+        toml::from_str(text).map_err(|e| toml_error::TomlError::new(&e, text).into())
     }
 
     fn axis_values(&self) -> Result<Vec<(&'static str, Vec<String>)>, ScenarioError> {

@@ -109,7 +109,11 @@ fn unknown_fields_name_field_and_line() {
         source = s.source();
     }
     let joined = chain.join(": ");
-    assert_eq!(joined.matches("TOML parse error").count(), 1, "{joined}");
+    assert_eq!(joined.matches("line 4, column 12").count(), 1, "{joined}");
+    assert!(
+        joined.contains("4 | threads = [-1]\n  |            ^^"),
+        "{joined}"
+    );
     let err = Scenario::parse("name = \"x\"\n[base]\n[axes]\nrate = []\n").unwrap();
     assert!(matches!(err.cells(), Err(ScenarioError::EmptyAxis("rate"))));
 }
