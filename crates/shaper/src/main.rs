@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Parser;
 use qbench_shaper::cli::{Cli, Cmd};
 use qbench_shaper::plan::{Names, CLIENT_ADDR, SERVER_ADDR};
-use qbench_shaper::topology::{cleanup, dry_run};
+use qbench_shaper::topology::dry_run;
 use qbench_shaper::{netns, Topology, TopologyOptions};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -163,7 +163,7 @@ fn run(cli: Cli) -> anyhow::Result<usize> {
             }
             Ok(0)
         }
-        Cmd::Cleanup => {
+        Cmd::Cleanup { force, ids } => {
             let list = |v: &[String]| {
                 if v.is_empty() {
                     String::new()
@@ -171,10 +171,27 @@ fn run(cli: Cli) -> anyhow::Result<usize> {
                     format!(": {}", v.join(" "))
                 }
             };
-            let removed = cleanup();
-            say!("removed {} namespace(s){}", removed.len(), list(&removed));
-            let cgroups = qbench_shaper::cgroup::cleanup();
-            say!("removed {} cgroup(s){}", cgroups.len(), list(&cgroups));
+            let scope = qbench_shaper::cleanup::Scope { force, ids };
+            let ns = qbench_shaper::cleanup::namespaces(&scope);
+            say!(
+                "removed {} namespace(s){}",
+                ns.removed.len(),
+                list(&ns.removed)
+            );
+            let cg = qbench_shaper::cgroup::cleanup(&scope);
+            say!(
+                "removed {} cgroup(s){}",
+                cg.removed.len(),
+                list(&cg.removed)
+            );
+            let held: Vec<String> = ns.held.into_iter().chain(cg.held).collect();
+            if !held.is_empty() {
+                say!(
+                    "left {} owned by a live process (--force removes them){}",
+                    held.len(),
+                    list(&held)
+                );
+            }
             Ok(0)
         }
     }

@@ -46,6 +46,8 @@ pub enum ShaperError {
     Forwarder { tun: String, source: std::io::Error },
     #[error(transparent)]
     Calibrate(#[from] CalibrateError),
+    #[error(transparent)]
+    Owner(#[from] crate::owner::OwnerError),
     #[error("--strict-link: {0}")]
     Missed(String),
     #[error("reading {key} back in the server's namespace: {source}")]
@@ -122,6 +124,9 @@ pub struct Topology {
     settled: Option<std::time::Duration>,
     /// Measurements taken between rounds (`record_recalibration`), in order.
     recalibrations: std::sync::Mutex<Vec<Recalibration>>,
+    /// Held while the namespaces exist, so that `cleanup` leaves them alone; released after
+    /// `Drop` has deleted them.
+    _owner: crate::owner::Owner,
 }
 
 fn random_id() -> String {
@@ -233,6 +238,8 @@ impl Topology {
         let offloads = plan::effective_offloads(opts.offloads, &link);
         crate::probe::check(&caps, backend, &link, offloads != Offloads::Default)?;
         // A link with this id is up already: leave it alone (its namespaces are not ours).
+        let owner = crate::owner::Owner::claim(&crate::owner::link(&names.id))?
+            .ok_or_else(|| ShaperError::InUse(names.id.clone()))?;
         let existing = netns::list();
         if names.own().iter().any(|ns| existing.contains(*ns)) {
             return Err(ShaperError::InUse(names.id.clone()));
@@ -250,6 +257,7 @@ impl Topology {
             calibration: None,
             settled: None,
             recalibrations: std::sync::Mutex::default(),
+            _owner: owner,
         };
         // From here on, Drop tears down whatever part was built.
         // The edt backend's objects exist only while tc loads them.
@@ -472,22 +480,4 @@ impl Drop for Topology {
             }
         }
     }
-}
-
-/// Deletes every namespace named like ours (`qb-<hex>-c|r|s`); touches nothing else.
-pub fn cleanup() -> Vec<String> {
-    let mut removed = Vec::new();
-    for ns in netns::list() {
-        if Names::is_ours(&ns) {
-            let del = plan::Cmd {
-                ns: None,
-                argv: vec!["ip".into(), "netns".into(), "del".into(), ns.clone()],
-                stdin: None,
-            };
-            if crate::exec::run(&del).is_ok() {
-                removed.push(ns);
-            }
-        }
-    }
-    removed
 }
