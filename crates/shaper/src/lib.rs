@@ -24,6 +24,7 @@ pub mod qdisc;
 pub mod rate;
 pub mod settle;
 pub mod stamp;
+pub mod stop;
 pub mod topology;
 pub mod tun;
 

@@ -85,6 +85,8 @@ pub struct TopologyOptions {
     pub calibrate: bool,
     /// Refuse a link that misses a field of its spec beyond the tolerances (needs `calibrate`).
     pub strict: bool,
+    /// Asked while the link settles and is measured: a stopping signal ends those at once.
+    pub stop: crate::stop::Stop,
 }
 
 impl TopologyOptions {
@@ -100,6 +102,7 @@ impl TopologyOptions {
             id: None,
             calibrate: false,
             strict: false,
+            stop: crate::stop::Stop::default(),
         }
     }
 }
@@ -127,6 +130,7 @@ pub struct Topology {
     /// Held while the namespaces exist, so that `cleanup` leaves them alone; released after
     /// `Drop` has deleted them.
     _owner: crate::owner::Owner,
+    stop: crate::stop::Stop,
 }
 
 fn random_id() -> String {
@@ -258,6 +262,7 @@ impl Topology {
             settled: None,
             recalibrations: std::sync::Mutex::default(),
             _owner: owner,
+            stop: opts.stop.clone(),
         };
         // From here on, Drop tears down whatever part was built.
         // The edt backend's objects exist only while tc loads them.
@@ -311,7 +316,7 @@ impl Topology {
             }
         }
         topo.rates = RateController::start(&names.router, varying, mtu)?;
-        topo.settled = crate::settle::settle(&names, &link)?;
+        topo.settled = crate::settle::settle(&names, &link, &opts.stop)?;
         if opts.calibrate {
             let c = topo.calibrate()?;
             let misses: Vec<String> = c.misses().map(|m| m.line()).collect();
@@ -365,7 +370,7 @@ impl Topology {
     /// Measures the link as built against its spec (`crate::calibrate`); the report carries
     /// the latest measurement.
     pub fn calibrate(&mut self) -> Result<&Calibration, CalibrateError> {
-        let c = crate::calibrate::calibrate(&self.names, &self.link)?;
+        let c = crate::calibrate::calibrate_until(&self.names, &self.link, &self.stop)?;
         Ok(self.calibration.insert(c))
     }
 
