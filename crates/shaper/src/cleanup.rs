@@ -72,8 +72,13 @@ pub fn namespaces(scope: &Scope) -> Cleaned {
         }
         drop(owner);
     }
-    if scope.ids.is_empty() {
-        owner::sweep_stale();
-    }
+    // A run killed before its namespaces or cgroup existed leaves only its lock file.
+    owner::sweep_stale(|name| {
+        scope.ids.is_empty()
+            || scope
+                .ids
+                .iter()
+                .any(|id| name == owner::link(id) || name == format!("qb-{id}-cpu"))
+    });
     out
 }

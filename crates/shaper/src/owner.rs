@@ -105,13 +105,17 @@ impl Drop for Owner {
     }
 }
 
-/// Removes the lock files no live process holds (their objects are gone or about to go).
-pub fn sweep_stale() {
+/// Removes the lock files named as `which` picks that no live process holds (their objects
+/// are gone or about to go).
+pub fn sweep_stale(which: impl Fn(&str) -> bool) {
     let Ok(entries) = std::fs::read_dir(DIR) else {
         return;
     };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
+        if !which(&name) {
+            continue;
+        }
         if let Ok(Some(stale)) = Owner::claim(&name) {
             drop(stale);
         }

@@ -87,6 +87,14 @@ fn cleanup_leaves_a_live_runs_link_and_force_takes_it() {
         "{said}"
     );
     assert_eq!(holder.try_wait().unwrap(), None, "the holder still runs");
+    let owner_file = |id: &str| {
+        std::path::Path::new(qbench_shaper::owner::DIR).join(qbench_shaper::owner::link(id))
+    };
+    assert!(owner_file(&live).exists());
+    assert!(
+        !owner_file(&dead).exists(),
+        "the dead run's lock file went too"
+    );
 
     cleanup(&["--id", &live, "--force"]);
     assert!(namespaces_of(&live).is_empty());
