@@ -18,6 +18,7 @@ use qbench_core::spec::link::{Direction, LinkSpec, RateSpec};
 
 use crate::netns::{self, NetnsError};
 use crate::rate::loop_clock;
+use crate::stop::Stop;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CalibrateError {
@@ -28,6 +29,8 @@ pub enum CalibrateError {
         what: &'static str,
         source: std::io::Error,
     },
+    #[error("stopped by a signal while {0}")]
+    Stopped(&'static str),
 }
 
 fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> CalibrateError {
@@ -172,7 +175,7 @@ struct Probe {
     down: DirectionMeasured,
 }
 
-fn echo_probe(names: &Names, spec: &LinkSpec) -> Result<Probe, CalibrateError> {
+fn echo_probe(names: &Names, spec: &LinkSpec, halt: &Stop) -> Result<Probe, CalibrateError> {
     let server = udp_in(&names.server, &names.server_addr())?;
     let client = udp_in(&names.client, &names.client_addr())?;
     // A thread held off the CPU for a moment must not turn a queue into counted losses.
@@ -227,10 +230,15 @@ fn echo_probe(names: &Names, spec: &LinkSpec) -> Result<Probe, CalibrateError> {
     let mut sent = 0u64;
     let mut packet = [0u8; PROBE_BYTES];
     let start = Instant::now();
+    let mut halted = false;
     for seq in 0..count {
         let due = start + gap.mul_f64(seq as f64);
-        if let Some(wait) = due.checked_duration_since(Instant::now()) {
-            std::thread::sleep(wait);
+        let wait = due
+            .checked_duration_since(Instant::now())
+            .unwrap_or_default();
+        if halt.sleep(wait) {
+            halted = true;
+            break;
         }
         packet[..8].copy_from_slice(&seq.to_be_bytes());
         packet[8..16].copy_from_slice(&(base.elapsed().as_micros() as u64).to_be_bytes());
@@ -238,10 +246,14 @@ fn echo_probe(names: &Names, spec: &LinkSpec) -> Result<Probe, CalibrateError> {
             sent += 1;
         }
     }
-    std::thread::sleep(IDLE + (one_way(&spec.up) + one_way(&spec.down)) * 2);
+    // Stragglers for a round trip, which on a long link is long: a signal cuts it short.
+    halted = halted || halt.sleep(IDLE + (one_way(&spec.up) + one_way(&spec.down)) * 2);
     stop.store(true, Ordering::Relaxed);
     let (up, echoed) = echo.join().unwrap_or_default();
     let (down, rtts) = receiver.join().unwrap_or_default();
+    if halted {
+        return Err(CalibrateError::Stopped("the link was being measured"));
+    }
     Ok(Probe {
         rtt: RttSummary::of(rtts),
         up: DirectionMeasured {
@@ -316,6 +328,7 @@ fn flood(
     d: &Direction,
     target: &Target,
     mtu: u32,
+    halt: &Stop,
 ) -> Result<Flood, CalibrateError> {
     let rx = udp_in(to, &to_ip)?;
     let tx = udp_in(from, &from_ip)?;
@@ -339,6 +352,7 @@ fn flood(
     let flood_time = flood_time(target.mean(), wire);
 
     let rx_done = done.clone();
+    let rx_halt = halt.clone();
     // Arrivals are timed by the kernel (`crate::stamp`), on the realtime clock; a delivery
     // trace's loop runs on the monotonic one, this far behind.
     // A kernel that refuses the stamps leaves each arrival timed when its read returns.
@@ -350,6 +364,9 @@ fn flood(
         let mut from_quarter = None::<(Duration, u64)>;
         let mut seen = None::<Instant>;
         loop {
+            if rx_done.load(Ordering::Relaxed) && rx_halt.now() {
+                break;
+            }
             match crate::stamp::recv(&rx, &mut buf) {
                 Ok((n, stamp)) => {
                     seen = Some(Instant::now());
@@ -385,7 +402,7 @@ fn flood(
 
     let start = Instant::now();
     let mut sent = 0u64;
-    while start.elapsed() < flood_time {
+    while start.elapsed() < flood_time && !halt.now() {
         let due = (start.elapsed().as_secs_f64() * pps) as u64;
         if sent >= due {
             std::thread::sleep(Duration::from_micros(200));
@@ -400,6 +417,9 @@ fn flood(
     let elapsed = start.elapsed().as_secs_f64();
     done.store(true, Ordering::Relaxed);
     let (received, received_bps, (from, to)) = receiver.join().unwrap_or_default();
+    if halt.now() {
+        return Err(CalibrateError::Stopped("the link was being measured"));
+    }
     let trace = match target {
         Target::Trace(d) if to > from => Some(TraceSpan {
             mean_bps: d.mean().0,
@@ -420,15 +440,31 @@ fn flood(
 
 /// Measures the link between `names`' namespaces, built from `spec`, and judges it.
 pub fn calibrate(names: &Names, spec: &LinkSpec) -> Result<Calibration, CalibrateError> {
+    calibrate_until(names, spec, &Stop::default())
+}
+
+/// [`calibrate`], giving up (`CalibrateError::Stopped`) within a poll of `halt` saying so.
+pub fn calibrate_until(
+    names: &Names,
+    spec: &LinkSpec,
+    halt: &Stop,
+) -> Result<Calibration, CalibrateError> {
     let began = Instant::now();
-    let mut probe = echo_probe(names, spec)?;
+    let mut probe = echo_probe(names, spec, halt)?;
     let mtu = spec.mtu.unwrap_or(1500);
     let ends = [
         (names.client.as_str(), names.client_addr()),
         (names.server.as_str(), names.server_addr()),
     ];
     if let Some(t) = Target::of(&spec.up, mtu) {
-        probe.up.flood = Some(flood(ends[0].clone(), ends[1].clone(), &spec.up, &t, mtu)?);
+        probe.up.flood = Some(flood(
+            ends[0].clone(),
+            ends[1].clone(),
+            &spec.up,
+            &t,
+            mtu,
+            halt,
+        )?);
     }
     if let Some(t) = Target::of(&spec.down, mtu) {
         probe.down.flood = Some(flood(
@@ -437,6 +473,7 @@ pub fn calibrate(names: &Names, spec: &LinkSpec) -> Result<Calibration, Calibrat
             &spec.down,
             &t,
             mtu,
+            halt,
         )?);
     }
     let checks = judge(spec, &probe.up, &probe.down, &probe.rtt);

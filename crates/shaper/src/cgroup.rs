@@ -6,6 +6,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::cleanup::{Cleaned, Scope};
 use qbench_core::spec::cpulimit::{period_us, quota_us, CgroupBackend, Throttling, PERIOD_US};
 
 #[derive(Debug, thiserror::Error)]
@@ -213,11 +214,15 @@ pub struct CpuCgroup {
     parent: PathBuf,
     /// v2: `+cpu` was written to the parent's `cgroup.subtree_control` by us.
     enabled_cpu: bool,
+    /// Keeps `cleanup` off the cgroup while it is empty between runs; `None` where the owner
+    /// files cannot be written (a delegated cgroup without root).
+    _owner: Option<crate::owner::Owner>,
 }
 
 impl CpuCgroup {
     pub fn create(probe: &Probe) -> Result<Self, CgroupError> {
         let name = format!("qb-{:08x}-cpu", rand::random::<u32>());
+        let owner = crate::owner::Owner::claim(&name).ok().flatten();
         let dir = probe.parent.join(name);
         fs::create_dir(&dir).map_err(io(&dir))?;
         let mut cg = Self {
@@ -225,6 +230,7 @@ impl CpuCgroup {
             dir,
             parent: probe.parent.clone(),
             enabled_cpu: false,
+            _owner: owner,
         };
         if cg.backend == CgroupBackend::CgroupV2 {
             let _lock = ParentLock::take(&cg.parent);
@@ -387,21 +393,22 @@ impl Drop for CpuCgroup {
     }
 }
 
-/// Removes every empty `qb-<hex>-cpu` cgroup in the cpu hierarchies (after a `kill -9`); one
-/// that still holds threads belongs to a live run and is left alone (the kernel refuses).
-pub fn cleanup() -> Vec<String> {
+/// Removes every empty `qb-<hex>-cpu` cgroup in the cpu hierarchies (after a `kill -9`) whose
+/// owner is not alive (unless forced); one that still holds threads belongs to a live run and
+/// is left alone in any case (the kernel refuses).
+pub fn cleanup(scope: &Scope) -> Cleaned {
     let mounts = fs::read_to_string("/proc/self/mountinfo")
         .map(|t| parse_mountinfo(&t))
         .unwrap_or_default();
-    let mut removed = Vec::new();
+    let mut out = Cleaned::default();
     for root in mounts.v2.iter().chain(&mounts.v1_cpu) {
-        sweep(root, 0, &mut removed);
+        sweep(root, 0, scope, &mut out);
     }
-    removed
+    out
 }
 
 /// Depth-first, bounded: cgroup trees are shallow, and a loop must not run away.
-fn sweep(dir: &Path, depth: usize, removed: &mut Vec<String>) {
+fn sweep(dir: &Path, depth: usize, scope: &Scope, out: &mut Cleaned) {
     const MAX_DEPTH: usize = 12;
     let Ok(entries) = fs::read_dir(dir) else {
         return;
@@ -411,12 +418,20 @@ fn sweep(dir: &Path, depth: usize, removed: &mut Vec<String>) {
         if !e.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
-        if is_ours(&e.file_name().to_string_lossy()) {
-            if fs::remove_dir(&path).is_ok() {
-                removed.push(path.display().to_string());
+        let name = e.file_name().to_string_lossy().into_owned();
+        if is_ours(&name) {
+            let id = &name["qb-".len()..name.len() - "-cpu".len()];
+            if !scope.covers(id) {
+                continue;
+            }
+            let owner = crate::owner::Owner::claim(&name);
+            if !matches!(owner, Ok(Some(_))) && !scope.force {
+                out.held.push(path.display().to_string());
+            } else if fs::remove_dir(&path).is_ok() {
+                out.removed.push(path.display().to_string());
             }
         } else if depth < MAX_DEPTH {
-            sweep(&path, depth + 1, removed);
+            sweep(&path, depth + 1, scope, out);
         }
     }
 }

@@ -68,8 +68,15 @@ pub enum Cmd {
     /// List the links that exist
     Status,
     /// Remove every `qb-` namespace and empty `qb-<hex>-cpu` cgroup left behind (e.g. after a killed
-    /// run); touches nothing else
-    Cleanup,
+    /// run); touches nothing else. Those a live process owns (a run still going) are left alone
+    Cleanup {
+        /// Remove those a live process owns too
+        #[arg(long)]
+        force: bool,
+        /// Only this id's objects (`qb-ID-c|r|s`, `qb-ID-cpu`); may be repeated
+        #[arg(long = "id", value_parser = parse_id)]
+        ids: Vec<String>,
+    },
 }
 
 pub fn parse_id(s: &str) -> Result<String, String> {

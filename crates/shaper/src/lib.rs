@@ -8,6 +8,7 @@
 pub mod calibrate;
 pub mod cgroup;
 pub mod check_table;
+pub mod cleanup;
 pub mod cli;
 pub mod cmd;
 pub mod counters;
@@ -17,14 +18,16 @@ pub mod edt;
 pub mod exec;
 pub mod forwarder;
 pub mod netns;
+pub mod owner;
 pub mod plan;
 pub mod probe;
 pub mod qdisc;
 pub mod rate;
 pub mod settle;
 pub mod stamp;
+pub mod stop;
 pub mod topology;
 pub mod tun;
 
 pub use plan::{Backend, Names, Offloads};
-pub use topology::{cleanup, BackendChoice, LinkReport, Topology, TopologyOptions};
+pub use topology::{BackendChoice, LinkReport, Topology, TopologyOptions};

@@ -6,7 +6,8 @@ use anyhow::Context;
 use clap::Parser;
 use qbench_shaper::cli::{Cli, Cmd};
 use qbench_shaper::plan::{Names, CLIENT_ADDR, SERVER_ADDR};
-use qbench_shaper::topology::{cleanup, dry_run};
+use qbench_shaper::stop::Stop;
+use qbench_shaper::topology::dry_run;
 use qbench_shaper::{netns, Topology, TopologyOptions};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -54,12 +55,15 @@ fn run(cli: Cli) -> anyhow::Result<usize> {
             strict_link,
             dry_run: dry,
         } => {
+            // Set by a stopping signal, which ends the link's settling and measuring at once.
+            let stopped = Arc::new(AtomicBool::new(false));
             let opts = TopologyOptions {
                 offloads,
                 tcp_cwnd_cap,
                 id,
                 calibrate: !no_calibrate,
                 strict: strict_link,
+                stop: Stop::flag(stopped.clone()),
                 ..TopologyOptions::plain(backend)
             };
             if dry {
@@ -69,6 +73,10 @@ fn run(cli: Cli) -> anyhow::Result<usize> {
             }
             let mut signals =
                 Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
+            for sig in [SIGINT, SIGTERM, SIGHUP] {
+                signal_hook::flag::register(sig, stopped.clone())
+                    .context("installing signal handlers")?;
+            }
             let topo = Topology::up(spec, &opts).context("bringing the link up")?;
             let n = topo.names();
             say!(
@@ -111,18 +119,19 @@ fn run(cli: Cli) -> anyhow::Result<usize> {
             json,
             id,
         } => {
-            let opts = TopologyOptions {
-                offloads,
-                id,
-                ..TopologyOptions::plain(backend)
-            };
-            // A signal waits for the measurement under way (a few seconds at most), then the
-            // link is taken down as the topology is dropped.
+            // A signal ends the settling or the measurement under way at its next poll, then
+            // the link is taken down as the topology is dropped.
             let stop = Arc::new(AtomicBool::new(false));
             for sig in [SIGINT, SIGTERM, SIGHUP] {
                 signal_hook::flag::register(sig, stop.clone())
                     .context("installing signal handlers")?;
             }
+            let opts = TopologyOptions {
+                offloads,
+                id,
+                stop: Stop::flag(stop.clone()),
+                ..TopologyOptions::plain(backend)
+            };
             let mut topo = Topology::up(spec, &opts).context("bringing the link up")?;
             anyhow::ensure!(!stop.load(Ordering::Relaxed), "interrupted");
             let backend = topo.backend();
@@ -163,7 +172,7 @@ fn run(cli: Cli) -> anyhow::Result<usize> {
             }
             Ok(0)
         }
-        Cmd::Cleanup => {
+        Cmd::Cleanup { force, ids } => {
             let list = |v: &[String]| {
                 if v.is_empty() {
                     String::new()
@@ -171,10 +180,27 @@ fn run(cli: Cli) -> anyhow::Result<usize> {
                     format!(": {}", v.join(" "))
                 }
             };
-            let removed = cleanup();
-            say!("removed {} namespace(s){}", removed.len(), list(&removed));
-            let cgroups = qbench_shaper::cgroup::cleanup();
-            say!("removed {} cgroup(s){}", cgroups.len(), list(&cgroups));
+            let scope = qbench_shaper::cleanup::Scope { force, ids };
+            let ns = qbench_shaper::cleanup::namespaces(&scope);
+            say!(
+                "removed {} namespace(s){}",
+                ns.removed.len(),
+                list(&ns.removed)
+            );
+            let cg = qbench_shaper::cgroup::cleanup(&scope);
+            say!(
+                "removed {} cgroup(s){}",
+                cg.removed.len(),
+                list(&cg.removed)
+            );
+            let held: Vec<String> = ns.held.into_iter().chain(cg.held).collect();
+            if !held.is_empty() {
+                say!(
+                    "left {} owned by a live process (--force removes them){}",
+                    held.len(),
+                    list(&held)
+                );
+            }
             Ok(0)
         }
     }

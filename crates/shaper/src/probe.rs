@@ -48,6 +48,8 @@ fn kernel() -> (bool, bool, bool) {
     // Named like ours, so that `cleanup` would catch it if we died here.
     let n = Names::new(&format!("{:x}", std::process::id() | 0xf000_0000));
     let ns = n.router.as_str();
+    // Owned while it lives, so that a `cleanup` meanwhile does not pull it from under us.
+    let _owner = crate::owner::Owner::claim(&crate::owner::link(&n.id));
     let mut found = (false, false, false);
     if ok(&["ip", "netns", "add", ns])
         && ok(&[

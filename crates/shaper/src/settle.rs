@@ -10,6 +10,7 @@ use qbench_core::report::link::Names;
 use qbench_core::spec::link::LinkSpec;
 
 use crate::calibrate::{one_way, udp_in, CalibrateError};
+use crate::stop::Stop;
 
 /// The longest a link is waited for, beyond its own round trip: a link that has carried
 /// nothing by then is left to the calibration (or the runs) to report.
@@ -17,8 +18,13 @@ pub const SETTLE_TIME: Duration = Duration::from_secs(10);
 
 /// Sends a small datagram from the client namespace to the server's, which echoes it, until
 /// an echo returns: how long that took, or `None` when none did within [`SETTLE_TIME`] plus
-/// twice the link's delay, or when a direction drops everything.
-pub fn settle(names: &Names, spec: &LinkSpec) -> Result<Option<Duration>, CalibrateError> {
+/// twice the link's delay, or when a direction drops everything; `CalibrateError::Stopped`
+/// within a poll of `halt` saying so.
+pub fn settle(
+    names: &Names,
+    spec: &LinkSpec,
+    halt: &Stop,
+) -> Result<Option<Duration>, CalibrateError> {
     if spec.up.loss >= 1.0 || spec.down.loss >= 1.0 {
         return Ok(None);
     }
@@ -51,7 +57,7 @@ pub fn settle(names: &Names, spec: &LinkSpec) -> Result<Option<Duration>, Calibr
     let limit = SETTLE_TIME + (one_way(&spec.up) + one_way(&spec.down)) * 2;
     let mut buf = [0u8; 64];
     let mut answered = None;
-    while began.elapsed() < limit {
+    while began.elapsed() < limit && !halt.now() {
         // A send that fails (no route yet, a full buffer) is tried again at the next poll.
         let _ = client.send(b"qbench settle");
         if client.recv(&mut buf).is_ok() {
@@ -61,5 +67,8 @@ pub fn settle(names: &Names, spec: &LinkSpec) -> Result<Option<Duration>, Calibr
     }
     stop.store(true, Ordering::Relaxed);
     let _ = echo.join();
+    if answered.is_none() && halt.now() {
+        return Err(CalibrateError::Stopped("the link was settling"));
+    }
     Ok(answered)
 }

@@ -46,6 +46,8 @@ pub enum ShaperError {
     Forwarder { tun: String, source: std::io::Error },
     #[error(transparent)]
     Calibrate(#[from] CalibrateError),
+    #[error(transparent)]
+    Owner(#[from] crate::owner::OwnerError),
     #[error("--strict-link: {0}")]
     Missed(String),
     #[error("reading {key} back in the server's namespace: {source}")]
@@ -83,6 +85,8 @@ pub struct TopologyOptions {
     pub calibrate: bool,
     /// Refuse a link that misses a field of its spec beyond the tolerances (needs `calibrate`).
     pub strict: bool,
+    /// Asked while the link settles and is measured: a stopping signal ends those at once.
+    pub stop: crate::stop::Stop,
 }
 
 impl TopologyOptions {
@@ -98,6 +102,7 @@ impl TopologyOptions {
             id: None,
             calibrate: false,
             strict: false,
+            stop: crate::stop::Stop::default(),
         }
     }
 }
@@ -124,6 +129,10 @@ pub struct Topology {
     recalibrations: std::sync::Mutex<Vec<Recalibration>>,
     /// When the link was set up: a fixed rate's allowance runs from here.
     built: std::time::Instant,
+    /// Held while the namespaces exist, so that `cleanup` leaves them alone; released after
+    /// `Drop` has deleted them.
+    _owner: crate::owner::Owner,
+    stop: crate::stop::Stop,
 }
 
 mod run_check;
@@ -238,6 +247,8 @@ impl Topology {
         let offloads = plan::effective_offloads(opts.offloads, &link);
         crate::probe::check(&caps, backend, &link, offloads != Offloads::Default)?;
         // A link with this id is up already: leave it alone (its namespaces are not ours).
+        let owner = crate::owner::Owner::claim(&crate::owner::link(&names.id))?
+            .ok_or_else(|| ShaperError::InUse(names.id.clone()))?;
         let existing = netns::list();
         if names.own().iter().any(|ns| existing.contains(*ns)) {
             return Err(ShaperError::InUse(names.id.clone()));
@@ -256,6 +267,8 @@ impl Topology {
             settled: None,
             recalibrations: std::sync::Mutex::default(),
             built: std::time::Instant::now(),
+            _owner: owner,
+            stop: opts.stop.clone(),
         };
         // From here on, Drop tears down whatever part was built.
         // The edt backend's objects exist only while tc loads them.
@@ -309,7 +322,7 @@ impl Topology {
             }
         }
         topo.rates = RateController::start(&names.router, varying, mtu)?;
-        topo.settled = crate::settle::settle(&names, &link)?;
+        topo.settled = crate::settle::settle(&names, &link, &opts.stop)?;
         if opts.calibrate {
             let c = topo.calibrate()?;
             let misses: Vec<String> = c.misses().map(|m| m.line()).collect();
@@ -363,7 +376,7 @@ impl Topology {
     /// Measures the link as built against its spec (`crate::calibrate`); the report carries
     /// the latest measurement.
     pub fn calibrate(&mut self) -> Result<&Calibration, CalibrateError> {
-        let c = crate::calibrate::calibrate(&self.names, &self.link)?;
+        let c = crate::calibrate::calibrate_until(&self.names, &self.link, &self.stop)?;
         Ok(self.calibration.insert(c))
     }
 
@@ -478,22 +491,4 @@ impl Drop for Topology {
             }
         }
     }
-}
-
-/// Deletes every namespace named like ours (`qb-<hex>-c|r|s`); touches nothing else.
-pub fn cleanup() -> Vec<String> {
-    let mut removed = Vec::new();
-    for ns in netns::list() {
-        if Names::is_ours(&ns) {
-            let del = plan::Cmd {
-                ns: None,
-                argv: vec!["ip".into(), "netns".into(), "del".into(), ns.clone()],
-                stdin: None,
-            };
-            if crate::exec::run(&del).is_ok() {
-                removed.push(ns);
-            }
-        }
-    }
-    removed
 }

@@ -6,10 +6,18 @@
 //! client address changes (NAT rebinding, a client that moves to a new socket) would hash to
 //! another socket, whose endpoint does not know it and would drop its packets. So every
 //! endpoint of a group puts its index in the first byte of the connection IDs it issues, and a
-//! classic BPF program attached to the group sends a short-header packet (all of a connection's
-//! packets after the handshake) to the socket that byte names. Long-header packets (the
-//! handshake, during which QUIC forbids migration) keep the kernel's hash. The index is
-//! visible on the wire, as in QUIC-LB's plaintext server IDs; the other bytes stay random.
+//! classic BPF program attached to the group sends each packet to the socket its destination
+//! connection ID's first byte names, modulo the group's size. A client's first Initial carries
+//! an ID the client chose at random, so new connections spread over the sockets as evenly as
+//! the kernel's hash would spread them, and its later handshake packets (which carry the ID our
+//! endpoint issued) reach the same socket. The index is visible on the wire, as in QUIC-LB's
+//! plaintext server IDs; the other bytes stay random.
+//!
+//! The program never leaves a packet to the kernel's hash: that hash picks among every socket
+//! on the port with SO_REUSEPORT, and any process of the same user may bind one beside ours and
+//! be handed a share of the new connections. The kernel numbers a group's sockets in the order
+//! they joined, so ours, which join first, are `0..count` and a later one is never picked
+//! while ours stay open (a socket that leaves gives its number to the group's last one).
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
@@ -68,26 +76,27 @@ pub fn group(first: UdpSocket, count: usize, buffer: usize) -> io::Result<Vec<Ud
     Ok(all)
 }
 
-/// Attaches the program that picks a socket by the first byte of a short header's destination
-/// connection ID. The kernel hands it the UDP payload; a result past the group's last socket
-/// falls back to the kernel's hash.
+/// Attaches the program that picks one of the group's first `count` sockets by the first byte
+/// of a packet's destination connection ID. The kernel hands it the UDP payload; a load past a
+/// short datagram's end ends the program with 0, socket 0: ours too.
 fn steer(sock: &UdpSocket, count: usize) -> io::Result<()> {
     const LD_B_ABS: u16 = 0x30; // BPF_LD | BPF_B | BPF_ABS
     const JSET_K: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
+    const JA: u16 = 0x05; // BPF_JMP | BPF_JA
     const MOD_K: u16 = 0x94; // BPF_ALU | BPF_MOD | BPF_K
     const RET_A: u16 = 0x16; // BPF_RET | BPF_A
-    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
     let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
     let mut prog = [
         // The header form bit: set for a long header.
         op(LD_B_ABS, 0, 0, 0),
-        op(JSET_K, 3, 0, 0x80),
+        op(JSET_K, 2, 0, 0x80),
         // Short header: the destination connection ID starts at byte 1.
         op(LD_B_ABS, 0, 0, 1),
+        op(JA, 0, 0, 1),
+        // Long header: after the form byte, 4 bytes of version and the ID's length byte.
+        op(LD_B_ABS, 0, 0, 6),
         op(MOD_K, 0, 0, count as u32),
         op(RET_A, 0, 0, 0),
-        // Long header: no socket of ours, so the kernel hashes.
-        op(RET_K, 0, 0, u32::MAX),
     ];
     let fprog = libc::sock_fprog {
         len: prog.len() as u16,
@@ -205,5 +214,47 @@ mod tests {
             let n = all[which].recv(&mut buf).unwrap();
             assert_eq!(&buf[..n], &[0x40, which as u8, src], "socket {which}");
         }
+    }
+
+    /// Long headers (a new connection's Initial) go to the socket the destination connection
+    /// ID's first byte names too, modulo the group, and never to a socket that joined the port
+    /// after ours: another process of the same user may bind one there.
+    #[test]
+    fn handshakes_reach_only_the_groups_own_sockets() {
+        let first = bind("127.0.0.1:0".parse().unwrap(), 0).unwrap();
+        let to = first.local_addr().unwrap();
+        let all = group(first, 2, 0).unwrap();
+        let foreign = socket(to, 0).unwrap();
+        foreign.set_reuse_port(true).unwrap();
+        foreign
+            .bind(&to.into())
+            .expect("the same user may join the port");
+        let foreign = UdpSocket::from(foreign);
+        for s in all.iter().chain([&foreign]) {
+            s.set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+        }
+        let mut buf = [0u8; 64];
+        // Each from a new source port, which the kernel's hash would spread over all three.
+        for src in 0..24u8 {
+            let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+            // Initial, version 1, an 8-byte destination ID starting with `src`.
+            let dcid_first = src.wrapping_mul(37);
+            let packet = [0xc0, 0, 0, 0, 1, 8, dcid_first, 1, 2, 3, 4, 5, 6, 7, src];
+            client.send_to(&packet, to).unwrap();
+            let which = usize::from(dcid_first % 2);
+            let n = all[which].recv(&mut buf).unwrap_or_else(|e| {
+                panic!("packet {src}: socket {which} got nothing ({e})");
+            });
+            assert_eq!(&buf[..n], &packet, "socket {which}");
+        }
+        // Datagrams too short to hold the byte go to socket 0, not to the hash.
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.send_to(&[0xc0, 0, 0], to).unwrap();
+        assert_eq!(all[0].recv(&mut buf).unwrap(), 3);
+        assert!(
+            foreign.recv(&mut buf).is_err(),
+            "the foreign socket got one"
+        );
     }
 }

@@ -153,7 +153,7 @@ fn a_killed_run_leaves_an_empty_cgroup_that_cleanup_removes() {
     // The kernel lets go of a killed process's cgroup a moment after its parent reaped it.
     let mut removed = Vec::new();
     for _ in 0..40 {
-        removed.extend(cgroup::cleanup());
+        removed.extend(cgroup::cleanup(&Default::default()).removed);
         if !dir.exists() {
             break;
         }

@@ -324,7 +324,7 @@ fn ctrl_c_and_cleanup_leave_nothing() {
         assert!(!child.wait().unwrap().success());
         if signal == libc::SIGKILL {
             assert_ne!(ours(), before, "kill -9 leaves the link");
-            let removed = qbench_shaper::cleanup();
+            let removed = qbench_shaper::cleanup::namespaces(&Default::default()).removed;
             assert_eq!(removed.len(), 3, "{removed:?}");
         } else {
             let mut err = String::new();

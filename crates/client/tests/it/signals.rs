@@ -7,6 +7,8 @@
 
 use crate::common;
 
+use common::needs::{require, Need};
+
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::Path;
@@ -245,4 +247,76 @@ fn a_signal_as_the_summary_is_printed_is_recorded_in_the_report() {
         let out = held.release(child);
         assert_stopped(out, "SIGINT", dir.path(), &when, &["h.fifo", "r.json"]);
     }
+}
+
+/// While the link settles: on a link of an hour's round trip the first echo would take an
+/// hour, and SIGINT must not wait for it. The run's link is found by its owner file, which
+/// names qbench's pid, so only this run's namespaces are looked at.
+#[test]
+fn a_signal_while_an_hour_long_link_settles_stops_at_once_and_takes_it_down() {
+    require!(Need::Link);
+    // A minute, against the hour of one round trip of the link.
+    let bound = Duration::from_secs(60);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_qbench"))
+        .args(["--proto", "h2", "--objects", "1x1KB", "--link", "rtt=3600s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    let owned_by_child = || -> Option<String> {
+        std::fs::read_dir(qbench_shaper::owner::DIR)
+            .ok()?
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .find(|name| {
+                let path = Path::new(qbench_shaper::owner::DIR).join(name);
+                std::fs::read_to_string(path).is_ok_and(|t| t.trim() == pid)
+            })
+    };
+    let namespaces_of = |owner: &str| -> Vec<String> {
+        let prefix = owner.strip_suffix("-link").unwrap_or(owner).to_string() + "-";
+        qbench_shaper::netns::list()
+            .into_iter()
+            .filter(|n| n.starts_with(&prefix))
+            .collect()
+    };
+    let deadline = Instant::now() + bound;
+    let owner = loop {
+        if let Some(o) = owned_by_child().filter(|o| namespaces_of(o).len() == 3) {
+            break o;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("qbench's link never came up");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    common::interrupt(&child);
+    let deadline = Instant::now() + bound;
+    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ended = child.try_wait().unwrap().is_some();
+    if !ended {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap();
+    let left = namespaces_of(&owner);
+    for ns in &left {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", ns])
+            .status();
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        ended,
+        "qbench still waited for the link a minute after SIGINT"
+    );
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("interrupted (SIGINT) while the link was being built"),
+        "{stderr}"
+    );
+    assert!(left.is_empty(), "left {left:?}");
 }

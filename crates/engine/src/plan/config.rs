@@ -501,6 +501,7 @@ fn link_options(spec: &RunSpec, link: LinkChoice) -> Option<TopologyOptions> {
         id: None,
         calibrate: link.calibrate,
         strict: link.strict,
+        stop: qbench_shaper::stop::Stop::default(),
     })
 }
 

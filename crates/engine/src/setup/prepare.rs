@@ -5,7 +5,8 @@ use std::net::SocketAddr;
 
 use anyhow::Context;
 use qbench_server::InProcess;
-use qbench_shaper::Topology;
+use qbench_shaper::stop::Stop;
+use qbench_shaper::{Topology, TopologyOptions};
 
 use qbench_core::spec::{Origin, RunConfig, Target};
 use qbench_core::ErrorKind;
@@ -131,17 +132,28 @@ impl Prepared {
         crate::setup::interrupt::check("starting")?;
         let cpu = ClientCpu::new(cfgs)?;
         let mut tcp_route_metrics = false;
+        // A link settles and is measured for a round trip or more, which on a long link is
+        // long: a stopping signal ends that at once, and is reported as the interruption.
+        let stoppable = |opts: &TopologyOptions| TopologyOptions {
+            stop: Stop::when(|| crate::setup::interrupt::first().is_some()),
+            ..opts.clone()
+        };
+        let interrupted = || crate::setup::interrupt::check("the link was being built");
         let link = match (&first.spec().link, &first.link_options) {
             (Some(spec), Some(opts)) => {
                 tcp_route_metrics = opts.tcp_cwnd_cap.is_some();
-                Some(Topology::up(spec.clone(), opts).map_err(link_error)?)
+                let up = Topology::up(spec.clone(), &stoppable(opts));
+                interrupted()?;
+                Some(up.map_err(link_error)?)
             }
             _ => None,
         };
-        crate::setup::interrupt::check("the link was being built")?;
+        interrupted()?;
         let link_b = match (&link, &first.spec().link_b, &first.link_options) {
             (Some(near), Some(spec), Some(opts)) => {
-                Some(Topology::up_beyond(spec.clone(), opts, near).context("--link-b")?)
+                let up = Topology::up_beyond(spec.clone(), &stoppable(opts), near);
+                interrupted()?;
+                Some(up.context("--link-b")?)
             }
             _ => None,
         };

@@ -106,6 +106,56 @@ async fn a_client_that_rebinds_mid_transfer_completes_against_a_two_socket_serve
     assert_eq!(conn.close_reason(), None, "the connection is still open");
 }
 
+/// Another process of the same user binds a socket with SO_REUSEPORT beside a two-socket
+/// server's group. Had the steering program left new connections to the kernel's hash, which
+/// picks among every socket on the port, that socket would get about a third of them and their
+/// handshakes would never be answered.
+#[tokio::test]
+async fn a_foreign_reuseport_socket_beside_the_group_gets_no_handshake() {
+    const FETCHES: usize = 16;
+    const SIZE: u64 = 1000;
+    let s = server_on(2, |_| {});
+    let foreign = socket2::Socket::new(
+        socket2::Domain::IPV4,
+        socket2::Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )
+    .unwrap();
+    foreign.set_reuse_port(true).unwrap();
+    foreign
+        .bind(&s.local_addr().into())
+        .expect("the same user may join the port");
+    let foreign = std::net::UdpSocket::from(foreign);
+    foreign.set_nonblocking(true).unwrap();
+    let mut fetched = 0;
+    for _ in 0..FETCHES {
+        // A new endpoint each time: a new source port and a new connection ID.
+        let ep = quic_client(s.cert_pem());
+        let connecting = ep.connect(s.local_addr(), "localhost").unwrap();
+        // A handshake sent to the foreign socket is never answered: not waited for long.
+        let Ok(Ok(conn)) =
+            tokio::time::timeout(std::time::Duration::from_secs(10), connecting).await
+        else {
+            continue;
+        };
+        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+        send.write_all(&h3_request(GET, &format!("/bytes/{SIZE}"), 0))
+            .await
+            .unwrap();
+        send.finish().unwrap();
+        if body_bytes(&mut recv, |_| {}).await == SIZE {
+            fetched += 1;
+        }
+    }
+    let mut buf = [0u8; 2048];
+    let strays = std::iter::from_fn(|| foreign.recv(&mut buf).ok()).count();
+    assert_eq!(
+        (fetched, strays),
+        (FETCHES, 0),
+        "fetches that completed, datagrams the foreign socket got"
+    );
+}
+
 #[test]
 fn one_worker_binds_one_socket() {
     let s = server(|_| {});
