@@ -87,7 +87,7 @@ fn the_quota_holds_the_client_threads_only_and_is_removed_after_sigterm() {
     let probe = cgroup::probe().unwrap();
     let mut child = spawn(20);
     let dir = wait_for_cgroup(&probe.parent, probe.backend, child.id());
-    let quota = match probe.backend {
+    let read_quota = || match probe.backend {
         CgroupBackend::CgroupV1 => {
             let q = std::fs::read_to_string(dir.join("cpu.cfs_quota_us")).unwrap();
             let p = std::fs::read_to_string(dir.join("cpu.cfs_period_us")).unwrap();
@@ -95,6 +95,16 @@ fn the_quota_holds_the_client_threads_only_and_is_removed_after_sigterm() {
         }
         CgroupBackend::CgroupV2 => std::fs::read_to_string(dir.join("cpu.max")).unwrap(),
     };
+    // The threads join the cgroup when the client starts; the quota is set when its first run
+    // starts, a moment later: wait for that event (bounded: 20 s), then judge the value.
+    let mut quota = read_quota();
+    for _ in 0..400 {
+        if !quota.starts_with("-1") && !quota.starts_with("max") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        quota = read_quota();
+    }
     assert_eq!(quota.trim(), "2000 10000");
     let tids: Vec<String> = std::fs::read_to_string(dir.join(threads_file(probe.backend)))
         .unwrap()
