@@ -1,6 +1,7 @@
 //! Reading what h2load and fetch-line programs printed, ngtcp2's qlog, and the bodies
 //! programs left in files.
 
+use std::collections::{HashMap, VecDeque};
 use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
@@ -32,7 +33,13 @@ fn zero_at(z: Zero, e: &Ended, clock: Clock) -> Duration {
     }
 }
 
-/// Fetch lines on the run's clock.
+/// How far past a process's end its own times may lie: its zero on the wall clock is placed
+/// by the wall clock read at its spawn, which may have been stepped since.
+const LIFE_SLACK: Duration = Duration::from_secs(1);
+
+/// Fetch lines on the run's clock. A line for a URL the process was not given (or one more
+/// than it was given) is no object of the run: it is counted in `outside`. Lines whose
+/// times lie after the process ended are refused as a whole.
 pub(super) fn from_lines(
     ctx: &Ctx,
     inv: &Invocation,
@@ -44,6 +51,20 @@ pub(super) fn from_lines(
         .zero
         .map_or(clock.offset_of(e.spawned), |z| zero_at(z, e, clock));
     let at = |us: u64| zero + Duration::from_micros(us);
+    let end = clock.offset_of(e.spawned) + Duration::from_micros(e.record.wall_us);
+    if let Some(late) = p.lines.iter().filter_map(latest).max() {
+        if at(late) > end + LIFE_SLACK {
+            let mut r = Reported::server_timed();
+            r.problem = Some((
+                ErrorKind::Protocol,
+                format!(
+                    "its fetch lines: a time {} s after it ended",
+                    (at(late) - end).as_secs()
+                ),
+            ));
+            return r;
+        }
+    }
     let mut r = Reported {
         version: p.version,
         anchor: Some(match p.zero {
@@ -54,7 +75,12 @@ pub(super) fn from_lines(
         ..Reported::default()
     };
     // Each of the process's objects is taken by the first line with its URL.
-    let mut free: Vec<Option<usize>> = inv.objects.iter().map(|&i| Some(i)).collect();
+    let mut free: HashMap<&str, VecDeque<usize>> = HashMap::new();
+    for &i in &inv.objects {
+        free.entry(ctx.objects[i].url.as_str())
+            .or_default()
+            .push_back(i);
+    }
     for l in p.lines {
         match l {
             FetchLine::Connection {
@@ -85,16 +111,16 @@ pub(super) fn from_lines(
                 verified,
                 ..
             } => {
-                let index = free
-                    .iter_mut()
-                    .find(|f| f.is_some_and(|i| ctx.objects[i].url == url))
-                    .and_then(Option::take);
+                let Some(index) = free.get_mut(url.as_str()).and_then(VecDeque::pop_front) else {
+                    r.outside += 1;
+                    continue;
+                };
                 let mut error = error.map(|m| (error_kind.unwrap_or(ErrorKind::Io), m));
                 if error.is_none() && !matches!(status, Some(200..=299)) {
                     error = Some((ErrorKind::Status, format!("status {status:?}")));
                 }
                 r.objects.push(ObjOut {
-                    index,
+                    index: Some(index),
                     sent: at(start_us),
                     headers: headers_us.map(at),
                     done: at(done_us),
@@ -109,6 +135,24 @@ pub(super) fn from_lines(
         }
     }
     r
+}
+
+/// A line's latest time, from the program's zero.
+fn latest(l: &FetchLine) -> Option<u64> {
+    match l {
+        FetchLine::Connection {
+            start_us,
+            handshake_us,
+            ..
+        } => Some((*start_us).max(handshake_us.unwrap_or(0))),
+        FetchLine::Request {
+            start_us,
+            headers_us,
+            done_us,
+            ..
+        } => Some((*start_us).max(headers_us.unwrap_or(0)).max(*done_us)),
+        FetchLine::Zero { .. } | FetchLine::Version { .. } => None,
+    }
 }
 
 /// h2load run with one client (`-c 1`) per process: its log has one line per request
@@ -138,8 +182,11 @@ pub(super) fn h2load(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Re
     lines.sort_by_key(|l| l.start_unix_us);
     let mut data = 0u64;
     for (k, l) in lines.iter().enumerate() {
-        let index = inv.objects.get(k).copied();
-        let expected = index.and_then(|i| ctx.objects[i].expected);
+        let Some(i) = inv.objects.get(k).copied() else {
+            r.outside += 1;
+            continue;
+        };
+        let (index, expected) = (Some(i), ctx.objects[i].expected);
         let ok = (200..=299).contains(&l.status);
         // h2load counts body bytes per run, not per request: a whole answer carries the
         // size its URI asked for, and the run's total is checked below.
