@@ -140,3 +140,79 @@ fn fetch_lines_for_urls_outside_the_run_are_not_counted() {
     assert!(first.contains("outside the run"), "{first}");
 }
 
+/// A `curl` first on PATH that runs the real one and pads each of its lines with `$PAD`
+/// bytes, so that its output passes the 64 MiB qbench reads of a client's stdout.
+fn padded_curl(dir: &Path) -> PathBuf {
+    let real = qbench_testkit::which("curl").expect("curl on PATH");
+    script(
+        dir,
+        "curl",
+        &format!(
+            "pad=$(head -c \"$PAD\" /dev/zero | tr '\\0' x)\n\
+             {} \"$@\" | awk -v p=\"$pad\" '{{ if (substr($0, 1, 1) == \"{{\") \
+             print \"{{\\\"pad\\\":\\\"\" p \"\\\",\" substr($0, 2); else print }}'\n",
+            real.display()
+        ),
+    );
+    dir.to_path_buf()
+}
+
+/// Output past the read limit is cut at a line: every whole line before it is kept, and the
+/// objects whose lines lie beyond are counted as unreported, not every transfer thrown away.
+#[test]
+fn curl_output_past_the_limit_keeps_its_whole_lines() {
+    require!(Need::Tool("curl"));
+    let dir = tempfile::tempdir().unwrap();
+    let bin = padded_curl(dir.path());
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    // 100 KB a line: 67,108,864 / 100,xxx bytes is 670 whole lines of 1,000.
+    let r = common::qbench_env(
+        &["--client", "curl", "--proto", "h2", "--objects", "1000x1B"],
+        &[("PATH", path.as_ref()), ("PAD", "100000".as_ref())],
+    );
+    let run = run0(&r);
+    assert_eq!(run["server_view"]["requests"], 1000, "{}", r.stderr);
+    let ok = run["objects"]["completed"].as_u64().unwrap();
+    eprintln!("{ok} of 1000 ok, {}", run["errors"]);
+    assert!(
+        (600..=671).contains(&ok),
+        "{ok} of 1000 ok: {}",
+        run["errors"]
+    );
+    assert_eq!(run["objects"]["failed"], 1000 - ok);
+    assert_eq!(run["errors"]["io"], 1000 - ok, "{}", run["errors"]);
+    let first = run["first_error"].as_str().unwrap();
+    assert!(first.contains("64 MiB"), "{first}");
+}
+
+/// A client's stdout and stderr go through pipes, not files in its TMPDIR (a chatty client
+/// filled it): 100 MB of each is read and dropped past the bounds, and its descriptors are
+/// pipes.
+#[test]
+fn a_clients_output_is_never_written_to_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("fds");
+    let chatty = script(
+        dir.path(),
+        "chatty",
+        &format!(
+            "head -c 100000000 /dev/zero\nhead -c 100000000 /dev/zero >&2\n\
+             k=$(stat -L -c %F /proc/$$/fd/1 /proc/$$/fd/2)\nprintf '%s\\n' \"$k\" > {}\nexit 3\n",
+            seen.display()
+        ),
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let r = common::qbench_env(
+        &["--client", &exec(&chatty, "{urls}"), "--objects", "1x1KB"],
+        &[("TMPDIR", tmp.path().as_os_str())],
+    );
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    let kinds = std::fs::read_to_string(&seen).unwrap();
+    assert_eq!(kinds, "fifo\nfifo\n");
+    let p = &run0(&r)["third_party"]["processes"][0];
+    assert_eq!(p["exit"], 3);
+    // Its stderr's tail is kept, no more.
+    let tail = p["stderr_tail"].as_str().unwrap();
+    assert!(tail.len() <= 2048, "{}", tail.len());
+}
+

@@ -290,10 +290,20 @@ pub(super) fn record(
         }
         // Objects the process never reported (it died, hung or printed too little).
         let missing = inv.objects.len() - r.objects.len().min(inv.objects.len());
-        let (kind, msg) = failed.clone().unwrap_or((
-            ErrorKind::Io,
-            "the client reported no outcome for it".to_string(),
-        ));
+        let (kind, msg) = failed.clone().unwrap_or_else(|| match ended.stdout_cut {
+            0 => (
+                ErrorKind::Io,
+                "the client reported no outcome for it".to_string(),
+            ),
+            cut => (
+                ErrorKind::Io,
+                format!(
+                    "its outcome was not read: the client's output passed the {} MiB qbench \
+                     reads ({cut} lines past it)",
+                    super::output::MAX_STDOUT >> 20
+                ),
+            ),
+        });
         for _ in 0..missing {
             placed.unverified += 1;
             rec.object(ObjectOutcome {
