@@ -216,3 +216,105 @@ fn a_clients_output_is_never_written_to_disk() {
     assert!(tail.len() <= 2048, "{}", tail.len());
 }
 
+/// `PATH` with `dir` first.
+fn path_with(dir: &Path) -> String {
+    format!("{}:{}", dir.display(), std::env::var("PATH").unwrap())
+}
+
+/// qbench ends (within 60 s) however its client left the files it reads.
+fn within(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Run {
+    let out = common::qbench_within_env(&[args, &["--json", "-"]].concat(), env, 60);
+    assert!(out.code.is_some(), "qbench hung: {}", out.stderr);
+    Run {
+        code: out.code,
+        stderr: out.stderr,
+        json: serde_json::from_str(&out.stdout).ok(),
+    }
+}
+
+/// curl's `filename_effective` is its claim, not where qbench reads a body: a FIFO there
+/// once held qbench forever, and a file outside the run (as /etc/shadow) was opened and
+/// read. qbench checks the files it told curl to write, and nothing else.
+#[test]
+fn curls_body_files_are_the_ones_qbench_named() {
+    require!(Need::Tool("curl"));
+    let dir = tempfile::tempdir().unwrap();
+    let real = qbench_testkit::which("curl").unwrap();
+    script(
+        dir.path(),
+        "curl",
+        &format!(
+            "{} \"$@\" | sed \"s|\\\"filename_effective\\\":\\\"[^\\\"]*\\\"|\\\"filename_effective\\\":\\\"$TARGET\\\"|\"\n",
+            real.display()
+        ),
+    );
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a plain mkfifo on a path of the test's own directory.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "not the payload").unwrap();
+    let path = path_with(dir.path());
+    for target in [&fifo, &secret] {
+        let r = within(
+            &[
+                "--client",
+                "curl",
+                "--proto",
+                "h2",
+                "--objects",
+                "2x1KB",
+                "--verify",
+            ],
+            &[("PATH", path.as_ref()), ("TARGET", target.as_os_str())],
+        );
+        assert_eq!(r.code, Some(0), "{target:?}: {}", r.stderr);
+        let run = run0(&r);
+        assert_eq!(run["objects"]["completed"], 2, "{}", run["errors"]);
+        assert_eq!(run["third_party"]["verified"], 2);
+    }
+}
+
+/// A FIFO or a symlink out where qbench reads ngtcp2's qlog or h2load's log is refused:
+/// qbench neither blocks on it nor reads what the link points at.
+#[test]
+fn logs_that_are_fifos_or_links_out_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = dir.path().join("outside.log");
+    std::fs::write(&outside, "1795819690171108\t200\t397\n").unwrap();
+    // ngtcp2's example client: a FIFO as its qlog and as its download.
+    script(
+        dir.path(),
+        "gtlsclient",
+        "for a; do case $a in --qlog-dir=*) q=${a#*=};; --download=*) d=${a#*=};; esac; done\n\
+         mkfifo \"$q/x.sqlog\" \"$d/1000\"\n",
+    );
+    // h2load: its log a FIFO, or a link to a file outside the run.
+    script(
+        dir.path(),
+        "h2load",
+        "for a; do case $a in --log-file=*) l=${a#*=};; esac; done\n\
+         if [ -n \"$LINK\" ]; then ln -s \"$LINK\" \"$l\"; else mkfifo \"$l\"; fi\n",
+    );
+    let path = path_with(dir.path());
+    let cases: [(&str, &str, Option<&Path>); 3] = [
+        ("ngtcp2", "h3", None),
+        ("h2load", "h2", None),
+        ("h2load", "h2", Some(&outside)),
+    ];
+    for (client, proto, link) in cases {
+        let mut env: Vec<(&str, &std::ffi::OsStr)> = vec![("PATH", path.as_ref())];
+        if let Some(l) = link {
+            env.push(("LINK", l.as_os_str()));
+        }
+        let r = within(
+            &["--client", client, "--proto", proto, "--objects", "1x1KB"],
+            &env,
+        );
+        assert_eq!(r.code, Some(1), "{client}: {}", r.stderr);
+        let run = run0(&r);
+        assert_eq!(run["objects"]["completed"], 0, "{client}: {run}");
+        let first = run["first_error"].as_str().unwrap();
+        assert!(first.contains("not a regular file"), "{client}: {first}");
+    }
+}

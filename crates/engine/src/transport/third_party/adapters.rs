@@ -338,10 +338,11 @@ fn read_curl(ctx: &Ctx, inv: &Invocation, e: &Ended, spawned: Duration) -> Repor
             status: Some(t.response_code).filter(|c| *c != 0),
             error,
             verified: None,
-            file: t
-                .filename_effective
-                .filter(|f| f != "/dev/null")
-                .map(PathBuf::from),
+            // Where qbench told it to write the body (its config's `output`), not where its
+            // `filename_effective` says: that is the client's claim.
+            file: index
+                .filter(|_| ctx.verify)
+                .map(|i| inv.dir.join(i.to_string())),
         });
     }
     r

@@ -20,6 +20,7 @@ use crate::measure::clock::Clock;
 
 mod adapters;
 mod output;
+mod own_files;
 mod place;
 mod process;
 mod readers;

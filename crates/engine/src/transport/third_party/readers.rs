@@ -4,6 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::Read;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use qbench_core::client_program::lines::{FetchLine, Printed, Zero};
@@ -12,6 +13,8 @@ use qbench_core::errors::ErrorKind;
 use qbench_core::report::third_party::AnchorEvent;
 use qbench_core::wire::check_payload;
 
+use super::output::{self, Kept};
+use super::own_files::{self, OwnFileError};
 use super::place::{ConnOut, ObjOut, Reported};
 use super::process::Ended;
 use super::{Ctx, Invocation};
@@ -167,7 +170,30 @@ pub(super) fn h2load(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Re
         anchor: Some(AnchorEvent::ClientWallClock),
         ..Reported::default()
     };
-    let log = std::fs::read_to_string(inv.dir.join("requests.log")).unwrap_or_default();
+    let log = match own_files::open(&inv.dir, &inv.dir.join("requests.log")) {
+        Ok(f) => {
+            let kept = Arc::new(Mutex::new(Kept::default()));
+            output::lines(f, &kept, own_files::MAX_H2LOAD_LOG);
+            output::take(&kept)
+        }
+        // It died before it wrote one: its objects are unreported.
+        Err(OwnFileError::Io(_, e)) if e.kind() == std::io::ErrorKind::NotFound => Kept::default(),
+        Err(err) => {
+            r.problem = Some((ErrorKind::Io, format!("its log {err}")));
+            return r;
+        }
+    };
+    if log.cut > 0 {
+        r.problem = Some((
+            ErrorKind::Io,
+            format!(
+                "its log passed the {} MiB qbench reads: {} lines not read",
+                own_files::MAX_H2LOAD_LOG >> 20,
+                log.cut
+            ),
+        ));
+    }
+    let log = String::from_utf8_lossy(&log.text);
     let parsed = match qbench_core::client_program::h2load::parse_log(&log) {
         Ok(p) => p,
         Err(err) => {
@@ -281,7 +307,8 @@ pub(super) fn ngtcp2(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Re
     let Some(file) = file else {
         return Reported::server_timed();
     };
-    let q = match read_bounded(&file, qlog::MAX_QLOG).map(|t| qlog::parse(&t)) {
+    let q = match own_files::read_bounded(&inv.dir, &file, qlog::MAX_QLOG).map(|t| qlog::parse(&t))
+    {
         Ok(Ok(q)) => q,
         Ok(Err(err)) => {
             let mut r = Reported::server_timed();
@@ -290,7 +317,7 @@ pub(super) fn ngtcp2(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Re
         }
         Err(err) => {
             let mut r = Reported::server_timed();
-            r.problem = Some((ErrorKind::Io, format!("its qlog: {err}")));
+            r.problem = Some((ErrorKind::Io, format!("its qlog {err}")));
             return r;
         }
     };
@@ -328,9 +355,11 @@ pub(super) fn ngtcp2(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Re
             continue;
         };
         let file = name.map(|n| inv.dir.join(n));
+        // Its own name, not what a link there points at.
         let bytes = file
             .as_ref()
-            .and_then(|f| std::fs::metadata(f).ok())
+            .and_then(|f| std::fs::symlink_metadata(f).ok())
+            .filter(std::fs::Metadata::is_file)
             .map_or(0, |m| m.len());
         r.objects.push(ObjOut {
             index: Some(i),
@@ -347,22 +376,12 @@ pub(super) fn ngtcp2(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Re
     r
 }
 
-fn read_bounded(path: &Path, max: usize) -> std::io::Result<String> {
-    let f = std::fs::File::open(path)?;
-    let mut text = String::new();
-    f.take(max as u64 + 1).read_to_string(&mut text)?;
-    if text.len() > max {
-        return Err(std::io::Error::other(format!("larger than {max} bytes")));
-    }
-    Ok(text)
-}
-
 /// Checks bodies the program left in files: curl's outputs, ngtcp2's downloads.
 pub(super) fn check_files(ctx: &Ctx, inv: &Invocation, r: &mut Reported) {
     for o in &mut r.objects {
         let Some(f) = &o.file else { continue };
         let expected = o.index.and_then(|i| ctx.objects[i].expected);
-        let v = check_file(f, expected);
+        let v = check_file(&inv.dir, f, expected);
         o.verified = Some(v.is_ok());
         if let (Err(e), None) = (v, &o.error) {
             o.error = Some(e);
@@ -381,18 +400,16 @@ pub(super) fn check_files(ctx: &Ctx, inv: &Invocation, r: &mut Reported) {
     let downloads = ngtcp2_downloads(ctx, &inv.objects);
     for (&i, (_, name)) in inv.objects.iter().zip(downloads) {
         let Some(name) = name else { continue };
-        let v = check_file(&inv.dir.join(name), ctx.objects[i].expected);
+        let v = check_file(&inv.dir, &inv.dir.join(name), ctx.objects[i].expected);
         r.file_checks.insert(i, v);
     }
 }
 
-fn check_file(path: &Path, expected: Option<u64>) -> Result<(), (ErrorKind, String)> {
-    let mut f = std::fs::File::open(path).map_err(|e| {
-        (
-            ErrorKind::Io,
-            format!("its body file {}: {e}", path.display()),
-        )
-    })?;
+/// Reads a body file of the process's own directory, at most a byte past the length asked.
+fn check_file(dir: &Path, path: &Path, expected: Option<u64>) -> Result<(), (ErrorKind, String)> {
+    let f =
+        own_files::open(dir, path).map_err(|e| (ErrorKind::Io, format!("its body file {e}")))?;
+    let mut f = f.take(expected.map_or(u64::MAX, |n| n.saturating_add(1)));
     let mut buf = vec![0u8; 256 * 1024];
     let mut offset = 0u64;
     loop {
