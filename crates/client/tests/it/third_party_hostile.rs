@@ -318,3 +318,38 @@ fn logs_that_are_fifos_or_links_out_are_refused() {
         assert!(first.contains("not a regular file"), "{client}: {first}");
     }
 }
+
+/// The Chromium driver is never the one in the source tree qbench was built from (a removed
+/// checkout leaves that path to anyone, and qbench runs as root): without the variable and
+/// nothing installed beside the binary, `--client chromium` is refused before any run; a
+/// driver others could have written is refused too.
+#[test]
+fn the_chromium_driver_is_never_taken_from_the_build_tree_nor_from_others() {
+    require!(Need::Tool("chromium"));
+    require!(Need::PyModule("playwright"));
+    let args = [
+        "--client",
+        "chromium",
+        "--proto",
+        "h2",
+        "--objects",
+        "1x1KB",
+    ];
+    let out = common::qbench_plain(&args);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("fetch.py: not found"), "{}", out.stderr);
+    let open = tempfile::tempdir().unwrap();
+    let copy = open.path().join("fetch.py");
+    std::fs::copy(crate::third_party::chromium_driver(), &copy).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(open.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out =
+        common::qbench_within_env(&args, &[("QBENCH_CHROMIUM_DRIVER", copy.as_os_str())], 120);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("writable by group or others"),
+        "{}",
+        out.stderr
+    );
+}

@@ -18,6 +18,8 @@ const GRACE: Duration = Duration::from_secs(2);
 pub enum SpawnError {
     #[error("{program}: not found; {hint}")]
     Missing { program: String, hint: String },
+    #[error("{program}: refused, since others could have written it: {why}")]
+    Untrusted { program: String, why: String },
     #[error("starting {program}: {source}")]
     Start {
         program: String,
