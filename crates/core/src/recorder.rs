@@ -222,7 +222,7 @@ impl Recorder {
     pub fn object(&mut self, o: ObjectOutcome) {
         let start = o.intended.unwrap_or(o.sent);
         let iv = &mut self.interval;
-        iv.bytes += o.body_bytes;
+        iv.bytes = iv.bytes.saturating_add(o.body_bytes);
         if let Some(h) = o.headers {
             iv.ttfb.record(h.saturating_sub(o.sent));
         }
@@ -249,7 +249,7 @@ impl Recorder {
             l.sent(o.intended, o.sent, o.done, o.error.is_none());
         }
         self.first_request = Some(self.first_request.map_or(o.sent, |f| f.min(o.sent)));
-        self.payload_bytes += o.body_bytes;
+        self.payload_bytes = self.payload_bytes.saturating_add(o.body_bytes);
         if let Some(h) = o.headers {
             self.ttfb.record(h.saturating_sub(o.sent));
         }
@@ -384,6 +384,15 @@ mod tests {
         // HdrHistogram reports the highest value equivalent at 3 significant digits.
         assert!((5000..=5005).contains(&rep.ttfb.summary.max_us.unwrap()));
         assert_eq!(rep.duration_us, 41_000);
+    }
+
+    #[test]
+    fn byte_sums_saturate_instead_of_wrapping() {
+        // A third-party client's claims are not bounded by what a transport can carry.
+        let mut r = Recorder::new(0, 2, ms(0));
+        r.object(ok(1, 2, 3, u64::MAX / 2 + 1));
+        r.object(ok(1, 2, 3, u64::MAX / 2 + 1));
+        assert_eq!(r.finish(ms(4)).payload_bytes, u64::MAX);
     }
 
     #[test]

@@ -51,5 +51,6 @@ mod small_inputs;
 mod sweep;
 mod third_party;
 mod third_party_clock;
+mod third_party_hostile;
 mod tls_hints;
 mod unreachable;

@@ -212,10 +212,18 @@ fn quic_go_reports_its_own_timings_on_the_runs_clock() {
     }
 }
 
+/// The checkout's driver: a built qbench never looks in its source tree for it.
+pub(crate) fn chromium_driver() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/chromium/fetch.py")
+}
+
 #[test]
 fn chromium_fetches_over_h3_on_one_connection_when_asked_to_reuse_it() {
     require!(Need::Tool("chromium"));
     require!(Need::PyModule("playwright"));
+    let driver = chromium_driver();
+    let env = [("QBENCH_CHROMIUM_DRIVER", driver.as_os_str())];
+    let qbench = |args: &[&str]| common::qbench_env(args, &env);
     let r = qbench(&[
         "--client",
         "chromium",

@@ -15,6 +15,10 @@ use crate::errors::ErrorKind;
 /// Longest stdout a client may leave for qbench to read, per process.
 pub const MAX_STDOUT: usize = 64 * 1024 * 1024;
 
+/// Latest time a line may give, in µs from the program's zero: a day, as for curl's times.
+/// Beyond it a time is no measurement (2^64-1 µs would be a PLT of 584,000 years).
+pub const MAX_TIME_US: u64 = 86_400_000_000;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case", deny_unknown_fields)]
 pub enum FetchLine {
@@ -87,6 +91,12 @@ pub enum LineError {
     Backwards { line: usize, start: u64, done: u64 },
     #[error("timings but no zero line to place them")]
     NoZero,
+    #[error("line {line}: {field} {value} is over a day ({MAX_TIME_US} us) from the zero")]
+    Time {
+        line: usize,
+        field: &'static str,
+        value: u64,
+    },
 }
 
 /// Parses a program's stdout.
@@ -102,6 +112,9 @@ pub fn parse(text: &str) -> Result<Printed, LineError> {
             line,
             message: e.to_string(),
         })?;
+        if let Some((field, value)) = too_late(&l) {
+            return Err(LineError::Time { line, field, value });
+        }
         match &l {
             FetchLine::Zero {
                 monotonic_us,
@@ -138,6 +151,34 @@ pub fn parse(text: &str) -> Result<Printed, LineError> {
         return Err(LineError::NoZero);
     }
     Ok(out)
+}
+
+/// The first time of a line beyond `MAX_TIME_US`.
+fn too_late(l: &FetchLine) -> Option<(&'static str, u64)> {
+    let times = match l {
+        FetchLine::Connection {
+            start_us,
+            handshake_us,
+            ..
+        } => vec![
+            ("start_us", Some(*start_us)),
+            ("handshake_us", *handshake_us),
+        ],
+        FetchLine::Request {
+            start_us,
+            headers_us,
+            done_us,
+            ..
+        } => vec![
+            ("start_us", Some(*start_us)),
+            ("headers_us", *headers_us),
+            ("done_us", Some(*done_us)),
+        ],
+        FetchLine::Zero { .. } | FetchLine::Version { .. } => return None,
+    };
+    times
+        .into_iter()
+        .find_map(|(f, t)| t.filter(|&t| t > MAX_TIME_US).map(|t| (f, t)))
 }
 
 #[cfg(test)]
@@ -188,6 +229,18 @@ mod tests {
         assert!(matches!(
             parse(r#"{"event":"request","url":"u"}"#),
             Err(LineError::Bad { line: 1, .. })
+        ));
+        let late = format!(
+            "{{\"event\":\"zero\",\"unix_us\":1}}\n{{\"event\":\"request\",\"url\":\"u\",\"start_us\":0,\"done_us\":{},\"bytes\":0}}",
+            u64::MAX
+        );
+        assert!(matches!(
+            parse(&late),
+            Err(LineError::Time {
+                line: 2,
+                field: "done_us",
+                ..
+            })
         ));
         assert!(matches!(
             parse(r#"{"event":"zero","unix_us":1,"extra":2}"#),

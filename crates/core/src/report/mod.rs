@@ -284,7 +284,9 @@ impl Summary {
             plt_us: Stats::of(&collect(&|r| r.plt_us.map(|v| v as f64))),
             handshake_us: Stats::of(&collect(&|r| r.handshake_us.map(|v| v as f64))),
             goodput_bps: Stats::of(&collect(&|r| r.goodput_bps)),
-            payload_bytes: runs.iter().map(|r| r.payload_bytes).sum(),
+            payload_bytes: runs
+                .iter()
+                .fold(0u64, |s, r| s.saturating_add(r.payload_bytes)),
             objects_completed: runs.iter().map(|r| r.objects.completed).sum(),
             // A held load has no page to time: its rate is completions per second.
             objects_per_s: Stats::of(&collect(&|r| match &r.load {

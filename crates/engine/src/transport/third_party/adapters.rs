@@ -8,17 +8,15 @@ use qbench_core::errors::ErrorKind;
 use qbench_core::report::third_party::AnchorEvent;
 use qbench_core::Protocol;
 
+use super::driver;
 use super::place::{ConnOut, ObjOut, Reported};
 use super::process::{find, Ended, SpawnError};
 use super::readers::ngtcp2_downloads;
 use super::{Ctx, Invocation};
 use crate::measure::clock::Clock;
 
-/// Where the Chromium driver lives, relative to the workspace, and the variables that
-/// override where qbench's own drivers are.
-const CHROMIUM_DRIVER: &str = "clients/chromium/fetch.py";
+/// The variable that says where qbench's quic-go client is.
 pub(super) const QUICGO_ENV: &str = "QBENCH_QUICGO";
-pub(super) const CHROMIUM_ENV: &str = "QBENCH_CHROMIUM_DRIVER";
 
 /// The program to run, found before the first run.
 pub(super) fn locate(p: &ClientProgram) -> Result<PathBuf, SpawnError> {
@@ -35,20 +33,26 @@ pub(super) fn locate(p: &ClientProgram) -> Result<PathBuf, SpawnError> {
         ClientProgram::Chromium => {
             find("chromium").ok_or_else(missing)?;
             find("python3").ok_or_else(missing)?;
-            let driver = std::env::var_os(CHROMIUM_ENV)
-                .map(PathBuf::from)
-                .unwrap_or_else(|| {
-                    Path::new(env!("CARGO_MANIFEST_DIR"))
-                        .join("../..")
-                        .join(CHROMIUM_DRIVER)
+            let looked = driver::candidates();
+            let Some(found) = looked.iter().find(|p| p.exists()) else {
+                let places: Vec<String> = looked.iter().map(|p| p.display().to_string()).collect();
+                return Err(SpawnError::Missing {
+                    program: driver::CHROMIUM_DRIVER.into(),
+                    hint: format!(
+                        "looked in {}; install qbench's {} there, or set {}",
+                        places.join(", "),
+                        driver::CHROMIUM_DRIVER,
+                        driver::CHROMIUM_ENV
+                    ),
                 });
-            return driver
-                .is_file()
-                .then_some(driver)
-                .ok_or(SpawnError::Missing {
-                    program: CHROMIUM_DRIVER.into(),
-                    hint: format!("set {CHROMIUM_ENV} to the path of qbench's {CHROMIUM_DRIVER}"),
-                });
+            };
+            return match driver::trusted(found) {
+                Ok(()) => Ok(found.clone()),
+                Err(why) => Err(SpawnError::Untrusted {
+                    program: found.display().to_string(),
+                    why,
+                }),
+            };
         }
         _ => {}
     }
@@ -338,10 +342,11 @@ fn read_curl(ctx: &Ctx, inv: &Invocation, e: &Ended, spawned: Duration) -> Repor
             status: Some(t.response_code).filter(|c| *c != 0),
             error,
             verified: None,
-            file: t
-                .filename_effective
-                .filter(|f| f != "/dev/null")
-                .map(PathBuf::from),
+            // Where qbench told it to write the body (its config's `output`), not where its
+            // `filename_effective` says: that is the client's claim.
+            file: index
+                .filter(|_| ctx.verify)
+                .map(|i| inv.dir.join(i.to_string())),
         });
     }
     r
@@ -437,5 +442,21 @@ mod tests {
         // Only the objects one process fetches count: alone, a size keeps its plain name.
         let one = ngtcp2_downloads(&c, &[2, 1]);
         assert_eq!(one[0], ("https://h/bytes/10".into(), Some("10".into())));
+    }
+
+    /// 200,000 objects of 7 sizes: one pass names them (asking each object how many share
+    /// its name was 4*10^10 comparisons, hours of CPU).
+    #[test]
+    fn ngtcp2_downloads_of_many_objects_are_named_in_one_pass() {
+        let urls: Vec<String> = (0..200_000)
+            .map(|i| format!("https://h/bytes/{}", i % 7))
+            .collect();
+        let refs: Vec<&str> = urls.iter().map(String::as_str).collect();
+        let c = ctx(&refs);
+        let all: Vec<usize> = (0..urls.len()).collect();
+        let d = ngtcp2_downloads(&c, &all);
+        let names: std::collections::HashSet<_> = d.iter().map(|(_, n)| n.clone()).collect();
+        assert_eq!(names.len(), 200_000);
+        assert_eq!(d[199_999].1.as_deref(), Some("2?k=199999"));
     }
 }

@@ -19,6 +19,9 @@ use crate::drive::requests::Requests;
 use crate::measure::clock::Clock;
 
 mod adapters;
+mod driver;
+mod output;
+mod own_files;
 mod place;
 mod process;
 mod readers;

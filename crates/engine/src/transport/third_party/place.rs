@@ -62,6 +62,8 @@ pub(super) struct Reported {
     pub problem: Option<(ErrorKind, String)>,
     /// How its reader placed its times (`anchor` may place them again).
     pub anchor: Option<AnchorEvent>,
+    /// Outcomes it reported for URLs it was not given (or more than once): not objects.
+    pub outside: u64,
 }
 
 impl Reported {
@@ -204,9 +206,10 @@ pub(super) fn record(
     let server_conns = outcomes
         .iter()
         .any(|(_, _, r)| r.server_timed || r.conns.is_empty());
-    // The server's requests by path, in the order it read them, for server-timed objects.
+    // The server's requests by path, in the order it read them: server-timed objects are
+    // these, and every object a client claims is checked against them.
     let mut by_path: BTreeMap<String, VecDeque<usize>> = BTreeMap::new();
-    if let (true, Some(seen)) = (server_timed, seen) {
+    if let Some(seen) = seen {
         for (i, r) in seen.requests.iter().enumerate() {
             by_path.entry(r.path.clone()).or_default().push_back(i);
         }
@@ -230,6 +233,16 @@ pub(super) fn record(
         placed.version = placed.version.take().or_else(|| r.version.clone());
         if let Some((kind, msg)) = &r.problem {
             rec.error(*kind, msg);
+        }
+        if r.outside > 0 {
+            rec.error(
+                ErrorKind::Protocol,
+                &format!(
+                    "{} of its outcomes name URLs outside the run (or one more than once); \
+                     not counted as objects",
+                    r.outside
+                ),
+            );
         }
         let failed = (!ended.ok).then(|| process_failure(ended));
         let end = clock.offset_of(ended.spawned) + Duration::from_micros(ended.record.wall_us);
@@ -257,7 +270,7 @@ pub(super) fn record(
         }
         let mut errors = 0;
         for o in &r.objects {
-            let out = ObjectOutcome {
+            let mut out = ObjectOutcome {
                 intended: None,
                 sent: o.sent,
                 headers: o.headers,
@@ -267,6 +280,7 @@ pub(super) fn record(
                 status: o.status,
                 stream: None,
             };
+            check_claim(ctx, o, seen, &mut by_path, &mut out);
             errors += usize::from(out.error.is_some());
             match o.verified {
                 Some(true) => placed.verified += 1,
@@ -276,10 +290,20 @@ pub(super) fn record(
         }
         // Objects the process never reported (it died, hung or printed too little).
         let missing = inv.objects.len() - r.objects.len().min(inv.objects.len());
-        let (kind, msg) = failed.clone().unwrap_or((
-            ErrorKind::Io,
-            "the client reported no outcome for it".to_string(),
-        ));
+        let (kind, msg) = failed.clone().unwrap_or_else(|| match ended.stdout_cut {
+            0 => (
+                ErrorKind::Io,
+                "the client reported no outcome for it".to_string(),
+            ),
+            cut => (
+                ErrorKind::Io,
+                format!(
+                    "its outcome was not read: the client's output passed the {} MiB qbench \
+                     reads ({cut} lines past it)",
+                    super::output::MAX_STDOUT >> 20
+                ),
+            ),
+        });
         for _ in 0..missing {
             placed.unverified += 1;
             rec.object(ObjectOutcome {
@@ -302,6 +326,87 @@ pub(super) fn record(
     placed
 }
 
+/// The path the server logs for object `i`.
+fn object_path(ctx: &Ctx, i: usize) -> String {
+    ctx.objects[i]
+        .url
+        .parse::<http::Uri>()
+        .map(|u| u.path().to_string())
+        .unwrap_or_default()
+}
+
+/// The first request the server read for `path` not yet taken by an object.
+fn take_seen<'a>(
+    seen: Option<&'a Seen>,
+    by_path: &mut BTreeMap<String, VecDeque<usize>>,
+    path: &str,
+) -> Option<&'a qbench_server::truth::RequestSeen> {
+    let s = seen?;
+    let k = by_path.get_mut(path)?.pop_front()?;
+    s.requests.get(k)
+}
+
+/// An object a client says it fetched, checked against what the server saw of it (when the
+/// server is this process's) and against the length its URL asks for: a claim the server
+/// cannot back, or a body of another length, is a failure, whatever the client says.
+fn check_claim(
+    ctx: &Ctx,
+    o: &ObjOut,
+    seen: Option<&Seen>,
+    by_path: &mut BTreeMap<String, VecDeque<usize>>,
+    out: &mut ObjectOutcome,
+) {
+    let Some(i) = o.index else { return };
+    let taken = take_seen(seen, by_path, &object_path(ctx, i));
+    if out.error.is_some() {
+        return;
+    }
+    // A server that kept no more requests (its bound) cannot deny what it did not keep.
+    let full = seen.is_some_and(|s| s.dropped > 0);
+    match (seen, taken) {
+        (Some(_), None) if !full => {
+            out.body_bytes = 0;
+            out.error = Some((
+                ErrorKind::Io,
+                "the client reports it fetched, but the server never saw this request".into(),
+            ));
+            return;
+        }
+        (_, Some(q)) if !(200..=299).contains(&q.status) => {
+            out.error = Some((
+                ErrorKind::Status,
+                format!(
+                    "the client reports it fetched, but the server answered status {}",
+                    q.status
+                ),
+            ));
+            return;
+        }
+        (_, Some(q)) if !q.complete => {
+            out.error = Some((
+                ErrorKind::ShortBody,
+                format!(
+                    "the client reports {} bytes, but the server handed over only {}",
+                    o.bytes, q.body_bytes
+                ),
+            ));
+            return;
+        }
+        _ => {}
+    }
+    if let Some(want) = ctx.objects[i].expected {
+        let kind = match o.bytes.cmp(&want) {
+            std::cmp::Ordering::Less => ErrorKind::ShortBody,
+            std::cmp::Ordering::Greater => ErrorKind::LongBody,
+            std::cmp::Ordering::Equal => return,
+        };
+        out.error = Some((
+            kind,
+            format!("the client reports {} of {want} bytes", o.bytes),
+        ));
+    }
+}
+
 /// Object `i` as the server saw it: the first request for its path not yet taken.
 #[allow(clippy::too_many_arguments)]
 fn server_object(
@@ -315,15 +420,7 @@ fn server_object(
     clock: Clock,
 ) -> ObjectOutcome {
     let obj = &ctx.objects[i];
-    let path = obj
-        .url
-        .parse::<http::Uri>()
-        .map(|u| u.path().to_string())
-        .unwrap_or_default();
-    let taken = seen.and_then(|s| {
-        let k = by_path.get_mut(&path)?.pop_front()?;
-        s.requests.get(k)
-    });
+    let taken = take_seen(seen, by_path, &object_path(ctx, i));
     let Some(q) = taken else {
         let (kind, msg) = failed.cloned().unwrap_or_else(|| {
             (

@@ -1,17 +1,16 @@
 //! One client process: spawned in its own process group (inside the client's network
-//! namespace when there is a link), its output kept in files, its CPU read from `wait4`, and
-//! the whole group killed at the deadline or when the run is abandoned.
+//! namespace when there is a link), its output read as it streams, its CPU read from
+//! `wait4`, and the whole group killed at the deadline or when the run is abandoned.
 
-use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use qbench_core::report::third_party::ClientProcess;
 
-/// Bytes of stderr kept for the report when a process fails.
-const STDERR_TAIL: usize = 2048;
+use super::output::{self, Kept, MAX_STDOUT, STDERR_TAIL};
 /// Between SIGTERM and SIGKILL at the deadline: a browser's driver closes its browser.
 const GRACE: Duration = Duration::from_secs(2);
 
@@ -19,13 +18,10 @@ const GRACE: Duration = Duration::from_secs(2);
 pub enum SpawnError {
     #[error("{program}: not found; {hint}")]
     Missing { program: String, hint: String },
+    #[error("{program}: refused, since others could have written it: {why}")]
+    Untrusted { program: String, why: String },
     #[error("starting {program}: {source}")]
     Start {
-        program: String,
-        source: std::io::Error,
-    },
-    #[error("keeping {program}'s output: {source}")]
-    Output {
         program: String,
         source: std::io::Error,
     },
@@ -34,7 +30,10 @@ pub enum SpawnError {
 /// What a finished process left.
 pub(super) struct Ended {
     pub record: ClientProcess,
+    /// Its stdout's whole lines, up to `MAX_STDOUT` bytes.
     pub stdout: String,
+    /// Lines of its stdout past `MAX_STDOUT`, not read.
+    pub stdout_cut: u64,
     /// Spawned, on the monotonic clock.
     pub spawned: Instant,
     pub spawned_unix: std::time::SystemTime,
@@ -87,23 +86,35 @@ pub(super) fn find(program: &str) -> Option<std::path::PathBuf> {
         .find(|p| p.is_file())
 }
 
-fn read_bounded(file: &mut std::fs::File, limit: usize) -> std::io::Result<String> {
-    use std::io::Seek;
-    file.seek(std::io::SeekFrom::Start(0))?;
-    let mut buf = Vec::new();
-    file.take(limit as u64).read_to_end(&mut buf)?;
-    Ok(String::from_utf8_lossy(&buf).into_owned())
+/// A reader of one of the child's pipes, on a thread of its own.
+struct Reader {
+    kept: Arc<Mutex<Kept>>,
+    thread: std::thread::JoinHandle<()>,
 }
 
-fn tail(file: &mut std::fs::File) -> std::io::Result<String> {
-    use std::io::Seek;
-    let len = file.seek(std::io::SeekFrom::End(0))?;
-    file.seek(std::io::SeekFrom::Start(
-        len.saturating_sub(STDERR_TAIL as u64),
-    ))?;
-    let mut buf = Vec::new();
-    file.read_to_end(&mut buf)?;
-    Ok(String::from_utf8_lossy(&buf).trim().to_string())
+fn reader<R: std::io::Read + Send + 'static>(
+    pipe: Option<R>,
+    read: fn(R, &Arc<Mutex<Kept>>, usize),
+    cap: usize,
+) -> Reader {
+    let kept = Arc::new(Mutex::new(Kept::default()));
+    let k = kept.clone();
+    let thread = std::thread::spawn(move || {
+        if let Some(p) = pipe {
+            read(p, &k, cap);
+        }
+    });
+    Reader { kept, thread }
+}
+
+/// What the readers kept, once they reach the end of their pipes, or after `GRACE` when a
+/// process that left the group still holds a pipe open (its reader then ends with it).
+async fn drain(readers: [&Reader; 2]) -> [Kept; 2] {
+    let until = Instant::now() + GRACE;
+    while Instant::now() < until && !readers.iter().all(|r| r.thread.is_finished()) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    readers.map(|r| output::take(&r.kept))
 }
 
 /// Runs `argv` to its end, or kills its group at `deadline` (SIGTERM, then SIGKILL).
@@ -114,12 +125,6 @@ pub(super) async fn run(
     deadline: Duration,
 ) -> Result<Ended, SpawnError> {
     let program = argv[0].clone();
-    let output = |source| SpawnError::Output {
-        program: program.clone(),
-        source,
-    };
-    let mut stdout = tempfile::tempfile_in(dir).map_err(output)?;
-    let mut stderr = tempfile::tempfile_in(dir).map_err(output)?;
     let mut cmd = match netns {
         Some(ns) => {
             let mut c = Command::new("ip");
@@ -137,15 +142,17 @@ pub(super) async fn run(
     cmd.current_dir(dir)
         .env("TMPDIR", dir)
         .stdin(Stdio::null())
-        .stdout(stdout.try_clone().map_err(output)?)
-        .stderr(stderr.try_clone().map_err(output)?)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .process_group(0);
     let spawned = Instant::now();
     let spawned_unix = std::time::SystemTime::now();
-    let child = cmd.spawn().map_err(|source| SpawnError::Start {
+    let mut child = cmd.spawn().map_err(|source| SpawnError::Start {
         program: program.clone(),
         source,
     })?;
+    let out = reader(child.stdout.take(), output::lines, MAX_STDOUT);
+    let err = reader(child.stderr.take(), output::tail, STDERR_TAIL);
     let pid = child.id() as i32;
     let mut group = Group {
         pgid: pid,
@@ -179,11 +186,11 @@ pub(super) async fn run(
     let exit = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
     let signal = libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status));
     let ok = exit == Some(0) && !timed_out;
-    let stdout_text = read_bounded(&mut stdout, qbench_core::client_program::lines::MAX_STDOUT)
-        .map_err(output)?;
+    let [stdout, stderr] = drain([&out, &err]).await;
+    let tail = &stderr.text[stderr.text.len().saturating_sub(STDERR_TAIL)..];
     let stderr_tail = match ok {
         true => None,
-        false => Some(tail(&mut stderr).map_err(output)?).filter(|t| !t.is_empty()),
+        false => Some(String::from_utf8_lossy(tail).trim().to_string()).filter(|t| !t.is_empty()),
     };
     let (user_s, sys_s, max_rss_kib) = usage.unwrap_or((0.0, 0.0, 0));
     Ok(Ended {
@@ -199,7 +206,8 @@ pub(super) async fn run(
             stderr_tail,
             anchor: None,
         },
-        stdout: stdout_text,
+        stdout: String::from_utf8_lossy(&stdout.text).into_owned(),
+        stdout_cut: stdout.cut,
         spawned,
         spawned_unix,
         ok,

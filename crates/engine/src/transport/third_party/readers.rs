@@ -1,8 +1,10 @@
 //! Reading what h2load and fetch-line programs printed, ngtcp2's qlog, and the bodies
 //! programs left in files.
 
+use std::collections::{HashMap, VecDeque};
 use std::io::Read;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use qbench_core::client_program::lines::{FetchLine, Printed, Zero};
@@ -11,6 +13,8 @@ use qbench_core::errors::ErrorKind;
 use qbench_core::report::third_party::AnchorEvent;
 use qbench_core::wire::check_payload;
 
+use super::output::{self, Kept};
+use super::own_files::{self, OwnFileError};
 use super::place::{ConnOut, ObjOut, Reported};
 use super::process::Ended;
 use super::{Ctx, Invocation};
@@ -32,7 +36,13 @@ fn zero_at(z: Zero, e: &Ended, clock: Clock) -> Duration {
     }
 }
 
-/// Fetch lines on the run's clock.
+/// How far past a process's end its own times may lie: its zero on the wall clock is placed
+/// by the wall clock read at its spawn, which may have been stepped since.
+const LIFE_SLACK: Duration = Duration::from_secs(1);
+
+/// Fetch lines on the run's clock. A line for a URL the process was not given (or one more
+/// than it was given) is no object of the run: it is counted in `outside`. Lines whose
+/// times lie after the process ended are refused as a whole.
 pub(super) fn from_lines(
     ctx: &Ctx,
     inv: &Invocation,
@@ -44,6 +54,20 @@ pub(super) fn from_lines(
         .zero
         .map_or(clock.offset_of(e.spawned), |z| zero_at(z, e, clock));
     let at = |us: u64| zero + Duration::from_micros(us);
+    let end = clock.offset_of(e.spawned) + Duration::from_micros(e.record.wall_us);
+    if let Some(late) = p.lines.iter().filter_map(latest).max() {
+        if at(late) > end + LIFE_SLACK {
+            let mut r = Reported::server_timed();
+            r.problem = Some((
+                ErrorKind::Protocol,
+                format!(
+                    "its fetch lines: a time {} s after it ended",
+                    (at(late) - end).as_secs()
+                ),
+            ));
+            return r;
+        }
+    }
     let mut r = Reported {
         version: p.version,
         anchor: Some(match p.zero {
@@ -54,7 +78,12 @@ pub(super) fn from_lines(
         ..Reported::default()
     };
     // Each of the process's objects is taken by the first line with its URL.
-    let mut free: Vec<Option<usize>> = inv.objects.iter().map(|&i| Some(i)).collect();
+    let mut free: HashMap<&str, VecDeque<usize>> = HashMap::new();
+    for &i in &inv.objects {
+        free.entry(ctx.objects[i].url.as_str())
+            .or_default()
+            .push_back(i);
+    }
     for l in p.lines {
         match l {
             FetchLine::Connection {
@@ -85,16 +114,16 @@ pub(super) fn from_lines(
                 verified,
                 ..
             } => {
-                let index = free
-                    .iter_mut()
-                    .find(|f| f.is_some_and(|i| ctx.objects[i].url == url))
-                    .and_then(Option::take);
+                let Some(index) = free.get_mut(url.as_str()).and_then(VecDeque::pop_front) else {
+                    r.outside += 1;
+                    continue;
+                };
                 let mut error = error.map(|m| (error_kind.unwrap_or(ErrorKind::Io), m));
                 if error.is_none() && !matches!(status, Some(200..=299)) {
                     error = Some((ErrorKind::Status, format!("status {status:?}")));
                 }
                 r.objects.push(ObjOut {
-                    index,
+                    index: Some(index),
                     sent: at(start_us),
                     headers: headers_us.map(at),
                     done: at(done_us),
@@ -111,6 +140,24 @@ pub(super) fn from_lines(
     r
 }
 
+/// A line's latest time, from the program's zero.
+fn latest(l: &FetchLine) -> Option<u64> {
+    match l {
+        FetchLine::Connection {
+            start_us,
+            handshake_us,
+            ..
+        } => Some((*start_us).max(handshake_us.unwrap_or(0))),
+        FetchLine::Request {
+            start_us,
+            headers_us,
+            done_us,
+            ..
+        } => Some((*start_us).max(headers_us.unwrap_or(0)).max(*done_us)),
+        FetchLine::Zero { .. } | FetchLine::Version { .. } => None,
+    }
+}
+
 /// h2load run with one client (`-c 1`) per process: its log has one line per request
 /// (start on the wall clock in µs, status, µs to the response's end), and requests go out in
 /// the order of its URIs, so sorting by start names each line's object. Its wall clock is
@@ -123,7 +170,30 @@ pub(super) fn h2load(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Re
         anchor: Some(AnchorEvent::ClientWallClock),
         ..Reported::default()
     };
-    let log = std::fs::read_to_string(inv.dir.join("requests.log")).unwrap_or_default();
+    let log = match own_files::open(&inv.dir, &inv.dir.join("requests.log")) {
+        Ok(f) => {
+            let kept = Arc::new(Mutex::new(Kept::default()));
+            output::lines(f, &kept, own_files::MAX_H2LOAD_LOG);
+            output::take(&kept)
+        }
+        // It died before it wrote one: its objects are unreported.
+        Err(OwnFileError::Io(_, e)) if e.kind() == std::io::ErrorKind::NotFound => Kept::default(),
+        Err(err) => {
+            r.problem = Some((ErrorKind::Io, format!("its log {err}")));
+            return r;
+        }
+    };
+    if log.cut > 0 {
+        r.problem = Some((
+            ErrorKind::Io,
+            format!(
+                "its log passed the {} MiB qbench reads: {} lines not read",
+                own_files::MAX_H2LOAD_LOG >> 20,
+                log.cut
+            ),
+        ));
+    }
+    let log = String::from_utf8_lossy(&log.text);
     let parsed = match qbench_core::client_program::h2load::parse_log(&log) {
         Ok(p) => p,
         Err(err) => {
@@ -138,8 +208,11 @@ pub(super) fn h2load(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Re
     lines.sort_by_key(|l| l.start_unix_us);
     let mut data = 0u64;
     for (k, l) in lines.iter().enumerate() {
-        let index = inv.objects.get(k).copied();
-        let expected = index.and_then(|i| ctx.objects[i].expected);
+        let Some(i) = inv.objects.get(k).copied() else {
+            r.outside += 1;
+            continue;
+        };
+        let (index, expected) = (Some(i), ctx.objects[i].expected);
         let ok = (200..=299).contains(&l.status);
         // h2load counts body bytes per run, not per request: a whole answer carries the
         // size its URI asked for, and the run's total is checked below.
@@ -200,13 +273,19 @@ pub(super) const NGTCP2_QLOG: &str = "qlog";
 /// file name, none where the segment is no file name.
 pub(super) fn ngtcp2_downloads(ctx: &Ctx, objects: &[usize]) -> Vec<(String, Option<String>)> {
     let last = |i: usize| ctx.objects[i].url.rsplit('/').next().unwrap_or_default();
+    // Counted once: asking every object how many share its name was quadratic (40,000
+    // objects took minutes before the first process ran).
+    let mut uses: HashMap<&str, usize> = HashMap::new();
+    for &i in objects {
+        *uses.entry(last(i)).or_default() += 1;
+    }
     objects
         .iter()
         .enumerate()
         .map(|(k, &i)| {
             let url = &ctx.objects[i].url;
             let name = last(i);
-            let repeated = objects.iter().filter(|&&j| last(j) == name).count() > 1;
+            let repeated = uses.get(name).is_some_and(|&n| n > 1);
             let (url, name) = match repeated && !url.contains(['?', '#']) {
                 true => (format!("{url}?k={k}"), format!("{name}?k={k}")),
                 false => (url.clone(), name.to_string()),
@@ -234,7 +313,8 @@ pub(super) fn ngtcp2(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Re
     let Some(file) = file else {
         return Reported::server_timed();
     };
-    let q = match read_bounded(&file, qlog::MAX_QLOG).map(|t| qlog::parse(&t)) {
+    let q = match own_files::read_bounded(&inv.dir, &file, qlog::MAX_QLOG).map(|t| qlog::parse(&t))
+    {
         Ok(Ok(q)) => q,
         Ok(Err(err)) => {
             let mut r = Reported::server_timed();
@@ -243,7 +323,7 @@ pub(super) fn ngtcp2(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Re
         }
         Err(err) => {
             let mut r = Reported::server_timed();
-            r.problem = Some((ErrorKind::Io, format!("its qlog: {err}")));
+            r.problem = Some((ErrorKind::Io, format!("its qlog {err}")));
             return r;
         }
     };
@@ -281,9 +361,11 @@ pub(super) fn ngtcp2(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Re
             continue;
         };
         let file = name.map(|n| inv.dir.join(n));
+        // Its own name, not what a link there points at.
         let bytes = file
             .as_ref()
-            .and_then(|f| std::fs::metadata(f).ok())
+            .and_then(|f| std::fs::symlink_metadata(f).ok())
+            .filter(std::fs::Metadata::is_file)
             .map_or(0, |m| m.len());
         r.objects.push(ObjOut {
             index: Some(i),
@@ -300,22 +382,12 @@ pub(super) fn ngtcp2(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Re
     r
 }
 
-fn read_bounded(path: &Path, max: usize) -> std::io::Result<String> {
-    let f = std::fs::File::open(path)?;
-    let mut text = String::new();
-    f.take(max as u64 + 1).read_to_string(&mut text)?;
-    if text.len() > max {
-        return Err(std::io::Error::other(format!("larger than {max} bytes")));
-    }
-    Ok(text)
-}
-
 /// Checks bodies the program left in files: curl's outputs, ngtcp2's downloads.
 pub(super) fn check_files(ctx: &Ctx, inv: &Invocation, r: &mut Reported) {
     for o in &mut r.objects {
         let Some(f) = &o.file else { continue };
         let expected = o.index.and_then(|i| ctx.objects[i].expected);
-        let v = check_file(f, expected);
+        let v = check_file(&inv.dir, f, expected);
         o.verified = Some(v.is_ok());
         if let (Err(e), None) = (v, &o.error) {
             o.error = Some(e);
@@ -334,18 +406,16 @@ pub(super) fn check_files(ctx: &Ctx, inv: &Invocation, r: &mut Reported) {
     let downloads = ngtcp2_downloads(ctx, &inv.objects);
     for (&i, (_, name)) in inv.objects.iter().zip(downloads) {
         let Some(name) = name else { continue };
-        let v = check_file(&inv.dir.join(name), ctx.objects[i].expected);
+        let v = check_file(&inv.dir, &inv.dir.join(name), ctx.objects[i].expected);
         r.file_checks.insert(i, v);
     }
 }
 
-fn check_file(path: &Path, expected: Option<u64>) -> Result<(), (ErrorKind, String)> {
-    let mut f = std::fs::File::open(path).map_err(|e| {
-        (
-            ErrorKind::Io,
-            format!("its body file {}: {e}", path.display()),
-        )
-    })?;
+/// Reads a body file of the process's own directory, at most a byte past the length asked.
+fn check_file(dir: &Path, path: &Path, expected: Option<u64>) -> Result<(), (ErrorKind, String)> {
+    let f =
+        own_files::open(dir, path).map_err(|e| (ErrorKind::Io, format!("its body file {e}")))?;
+    let mut f = f.take(expected.map_or(u64::MAX, |n| n.saturating_add(1)));
     let mut buf = vec![0u8; 256 * 1024];
     let mut offset = 0u64;
     loop {
