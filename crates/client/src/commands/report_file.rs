@@ -52,6 +52,7 @@ pub(super) fn report_file(args: &ReportArgs) -> anyhow::Result<()> {
         ),
     )?;
     qbench_engine::output::check_writable("--html", &dest)?;
+    qbench_engine::output::overwrite::check_not_inputs(&[("--html", &dest)], &[("REPORT", path)])?;
     let bad = |message: String| ConfigError {
         flag: "REPORT",
         message: format!("{}: {message}", path.display()),

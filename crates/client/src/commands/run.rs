@@ -164,7 +164,7 @@ impl RunPlan {
         if outputs.plot.is_some() {
             check_telemetry("--plot", &cfg)?;
         }
-        outputs.check_writable()?;
+        args.check_outputs()?;
         let mut cfg = cfg;
         qlog_to(args, &mut cfg)?;
         // Opened (created) only once everything else is known to be valid.

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod contestant;
 pub mod fleet;
 pub mod gate;
+pub mod inputs;
 pub mod judge;
 pub mod link;
 pub mod load;
