@@ -1,6 +1,5 @@
 //! The benchmark command: one configuration, `--runs` times, then the report.
 
-use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -138,15 +137,15 @@ impl RunPlan {
         let mut spec = args.spec();
         let outputs = args.outputs();
         let stdout_data = outputs.takes_stdout() || args.json_stream.as_deref() == Some("-");
-        let shown = args.live.shown(
+        let (shown, note) = args.live.shown(
             spec.load.is_some(),
             args.load.interval.is_some(),
             stdout_data,
-            (
-                std::io::stdout().is_terminal(),
-                std::io::stderr().is_terminal(),
-            ),
+            crate::flags::gate::Terminals::now(),
         );
+        if let Some(note) = note {
+            crate::tell!("{note}");
+        }
         let ticks =
             args.live.metrics_listen.is_some() || shown != Shown::Bar || args.gate.fail_early;
         if ticks && spec.interval.is_none() {

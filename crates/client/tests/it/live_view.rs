@@ -204,3 +204,26 @@ fn off_a_terminal_tui_prints_lines_and_compare_refuses_it() {
     let r = qbench_plain(&["--tui", "--no-tui"]);
     assert_eq!(r.code, Some(2), "{}", r.stderr);
 }
+
+/// `--tui` on a terminal whose keys do not come to stdin (`< /dev/null`, a pipe): the view
+/// could never be stopped by a key, nor closed while it waits for one, so the run prints a
+/// line per interval instead, says why, ends when its load does and writes its report.
+#[test]
+fn tui_without_a_terminal_on_stdin_prints_lines_and_ends() {
+    require!(Need::Tool("tmux"));
+    for (name, before, after) in [("null", "", " < /dev/null"), ("pipe", "true | ", "")] {
+        let dir = tempfile::tempdir().unwrap();
+        let args = "--tui --proto h2 --objects 1x1KB --duration 3s --rate 100";
+        let (line, done) = shell(dir.path(), &format!("{args}{after}"));
+        let line = format!("{before}{line}");
+        let t = Tmux::run(&format!("nostdin-{name}"), &line);
+        assert_eq!(status(&done, 60), 0, "{name}: {}", t.screen());
+        let s = t.screen();
+        assert!(s.contains("stdin is not a terminal"), "{name}: {s}");
+        assert!(s.contains("[run 0"), "{name}: no interval lines:\n{s}");
+        let r: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap())
+                .unwrap();
+        assert!(r["runs"][0]["objects"]["completed"].as_u64().unwrap() > 0);
+    }
+}
