@@ -23,7 +23,9 @@ use crate::flags::cli::ReportArgs;
 pub const DEFAULT_PAGE: &str = "report.html";
 
 pub fn report(args: ReportArgs) -> anyhow::Result<()> {
-    if args.dir.is_file() {
+    // A sweep's directory, or a report: a file, or a FIFO (`<(...)`); a missing path is named
+    // as the report it would be, never as a page in it.
+    if !args.dir.is_dir() {
         return super::report_file::report_file(&args);
     }
     let html = args
