@@ -227,3 +227,22 @@ fn tui_without_a_terminal_on_stdin_prints_lines_and_ends() {
         assert!(r["runs"][0]["objects"]["completed"].as_u64().unwrap() > 0);
     }
 }
+
+/// A held load shorter than a second with `--tui` (or `--fail-early`) counts its whole length
+/// as its interval: no error names `--interval`, which the user never gave.
+#[test]
+fn a_short_held_load_with_tui_runs_without_naming_interval() {
+    let held = ["--proto", "h2", "--objects", "1x1KB", "--rate", "100"];
+    for extra in [
+        &["--tui"][..],
+        &["--fail-if", "errors>0", "--fail-early"][..],
+    ] {
+        let args = [&held[..], extra, &["--duration", "500ms"]].concat();
+        let r = qbench_plain(&args);
+        assert_eq!(r.code, Some(0), "{args:?}: {}", r.stderr);
+        assert!(!r.stderr.contains("--interval"), "{args:?}: {}", r.stderr);
+    }
+    let r = qbench_plain(&[&held[..], &["--tui", "--duration", "5ms"]].concat());
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.starts_with("error: --duration: "), "{}", r.stderr);
+}
