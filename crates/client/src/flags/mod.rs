@@ -11,6 +11,7 @@ pub mod inputs;
 pub mod judge;
 pub mod link;
 pub mod load;
+pub mod refused;
 pub mod rerun;
 pub mod serve;
 pub mod side;
