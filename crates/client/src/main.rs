@@ -1,6 +1,5 @@
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::{CommandFactory, Parser};
 use qbench::commands::run::benchmark;
 use qbench::flags::cli::{Cli, Command};
@@ -33,14 +32,7 @@ fn main() -> ExitCode {
     // Many connections need many descriptors; a failure only matters if they run out.
     let _ = qbench_stack::fdlimit::raise_fd_limit();
     let result = match cli.command {
-        Some(Command::Serve(s)) => s.threads.runtime().context("qbench serve").and_then(|rt| {
-            rt.block_on(qbench_server::standalone::serve_until_signal(
-                s.server,
-                &s.cert_out,
-                None,
-            ))
-            .context("qbench serve")
-        }),
+        Some(Command::Serve(s)) => qbench::commands::serve::serve(s),
         Some(Command::Proxy(p)) => qbench::commands::proxy::proxy(*p),
         Some(Command::Compare(c)) => compare(*c),
         Some(Command::Sweep(s)) => qbench::commands::sweep::sweep(s),

@@ -75,6 +75,7 @@ impl Plan {
             "--interval",
             "live intervals are printed by a single benchmark (qbench without a subcommand)",
         )?;
+        args.run.check_outputs()?;
         let mut plan = Self::new(
             &spec,
             (args.judge.metric, args.judge.test),

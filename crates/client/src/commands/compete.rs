@@ -92,7 +92,7 @@ pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
     )?;
     let plan = Plan::new(&args.spec(), &args.run.target(), args.run.link_choice())?;
     let outputs: Outputs = args.run.outputs();
-    outputs.check_writable()?;
+    args.run.check_outputs()?;
     qbench_engine::transport::tls::log_keys_to(args.run.keylog.as_deref())?;
     let json = outputs.json.as_deref().map(Dest::parse);
     let out = run_blocking(&plan, json.as_ref())?;

@@ -17,6 +17,12 @@ use crate::flags::cli::CostArgs;
 pub fn cost(args: CostArgs) -> anyhow::Result<()> {
     if let Some(j) = &args.json {
         qbench_engine::output::check_writable("--json", Path::new(j))?;
+        let reports: Vec<_> = args
+            .reports
+            .iter()
+            .map(|p| ("REPORT", p.as_path()))
+            .collect();
+        qbench_engine::output::overwrite::check_not_inputs(&[("--json", Path::new(j))], &reports)?;
     }
     let est = read_estimates(&args.criterion)?;
     let model = CostModel::new(&est, &args.suite, args.mtu)?;

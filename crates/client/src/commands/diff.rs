@@ -50,6 +50,12 @@ fn read(path: &Path, what: &'static str) -> anyhow::Result<qbench_core::Report> 
 }
 
 pub fn diff(args: DiffArgs) -> anyhow::Result<()> {
+    if let Some(out) = &args.out {
+        qbench_engine::output::overwrite::check_not_inputs(
+            &[("--out", out)],
+            &[("OLD", &args.old), ("NEW", &args.new)],
+        )?;
+    }
     let old = read(&args.old, "OLD")?;
     let new = read(&args.new, "NEW")?;
     let d = DiffReport::of(

@@ -26,6 +26,10 @@ pub struct HgrmArgs {
 
 pub fn command(args: HgrmArgs) -> anyhow::Result<()> {
     qbench_engine::output::check_writable("--out", Path::new(&args.out))?;
+    qbench_engine::output::overwrite::check_not_inputs(
+        &[("--out", Path::new(&args.out))],
+        &[("REPORT", &args.report)],
+    )?;
     let report = read_report(&args.report)?;
     let out = text(&report, args.of)?.ok_or_else(|| not_recorded(args.of))?;
     write_text(Path::new(&args.out), &out)

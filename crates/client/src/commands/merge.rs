@@ -50,14 +50,9 @@ fn files(inputs: &[PathBuf], out: Option<&Path>) -> Result<Vec<PathBuf>, ConfigE
         found.sort();
         files.extend(found);
     }
-    if let Some(o) = out.filter(|o| files.iter().any(|f| same(f, o))) {
-        return Err(ConfigError {
-            flag: "--out",
-            message: format!(
-                "{} is also an input; write the merge elsewhere",
-                o.display()
-            ),
-        });
+    if let Some(o) = out {
+        let inputs: Vec<_> = files.iter().map(|f| ("REPORT", f.as_path())).collect();
+        qbench_engine::output::overwrite::check_not_inputs(&[("--out", o)], &inputs)?;
     }
     Ok(files)
 }

@@ -13,4 +13,5 @@ mod report_file;
 pub mod run;
 mod run_outputs;
 pub mod schema;
+pub mod serve;
 pub mod sweep;

@@ -182,6 +182,7 @@ pub fn summary(stats: &RelayStats) -> String {
 
 /// `qbench proxy ARGS`: relays until SIGINT, SIGTERM or SIGHUP.
 pub fn proxy(args: ProxyArgs) -> anyhow::Result<()> {
+    super::serve::check_outputs(&args.serve, args.upstream_ca.as_deref())?;
     let rt = args.serve.threads.runtime().context("qbench proxy")?;
     rt.block_on(async {
         let up = upstream(&args).await?;

@@ -23,7 +23,9 @@ use crate::flags::cli::ReportArgs;
 pub const DEFAULT_PAGE: &str = "report.html";
 
 pub fn report(args: ReportArgs) -> anyhow::Result<()> {
-    if args.dir.is_file() {
+    // A sweep's directory, or a report: a file, or a FIFO (`<(...)`); a missing path is named
+    // as the report it would be, never as a page in it.
+    if !args.dir.is_dir() {
         return super::report_file::report_file(&args);
     }
     let html = args
@@ -31,7 +33,13 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| args.dir.join(DEFAULT_PAGE));
     check_page_dest(&html, args.html.is_none())?;
-    let mut sweep = read_cells(&args.dir)?;
+    let files = cell_files(&args.dir)?;
+    let inputs: Vec<_> = files
+        .iter()
+        .map(|f| ("a cell file of DIR", f.as_path()))
+        .collect();
+    qbench_engine::output::overwrite::check_not_inputs(&[("--html", &html)], &inputs)?;
+    let mut sweep = read_cells(&args.dir, &files)?;
     if args.metric.is_some() || args.test.is_some() {
         rejudge(&mut sweep.comparisons, args.metric, args.test)?;
     }
@@ -102,21 +110,29 @@ fn starts_with_mark(path: &Path, limit: u64, mark: &str) -> bool {
         && String::from_utf8_lossy(&head).contains(mark)
 }
 
-fn read_cells(dir: &Path) -> anyhow::Result<Sweep> {
-    let mut comparisons = Vec::new();
-    let mut competitions = Vec::new();
-    let mut scenario: Option<String> = None;
+/// The sweep's cell files in `dir`.
+fn cell_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
     for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let path = e?.path();
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        if !(name.starts_with("cell-") && name.ends_with(".json")) {
-            continue;
+        if name.starts_with("cell-") && name.ends_with(".json") {
+            files.push(path);
         }
+    }
+    Ok(files)
+}
+
+fn read_cells(dir: &Path, files: &[PathBuf]) -> anyhow::Result<Sweep> {
+    let mut comparisons = Vec::new();
+    let mut competitions = Vec::new();
+    let mut scenario: Option<String> = None;
+    for path in files {
         let bytes = qbench_engine::setup::input::read_bytes(
-            &path,
+            path,
             qbench_core::spec::input::MAX_REPORT_BYTES,
             "a cell file",
         )

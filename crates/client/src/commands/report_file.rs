@@ -2,6 +2,7 @@
 //! writes, for a report whose run did not ask for one.
 
 use std::io::Read;
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
 use anyhow::Context;
@@ -39,6 +40,18 @@ pub(super) fn report_file(args: &ReportArgs) -> anyhow::Result<()> {
         "judges a sweep's cells; a saved report is drawn as it was judged",
     )?;
     let path = &args.dir;
+    let bad = |message: String| ConfigError {
+        flag: "REPORT",
+        message: format!("{}: {message}", path.display()),
+    };
+    let meta = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?;
+    let t = meta.file_type();
+    if t.is_char_device() || t.is_block_device() || t.is_socket() {
+        return Err(bad(
+            "a device or socket: give a saved run or compare report, or a sweep's directory".into(),
+        )
+        .into());
+    }
     let dest = args
         .html
         .clone()
@@ -52,10 +65,7 @@ pub(super) fn report_file(args: &ReportArgs) -> anyhow::Result<()> {
         ),
     )?;
     qbench_engine::output::check_writable("--html", &dest)?;
-    let bad = |message: String| ConfigError {
-        flag: "REPORT",
-        message: format!("{}: {message}", path.display()),
-    };
+    qbench_engine::output::overwrite::check_not_inputs(&[("--html", &dest)], &[("REPORT", path)])?;
     let text = qbench_engine::setup::input::read_text(
         path,
         qbench_core::spec::input::MAX_REPORT_BYTES,

@@ -1,6 +1,5 @@
 //! The benchmark command: one configuration, `--runs` times, then the report.
 
-use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -138,20 +137,21 @@ impl RunPlan {
         let mut spec = args.spec();
         let outputs = args.outputs();
         let stdout_data = outputs.takes_stdout() || args.json_stream.as_deref() == Some("-");
-        let shown = args.live.shown(
+        let (shown, note) = args.live.shown(
             spec.load.is_some(),
             args.load.interval.is_some(),
             stdout_data,
-            (
-                std::io::stdout().is_terminal(),
-                std::io::stderr().is_terminal(),
-            ),
+            crate::flags::gate::Terminals::now(),
         );
+        if let Some(note) = note {
+            crate::tell!("{note}");
+        }
         let ticks =
             args.live.metrics_listen.is_some() || shown != Shown::Bar || args.gate.fail_early;
         if ticks && spec.interval.is_none() {
-            // The counts served and shown are added up interval by interval.
-            spec.interval = Some(Duration::from_secs(1));
+            // The counts served and shown are added up interval by interval: a second's, or
+            // the whole of a shorter held load, which the user did not ask to cut in any.
+            spec.interval = Some(implicit_interval(spec.load.as_ref().map(|l| l.duration))?);
         }
         let shard = args.fleet.shard()?;
         spec.shard = shard.map(|(s, _)| s);
@@ -164,7 +164,7 @@ impl RunPlan {
         if outputs.plot.is_some() {
             check_telemetry("--plot", &cfg)?;
         }
-        outputs.check_writable()?;
+        args.check_outputs()?;
         let mut cfg = cfg;
         qlog_to(args, &mut cfg)?;
         // Opened (created) only once everything else is known to be valid.
@@ -181,6 +181,21 @@ impl RunPlan {
             tui: shown == Shown::View,
             fail_early: args.gate.fail_early,
         })
+    }
+}
+
+/// The interval the live view, `--metrics-listen` and `--fail-early` count by when
+/// `--interval` is not given: a second, or a held load's whole `duration` when shorter.
+fn implicit_interval(duration: Option<Duration>) -> Result<Duration, ConfigError> {
+    const SECOND: Duration = Duration::from_secs(1);
+    const SHORTEST: Duration = Duration::from_millis(10);
+    match duration {
+        Some(d) if d < SHORTEST => Err(bad(
+            "--duration",
+            format!("{d:?} is too short to count in intervals (the live view, --metrics-listen and --fail-early need at least {SHORTEST:?})"),
+        )),
+        Some(d) => Ok(d.min(SECOND)),
+        None => Ok(SECOND),
     }
 }
 

@@ -117,18 +117,37 @@ fn cell(s: &str) -> String {
     s.replace('|', "\\|")
 }
 
+/// `s` as one Markdown code span, whatever it holds: fenced by one backtick more than its
+/// longest run of them (a backtick inside ends no span), padded with a space when it starts or
+/// ends with one, line breaks as spaces (a blank line would end the paragraph).
+fn code(s: &str) -> String {
+    let s = cell(&s.replace(['\r', '\n'], " "));
+    let longest = s
+        .split(|c| c != '`')
+        .map(str::len)
+        .max()
+        .unwrap_or_default();
+    let fence = "`".repeat(longest + 1);
+    let pad = if s.starts_with('`') || s.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{s}{pad}{fence}")
+}
+
 pub fn markdown(d: &DiffReport) -> String {
     let mut out = format!(
-        "**qbench diff**: OLD `{}` ({} runs) → NEW `{}` ({} runs)\n\n",
-        cell(&d.old),
+        "**qbench diff**: OLD {} ({} runs) → NEW {} ({} runs)\n\n",
+        code(&d.old),
         d.old_runs,
-        cell(&d.new),
+        code(&d.new),
         d.new_runs
     );
     if !d.config_changes.is_empty() {
         out.push_str("Configuration changes:\n\n");
         for c in &d.config_changes {
-            out.push_str(&format!("- `{}`\n", cell(c)));
+            out.push_str(&format!("- {}\n", code(c)));
         }
         out.push('\n');
     }

@@ -5,6 +5,8 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
+use anyhow::Context;
+
 use qbench_core::report::early_stop::EarlyStop;
 use qbench_engine::measure::cpu::BusiestThread;
 use qbench_engine::plan::config::Config;
@@ -188,6 +190,16 @@ async fn serve_metrics(
     addr: std::net::SocketAddr,
 ) -> anyhow::Result<(Arc<Metrics>, AbortOnDrop)> {
     let listener = super::metrics::bind(addr).await?;
+    // Port 0 asks for any free port: the one taken is said, or nobody could scrape it.
+    let at = listener
+        .local_addr()
+        .context("--metrics-listen: the address bound")?;
+    crate::tell!("--metrics-listen: serving http://{at}/metrics");
+    if !at.ip().is_loopback() {
+        crate::tell!(
+            "warning: --metrics-listen {at} is not a loopback address: whoever reaches this host can read the run's counts, its host name and process id"
+        );
+    }
     let spec = cfg.spec();
     let env = &side.meta().environment;
     let labels = Labels {

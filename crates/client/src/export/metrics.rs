@@ -172,7 +172,8 @@ impl Metrics {
         }
     }
 
-    /// One request, answered and closed: `GET /metrics` (or `/`), else 404.
+    /// One request, answered and closed: `GET /metrics` (or `/`, or `HEAD`: the same head
+    /// without the body), else 404.
     async fn answer(&self, mut s: TcpStream) -> std::io::Result<()> {
         let mut head = Vec::with_capacity(512);
         let mut buf = [0u8; 1024];
@@ -194,21 +195,25 @@ impl Metrics {
         let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
         let path = path.split('?').next().unwrap_or("");
         let (status, ctype, body) = match (method, path) {
-            ("GET", "/metrics" | "/") => {
+            ("GET" | "HEAD", "/metrics" | "/") => {
                 let generation = self.generation.load(Ordering::SeqCst);
                 let body = self.render();
-                self.served.store(generation, Ordering::SeqCst);
-                self.scrapes.fetch_add(1, Ordering::SeqCst);
-                (
-                    "200 OK",
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    body,
-                )
+                // A HEAD sees no counts: it is no scrape of them.
+                if method == "GET" {
+                    self.served.store(generation, Ordering::SeqCst);
+                    self.scrapes.fetch_add(1, Ordering::SeqCst);
+                }
+                if wants_openmetrics(&line) {
+                    ("200 OK", OPENMETRICS, body)
+                } else {
+                    ("200 OK", PROMETHEUS_TEXT, prometheus_text(&body))
+                }
             }
             _ => ("404 Not Found", "text/plain", "GET /metrics\n".to_string()),
         };
+        let shown = if method == "HEAD" { "" } else { body.as_str() };
         let response = format!(
-            "HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            "HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{shown}",
             body.len()
         );
         s.write_all(response.as_bytes()).await?;
@@ -231,6 +236,41 @@ impl Metrics {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Whether a request (its head) asks for OpenMetrics, as Prometheus does in its Accept header;
+/// one without an Accept header gets it too. Any other (curl's `*/*`, `text/plain`) gets
+/// Prometheus's older text format, which every reader of either takes.
+fn wants_openmetrics(head: &str) -> bool {
+    let accept = head.lines().skip(1).find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim().eq_ignore_ascii_case("accept").then_some(v)
+    });
+    accept.is_none_or(|a| a.contains("application/openmetrics-text"))
+}
+
+/// The OpenMetrics exposition in Prometheus's text format 0.0.4: a counter's TYPE and HELP
+/// name its sample (`X_total`), and no `# EOF` ends it.
+fn prometheus_text(om: &str) -> String {
+    let counters: Vec<&str> = om
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(om.len());
+    for line in om.lines().filter(|l| *l != "# EOF") {
+        let renamed = ["# TYPE ", "# HELP "].iter().find_map(|p| {
+            let (name, tail) = line.strip_prefix(p)?.split_once(' ')?;
+            counters
+                .contains(&name)
+                .then(|| format!("{p}{name}_total {tail}"))
+        });
+        out.push_str(renamed.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    out
 }
 
 /// A histogram's series in `BUCKETS`, with its count and sum.

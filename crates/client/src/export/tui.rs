@@ -77,7 +77,10 @@ impl Screen {
                             break;
                         }
                     }
-                    if key_waiting() {
+                    // crossterm reads where the terminal's keys come from, which may not be
+                    // stdin: it is asked too, without waiting, so that a read never blocks
+                    // the thread that `close` joins.
+                    if key_waiting() && event::poll(Duration::ZERO).unwrap_or(false) {
                         if let Ok(Event::Key(k)) = event::read() {
                             if stops(k) {
                                 // SAFETY: signalling our own process, as the terminal would.

@@ -153,6 +153,7 @@ pub struct SweepArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(mut_args(super::refused::hidden_in_compare))]
 pub struct CompareArgs {
     #[command(flatten)]
     pub run: RunArgs,

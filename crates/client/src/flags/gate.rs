@@ -52,9 +52,10 @@ pub struct LiveArgs {
     /// Show the live view (rate, latency percentiles over time, a latency histogram, errors,
     /// in flight, start lag, the busiest client thread) in the terminal while the runs last,
     /// redrawn four times a second from 1s intervals; q or Ctrl-C stops the load as SIGINT
-    /// does. Without this flag a held load (--duration) shows it when stdout and stderr are
-    /// terminals and neither --interval nor output to stdout is asked for. When stdout is
-    /// not a terminal, --tui prints a plain line per interval instead
+    /// does. Without this flag a held load (--duration) shows it when stdin, stdout and
+    /// stderr are terminals and neither --interval nor output to stdout is asked for. When
+    /// stdout is not a terminal, or stdin is not (the view's keys come from it), --tui prints
+    /// a plain line per interval instead
     #[arg(long, conflicts_with = "no_tui")]
     pub tui: bool,
     /// Never show the live view: a held load shows a progress bar on a terminal, as a run of
@@ -74,24 +75,95 @@ pub enum Shown {
     View,
 }
 
+/// Which of the standard streams are terminals.
+#[derive(Debug, Clone, Copy)]
+pub struct Terminals {
+    pub stdin: bool,
+    pub stdout: bool,
+    pub stderr: bool,
+}
+
+impl Terminals {
+    pub fn now() -> Self {
+        use std::io::IsTerminal;
+        Self {
+            stdin: std::io::stdin().is_terminal(),
+            stdout: std::io::stdout().is_terminal(),
+            stderr: std::io::stderr().is_terminal(),
+        }
+    }
+}
+
+/// Why `--tui` printed lines although stdout is a terminal: the view reads its keys (q,
+/// Ctrl-C, which raw mode turns from a signal into a key) where the terminal's keys come
+/// from, and a view whose keys never come can neither be stopped nor closed.
+pub const NO_KEYS_NOTE: &str =
+    "--tui: stdin is not a terminal, so no key could stop the view: a line per interval instead";
+
 impl LiveArgs {
     /// `held`: a held load; `interval`: `--interval` given; `stdout_data`: a report or stream
-    /// goes to stdout; `terminals`: whether stdout and stderr are terminals.
+    /// goes to stdout. With the note to print when `--tui` was asked for on a terminal but
+    /// lines are printed instead.
     pub fn shown(
         &self,
         held: bool,
         interval: bool,
         stdout_data: bool,
-        terminals: (bool, bool),
-    ) -> Shown {
-        let can_view = terminals.0 && !stdout_data;
-        let auto = held && !interval && terminals.0 && terminals.1;
-        match (self.tui, self.no_tui) {
+        t: Terminals,
+    ) -> (Shown, Option<&'static str>) {
+        let can_view = t.stdin && t.stdout && !stdout_data;
+        let auto = held && !interval && t.stdout && t.stderr;
+        let shown = match (self.tui, self.no_tui) {
             (true, _) if can_view => Shown::View,
             (true, _) => Shown::Lines,
             (false, false) if auto && can_view => Shown::View,
             _ if interval => Shown::Lines,
             _ => Shown::Bar,
+        };
+        let note = (self.tui && t.stdout && !stdout_data && !t.stdin).then_some(NO_KEYS_NOTE);
+        (shown, note)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live(tui: bool) -> LiveArgs {
+        LiveArgs {
+            metrics_listen: None,
+            tui,
+            no_tui: false,
         }
+    }
+
+    #[test]
+    fn the_view_needs_its_keys_from_a_terminal() {
+        let all = Terminals {
+            stdin: true,
+            stdout: true,
+            stderr: true,
+        };
+        let no_stdin = Terminals {
+            stdin: false,
+            ..all
+        };
+        assert_eq!(
+            live(true).shown(true, false, false, all),
+            (Shown::View, None)
+        );
+        assert_eq!(
+            live(true).shown(true, false, false, no_stdin),
+            (Shown::Lines, Some(NO_KEYS_NOTE))
+        );
+        // Unasked, a held load without keys shows the bar, and says nothing.
+        assert_eq!(
+            live(false).shown(true, false, false, all),
+            (Shown::View, None)
+        );
+        assert_eq!(
+            live(false).shown(true, false, false, no_stdin),
+            (Shown::Bar, None)
+        );
     }
 }

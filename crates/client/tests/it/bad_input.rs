@@ -162,6 +162,21 @@ fn links_empty_repeated_or_below_tc() {
     rejected(&["--link", "rate=1bit", "--dry-run"], "--link");
 }
 
+/// A rate past tc's 32-bit queue or a delay past the delay path's hour is bad input at parse
+/// (exit 2, the field named), not a failure in tc's words once the namespaces are made.
+#[test]
+fn links_tc_or_the_delay_path_cannot_build_are_refused_at_parse() {
+    for (link, field) in [
+        ("rate=10tbit", "`rate`"),
+        ("rtt=99999999999s", "`rtt`"),
+        ("rate=1gbit,queue=100s", "`up.queue`"),
+    ] {
+        rejected(&["--link", link, "--dry-run"], "--link");
+        let out = common::qbench_plain(&["--link", link, "--dry-run"]);
+        assert!(out.stderr.contains(field), "{link}: {}", out.stderr);
+    }
+}
+
 #[test]
 fn outputs_that_cannot_be_written_are_refused_before_the_first_run() {
     let dir = tempfile::tempdir().unwrap();

@@ -421,3 +421,55 @@ fn a_stopping_signal_writes_the_comparison_with_aborted_set() {
         assert_eq!(j[side]["runs"].as_array().unwrap().len() as u64, rounds);
     }
 }
+
+/// `compare --help` lists no flag that compare refuses, and each of them, given, is refused
+/// (exit 2) naming it.
+#[test]
+fn compare_help_lists_no_flag_it_refuses() {
+    let help = common::qbench_plain(&["compare", "--help"]);
+    assert_eq!(help.code, Some(0), "{}", help.stderr);
+    for (flag, value) in [
+        ("--qlog", Some("q")),
+        ("--log-requests", Some("r.tsv")),
+        ("--hgrm", Some("h.hgrm")),
+        ("--state-graph", Some("g.dot")),
+        ("--metrics-listen", Some("127.0.0.1:0")),
+        ("--tui", None),
+        ("--interval", Some("1s")),
+        ("--json-stream", Some("s.json")),
+        ("--shard", Some("1/2")),
+        ("--start-at", Some("+1s")),
+        ("--runs", Some("2")),
+        ("--reuse", None),
+        ("--fail-early", None),
+        ("--qlog-sample", Some("0.5")),
+    ] {
+        let listed = help
+            .stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with(&format!("{flag} ")) || l.trim() == flag);
+        assert!(!listed, "compare --help lists {flag}:\n{}", help.stdout);
+        let mut args = vec![
+            "compare",
+            "--protos",
+            "h2,h3",
+            "--objects",
+            "1x1KB",
+            "--rounds",
+            "2",
+        ];
+        if flag == "--fail-early" {
+            args.extend(["--fail-if", "b-worse>50%"]);
+        }
+        args.push(flag);
+        args.extend(value);
+        let r = common::qbench_plain(&args);
+        assert_eq!(r.code, Some(2), "{flag}: {}", r.stderr);
+        let named = if flag == "--qlog-sample" {
+            "--qlog"
+        } else {
+            flag
+        };
+        assert!(r.stderr.contains(named), "{flag}: {}", r.stderr);
+    }
+}

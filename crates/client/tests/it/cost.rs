@@ -240,3 +240,28 @@ fn reports_of_other_schemas_versions_or_no_bytes_are_refused_by_name() {
     let only_json: Value = serde_json::from_str(&c.stdout).expect("stdout is JSON alone");
     assert!(!only_json.to_string().contains("NaN"));
 }
+
+/// `--json` naming one of the reports held against the prediction is refused before the
+/// report is read, and the report is left as it was.
+#[test]
+fn the_table_is_not_written_over_a_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let crit = dir.path().join("criterion");
+    fake_criterion(&crit, 10.0);
+    let r = dir.path().join("r.json");
+    let r_s = r.to_str().unwrap();
+    let run = common::qbench_plain(&["--proto", "h2", "--objects", "1x1MB", "--json", r_s]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let before = std::fs::read(&r).unwrap();
+    let (code, _, err) = cost(&["--criterion", crit.to_str().unwrap(), r_s, "--json", r_s]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.starts_with("error: --json: ") && err.contains("REPORT"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        std::fs::read(&r).unwrap() == before,
+        "the report was replaced"
+    );
+}

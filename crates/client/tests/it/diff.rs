@@ -233,3 +233,48 @@ fn bad_inputs_name_the_argument_and_the_file() {
     assert_eq!(r.code, Some(2));
     assert!(r.stderr.contains("--format"), "{}", r.stderr);
 }
+
+/// The text of the first Markdown code span in `line`, read as CommonMark does: it ends at
+/// the next run of exactly as many backticks as opened it, and one space each side is
+/// padding when both are there.
+fn first_code_span(line: &str) -> Option<String> {
+    let start = line.find('`')?;
+    let rest = &line[start..];
+    let n = rest.len() - rest.trim_start_matches('`').len();
+    let body = &rest[n..];
+    let mut i = 0;
+    while i < body.len() {
+        let run = body[i..].len() - body[i..].trim_start_matches('`').len();
+        if run == n {
+            let text = &body[..i];
+            let padded = text.len() >= 2 && text.starts_with(' ') && text.ends_with(' ');
+            return Some(
+                if padded {
+                    &text[1..text.len() - 1]
+                } else {
+                    text
+                }
+                .to_string(),
+            );
+        }
+        i += run.max(body[i..].chars().next()?.len_utf8());
+    }
+    None
+}
+
+/// A report's file name with backticks in it stays whole in Markdown's code span: no
+/// backtick inside ends it early.
+#[test]
+fn markdown_keeps_backticks_in_file_names_inside_their_code_span() {
+    let dir = tempfile::tempdir().unwrap();
+    let (old, new) = reports(dir.path());
+    for name in ["a`b.json", "``x```.json", "`edge`"] {
+        let odd = dir.path().join(name);
+        std::fs::copy(&old, &odd).unwrap();
+        let odd = odd.to_str().unwrap();
+        let r = qbench_plain(&["diff", odd, &new, "--format", "markdown"]);
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        let head = r.stdout.lines().next().unwrap();
+        assert_eq!(first_code_span(head).as_deref(), Some(odd), "{head}");
+    }
+}

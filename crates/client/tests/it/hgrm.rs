@@ -59,3 +59,43 @@ fn flag_and_command_write_the_same_distribution() {
         );
     }
 }
+
+/// A report whose histogram does not decode is bad input for every command that reads it:
+/// exit 2, one line naming the argument, the file and the histogram's field.
+#[test]
+fn a_corrupt_histogram_is_refused_naming_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.json");
+    let g = good.to_str().unwrap();
+    let run = qbench_plain(&["--proto", "h2", "--objects", "3x1KB", "--json", g]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let mut r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&good).unwrap()).unwrap();
+    let hdr = r["runs"][0]["ttfb"]["hdr"].as_str().unwrap().to_string();
+    r["runs"][0]["ttfb"]["hdr"] = serde_json::Value::from(&hdr[..hdr.len() / 2]);
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, r.to_string()).unwrap();
+    let b = bad.to_str().unwrap();
+    let html = dir.path().join("p.html");
+    for (args, what) in [
+        (vec!["hgrm", b], "REPORT"),
+        (vec!["hgrm", b, "--of", "ttfb"], "REPORT"),
+        (vec!["diff", b, g], "OLD"),
+        (vec!["diff", g, b, "--format", "json"], "NEW"),
+        (
+            vec!["report", b, "--html", html.to_str().unwrap()],
+            "REPORT",
+        ),
+    ] {
+        let out = qbench_plain(&args);
+        assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
+        assert_eq!(out.stderr.lines().count(), 1, "{args:?}: {}", out.stderr);
+        let line = out.stderr.trim_end();
+        assert!(
+            line.starts_with(&format!("error: {what}: ")) && line.contains(b),
+            "{args:?}: {line}"
+        );
+        assert!(line.contains("`runs[0].ttfb.hdr`"), "{args:?}: {line}");
+    }
+    assert!(!html.exists());
+}

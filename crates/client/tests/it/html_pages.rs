@@ -415,3 +415,23 @@ fn an_interrupted_held_load_writes_its_page_so_far() {
         "<td class=\"k\">objects completed</td><td>{completed}</td>"
     )));
 }
+
+/// `report` of something that is neither a report nor a sweep's directory (a device, a
+/// missing path) is refused naming REPORT, never as a page inside it ("Not a directory").
+#[test]
+fn report_of_a_device_or_a_missing_path_names_the_report() {
+    for (path, want) in [
+        ("/dev/zero", "a device or socket"),
+        ("/nonexistent/r.json", "No such file"),
+    ] {
+        let out = qbench_plain(&["report", path]);
+        assert_eq!(out.code, Some(2), "{path}: {}", out.stderr);
+        assert_eq!(out.stderr.lines().count(), 1, "{path}: {}", out.stderr);
+        assert!(
+            out.stderr.starts_with(&format!("error: REPORT: {path}: "))
+                && out.stderr.contains(want),
+            "{path}: {}",
+            out.stderr
+        );
+    }
+}

@@ -204,3 +204,45 @@ fn off_a_terminal_tui_prints_lines_and_compare_refuses_it() {
     let r = qbench_plain(&["--tui", "--no-tui"]);
     assert_eq!(r.code, Some(2), "{}", r.stderr);
 }
+
+/// `--tui` on a terminal whose keys do not come to stdin (`< /dev/null`, a pipe): the view
+/// could never be stopped by a key, nor closed while it waits for one, so the run prints a
+/// line per interval instead, says why, ends when its load does and writes its report.
+#[test]
+fn tui_without_a_terminal_on_stdin_prints_lines_and_ends() {
+    require!(Need::Tool("tmux"));
+    for (name, before, after) in [("null", "", " < /dev/null"), ("pipe", "true | ", "")] {
+        let dir = tempfile::tempdir().unwrap();
+        let args = "--tui --proto h2 --objects 1x1KB --duration 3s --rate 100";
+        let (line, done) = shell(dir.path(), &format!("{args}{after}"));
+        let line = format!("{before}{line}");
+        let t = Tmux::run(&format!("nostdin-{name}"), &line);
+        assert_eq!(status(&done, 60), 0, "{name}: {}", t.screen());
+        let s = t.screen();
+        assert!(s.contains("stdin is not a terminal"), "{name}: {s}");
+        assert!(s.contains("[run 0"), "{name}: no interval lines:\n{s}");
+        let r: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap())
+                .unwrap();
+        assert!(r["runs"][0]["objects"]["completed"].as_u64().unwrap() > 0);
+    }
+}
+
+/// A held load shorter than a second with `--tui` (or `--fail-early`) counts its whole length
+/// as its interval: no error names `--interval`, which the user never gave.
+#[test]
+fn a_short_held_load_with_tui_runs_without_naming_interval() {
+    let held = ["--proto", "h2", "--objects", "1x1KB", "--rate", "100"];
+    for extra in [
+        &["--tui"][..],
+        &["--fail-if", "errors>0", "--fail-early"][..],
+    ] {
+        let args = [&held[..], extra, &["--duration", "500ms"]].concat();
+        let r = qbench_plain(&args);
+        assert_eq!(r.code, Some(0), "{args:?}: {}", r.stderr);
+        assert!(!r.stderr.contains("--interval"), "{args:?}: {}", r.stderr);
+    }
+    let r = qbench_plain(&[&held[..], &["--tui", "--duration", "5ms"]].concat());
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.starts_with("error: --duration: "), "{}", r.stderr);
+}

@@ -38,6 +38,7 @@ mod metrics;
 mod netem_kernel;
 mod nginx_interop;
 mod outputs;
+mod overwrite;
 mod proxy;
 mod proxy_hostile;
 mod qlog;

@@ -199,3 +199,98 @@ fn the_endpoint_answers_only_its_path_and_a_taken_port_is_refused() {
     assert_eq!(r.code, Some(2), "{}", r.stderr);
     assert!(r.stderr.contains("--metrics-listen"), "{}", r.stderr);
 }
+
+/// `--metrics-listen 127.0.0.1:0` says the port it took; the endpoint answers HEAD with the
+/// GET's head and no body, gives a scraper that does not ask for OpenMetrics (curl's `*/*`)
+/// Prometheus's text format, which `promtool check metrics` passes, and OpenMetrics to one
+/// that asks; an address that is not loopback is warned about.
+#[test]
+fn the_endpoint_says_its_port_answers_head_and_follows_accept() {
+    require!(Need::Tool("curl"));
+    require!(Need::Tool("promtool"));
+    use std::io::BufRead as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_qbench"))
+        .args(["--proto", "h2", "--objects", "1x1KB", "--duration", "3s"])
+        .args(["--rate", "50", "--metrics-listen", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    let url = loop {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap() == 0 {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("no URL said:\n{said}");
+        }
+        said.push_str(&line);
+        if let Some(u) = line.trim().strip_prefix("--metrics-listen: serving ") {
+            break u.to_string();
+        }
+    };
+    assert!(!url.ends_with(":0/metrics"), "{url}");
+    let curl = |extra: &[&str]| {
+        let out = Command::new("curl")
+            .args(["-s", "--max-time", "5"])
+            .args(extra)
+            .arg(&url)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let head = curl(&["-I"]);
+    assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
+    assert!(head.to_lowercase().contains("content-length:"), "{head}");
+    let text = curl(&[]);
+    assert!(!text.contains("# EOF"), "{text}");
+    assert!(
+        text.contains("# TYPE qbench_requests_total counter"),
+        "{text}"
+    );
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut check.stdin.take().unwrap(), text.as_bytes()).unwrap();
+    let checked = check.wait_with_output().unwrap();
+    assert_eq!(
+        checked.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    let om = curl(&["-H", "Accept: application/openmetrics-text; version=1.0.0"]);
+    assert!(om.ends_with("# EOF\n"), "{om}");
+    // It waits for a scrape of the final counts once scraped: scrape until it ends.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "qbench did not end");
+        curl(&[]);
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert!(status.success(), "{said}");
+
+    let r = qbench_plain(
+        &["--proto", "h2", "--objects", "1x1KB"]
+            .iter()
+            .copied()
+            .chain(["--metrics-listen", "0.0.0.0:0"])
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("warning: --metrics-listen 0.0.0.0:")
+            && r.stderr.contains("not a loopback"),
+        "{}",
+        r.stderr
+    );
+}

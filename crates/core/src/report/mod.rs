@@ -11,6 +11,7 @@ pub mod cpu_times;
 pub mod diff;
 pub mod early_stop;
 pub mod env_checks;
+pub mod histograms_read;
 pub mod link;
 pub mod link_run;
 pub mod live;
@@ -386,6 +387,8 @@ pub enum ReportError {
     Schema(String),
     #[error("run report version {0}; this qbench reads version {SCHEMA_VERSION} (run it again, or read it with the qbench that wrote it)")]
     Version(u32),
+    #[error("histogram `{field}`: {message}")]
+    Histogram { field: String, message: String },
 }
 
 impl Report {
@@ -403,7 +406,11 @@ impl Report {
         if h.schema_version != SCHEMA_VERSION {
             return Err(ReportError::Version(h.schema_version));
         }
-        Ok(serde_json::from_str(text)?)
+        let doc: serde_json::Value = serde_json::from_str(text)?;
+        if let Some((field, message)) = histograms_read::first_corrupt(&doc) {
+            return Err(ReportError::Histogram { field, message });
+        }
+        Ok(serde_json::from_value(doc)?)
     }
 
     pub fn new(

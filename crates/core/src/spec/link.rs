@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::link_bounds::{MAX_DELAY, MAX_QUEUE_BYTES, MAX_RATE_BPS};
 use crate::units::{ByteSize, Rate, UnitError};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -26,7 +27,7 @@ pub enum LinkError {
     Twice(String),
 }
 
-fn field_err(field: &str, message: impl fmt::Display) -> LinkError {
+pub(crate) fn field_err(field: &str, message: impl fmt::Display) -> LinkError {
     LinkError::Field {
         field: field.into(),
         message: message.to_string(),
@@ -170,6 +171,12 @@ fn parse_rate(field: &str, v: &str) -> Result<Rate, LinkError> {
     if r.0 < MIN_RATE_BPS {
         return Err(field_err(field, "must be at least 8kbit"));
     }
+    if r.0 > MAX_RATE_BPS {
+        return Err(field_err(
+            field,
+            "must be at most 400gbit (tc counts a queue in 32 bits)",
+        ));
+    }
     Ok(r)
 }
 
@@ -242,6 +249,12 @@ fn parse_queue(field: &str, v: &str) -> Result<Queue, LinkError> {
     if b.0 == 0 {
         return Err(field_err(field, "must be more than 0"));
     }
+    if b.0 > MAX_QUEUE_BYTES {
+        return Err(field_err(
+            field,
+            format!("`{v}` is more than {MAX_QUEUE_BYTES} bytes (tc counts a queue in 32 bits)"),
+        ));
+    }
     Ok(Queue::Bytes(b))
 }
 
@@ -256,8 +269,8 @@ fn parse_bool(field: &str, v: &str) -> Result<bool, LinkError> {
 fn apply(d: &mut Direction, key: &str, field: &str, v: &str) -> Result<(), LinkError> {
     match key {
         "rate" => d.rate = Some(parse_rate_spec(field, v)?),
-        "delay" => d.delay = parse_duration(field, v)?,
-        "jitter" => d.jitter = parse_duration(field, v)?,
+        "delay" => d.delay = super::link_bounds::bounded(field, v, MAX_DELAY)?,
+        "jitter" => d.jitter = super::link_bounds::bounded(field, v, MAX_DELAY)?,
         "loss" => d.loss = parse_loss(field, v)?,
         "reorder" => d.reorder = Some(parse_bool(field, v)?),
         "queue" => d.queue = Some(parse_queue(field, v)?),
@@ -292,7 +305,7 @@ impl FromStr for LinkSpec {
             } else if let Some(key) = k.strip_prefix("down.") {
                 overrides.push((false, key.to_string(), k.to_string(), v.to_string()));
             } else if k == "rtt" {
-                let half = parse_duration(k, v)? / 2;
+                let half = super::link_bounds::bounded(k, v, MAX_DELAY * 2)? / 2;
                 spec.up.delay = half;
                 spec.down.delay = half;
             } else if k == "mtu" {
@@ -315,6 +328,7 @@ impl FromStr for LinkSpec {
             let d = if up { &mut spec.up } else { &mut spec.down };
             apply(d, &key, &field, &v)?;
         }
+        super::link_bounds::check(&spec)?;
         Ok(spec)
     }
 }

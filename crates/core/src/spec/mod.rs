@@ -5,6 +5,7 @@ pub mod cpulimit;
 pub mod delivery_trace;
 pub mod input;
 pub mod link;
+pub mod link_bounds;
 pub mod load;
 pub mod quic_knobs;
 pub mod shard;

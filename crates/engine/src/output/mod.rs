@@ -3,6 +3,7 @@
 //! is swapped in whole, and outputs written as a run goes record their failures (`lost`).
 
 pub mod lost;
+pub mod overwrite;
 pub mod stdio;
 pub mod target;
 

@@ -68,4 +68,9 @@ impl Outputs {
         }
         target::check_distinct(&self.named())
     }
+
+    /// No output (the key log, appended to, too) is one of the files the command reads.
+    pub fn check_not_inputs(&self, inputs: &[(&str, &Path)]) -> Result<(), ConfigError> {
+        crate::output::overwrite::check_not_inputs(&self.named(), inputs)
+    }
 }
