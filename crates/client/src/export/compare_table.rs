@@ -35,13 +35,35 @@ pub fn table(r: &CompareReport) -> String {
     out.push_str(&verdict_line(r));
     for t in &r.thresholds {
         out.push_str(&format!(
-            "  {:<20}{}\n",
+            "  {:<20}{}{}\n",
             "fail-if",
-            super::text::gate_line(t)
+            super::text::gate_line(t),
+            significance(r, t)
         ));
     }
     out.push_str(&side_notes(r));
     out
+}
+
+/// What a side-worse condition's difference rests on: only a significant difference counts
+/// against the limit, so a large one that passed says it was not significant.
+fn significance(
+    r: &CompareReport,
+    t: &qbench_core::report::thresholds::ThresholdOutcome,
+) -> String {
+    if t.metric != "a-worse" && t.metric != "b-worse" {
+        return String::new();
+    }
+    let p = r
+        .comparison
+        .p
+        .map_or(String::new(), |p| format!(", p = {}", fmt_p(p)));
+    match r.comparison.verdict {
+        Verdict::Inconclusive => {
+            format!(" (the difference is not significant{p}: only a significant one counts)")
+        }
+        _ => format!(" (significant{p})"),
+    }
 }
 
 /// A figure of both sides, in the table's columns.

@@ -228,6 +228,15 @@ impl Metrics {
             return;
         }
         let last = self.generation.load(Ordering::SeqCst);
+        if self.served.load(Ordering::SeqCst) >= last {
+            return;
+        }
+        // A run that seems to hang after its figures is worse than one that says why it waits.
+        crate::tell!(
+            "--metrics-listen: waiting up to {} s for a scrape of the final counts (a scraper \
+             read this run before; Ctrl-C ends the wait, the report is kept)",
+            FINAL_SCRAPE_WAIT.as_secs()
+        );
         let deadline = tokio::time::Instant::now() + FINAL_SCRAPE_WAIT;
         while self.served.load(Ordering::SeqCst) < last
             && tokio::time::Instant::now() < deadline

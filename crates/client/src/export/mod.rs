@@ -6,6 +6,8 @@
 mod app_text;
 mod cell_table;
 pub mod compare_table;
+#[cfg(test)]
+mod compare_table_tests;
 pub mod diff_table;
 mod heatmap;
 #[cfg(test)]

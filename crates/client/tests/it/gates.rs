@@ -242,6 +242,13 @@ fn compare_fails_when_a_side_is_significantly_worse_by_more_than_the_limit() {
         "{}",
         r.stderr
     );
+    // The line says what the difference rests on.
+    let gate = r
+        .stderr
+        .lines()
+        .find(|l| l.contains("fail-if             b-worse>5%: "))
+        .unwrap();
+    assert!(gate.contains("FAILED (significant, p = "), "{gate}");
 
     // Each kind of condition where it belongs.
     let out = qbench_plain(&["--fail-if", "b-worse>5%"]);
