@@ -14,6 +14,17 @@ fn main() {
     let object = out.join("edt.bpf.o");
     let why = out.join("edt.why");
     let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".into());
+    // Installing clang or libbpf's headers later must rebuild the program: the result of this
+    // script is cached until a file it names changes, and a path that does not exist yet
+    // counts as changed on every build.
+    let found = which(&clang);
+    println!(
+        "cargo:rerun-if-changed={}",
+        found
+            .as_deref()
+            .unwrap_or(std::path::Path::new("/usr/bin/clang"))
+            .display()
+    );
     // The kernel's uapi headers include <asm/types.h>, which Debian keeps per architecture.
     let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
     let multiarch = format!("/usr/include/{arch}-linux-gnu");
@@ -39,6 +50,7 @@ fn main() {
     match failure {
         None => std::fs::write(&why, "").expect("OUT_DIR is writable"),
         Some(f) => {
+            println!("cargo:rerun-if-changed=/usr/include/bpf/bpf_helpers.h");
             // CI (scripts/test.sh) installs clang: there a missing program is a failure.
             if std::env::var_os("QBENCH_REQUIRE_EDT").is_some() {
                 panic!("QBENCH_REQUIRE_EDT is set and {f}");
@@ -48,4 +60,15 @@ fn main() {
             std::fs::write(&why, f).expect("OUT_DIR is writable");
         }
     }
+}
+
+/// `program` as the shell would find it: itself when it names a path, else the first
+/// executable of that name on PATH.
+fn which(program: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        return Some(PathBuf::from(program));
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
 }
