@@ -269,8 +269,8 @@ fn parse_bool(field: &str, v: &str) -> Result<bool, LinkError> {
 fn apply(d: &mut Direction, key: &str, field: &str, v: &str) -> Result<(), LinkError> {
     match key {
         "rate" => d.rate = Some(parse_rate_spec(field, v)?),
-        "delay" => d.delay = super::link_bounds::bounded(field, v, MAX_DELAY)?,
-        "jitter" => d.jitter = super::link_bounds::bounded(field, v, MAX_DELAY)?,
+        "delay" => d.delay = bounded(field, v, MAX_DELAY)?,
+        "jitter" => d.jitter = bounded(field, v, MAX_DELAY)?,
         "loss" => d.loss = parse_loss(field, v)?,
         "reorder" => d.reorder = Some(parse_bool(field, v)?),
         "queue" => d.queue = Some(parse_queue(field, v)?),
@@ -305,7 +305,7 @@ impl FromStr for LinkSpec {
             } else if let Some(key) = k.strip_prefix("down.") {
                 overrides.push((false, key.to_string(), k.to_string(), v.to_string()));
             } else if k == "rtt" {
-                let half = super::link_bounds::bounded(k, v, MAX_DELAY * 2)? / 2;
+                let half = bounded(k, v, MAX_DELAY * 2)? / 2;
                 spec.up.delay = half;
                 spec.down.delay = half;
             } else if k == "mtu" {
@@ -328,7 +328,7 @@ impl FromStr for LinkSpec {
             let d = if up { &mut spec.up } else { &mut spec.down };
             apply(d, &key, &field, &v)?;
         }
-        super::link_bounds::check(&spec)?;
+        check_bounds(&spec)?;
         Ok(spec)
     }
 }
@@ -381,6 +381,51 @@ pub fn parse_trace(text: &str) -> Result<Vec<(Duration, Rate)>, LinkError> {
         });
     }
     Ok(out)
+}
+
+/// A duration of at most `max`.
+fn bounded(field: &str, v: &str, max: Duration) -> Result<Duration, LinkError> {
+    let d = parse_duration(field, v)?;
+    if d > max {
+        return Err(field_err(
+            field,
+            format!(
+                "`{v}` is more than {}s, the longest the link holds a packet",
+                max.as_secs()
+            ),
+        ));
+    }
+    Ok(d)
+}
+
+/// What each field allows alone can still be too much together: a direction's delay and
+/// jitter, a queue given as time at a fast rate.
+fn check_bounds(spec: &LinkSpec) -> Result<(), LinkError> {
+    for (name, d) in spec.directions() {
+        if d.delay + d.jitter > MAX_DELAY {
+            return Err(field_err(
+                &format!("{name}.jitter"),
+                format!(
+                    "delay {:?} plus jitter {:?} is more than {}s, the longest the link holds a packet",
+                    d.delay,
+                    d.jitter,
+                    MAX_DELAY.as_secs()
+                ),
+            ));
+        }
+        let peak = d.rate.as_ref().and_then(RateSpec::peak);
+        if let (Some(q @ Queue::Time(t)), Some(rate)) = (d.queue, peak) {
+            if q.bytes_at(rate) > MAX_QUEUE_BYTES {
+                return Err(field_err(
+                    &format!("{name}.queue"),
+                    format!(
+                        "{t:?} at {rate} is more than {MAX_QUEUE_BYTES} bytes (tc counts a queue in 32 bits)"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,10 +1,8 @@
 //! The bounds of an emulated link that its fields' own parsers cannot see alone: what tc and
-//! the delay path can build. Refused at parse (bad input, exit 2) rather than when the link is
-//! built, in tc's words.
+//! the delay path can build. `spec::link` refuses a spec past them at parse (bad input, exit
+//! 2) rather than when the link is built, in tc's words.
 
 use std::time::Duration;
-
-use super::link::{field_err, parse_duration, LinkError, LinkSpec, Queue, RateSpec};
 
 /// The fastest link rate: tc holds a queue's byte limit in 32 bits, and the default queue (50
 /// ms at the rate) fits up to 687 Gbit/s; 400 Gbit/s is the fastest Ethernet.
@@ -17,54 +15,9 @@ pub const MAX_QUEUE_BYTES: u64 = u32::MAX as u64;
 /// limit. A round trip (`rtt`) is twice it.
 pub const MAX_DELAY: Duration = Duration::from_secs(3600);
 
-/// A duration of at most `max`.
-pub(crate) fn bounded(field: &str, v: &str, max: Duration) -> Result<Duration, LinkError> {
-    let d = parse_duration(field, v)?;
-    if d > max {
-        return Err(field_err(
-            field,
-            format!(
-                "`{v}` is more than {}s, the longest the link holds a packet",
-                max.as_secs()
-            ),
-        ));
-    }
-    Ok(d)
-}
-
-/// What each field allows alone can still be too much together: a direction's delay and
-/// jitter, a queue given as time at a fast rate.
-pub(crate) fn check(spec: &LinkSpec) -> Result<(), LinkError> {
-    for (name, d) in spec.directions() {
-        if d.delay + d.jitter > MAX_DELAY {
-            return Err(field_err(
-                &format!("{name}.jitter"),
-                format!(
-                    "delay {:?} plus jitter {:?} is more than {}s, the longest the link holds a packet",
-                    d.delay,
-                    d.jitter,
-                    MAX_DELAY.as_secs()
-                ),
-            ));
-        }
-        let peak = d.rate.as_ref().and_then(RateSpec::peak);
-        if let (Some(q @ Queue::Time(t)), Some(rate)) = (d.queue, peak) {
-            if q.bytes_at(rate) > MAX_QUEUE_BYTES {
-                return Err(field_err(
-                    &format!("{name}.queue"),
-                    format!(
-                        "{t:?} at {rate} is more than {MAX_QUEUE_BYTES} bytes (tc counts a queue in 32 bits)"
-                    ),
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::spec::link::LinkSpec;
 
     /// What tc or the delay path would refuse when the link is built is refused here, naming
     /// the field: a rate or queue past tc's 32-bit counts, a delay past the path's hour.
