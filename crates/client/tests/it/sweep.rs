@@ -328,7 +328,7 @@ fn bad_scenarios_are_refused_before_running() {
         ),
         (
             "name = \"x\"\n[base]\nprotos = \"h2,h3\"\n[axes]\nrate = [\"fast\"]\n",
-            "rate",
+            "line 5: axes.rate value `fast`: ",
         ),
     ] {
         let file = dir.path().join("bad.toml");

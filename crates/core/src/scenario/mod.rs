@@ -19,6 +19,7 @@ use crate::stats::rounds::{
 use crate::wire::Protocol;
 
 mod apps;
+mod axis_lines;
 mod lower;
 pub mod toml_error;
 pub use apps::VideoTable;
@@ -201,6 +202,9 @@ pub struct Scenario {
     /// The pages named by `base.page` and the `page` axis, as the caller read them.
     #[serde(skip)]
     pub pages: BTreeMap<String, crate::report::page::PageSpec>,
+    /// Where the axis values sit in the file, for errors.
+    #[serde(skip)]
+    pub axis_lines: axis_lines::AxisLines,
 }
 
 /// How a cell runs.
@@ -256,7 +260,10 @@ impl Cell {
 
 impl Scenario {
     pub fn parse(text: &str) -> Result<Self, ScenarioError> {
-        toml::from_str(text).map_err(|e| toml_error::TomlError::new(&e, text).into())
+        let mut scenario: Self =
+            toml::from_str(text).map_err(|e| toml_error::TomlError::new(&e, text))?;
+        scenario.axis_lines = axis_lines::AxisLines::of(text);
+        Ok(scenario)
     }
 
     fn axis_values(&self) -> Result<Vec<(&'static str, Vec<String>)>, ScenarioError> {
@@ -324,7 +331,9 @@ impl Scenario {
                 params.insert(name.to_string(), values[rest % values.len()].clone());
                 rest /= values.len();
             }
-            let spec = self.spec(&params)?;
+            let spec = self
+                .spec(&params)
+                .map_err(|e| self.axis_lines.locate(e, &params, &axes))?;
             let cell = Cell {
                 params,
                 hash: spec.hash(),

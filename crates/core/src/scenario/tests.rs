@@ -142,6 +142,34 @@ fn bad_values_name_their_field() {
     }
 }
 
+/// A bad value in an axis is named with its line, its axis and itself, as a parse error is;
+/// the same value in `[base]` keeps its field's name.
+#[test]
+fn bad_axis_values_name_their_line() {
+    let text = "name = \"x\"\n[base]\nprotos = \"h2,h3\"\n[axes]\nrate = [\n  \"20mbit\",\n  \"100mbitz\",\n]\nobjects = [\"1x10KB\", \"1x10QB\"]\n";
+    let s = Scenario::parse(&text.replace("1x10QB", "1x20KB")).unwrap();
+    let err = s.cells().unwrap_err().to_string();
+    assert!(
+        err.starts_with("line 7: axes.rate value `100mbitz`: ") && err.contains("mbitz"),
+        "{err}"
+    );
+    let fixed = text.replace("100mbitz", "100mbit");
+    let err = Scenario::parse(&fixed)
+        .unwrap()
+        .cells()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("line 9: axes.objects value `1x10QB`: "),
+        "{err}"
+    );
+    // Layout is not part of what a scenario is.
+    assert_eq!(
+        Scenario::parse(&fixed).unwrap(),
+        Scenario::parse(&fixed.replace("[\n  ", "[")).unwrap()
+    );
+}
+
 #[test]
 fn compete_cells() {
     let s = Scenario::parse("name=\"f\"\nkind=\"compete\"\n[base]\nrounds=3\nobjects=\"1x1MB\"\nlink=\"rate=5mbit\"\n[axes]\nflows=[\"h3:1,h2:1\",\"h3:1,h2:2\"]\n").unwrap();
@@ -334,7 +362,15 @@ fn reorder_threshold_axis_sets_both_sides() {
     ] {
         let s = Scenario::parse(&format!("name = \"x\"\n{bad}\n")).unwrap();
         let err = s.cells().unwrap_err().to_string();
-        assert!(err.starts_with("reorder_threshold: 1 to 1000"), "{err}");
+        let at = if bad.contains("[axes]") {
+            "line 4: axes."
+        } else {
+            ""
+        };
+        assert!(
+            err.starts_with(at) && err.contains("reorder_threshold: 1 to 1000"),
+            "{err}"
+        );
     }
     let s = Scenario::parse("name = \"x\"\n[base]\nreorder_time_threshold = 0.5\n").unwrap();
     let err = s.cells().unwrap_err().to_string();
@@ -459,7 +495,7 @@ proptest::proptest! {
         if let Err(e) = s.cells() {
             let e = e.to_string();
             proptest::prop_assert!(
-                ["connections", "threads", "link", "axes"].iter().any(|f| e.starts_with(f)),
+                ["connections", "threads", "link", "axes", "line "].iter().any(|f| e.starts_with(f)),
                 "{e}"
             );
         }
@@ -542,7 +578,13 @@ fn connections_threads_and_link_axes() {
     ] {
         let s = Scenario::parse(&format!("name = \"x\"\n{bad}\n")).unwrap();
         let err = s.cells().unwrap_err().to_string();
-        assert!(err.starts_with(want), "{bad}: {err}");
+        // A bad axis value is named with its line first.
+        let at = if bad.contains("[axes]") {
+            "line 4: axes."
+        } else {
+            ""
+        };
+        assert!(err.starts_with(at) && err.contains(want), "{bad}: {err}");
     }
 }
 
