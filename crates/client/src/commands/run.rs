@@ -433,6 +433,12 @@ async fn run_all(
             break;
         };
         let stop_reason = reason.or_else(|| stopped_by.map(interrupted));
+        if let (Some(sig), Some(last)) = (stopped_by, side.runs.last_mut()) {
+            // Its objects all ended, but the load was not held for its --duration: the run
+            // is not complete, and the summary's count of complete runs must say so.
+            last.complete = false;
+            last.first_error.get_or_insert_with(|| interrupted(sig));
+        }
         if rewrites(&plan.outputs, json) {
             // The final write tries again (and keeps the data elsewhere if it fails too).
             if let Err(e) = rewrite(&plan.outputs, json, &side.report(expected, None)?) {

@@ -227,6 +227,10 @@ fn held_load_stopped_by(sig: i32, name: &str) {
     assert!(run["objects"]["completed"].as_u64().unwrap() > 0);
     assert_eq!(run["objects"]["failed"], 0, "in-flight requests finished");
     assert!(!run["intervals"].as_array().unwrap().is_empty());
+    // Not held for its --duration: the run is not complete either, and the summary's "0/1 runs
+    // complete" (from `complete_runs`) agrees with the exit status.
+    assert_eq!(run["complete"], false);
+    assert_eq!(r["summary"]["complete_runs"], 0);
 }
 
 /// An open loop far past the client's capacity (10 million requests per second for 1 s)
