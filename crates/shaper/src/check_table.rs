@@ -29,6 +29,9 @@ pub fn table(c: &Calibration) -> String {
                 k.tolerance.clone(),
                 match (&k.note, k.ok) {
                     (_, true) => "ok".into(),
+                    (n, false) if k.unmeasurable => {
+                        format!("NOT MEASURABLE: {}", n.as_deref().unwrap_or(""))
+                    }
                     (Some(n), false) => format!("MISS: {n}"),
                     (None, false) => "MISS".into(),
                 },

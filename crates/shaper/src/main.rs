@@ -91,10 +91,16 @@ fn run(cli: Cli) -> anyhow::Result<usize> {
                     note!("warning: {}", m.line());
                 }
                 let ok = c.checks.iter().filter(|k| k.ok).count();
+                let unmeasurable = c.unmeasurable().count();
                 say!(
-                    "measured in {} ms: {ok} of {} fields within tolerance (`qbench-shaper check` prints the table)",
+                    "measured in {} ms: {ok} of {} fields within tolerance{} (`qbench-shaper check` prints the table)",
                     c.elapsed_ms,
-                    c.checks.len()
+                    c.checks.len() - unmeasurable,
+                    if unmeasurable > 0 {
+                        format!(", {unmeasurable} not measurable on this link")
+                    } else {
+                        String::new()
+                    }
                 );
             }
             say!("run programs with `ip netns exec {} ...`; Ctrl-C or `qbench-shaper down --id {}` ends it", n.client, n.id);

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{Binomial, DiscreteCDF};
 
-use crate::spec::link::{Direction, LinkSpec, RateSpec};
+use crate::spec::link::{Direction, LinkSpec, RateSpec, MIN_RATE_BPS};
 use crate::units::Rate;
 
 /// A fixed rate is met when the saturating flow's delivered rate (counted as tc counts it:
@@ -113,6 +113,10 @@ pub struct LinkCheck {
     /// Why a check could not confirm the field (e.g. the probe could not offer the rate).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The field cannot be measured on this link (a direction that drops every packet
+    /// carries no probe): neither confirmed nor missed, and `note` says why.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unmeasurable: bool,
 }
 
 impl LinkCheck {
@@ -145,7 +149,12 @@ pub struct Calibration {
 
 impl Calibration {
     pub fn misses(&self) -> impl Iterator<Item = &LinkCheck> {
-        self.checks.iter().filter(|c| !c.ok)
+        self.checks.iter().filter(|c| !c.ok && !c.unmeasurable)
+    }
+
+    /// The fields no probe could measure on this link.
+    pub fn unmeasurable(&self) -> impl Iterator<Item = &LinkCheck> {
+        self.checks.iter().filter(|c| c.unmeasurable)
     }
 }
 
@@ -228,6 +237,7 @@ fn rtt_check(spec: &LinkSpec, rtt: &RttSummary) -> LinkCheck {
         },
         ok,
         note: None,
+        unmeasurable: false,
     }
 }
 
@@ -251,6 +261,7 @@ fn loss_check(dir: &str, d: &Direction, m: &DirectionMeasured) -> LinkCheck {
         ),
         ok: m.probe_sent > 0 && (lo..=hi).contains(&lost),
         note: (m.probe_sent == 0).then(|| "no probe packet reached this direction".into()),
+        unmeasurable: false,
     }
 }
 
@@ -273,6 +284,7 @@ fn rate_check(dir: &str, asked: Rate, flood: &Flood) -> LinkCheck {
                 Rate(flood.sent_bps)
             )
         }),
+        unmeasurable: false,
     }
 }
 
@@ -285,6 +297,9 @@ pub fn trace_rate_check(dir: &str, flood: &Flood, t: &TraceSpan) -> LinkCheck {
     let allowed = (want * TRACE_RATE_TOLERANCE).max(packets);
     // The flood must offer more than the trace carries there, else the sender set the rate.
     let short = (flood.sent_bps as f64) < want * (1.0 + TRACE_RATE_TOLERANCE);
+    // No step goes below the floor, so a trace whose mean is under it is carried faster
+    // than it asks, however close the flood came to the floored steps.
+    let below_floor = t.mean_bps < MIN_RATE_BPS;
     LinkCheck {
         field: format!("{dir}.rate"),
         asked: format!(
@@ -299,13 +314,21 @@ pub fn trace_rate_check(dir: &str, flood: &Flood, t: &TraceSpan) -> LinkCheck {
             TRACE_RATE_TOLERANCE * 100.0,
             Rate(allowed as u64)
         ),
-        ok: (got - want).abs() <= allowed && !short,
-        note: short.then(|| {
-            format!(
-                "the probe could offer only {}: this machine cannot fill the link",
-                Rate(flood.sent_bps)
-            )
-        }),
+        ok: (got - want).abs() <= allowed && !short && !below_floor,
+        note: if below_floor {
+            Some(format!(
+                "the trace's mean is below the {} the link can be set to, so the link carries more than the trace",
+                Rate(MIN_RATE_BPS)
+            ))
+        } else {
+            short.then(|| {
+                format!(
+                    "the probe could offer only {}: this machine cannot fill the link",
+                    Rate(flood.sent_bps)
+                )
+            })
+        },
+        unmeasurable: false,
     }
 }
 
@@ -337,10 +360,49 @@ pub fn judge(
                 tolerance: "none".into(),
                 ok: m.reordered == 0,
                 note: None,
+                unmeasurable: false,
             });
         }
     }
+    unmeasurable_past_total_loss(spec, up, down, &mut checks);
     checks
+}
+
+/// A direction that drops every packet (`loss=100%`) carries no probe: its rate and order
+/// cannot be measured, nor the round trip, nor what the other direction does to echoes that
+/// never come. Those checks are neither confirmed nor missed; the loss itself still is.
+fn unmeasurable_past_total_loss(
+    spec: &LinkSpec,
+    up: &DirectionMeasured,
+    down: &DirectionMeasured,
+    checks: &mut [LinkCheck],
+) {
+    let dead: Vec<&str> = [("up", &spec.up), ("down", &spec.down)]
+        .into_iter()
+        .filter(|(_, d)| d.loss >= 1.0)
+        .map(|(n, _)| n)
+        .collect();
+    let Some(first) = dead.first() else {
+        return;
+    };
+    let why = format!("{first} drops every packet (loss=100%), so no probe crosses it");
+    for c in checks.iter_mut() {
+        let (dir, what) = c.field.split_once('.').unwrap_or(("", c.field.as_str()));
+        let probed = match dir {
+            "up" => up.probe_sent > 0,
+            "down" => down.probe_sent > 0,
+            _ => false,
+        };
+        let cannot = match what {
+            "rtt" => true,
+            "loss" => !probed,
+            _ => dead.contains(&dir) || !probed,
+        };
+        if cannot && !c.ok {
+            c.unmeasurable = true;
+            c.note = Some(why.clone());
+        }
+    }
 }
 
 #[cfg(test)]

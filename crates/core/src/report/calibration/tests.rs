@@ -240,10 +240,54 @@ fn a_trace_link_is_judged_on_its_delivered_mean() {
     assert!(trace_rate_check("down", &f, &slow).ok);
     f.received_bps = 140_000;
     assert!(!trace_rate_check("down", &f, &slow).ok);
+    // A trace whose mean is under the rate floor is carried at the floor: however close the
+    // flood came to the floored steps, the link carried more than the trace asked.
+    let under = TraceSpan {
+        mean_bps: 2_000,
+        expected_bps: 9_000,
+        span_us: 2_000_000,
+    };
+    f.received_bps = 9_000;
+    let c = trace_rate_check("down", &f, &under);
+    assert!(!c.ok, "{c:#?}");
+    assert!(c.note.as_deref().unwrap().contains("below the 8.00 kbit/s"), "{c:#?}");
     // Without a span (no flood measured it) a trace is not checked.
     let mut none = trace(0);
     none.flood.as_mut().unwrap().trace = None;
     assert!(judge(&s, &up, &none, &rtt(100, 120))
         .iter()
         .all(|c| c.field != "down.rate"));
+}
+
+/// `loss=100%` up: the loss is confirmed, and what no probe can cross to measure (the round
+/// trip, the echoes down) is neither confirmed nor missed, but said to be not measurable.
+#[test]
+fn a_direction_that_drops_everything_leaves_the_rest_unmeasurable_not_missed() {
+    let spec: LinkSpec = "rtt=10ms,up.loss=100%".parse().unwrap();
+    let up = DirectionMeasured {
+        probe_sent: 200,
+        probe_received: 0,
+        ..DirectionMeasured::default()
+    };
+    let down = DirectionMeasured::default();
+    let checks = judge(&spec, &up, &down, &RttSummary::default());
+    let c = Calibration {
+        checks,
+        ..Calibration::default()
+    };
+    let by = |f: &str| c.checks.iter().find(|k| k.field == f).unwrap();
+    assert!(by("up.loss").ok && !by("up.loss").unmeasurable);
+    for f in ["rtt", "down.loss"] {
+        assert!(by(f).unmeasurable && !by(f).ok, "{f}");
+        assert!(by(f)
+            .note
+            .as_deref()
+            .unwrap()
+            .contains("up drops every packet"));
+    }
+    assert_eq!(c.misses().count(), 0, "{:?}", c.checks);
+    // The same measurements on a link that should carry them are misses.
+    let lossless: LinkSpec = "rtt=10ms".parse().unwrap();
+    let c = judge(&lossless, &up, &down, &RttSummary::default());
+    assert!(c.iter().any(|k| !k.ok && !k.unmeasurable));
 }
