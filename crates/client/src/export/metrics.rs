@@ -244,6 +244,14 @@ impl Metrics {
         {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        // The signal ended this wait, as the line above promised: the run had ended whole, so
+        // it is not left for the teardown to call the run interrupted.
+        if let Some(sig) = qbench_engine::setup::interrupt::take() {
+            crate::tell!(
+                "--metrics-listen: the wait for a final scrape ended on {}; the report stands",
+                qbench_engine::setup::interrupt::name(sig)
+            );
+        }
     }
 }
 

@@ -294,3 +294,54 @@ fn the_endpoint_says_its_port_answers_head_and_follows_accept() {
         r.stderr
     );
 }
+
+/// Ctrl-C during the wait for a final scrape ends the wait, as its line says, and nothing
+/// else: the run had ended whole, so the report stays complete and the exit status 0.
+#[test]
+fn ctrl_c_during_the_final_scrape_wait_keeps_the_report_complete() {
+    require!(Need::Tool("curl"));
+    use std::io::BufRead as _;
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mut child = common::signalable()
+        .args(["--proto", "h2", "--objects", "1x1KB", "--duration", "2s"])
+        .args(["--rate", "50", "--metrics-listen", "127.0.0.1:0", "--json"])
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    // Bounded by qbench's own 30 s wait: each line comes or the pipe closes.
+    loop {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap() == 0 {
+            panic!("qbench ended before it waited for a final scrape:\n{said}");
+        }
+        said.push_str(&line);
+        if let Some(u) = line.trim().strip_prefix("--metrics-listen: serving ") {
+            // One scrape during the run: a scraper that reads it is waited for at the end.
+            let out = Command::new("curl")
+                .args(["-s", "--max-time", "5", u])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{said}");
+        }
+        if line.contains("waiting up to") {
+            break;
+        }
+    }
+    common::interrupt(&child);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{said}{rest}");
+    assert!(
+        rest.contains("the wait for a final scrape ended on"),
+        "{rest}"
+    );
+    let r: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(r["complete"], true, "{}", r["aborted"]);
+    assert!(r["aborted"].is_null());
+}
