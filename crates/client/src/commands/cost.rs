@@ -24,12 +24,18 @@ pub fn cost(args: CostArgs) -> anyhow::Result<()> {
             .collect();
         qbench_engine::output::overwrite::check_not_inputs(&[("--json", Path::new(j))], &reports)?;
     }
-    let est = read_estimates(&args.criterion)?;
-    let model = CostModel::new(&est, &args.suite, args.mtu)?;
-    let measured = args
+    // The reports first: a bad one is the user's input, named with its file, whatever the
+    // criterion results hold.
+    let reports = args
         .reports
         .iter()
-        .map(|p| measured(p, &model))
+        .map(|p| read_report(p))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let est = read_estimates(&args.criterion)?;
+    let model = CostModel::new(&est, &args.suite, args.mtu)?;
+    let measured = reports
+        .iter()
+        .map(|(p, r)| measured(p, r, &model))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let json = args.json.as_deref().map(Dest::parse);
     print_text(&table(&model, &measured), json.as_ref());
@@ -108,18 +114,24 @@ fn read_json<T: DeserializeOwned>(p: &Path) -> anyhow::Result<T> {
     serde_json::from_str(&text).with_context(|| format!("parsing {}", p.display()))
 }
 
-fn measured(path: &Path, model: &CostModel) -> anyhow::Result<Measured> {
-    let shown = path.display().to_string();
+/// A report, or a usage error (exit 2) naming its file and what is wrong with it.
+fn read_report(path: &Path) -> anyhow::Result<(&Path, Report)> {
+    let bad = |message: String| qbench_engine::plan::error::ConfigError {
+        flag: "REPORT",
+        message,
+    };
     let text = qbench_engine::setup::input::read_text(
         path,
         qbench_core::spec::input::MAX_REPORT_BYTES,
         "a report",
     )
-    .map_err(|message| qbench_engine::plan::error::ConfigError {
-        flag: "REPORT",
-        message,
-    })?;
-    let report = Report::from_json(&text).with_context(|| shown.clone())?;
+    .map_err(bad)?;
+    let report = Report::from_json(&text).map_err(|e| bad(format!("{}: {e}", path.display())))?;
+    Ok((path, report))
+}
+
+fn measured(path: &Path, report: &Report, model: &CostModel) -> anyhow::Result<Measured> {
+    let shown = path.display().to_string();
     let stack = match report.config.spec.proto {
         Protocol::H3 => Stack::Quic,
         Protocol::H2 => Stack::TcpTls,

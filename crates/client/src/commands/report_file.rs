@@ -89,7 +89,14 @@ pub(super) fn report_file(args: &ReportArgs) -> anyhow::Result<()> {
         compare::SCHEMA
             if (compare::OLDEST_READ..=compare::SCHEMA_VERSION).contains(&h.schema_version) =>
         {
-            let r: CompareReport = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+            let doc: serde_json::Value =
+                serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+            if let Some((field, message)) =
+                qbench_core::report::histograms_read::first_corrupt(&doc)
+            {
+                return Err(bad(format!("histogram `{field}`: {message}")).into());
+            }
+            let r: CompareReport = serde_json::from_value(doc).map_err(|e| bad(e.to_string()))?;
             html_compare::page(&r)?
         }
         compare::SCHEMA => {

@@ -86,6 +86,8 @@ fn a_corrupt_histogram_is_refused_naming_file_and_field() {
             vec!["report", b, "--html", html.to_str().unwrap()],
             "REPORT",
         ),
+        // Before it looks for criterion's results, which this test has none of.
+        (vec!["cost", b, "--criterion", g], "REPORT"),
     ] {
         let out = qbench_plain(&args);
         assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr);
@@ -97,5 +99,44 @@ fn a_corrupt_histogram_is_refused_naming_file_and_field() {
         );
         assert!(line.contains("`runs[0].ttfb.hdr`"), "{args:?}: {line}");
     }
+    assert!(!html.exists());
+}
+
+/// A compare report's histograms are checked as a run report's are: `report` refuses a
+/// corrupt one naming its file and field, and draws no page.
+#[test]
+fn a_corrupt_histogram_in_a_compare_report_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("c.json");
+    let run = qbench_plain(&[
+        "compare",
+        "--protos",
+        "h2,h3",
+        "--objects",
+        "2x1KB",
+        "--rounds",
+        "2",
+        "--json",
+        good.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let text = std::fs::read_to_string(&good).unwrap();
+    let key = text.find("\"hdr\":").expect("a histogram") + 6;
+    let at = key + text[key..].find('"').unwrap() + 1;
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, format!("{}AAAA{}", &text[..at + 8], &text[at + 12..])).unwrap();
+    let html = dir.path().join("p.html");
+    let out = qbench_plain(&[
+        "report",
+        bad.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    let line = out.stderr.trim_end();
+    assert!(
+        line.starts_with("error: REPORT: ") && line.contains("bad.json") && line.contains(".hdr`"),
+        "{line}"
+    );
     assert!(!html.exists());
 }

@@ -53,6 +53,8 @@ pub enum CellFileError {
     Version(u32),
     #[error("written by a newer qbench (sweep-cell version {0}, this one reads version {SCHEMA_VERSION}): read it with that qbench")]
     Newer(u32),
+    #[error("histogram `{field}`: {message}")]
+    Histogram { field: String, message: String },
 }
 
 /// Only what every version of the file has.
@@ -81,7 +83,11 @@ impl CellFile {
     /// Reads a cell file, telling an earlier version apart from a damaged one.
     pub fn from_slice(bytes: &[u8]) -> Result<Self, CellFileError> {
         Self::check_header(bytes)?;
-        Ok(serde_json::from_slice(bytes)?)
+        let doc: serde_json::Value = serde_json::from_slice(bytes)?;
+        if let Some((field, message)) = crate::report::histograms_read::first_corrupt(&doc) {
+            return Err(CellFileError::Histogram { field, message });
+        }
+        Ok(serde_json::from_value(doc)?)
     }
 
     /// Whether `bytes` claim to be a cell file of this version, without building the reports.
