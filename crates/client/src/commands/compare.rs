@@ -410,7 +410,7 @@ async fn run_rounds(
     let mut round = 0;
     while round < plan.rounds {
         if plan.recalibrate && round > 0 {
-            if let Some(why) = recalibrate(plan, a, round).await {
+            if let Some(why) = super::recalibrate::recalibrate(strict_link(plan), a, round).await {
                 rounds.aborted = Some(why);
                 break;
             }
@@ -465,32 +465,9 @@ async fn run_rounds(
     Ok(rounds)
 }
 
-/// `--recalibrate`: measures each segment of the shared link again before `round`, on a
-/// blocking thread while the link stays borrowed by the sides. A field that misses is warned
-/// about; what ends the rounds (a miss under `--strict-link`, or a measurement that failed)
-/// is returned, for the report's `aborted`.
-async fn recalibrate(plan: &Plan, side: &Side<'_>, round: u32) -> Option<String> {
-    let strict = plan.a.link_options.as_ref().is_some_and(|o| o.strict);
-    let mut missed = Vec::new();
-    for (flag, link) in side.links() {
-        let (names, spec) = link.measurable();
-        let measured =
-            tokio::task::spawn_blocking(move || qbench_shaper::calibrate::calibrate(&names, &spec))
-                .await
-                .map_err(|e| e.to_string())
-                .and_then(|r| r.map_err(|e| e.to_string()));
-        let c = match measured {
-            Ok(c) => c,
-            Err(e) => return Some(format!("--recalibrate: {flag} before round {round}: {e}")),
-        };
-        for m in c.misses() {
-            let line = format!("{flag} before round {round}: {}", m.line());
-            crate::tell!("warning: {line}");
-            missed.push(line);
-        }
-        link.record_recalibration(round, c);
-    }
-    (strict && !missed.is_empty()).then(|| format!("--strict-link: {}", missed.join("; ")))
+/// `--strict-link`: a field that misses ends the command.
+fn strict_link(plan: &Plan) -> bool {
+    plan.a.link_options.as_ref().is_some_and(|o| o.strict)
 }
 
 /// Side `side`'s label.

@@ -242,3 +242,56 @@ fn compare_measures_the_link_between_rounds() {
         "--recalibrate",
     );
 }
+
+/// A stopping signal while `compare --recalibrate` measures the link between rounds ends the
+/// measurement within a poll, not after it: the report says the signal came while the link
+/// was measured, the rounds so far are kept, and nothing is left behind. The report is
+/// rewritten after each round, just before the measurement starts, so its first rewrite with
+/// a round in it is the moment to signal; a 1 s round trip makes the measurement seconds long.
+#[test]
+fn a_signal_ends_the_measurement_between_rounds() {
+    require!(Need::Link);
+    let before = ours();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("c.json");
+    let mut child = common::signalable()
+        .args([
+            "compare",
+            "--protos",
+            "h2,h3",
+            "--objects",
+            "1x1KB",
+            "--rounds",
+            "3",
+        ])
+        .args(["--link", "rtt=1s", "--recalibrate", "--json"])
+        .arg(&json)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rounds = |v: &Value| v["first"].as_array().map_or(0, Vec::len);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(240);
+    loop {
+        let doc = std::fs::read(&json)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+        if doc.as_ref().is_some_and(|d| rounds(d) >= 1) {
+            break;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "compare ended first");
+        assert!(std::time::Instant::now() < deadline, "no round was written");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    common::interrupt(&child);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    let j: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(
+        j["aborted"], "interrupted (SIGINT) while --link was measured before round 1",
+        "{stderr}"
+    );
+    assert_eq!(rounds(&j), 1, "{j}");
+    assert_eq!(ours(), before);
+}

@@ -250,7 +250,10 @@ fn a_trace_link_is_judged_on_its_delivered_mean() {
     f.received_bps = 9_000;
     let c = trace_rate_check("down", &f, &under);
     assert!(!c.ok, "{c:#?}");
-    assert!(c.note.as_deref().unwrap().contains("below the 8.00 kbit/s"), "{c:#?}");
+    assert!(
+        c.note.as_deref().unwrap().contains("below the 8.00 kbit/s"),
+        "{c:#?}"
+    );
     // Without a span (no flood measured it) a trace is not checked.
     let mut none = trace(0);
     none.flood.as_mut().unwrap().trace = None;
