@@ -23,6 +23,8 @@
 //!
 //! The integration tests of every crate use it (`qbench-testkit` is a dev-dependency of each).
 
+pub mod others;
+
 use std::io::Write as _;
 use std::panic::Location;
 use std::path::{Path, PathBuf};
@@ -152,9 +154,43 @@ static MACHINE: Mutex<()> = Mutex::new(());
 /// The machine, held by one test at a time among those that change it or measure it whole.
 /// A crate's integration tests are one binary whose tests run in parallel threads: a test that
 /// builds namespaces, qdiscs or cgroups, or looks for ones left behind, or times a link,
-/// must not see another's.
+/// must not see another's. The hold is also a lock on a file (`flock`), so that the test
+/// binaries of two suites run at once on one host (two CI jobs, `scripts/ci/concurrent.sh`)
+/// take turns in the same way; one that dies lets go of it with its last descriptor.
 #[must_use = "the machine is held only while the guard lives"]
-pub struct Held(#[allow(dead_code)] Option<MutexGuard<'static, ()>>);
+pub struct Held(#[allow(dead_code)] Option<(MutexGuard<'static, ()>, Option<std::fs::File>)>);
+
+/// Where the test binaries of every suite on this host take turns: the same path for every
+/// user, since the namespaces, qdiscs and cgroups they change are the host's.
+pub const HOST_LOCK: &str = "/tmp/qbench-testkit-machine.lock";
+
+/// The host-wide lock, or `None` when its file cannot be opened (then the tests of one binary
+/// still take turns among themselves).
+fn host_lock() -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let open = |create: bool| {
+        let mut o = std::fs::OpenOptions::new();
+        if create {
+            o.create(true).append(true).mode(0o666);
+        } else {
+            // Another user's file: a lock needs no write access.
+            o.read(true);
+        }
+        o.custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(HOST_LOCK)
+    };
+    let file = open(true).or_else(|_| open(false)).ok()?;
+    loop {
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Some(file);
+        }
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return None;
+        }
+    }
+}
 
 /// Holds the machine, for a test that looks at it whole (namespaces left behind, say)
 /// without needing root itself.
@@ -168,7 +204,10 @@ pub fn hold(needs: &[Need]) -> Held {
     let whole = needs
         .iter()
         .any(|n| matches!(n, Need::Root | Need::Link | Need::CgroupCpu));
-    Held(whole.then(|| MACHINE.lock().unwrap_or_else(|e| e.into_inner())))
+    Held(whole.then(|| {
+        let local = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+        (local, host_lock())
+    }))
 }
 
 /// `FILE::TEST` (the harness names each test's thread after it), or `FILE:LINE` of the guard.

@@ -11,7 +11,7 @@ use serde_json::Value;
 fn ours() -> Vec<String> {
     let mut v: Vec<String> = qbench_shaper::netns::list()
         .into_iter()
-        .filter(|n| qbench_shaper::Names::is_ours(n))
+        .filter(|n| qbench_shaper::Names::is_ours(n) && !qbench_testkit::others::someone_elses(n))
         .collect();
     v.sort();
     v

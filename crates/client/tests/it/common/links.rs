@@ -4,9 +4,11 @@ use std::process::Command;
 
 use qbench_shaper::BackendChoice;
 
-/// The link namespaces on the machine, except other tests' own fixtures.
+/// The link namespaces on the machine, except other tests' own fixtures and the links other
+/// processes on the host hold (another suite, a CI job, a held load): what this test and its
+/// children made, and whatever was left behind.
 pub(crate) fn ours() -> Vec<String> {
-    std::fs::read_dir("/run/netns")
+    let mut v: Vec<String> = std::fs::read_dir("/run/netns")
         .map(|d| {
             d.filter_map(|e| e.ok())
                 .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -14,10 +16,13 @@ pub(crate) fn ours() -> Vec<String> {
                     n.starts_with("qb-")
                         && !n.starts_with("qb-test")
                         && !n.starts_with("qb-fwdtest")
+                        && !qbench_testkit::others::someone_elses(n)
                 })
                 .collect()
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+    v.sort();
+    v
 }
 
 /// `ping ARGS 198.18.2.2` from namespace `ns`: its standard output.
