@@ -106,29 +106,87 @@ fi
 # The book (docs/book) is built with mdBook, from crates.io.
 command -v mdbook >/dev/null 2>&1 || cargo install --locked mdbook --version 0.5.4
 
-cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --locked -- -D warnings
-# No crate has an import circle: one means a type sits in the wrong file.
-PYTHONDONTWRITEBYTECODE=1 python3 scripts/ci/import_circles.py
+# From here on each stage runs even after an earlier one failed, prints its time as it goes, and
+# the end lists every stage with its time and every failed test with a command that reruns it
+# without building anything new.
+logs="${CARGO_TARGET_DIR:-target}/test-logs"
+mkdir -p "$logs"
+rm -f "$logs"/*.log "$logs"/*.json
+bin="${CARGO_TARGET_DIR:-target}/debug"
 # Every JSON document the tests make qbench write is kept, then checked against docs/schema/.
 samples=$(mktemp -d -t qbench-report-samples.XXXXXX)
 trap 'rm -rf "$samples"' EXIT
-QBENCH_REPORT_SAMPLES="$samples" cargo test --workspace --locked
-PYTHONDONTWRITEBYTECODE=1 python3 scripts/ci/validate_reports.py "$samples" scenarios/*.toml
-# The book: built, its links checked, its layout page current (its command-line reference is
-# checked by the tests).
-mdbook build docs/book
-PYTHONDONTWRITEBYTECODE=1 python3 scripts/ci/book_links.py
-PYTHONDONTWRITEBYTECODE=1 python3 scripts/ci/book_layout.py --check
-# The multi-host recipes: the Slurm job array for real, the Kubernetes manifests' fields (and
-# that the checker catches broken ones), against the binaries the tests just built.
-bin="${CARGO_TARGET_DIR:-target}/debug"
-QBENCH="$bin/qbench" bash scripts/ci/slurm_check.sh
-PYTHONDONTWRITEBYTECODE=1 QBENCH="$bin/qbench" QBENCH_SERVER="$bin/qbench-server" python3 deploy/k8s/check.py
-PYTHONDONTWRITEBYTECODE=1 QBENCH="$bin/qbench" QBENCH_SERVER="$bin/qbench-server" python3 deploy/k8s/check.py --self-test
+names=()
+results=()
+seconds=()
+stage() {
+  local name=$1 t0=$SECONDS result=ok
+  shift
+  printf '\n==> %s (started %s)\n' "$name" "$(date +%H:%M:%S)"
+  # Started as a job, not inside `||`, so that `set -e` still stops the stage at its first
+  # failing command.
+  ("$@") &
+  wait $! || result=FAILED
+  local took=$((SECONDS - t0))
+  printf '==> %s: %s in %dm%02ds\n' "$name" "$result" $((took / 60)) $((took % 60))
+  names+=("$name")
+  results+=("$result")
+  seconds+=("$took")
+}
+
+lints() {
+  cargo clippy --workspace --all-targets --locked -- -D warnings
+  # No crate has an import circle: one means a type sits in the wrong file.
+  PYTHONDONTWRITEBYTECODE=1 python3 scripts/ci/import_circles.py
+}
+build() {
+  # The list of test executables lets the summary name each failed test's binary.
+  cargo test --workspace --locked --no-run --message-format=json-render-diagnostics >"$logs/build.json"
+}
+tests() {
+  QBENCH_REPORT_SAMPLES="$samples" cargo test --workspace --locked --no-fail-fast 2>&1 |
+    tee "$logs/tests.log"
+}
+schemas() {
+  PYTHONDONTWRITEBYTECODE=1 python3 scripts/ci/validate_reports.py "$samples" scenarios/*.toml
+}
+book() {
+  # Built, its links checked, its layout page current (its command-line reference is checked
+  # by the tests).
+  mdbook build docs/book
+  PYTHONDONTWRITEBYTECODE=1 python3 scripts/ci/book_links.py
+  PYTHONDONTWRITEBYTECODE=1 python3 scripts/ci/book_layout.py --check
+}
+multi_host() {
+  # The Slurm job array for real, the Kubernetes manifests' fields (and that the checker
+  # catches broken ones), against the binaries the tests built.
+  QBENCH="$bin/qbench" bash scripts/ci/slurm_check.sh
+  PYTHONDONTWRITEBYTECODE=1 QBENCH="$bin/qbench" QBENCH_SERVER="$bin/qbench-server" python3 deploy/k8s/check.py
+  PYTHONDONTWRITEBYTECODE=1 QBENCH="$bin/qbench" QBENCH_SERVER="$bin/qbench-server" python3 deploy/k8s/check.py --self-test
+}
+
+stage format cargo fmt --all -- --check
+stage lints lints
+stage build build
+stage "unit and integration tests" tests
+stage "report schemas" schemas
+stage book book
+stage "Slurm and Kubernetes" multi_host
 # .hgrm files byte for byte against HdrHistogram's own JavaScript port.
-QBENCH="$bin/qbench" bash scripts/ci/hgrm_check.sh
+stage ".hgrm files" env QBENCH="$bin/qbench" bash scripts/ci/hgrm_check.sh
 # HTTP/2 conformance of the server: ten runs, since the failures h2spec can find are races.
-H2SPEC_RUNS=10 bash scripts/ci/h2spec.sh
-# The netem backend, which this kernel lacks, on Debian's stock kernel booted under QEMU.
-bash scripts/ci/kernel_tests.sh
+stage h2spec env H2SPEC_RUNS=10 bash scripts/ci/h2spec.sh
+# The netem and edt backends, which this kernel lacks, on Debian's stock kernel under QEMU.
+stage "kernel VM" bash scripts/ci/kernel_tests.sh
+
+printf '\n%-28s %-7s %s\n' stage result time
+total=0
+for i in "${!names[@]}"; do
+  printf '%-28s %-7s %dm%02ds\n' "${names[$i]}" "${results[$i]}" $((seconds[i] / 60)) $((seconds[i] % 60))
+  total=$((total + seconds[i]))
+done
+printf '%-28s %-7s %dm%02ds\n' total "" $((total / 60)) $((total % 60))
+PYTHONDONTWRITEBYTECODE=1 python3 scripts/ci/test_failures.py "$logs/build.json" "$logs/tests.log" || true
+for r in "${results[@]}"; do
+  [ "$r" = ok ] || exit 1
+done

@@ -9,7 +9,6 @@ fn main() {
     git_version();
     println!("cargo:rerun-if-changed=bpf/edt.bpf.c");
     println!("cargo:rerun-if-env-changed=CLANG");
-    println!("cargo:rerun-if-env-changed=QBENCH_REQUIRE_EDT");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let object = out.join("edt.bpf.o");
     let why = out.join("edt.why");
@@ -51,10 +50,9 @@ fn main() {
         None => std::fs::write(&why, "").expect("OUT_DIR is writable"),
         Some(f) => {
             println!("cargo:rerun-if-changed=/usr/include/bpf/bpf_helpers.h");
-            // CI (scripts/test.sh) installs clang: there a missing program is a failure.
-            if std::env::var_os("QBENCH_REQUIRE_EDT").is_some() {
-                panic!("QBENCH_REQUIRE_EDT is set and {f}");
-            }
+            // No environment variable decides whether this fails: one would make a test run
+            // with it and one without rebuild each other. CI's requirement that the program
+            // be built is checked by the tests (`QBENCH_REQUIRE_EDT` at run time).
             println!("cargo:warning=the edt backend is left out: {f}");
             std::fs::write(&object, []).expect("OUT_DIR is writable");
             std::fs::write(&why, f).expect("OUT_DIR is writable");
