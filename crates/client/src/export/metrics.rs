@@ -2,12 +2,13 @@
 //! over HTTP while the command lasts, for Prometheus (or anything that reads the format) to
 //! scrape.
 //!
-//! A network service, so bounded: at most `MAX_CONNECTIONS` scrapers at once (more are closed
-//! at once), `HEAD_TIMEOUT` to send a request head of at most `MAX_HEAD` bytes, and a response
+//! A network service, so bounded: at most `MAX_CONNECTIONS` connections at once (a new one
+//! takes the place of the oldest still sending its head; when all are being answered it is
+//! closed), `HEAD_TIMEOUT` to send a request head of at most `MAX_HEAD` bytes, and a response
 //! of a fixed set of series whatever the run does. The series are the current run's; a new
 //! run starts them afresh, with its own `run` label.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -151,30 +152,49 @@ impl Metrics {
         out
     }
 
-    /// Serves `listener` until the task is dropped.
+    /// Serves `listener` until the task is dropped. When `MAX_CONNECTIONS` are open, a new
+    /// one takes the place of the oldest that has not sent its request head yet: connections
+    /// that send nothing cannot keep a scraper out, however many there are. Only when every
+    /// one is being answered is the newcomer closed.
     pub async fn serve(self: Arc<Self>, listener: TcpListener) {
-        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+        let mut open: std::collections::VecDeque<(tokio::task::JoinHandle<()>, Arc<AtomicBool>)> =
+            std::collections::VecDeque::new();
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 // Out of descriptors, say: try again shortly rather than spin.
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             };
-            let Ok(slot) = slots.clone().try_acquire_owned() else {
-                drop(stream);
-                continue;
-            };
+            open.retain(|(task, _)| !task.is_finished());
+            if open.len() >= MAX_CONNECTIONS {
+                match open
+                    .iter()
+                    .position(|(_, head)| !head.load(Ordering::SeqCst))
+                {
+                    Some(i) => {
+                        if let Some((task, _)) = open.remove(i) {
+                            task.abort();
+                        }
+                    }
+                    None => {
+                        drop(stream);
+                        continue;
+                    }
+                }
+            }
             let me = self.clone();
-            tokio::spawn(async move {
-                let _ = tokio::time::timeout(HEAD_TIMEOUT * 2, me.answer(stream)).await;
-                drop(slot);
+            let head = Arc::new(AtomicBool::new(false));
+            let read = head.clone();
+            let task = tokio::spawn(async move {
+                let _ = tokio::time::timeout(HEAD_TIMEOUT * 2, me.answer(stream, &read)).await;
             });
+            open.push_back((task, head));
         }
     }
 
     /// One request, answered and closed: `GET /metrics` (or `/`, or `HEAD`: the same head
-    /// without the body), else 404.
-    async fn answer(&self, mut s: TcpStream) -> std::io::Result<()> {
+    /// without the body), else 404. `head` is set once the request head is in.
+    async fn answer(&self, mut s: TcpStream, head_read: &AtomicBool) -> std::io::Result<()> {
         let mut head = Vec::with_capacity(512);
         let mut buf = [0u8; 1024];
         let read = async {
@@ -190,6 +210,7 @@ impl Metrics {
         tokio::time::timeout(HEAD_TIMEOUT, read)
             .await
             .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
+        head_read.store(true, Ordering::SeqCst);
         let line = String::from_utf8_lossy(&head);
         let mut words = line.split_whitespace();
         let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));

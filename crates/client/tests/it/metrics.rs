@@ -345,3 +345,44 @@ fn ctrl_c_during_the_final_scrape_wait_keeps_the_report_complete() {
     assert_eq!(r["complete"], true, "{}", r["aborted"]);
     assert!(r["aborted"].is_null());
 }
+
+/// Connections that open and send nothing, as many as the endpoint serves at once and more,
+/// cannot keep a scraper out: each newcomer takes the place of the oldest still silent one.
+#[test]
+fn silent_connections_do_not_keep_a_scraper_out() {
+    require!(Need::Tool("curl"));
+    use std::io::BufRead as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_qbench"))
+        .args(["--proto", "h2", "--objects", "1x1KB", "--duration", "20s"])
+        .args(["--rate", "20", "--metrics-listen", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let url = loop {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap() == 0 {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("no URL said");
+        }
+        if let Some(u) = line.trim().strip_prefix("--metrics-listen: serving ") {
+            break u.to_string();
+        }
+    };
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics")
+        .to_string();
+    // Twice the bound, each accepted by the kernel and left silent.
+    let silent: Vec<std::net::TcpStream> = (0..16)
+        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .collect();
+    let got = get(&url);
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(silent);
+    let got = got.expect("a scrape answered beside 16 silent connections");
+    assert!(got.contains("qbench_requests_total"), "{got}");
+}
