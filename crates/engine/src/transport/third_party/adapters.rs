@@ -236,14 +236,21 @@ pub(super) fn invocations(ctx: &Ctx, dir: &Path) -> std::io::Result<Vec<Invocati
                 a.extend(urls);
                 a
             }
-            ClientProgram::Exec(t) => t.expand(&template::Values {
-                urls: &urls,
-                ca: ca.as_deref().unwrap_or(""),
-                out: &pdir.display().to_string(),
-                host: &ctx.host,
-                port: ctx.port,
-                proto: ctx.proto.as_str(),
-            }),
+            ClientProgram::Exec(t) => {
+                let mut a = t.expand(&template::Values {
+                    urls: &urls,
+                    ca: ca.as_deref().unwrap_or(""),
+                    out: &pdir.display().to_string(),
+                    host: &ctx.host,
+                    port: ctx.port,
+                    proto: ctx.proto.as_str(),
+                });
+                // The program as the check before the first run found it (an absolute path):
+                // the process runs in its own directory, where a relative one means another
+                // file.
+                a[0] = path.clone();
+                a
+            }
         };
         out.push(Invocation {
             argv,

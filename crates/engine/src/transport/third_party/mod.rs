@@ -19,6 +19,7 @@ use crate::drive::requests::Requests;
 use crate::measure::clock::Clock;
 
 mod adapters;
+mod cgroup;
 mod driver;
 mod output;
 mod own_files;

@@ -1,0 +1,128 @@
+//! `--client` programs held to qbench's own rules: their children do not outlive the run
+//! (each process has a cgroup of its own), and an `exec:` program is found before the first
+//! run where it will be run.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::common;
+use common::needs::{require, Need};
+
+/// `body` as an executable script in `dir`.
+fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(name);
+    std::fs::write(&p, format!("#!/bin/sh\n{body}")).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+/// The v2 cgroup a process named in its `/proc/PID/cgroup`, as a path.
+fn v2_dir(line: &str) -> Option<PathBuf> {
+    let rel = line.trim().strip_prefix("0::")?;
+    let mounts = qbench_shaper::cgroup::parse_mountinfo(
+        &std::fs::read_to_string("/proc/self/mountinfo").unwrap(),
+    );
+    Some(mounts.v2?.join(rel.trim_start_matches('/')))
+}
+
+/// Whether `pid` is a live process (a zombie waiting for its reaper is not).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, r)| r.trim_start().to_string()))
+        .is_some_and(|r| !r.starts_with('Z'))
+}
+
+/// A child that leaves the process group (`setsid`, as Chromium's browser does) is in the
+/// client's cgroup still, and goes with it; the cgroup is removed after the run.
+#[test]
+fn a_child_that_leaves_the_group_does_not_outlive_the_run() {
+    require!(Need::Root);
+    require!(Need::Tool("curl"));
+    require!(Need::Tool("setsid"));
+    let dir = tempfile::tempdir().unwrap();
+    let (pid_file, cg_file) = (dir.path().join("pid"), dir.path().join("cg"));
+    let client = script(
+        dir.path(),
+        "client",
+        &format!(
+            "setsid sh -c 'echo $$ > {p}; exec sleep 300' </dev/null >/dev/null 2>&1 &\n\
+             grep '^0::' /proc/self/cgroup > {c}\n\
+             exec curl -sS --http2 --cacert \"$1\" -o /dev/null \"$2\"\n",
+            p = pid_file.display(),
+            c = cg_file.display()
+        ),
+    );
+    let r = common::qbench(&[
+        "--client",
+        &format!("exec:{} {{ca}} {{url}}", client.display()),
+        "--proto",
+        "h2",
+        "--objects",
+        "1x1KB",
+    ]);
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .expect("the client started its child");
+    let survived = alive(pid);
+    if survived {
+        // SAFETY: the test's own stray child; the test fails below.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(!survived, "the setsid child {pid} outlived the run");
+    let line = std::fs::read_to_string(&cg_file).unwrap();
+    let cg = v2_dir(&line).expect("a v2 cgroup");
+    let name = cg.file_name().map(|n| n.to_string_lossy().into_owned());
+    assert!(
+        name.as_deref()
+            .is_some_and(|n| n.starts_with("qb-") && n.ends_with("-client")),
+        "the client ran in {line}"
+    );
+    assert!(!cg.exists(), "{} is removed", cg.display());
+    assert!(!r.stderr.contains("no cgroup"), "{}", r.stderr);
+}
+
+/// `exec:./client` is the file of that name where qbench was started, checked before the
+/// first run and run as that file; a file that cannot be run is refused before the first run
+/// with one line naming `--client`.
+#[test]
+fn a_relative_exec_program_is_run_as_it_was_checked() {
+    require!(Need::Tool("curl"));
+    let dir = tempfile::tempdir().unwrap();
+    script(
+        dir.path(),
+        "client",
+        "exec curl -sS --http2 --cacert \"$1\" -o /dev/null \"$2\"\n",
+    );
+    std::fs::write(dir.path().join("plain"), "#!/bin/sh\n").unwrap();
+    let run = |prog: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_qbench"))
+            .current_dir(dir.path())
+            .args(["--client", &format!("exec:{prog} {{ca}} {{url}}")])
+            .args(["--proto", "h2", "--objects", "1x1KB", "--json", "-"])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = run("./client");
+    assert_eq!(code, Some(0), "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["runs"][0]["objects"]["completed"], 1);
+    for bad in ["./plain", "./none", "client-not-on-path"] {
+        let (code, stdout, stderr) = run(bad);
+        assert_eq!(code, Some(1), "{bad}: {stderr}");
+        assert!(stdout.is_empty(), "{bad}: no run");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{bad}: {stderr}");
+        assert!(lines[0].contains("--client exec:"), "{}", lines[0]);
+        assert!(lines[0].contains(bad), "{}", lines[0]);
+    }
+}
