@@ -1,6 +1,6 @@
 //! `--client` programs held to qbench's own rules: their children do not outlive the run
-//! (each process has a cgroup of its own), and an `exec:` program is found before the first
-//! run where it will be run.
+//! (each process has a cgroup of its own), their own error is the run's, and an `exec:`
+//! program is found before the first run where it will be run.
 
 use std::path::{Path, PathBuf};
 
@@ -8,6 +8,11 @@ use serde_json::Value;
 
 use crate::common;
 use common::needs::{require, Need};
+use common::Run;
+
+fn run0(r: &Run) -> &Value {
+    &r.json.as_ref().expect("a JSON report")["runs"][0]
+}
 
 /// `body` as an executable script in `dir`.
 fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
@@ -84,6 +89,53 @@ fn a_child_that_leaves_the_group_does_not_outlive_the_run() {
     );
     assert!(!cg.exists(), "{} is removed", cg.display());
     assert!(!r.stderr.contains("no cgroup"), "{}", r.stderr);
+}
+
+/// A `curl` first on PATH that runs the real one with `extra` after qbench's arguments.
+fn curl_with(dir: &Path, extra: &str) -> String {
+    let real = qbench_testkit::which("curl").expect("curl on PATH");
+    script(
+        dir,
+        "curl",
+        &format!("exec {} \"$@\" {extra}\n", real.display()),
+    );
+    format!("{}:{}", dir.display(), std::env::var("PATH").unwrap())
+}
+
+/// When curl fails, its exit code and message are the run's error, not what the server made
+/// of it ("no handshake seen"): with its JSON line (it trusts the system's CAs, not the run's
+/// self-signed certificate), and without one (it offers only TLS 1.2 ciphers the server does
+/// not take, and its `-w` is emptied).
+#[test]
+fn curls_own_error_is_the_runs_error() {
+    require!(Need::Tool("curl"));
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = Path::new("/etc/ssl/certs/ca-certificates.crt");
+    assert!(bundle.is_file(), "the system's CA bundle");
+    for (extra, kind, said) in [
+        (
+            format!("--cacert {}", bundle.display()),
+            "tls",
+            "tls: curl exited 60: SSL certificate problem",
+        ),
+        (
+            "--tls-max 1.2 --ciphers ECDHE-RSA-AES128-SHA -w ''".to_string(),
+            "io",
+            "curl exited with status 35: curl: (35)",
+        ),
+    ] {
+        let path = curl_with(dir.path(), &extra);
+        let r = common::qbench_env(
+            &["--client", "curl", "--proto", "h2", "--objects", "1x1KB"],
+            &[("PATH", path.as_ref())],
+        );
+        common::assert_failed_with(&r, kind);
+        let first = run0(&r)["first_error"].as_str().unwrap().to_string();
+        assert!(
+            first.starts_with(kind) && first.contains(said),
+            "{extra}: {first}"
+        );
+    }
 }
 
 /// `exec:./client` is the file of that name where qbench was started, checked before the

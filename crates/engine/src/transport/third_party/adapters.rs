@@ -331,9 +331,10 @@ fn read_curl(ctx: &Ctx, inv: &Invocation, e: &Ended, spawned: Duration) -> Repor
             (0, code) => Some((ErrorKind::Status, format!("status {code}"))),
             (code, _) => Some((
                 curl_kind(code),
-                t.errormsg
-                    .clone()
-                    .unwrap_or_else(|| format!("curl error {code}")),
+                match t.errormsg.as_deref().filter(|m| !m.is_empty()) {
+                    Some(m) => format!("curl exited {code}: {m}"),
+                    None => format!("curl exited {code}"),
+                },
             )),
         };
         let mut sent = start + secs(t.time_pretransfer);
