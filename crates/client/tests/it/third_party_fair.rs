@@ -1,6 +1,6 @@
 //! `--client` programs held to qbench's own rules: their children do not outlive the run
-//! (each process has a cgroup of its own), their own error is the run's, and an `exec:`
-//! program is found before the first run where it will be run.
+//! (each process has a cgroup of its own), an IPv6 target is reachable, their own error is
+//! the run's, and an `exec:` program is found before the first run where it will be run.
 
 use std::path::{Path, PathBuf};
 
@@ -89,6 +89,33 @@ fn a_child_that_leaves_the_group_does_not_outlive_the_run() {
     );
     assert!(!cg.exists(), "{} is removed", cg.display());
     assert!(!r.stderr.contains("no cgroup"), "{}", r.stderr);
+}
+
+/// A target on [::1]: curl is told where to connect in a form it reads (brackets).
+#[test]
+fn curl_reaches_an_ipv6_target() {
+    require!(Need::Tool("curl"));
+    let dir = tempfile::tempdir().unwrap();
+    let cert = dir.path().join("cert.pem");
+    let server = common::Served::start_at("serve", "[::1]:0", &[], &cert);
+    assert!(server.target.contains("[::1]"), "{}", server.target);
+    let r = common::qbench(&[
+        "--client",
+        "curl",
+        "--proto",
+        "h2",
+        "--target",
+        &server.target,
+        "--ca",
+        cert.to_str().unwrap(),
+        "--objects",
+        "2x10KB",
+    ]);
+    let run = run0(&r);
+    assert_eq!(r.code, Some(0), "{}: {}", run["first_error"], r.stderr);
+    assert_eq!(run["objects"]["completed"], 2);
+    assert_eq!(run["payload_bytes"], 20_000);
+    assert!(server.stop());
 }
 
 /// A `curl` first on PATH that runs the real one with `extra` after qbench's arguments.

@@ -127,6 +127,14 @@ fn s(x: impl ToString) -> String {
     x.to_string()
 }
 
+/// An IPv6 literal in brackets, as curl's `--connect-to` wants it; names and IPv4 as they are.
+fn bracketed(host: &str) -> String {
+    match host.contains(':') && !host.starts_with('[') {
+        true => format!("[{host}]"),
+        false => host.to_string(),
+    }
+}
+
 /// The run's processes, with their files written into `dir`.
 pub(super) fn invocations(ctx: &Ctx, dir: &Path) -> std::io::Result<Vec<Invocation>> {
     let path = ctx.path.display().to_string();
@@ -168,9 +176,17 @@ pub(super) fn invocations(ctx: &Ctx, dir: &Path) -> std::io::Result<Vec<Invocati
                     (None, true) => a.push(s("--insecure")),
                     (None, false) => {}
                 }
+                // IPv6 literals in brackets, on both sides (curl's --resolve has no way to name
+                // a host that is an IPv6 literal).
                 a.extend([
-                    s("--resolve"),
-                    format!("{}:{}:{}", ctx.host, ctx.port, ctx.addr.ip()),
+                    s("--connect-to"),
+                    format!(
+                        "{}:{}:{}:{}",
+                        bracketed(&ctx.host),
+                        ctx.port,
+                        bracketed(&ctx.addr.ip().to_string()),
+                        ctx.addr.port()
+                    ),
                 ]);
                 a.extend([s("--max-time"), format!("{}", ctx.timeout.as_secs_f64())]);
                 if let Some(st) = ctx.streams.filter(|&st| st > 1) {
