@@ -1,8 +1,10 @@
-//! `--client` programs held to qbench's own rules: their children do not outlive the run
-//! (each process has a cgroup of its own), an IPv6 target is reachable, their own error is
-//! the run's, and an `exec:` program is found before the first run where it will be run.
+//! `--client` programs held to qbench's own rules: `--timeout` is "no progress for that long"
+//! for them too, their children do not outlive the run (each process has a cgroup of its
+//! own), an IPv6 target is reachable, their own error is the run's, and an `exec:` program is
+//! found before the first run where it will be run.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -21,6 +23,97 @@ fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     std::fs::write(&p, format!("#!/bin/sh\n{body}")).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
     p
+}
+
+/// 2 MB over a 4 Mbit/s link takes about 4 s, four times `--timeout 1s`, and moves all the
+/// while: curl fetches it whole, byte for byte, as qbench's own client does; so do h2load (its
+/// inactivity timeout) and an exec client (its deadline grows with the bytes). A peer that
+/// takes the connection and never answers is still given up on after `--timeout`.
+#[test]
+fn a_slow_transfer_that_moves_is_not_a_timeout_for_any_client() {
+    require!(Need::Link);
+    require!(Need::Tool("curl"));
+    require!(Need::Tool("h2load"));
+    for client in [
+        "curl",
+        "h2load",
+        "exec:curl -sS --http2 --cacert {ca} -o {out}/body {url}",
+    ] {
+        let r = common::qbench(&[
+            "--client",
+            client,
+            "--proto",
+            "h2",
+            "--objects",
+            "1x2MB",
+            "--timeout",
+            "1s",
+            "--verify",
+            "--link",
+            "rate=4mbit,rtt=10ms",
+            "--no-calibrate",
+        ]);
+        let run = run0(&r);
+        assert_eq!(
+            r.code,
+            Some(0),
+            "{client}: {}: {}",
+            run["first_error"],
+            r.stderr
+        );
+        assert_eq!(run["objects"]["completed"], 1);
+        assert_eq!(run["payload_bytes"], 2_000_000);
+        assert_eq!(run["server_view"]["body_bytes"], 2_000_000);
+        // Not killed at a deadline (a killed exec client's object, which the server handed
+        // over whole, would still count).
+        let p = &run["third_party"]["processes"][0];
+        assert_eq!(
+            (&p["exit"], &p["timed_out"]),
+            (&0.into(), &false.into()),
+            "{client}: {p}"
+        );
+        if client == "curl" {
+            assert_eq!(run["third_party"]["verified"], 1);
+        }
+        // Its process took the link's time, longer than --timeout (an exec client's PLT is
+        // the server's, which hands the body to its socket buffers sooner).
+        let wall = p["wall_us"].as_u64().unwrap();
+        assert!(wall > 3_000_000, "{client}: {wall} us");
+    }
+
+    // A peer that accepts and then says nothing: a stall, given up on by curl's own limits.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || {
+        let c = silent.accept();
+        std::thread::sleep(Duration::from_secs(8));
+        drop(c);
+    });
+    let started = Instant::now();
+    let target = format!("https://127.0.0.1:{port}");
+    let r = common::qbench(&[
+        "--client",
+        "curl",
+        "--proto",
+        "h2",
+        "--target",
+        &target,
+        "--insecure",
+        "--objects",
+        "1x40MB",
+        "--timeout",
+        "1s",
+    ]);
+    let took = started.elapsed();
+    common::assert_failed_with(&r, "timeout");
+    let first = run0(&r)["first_error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(first.contains("curl exited 28"), "{first}");
+    // Not the 40 MB's allowance at the floor rate (320 s): curl's own 1 s without progress.
+    assert!(took < Duration::from_secs(6), "{took:?}");
+    held.join().unwrap();
 }
 
 /// The v2 cgroup a process named in its `/proc/PID/cgroup`, as a path.

@@ -127,6 +127,11 @@ fn s(x: impl ToString) -> String {
     x.to_string()
 }
 
+/// Seconds, as a program's command line takes them (`1.5`).
+fn secs_arg(d: Duration) -> String {
+    d.as_secs_f64().to_string()
+}
+
 /// An IPv6 literal in brackets, as curl's `--connect-to` wants it; names and IPv4 as they are.
 fn bracketed(host: &str) -> String {
     match host.contains(':') && !host.starts_with('[') {
@@ -188,7 +193,14 @@ pub(super) fn invocations(ctx: &Ctx, dir: &Path) -> std::io::Result<Vec<Invocati
                         ctx.addr.port()
                     ),
                 ]);
-                a.extend([s("--max-time"), format!("{}", ctx.timeout.as_secs_f64())]);
+                // `--timeout` as qbench's own clients read it: no progress for that long (less
+                // than a byte a second over it), and the connection (TCP and TLS) within it.
+                a.extend([s("--connect-timeout"), secs_arg(ctx.timeout)]);
+                a.extend([s("--speed-limit"), s("1")]);
+                a.extend([
+                    s("--speed-time"),
+                    ctx.timeout.as_secs_f64().ceil().max(1.0).to_string(),
+                ]);
                 if let Some(st) = ctx.streams.filter(|&st| st > 1) {
                     a.extend([s("--parallel"), s("--parallel-max"), st.to_string()]);
                 }
@@ -205,6 +217,9 @@ pub(super) fn invocations(ctx: &Ctx, dir: &Path) -> std::io::Result<Vec<Invocati
                 // its clients would each cycle through every URI from the first.
                 let mut a = vec![path.clone(), s("-n"), objects.len().to_string(), s("-c1")];
                 a.extend([s("-m"), ctx.streams.unwrap_or(100).max(1).to_string()]);
+                // Its inactivity timeout: nothing sent or received on the connection for that
+                // long, as `--timeout` is for qbench's own clients.
+                a.extend([s("-N"), secs_arg(ctx.timeout)]);
                 if ctx.proto == Protocol::H1 {
                     a.push(s("--h1"));
                 }
@@ -230,7 +245,10 @@ pub(super) fn invocations(ctx: &Ctx, dir: &Path) -> std::io::Result<Vec<Invocati
             ClientProgram::QuicGo => {
                 let mut a = vec![path.clone()];
                 a.extend([s("-ca"), ca.clone().unwrap_or_default()]);
-                a.extend([s("-timeout"), format!("{}ms", ctx.timeout.as_millis())]);
+                // Its -timeout bounds each request on the wall clock: grown by the process's
+                // bytes at the floor rate, as its deadline is.
+                let t = ctx.timeout + super::allowance(ctx, &objects);
+                a.extend([s("-timeout"), format!("{}ms", t.as_millis())]);
                 a.extend([s("-streams"), ctx.streams.unwrap_or(0).to_string()]);
                 if ctx.verify {
                     a.push(s("-verify"));
@@ -242,7 +260,14 @@ pub(super) fn invocations(ctx: &Ctx, dir: &Path) -> std::io::Result<Vec<Invocati
                 let mut a = vec![s("python3"), path.clone()];
                 a.extend([s("--proto"), ctx.proto.to_string()]);
                 a.extend([s("--ca"), ca.clone().unwrap_or_default()]);
-                a.extend([s("--timeout"), format!("{}", ctx.timeout.as_secs_f64())]);
+                // Each load's limit on the wall clock: grown by its largest object at the
+                // floor rate.
+                let most = objects
+                    .iter()
+                    .map(|&i| super::allowance(ctx, &[i]))
+                    .max()
+                    .unwrap_or_default();
+                a.extend([s("--timeout"), secs_arg(ctx.timeout + most)]);
                 if ctx.reuse {
                     a.push(s("--reuse"));
                 }
@@ -438,6 +463,22 @@ mod tests {
             netns: None,
             path: PathBuf::from("gtlsclient"),
         }
+    }
+
+    /// A process's deadline grows with its objects' bytes at the floor rate: 40 MB at 1 Mbit/s
+    /// is 320 s past `--timeout` and the start-up allowance; objects of unknown length add
+    /// nothing.
+    #[test]
+    fn a_deadline_grows_with_the_bytes_expected() {
+        let mut c = ctx(&["https://h/bytes/40000000", "https://h/x"]);
+        c.program = ClientProgram::H2load;
+        c.objects[0].expected = Some(40_000_000);
+        let d = super::super::run_deadline(&c, &[0, 1]);
+        assert_eq!(d, Duration::from_secs(1 + 320 + 2));
+        assert_eq!(
+            super::super::run_deadline(&c, &[1]),
+            Duration::from_secs(1 + 2)
+        );
     }
 
     #[test]
