@@ -298,3 +298,67 @@ fn a_relative_exec_program_is_run_as_it_was_checked() {
         assert!(lines[0].contains(bad), "{}", lines[0]);
     }
 }
+
+/// A qbench killed with `kill -9` runs no destructor: its client, and the child that left its
+/// group, live on in their cgroup, which `qbench-shaper cleanup` then ends and removes (its
+/// owner is gone). Only this test's cgroup id is cleaned.
+#[test]
+fn cleanup_ends_the_clients_of_a_killed_run() {
+    require!(Need::Root);
+    require!(Need::Tool("setsid"));
+    let dir = tempfile::tempdir().unwrap();
+    let (pid_file, cg_file) = (dir.path().join("pid"), dir.path().join("cg"));
+    let client = script(
+        dir.path(),
+        "client",
+        &format!(
+            "grep '^0::' /proc/self/cgroup > {c}.part && mv {c}.part {c}\n\
+             setsid sh -c 'echo $$ > {p}.part && mv {p}.part {p}; exec sleep 302' \
+             </dev/null >/dev/null 2>&1 &\n\
+             exec sleep 303\n",
+            p = pid_file.display(),
+            c = cg_file.display()
+        ),
+    );
+    let mut qbench = common::signalable()
+        .args(["--client", &format!("exec:{} {{urls}}", client.display())])
+        .args(["--proto", "h2", "--objects", "1x1KB", "--timeout", "60s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    while !(pid_file.exists() && cg_file.exists()) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    qbench.kill().unwrap();
+    qbench.wait().unwrap();
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .expect("the client started its child");
+    let cg = v2_dir(&std::fs::read_to_string(&cg_file).unwrap()).expect("a v2 cgroup");
+    let name = cg.file_name().unwrap().to_string_lossy().into_owned();
+    let id = name
+        .strip_prefix("qb-")
+        .and_then(|n| n.strip_suffix("-client"))
+        .unwrap_or_else(|| panic!("the client ran in {}", cg.display()))
+        .to_string();
+    assert!(alive(pid), "kill -9 runs no destructor: the child lives on");
+    let scope = qbench_shaper::cleanup::Scope {
+        force: false,
+        ids: vec![id],
+    };
+    let removed = qbench_shaper::cgroup::cleanup(&scope).removed;
+    let survived = alive(pid);
+    if cg.exists() {
+        // The test's own strays, ended whatever cleanup did; the test fails below.
+        let _ = std::fs::write(cg.join("cgroup.kill"), "1");
+        std::thread::sleep(Duration::from_millis(200));
+        let _ = std::fs::remove_dir(&cg);
+        let _ = std::fs::remove_file(Path::new(qbench_shaper::owner::DIR).join(&name));
+    }
+    assert!(!survived, "the setsid child {pid} outlived cleanup");
+    assert_eq!(removed, [cg.display().to_string()]);
+    assert!(!cg.exists());
+}
