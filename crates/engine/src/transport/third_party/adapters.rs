@@ -218,8 +218,9 @@ pub(super) fn invocations(ctx: &Ctx, dir: &Path) -> std::io::Result<Vec<Invocati
                 let mut a = vec![path.clone(), s("-n"), objects.len().to_string(), s("-c1")];
                 a.extend([s("-m"), ctx.streams.unwrap_or(100).max(1).to_string()]);
                 // Its inactivity timeout: nothing sent or received on the connection for that
-                // long, as `--timeout` is for qbench's own clients.
-                a.extend([s("-N"), secs_arg(ctx.timeout)]);
+                // long, as `--timeout` is for qbench's own clients (in whole milliseconds: it
+                // refuses a fraction of a second).
+                a.extend([s("-N"), format!("{}ms", ctx.timeout.as_millis().max(1))]);
                 if ctx.proto == Protocol::H1 {
                     a.push(s("--h1"));
                 }
@@ -463,6 +464,29 @@ mod tests {
             netns: None,
             path: PathBuf::from("gtlsclient"),
         }
+    }
+
+    /// Each program is given `--timeout` in a form it takes: h2load refuses `-N 1.5`, curl's
+    /// `--speed-time` takes whole seconds.
+    #[test]
+    fn timeouts_are_spelled_as_each_program_takes_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = ctx(&["https://h/bytes/10"]);
+        c.timeout = Duration::from_millis(1500);
+        let mut argv = |p: ClientProgram| {
+            c.program = p;
+            invocations(&c, dir.path()).unwrap().remove(0).argv
+        };
+        let after = |a: &[String], flag: &str| {
+            let i = a.iter().position(|x| x == flag).unwrap();
+            a[i + 1].clone()
+        };
+        let h = argv(ClientProgram::H2load);
+        assert_eq!(after(&h, "-N"), "1500ms");
+        let k = argv(ClientProgram::Curl);
+        assert_eq!(after(&k, "--speed-time"), "2");
+        assert_eq!(after(&k, "--connect-timeout"), "1.5");
+        assert!(!k.iter().any(|x| x == "--max-time"), "{k:?}");
     }
 
     /// A process's deadline grows with its objects' bytes at the floor rate: 40 MB at 1 Mbit/s
