@@ -362,3 +362,37 @@ fn cleanup_ends_the_clients_of_a_killed_run() {
     assert_eq!(removed, [cg.display().to_string()]);
     assert!(!cg.exists());
 }
+
+/// Without the right to create a cgroup (any user but root here) the clients run in their
+/// process groups alone, and a warning says so once, not once per process.
+#[test]
+fn without_a_cgroup_the_process_group_is_killed_and_a_warning_says_so_once() {
+    use std::os::unix::process::CommandExt as _;
+    // Root, to run it as another user.
+    require!(Need::Root);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_qbench"))
+        .args(["--client", "exec:sh -c 'exit 0' sh {urls}", "--proto", "h2"])
+        .args([
+            "--objects",
+            "2x1KB",
+            "--connections",
+            "2",
+            "--runs",
+            "2",
+            "--cc",
+            "bbr",
+        ])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let warned = err
+        .lines()
+        .filter(|l| l.starts_with("warning: --client: no cgroup for the client's processes"))
+        .count();
+    assert_eq!(warned, 1, "{err}");
+    // It ran: the program fetched nothing, which the server's view says.
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("the server never saw this request"), "{err}");
+}
