@@ -199,11 +199,33 @@ pub fn choose(
     }
 }
 
-/// `qb-<8 hex>-cpu`: the only cgroups `cleanup` removes.
+/// A cgroup `cleanup` removes: `qb-<8 hex>-cpu` (`--client-cpu`'s) or `qb-<8 hex>-client` (a
+/// third-party client process's); its id, and whether it is a client's.
+fn our_id(name: &str) -> Option<(&str, bool)> {
+    let rest = name.strip_prefix("qb-")?;
+    let (id, client) = match (rest.strip_suffix("-cpu"), rest.strip_suffix("-client")) {
+        (Some(id), _) => (id, false),
+        (_, Some(id)) => (id, true),
+        _ => return None,
+    };
+    (id.len() == 8 && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some((id, client))
+}
+
+/// `qb-<8 hex>-cpu`: a `--client-cpu` cgroup.
 pub fn is_ours(name: &str) -> bool {
-    name.strip_prefix("qb-")
-        .and_then(|r| r.strip_suffix("-cpu"))
-        .is_some_and(|h| h.len() == 8 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    our_id(name).is_some_and(|(_, client)| !client)
+}
+
+/// Kills every process in the cgroup at `dir` and waits (up to 1 s) until it is empty.
+fn kill_all(dir: &Path) {
+    let _ = fs::write(dir.join("cgroup.kill"), "1");
+    for _ in 0..200 {
+        let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+        if procs.trim().is_empty() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 /// One cgroup holding some of this process's threads.
@@ -395,7 +417,8 @@ impl Drop for CpuCgroup {
 
 /// Removes every empty `qb-<hex>-cpu` cgroup in the cpu hierarchies (after a `kill -9`) whose
 /// owner is not alive (unless forced); one that still holds threads belongs to a live run and
-/// is left alone in any case (the kernel refuses).
+/// is left alone in any case (the kernel refuses). A `qb-<hex>-client` cgroup whose owner is
+/// gone has its processes killed first: a client outlives a qbench killed with `kill -9`.
 pub fn cleanup(scope: &Scope) -> Cleaned {
     let mounts = fs::read_to_string("/proc/self/mountinfo")
         .map(|t| parse_mountinfo(&t))
@@ -419,15 +442,20 @@ fn sweep(dir: &Path, depth: usize, scope: &Scope, out: &mut Cleaned) {
             continue;
         }
         let name = e.file_name().to_string_lossy().into_owned();
-        if is_ours(&name) {
-            let id = &name["qb-".len()..name.len() - "-cpu".len()];
+        if let Some((id, client)) = our_id(&name) {
             if !scope.covers(id) {
                 continue;
             }
             let owner = crate::owner::Owner::claim(&name);
             if !matches!(owner, Ok(Some(_))) && !scope.force {
                 out.held.push(path.display().to_string());
-            } else if fs::remove_dir(&path).is_ok() {
+                continue;
+            }
+            // A killed run's client processes (and what they started) are still in theirs.
+            if client {
+                kill_all(&path);
+            }
+            if fs::remove_dir(&path).is_ok() {
                 out.removed.push(path.display().to_string());
             }
         } else if depth < MAX_DEPTH {
@@ -544,6 +572,8 @@ mod tests {
     #[test]
     fn only_our_names_are_ours() {
         assert!(is_ours("qb-0a1b2c3d-cpu"));
+        assert_eq!(our_id("qb-0a1b2c3d-client"), Some(("0a1b2c3d", true)));
+        assert!(!is_ours("qb-0a1b2c3d-client") && our_id("qb-0a1b2c3-client").is_none());
         for other in [
             "qb-0a1b2c3d-c",
             "qb-xyz-cpu",
@@ -561,6 +591,7 @@ mod tests {
             let _ = parse_proc_cgroup(&s);
             let _ = unescape(&s);
             let _ = is_ours(&s);
+            let _ = our_id(&s);
         }
     }
 }

@@ -11,7 +11,8 @@ use crate::plan::{self, Names};
 pub struct Scope {
     /// Remove objects whose owner is alive too.
     pub force: bool,
-    /// Only these ids (a link's `qb-ID-c|r|s`, a cgroup's `qb-ID-cpu`); every id when empty.
+    /// Only these ids (a link's `qb-ID-c|r|s`, a cgroup's `qb-ID-cpu` or
+    /// `qb-ID-client`); every id when empty.
     pub ids: Vec<String>,
 }
 

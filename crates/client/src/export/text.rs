@@ -223,9 +223,17 @@ fn client_lines(report: &Report, line: &mut dyn FnMut(&str, String)) {
     }
 }
 
-/// The most requests any connection had on the wire, and the least the server allowed.
+/// The most requests any connection had on the wire, and the least the server allowed. A
+/// third-party client's connections do not say how many requests they carried at once: its
+/// runs have no such line.
 fn streams_line(report: &Report) -> Option<String> {
-    let conns = || report.runs.iter().flat_map(|r| &r.connections);
+    let conns = || {
+        report
+            .runs
+            .iter()
+            .filter(|r| r.third_party.is_none())
+            .flat_map(|r| &r.connections)
+    };
     let peak = conns().map(|c| c.peak_streams).max()?;
     let allowed = conns().filter_map(|c| c.server_max_streams).min();
     Some(match allowed {

@@ -114,3 +114,40 @@ fn a_final_sliver_shows_what_completed_in_it_without_rates() {
     assert!(tenth.starts_with("[run 0    3.0-3.1   s]"), "{tenth}");
     assert!(tenth.contains("2,900 req/s"), "{tenth}");
 }
+
+/// A third-party client's connections do not say how many requests they carried at once:
+/// its summary says nothing of streams rather than "at most 0".
+#[test]
+fn a_third_party_run_has_no_streams_line() {
+    use qbench_core::client_program::ClientProgram;
+    use qbench_core::report::third_party::{ThirdPartyRun, TimingSource};
+    let mut r = Recorder::new(0, 1, Duration::ZERO);
+    let c = r.connection_started(Duration::ZERO);
+    r.handshake_done(c, Duration::from_millis(2), Default::default());
+    // As a third-party client's objects are: on no stream qbench knows of.
+    r.object(qbench_core::ObjectOutcome {
+        intended: None,
+        sent: Duration::from_millis(2),
+        headers: Some(Duration::from_millis(5)),
+        done: Duration::from_millis(10),
+        body_bytes: 1000,
+        error: None,
+        status: Some(200),
+        stream: None,
+    });
+    let mut run = r.finish(Duration::from_millis(10));
+    run.third_party = Some(ThirdPartyRun {
+        client: ClientProgram::Curl,
+        version: None,
+        timings: TimingSource::Client,
+        verified: 0,
+        unverified: 0,
+        processes: Vec::new(),
+        notes: Vec::new(),
+    });
+    let text = summary(&side(Protocol::H2, vec![run]), "curl h2");
+    assert!(
+        !text.lines().any(|l| l.trim_start().starts_with("streams")),
+        "{text}"
+    );
+}

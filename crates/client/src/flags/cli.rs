@@ -249,7 +249,10 @@ pub struct RunArgs {
     #[arg(long)]
     pub verify: bool,
 
-    /// Give up on a connection or object after this long without progress (e.g. 10s, 500ms)
+    /// Give up on a connection or object after this long without progress (e.g. 10s, 500ms).
+    /// With --client, each program gets the nearest it has: curl, h2load and ngtcp2 a
+    /// no-progress limit; quic-go, chromium and exec a deadline that grows with the bytes
+    /// expected at 1 Mbit/s (see the book's "Other clients")
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
 

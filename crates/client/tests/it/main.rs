@@ -52,6 +52,7 @@ mod small_inputs;
 mod sweep;
 mod third_party;
 mod third_party_clock;
+mod third_party_fair;
 mod third_party_hostile;
 mod tls_hints;
 mod unreachable;

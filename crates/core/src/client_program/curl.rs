@@ -105,8 +105,22 @@ pub fn config(urls: &[(String, String)]) -> String {
     s
 }
 
+/// A value inside a config file's double quotes: curl reads `\\`, `\"`, `\t`, `\n`, `\r` and
+/// `\v` there, and a raw line break would end the line and start another option.
 fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"")
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -150,7 +164,27 @@ mod tests {
         assert_eq!(c, "url = \"https://h/a\\\"b\"\noutput = \"/dev/null\"\n");
     }
 
+    /// A newline or carriage return in a URL stays inside its quoted value: it never
+    /// starts a line of its own (an `output` of the config's choosing, say).
+    #[test]
+    fn config_line_breaks_stay_in_their_value() {
+        let url = "https://h/a\noutput = \"/etc/x\"\r\nurl = \"https://evil/\"";
+        let c = config(&[(url.into(), "/dev/null".into())]);
+        let lines: Vec<&str> = c.lines().collect();
+        assert_eq!(lines.len(), 2, "{c}");
+        assert!(lines[0].starts_with("url = \"https://h/a\\n"), "{c}");
+        assert_eq!(lines[1], "output = \"/dev/null\"");
+    }
+
     proptest! {
+        /// Whatever a URL holds, the config has two lines for it.
+        #[test]
+        fn any_url_is_two_config_lines(url in "\\PC{0,40}|[\n\r\t\"\\\\a]{0,20}") {
+            let c = config(&[(url, "/dev/null".into())]);
+            prop_assert_eq!(c.matches('\n').count(), 2);
+            prop_assert!(!c.contains('\r'));
+        }
+
         #[test]
         fn any_output_is_a_value_or_an_error(text in r#"[{}":,a-z_0-9. -]{0,200}"#) {
             let _ = parse(&text);

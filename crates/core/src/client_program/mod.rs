@@ -120,7 +120,7 @@ impl ClientProgram {
             Self::Ngtcp2 => "apt-get install ngtcp2-client",
             Self::QuicGo => "build it with `go build -o qbench-quicgo ./clients/quicgo` (Go 1.26+) and put it on PATH, or set QBENCH_QUICGO",
             Self::Chromium => "apt-get install chromium, then pip install playwright",
-            Self::Exec(_) => "install it, or give its full path in the template",
+            Self::Exec(_) => "install it, or give the path of an executable file in the template",
         }
     }
 }

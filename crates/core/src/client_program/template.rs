@@ -63,14 +63,25 @@ pub struct Values<'a> {
     pub proto: &'a str,
 }
 
+/// `word`'s text and placeholders: `{{` is a `{` and `}}` a `}` of the text, as in Rust's
+/// and Python's format strings; a lone `}` is text.
 fn pieces(word: &str) -> Result<Vec<Piece>, TemplateError> {
     let mut out = Vec::new();
+    let mut text = String::new();
     let mut rest = word;
-    while let Some(open) = rest.find('{') {
-        if open > 0 {
-            out.push(Piece::Text(rest[..open].to_string()));
+    while let Some(at) = rest.find(['{', '}']) {
+        text.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if rest[at..].starts_with("}") {
+            text.push('}');
+            rest = after.strip_prefix('}').unwrap_or(after);
+            continue;
         }
-        let after = &rest[open + 1..];
+        if let Some(more) = after.strip_prefix('{') {
+            text.push('{');
+            rest = more;
+            continue;
+        }
         let close = after
             .find('}')
             .ok_or_else(|| TemplateError::Unclosed(word.to_string()))?;
@@ -79,11 +90,15 @@ fn pieces(word: &str) -> Result<Vec<Piece>, TemplateError> {
             .iter()
             .find(|(n, _)| *n == name)
             .ok_or_else(|| TemplateError::Unknown(name.to_string()))?;
+        if !text.is_empty() {
+            out.push(Piece::Text(std::mem::take(&mut text)));
+        }
         out.push(Piece::Slot(slot.0));
         rest = &after[close + 1..];
     }
-    if !rest.is_empty() {
-        out.push(Piece::Text(rest.to_string()));
+    text.push_str(rest);
+    if !text.is_empty() {
+        out.push(Piece::Text(text));
     }
     Ok(out)
 }
@@ -119,9 +134,17 @@ impl Template {
         })
     }
 
-    /// The program: the first word.
-    pub fn program(&self) -> &str {
-        &self.words[0]
+    /// The program: the first word, its doubled braces single.
+    pub fn program(&self) -> String {
+        // Checked by `parse`: text alone.
+        pieces(&self.words[0])
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| match p {
+                Piece::Text(t) => t,
+                Piece::Slot(_) => String::new(),
+            })
+            .collect()
     }
 
     /// One process per object (`{url}`) rather than one per connection (`{urls}`).
@@ -228,14 +251,42 @@ mod tests {
         assert_eq!(Template::parse("{ca} {url}"), Err(E::Program));
     }
 
+    #[test]
+    fn doubled_braces_are_braces() {
+        let t = Template::parse("jq -n '{{\"u\": \"{url}\"}}' --x={{url}}").unwrap();
+        assert!(t.per_object());
+        let urls = vec!["https://a/1".to_string()];
+        assert_eq!(
+            t.expand(&values(&urls)),
+            ["jq", "-n", "{\"u\": \"https://a/1\"}", "--x={url}"]
+        );
+        // Still no placeholder in the program's name, and a lone `{` is still unclosed.
+        assert_eq!(Template::parse("a{{b}} {urls}").unwrap().program(), "a{b}");
+        assert!(matches!(
+            Template::parse("x {{{url {urls}"),
+            Err(TemplateError::Unclosed(_))
+        ));
+    }
+
     proptest! {
+        /// Any text with its braces doubled comes out as itself.
+        #[test]
+        fn doubled_braces_come_out_as_written(lit in "[a-z{}=]{0,30}") {
+            let doubled = lit.replace('{', "{{").replace('}', "}}");
+            let t = Template::parse(&format!("prog '--x={doubled}' {{url}}")).unwrap();
+            let urls = vec!["u".to_string()];
+            let argv = t.expand(&values(&urls));
+            prop_assert_eq!(argv[1].clone(), format!("--x={lit}"));
+            prop_assert_eq!(argv[2].as_str(), "u");
+        }
+
         #[test]
         fn any_template_is_a_value_or_an_error(s in r#"[a-z{}'" =/-]{0,60}"#) {
             if let Ok(t) = Template::parse(&s) {
                 let urls = vec!["u".to_string()];
                 let argv = t.expand(&values(&urls));
                 prop_assert!(!argv.is_empty());
-                prop_assert_eq!(argv[0].as_str(), t.program());
+                prop_assert_eq!(argv[0].clone(), t.program());
             }
         }
     }

@@ -127,6 +127,19 @@ fn s(x: impl ToString) -> String {
     x.to_string()
 }
 
+/// Seconds, as a program's command line takes them (`1.5`).
+fn secs_arg(d: Duration) -> String {
+    d.as_secs_f64().to_string()
+}
+
+/// An IPv6 literal in brackets, as curl's `--connect-to` wants it; names and IPv4 as they are.
+fn bracketed(host: &str) -> String {
+    match host.contains(':') && !host.starts_with('[') {
+        true => format!("[{host}]"),
+        false => host.to_string(),
+    }
+}
+
 /// The run's processes, with their files written into `dir`.
 pub(super) fn invocations(ctx: &Ctx, dir: &Path) -> std::io::Result<Vec<Invocation>> {
     let path = ctx.path.display().to_string();
@@ -168,11 +181,26 @@ pub(super) fn invocations(ctx: &Ctx, dir: &Path) -> std::io::Result<Vec<Invocati
                     (None, true) => a.push(s("--insecure")),
                     (None, false) => {}
                 }
+                // IPv6 literals in brackets, on both sides (curl's --resolve has no way to name
+                // a host that is an IPv6 literal).
                 a.extend([
-                    s("--resolve"),
-                    format!("{}:{}:{}", ctx.host, ctx.port, ctx.addr.ip()),
+                    s("--connect-to"),
+                    format!(
+                        "{}:{}:{}:{}",
+                        bracketed(&ctx.host),
+                        ctx.port,
+                        bracketed(&ctx.addr.ip().to_string()),
+                        ctx.addr.port()
+                    ),
                 ]);
-                a.extend([s("--max-time"), format!("{}", ctx.timeout.as_secs_f64())]);
+                // `--timeout` as qbench's own clients read it: no progress for that long (less
+                // than a byte a second over it), and the connection (TCP and TLS) within it.
+                a.extend([s("--connect-timeout"), secs_arg(ctx.timeout)]);
+                a.extend([s("--speed-limit"), s("1")]);
+                a.extend([
+                    s("--speed-time"),
+                    ctx.timeout.as_secs_f64().ceil().max(1.0).to_string(),
+                ]);
                 if let Some(st) = ctx.streams.filter(|&st| st > 1) {
                     a.extend([s("--parallel"), s("--parallel-max"), st.to_string()]);
                 }
@@ -189,6 +217,10 @@ pub(super) fn invocations(ctx: &Ctx, dir: &Path) -> std::io::Result<Vec<Invocati
                 // its clients would each cycle through every URI from the first.
                 let mut a = vec![path.clone(), s("-n"), objects.len().to_string(), s("-c1")];
                 a.extend([s("-m"), ctx.streams.unwrap_or(100).max(1).to_string()]);
+                // Its inactivity timeout: nothing sent or received on the connection for that
+                // long, as `--timeout` is for qbench's own clients (in whole milliseconds: it
+                // refuses a fraction of a second).
+                a.extend([s("-N"), format!("{}ms", ctx.timeout.as_millis().max(1))]);
                 if ctx.proto == Protocol::H1 {
                     a.push(s("--h1"));
                 }
@@ -214,7 +246,10 @@ pub(super) fn invocations(ctx: &Ctx, dir: &Path) -> std::io::Result<Vec<Invocati
             ClientProgram::QuicGo => {
                 let mut a = vec![path.clone()];
                 a.extend([s("-ca"), ca.clone().unwrap_or_default()]);
-                a.extend([s("-timeout"), format!("{}ms", ctx.timeout.as_millis())]);
+                // Its -timeout bounds each request on the wall clock: grown by the process's
+                // bytes at the floor rate, as its deadline is.
+                let t = ctx.timeout + super::allowance(ctx, &objects);
+                a.extend([s("-timeout"), format!("{}ms", t.as_millis())]);
                 a.extend([s("-streams"), ctx.streams.unwrap_or(0).to_string()]);
                 if ctx.verify {
                     a.push(s("-verify"));
@@ -226,7 +261,14 @@ pub(super) fn invocations(ctx: &Ctx, dir: &Path) -> std::io::Result<Vec<Invocati
                 let mut a = vec![s("python3"), path.clone()];
                 a.extend([s("--proto"), ctx.proto.to_string()]);
                 a.extend([s("--ca"), ca.clone().unwrap_or_default()]);
-                a.extend([s("--timeout"), format!("{}", ctx.timeout.as_secs_f64())]);
+                // Each load's limit on the wall clock: grown by its largest object at the
+                // floor rate.
+                let most = objects
+                    .iter()
+                    .map(|&i| super::allowance(ctx, &[i]))
+                    .max()
+                    .unwrap_or_default();
+                a.extend([s("--timeout"), secs_arg(ctx.timeout + most)]);
                 if ctx.reuse {
                     a.push(s("--reuse"));
                 }
@@ -236,14 +278,21 @@ pub(super) fn invocations(ctx: &Ctx, dir: &Path) -> std::io::Result<Vec<Invocati
                 a.extend(urls);
                 a
             }
-            ClientProgram::Exec(t) => t.expand(&template::Values {
-                urls: &urls,
-                ca: ca.as_deref().unwrap_or(""),
-                out: &pdir.display().to_string(),
-                host: &ctx.host,
-                port: ctx.port,
-                proto: ctx.proto.as_str(),
-            }),
+            ClientProgram::Exec(t) => {
+                let mut a = t.expand(&template::Values {
+                    urls: &urls,
+                    ca: ca.as_deref().unwrap_or(""),
+                    out: &pdir.display().to_string(),
+                    host: &ctx.host,
+                    port: ctx.port,
+                    proto: ctx.proto.as_str(),
+                });
+                // The program as the check before the first run found it (an absolute path):
+                // the process runs in its own directory, where a relative one means another
+                // file.
+                a[0] = path.clone();
+                a
+            }
         };
         out.push(Invocation {
             argv,
@@ -324,9 +373,10 @@ fn read_curl(ctx: &Ctx, inv: &Invocation, e: &Ended, spawned: Duration) -> Repor
             (0, code) => Some((ErrorKind::Status, format!("status {code}"))),
             (code, _) => Some((
                 curl_kind(code),
-                t.errormsg
-                    .clone()
-                    .unwrap_or_else(|| format!("curl error {code}")),
+                match t.errormsg.as_deref().filter(|m| !m.is_empty()) {
+                    Some(m) => format!("curl exited {code}: {m}"),
+                    None => format!("curl exited {code}"),
+                },
             )),
         };
         let mut sent = start + secs(t.time_pretransfer);
@@ -414,6 +464,45 @@ mod tests {
             netns: None,
             path: PathBuf::from("gtlsclient"),
         }
+    }
+
+    /// Each program is given `--timeout` in a form it takes: h2load refuses `-N 1.5`, curl's
+    /// `--speed-time` takes whole seconds.
+    #[test]
+    fn timeouts_are_spelled_as_each_program_takes_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = ctx(&["https://h/bytes/10"]);
+        c.timeout = Duration::from_millis(1500);
+        let mut argv = |p: ClientProgram| {
+            c.program = p;
+            invocations(&c, dir.path()).unwrap().remove(0).argv
+        };
+        let after = |a: &[String], flag: &str| {
+            let i = a.iter().position(|x| x == flag).unwrap();
+            a[i + 1].clone()
+        };
+        let h = argv(ClientProgram::H2load);
+        assert_eq!(after(&h, "-N"), "1500ms");
+        let k = argv(ClientProgram::Curl);
+        assert_eq!(after(&k, "--speed-time"), "2");
+        assert_eq!(after(&k, "--connect-timeout"), "1.5");
+        assert!(!k.iter().any(|x| x == "--max-time"), "{k:?}");
+    }
+
+    /// A process's deadline grows with its objects' bytes at the floor rate: 40 MB at 1 Mbit/s
+    /// is 320 s past `--timeout` and the start-up allowance; objects of unknown length add
+    /// nothing.
+    #[test]
+    fn a_deadline_grows_with_the_bytes_expected() {
+        let mut c = ctx(&["https://h/bytes/40000000", "https://h/x"]);
+        c.program = ClientProgram::H2load;
+        c.objects[0].expected = Some(40_000_000);
+        let d = super::super::run_deadline(&c, &[0, 1]);
+        assert_eq!(d, Duration::from_secs(1 + 320 + 2));
+        assert_eq!(
+            super::super::run_deadline(&c, &[1]),
+            Duration::from_secs(1 + 2)
+        );
     }
 
     #[test]

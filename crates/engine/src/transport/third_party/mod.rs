@@ -19,6 +19,7 @@ use crate::drive::requests::Requests;
 use crate::measure::clock::Clock;
 
 mod adapters;
+mod cgroup;
 mod driver;
 mod output;
 mod own_files;
@@ -195,9 +196,9 @@ impl ThirdParty {
             false => invocations.len(),
         }
         .max(1);
-        let deadline = run_deadline(ctx);
         let ended: Vec<_> = futures_util::stream::iter(invocations)
             .map(|inv| async move {
+                let deadline = run_deadline(ctx, &inv.objects);
                 let r = process::run(&inv.argv, ctx.netns.as_deref(), &inv.dir, deadline).await;
                 (inv, r)
             })
@@ -263,21 +264,35 @@ impl ThirdParty {
     }
 }
 
-/// How long a run's processes may take: `--timeout` for each object a process may have to
-/// fetch one after another (a browser's loads), at least `--timeout`.
-fn run_deadline(ctx: &Ctx) -> Duration {
+/// The slowest average rate a process's deadline allows its objects' bytes: 1 Mbit/s. Programs
+/// without a no-progress limit of their own (h2load's, ngtcp2's idle timeout and curl's
+/// `--speed-time` are theirs) would otherwise fail a large object on a slow link that a qbench
+/// client, timing out on no progress alone, fetches whole.
+pub const FLOOR_BYTES_PER_S: u64 = 125_000;
+
+/// What `objects`' bytes take at `FLOOR_BYTES_PER_S` (objects of unknown length: nothing).
+fn allowance(ctx: &Ctx, objects: &[usize]) -> Duration {
+    let bytes: u64 = objects
+        .iter()
+        .filter_map(|&i| ctx.objects.get(i)?.expected)
+        .fold(0, u64::saturating_add);
+    Duration::from_secs_f64(bytes as f64 / FLOOR_BYTES_PER_S as f64)
+}
+
+/// How long a process fetching `objects` may take: `--timeout` for each object it may have to
+/// fetch one after another (a browser's loads), at least `--timeout`, plus its bytes at
+/// `FLOOR_BYTES_PER_S` and its start-up allowance.
+fn run_deadline(ctx: &Ctx, objects: &[usize]) -> Duration {
     let serial = match ctx.streams {
-        Some(s) if s > 0 => ctx
-            .objects
-            .len()
-            .div_ceil(s.max(1) * ctx.connections.max(1)),
+        Some(s) if s > 0 => objects.len().div_ceil(s.max(1)),
         _ => 1,
     };
     let serial = match ctx.program {
-        ClientProgram::Chromium => ctx.objects.len(),
+        ClientProgram::Chromium => objects.len(),
         _ => serial,
     };
     ctx.timeout
         .saturating_mul(u32::try_from(serial.max(1)).unwrap_or(u32::MAX))
+        .saturating_add(allowance(ctx, objects))
         .saturating_add(adapters::startup(&ctx.program))
 }

@@ -214,21 +214,6 @@ pub(super) fn record(
             by_path.entry(r.path.clone()).or_default().push_back(i);
         }
     }
-    if let (true, Some(seen)) = (server_conns, seen) {
-        for c in &seen.conns {
-            let id = rec.connection_started(clock.offset_of(c.accepted));
-            match c.handshake {
-                Some(h) => rec.handshake_done(
-                    id,
-                    clock.offset_of(h),
-                    info(Some(ctx.proto.to_string()), Some(c.peer.port())),
-                ),
-                None => {
-                    rec.connection_failed(id, ErrorKind::Tls, "no handshake seen by the server")
-                }
-            }
-        }
-    }
     for (inv, ended, r) in outcomes {
         placed.version = placed.version.take().or_else(|| r.version.clone());
         if let Some((kind, msg)) = &r.problem {
@@ -321,6 +306,24 @@ pub(super) fn record(
             // Every object went well by its account, yet the process failed: the run is not
             // clean.
             rec.error(*k, m);
+        }
+    }
+    // Recorded after the processes' own outcomes: a connection the server saw no handshake
+    // on is the consequence of what the client said went wrong (curl's exit code and
+    // message), which is the run's first error.
+    if let (true, Some(seen)) = (server_conns, seen) {
+        for c in &seen.conns {
+            let id = rec.connection_started(clock.offset_of(c.accepted));
+            match c.handshake {
+                Some(h) => rec.handshake_done(
+                    id,
+                    clock.offset_of(h),
+                    info(Some(ctx.proto.to_string()), Some(c.peer.port())),
+                ),
+                None => {
+                    rec.connection_failed(id, ErrorKind::Tls, "no handshake seen by the server")
+                }
+            }
         }
     }
     placed

@@ -1,6 +1,7 @@
-//! One client process: spawned in its own process group (inside the client's network
-//! namespace when there is a link), its output read as it streams, its CPU read from
-//! `wait4`, and the whole group killed at the deadline or when the run is abandoned.
+//! One client process: spawned in its own process group and cgroup (inside the client's
+//! network namespace when there is a link), its output read as it streams, its CPU read from
+//! `wait4`, and the whole group killed at the deadline or when the run is abandoned; its
+//! cgroup, with whatever left the group, when it ends.
 
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -10,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use qbench_core::report::third_party::ClientProcess;
 
+use super::cgroup::ProcCgroup;
 use super::output::{self, Kept, MAX_STDOUT, STDERR_TAIL};
 /// Between SIGTERM and SIGKILL at the deadline: a browser's driver closes its browser.
 const GRACE: Duration = Duration::from_secs(2);
@@ -47,10 +49,13 @@ pub(super) struct Ended {
 struct Group {
     pgid: i32,
     reaped: bool,
+    /// Killed and removed last, taking what left the group.
+    cgroup: Option<ProcCgroup>,
 }
 
 impl Drop for Group {
     fn drop(&mut self) {
+        let _cgroup = self.cgroup.take();
         if self.reaped {
             return;
         }
@@ -74,16 +79,21 @@ fn abandon_deadline() -> Instant {
     *DEADLINE.get_or_init(|| Instant::now() + GRACE)
 }
 
-/// `program` on `PATH` (or a path), before the first run.
+/// `program` on `PATH` (or a path), before the first run: an executable file, as an absolute
+/// path. The process runs in a directory of its own, so a relative path (or a relative
+/// directory on `PATH`) is taken from qbench's, where it was checked, not from the process's.
 pub(super) fn find(program: &str) -> Option<std::path::PathBuf> {
+    let runnable = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        let abs = std::path::absolute(p).ok()?;
+        let m = std::fs::metadata(&abs).ok()?;
+        (m.is_file() && m.permissions().mode() & 0o111 != 0).then_some(abs)
+    };
     if program.contains('/') {
-        let p = Path::new(program);
-        return p.is_file().then(|| p.to_path_buf());
+        return runnable(Path::new(program));
     }
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(program))
-        .find(|p| p.is_file())
+    std::env::split_paths(&path).find_map(|d| runnable(&d.join(program)))
 }
 
 /// A reader of one of the child's pipes, on a thread of its own.
@@ -145,6 +155,11 @@ pub(super) async fn run(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    let cgroup = ProcCgroup::create();
+    if let Some(cg) = &cgroup {
+        // SAFETY: the hook makes only async-signal-safe calls (see `joiner`).
+        unsafe { cmd.pre_exec(cg.joiner()) };
+    }
     let spawned = Instant::now();
     let spawned_unix = std::time::SystemTime::now();
     let mut child = cmd.spawn().map_err(|source| SpawnError::Start {
@@ -157,6 +172,7 @@ pub(super) async fn run(
     let mut group = Group {
         pgid: pid,
         reaped: false,
+        cgroup,
     };
     // Reaped with wait4 for its rusage: the std handle is never waited on.
     let mut waiting = tokio::task::spawn_blocking(move || wait4(pid));
@@ -180,6 +196,10 @@ pub(super) async fn run(
     // Whatever the leader left behind in its group goes with it.
     // SAFETY: as above; ESRCH (nothing left) is the usual answer.
     unsafe { libc::killpg(pid, libc::SIGKILL) };
+    // And whatever left the group (setsid) is in the cgroup: its end closes the pipes too.
+    if let Some(cg) = group.cgroup.take() {
+        let _ = tokio::task::spawn_blocking(move || drop(cg)).await;
+    }
     drop(child);
     let (status, usage) = waited.unwrap_or((0, None));
     let wall = spawned.elapsed();

@@ -1,0 +1,174 @@
+//! Each client process in a cgroup (v2) of its own, `qb-<8 hex>-client`: a child that leaves
+//! the process group (`setsid`, Chromium's browser) is still in it, and the whole cgroup is
+//! killed and removed when the process ends. Where no cgroup can be made (not root, no v2
+//! hierarchy) the process group alone is killed, and a warning says so once.
+
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use qbench_shaper::cgroup::{parse_mountinfo, parse_proc_cgroup};
+use qbench_shaper::owner::Owner;
+
+/// How long the kernel is given to empty a killed cgroup before its removal is tried anyway.
+const EMPTIED: Duration = Duration::from_secs(2);
+
+/// The process's own v2 cgroup, where ours go; `None` without a v2 hierarchy.
+fn parent() -> Option<&'static Path> {
+    static PARENT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PARENT
+        .get_or_init(|| {
+            let mounts = parse_mountinfo(&std::fs::read_to_string("/proc/self/mountinfo").ok()?);
+            let (own, _) = parse_proc_cgroup(&std::fs::read_to_string("/proc/self/cgroup").ok()?);
+            let (mount, own) = (mounts.v2?, own?);
+            Some(match own.trim_start_matches('/') {
+                "" => mount,
+                rest => mount.join(rest),
+            })
+        })
+        .as_deref()
+}
+
+/// A fresh 32-bit id: this process's, a count, and the clock's nanoseconds, mixed.
+fn id() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u64(COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish() as u32
+}
+
+/// Says once per process that children leaving the group may outlive their run.
+fn warn_once(why: &str) {
+    static SAID: OnceLock<()> = OnceLock::new();
+    SAID.get_or_init(|| {
+        crate::observe::warn(&format!(
+            "warning: --client: no cgroup for the client's processes ({why}); only their process \
+             group is killed, so a child that leaves it (setsid) may outlive the run"
+        ));
+    });
+}
+
+/// One process's cgroup: killed and removed when dropped.
+pub(super) struct ProcCgroup {
+    dir: PathBuf,
+    /// `cgroup.procs`, for the child to write itself into before it runs the program.
+    procs: CString,
+    _owner: Option<Owner>,
+}
+
+impl ProcCgroup {
+    /// A fresh cgroup, or `None` (said once) where none can be made.
+    pub(super) fn create() -> Option<Self> {
+        let Some(parent) = parent() else {
+            warn_once("no cgroup v2 hierarchy");
+            return None;
+        };
+        // A name held by a live run, or taken meanwhile, is passed over (bounded).
+        let mut made = None;
+        for _ in 0..16 {
+            let name = format!("qb-{:08x}-client", id());
+            // `None` where the owner files cannot be written (not root): the cgroup is ours
+            // all the same.
+            let owner = match Owner::claim(&name) {
+                Ok(None) => continue,
+                Ok(o) => o,
+                Err(_) => None,
+            };
+            let dir = parent.join(&name);
+            match std::fs::create_dir(&dir) {
+                Ok(()) => {
+                    made = Some((dir, owner));
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => {
+                    warn_once(&format!("{}: {e}", dir.display()));
+                    return None;
+                }
+            }
+        }
+        let (dir, owner) = made?;
+        let procs = CString::new(
+            dir.join("cgroup.procs")
+                .into_os_string()
+                .into_encoded_bytes(),
+        );
+        let Ok(procs) = procs else {
+            let _ = std::fs::remove_dir(&dir);
+            return None;
+        };
+        Some(Self {
+            dir,
+            procs,
+            _owner: owner,
+        })
+    }
+
+    /// For the child, between fork and exec: joins the cgroup. Only async-signal-safe calls;
+    /// a child that cannot join runs anyway, in its process group.
+    pub(super) fn joiner(&self) -> impl Fn() -> std::io::Result<()> + Send + Sync + 'static {
+        let procs = self.procs.clone();
+        move || {
+            // SAFETY: open/write/close on a path owned by the closure; no allocation.
+            unsafe {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd >= 0 {
+                    libc::write(fd, b"0".as_ptr().cast(), 1);
+                    libc::close(fd);
+                }
+            }
+            Ok(())
+        }
+    }
+
+    fn procs(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.dir.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    /// SIGKILL to every process in it (`cgroup.kill`, or each of `cgroup.procs` on kernels
+    /// before 5.14), until it is empty or `EMPTIED` has passed.
+    pub(super) fn kill(&self) {
+        let killed = std::fs::write(self.dir.join("cgroup.kill"), "1").is_ok();
+        let until = Instant::now() + EMPTIED;
+        loop {
+            let left = self.procs();
+            if left.is_empty() || Instant::now() >= until {
+                return;
+            }
+            if !killed {
+                for pid in left {
+                    // SAFETY: a signal to a process of this cgroup, which only this run's
+                    // client and its children joined.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for ProcCgroup {
+    fn drop(&mut self) {
+        self.kill();
+        // The kernel lets go of a cgroup a moment after its last process exits.
+        let until = Instant::now() + EMPTIED;
+        while std::fs::remove_dir(&self.dir).is_err() && Instant::now() < until {
+            if !self.dir.exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
