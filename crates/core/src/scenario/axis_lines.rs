@@ -76,3 +76,36 @@ impl AxisLines {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::Scenario;
+
+    /// A bad value in an axis is named with its line, its axis and itself, as a parse error is;
+    /// the same value in `[base]` keeps its field's name.
+    #[test]
+    fn bad_axis_values_name_their_line() {
+        let text = "name = \"x\"\n[base]\nprotos = \"h2,h3\"\n[axes]\nrate = [\n  \"20mbit\",\n  \"100mbitz\",\n]\nobjects = [\"1x10KB\", \"1x10QB\"]\n";
+        let s = Scenario::parse(&text.replace("1x10QB", "1x20KB")).unwrap();
+        let err = s.cells().unwrap_err().to_string();
+        assert!(
+            err.starts_with("line 7: axes.rate value `100mbitz`: ") && err.contains("mbitz"),
+            "{err}"
+        );
+        let fixed = text.replace("100mbitz", "100mbit");
+        let err = Scenario::parse(&fixed)
+            .unwrap()
+            .cells()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("line 9: axes.objects value `1x10QB`: "),
+            "{err}"
+        );
+        // Layout is not part of what a scenario is.
+        assert_eq!(
+            Scenario::parse(&fixed).unwrap(),
+            Scenario::parse(&fixed.replace("[\n  ", "[")).unwrap()
+        );
+    }
+}
