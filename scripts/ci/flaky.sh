@@ -21,7 +21,18 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$n$k" in *[!0-9]*) echo "flaky.sh: -n and -k take whole numbers" >&2; exit 2 ;; esac
-args=("$@")
+# cargo's own options go before any `--` the arguments hold (what follows it is the test
+# binaries'): --no-run and --no-fail-fast are put there.
+args=()
+rest=()
+while [ $# -gt 0 ]; do
+  if [ "$1" = -- ]; then
+    rest=("$@")
+    break
+  fi
+  args+=("$1")
+  shift
+done
 [ ${#args[@]} -gt 0 ] || args=(--workspace --locked)
 
 export CI="${CI:-true}"
@@ -45,7 +56,7 @@ for i in $(seq 1 "$n"); do
   log="$logs/pass-$i.log"
   start=$(date +%s)
   status=0
-  cargo test "${args[@]}" --no-fail-fast >"$log" 2>&1 || status=$?
+  cargo test "${args[@]}" --no-fail-fast "${rest[@]}" >"$log" 2>&1 || status=$?
   stop_busy
   echo "flaky.sh: cargo test exit status $status" >>"$log"
   echo "pass $i of $n: exit $status in $(($(date +%s) - start)) s beside $k busy loop(s); log $log"
