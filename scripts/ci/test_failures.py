@@ -91,7 +91,9 @@ def main():
         if binary.startswith("doc:"):
             crate = binary[4:]
             print(f"  doc test of {crate}: {name}")
-            print(f"    rerun: {env}cargo test -p {crate.replace("_", "-")} --doc -- {shlex.quote(name.split(' - ')[-1])}")
+            package = crate.replace("_", "-")
+            only = shlex.quote(name.split(" - ")[-1])
+            print(f"    rerun: {env}cargo test -p {package} --doc -- {only}")
             continue
         hit = exes.get(os.path.basename(binary))
         label = name if name else "(the whole binary failed: crashed, killed or timed out)"

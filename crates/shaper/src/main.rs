@@ -139,11 +139,18 @@ fn run(cli: Cli) -> anyhow::Result<usize> {
                 ..TopologyOptions::plain(backend)
             };
             let mut topo = Topology::up(spec, &opts).context("bringing the link up")?;
-            anyhow::ensure!(!stop.load(Ordering::Relaxed), "interrupted");
+            // Whatever step the signal cut short, it is named as the measurement's is.
+            anyhow::ensure!(
+                !stop.load(Ordering::Relaxed),
+                "stopped by a signal while the link was brought up"
+            );
             let backend = topo.backend();
             let c = topo.calibrate()?.clone();
             drop(topo);
-            anyhow::ensure!(!stop.load(Ordering::Relaxed), "interrupted");
+            anyhow::ensure!(
+                !stop.load(Ordering::Relaxed),
+                "stopped by a signal while the link was taken down"
+            );
             if json {
                 say!("{}", serde_json::to_string_pretty(&c)?);
             } else {
