@@ -135,8 +135,8 @@ fn quic_clients_are_on_the_servers_clock_over_a_100ms_link() {
 }
 
 /// On loopback a run's times, its PLT included, count from the client's first packet, not
-/// from its process's spawn: h2load's connection starts where the server accepts it (less
-/// the loopback's round trip), not its 20-50 ms of start-up before.
+/// from its process's spawn: the run starts with h2load's connection, which comes before
+/// the server's accept, not with its 20-50 ms of start-up before.
 #[test]
 fn h2loads_start_up_is_not_in_its_plt() {
     require!(Need::Tool("h2load"));
@@ -155,17 +155,19 @@ fn h2loads_start_up_is_not_in_its_plt() {
         let started = sorted_ms(&run["connections"], "started_us");
         let accepted = sorted_ms(&run["server_view"]["connections"], "accepted_us");
         eprintln!("h2load: started {started:.1?} ms, accepted {accepted:.1?} ms");
+        // Judged by order, not by a bound on the gap: on a busy machine the server's accept
+        // can come tens of milliseconds after the connect. Counted from the spawn, the run
+        // would start before the connection, by h2load's start-up.
         for (s, a) in started.iter().zip(&accepted) {
             assert!(
-                (a - s).abs() < 15.0,
-                "h2load's connection started {s:.1} ms, accepted {a:.1} ms"
+                s <= a,
+                "h2load's connection started {s:.1} ms, after the accept at {a:.1} ms"
             );
         }
         // The PLT's zero, the run's start, is the connection's start.
-        assert!(
-            accepted[0] < 15.0,
-            "the run started {:.1} ms before the accept",
-            accepted[0]
+        assert_eq!(
+            started[0], 0.0,
+            "the run started before h2load's connection"
         );
         assert_eq!(run["plt_us"], run["last_byte_us"]);
     }
