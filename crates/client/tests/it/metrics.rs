@@ -26,6 +26,45 @@ fn get(url: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// qbench held for `duration` at `rate` requests/s with `--metrics-listen 127.0.0.1:0`, once
+/// it has said its endpoint's URL: the child, its stderr so far and the URL.
+// The child is handed to the caller, which waits for it.
+#[allow(clippy::zombie_processes)]
+fn serving(duration: &str, rate: &str) -> (Child, String, String) {
+    use std::io::BufRead as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_qbench"))
+        .args([
+            "--proto",
+            "h2",
+            "--objects",
+            "1x1KB",
+            "--duration",
+            duration,
+        ])
+        .args(["--rate", rate, "--metrics-listen", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    loop {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap() == 0 {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("no URL said:\n{said}");
+        }
+        said.push_str(&line);
+        if let Some(u) = line.trim().strip_prefix("--metrics-listen: serving ") {
+            let url = u.to_string();
+            // The rest of stderr is read where the test needs it.
+            child.stderr = Some(err.into_inner());
+            return (child, said, url);
+        }
+    }
+}
+
 /// Prometheus scraping `target` every second, stopped when dropped.
 struct Prometheus {
     child: Child,
@@ -208,28 +247,7 @@ fn the_endpoint_answers_only_its_path_and_a_taken_port_is_refused() {
 fn the_endpoint_says_its_port_answers_head_and_follows_accept() {
     require!(Need::Tool("curl"));
     require!(Need::Tool("promtool"));
-    use std::io::BufRead as _;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_qbench"))
-        .args(["--proto", "h2", "--objects", "1x1KB", "--duration", "3s"])
-        .args(["--rate", "50", "--metrics-listen", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut said = String::new();
-    let url = loop {
-        let mut line = String::new();
-        if err.read_line(&mut line).unwrap() == 0 {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("no URL said:\n{said}");
-        }
-        said.push_str(&line);
-        if let Some(u) = line.trim().strip_prefix("--metrics-listen: serving ") {
-            break u.to_string();
-        }
-    };
+    let (mut child, said, url) = serving("3s", "50");
     assert!(!url.ends_with(":0/metrics"), "{url}");
     let curl = |extra: &[&str]| {
         let out = Command::new("curl")
@@ -351,26 +369,7 @@ fn ctrl_c_during_the_final_scrape_wait_keeps_the_report_complete() {
 #[test]
 fn silent_connections_do_not_keep_a_scraper_out() {
     require!(Need::Tool("curl"));
-    use std::io::BufRead as _;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_qbench"))
-        .args(["--proto", "h2", "--objects", "1x1KB", "--duration", "20s"])
-        .args(["--rate", "20", "--metrics-listen", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let url = loop {
-        let mut line = String::new();
-        if err.read_line(&mut line).unwrap() == 0 {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("no URL said");
-        }
-        if let Some(u) = line.trim().strip_prefix("--metrics-listen: serving ") {
-            break u.to_string();
-        }
-    };
+    let (mut child, _, url) = serving("20s", "20");
     let addr = url
         .trim_start_matches("http://")
         .trim_end_matches("/metrics")
