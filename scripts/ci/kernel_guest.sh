@@ -11,7 +11,10 @@ for m in sch_netem sch_tbf sch_fq sch_ingress cls_bpf veth tun nf_tables nft_num
   modprobe "$m" || { echo "modprobe $m failed"; echo 1 >"$out/rc"; exit 1; }
 done
 ip link set lo up
-"$bin" --ignored --test-threads=1 --nocapture "_kernel::$filter"
+# Each test's time in the log (libtest's --report-time, unstable, hence RUSTC_BOOTSTRAP): the
+# stage's length is these tests' under QEMU's emulated CPU.
+RUSTC_BOOTSTRAP=1 "$bin" --ignored --test-threads=1 --nocapture -Z unstable-options --report-time \
+  "_kernel::$filter"
 rc=$?
 # What the guest's kernel said, for a failure that is the kernel's and not the test's.
 [ "$rc" = 0 ] || { echo "kernel log (last 40 lines):"; dmesg | tail -40; }

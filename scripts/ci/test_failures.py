@@ -16,22 +16,31 @@ import sys
 
 # Read by the tests at run time; none of them is an input of the build.
 ENV = ("CI", "QBENCH_REQUIRE_EDT", "QBENCH_TEST_WITHOUT")
+# An input of the build: scripts/test.sh compiles the workspace with clippy's driver, and cargo
+# without it would compile the workspace's crates again.
+BUILD_ENV = ("RUSTC_WORKSPACE_WRAPPER",)
+
+
+def artifacts(path):
+    """Each executable the build's JSON messages name (raises OSError when unreadable)."""
+    lines = open(path, encoding="utf-8", errors="replace").read().splitlines()
+    for line in lines:
+        try:
+            m = json.loads(line)
+        except ValueError:
+            continue
+        if m.get("reason") == "compiler-artifact" and m.get("executable"):
+            yield m
 
 
 def executables(path):
     """basename of each test executable -> (crate dir, cargo's target selector)."""
     found = {}
     try:
-        lines = open(path, encoding="utf-8", errors="replace").read().splitlines()
+        built = list(artifacts(path))
     except OSError:
         return found
-    for line in lines:
-        try:
-            m = json.loads(line)
-        except ValueError:
-            continue
-        if m.get("reason") != "compiler-artifact" or not m.get("executable"):
-            continue
+    for m in built:
         t = m["target"]
         kind = t["kind"][0] if t.get("kind") else ""
         if kind == "lib" or kind.endswith("lib"):
@@ -85,6 +94,7 @@ def main():
         return 0
     env = " ".join(f"{k}={shlex.quote(os.environ[k])}" for k in ENV if k in os.environ)
     env = env + " " if env else ""
+    build_env = "".join(f"{k}={shlex.quote(os.environ[k])} " for k in BUILD_ENV if k in os.environ)
     print(f"\nfailed tests ({len(failed)}):")
     root = os.getcwd()
     for binary, name in failed:
@@ -93,7 +103,7 @@ def main():
             print(f"  doc test of {crate}: {name}")
             package = crate.replace("_", "-")
             only = shlex.quote(name.split(" - ")[-1])
-            print(f"    rerun: {env}cargo test -p {package} --doc -- {only}")
+            print(f"    rerun: {env}{build_env}cargo test -p {package} --doc -- {only}")
             continue
         hit = exes.get(os.path.basename(binary))
         label = name if name else "(the whole binary failed: crashed, killed or timed out)"
@@ -106,9 +116,9 @@ def main():
             # The whole workspace, as the stage built it: one package alone can unify its
             # dependencies' features differently and rebuild them.
             if args:
-                print(f"       or: {env}cargo test --workspace --locked --lib --bins --tests -- {' '.join(args)}")
+                print(f"       or: {env}{build_env}cargo test --workspace --locked --lib --bins --tests -- {' '.join(args)}")
             else:
-                print(f"       or: {env}cargo test --workspace --locked {' '.join(sel)} (in {rel})")
+                print(f"       or: {env}{build_env}cargo test --workspace --locked {' '.join(sel)} (in {rel})")
         else:
             print(f"    rerun: {env}{shlex.quote(binary)} {' '.join(args)}")
     return 1
