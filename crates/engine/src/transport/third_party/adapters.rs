@@ -140,167 +140,199 @@ fn bracketed(host: &str) -> String {
     }
 }
 
+/// One process to start: its share of the run's objects and its own directory.
+struct Process<'a> {
+    /// The program, as the check before the first run found it (an absolute path).
+    path: String,
+    ca: Option<String>,
+    objects: &'a [usize],
+    urls: Vec<String>,
+    dir: PathBuf,
+}
+
 /// The run's processes, with their files written into `dir`.
 pub(super) fn invocations(ctx: &Ctx, dir: &Path) -> std::io::Result<Vec<Invocation>> {
-    let path = ctx.path.display().to_string();
-    let ca = ctx.ca.as_ref().map(|p| p.display().to_string());
-    let mut out = Vec::new();
-    let groups = match &ctx.program {
+    let groups: Vec<Vec<usize>> = match &ctx.program {
         ClientProgram::Chromium => vec![(0..ctx.objects.len()).collect()],
         p if per_object(p) => (0..ctx.objects.len()).map(|i| vec![i]).collect(),
         _ => split(ctx),
     };
-    for (n, objects) in groups.into_iter().enumerate() {
-        let pdir = dir.join(format!("p{n}"));
-        std::fs::create_dir_all(&pdir)?;
-        let urls: Vec<String> = objects
-            .iter()
-            .map(|&i| ctx.objects[i].url.clone())
-            .collect();
+    let mut out = Vec::new();
+    for (n, objects) in groups.iter().enumerate() {
+        let p = Process {
+            path: ctx.path.display().to_string(),
+            ca: ctx.ca.as_ref().map(|p| p.display().to_string()),
+            objects,
+            urls: objects
+                .iter()
+                .map(|&i| ctx.objects[i].url.clone())
+                .collect(),
+            dir: dir.join(format!("p{n}")),
+        };
+        std::fs::create_dir_all(&p.dir)?;
         let argv = match &ctx.program {
-            ClientProgram::Curl => {
-                let outputs: Vec<(String, String)> = objects
-                    .iter()
-                    .map(|&i| {
-                        let o = match ctx.verify {
-                            true => pdir.join(format!("{i}")).display().to_string(),
-                            false => "/dev/null".into(),
-                        };
-                        (ctx.objects[i].url.clone(), o)
-                    })
-                    .collect();
-                let config = pdir.join("urls.conf");
-                std::fs::write(&config, curl::config(&outputs))?;
-                let mut a = vec![path.clone(), s("-sS"), s("--no-progress-meter")];
-                a.push(s(match ctx.proto {
-                    Protocol::H1 => "--http1.1",
-                    _ => "--http2",
-                }));
-                match (&ca, ctx.insecure) {
-                    (Some(ca), _) => a.extend([s("--cacert"), ca.clone()]),
-                    (None, true) => a.push(s("--insecure")),
-                    (None, false) => {}
-                }
-                // IPv6 literals in brackets, on both sides (curl's --resolve has no way to name
-                // a host that is an IPv6 literal).
-                a.extend([
-                    s("--connect-to"),
-                    format!(
-                        "{}:{}:{}:{}",
-                        bracketed(&ctx.host),
-                        ctx.port,
-                        bracketed(&ctx.addr.ip().to_string()),
-                        ctx.addr.port()
-                    ),
-                ]);
-                // `--timeout` as qbench's own clients read it: no progress for that long (less
-                // than a byte a second over it), and the connection (TCP and TLS) within it.
-                a.extend([s("--connect-timeout"), secs_arg(ctx.timeout)]);
-                a.extend([s("--speed-limit"), s("1")]);
-                a.extend([
-                    s("--speed-time"),
-                    ctx.timeout.as_secs_f64().ceil().max(1.0).to_string(),
-                ]);
-                if let Some(st) = ctx.streams.filter(|&st| st > 1) {
-                    a.extend([s("--parallel"), s("--parallel-max"), st.to_string()]);
-                }
-                a.extend([
-                    s("-w"),
-                    s("%{json}\\n"),
-                    s("--config"),
-                    config.display().to_string(),
-                ]);
-                a
-            }
-            ClientProgram::H2load => {
-                // One client per process: h2load's log does not say which URI a line is, and
-                // its clients would each cycle through every URI from the first.
-                let mut a = vec![path.clone(), s("-n"), objects.len().to_string(), s("-c1")];
-                a.extend([s("-m"), ctx.streams.unwrap_or(100).max(1).to_string()]);
-                // Its inactivity timeout: nothing sent or received on the connection for that
-                // long, as `--timeout` is for qbench's own clients (in whole milliseconds: it
-                // refuses a fraction of a second).
-                a.extend([s("-N"), format!("{}ms", ctx.timeout.as_millis().max(1))]);
-                if ctx.proto == Protocol::H1 {
-                    a.push(s("--h1"));
-                }
-                a.extend([s("--connect-to"), ctx.addr.to_string()]);
-                a.push(format!(
-                    "--log-file={}",
-                    pdir.join("requests.log").display()
-                ));
-                a.extend(urls);
-                a
-            }
-            ClientProgram::Ngtcp2 => {
-                let mut a = vec![path.clone(), s("-q"), s("--exit-on-all-streams-close")];
-                a.push(format!("--download={}", pdir.display()));
-                let qlog = pdir.join(super::readers::NGTCP2_QLOG);
-                std::fs::create_dir_all(&qlog)?;
-                a.push(format!("--qlog-dir={}", qlog.display()));
-                a.push(format!("--timeout={}ms", ctx.timeout.as_millis()));
-                a.extend([ctx.addr.ip().to_string(), ctx.addr.port().to_string()]);
-                a.extend(ngtcp2_downloads(ctx, &objects).into_iter().map(|d| d.0));
-                a
-            }
-            ClientProgram::QuicGo => {
-                let mut a = vec![path.clone()];
-                a.extend([s("-ca"), ca.clone().unwrap_or_default()]);
-                // Its -timeout bounds each request on the wall clock: grown by the process's
-                // bytes at the floor rate, as its deadline is.
-                let t = ctx.timeout + super::allowance(ctx, &objects);
-                a.extend([s("-timeout"), format!("{}ms", t.as_millis())]);
-                a.extend([s("-streams"), ctx.streams.unwrap_or(0).to_string()]);
-                if ctx.verify {
-                    a.push(s("-verify"));
-                }
-                a.extend(urls);
-                a
-            }
-            ClientProgram::Chromium => {
-                let mut a = vec![s("python3"), path.clone()];
-                a.extend([s("--proto"), ctx.proto.to_string()]);
-                a.extend([s("--ca"), ca.clone().unwrap_or_default()]);
-                // Each load's limit on the wall clock: grown by its largest object at the
-                // floor rate.
-                let most = objects
-                    .iter()
-                    .map(|&i| super::allowance(ctx, &[i]))
-                    .max()
-                    .unwrap_or_default();
-                a.extend([s("--timeout"), secs_arg(ctx.timeout + most)]);
-                if ctx.reuse {
-                    a.push(s("--reuse"));
-                }
-                if ctx.verify {
-                    a.push(s("--verify"));
-                }
-                a.extend(urls);
-                a
-            }
-            ClientProgram::Exec(t) => {
-                let mut a = t.expand(&template::Values {
-                    urls: &urls,
-                    ca: ca.as_deref().unwrap_or(""),
-                    out: &pdir.display().to_string(),
-                    host: &ctx.host,
-                    port: ctx.port,
-                    proto: ctx.proto.as_str(),
-                });
-                // The program as the check before the first run found it (an absolute path):
-                // the process runs in its own directory, where a relative one means another
-                // file.
-                a[0] = path.clone();
-                a
-            }
+            ClientProgram::Curl => curl_argv(ctx, &p)?,
+            ClientProgram::H2load => h2load_argv(ctx, &p),
+            ClientProgram::Ngtcp2 => ngtcp2_argv(ctx, &p)?,
+            ClientProgram::QuicGo => quic_go_argv(ctx, &p),
+            ClientProgram::Chromium => chromium_argv(ctx, &p),
+            ClientProgram::Exec(t) => exec_argv(ctx, t, &p),
         };
         out.push(Invocation {
             argv,
-            objects,
-            dir: pdir,
+            objects: objects.clone(),
+            dir: p.dir,
         });
     }
     Ok(out)
+}
+
+fn curl_argv(ctx: &Ctx, p: &Process<'_>) -> std::io::Result<Vec<String>> {
+    let outputs: Vec<(String, String)> = p
+        .objects
+        .iter()
+        .map(|&i| {
+            let o = match ctx.verify {
+                true => p.dir.join(format!("{i}")).display().to_string(),
+                false => "/dev/null".into(),
+            };
+            (ctx.objects[i].url.clone(), o)
+        })
+        .collect();
+    let config = p.dir.join("urls.conf");
+    std::fs::write(&config, curl::config(&outputs))?;
+    let mut a = vec![p.path.clone(), s("-sS"), s("--no-progress-meter")];
+    a.push(s(match ctx.proto {
+        Protocol::H1 => "--http1.1",
+        _ => "--http2",
+    }));
+    match (&p.ca, ctx.insecure) {
+        (Some(ca), _) => a.extend([s("--cacert"), ca.clone()]),
+        (None, true) => a.push(s("--insecure")),
+        (None, false) => {}
+    }
+    // IPv6 literals in brackets, on both sides (curl's --resolve has no way to name
+    // a host that is an IPv6 literal).
+    a.extend([
+        s("--connect-to"),
+        format!(
+            "{}:{}:{}:{}",
+            bracketed(&ctx.host),
+            ctx.port,
+            bracketed(&ctx.addr.ip().to_string()),
+            ctx.addr.port()
+        ),
+    ]);
+    // `--timeout` as qbench's own clients read it: no progress for that long (less
+    // than a byte a second over it), and the connection (TCP and TLS) within it.
+    a.extend([s("--connect-timeout"), secs_arg(ctx.timeout)]);
+    a.extend([s("--speed-limit"), s("1")]);
+    a.extend([
+        s("--speed-time"),
+        ctx.timeout.as_secs_f64().ceil().max(1.0).to_string(),
+    ]);
+    if let Some(st) = ctx.streams.filter(|&st| st > 1) {
+        a.extend([s("--parallel"), s("--parallel-max"), st.to_string()]);
+    }
+    a.extend([
+        s("-w"),
+        s("%{json}\\n"),
+        s("--config"),
+        config.display().to_string(),
+    ]);
+    Ok(a)
+}
+
+fn h2load_argv(ctx: &Ctx, p: &Process<'_>) -> Vec<String> {
+    // One client per process: h2load's log does not say which URI a line is, and
+    // its clients would each cycle through every URI from the first.
+    let mut a = vec![
+        p.path.clone(),
+        s("-n"),
+        p.objects.len().to_string(),
+        s("-c1"),
+    ];
+    a.extend([s("-m"), ctx.streams.unwrap_or(100).max(1).to_string()]);
+    // Its inactivity timeout: nothing sent or received on the connection for that
+    // long, as `--timeout` is for qbench's own clients (in whole milliseconds: it
+    // refuses a fraction of a second).
+    a.extend([s("-N"), format!("{}ms", ctx.timeout.as_millis().max(1))]);
+    if ctx.proto == Protocol::H1 {
+        a.push(s("--h1"));
+    }
+    a.extend([s("--connect-to"), ctx.addr.to_string()]);
+    a.push(format!(
+        "--log-file={}",
+        p.dir.join("requests.log").display()
+    ));
+    a.extend(p.urls.iter().cloned());
+    a
+}
+
+fn ngtcp2_argv(ctx: &Ctx, p: &Process<'_>) -> std::io::Result<Vec<String>> {
+    let mut a = vec![p.path.clone(), s("-q"), s("--exit-on-all-streams-close")];
+    a.push(format!("--download={}", p.dir.display()));
+    let qlog = p.dir.join(super::readers::NGTCP2_QLOG);
+    std::fs::create_dir_all(&qlog)?;
+    a.push(format!("--qlog-dir={}", qlog.display()));
+    a.push(format!("--timeout={}ms", ctx.timeout.as_millis()));
+    a.extend([ctx.addr.ip().to_string(), ctx.addr.port().to_string()]);
+    a.extend(ngtcp2_downloads(ctx, p.objects).into_iter().map(|d| d.0));
+    Ok(a)
+}
+
+fn quic_go_argv(ctx: &Ctx, p: &Process<'_>) -> Vec<String> {
+    let mut a = vec![p.path.clone()];
+    a.extend([s("-ca"), p.ca.clone().unwrap_or_default()]);
+    // Its -timeout bounds each request on the wall clock: grown by the process's
+    // bytes at the floor rate, as its deadline is.
+    let t = ctx.timeout + super::allowance(ctx, p.objects);
+    a.extend([s("-timeout"), format!("{}ms", t.as_millis())]);
+    a.extend([s("-streams"), ctx.streams.unwrap_or(0).to_string()]);
+    if ctx.verify {
+        a.push(s("-verify"));
+    }
+    a.extend(p.urls.iter().cloned());
+    a
+}
+
+fn chromium_argv(ctx: &Ctx, p: &Process<'_>) -> Vec<String> {
+    let mut a = vec![s("python3"), p.path.clone()];
+    a.extend([s("--proto"), ctx.proto.to_string()]);
+    a.extend([s("--ca"), p.ca.clone().unwrap_or_default()]);
+    // Each load's limit on the wall clock: grown by its largest object at the
+    // floor rate.
+    let most = p
+        .objects
+        .iter()
+        .map(|&i| super::allowance(ctx, &[i]))
+        .max()
+        .unwrap_or_default();
+    a.extend([s("--timeout"), secs_arg(ctx.timeout + most)]);
+    if ctx.reuse {
+        a.push(s("--reuse"));
+    }
+    if ctx.verify {
+        a.push(s("--verify"));
+    }
+    a.extend(p.urls.iter().cloned());
+    a
+}
+
+fn exec_argv(ctx: &Ctx, t: &template::Template, p: &Process<'_>) -> Vec<String> {
+    let mut a = t.expand(&template::Values {
+        urls: &p.urls,
+        ca: p.ca.as_deref().unwrap_or(""),
+        out: &p.dir.display().to_string(),
+        host: &ctx.host,
+        port: ctx.port,
+        proto: ctx.proto.as_str(),
+    });
+    // The program as the check before the first run found it (an absolute path):
+    // the process runs in its own directory, where a relative one means another
+    // file.
+    a[0] = p.path.clone();
+    a
 }
 
 /// What one ended process reported, on the run's clock.
