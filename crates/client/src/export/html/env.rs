@@ -9,7 +9,7 @@ use qbench_core::stats::effect::Test;
 use qbench_core::stats::metric::Metric;
 use serde_json::Value;
 
-use super::html_cell::{esc, title, Cmp};
+use super::cell::{esc, title, Cmp};
 use crate::flags::rerun::{compare_command, compete_command};
 
 /// A byte count as the kernel's buffer sizes are usually round in: binary units where exact.

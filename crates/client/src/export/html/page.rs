@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::html_cell::esc;
+use super::cell::esc;
 
 /// The page fits 1,100 px; numbers never wrap (a p of 6.99e-1 over two lines), words in the
 /// cell and verdict columns do, and below that width each table and heatmap scrolls on its

@@ -11,8 +11,8 @@ use qbench_core::stats::effect::Test;
 use qbench_core::stats::metric::Metric;
 use qbench_core::{ErrorKind, HistogramExport, LatencyHistogram, Protocol, Report};
 
-use super::html_compare::{self, verdict};
-use super::html_run;
+use super::compare::{self as html_compare, verdict};
+use super::run as html_run;
 use super::scaling_tests::{round, side};
 
 const MB: u64 = 1_000_000;

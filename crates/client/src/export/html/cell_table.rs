@@ -11,7 +11,7 @@ use qbench_core::stats::effect::Test;
 use qbench_core::stats::fmt_p;
 use qbench_core::Stats;
 
-use super::html_cell::{caveat, esc, title, Cmp};
+use super::cell::{caveat, esc, title, Cmp};
 
 fn verdict_text(r: &CompareReport) -> String {
     match r.comparison.verdict {

@@ -4,6 +4,24 @@
 //! threads, a table of every cell, and the environment and commands, as one HTML page plus SVG
 //! files.
 
+pub(super) mod cell;
+mod cell_table;
+pub mod compare;
+mod env;
+mod heatmap;
+#[cfg(test)]
+mod heatmap_tests;
+mod page;
+mod qoe;
+pub mod run;
+#[cfg(test)]
+mod run_tests;
+mod scaling;
+#[cfg(test)]
+pub(super) mod scaling_tests;
+mod sides;
+mod tables;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -16,13 +34,13 @@ use qbench_core::stats::metric::Metric;
 use qbench_core::stats::noise::Losses;
 use qbench_core::{Report, Stats};
 
-use super::cell_table::{cell_table, competitions_table};
-use super::html_cell::{anchors, by_axes, esc, title, varying, varying_axes, Cmp};
-use super::html_env::environment_and_commands;
-use super::html_page::{head, END};
-use super::html_sides::{first_round_cwnd, inferred_machines, latency_cdf, per_round, Side};
-use crate::export::heatmap::{heatmap, squares};
 use crate::export::svg::state_graph;
+use cell::{anchors, by_axes, esc, title, varying, varying_axes, Cmp};
+use cell_table::{cell_table, competitions_table};
+use env::environment_and_commands;
+use heatmap::{heatmap, squares};
+use page::{head, END};
+use sides::{first_round_cwnd, inferred_machines, latency_cdf, per_round, Side};
 
 /// The cell files of a sweep's output directory, as the page shows them.
 pub struct Sweep {
@@ -148,10 +166,10 @@ fn cell_details(id: &str, c: &Cmp) -> anyhow::Result<String> {
     html.push_str("</div>");
     html.push_str(&losses_table(r));
     for (label, rep) in sides(r) {
-        if let Some(cpu) = crate::export::notes::client_cpu(&rep.runs) {
+        if let Some(cpu) = crate::export::text::notes::client_cpu(&rep.runs) {
             let _ = write!(html, "<p>client CPU of {}: {}</p>", esc(label), esc(&cpu));
         }
-        if let Some(p) = crate::export::notes::proxy(&rep.runs) {
+        if let Some(p) = crate::export::text::notes::proxy(&rep.runs) {
             let _ = write!(html, "<p>proxy of {}: {}</p>", esc(label), esc(&p));
         }
     }
@@ -215,7 +233,7 @@ pub const GENERATOR: &str = "qbench report";
 
 fn page_head(name: &str, cells: &[Cmp]) -> String {
     let mut html = head(name, GENERATOR);
-    let (red, blue) = super::heatmap::key(cells);
+    let (red, blue) = heatmap::key(cells);
     let _ = writeln!(html, "<h1>qbench sweep: {}</h1><p>{} cells. Each square is the effect in {} of the test that decided its verdict ({}), in percent; <span style=\"color:#c00\">red: {}</span>, <span style=\"color:#00c\">blue: {}</span>, white: not significant (p &ge; 0.01{}). Hover over a square for the effect's interval, p and q.</p>", esc(name), cells.len(), esc(&metric_titles(cells)), esc(&test_effects(cells)), esc(&red), esc(&blue), if cells.iter().any(|c| c.fdr.is_some()) { ", or not kept by false discovery rate control: <em>n.s. (FDR)</em>" } else { "" });
     html
 }
@@ -274,14 +292,14 @@ pub fn page(sweep: Sweep) -> anyhow::Result<Page> {
     let ids = anchors(cells.iter().map(|c| &c.cell));
     let layout = heatmap_layout(&cells);
     let heatmaps = heatmaps(&sweep.scenario, &layout);
-    let charts = super::scaling::charts(&sweep.scenario, &cells);
+    let charts = scaling::charts(&sweep.scenario, &cells);
     let mut html = page_head(&sweep.scenario, &cells);
     for svg in &heatmaps {
         let _ = write!(html, "<div class=\"scroll\">{svg}</div>");
     }
-    html.push_str(&super::scaling::section(&charts));
+    html.push_str(&scaling::section(&charts));
     html.push_str(&cell_table(&cells, &ids));
-    html.push_str(&super::qoe::table(&cells));
+    html.push_str(&qoe::table(&cells));
     html.push_str("<h2 id=\"per-cell\">Per cell</h2>");
     for (id, c) in ids.iter().zip(&cells) {
         html.push_str(&cell_details(id, c)?);
@@ -295,3 +313,6 @@ pub fn page(sweep: Sweep) -> anyhow::Result<Page> {
         charts,
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use qbench_core::report::compare::Verdict;
 
-use super::html_cell::{caveat, esc, sort_key, title, Cmp};
+use super::cell::{caveat, esc, sort_key, title, Cmp};
 
 /// The test's relative effect, oriented so that positive means the red side was better;
 /// `None` when not significant, or when false discovery rate control does not keep the cell.

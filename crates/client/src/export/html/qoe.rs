@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use qbench_core::{Report, Stats};
 
-use super::html_cell::{esc, title, Cmp};
+use super::cell::{esc, title, Cmp};
 
 /// Mean (sd) of a figure over a side's runs that have it.
 fn cell(

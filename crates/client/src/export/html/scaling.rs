@@ -9,8 +9,8 @@ use qbench_core::stats::metric::Metric;
 use qbench_core::wire::Protocol;
 use qbench_core::{RunReport, Stats};
 
-use super::html_cell::{esc, varying_axes, Cmp};
-use super::svg::{tick, tick_step};
+use super::cell::{esc, varying_axes, Cmp};
+use crate::export::svg::{tick, tick_step};
 
 /// The axes that decide how many cores a side can keep busy.
 pub(super) const AXES: [&str; 2] = ["connections", "threads"];

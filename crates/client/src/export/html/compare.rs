@@ -10,11 +10,11 @@ use qbench_core::stats::fmt_p;
 use qbench_core::stats::metric::Metric;
 use qbench_core::Stats;
 
-use super::html_cell::esc;
-use super::html_page::{head, END};
-use super::html_run::{distributions_section, over_time_section, status};
-use super::html_sides::{per_round, Side};
-use super::html_tables::{environment_section, errors_section, summary_table, thresholds_section};
+use super::cell::esc;
+use super::page::{head, END};
+use super::run::{distributions_section, over_time_section, status};
+use super::sides::{per_round, Side};
+use super::tables::{environment_section, errors_section, summary_table, thresholds_section};
 
 /// Marks a page as a comparison's.
 pub const GENERATOR: &str = "qbench compare --html";

@@ -8,9 +8,9 @@ use qbench_core::report::thresholds::ThresholdOutcome;
 use qbench_core::report::Environment;
 use qbench_core::{PercentileSummary, Report};
 
-use super::html_cell::esc;
-use super::html_env::environment_table;
-use super::html_sides::Side;
+use super::cell::esc;
+use super::env::environment_table;
+use super::sides::Side;
 
 /// Microseconds as milliseconds with two decimals, `-` when absent.
 pub(super) fn ms(us: Option<f64>) -> String {
@@ -82,7 +82,7 @@ fn rows() -> Vec<Row> {
         ("goodput", "goodput, median over runs (Mbit/s)", |r| {
             let v = r.summary.goodput_bps.median;
             let shown = v.map_or("-".into(), |v| format!("{:.2}", v / 1e6));
-            match crate::export::text::goodput_warning(r) {
+            match crate::export::text::run::goodput_warning(r) {
                 Some(w) => format!("{shown} (WARNING: {w})"),
                 None => shown,
             }

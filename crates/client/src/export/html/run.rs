@@ -6,12 +6,12 @@ use std::fmt::Write as _;
 
 use qbench_core::Report;
 
-use super::html_cell::esc;
-use super::html_page::{head, END};
-use super::html_sides::{
+use super::cell::esc;
+use super::page::{head, END};
+use super::sides::{
     first_round_cwnd, inferred_machines, latency_cdf, over_time, per_run_latency, ttfb_cdf, Side,
 };
-use super::html_tables::{environment_section, errors_section, summary_table, thresholds_section};
+use super::tables::{environment_section, errors_section, summary_table, thresholds_section};
 use crate::export::svg::state_graph;
 
 /// Marks a page as a single benchmark's.

@@ -8,16 +8,17 @@ use qbench_core::report::compare::CompareReport;
 use qbench_core::scenario::Cell;
 
 /// A comparison cell of a sweep.
-pub(super) struct Cmp {
-    pub(super) cell: Cell,
-    pub(super) report: CompareReport,
+pub(in crate::export) struct Cmp {
+    pub(in crate::export) cell: Cell,
+    pub(in crate::export) report: CompareReport,
     /// With false discovery rate control: the cell's q-value and whether it is kept.
-    pub(super) fdr: Option<(f64, bool)>,
+    pub(in crate::export) fdr: Option<(f64, bool)>,
 }
 
-/// Why a cell's verdict is not the transports' alone (see [`super::notes::limited_runs`]).
+/// Why a cell's verdict is not the transports' alone (see
+/// [`crate::export::text::notes::limited_runs`]).
 pub(super) fn caveat(c: &Cmp) -> Option<String> {
-    super::notes::limited_runs(&c.report)
+    crate::export::text::notes::limited_runs(&c.report)
 }
 
 pub(super) fn esc(s: &str) -> String {
