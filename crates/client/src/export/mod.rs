@@ -3,6 +3,7 @@
 //! so an interrupted run never leaves half a file behind; what is not a regular file is
 //! written through or refused (`target`), never replaced.
 
+mod escape;
 pub mod hgrm;
 pub mod html;
 pub mod live_outputs;

@@ -1,5 +1,5 @@
 //! What the HTML report's parts share: one comparison cell as they draw it, the axes that vary
-//! between cells, the order, titles and anchors of cells, and escaping.
+//! between cells, and the order, titles and anchors of cells.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -19,13 +19,6 @@ pub(in crate::export) struct Cmp {
 /// [`crate::export::text::notes::limited_runs`]).
 pub(super) fn caveat(c: &Cmp) -> Option<String> {
     crate::export::text::notes::limited_runs(&c.report)
-}
-
-pub(super) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// Objects and rate first, as in the paper's figures; then the rest by name.

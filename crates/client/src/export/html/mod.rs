@@ -34,8 +34,9 @@ use qbench_core::stats::metric::Metric;
 use qbench_core::stats::noise::Losses;
 use qbench_core::{Report, Stats};
 
+use crate::export::escape;
 use crate::export::svg::state_graph;
-use cell::{anchors, by_axes, esc, title, varying, varying_axes, Cmp};
+use cell::{anchors, by_axes, title, varying, varying_axes, Cmp};
 use cell_table::{cell_table, competitions_table};
 use env::environment_and_commands;
 use heatmap::{heatmap, squares};
@@ -94,7 +95,7 @@ fn losses_table(r: &CompareReport) -> String {
             );
             Some(format!(
                 "<tr><td>{}</td><td>{d:.0}</td><td>{k:.0}</td><td>{s:.0}</td></tr>",
-                esc(label)
+                escape::html(label)
             ))
         })
         .collect();
@@ -125,7 +126,7 @@ fn state_share_table(machines: &[(&str, Option<StateMachine>)]) -> anyhow::Resul
             Some(m) => serde_json::to_value(&m.time_fraction)?,
             None => serde_json::Value::Null,
         };
-        let _ = write!(html, "<tr><td>{}</td>", esc(label));
+        let _ = write!(html, "<tr><td>{}</td>", escape::html(label));
         for st in states {
             let v = fr.get(st).and_then(|v| v.as_f64());
             let _ = write!(
@@ -147,8 +148,8 @@ fn cell_details(id: &str, c: &Cmp) -> anyhow::Result<String> {
     let name = title(&c.cell);
     let mut html = format!(
         "<h3 id=\"{}\">{}</h3><div class=\"charts\">",
-        esc(id),
-        esc(&name)
+        escape::html(id),
+        escape::html(&name)
     );
     let both: [Side<'_>; 2] = sides(r).map(|(l, rep)| (l.as_str(), rep));
     html.push_str(&per_round(&name, r.comparison.metric, &both));
@@ -167,10 +168,20 @@ fn cell_details(id: &str, c: &Cmp) -> anyhow::Result<String> {
     html.push_str(&losses_table(r));
     for (label, rep) in sides(r) {
         if let Some(cpu) = crate::export::text::notes::client_cpu(&rep.runs) {
-            let _ = write!(html, "<p>client CPU of {}: {}</p>", esc(label), esc(&cpu));
+            let _ = write!(
+                html,
+                "<p>client CPU of {}: {}</p>",
+                escape::html(label),
+                escape::html(&cpu)
+            );
         }
         if let Some(p) = crate::export::text::notes::proxy(&rep.runs) {
-            let _ = write!(html, "<p>proxy of {}: {}</p>", esc(label), esc(&p));
+            let _ = write!(
+                html,
+                "<p>proxy of {}: {}</p>",
+                escape::html(label),
+                escape::html(&p)
+            );
         }
     }
     html.push_str(&state_share_table(&machines)?);
@@ -234,7 +245,7 @@ pub const GENERATOR: &str = "qbench report";
 fn page_head(name: &str, cells: &[Cmp]) -> String {
     let mut html = head(name, GENERATOR);
     let (red, blue) = heatmap::key(cells);
-    let _ = writeln!(html, "<h1>qbench sweep: {}</h1><p>{} cells. Each square is the effect in {} of the test that decided its verdict ({}), in percent; <span style=\"color:#c00\">red: {}</span>, <span style=\"color:#00c\">blue: {}</span>, white: not significant (p &ge; 0.01{}). Hover over a square for the effect's interval, p and q.</p>", esc(name), cells.len(), esc(&metric_titles(cells)), esc(&test_effects(cells)), esc(&red), esc(&blue), if cells.iter().any(|c| c.fdr.is_some()) { ", or not kept by false discovery rate control: <em>n.s. (FDR)</em>" } else { "" });
+    let _ = writeln!(html, "<h1>qbench sweep: {}</h1><p>{} cells. Each square is the effect in {} of the test that decided its verdict ({}), in percent; <span style=\"color:#c00\">red: {}</span>, <span style=\"color:#00c\">blue: {}</span>, white: not significant (p &ge; 0.01{}). Hover over a square for the effect's interval, p and q.</p>", escape::html(name), cells.len(), escape::html(&metric_titles(cells)), escape::html(&test_effects(cells)), escape::html(&red), escape::html(&blue), if cells.iter().any(|c| c.fdr.is_some()) { ", or not kept by false discovery rate control: <em>n.s. (FDR)</em>" } else { "" });
     html
 }
 
