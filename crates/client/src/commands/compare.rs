@@ -11,8 +11,8 @@ use qbench_core::stats::noise::STEAL_THRESHOLD_PCT;
 use qbench_core::stats::rounds::{AutoRounds, Stopped};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::export::compare_table::table;
 use crate::export::progress::{round_prefix, Progress};
+use crate::export::text::compare_table::table;
 use crate::export::{write_json, Dest};
 use crate::flags::cli::{CompareArgs, Outputs};
 use qbench_engine::measure::clock::Clock;
@@ -217,7 +217,7 @@ fn plot_both(path: &std::path::Path, r: &CompareReport) -> anyhow::Result<()> {
 
 /// `--html`: the comparison as a page.
 fn write_page(path: &std::path::Path, r: &CompareReport) -> anyhow::Result<()> {
-    crate::export::html_compare::page(r)
+    crate::export::html::compare::page(r)
         .and_then(|html| crate::export::write_text(path, &html))
         .context("--html")
 }

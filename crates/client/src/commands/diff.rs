@@ -7,7 +7,7 @@ use clap::{Args, ValueEnum};
 use qbench_core::report::diff::DiffReport;
 use qbench_core::stats::effect::{Test, DEFAULT_TEST};
 
-use crate::export::diff_table;
+use crate::export::text::diff_table;
 use crate::export::{write_json, write_text, Dest};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -137,7 +137,7 @@ pub fn merge(args: MergeArgs) -> anyhow::Result<()> {
     );
     let text = format!(
         "{}{}",
-        crate::export::text::summary(&report, &headline),
+        crate::export::text::run::summary(&report, &headline),
         shard_lines(info)
     );
     // Hostnames, file names and errors come from the shards' files.

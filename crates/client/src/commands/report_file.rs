@@ -11,7 +11,8 @@ use qbench_core::Report;
 use qbench_engine::plan::error::{usage, ConfigError};
 use serde::Deserialize;
 
-use crate::export::{html_compare, html_run, write_text};
+use crate::export::html::{compare as html_compare, run as html_run};
+use crate::export::write_text;
 use crate::flags::cli::ReportArgs;
 
 /// A page the default destination may replace: one qbench wrote from a report.

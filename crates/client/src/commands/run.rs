@@ -10,7 +10,7 @@ use qbench_core::{ErrorKind, Recorder, Report, ReportMeta};
 use super::run_outputs::{rewrite, rewrites, write_outputs, written};
 use crate::export::live_outputs::{progress, LiveOutputs};
 use crate::export::progress::Progress;
-use crate::export::text::summary;
+use crate::export::text::run::summary;
 use crate::export::{print_text, Dest};
 use crate::flags::cli::{Outputs, RunArgs};
 use crate::flags::gate::{Shown, ThresholdsFailed};

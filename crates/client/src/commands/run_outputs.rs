@@ -14,7 +14,7 @@ use crate::flags::cli::Outputs;
 
 /// `--html`: the report as a page.
 pub(super) fn write_page(path: &Path, report: &Report) -> anyhow::Result<()> {
-    crate::export::html_run::page(report)
+    crate::export::html::run::page(report)
         .and_then(|html| write_text(path, &html))
         .context("--html")
 }

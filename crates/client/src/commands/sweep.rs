@@ -96,7 +96,7 @@ fn row(what: &str, report: &CellReport, fdr: Option<(f64, bool)>) -> String {
                 Some((_, false)) if c.verdict != Verdict::Inconclusive => " (not kept by FDR)",
                 _ => "",
             };
-            let warning = crate::export::notes::limited_runs(r)
+            let warning = crate::export::text::notes::limited_runs(r)
                 .map_or(String::new(), |w| format!(" (WARNING: {w})"));
             format!(
                 "  {what:<40} {:>6} {:>8} {:>18} {:>9} {:>9} {better}{kept}{warning}",

@@ -20,7 +20,7 @@ use ratatui::widgets::{
 };
 use ratatui::Frame;
 
-use super::numbers::count;
+use super::text::numbers::count;
 
 /// Intervals kept for the latency-over-time chart: ten minutes of 1 s intervals. Older ones
 /// scroll out, so a view held for days uses the same memory as one held for a minute.

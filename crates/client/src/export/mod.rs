@@ -3,44 +3,16 @@
 //! so an interrupted run never leaves half a file behind; what is not a regular file is
 //! written through or refused (`target`), never replaced.
 
-mod app_text;
-mod cell_table;
-pub mod compare_table;
-#[cfg(test)]
-mod compare_table_tests;
-pub mod diff_table;
-mod heatmap;
-#[cfg(test)]
-mod heatmap_tests;
+mod escape;
 pub mod hgrm;
 pub mod html;
-mod html_cell;
-pub mod html_compare;
-mod html_env;
-mod html_page;
-pub mod html_run;
-#[cfg(test)]
-mod html_run_tests;
-mod html_sides;
-mod html_tables;
-#[cfg(test)]
-mod html_tests;
 pub mod live_outputs;
 pub mod live_view;
-mod losses;
 pub mod metrics;
-pub mod notes;
-pub mod numbers;
 pub mod progress;
-mod qoe;
-mod scaling;
-#[cfg(test)]
-mod scaling_tests;
 pub mod stream;
 pub mod svg;
 pub mod text;
-#[cfg(test)]
-mod text_tests;
 pub mod tui;
 
 use std::io::Write;

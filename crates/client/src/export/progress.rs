@@ -8,7 +8,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use qbench_engine::observe::{Observe, Observer};
 
-use super::numbers::count;
+use super::text::numbers::count;
 
 /// A progress bar on stderr, shown only when stderr is a terminal and the work lasts > 1 s.
 pub fn progress_bar(total: u64) -> ProgressBar {

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context;
 use qbench_core::report::load::{IntervalLine, IntervalRecord};
 
-use super::text::interval_line;
+use super::text::run::interval_line;
 use super::Dest;
 
 /// The `--json-stream` file, device or FIFO; `None` once a write failed.

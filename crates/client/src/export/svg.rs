@@ -4,6 +4,8 @@ use std::fmt::Write as _;
 
 use qbench_core::report::telemetry::Timeline;
 
+use crate::export::escape;
+
 pub struct Series {
     pub label: String,
     /// (x, y) in chart units.
@@ -38,12 +40,6 @@ pub(super) fn tick_step(max: f64, n: f64) -> f64 {
 pub(super) fn tick(v: f64, step: f64) -> String {
     let decimals = (-step.log10().floor()).max(0.0) as usize;
     format!("{v:.decimals$}")
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 /// Where chart units land on the canvas: axes from 0 to a round number above the data.
@@ -131,13 +127,13 @@ fn plot_border_and_axis_labels(o: &mut String, x_label: &str, y_label: &str) {
         r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
         (LEFT + W - RIGHT) / 2.0,
         H - 15.0,
-        esc(x_label)
+        escape::html(x_label)
     );
     let _ = writeln!(
         o,
         r#"<text transform="translate(20 {}) rotate(-90)" text-anchor="middle">{}</text>"#,
         (TOP + H - BOTTOM) / 2.0,
-        esc(y_label)
+        escape::html(y_label)
     );
 }
 
@@ -149,7 +145,7 @@ fn reference_line(o: &mut String, f: &Frame, v: f64, label: &str) {
         W - RIGHT,
         W - RIGHT - 4.0,
         f.py(v) - 4.0,
-        esc(label)
+        escape::html(label)
     );
 }
 
@@ -184,7 +180,7 @@ fn series_line(o: &mut String, f: &Frame, i: usize, s: &Series) {
         LEFT + 32.0,
         LEFT + 38.0,
         ly + 4.0,
-        esc(&s.label)
+        escape::html(&s.label)
     );
 }
 
@@ -226,7 +222,7 @@ fn chart(
         o,
         r#"<text x="{}" y="24" text-anchor="middle" font-size="15">{}</text>"#,
         W / 2.0,
-        esc(title)
+        escape::html(title)
     );
     grid(&mut o, frame);
     plot_border_and_axis_labels(&mut o, x_label, y_label);
@@ -287,7 +283,7 @@ pub fn state_graph(title: &str, m: &qbench_core::report::ccstate::StateMachine) 
         o,
         r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="Helvetica, Arial, sans-serif" font-size="11"><defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#555"/></marker></defs><rect width="100%" height="100%" fill="white"/><text x="{}" y="20" text-anchor="middle" font-size="13">{}</text>"##,
         w / 2.0,
-        esc(title)
+        escape::html(title)
     );
     let index = |s| states.iter().position(|x| *x == s);
     for (from, tos) in &m.transitions {
@@ -418,5 +414,37 @@ mod tests {
         assert!(svg.contains("stroke-dasharray"));
         assert!(svg.contains("t &lt;1&gt;"));
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    }
+
+    /// What `escape::html` made of `text` (the entities back to characters, `&amp;` last) is
+    /// what a reader of the SVG sees: escaping changes how a label is written, not what it says.
+    fn shown(text: &str) -> String {
+        text.replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&quot;", "\"")
+            .replace("&amp;", "&")
+    }
+
+    /// A title, axis label, reference label or legend entry is text: `&`, `<`, `>` and `"`
+    /// come out as entities wherever the chart puts it, and read as they were given.
+    #[test]
+    fn labels_with_markup_characters_are_text() {
+        let hostile = r#"a & <b>"c"</b>"#;
+        let escaped = "a &amp; &lt;b&gt;&quot;c&quot;&lt;/b&gt;";
+        let s = Series {
+            label: hostile.into(),
+            points: vec![(0.0, 1.0), (10.0, 5.0)],
+        };
+        let svg = line_chart(hostile, hostile, hostile, &[s], Some((4.0, hostile)));
+        let texts: Vec<&str> = svg
+            .split("</text>")
+            .filter_map(|t| t.rsplit_once('>').map(|(_, text)| text))
+            .filter(|t| t.starts_with("a "))
+            .collect();
+        assert_eq!(texts, [escaped; 5], "{svg}");
+        assert!(texts.iter().all(|t| shown(t) == hostile));
+        assert!(!svg.contains("<b>") && !svg.contains(r#""c""#), "{svg}");
+        let m = qbench_core::report::ccstate::StateMachine::default();
+        assert!(state_graph(hostile, &m).contains(&format!(">{escaped}</text>")));
     }
 }

@@ -8,8 +8,8 @@ use qbench_core::stats::effect::Test;
 use qbench_core::stats::fmt_p;
 use qbench_core::Protocol;
 
-use super::html::{page, Sweep};
 use super::scaling_tests::{judged_cell, round, side};
+use super::{page, Sweep};
 
 const GB: u64 = 1_000_000_000;
 

@@ -9,7 +9,8 @@ use qbench_core::stats::effect::Test;
 use qbench_core::stats::metric::Metric;
 use serde_json::Value;
 
-use super::html_cell::{esc, title, Cmp};
+use super::cell::{title, Cmp};
+use crate::export::escape;
 use crate::flags::rerun::{compare_command, compete_command};
 
 /// A byte count as the kernel's buffer sizes are usually round in: binary units where exact.
@@ -75,13 +76,13 @@ fn flatten(prefix: &str, v: &Value, rows: &mut Vec<(String, String)>) {
 /// (sysctls, crate versions) under a heading row of its own, its keys within it.
 pub(super) fn environment_table(env: &Value) -> String {
     let Value::Object(top) = env else {
-        return format!("<p>{}</p>", esc(&scalar(env)));
+        return format!("<p>{}</p>", escape::html(&scalar(env)));
     };
     let row = |k: &str, v: &str| {
         format!(
             "<tr><td class=\"k\">{}</td><td class=\"w\">{}</td></tr>",
-            esc(k),
-            esc(v)
+            escape::html(k),
+            escape::html(v)
         )
     };
     let mut html = String::from("<div class=\"scroll\"><table class=\"env\">");
@@ -97,7 +98,7 @@ pub(super) fn environment_table(env: &Value) -> String {
         let _ = write!(
             html,
             "<tr><th colspan=\"2\" class=\"w\">{}</th></tr>",
-            esc(k)
+            escape::html(k)
         );
         for (k, v) in rows {
             html.push_str(&row(&k, &v));
@@ -149,8 +150,8 @@ pub(super) fn environment_and_commands(
         let _ = writeln!(
             html,
             "<li>{}: <code>{}</code></li>",
-            esc(&title(cell)),
-            esc(&command.join(" "))
+            escape::html(&title(cell)),
+            escape::html(&command.join(" "))
         );
     }
     html.push_str("</ul>");

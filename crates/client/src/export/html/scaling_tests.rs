@@ -14,14 +14,14 @@ use qbench_core::{
     RunReport, ToolInfo,
 };
 
-use super::html_cell::Cmp;
+use super::cell::Cmp;
 use super::scaling::{charts, groups, lines, section, Figure, Line, Point};
 
 const GB: u64 = 1_000_000_000;
 
 /// One round that moved `bytes` in `secs` (first request to last byte) on one connection,
 /// with `cpu_s` seconds of client CPU, half user and half system, if measured.
-pub(super) fn round(index: u32, bytes: u64, secs: f64, cpu_s: Option<f64>) -> RunReport {
+pub(in crate::export) fn round(index: u32, bytes: u64, secs: f64, cpu_s: Option<f64>) -> RunReport {
     let mut r = Recorder::new(index, 1, Duration::ZERO);
     let c = r.connection_started(Duration::ZERO);
     r.handshake_done(c, Duration::from_millis(1), HandshakeInfo::default());
@@ -41,7 +41,7 @@ pub(super) fn round(index: u32, bytes: u64, secs: f64, cpu_s: Option<f64>) -> Ru
     run
 }
 
-pub(super) fn side(proto: Protocol, rounds: Vec<RunReport>) -> Report {
+pub(in crate::export) fn side(proto: Protocol, rounds: Vec<RunReport>) -> Report {
     let meta = ReportMeta {
         tool: ToolInfo {
             name: "qbench".into(),
@@ -73,7 +73,12 @@ fn cell(params: &[(&str, &str)], a: Report, b: Report) -> Cmp {
 
 /// A goodput comparison of `a` and `b` at axis values `params`, judged by `test`, its sides
 /// labelled as `qbench compare` labels them.
-pub(super) fn judged_cell(params: &[(&str, &str)], a: Report, b: Report, test: Test) -> Cmp {
+pub(in crate::export) fn judged_cell(
+    params: &[(&str, &str)],
+    a: Report,
+    b: Report,
+    test: Test,
+) -> Cmp {
     let params: BTreeMap<String, String> = params
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))

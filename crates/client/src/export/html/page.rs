@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::html_cell::esc;
+use crate::export::escape;
 
 /// The page fits 1,100 px; numbers never wrap (a p of 6.99e-1 over two lines), words in the
 /// cell and verdict columns do, and below that width each table and heatmap scrolls on its
@@ -29,8 +29,8 @@ pub(super) fn head(title: &str, generator: &str) -> String {
     let _ = writeln!(
         html,
         "<!doctype html><html><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><meta name=\"generator\" content=\"{}\"><title>qbench: {}</title><style>{STYLE}</style></head><body>",
-        esc(generator),
-        esc(title)
+        escape::html(generator),
+        escape::html(title)
     );
     html
 }

@@ -10,11 +10,11 @@ use qbench_core::stats::fmt_p;
 use qbench_core::stats::metric::Metric;
 use qbench_core::Stats;
 
-use super::html_cell::esc;
-use super::html_page::{head, END};
-use super::html_run::{distributions_section, over_time_section, status};
-use super::html_sides::{per_round, Side};
-use super::html_tables::{environment_section, errors_section, summary_table, thresholds_section};
+use super::page::{head, END};
+use super::run::{distributions_section, over_time_section, status};
+use super::sides::{per_round, Side};
+use super::tables::{environment_section, errors_section, summary_table, thresholds_section};
+use crate::export::escape;
 
 /// Marks a page as a comparison's.
 pub const GENERATOR: &str = "qbench compare --html";
@@ -104,7 +104,7 @@ pub(super) fn verdict(r: &CompareReport) -> String {
     };
     format!(
         "<h2 id=\"verdict-h\">Verdict</h2><p class=\"verdict\" id=\"verdict\" data-verdict=\"{key}\">{}</p>",
-        esc(&s)
+        escape::html(&s)
     )
 }
 
@@ -128,9 +128,9 @@ fn metric_table(r: &CompareReport) -> String {
     ];
     let mut html = format!(
         "<div class=\"scroll\"><table id=\"metric\"><tr><th class=\"w\">{} over rounds</th><th>A: {}</th><th>B: {}</th></tr><tr><td class=\"k\">rounds with a value</td><td>{}</td><td>{}</td></tr>",
-        esc(m.title()),
-        esc(&r.label_a),
-        esc(&r.label_b),
+        escape::html(m.title()),
+        escape::html(&r.label_a),
+        escape::html(&r.label_b),
         r.comparison.a.n,
         r.comparison.b.n
     );
@@ -138,15 +138,15 @@ fn metric_table(r: &CompareReport) -> String {
         let _ = write!(
             html,
             "<tr><td class=\"k\">{name}</td><td>{}</td><td>{}</td></tr>",
-            esc(&show(f(&r.comparison.a))),
-            esc(&show(f(&r.comparison.b)))
+            escape::html(&show(f(&r.comparison.a))),
+            escape::html(&show(f(&r.comparison.b)))
         );
     }
     let _ = write!(
         html,
         "<tr><td class=\"k\">times by</td><td>{}</td><td>{}</td></tr>",
-        esc(&side_words(&r.a.runs)),
-        esc(&side_words(&r.b.runs))
+        escape::html(&side_words(&r.a.runs)),
+        escape::html(&side_words(&r.b.runs))
     );
     let warm = |runs: &[qbench_core::RunReport]| {
         let v: Vec<String> = runs
@@ -158,8 +158,8 @@ fn metric_table(r: &CompareReport) -> String {
     let _ = write!(
         html,
         "<tr><td class=\"k\">warm-up (not judged)</td><td>{}</td><td>{}</td></tr>",
-        esc(&warm(&r.warmup.a)),
-        esc(&warm(&r.warmup.b))
+        escape::html(&warm(&r.warmup.a)),
+        escape::html(&warm(&r.warmup.b))
     );
     html.push_str("</table></div>");
     html
@@ -174,12 +174,12 @@ pub fn page(r: &CompareReport) -> anyhow::Result<String> {
     let _ = write!(
         html,
         "<h1>qbench compare: {}</h1><p>Started {}; {} round(s) after {} warm-up round(s), the sides taking turns to go first (A in even rounds); judged by {} with {}.</p>",
-        esc(&name),
-        esc(&r.a.started_at),
+        escape::html(&name),
+        escape::html(&r.a.started_at),
         r.rounds,
         r.warmup.first.len(),
-        esc(r.comparison.metric.title()),
-        esc(r.comparison.test.title())
+        escape::html(r.comparison.metric.title()),
+        escape::html(r.comparison.test.title())
     );
     html.push_str(&status(r.complete, r.aborted.as_deref()));
     html.push_str(&verdict(r));

@@ -171,10 +171,10 @@ fn client_lines(report: &Report, line: &mut dyn FnMut(&str, String)) {
             ),
         );
     }
-    if let Some(cpu) = crate::export::notes::client_cpu(&report.runs) {
+    if let Some(cpu) = super::notes::client_cpu(&report.runs) {
         line("client cpu", cpu);
     }
-    if let Some(p) = crate::export::notes::proxy(&report.runs) {
+    if let Some(p) = super::notes::proxy(&report.runs) {
         line("proxy", p);
     }
     for r in &report.runs {

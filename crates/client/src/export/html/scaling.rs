@@ -9,8 +9,9 @@ use qbench_core::stats::metric::Metric;
 use qbench_core::wire::Protocol;
 use qbench_core::{RunReport, Stats};
 
-use super::html_cell::{esc, varying_axes, Cmp};
-use super::svg::{tick, tick_step};
+use super::cell::{varying_axes, Cmp};
+use crate::export::escape;
+use crate::export::svg::{tick, tick_step};
 
 /// The axes that decide how many cores a side can keep busy.
 pub(super) const AXES: [&str; 2] = ["connections", "threads"];
@@ -248,7 +249,7 @@ fn panel_axes(o: &mut String, f: &Frame, fig: Figure, axis: &str, ns: &[u32]) {
         r#"<text x="{:.1}" y="{}" text-anchor="middle" font-size="13">{}</text>"#,
         (l + r) / 2.0,
         TOP - 12.0,
-        esc(fig.title())
+        escape::html(fig.title())
     );
     let mut y = 0.0;
     while y <= f.y_top + f.y_step / 2.0 {
@@ -281,14 +282,14 @@ fn panel_axes(o: &mut String, f: &Frame, fig: Figure, axis: &str, ns: &[u32]) {
         r#"<text x="{:.1}" y="{}" text-anchor="middle">{} (N, log2 scale)</text>"#,
         (l + r) / 2.0,
         H - 14.0,
-        esc(axis)
+        escape::html(axis)
     );
     let _ = writeln!(
         o,
         r#"<text transform="translate({:.1} {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
         f.x0 + 18.0,
         (TOP + BOTTOM) / 2.0,
-        esc(&fig.y_label())
+        escape::html(&fig.y_label())
     );
 }
 
@@ -333,7 +334,7 @@ fn panel(o: &mut String, x0: f64, fig: Figure, axis: &str, ns: &[u32], lines: &[
             let _ = writeln!(
                 o,
                 r#"<circle cx="{x:.1}" cy="{ym:.1}" r="3" fill="{c}"><title>{}</title></circle>"#,
-                esc(&format!(
+                escape::html(&format!(
                     "{}, {axis}={}: median {:.3} {u}, min {:.3}, max {:.3} over {} round(s)",
                     line.label,
                     p.n,
@@ -370,7 +371,7 @@ fn legend(o: &mut String, panels: &[(Figure, Vec<Line>)]) {
             x + 24.0,
             dash(dashed),
             x + 30.0,
-            esc(label)
+            escape::html(label)
         );
         // About the width of the label at this font size.
         x += 50.0 + 7.0 * label.chars().count() as f64;
@@ -405,7 +406,7 @@ fn chart(title: &str, axis: &str, members: &[(u32, &Cmp)]) -> Option<String> {
         o,
         r#"<rect width="100%" height="100%" fill="white"/><text x="{}" y="22" text-anchor="middle" font-size="14">{}</text>"#,
         w / 2.0,
-        esc(title)
+        escape::html(title)
     );
     legend(&mut o, &panels);
     for (i, (fig, lines)) in panels.iter().enumerate() {

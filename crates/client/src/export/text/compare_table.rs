@@ -37,7 +37,7 @@ pub fn table(r: &CompareReport) -> String {
         out.push_str(&format!(
             "  {:<20}{}{}\n",
             "fail-if",
-            super::text::gate_line(t),
+            super::run::gate_line(t),
             significance(r, t)
         ));
     }
@@ -344,15 +344,15 @@ fn verdict_line(r: &CompareReport) -> String {
 fn side_notes(r: &CompareReport) -> String {
     let mut out = String::new();
     for (side, rep) in [("A", &r.a), ("B", &r.b)] {
-        if let Some(cpu) = crate::export::notes::client_cpu(&rep.runs) {
+        if let Some(cpu) = super::notes::client_cpu(&rep.runs) {
             out.push_str(&format!("  {:<20}{side}: {cpu}\n", "client cpu"));
         }
-        if let Some(p) = crate::export::notes::proxy(&rep.runs) {
+        if let Some(p) = super::notes::proxy(&rep.runs) {
             out.push_str(&format!("  {:<20}{side}: {p}\n", "proxy"));
         }
     }
     for (side, rep) in [("A", &r.a), ("B", &r.b)] {
-        if let Some(w) = crate::export::text::goodput_warning(rep) {
+        if let Some(w) = super::run::goodput_warning(rep) {
             out.push_str(&format!("  WARNING: {side}'s {w}\n"));
         }
     }

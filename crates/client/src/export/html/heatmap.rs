@@ -9,7 +9,8 @@ use std::fmt::Write as _;
 
 use qbench_core::report::compare::Verdict;
 
-use super::html_cell::{caveat, esc, sort_key, title, Cmp};
+use super::cell::{caveat, sort_key, title, Cmp};
+use crate::export::escape;
 
 /// The test's relative effect, oriented so that positive means the red side was better;
 /// `None` when not significant, or when false discovery rate control does not keep the cell.
@@ -208,7 +209,7 @@ pub(super) fn heatmap(title: &str, x: &str, y: Option<&str>, squares: &[Square<'
         o,
         r##"<rect width="100%" height="100%" fill="white"/><text x="{}" y="22" text-anchor="middle" font-size="14">{}</text><rect x="{left}" y="{top}" width="{gw}" height="{gh}" fill="#eeeeee" stroke="#999"/>"##,
         w / 2.0,
-        esc(title)
+        escape::html(title)
     );
     for (i, xv) in xs.iter().enumerate() {
         let _ = writeln!(
@@ -216,7 +217,7 @@ pub(super) fn heatmap(title: &str, x: &str, y: Option<&str>, squares: &[Square<'
             r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
             left + cw * (i as f64 + 0.5),
             top - 8.0,
-            esc(xv)
+            escape::html(xv)
         );
     }
     for (j, yv) in ys.iter().enumerate().filter(|_| y.is_some()) {
@@ -225,7 +226,7 @@ pub(super) fn heatmap(title: &str, x: &str, y: Option<&str>, squares: &[Square<'
             r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
             left - 8.0,
             top + ch * (j as f64 + 0.5) + 4.0,
-            esc(yv)
+            escape::html(yv)
         );
     }
     for s in squares {
@@ -240,7 +241,7 @@ pub(super) fn heatmap(title: &str, x: &str, y: Option<&str>, squares: &[Square<'
                     r#"<text x="{}" y="{}" text-anchor="middle" font-size="9">{}</text>"#,
                     cx + cw / 2.0,
                     cy + ch - 5.0,
-                    esc(&short_caveat(w))
+                    escape::html(&short_caveat(w))
                 ),
             ),
             None => (r##"stroke="#999""##, String::new()),
@@ -248,16 +249,16 @@ pub(super) fn heatmap(title: &str, x: &str, y: Option<&str>, squares: &[Square<'
         let _ = writeln!(
             o,
             r##"<g><title>{}</title><rect x="{cx}" y="{cy}" width="{cw}" height="{ch}" fill="{}" {stroke}/><text x="{}" y="{}" text-anchor="middle">{}</text>{mark}</g>"##,
-            esc(&s.title),
+            escape::html(&s.title),
             s.fill,
             cx + cw / 2.0,
             cy + ch / 2.0 + if s.caveat.is_some() { 0.0 } else { 4.0 },
-            esc(&s.text)
+            escape::html(&s.text)
         );
     }
     let caption = match y {
-        Some(y) => format!("{} (rows: {})", esc(x), esc(y)),
-        None => esc(x),
+        Some(y) => format!("{} (rows: {})", escape::html(x), escape::html(y)),
+        None => escape::html(x),
     };
     let _ = writeln!(
         o,

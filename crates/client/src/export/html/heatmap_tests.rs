@@ -5,8 +5,8 @@ use qbench_core::report::compare::Verdict;
 use qbench_core::stats::effect::Test;
 use qbench_core::Protocol;
 
+use super::cell::Cmp;
 use super::heatmap::{key, squares};
-use super::html_cell::Cmp;
 use super::scaling_tests::{judged_cell, round, side};
 
 const GB: u64 = 1_000_000_000;

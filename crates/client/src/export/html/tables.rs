@@ -8,9 +8,9 @@ use qbench_core::report::thresholds::ThresholdOutcome;
 use qbench_core::report::Environment;
 use qbench_core::{PercentileSummary, Report};
 
-use super::html_cell::esc;
-use super::html_env::environment_table;
-use super::html_sides::Side;
+use super::env::environment_table;
+use super::sides::Side;
+use crate::export::escape;
 
 /// Microseconds as milliseconds with two decimals, `-` when absent.
 pub(super) fn ms(us: Option<f64>) -> String {
@@ -82,7 +82,7 @@ fn rows() -> Vec<Row> {
         ("goodput", "goodput, median over runs (Mbit/s)", |r| {
             let v = r.summary.goodput_bps.median;
             let shown = v.map_or("-".into(), |v| format!("{:.2}", v / 1e6));
-            match crate::export::text::goodput_warning(r) {
+            match crate::export::text::run::goodput_warning(r) {
                 Some(w) => format!("{shown} (WARNING: {w})"),
                 None => shown,
             }
@@ -117,7 +117,7 @@ pub(super) fn summary_table(sides: &[Side<'_>]) -> String {
     let mut html =
         String::from("<div class=\"scroll\"><table id=\"summary\"><tr><th class=\"w\">figure</th>");
     for (label, _) in sides {
-        let _ = write!(html, "<th>{}</th>", esc(label));
+        let _ = write!(html, "<th>{}</th>", escape::html(label));
     }
     html.push_str("</tr>");
     for row in rows() {
@@ -125,10 +125,10 @@ pub(super) fn summary_table(sides: &[Side<'_>]) -> String {
             html,
             "<tr data-key=\"{}\"><td class=\"k\">{}</td>",
             row.key,
-            esc(&row.label)
+            escape::html(&row.label)
         );
         for (_, rep) in sides {
-            let _ = write!(html, "<td>{}</td>", esc(&(row.value)(rep)));
+            let _ = write!(html, "<td>{}</td>", escape::html(&(row.value)(rep)));
         }
         html.push_str("</tr>");
     }
@@ -147,9 +147,13 @@ pub(super) fn errors_section(sides: &[Side<'_>]) -> String {
             continue;
         }
         any = true;
-        let _ = write!(html, "<h3>{}</h3>", esc(label));
+        let _ = write!(html, "<h3>{}</h3>", escape::html(label));
         if let Some(why) = &rep.aborted {
-            let _ = write!(html, "<p class=\"bad\">incomplete: {}</p>", esc(why));
+            let _ = write!(
+                html,
+                "<p class=\"bad\">incomplete: {}</p>",
+                escape::html(why)
+            );
         }
         if !errors.is_empty() {
             html.push_str("<div class=\"scroll\"><table class=\"errors\"><tr><th class=\"w\">kind</th><th>count</th></tr>");
@@ -157,7 +161,7 @@ pub(super) fn errors_section(sides: &[Side<'_>]) -> String {
                 let _ = write!(
                     html,
                     "<tr><td class=\"k\">{}</td><td>{n}</td></tr>",
-                    esc(&kind.to_string())
+                    escape::html(&kind.to_string())
                 );
             }
             html.push_str("</table></div>");
@@ -166,7 +170,7 @@ pub(super) fn errors_section(sides: &[Side<'_>]) -> String {
             let _ = write!(
                 html,
                 "<p>first error: <code class=\"first-error\">{}</code></p>",
-                esc(first)
+                escape::html(first)
             );
         }
     }
@@ -213,11 +217,11 @@ pub(super) fn thresholds_section(outcomes: &[ThresholdOutcome]) -> String {
         let _ = write!(
             html,
             "<tr><td class=\"k\"><code>{}</code></td><td>{}</td><td>{} {} {}</td>{outcome}</tr>",
-            esc(&o.condition),
-            esc(&observed),
-            esc(&o.op),
+            escape::html(&o.condition),
+            escape::html(&observed),
+            escape::html(&o.op),
             figure(o.limit),
-            esc(&o.unit)
+            escape::html(&o.unit)
         );
     }
     html.push_str("</table></div>");
@@ -237,19 +241,19 @@ pub(super) fn environment_section(
     if !env.warnings.is_empty() {
         html.push_str("<ul class=\"warnings\">");
         for w in &env.warnings {
-            let _ = write!(html, "<li class=\"bad\">{}</li>", esc(w));
+            let _ = write!(html, "<li class=\"bad\">{}</li>", escape::html(w));
         }
         html.push_str("</ul>");
     }
     html.push_str(&environment_table(&serde_json::to_value(env)?));
     if let Some((label, other)) = other {
-        let _ = write!(html, "<h3>{}</h3>", esc(label));
+        let _ = write!(html, "<h3>{}</h3>", escape::html(label));
         html.push_str(&environment_table(&serde_json::to_value(other)?));
     }
     let _ = write!(
         html,
         "<h2 id=\"command\">Command</h2><p><code>{}</code></p>",
-        esc(&command.join(" "))
+        escape::html(&command.join(" "))
     );
     Ok(html)
 }

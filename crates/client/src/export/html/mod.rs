@@ -4,6 +4,24 @@
 //! threads, a table of every cell, and the environment and commands, as one HTML page plus SVG
 //! files.
 
+pub(super) mod cell;
+mod cell_table;
+pub mod compare;
+mod env;
+mod heatmap;
+#[cfg(test)]
+mod heatmap_tests;
+mod page;
+mod qoe;
+pub mod run;
+#[cfg(test)]
+mod run_tests;
+mod scaling;
+#[cfg(test)]
+pub(super) mod scaling_tests;
+mod sides;
+mod tables;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -16,13 +34,14 @@ use qbench_core::stats::metric::Metric;
 use qbench_core::stats::noise::Losses;
 use qbench_core::{Report, Stats};
 
-use super::cell_table::{cell_table, competitions_table};
-use super::html_cell::{anchors, by_axes, esc, title, varying, varying_axes, Cmp};
-use super::html_env::environment_and_commands;
-use super::html_page::{head, END};
-use super::html_sides::{first_round_cwnd, inferred_machines, latency_cdf, per_round, Side};
-use crate::export::heatmap::{heatmap, squares};
+use crate::export::escape;
 use crate::export::svg::state_graph;
+use cell::{anchors, by_axes, title, varying, varying_axes, Cmp};
+use cell_table::{cell_table, competitions_table};
+use env::environment_and_commands;
+use heatmap::{heatmap, squares};
+use page::{head, END};
+use sides::{first_round_cwnd, inferred_machines, latency_cdf, per_round, Side};
 
 /// The cell files of a sweep's output directory, as the page shows them.
 pub struct Sweep {
@@ -76,7 +95,7 @@ fn losses_table(r: &CompareReport) -> String {
             );
             Some(format!(
                 "<tr><td>{}</td><td>{d:.0}</td><td>{k:.0}</td><td>{s:.0}</td></tr>",
-                esc(label)
+                escape::html(label)
             ))
         })
         .collect();
@@ -107,7 +126,7 @@ fn state_share_table(machines: &[(&str, Option<StateMachine>)]) -> anyhow::Resul
             Some(m) => serde_json::to_value(&m.time_fraction)?,
             None => serde_json::Value::Null,
         };
-        let _ = write!(html, "<tr><td>{}</td>", esc(label));
+        let _ = write!(html, "<tr><td>{}</td>", escape::html(label));
         for st in states {
             let v = fr.get(st).and_then(|v| v.as_f64());
             let _ = write!(
@@ -129,8 +148,8 @@ fn cell_details(id: &str, c: &Cmp) -> anyhow::Result<String> {
     let name = title(&c.cell);
     let mut html = format!(
         "<h3 id=\"{}\">{}</h3><div class=\"charts\">",
-        esc(id),
-        esc(&name)
+        escape::html(id),
+        escape::html(&name)
     );
     let both: [Side<'_>; 2] = sides(r).map(|(l, rep)| (l.as_str(), rep));
     html.push_str(&per_round(&name, r.comparison.metric, &both));
@@ -148,11 +167,21 @@ fn cell_details(id: &str, c: &Cmp) -> anyhow::Result<String> {
     html.push_str("</div>");
     html.push_str(&losses_table(r));
     for (label, rep) in sides(r) {
-        if let Some(cpu) = crate::export::notes::client_cpu(&rep.runs) {
-            let _ = write!(html, "<p>client CPU of {}: {}</p>", esc(label), esc(&cpu));
+        if let Some(cpu) = crate::export::text::notes::client_cpu(&rep.runs) {
+            let _ = write!(
+                html,
+                "<p>client CPU of {}: {}</p>",
+                escape::html(label),
+                escape::html(&cpu)
+            );
         }
-        if let Some(p) = crate::export::notes::proxy(&rep.runs) {
-            let _ = write!(html, "<p>proxy of {}: {}</p>", esc(label), esc(&p));
+        if let Some(p) = crate::export::text::notes::proxy(&rep.runs) {
+            let _ = write!(
+                html,
+                "<p>proxy of {}: {}</p>",
+                escape::html(label),
+                escape::html(&p)
+            );
         }
     }
     html.push_str(&state_share_table(&machines)?);
@@ -215,8 +244,8 @@ pub const GENERATOR: &str = "qbench report";
 
 fn page_head(name: &str, cells: &[Cmp]) -> String {
     let mut html = head(name, GENERATOR);
-    let (red, blue) = super::heatmap::key(cells);
-    let _ = writeln!(html, "<h1>qbench sweep: {}</h1><p>{} cells. Each square is the effect in {} of the test that decided its verdict ({}), in percent; <span style=\"color:#c00\">red: {}</span>, <span style=\"color:#00c\">blue: {}</span>, white: not significant (p &ge; 0.01{}). Hover over a square for the effect's interval, p and q.</p>", esc(name), cells.len(), esc(&metric_titles(cells)), esc(&test_effects(cells)), esc(&red), esc(&blue), if cells.iter().any(|c| c.fdr.is_some()) { ", or not kept by false discovery rate control: <em>n.s. (FDR)</em>" } else { "" });
+    let (red, blue) = heatmap::key(cells);
+    let _ = writeln!(html, "<h1>qbench sweep: {}</h1><p>{} cells. Each square is the effect in {} of the test that decided its verdict ({}), in percent; <span style=\"color:#c00\">red: {}</span>, <span style=\"color:#00c\">blue: {}</span>, white: not significant (p &ge; 0.01{}). Hover over a square for the effect's interval, p and q.</p>", escape::html(name), cells.len(), escape::html(&metric_titles(cells)), escape::html(&test_effects(cells)), escape::html(&red), escape::html(&blue), if cells.iter().any(|c| c.fdr.is_some()) { ", or not kept by false discovery rate control: <em>n.s. (FDR)</em>" } else { "" });
     html
 }
 
@@ -274,14 +303,14 @@ pub fn page(sweep: Sweep) -> anyhow::Result<Page> {
     let ids = anchors(cells.iter().map(|c| &c.cell));
     let layout = heatmap_layout(&cells);
     let heatmaps = heatmaps(&sweep.scenario, &layout);
-    let charts = super::scaling::charts(&sweep.scenario, &cells);
+    let charts = scaling::charts(&sweep.scenario, &cells);
     let mut html = page_head(&sweep.scenario, &cells);
     for svg in &heatmaps {
         let _ = write!(html, "<div class=\"scroll\">{svg}</div>");
     }
-    html.push_str(&super::scaling::section(&charts));
+    html.push_str(&scaling::section(&charts));
     html.push_str(&cell_table(&cells, &ids));
-    html.push_str(&super::qoe::table(&cells));
+    html.push_str(&qoe::table(&cells));
     html.push_str("<h2 id=\"per-cell\">Per cell</h2>");
     for (id, c) in ids.iter().zip(&cells) {
         html.push_str(&cell_details(id, c)?);
@@ -295,3 +324,6 @@ pub fn page(sweep: Sweep) -> anyhow::Result<Page> {
         charts,
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -4,8 +4,8 @@ use qbench_core::report::compare::Verdict;
 use qbench_core::stats::effect::Test;
 use qbench_core::Protocol;
 
-use super::html_cell::Cmp;
-use super::scaling_tests::{judged_cell, round, side};
+use crate::export::html::cell::Cmp;
+use crate::export::html::scaling_tests::{judged_cell, round, side};
 
 /// A goodput comparison: A's rounds take `a` seconds per GB, B's `b`.
 fn cell(protos: (Protocol, Protocol), a: &[f64], b: &[f64], test: Test) -> Cmp {

@@ -11,8 +11,8 @@ use qbench_core::stats::effect::Test;
 use qbench_core::stats::metric::Metric;
 use qbench_core::{ErrorKind, HistogramExport, LatencyHistogram, Protocol, Report};
 
-use super::html_compare::{self, verdict};
-use super::html_run;
+use super::compare::{self as html_compare, verdict};
+use super::run as html_run;
 use super::scaling_tests::{round, side};
 
 const MB: u64 = 1_000_000;
@@ -266,4 +266,33 @@ fn the_compare_page_puts_both_sides_side_by_side() {
     }
     assert!(html.contains("id=\"no-intervals\""));
     assert!(html.find("id=\"verdict\"") < html.find("id=\"summary\""));
+}
+
+/// A side's label is text wherever the compare page puts it: in the summary table's cells and
+/// in its SVG charts' titles, `&`, `<`, `>` and `"` come out as entities.
+#[test]
+fn a_label_with_markup_characters_is_text_in_table_cells_and_charts() {
+    let hostile = r#"h2 & <b>"x"</b>"#;
+    let escaped = "h2 &amp; &lt;b&gt;&quot;x&quot;&lt;/b&gt;";
+    let plain = comparison(0.8, Test::Welch);
+    let r = CompareReport::new(
+        5,
+        (hostile.into(), "h3".into()),
+        vec![],
+        (plain.a, plain.b),
+        (Metric::Goodput, Test::Welch),
+    );
+    let html = html_compare::page(&r).unwrap();
+    assert!(
+        html.contains(&format!("<th>A: {escaped}</th><th>B: h3</th>")),
+        "{html}"
+    );
+    let t = titles(&html);
+    let want = format!("goodput per round, {escaped} vs h3");
+    assert!(t.contains(&want), "{want} not in {t:?}");
+    assert!(!html.contains("<b>"), "{html}");
+    assert!(
+        !html.contains(r#"&lt;b&gt;"x""#),
+        "a quote left raw: {html}"
+    );
 }

@@ -1,5 +1,5 @@
 //! What the HTML report's parts share: one comparison cell as they draw it, the axes that vary
-//! between cells, the order, titles and anchors of cells, and escaping.
+//! between cells, and the order, titles and anchors of cells.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -8,23 +8,17 @@ use qbench_core::report::compare::CompareReport;
 use qbench_core::scenario::Cell;
 
 /// A comparison cell of a sweep.
-pub(super) struct Cmp {
-    pub(super) cell: Cell,
-    pub(super) report: CompareReport,
+pub(in crate::export) struct Cmp {
+    pub(in crate::export) cell: Cell,
+    pub(in crate::export) report: CompareReport,
     /// With false discovery rate control: the cell's q-value and whether it is kept.
-    pub(super) fdr: Option<(f64, bool)>,
+    pub(in crate::export) fdr: Option<(f64, bool)>,
 }
 
-/// Why a cell's verdict is not the transports' alone (see [`super::notes::limited_runs`]).
+/// Why a cell's verdict is not the transports' alone (see
+/// [`crate::export::text::notes::limited_runs`]).
 pub(super) fn caveat(c: &Cmp) -> Option<String> {
-    super::notes::limited_runs(&c.report)
-}
-
-pub(super) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    crate::export::text::notes::limited_runs(&c.report)
 }
 
 /// Objects and rate first, as in the paper's figures; then the rest by name.

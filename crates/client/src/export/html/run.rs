@@ -6,12 +6,12 @@ use std::fmt::Write as _;
 
 use qbench_core::Report;
 
-use super::html_cell::esc;
-use super::html_page::{head, END};
-use super::html_sides::{
+use super::page::{head, END};
+use super::sides::{
     first_round_cwnd, inferred_machines, latency_cdf, over_time, per_run_latency, ttfb_cdf, Side,
 };
-use super::html_tables::{environment_section, errors_section, summary_table, thresholds_section};
+use super::tables::{environment_section, errors_section, summary_table, thresholds_section};
+use crate::export::escape;
 use crate::export::svg::state_graph;
 
 /// Marks a page as a single benchmark's.
@@ -101,7 +101,7 @@ pub(super) fn status(complete: bool, aborted: Option<&str>) -> String {
         (true, _) => "<p id=\"status\">Complete.</p>".into(),
         (false, Some(why)) => format!(
             "<p id=\"status\" class=\"bad\">Incomplete: {}. What was measured until then is below.</p>",
-            esc(why)
+            escape::html(why)
         ),
         (false, None) => "<p id=\"status\" class=\"bad\">Incomplete: not every run completed (see Errors).</p>".into(),
     }
@@ -116,10 +116,10 @@ pub fn page(r: &Report) -> anyhow::Result<String> {
     let _ = write!(
         html,
         "<h1>qbench: {}</h1><p>Started {}; {} {}.</p>",
-        esc(&name),
-        esc(&r.started_at),
-        esc(&r.tool.name),
-        esc(&r.tool.version)
+        escape::html(&name),
+        escape::html(&r.started_at),
+        escape::html(&r.tool.name),
+        escape::html(&r.tool.version)
     );
     html.push_str(&status(r.complete, r.aborted.as_deref()));
     html.push_str("<h2 id=\"summary-h\">Summary</h2>");

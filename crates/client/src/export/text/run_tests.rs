@@ -7,8 +7,8 @@ use std::time::Duration;
 use qbench_core::report::load::IntervalRecord;
 use qbench_core::{ErrorKind, HistogramExport, LatencyHistogram, Protocol, Recorder};
 
-use super::scaling_tests::{round, side};
-use super::text::{interval_line, summary};
+use super::run::{interval_line, summary};
+use crate::export::html::scaling_tests::{round, side};
 
 fn line<'a>(text: &'a str, key: &str) -> &'a str {
     text.lines()

@@ -11,7 +11,8 @@ use qbench_core::stats::effect::Test;
 use qbench_core::stats::fmt_p;
 use qbench_core::Stats;
 
-use super::html_cell::{caveat, esc, title, Cmp};
+use super::cell::{caveat, title, Cmp};
+use crate::export::escape;
 
 fn verdict_text(r: &CompareReport) -> String {
     match r.comparison.verdict {
@@ -100,8 +101,8 @@ pub(super) fn cell_table(cells: &[Cmp], ids: &[String]) -> String {
         let _ = write!(
             html,
             "<p>Every cell is judged by {} with {}.</p>",
-            esc(m.title()),
-            esc(t.title())
+            escape::html(m.title()),
+            escape::html(t.title())
         );
     }
     let judged_heads = match shared {
@@ -144,17 +145,17 @@ pub(super) fn cell_table(cells: &[Cmp], ids: &[String]) -> String {
         let _ = writeln!(
             html,
             "<tr><td class=\"w\"><a href=\"#{id}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td>{judged}<td>{}</td><td>{}</td><td>{}</td><td>{}</td>{q}<td>{noisy}, {}</td><td class=\"w\" title=\"{}\">{}</td></tr>",
-            esc(&title(&c.cell)),
-            esc(&r.label_a),
-            esc(&r.label_b),
+            escape::html(&title(&c.cell)),
+            escape::html(&r.label_a),
+            escape::html(&r.label_b),
             rounds(r),
             show(&cmp.a),
             show(&cmp.b),
             effect(c),
             cmp.p.map_or("-".into(), fmt_p),
             r.discarded.len(),
-            esc(&verdict_title(r)),
-            esc(&verdict)
+            escape::html(&verdict_title(r)),
+            escape::html(&verdict)
         );
     }
     html.push_str("</table></div>");
@@ -188,8 +189,8 @@ pub(super) fn competitions_table(competitions: &[(Cell, CompeteReport)]) -> Stri
         let _ = writeln!(
             html,
             "<tr><td class=\"w\">{}</td><td class=\"w\">{}</td><td>{}</td></tr>",
-            esc(&title(cell)),
-            esc(&flow_goodputs(c)),
+            escape::html(&title(cell)),
+            escape::html(&flow_goodputs(c)),
             c.jain_index.map_or("-".into(), |j| format!("{j:.3}"))
         );
     }

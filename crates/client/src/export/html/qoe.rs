@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 
 use qbench_core::{Report, Stats};
 
-use super::html_cell::{esc, title, Cmp};
+use super::cell::{title, Cmp};
+use crate::export::escape;
 
 /// Mean (sd) of a figure over a side's runs that have it.
 fn cell(
@@ -48,8 +49,8 @@ pub(super) fn table(cells: &[Cmp]) -> String {
             let _ = writeln!(
                 html,
                 "<tr><td class=\"w\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&title(&c.cell)),
-                esc(label),
+                escape::html(&title(&c.cell)),
+                escape::html(label),
                 cell(side, 1e-6, 2, |v| v.time_to_start_us.map(|t| t as f64)),
                 cell(side, 100.0, 1, |v| Some(v.loaded_fraction)),
                 cell(side, 100.0, 1, |v| v.rebuffer_ratio),
