@@ -192,30 +192,31 @@ pub(super) fn record(
     seen: Option<&Seen>,
     clock: Clock,
 ) -> Placed {
-    let mut placed = Placed {
-        version: None,
-        timings: TimingSource::Client,
-        verified: 0,
-        unverified: 0,
-    };
     let server_timed = outcomes.iter().any(|(_, _, r)| r.server_timed);
-    if server_timed {
-        placed.timings = TimingSource::Server;
-    }
-    // A program that names no connections of its own has the server's.
-    let server_conns = outcomes
-        .iter()
-        .any(|(_, _, r)| r.server_timed || r.conns.is_empty());
+    let mut pass = Pass {
+        ctx,
+        seen,
+        clock,
+        by_path: BTreeMap::new(),
+        placed: Placed {
+            version: None,
+            timings: match server_timed {
+                true => TimingSource::Server,
+                false => TimingSource::Client,
+            },
+            verified: 0,
+            unverified: 0,
+        },
+    };
     // The server's requests by path, in the order it read them: server-timed objects are
     // these, and every object a client claims is checked against them.
-    let mut by_path: BTreeMap<String, VecDeque<usize>> = BTreeMap::new();
     if let Some(seen) = seen {
         for (i, r) in seen.requests.iter().enumerate() {
-            by_path.entry(r.path.clone()).or_default().push_back(i);
+            pass.by_path.entry(r.path.clone()).or_default().push_back(i);
         }
     }
     for (inv, ended, r) in outcomes {
-        placed.version = placed.version.take().or_else(|| r.version.clone());
+        pass.placed.version = pass.placed.version.take().or_else(|| r.version.clone());
         if let Some((kind, msg)) = &r.problem {
             rec.error(*kind, msg);
         }
@@ -231,20 +232,80 @@ pub(super) fn record(
         }
         let failed = (!ended.ok).then(|| process_failure(ended));
         let end = clock.offset_of(ended.spawned) + Duration::from_micros(ended.record.wall_us);
-        if r.server_timed {
-            for &i in &inv.objects {
-                let o = server_object(ctx, i, seen, &mut by_path, r, failed.as_ref(), end, clock);
-                match (&o.error, r.file_checks.get(&i)) {
-                    (None, Some(Ok(()))) => placed.verified += 1,
-                    _ => placed.unverified += 1,
-                }
-                rec.object(o);
-            }
-            if let (Some((k, m)), true) = (&failed, inv.objects.is_empty()) {
-                rec.error(*k, m);
-            }
-            continue;
+        match r.server_timed {
+            true => pass.server_timed(rec, inv, r, failed.as_ref(), end),
+            false => pass.client_timed(rec, inv, ended, r, failed.as_ref(), end),
         }
+    }
+    // A program that names no connections of its own has the server's. Recorded after the
+    // processes' own outcomes: a connection the server saw no handshake on is the consequence
+    // of what the client said went wrong (curl's exit code and message), which is the run's
+    // first error.
+    let server_conns = outcomes
+        .iter()
+        .any(|(_, _, r)| r.server_timed || r.conns.is_empty());
+    if let (true, Some(seen)) = (server_conns, seen) {
+        for c in &seen.conns {
+            let id = rec.connection_started(clock.offset_of(c.accepted));
+            match c.handshake {
+                Some(h) => rec.handshake_done(
+                    id,
+                    clock.offset_of(h),
+                    info(Some(ctx.proto.to_string()), Some(c.peer.port())),
+                ),
+                None => {
+                    rec.connection_failed(id, ErrorKind::Tls, "no handshake seen by the server")
+                }
+            }
+        }
+    }
+    pass.placed
+}
+
+/// The processes' outcomes as `record` goes through them.
+struct Pass<'a> {
+    ctx: &'a Ctx,
+    seen: Option<&'a Seen>,
+    clock: Clock,
+    by_path: BTreeMap<String, VecDeque<usize>>,
+    placed: Placed,
+}
+
+impl Pass<'_> {
+    /// A process without timings of its own: its objects are the server's.
+    fn server_timed(
+        &mut self,
+        rec: &mut Recorder,
+        inv: &Invocation,
+        r: &Reported,
+        failed: Option<&(ErrorKind, String)>,
+        end: Duration,
+    ) {
+        for &i in &inv.objects {
+            let (ctx, seen, clock) = (self.ctx, self.seen, self.clock);
+            let o = server_object(ctx, i, seen, &mut self.by_path, r, failed, end, clock);
+            match (&o.error, r.file_checks.get(&i)) {
+                (None, Some(Ok(()))) => self.placed.verified += 1,
+                _ => self.placed.unverified += 1,
+            }
+            rec.object(o);
+        }
+        if let (Some((k, m)), true) = (failed, inv.objects.is_empty()) {
+            rec.error(*k, m);
+        }
+    }
+
+    /// A process with timings of its own: its connections and objects, each object it claims
+    /// checked against the server's requests, and those it never reported failed.
+    fn client_timed(
+        &mut self,
+        rec: &mut Recorder,
+        inv: &Invocation,
+        ended: &Ended,
+        r: &Reported,
+        failed: Option<&(ErrorKind, String)>,
+        end: Duration,
+    ) {
         for c in &r.conns {
             let id = rec.connection_started(c.started);
             match (&c.error, c.handshake) {
@@ -265,17 +326,17 @@ pub(super) fn record(
                 status: o.status,
                 stream: None,
             };
-            check_claim(ctx, o, seen, &mut by_path, &mut out);
+            check_claim(self.ctx, o, self.seen, &mut self.by_path, &mut out);
             errors += usize::from(out.error.is_some());
             match o.verified {
-                Some(true) => placed.verified += 1,
-                _ => placed.unverified += 1,
+                Some(true) => self.placed.verified += 1,
+                _ => self.placed.unverified += 1,
             }
             rec.object(out);
         }
         // Objects the process never reported (it died, hung or printed too little).
         let missing = inv.objects.len() - r.objects.len().min(inv.objects.len());
-        let (kind, msg) = failed.clone().unwrap_or_else(|| match ended.stdout_cut {
+        let (kind, msg) = failed.cloned().unwrap_or_else(|| match ended.stdout_cut {
             0 => (
                 ErrorKind::Io,
                 "the client reported no outcome for it".to_string(),
@@ -290,7 +351,7 @@ pub(super) fn record(
             ),
         });
         for _ in 0..missing {
-            placed.unverified += 1;
+            self.placed.unverified += 1;
             rec.object(ObjectOutcome {
                 intended: None,
                 sent: end,
@@ -302,31 +363,12 @@ pub(super) fn record(
                 stream: None,
             });
         }
-        if let (Some((k, m)), 0, 0) = (&failed, missing, errors) {
+        if let (Some((k, m)), 0, 0) = (failed, missing, errors) {
             // Every object went well by its account, yet the process failed: the run is not
             // clean.
             rec.error(*k, m);
         }
     }
-    // Recorded after the processes' own outcomes: a connection the server saw no handshake
-    // on is the consequence of what the client said went wrong (curl's exit code and
-    // message), which is the run's first error.
-    if let (true, Some(seen)) = (server_conns, seen) {
-        for c in &seen.conns {
-            let id = rec.connection_started(clock.offset_of(c.accepted));
-            match c.handshake {
-                Some(h) => rec.handshake_done(
-                    id,
-                    clock.offset_of(h),
-                    info(Some(ctx.proto.to_string()), Some(c.peer.port())),
-                ),
-                None => {
-                    rec.connection_failed(id, ErrorKind::Tls, "no handshake seen by the server")
-                }
-            }
-        }
-    }
-    placed
 }
 
 /// The path the server logs for object `i`.
@@ -482,83 +524,5 @@ fn server_object(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use qbench_server::truth::ConnSeen;
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
-
-    fn conn(connected: u64, port: Option<u16>, odcid: Option<&str>) -> ConnOut {
-        ConnOut {
-            started: ms(connected - 100),
-            handshake: Some(ms(connected + 100)),
-            error: None,
-            local_port: port,
-            alpn: None,
-            connected: Some(ms(connected)),
-            one_way: odcid.map(|_| ms(40)),
-            odcid: odcid.map(str::to_string),
-        }
-    }
-
-    fn seen(clock: Clock, accepted: u64, rtt: Option<u64>, odcid: Option<&str>) -> Seen {
-        Seen {
-            conns: vec![ConnSeen {
-                peer: "198.18.0.1:5000".parse().unwrap(),
-                quic: odcid.is_some(),
-                accepted: clock.at(ms(accepted)).into_std(),
-                handshake: None,
-                odcid: odcid.map(str::to_string),
-                handshake_rtt: rtt.map(ms),
-                telemetry: None,
-            }],
-            requests: Vec::new(),
-            dropped: 0,
-        }
-    }
-
-    #[test]
-    fn a_tcp_connect_is_placed_a_one_way_delay_before_the_servers_accept() {
-        let clock = Clock::start();
-        // Laid from the spawn, curl connected at 130 ms; the server accepted at 1000 ms, on a
-        // handshake of 100 ms RTT: the ACK left 50 ms before, its SYN 150 ms before.
-        let mut r = Reported {
-            conns: vec![conn(130, Some(5000), None)],
-            ..Reported::default()
-        };
-        let a = anchor(&mut r, Some(&seen(clock, 1000, Some(100), None)), clock).unwrap();
-        assert_eq!(a.event, AnchorEvent::ServerTcpAccept);
-        assert_eq!(a.one_way_us, Some(50_000));
-        assert_eq!(r.conns[0].connected, Some(ms(950)));
-        assert_eq!(r.conns[0].started, ms(850));
-        assert_eq!(r.anchor, Some(AnchorEvent::ServerTcpAccept));
-    }
-
-    #[test]
-    fn a_quic_initial_is_placed_by_its_own_half_round_trip() {
-        let clock = Clock::start();
-        let mut r = Reported {
-            conns: vec![conn(130, None, Some("ab01"))],
-            ..Reported::default()
-        };
-        let a = anchor(&mut r, Some(&seen(clock, 1000, None, Some("ab01"))), clock).unwrap();
-        assert_eq!(
-            (a.event, a.one_way_us),
-            (AnchorEvent::ServerQuicInitial, Some(40_000))
-        );
-        assert_eq!(r.conns[0].connected, Some(ms(960)));
-        // A connection the server never saw leaves the times where they were.
-        let mut r = Reported {
-            conns: vec![conn(130, None, Some("ffff"))],
-            anchor: Some(AnchorEvent::Spawn),
-            ..Reported::default()
-        };
-        assert!(anchor(&mut r, Some(&seen(clock, 1000, None, Some("ab01"))), clock).is_none());
-        assert_eq!(
-            (r.conns[0].connected, r.anchor),
-            (Some(ms(130)), Some(AnchorEvent::Spawn))
-        );
-    }
-}
+#[path = "place_tests.rs"]
+mod tests;
