@@ -77,14 +77,26 @@ pub(super) fn from_lines(
         }),
         ..Reported::default()
     };
-    // Each of the process's objects is taken by the first line with its URL.
+    take_lines(ctx, inv, p.lines, at, &mut r);
+    r
+}
+
+/// The process's lines as its connections and objects: each of its objects is taken by the
+/// first line with its URL.
+fn take_lines(
+    ctx: &Ctx,
+    inv: &Invocation,
+    lines: Vec<FetchLine>,
+    at: impl Fn(u64) -> Duration,
+    r: &mut Reported,
+) {
     let mut free: HashMap<&str, VecDeque<usize>> = HashMap::new();
     for &i in &inv.objects {
         free.entry(ctx.objects[i].url.as_str())
             .or_default()
             .push_back(i);
     }
-    for l in p.lines {
+    for l in lines {
         match l {
             FetchLine::Connection {
                 start_us,
@@ -94,7 +106,7 @@ pub(super) fn from_lines(
                 ..
             } => r.conns.push(ConnOut {
                 started: at(start_us),
-                handshake: handshake_us.map(at),
+                handshake: handshake_us.map(&at),
                 error: error.map(|m| (error_kind.unwrap_or(ErrorKind::Io), m)),
                 local_port: None,
                 alpn: Some(ctx.proto.to_string()),
@@ -125,7 +137,7 @@ pub(super) fn from_lines(
                 r.objects.push(ObjOut {
                     index: Some(index),
                     sent: at(start_us),
-                    headers: headers_us.map(at),
+                    headers: headers_us.map(&at),
                     done: at(done_us),
                     bytes,
                     status,
@@ -137,7 +149,6 @@ pub(super) fn from_lines(
             FetchLine::Zero { .. } | FetchLine::Version { .. } => {}
         }
     }
-    r
 }
 
 /// A line's latest time, from the program's zero.
@@ -170,34 +181,10 @@ pub(super) fn h2load(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Re
         anchor: Some(AnchorEvent::ClientWallClock),
         ..Reported::default()
     };
-    let log = match own_files::open(&inv.dir, &inv.dir.join("requests.log")) {
-        Ok(f) => {
-            let kept = Arc::new(Mutex::new(Kept::default()));
-            output::lines(f, &kept, own_files::MAX_H2LOAD_LOG);
-            output::take(&kept)
-        }
-        // It died before it wrote one: its objects are unreported.
-        Err(OwnFileError::Io(_, e)) if e.kind() == std::io::ErrorKind::NotFound => Kept::default(),
-        Err(err) => {
-            r.problem = Some((ErrorKind::Io, format!("its log {err}")));
-            return r;
-        }
-    };
-    if log.cut > 0 {
-        r.problem = Some((
-            ErrorKind::Io,
-            format!(
-                "its log passed the {} MiB qbench reads: {} lines not read",
-                own_files::MAX_H2LOAD_LOG >> 20,
-                log.cut
-            ),
-        ));
-    }
-    let log = String::from_utf8_lossy(&log.text);
-    let parsed = match qbench_core::client_program::h2load::parse_log(&log) {
+    let parsed = match h2load_log(inv, &mut r) {
         Ok(p) => p,
-        Err(err) => {
-            r.problem = Some((ErrorKind::Protocol, err.to_string()));
+        Err(problem) => {
+            r.problem = Some(problem);
             return r;
         }
     };
@@ -232,36 +219,77 @@ pub(super) fn h2load(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Re
         });
     }
     if let Some(s) = summary {
-        if s.connections_ok > 0 {
-            let connect = Duration::from_micros(s.connect_mean_us.unwrap_or(0));
-            // Without a logged request the connection has no place of its own.
-            let made = r.objects.iter().map(|o| o.sent).min();
-            if made.is_none() {
-                r.anchor = Some(AnchorEvent::Spawn);
-            }
-            let made = made.unwrap_or(spawned + connect);
-            r.conns.push(ConnOut {
-                started: made.saturating_sub(connect).max(spawned),
-                handshake: Some(made),
-                error: None,
-                local_port: None,
-                alpn: Some(ctx.proto.to_string()),
-                connected: None,
-                one_way: None,
-                odcid: None,
-            });
-        }
-        if s.data_bytes != data && r.problem.is_none() {
-            r.problem = Some((
-                ErrorKind::ShortBody,
-                format!(
-                    "h2load received {} body bytes; the answers it logged ask for {data}",
-                    s.data_bytes
-                ),
-            ));
-        }
+        h2load_summary(ctx, &s, spawned, data, &mut r);
     }
     r
+}
+
+/// h2load's log of requests: none when it died before it wrote one (its objects are then
+/// unreported), its lines past what qbench reads a problem of the run.
+fn h2load_log(
+    inv: &Invocation,
+    r: &mut Reported,
+) -> Result<Vec<qbench_core::client_program::h2load::LogLine>, (ErrorKind, String)> {
+    let log = match own_files::open(&inv.dir, &inv.dir.join("requests.log")) {
+        Ok(f) => {
+            let kept = Arc::new(Mutex::new(Kept::default()));
+            output::lines(f, &kept, own_files::MAX_H2LOAD_LOG);
+            output::take(&kept)
+        }
+        Err(OwnFileError::Io(_, e)) if e.kind() == std::io::ErrorKind::NotFound => Kept::default(),
+        Err(err) => return Err((ErrorKind::Io, format!("its log {err}"))),
+    };
+    if log.cut > 0 {
+        r.problem = Some((
+            ErrorKind::Io,
+            format!(
+                "its log passed the {} MiB qbench reads: {} lines not read",
+                own_files::MAX_H2LOAD_LOG >> 20,
+                log.cut
+            ),
+        ));
+    }
+    qbench_core::client_program::h2load::parse_log(&String::from_utf8_lossy(&log.text))
+        .map_err(|err| (ErrorKind::Protocol, err.to_string()))
+}
+
+/// h2load's summary: its connection, placed before its first logged request by its mean
+/// connect time, and its body bytes against those its logged answers ask for.
+fn h2load_summary(
+    ctx: &Ctx,
+    s: &qbench_core::client_program::h2load::Summary,
+    spawned: Duration,
+    data: u64,
+    r: &mut Reported,
+) {
+    if s.connections_ok > 0 {
+        let connect = Duration::from_micros(s.connect_mean_us.unwrap_or(0));
+        // Without a logged request the connection has no place of its own.
+        let made = r.objects.iter().map(|o| o.sent).min();
+        if made.is_none() {
+            r.anchor = Some(AnchorEvent::Spawn);
+        }
+        let made = made.unwrap_or(spawned + connect);
+        r.conns.push(ConnOut {
+            started: made.saturating_sub(connect).max(spawned),
+            handshake: Some(made),
+            error: None,
+            local_port: None,
+            alpn: Some(ctx.proto.to_string()),
+            connected: None,
+            one_way: None,
+            odcid: None,
+        });
+    }
+    if s.data_bytes != data && r.problem.is_none() {
+        r.problem = Some((
+            ErrorKind::ShortBody,
+            format!(
+                "h2load received {} body bytes; the answers it logged ask for {data}",
+                s.data_bytes
+            ),
+        ));
+    }
 }
 
 /// Where ngtcp2's example client writes its qlog, in its process's directory.
