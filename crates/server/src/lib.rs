@@ -5,6 +5,8 @@
 pub mod access;
 pub mod body;
 pub mod cc;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod coalesce;
 pub mod conn_io;
 pub mod cpu;

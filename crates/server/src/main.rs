@@ -1,6 +1,7 @@
 use anyhow::Context;
 use clap::Parser;
-use qbench_server::standalone::{serve_until_signal, Cli};
+use qbench_server::cli::Cli;
+use qbench_server::standalone::serve_until_signal;
 
 fn main() {
     // Before the runtime's threads exist: it may start the process again.

@@ -5,7 +5,6 @@ use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use clap::{Args, Parser};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::access::{exposure_warning, TOKEN_ENV};
@@ -15,28 +14,12 @@ use qbench_stack::fdlimit::raise_fd_limit;
 /// Where the server writes the certificate a client pins with `--ca`.
 pub const DEFAULT_CERT_OUT: &str = "qbench-cert.pem";
 
-/// Where the generated certificate goes.
-#[derive(Debug, Clone, Args)]
-pub struct CertOut {
-    /// Where to write the generated certificate (PEM) for clients' --ca; an existing file is
-    /// left alone (the server refuses to start) unless --force
-    #[arg(long, default_value = DEFAULT_CERT_OUT)]
-    pub cert_out: PathBuf,
-
-    /// Replace an existing --cert-out file
-    #[arg(long)]
+/// Where the generated certificate goes (`--cert-out`), and whether an existing file there
+/// is replaced (`--force`).
+#[derive(Debug, Clone)]
+pub struct CertOutput {
+    pub path: PathBuf,
     pub force: bool,
-}
-
-/// How many threads serve. One per side is what a single-connection benchmark on a small
-/// machine wants: a second worker of a server that can only keep one busy shares a core
-/// with the client instead (measured in the book, "Userspace packet cost").
-#[derive(Debug, Clone, Args)]
-pub struct Threads {
-    /// Worker threads of the server's runtime; connections spread over them [default: one
-    /// per CPU, or TOKIO_WORKER_THREADS]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=MAX_THREADS))]
-    pub threads: Option<u16>,
 }
 
 /// More workers than this is a typo, not a machine.
@@ -87,19 +70,18 @@ pub fn threads_from_env(value: Option<&std::ffi::OsStr>) -> Result<Option<u16>, 
     }
 }
 
-impl Threads {
-    /// The multi-threaded runtime `--threads` (or `TOKIO_WORKER_THREADS`) asks for.
-    pub fn runtime(&self) -> Result<tokio::runtime::Runtime, ThreadsError> {
-        let mut b = tokio::runtime::Builder::new_multi_thread();
-        let n = match self.threads {
-            Some(n) => Some(n),
-            None => threads_from_env(std::env::var_os(THREADS_ENV).as_deref())?,
-        };
-        if let Some(n) = n {
-            b.worker_threads(usize::from(n));
-        }
-        Ok(b.thread_name(WORKER_NAME).enable_all().build()?)
+/// The multi-threaded runtime the server runs on: `threads` workers (`--threads`), else
+/// `TOKIO_WORKER_THREADS`'s count, else one per CPU.
+pub fn runtime(threads: Option<u16>) -> Result<tokio::runtime::Runtime, ThreadsError> {
+    let mut b = tokio::runtime::Builder::new_multi_thread();
+    let n = match threads {
+        Some(n) => Some(n),
+        None => threads_from_env(std::env::var_os(THREADS_ENV).as_deref())?,
+    };
+    if let Some(n) = n {
+        b.worker_threads(usize::from(n));
     }
+    Ok(b.thread_name(WORKER_NAME).enable_all().build()?)
 }
 
 /// The certificate file this server wrote. It is removed when the server stops (a generated
@@ -128,8 +110,8 @@ fn create_new(path: &Path, pem: &str) -> io::Result<std::fs::File> {
     Ok(f)
 }
 
-fn write_cert(out: &CertOut, pem: &str) -> Result<CertFile, ServerError> {
-    let path = &out.cert_out;
+fn write_cert(out: &CertOutput, pem: &str) -> Result<CertFile, ServerError> {
+    let path = &out.path;
     let err = |source| ServerError::WriteCert {
         path: path.clone(),
         source,
@@ -167,12 +149,14 @@ fn write_cert(out: &CertOut, pem: &str) -> Result<CertFile, ServerError> {
 }
 
 /// Serves until SIGINT, SIGTERM or SIGHUP; with `relay`, as `qbench proxy` (the upstream, and how to
-/// say where it relays).
+/// say where it relays). Takes the options and certificate output as the command line gives
+/// them (`cli::ServerArgs`, `&cli::CertOut`) or as a library builds them.
 pub async fn serve_until_signal(
-    opts: ServerOptions,
-    cert_out: &CertOut,
+    opts: impl Into<ServerOptions>,
+    cert_out: impl Into<CertOutput>,
     relay: Option<(crate::relay::Upstream, String)>,
 ) -> Result<(), ServerError> {
+    let (opts, cert_out) = (opts.into(), cert_out.into());
     if let Err(e) = raise_fd_limit() {
         crate::note!("warning: could not raise the open-file limit ({e}); ulimit -n bounds how many connections the server holds");
     }
@@ -207,7 +191,7 @@ pub async fn serve_until_signal(
     // without removing the certificate it wrote.
     let mut hup = signal(SignalKind::hangup()).map_err(ServerError::Signal)?;
     let _cert = if generated {
-        Some(write_cert(cert_out, server.cert_pem())?)
+        Some(write_cert(&cert_out, server.cert_pem())?)
     } else {
         None
     };
@@ -216,7 +200,7 @@ pub async fn serve_until_signal(
         server.local_addr(),
         protocols.join(","),
         if generated {
-            format!("; certificate for --ca: {}", cert_out.cert_out.display())
+            format!("; certificate for --ca: {}", cert_out.path.display())
         } else {
             String::new()
         }
@@ -257,56 +241,10 @@ pub async fn serve_until_signal(
     Ok(())
 }
 
-/// The matched qbench server: HTTP/3 on UDP and HTTP/2 + HTTP/1.1 on TCP, same port,
-/// serving GET /bytes/N.
-#[derive(Debug, Parser)]
-#[command(name = "qbench-server", version = env!("QBENCH_VERSION"))]
-pub struct Cli {
-    #[command(flatten)]
-    pub serve: Serve,
-}
-
-// The server's flags, the same for `qbench-server` and `qbench serve`. (A doc comment here
-// would become the `about` of every command that flattens it.)
-#[derive(Debug, clap::Args)]
-pub struct Serve {
-    #[command(flatten)]
-    pub server: ServerOptions,
-
-    #[command(flatten)]
-    pub cert_out: CertOut,
-
-    #[command(flatten)]
-    pub threads: Threads,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    fn parse(threads: &str) -> Result<Cli, clap::Error> {
-        Cli::try_parse_from(["qbench-server".to_string(), format!("--threads={threads}")])
-    }
-
-    #[test]
-    fn threads_set_the_runtime_workers() {
-        for n in [1, 3] {
-            let cli = parse(&n.to_string()).unwrap();
-            let rt = cli.serve.threads.runtime().unwrap();
-            assert_eq!(rt.metrics().num_workers(), n);
-        }
-        let none = Cli::try_parse_from(["qbench-server"]).unwrap();
-        assert_eq!(none.serve.threads.threads, None);
-    }
-
-    #[test]
-    fn bad_thread_counts_are_refused_naming_the_flag() {
-        for bad in ["0", "1025", "-1", "two", ""] {
-            let e = parse(bad).err().unwrap_or_else(|| panic!("{bad} accepted"));
-            assert!(e.to_string().contains("--threads"), "{bad}: {e}");
-        }
-    }
 
     #[test]
     fn the_environment_gives_a_count_or_a_one_line_error() {
@@ -329,14 +267,6 @@ mod tests {
                 Ok(Some(n)) => prop_assert!((1..=MAX_THREADS).contains(&i64::from(n))),
                 Ok(None) => prop_assert!(false, "a value gives a count or an error"),
                 Err(e) => prop_assert!(e.to_string().starts_with(THREADS_ENV)),
-            }
-        }
-
-        #[test]
-        fn threads_parse_to_a_count_or_an_error(s in "\\PC{0,8}") {
-            if let Ok(cli) = parse(&s) {
-                let n = i64::from(cli.serve.threads.threads.unwrap());
-                prop_assert!((1..=MAX_THREADS).contains(&n));
             }
         }
     }

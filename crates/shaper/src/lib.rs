@@ -9,6 +9,7 @@ pub mod calibrate;
 pub mod cgroup;
 pub mod check_table;
 pub mod cleanup;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod cmd;
 pub mod counters;

@@ -4,11 +4,12 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Parser;
+use qbench_core::spec::link::LinkSpec;
 use qbench_shaper::cli::{Cli, Cmd};
 use qbench_shaper::plan::{Names, CLIENT_ADDR, SERVER_ADDR};
 use qbench_shaper::stop::Stop;
 use qbench_shaper::topology::dry_run;
-use qbench_shaper::{netns, Topology, TopologyOptions};
+use qbench_shaper::{netns, BackendChoice, Offloads, Topology, TopologyOptions};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -67,56 +68,11 @@ fn run(cli: Cli) -> anyhow::Result<usize> {
                 ..TopologyOptions::plain(backend)
             };
             if dry {
-                let (backend, script) = dry_run(&spec, &opts).context("--dry-run")?;
-                say!("# backend: {backend:?}\n{script}");
-                return Ok(0);
+                script(&spec, &opts)
+            } else {
+                up(spec, &opts, &stopped)
             }
-            let mut signals =
-                Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
-            for sig in [SIGINT, SIGTERM, SIGHUP] {
-                signal_hook::flag::register(sig, stopped.clone())
-                    .context("installing signal handlers")?;
-            }
-            let topo = Topology::up(spec, &opts).context("bringing the link up")?;
-            let n = topo.names();
-            say!(
-                "link up (backend {:?}): client {CLIENT_ADDR} in {}, router {}, server {SERVER_ADDR} in {}",
-                topo.backend(),
-                n.client,
-                n.router,
-                n.server
-            );
-            if let Some(c) = topo.calibration() {
-                for m in c.misses() {
-                    note!("warning: {}", m.line());
-                }
-                let ok = c.checks.iter().filter(|k| k.ok).count();
-                let unmeasurable = c.unmeasurable().count();
-                say!(
-                    "measured in {} ms: {ok} of {} fields within tolerance{} (`qbench-shaper check` prints the table)",
-                    c.elapsed_ms,
-                    c.checks.len() - unmeasurable,
-                    if unmeasurable > 0 {
-                        format!(", {unmeasurable} not measurable on this link")
-                    } else {
-                        String::new()
-                    }
-                );
-            }
-            say!("run programs with `ip netns exec {} ...`; Ctrl-C or `qbench-shaper down --id {}` ends it", n.client, n.id);
-            let router = n.router.clone();
-            let watch = std::thread::spawn(move || {
-                // `down` from another shell deletes the namespaces: notice and exit too.
-                while netns::list().contains(&router) {
-                    std::thread::sleep(std::time::Duration::from_millis(200));
-                }
-                let _ = signal_hook::low_level::raise(SIGTERM);
-            });
-            signals.forever().next();
-            drop(topo);
-            drop(watch);
-            say!("link down");
-            Ok(0)
+            .map(|()| 0)
         }
         Cmd::Check {
             spec,
@@ -124,98 +80,180 @@ fn run(cli: Cli) -> anyhow::Result<usize> {
             offloads,
             json,
             id,
-        } => {
-            // A signal ends the settling or the measurement under way at its next poll, then
-            // the link is taken down as the topology is dropped.
-            let stop = Arc::new(AtomicBool::new(false));
-            for sig in [SIGINT, SIGTERM, SIGHUP] {
-                signal_hook::flag::register(sig, stop.clone())
-                    .context("installing signal handlers")?;
-            }
-            let opts = TopologyOptions {
-                offloads,
-                id,
-                stop: Stop::flag(stop.clone()),
-                ..TopologyOptions::plain(backend)
-            };
-            let mut topo = Topology::up(spec, &opts).context("bringing the link up")?;
-            // Whatever step the signal cut short, it is named as the measurement's is.
-            anyhow::ensure!(
-                !stop.load(Ordering::Relaxed),
-                "stopped by a signal while the link was brought up"
-            );
-            let backend = topo.backend();
-            let c = topo.calibrate()?.clone();
-            drop(topo);
-            anyhow::ensure!(
-                !stop.load(Ordering::Relaxed),
-                "stopped by a signal while the link was taken down"
-            );
-            if json {
-                say!("{}", serde_json::to_string_pretty(&c)?);
-            } else {
-                say!("backend {backend:?}, measured in {} ms", c.elapsed_ms);
-                say!("{}", qbench_shaper::check_table::table(&c));
-            }
-            Ok(c.misses().count())
-        }
-        Cmd::Down { id } => {
-            let names = Names::new(&id);
-            let existing = netns::list();
-            anyhow::ensure!(existing.contains(&names.router), "no link with id {id}");
-            for c in qbench_shaper::plan::down(&names) {
-                qbench_shaper::exec::run(&c)?;
-            }
-            Ok(0)
-        }
+        } => check(spec, backend, offloads, id, json),
+        Cmd::Down { id } => down(&id).map(|()| 0),
         Cmd::Status => {
-            let ids = ids();
-            if ids.is_empty() {
-                say!("no links");
-            }
-            for id in ids {
-                let n = Names::new(&id);
-                say!("link {id}: {} {} {}", n.client, n.router, n.server);
-                let qdisc = std::process::Command::new("tc")
-                    .args(["-n", &n.router, "qdisc", "show"])
-                    .output();
-                if let Ok(o) = qdisc {
-                    print!("{}", String::from_utf8_lossy(&o.stdout));
-                }
-            }
+            status();
             Ok(0)
         }
         Cmd::Cleanup { force, ids } => {
-            let list = |v: &[String]| {
-                if v.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", v.join(" "))
-                }
-            };
-            let scope = qbench_shaper::cleanup::Scope { force, ids };
-            let ns = qbench_shaper::cleanup::namespaces(&scope);
-            say!(
-                "removed {} namespace(s){}",
-                ns.removed.len(),
-                list(&ns.removed)
-            );
-            let cg = qbench_shaper::cgroup::cleanup(&scope);
-            say!(
-                "removed {} cgroup(s){}",
-                cg.removed.len(),
-                list(&cg.removed)
-            );
-            let held: Vec<String> = ns.held.into_iter().chain(cg.held).collect();
-            if !held.is_empty() {
-                say!(
-                    "left {} owned by a live process (--force removes them){}",
-                    held.len(),
-                    list(&held)
-                );
-            }
+            cleanup(qbench_shaper::cleanup::Scope { force, ids });
             Ok(0)
         }
+    }
+}
+
+/// `up --dry-run`: the commands as a shell script.
+fn script(spec: &LinkSpec, opts: &TopologyOptions) -> anyhow::Result<()> {
+    let (backend, script) = dry_run(spec, opts).context("--dry-run")?;
+    say!("# backend: {backend:?}\n{script}");
+    Ok(())
+}
+
+/// `up`: builds the link and holds it until a stopping signal, or until `down` from another
+/// shell deletes its namespaces.
+fn up(spec: LinkSpec, opts: &TopologyOptions, stopped: &Arc<AtomicBool>) -> anyhow::Result<()> {
+    let mut signals =
+        Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing signal handlers")?;
+    for sig in [SIGINT, SIGTERM, SIGHUP] {
+        signal_hook::flag::register(sig, stopped.clone()).context("installing signal handlers")?;
+    }
+    let topo = Topology::up(spec, opts).context("bringing the link up")?;
+    let n = topo.names();
+    say!(
+        "link up (backend {:?}): client {CLIENT_ADDR} in {}, router {}, server {SERVER_ADDR} in {}",
+        topo.backend(),
+        n.client,
+        n.router,
+        n.server
+    );
+    if let Some(c) = topo.calibration() {
+        for m in c.misses() {
+            note!("warning: {}", m.line());
+        }
+        let ok = c.checks.iter().filter(|k| k.ok).count();
+        let unmeasurable = c.unmeasurable().count();
+        say!(
+            "measured in {} ms: {ok} of {} fields within tolerance{} (`qbench-shaper check` prints the table)",
+            c.elapsed_ms,
+            c.checks.len() - unmeasurable,
+            if unmeasurable > 0 {
+                format!(", {unmeasurable} not measurable on this link")
+            } else {
+                String::new()
+            }
+        );
+    }
+    say!(
+        "run programs with `ip netns exec {} ...`; Ctrl-C or `qbench-shaper down --id {}` ends it",
+        n.client,
+        n.id
+    );
+    let router = n.router.clone();
+    let watch = std::thread::spawn(move || {
+        // `down` from another shell deletes the namespaces: notice and exit too.
+        while netns::list().contains(&router) {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        let _ = signal_hook::low_level::raise(SIGTERM);
+    });
+    signals.forever().next();
+    drop(topo);
+    drop(watch);
+    say!("link down");
+    Ok(())
+}
+
+/// `check`: builds the link, measures it, takes it down and prints asked against measured.
+/// Returns the number of fields that missed their tolerance.
+fn check(
+    spec: LinkSpec,
+    backend: BackendChoice,
+    offloads: Offloads,
+    id: Option<String>,
+    json: bool,
+) -> anyhow::Result<usize> {
+    // A signal ends the settling or the measurement under way at its next poll, then
+    // the link is taken down as the topology is dropped.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [SIGINT, SIGTERM, SIGHUP] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
+    let opts = TopologyOptions {
+        offloads,
+        id,
+        stop: Stop::flag(stop.clone()),
+        ..TopologyOptions::plain(backend)
+    };
+    let mut topo = Topology::up(spec, &opts).context("bringing the link up")?;
+    // Whatever step the signal cut short, it is named as the measurement's is.
+    anyhow::ensure!(
+        !stop.load(Ordering::Relaxed),
+        "stopped by a signal while the link was brought up"
+    );
+    let backend = topo.backend();
+    let c = topo.calibrate()?.clone();
+    drop(topo);
+    anyhow::ensure!(
+        !stop.load(Ordering::Relaxed),
+        "stopped by a signal while the link was taken down"
+    );
+    if json {
+        say!("{}", serde_json::to_string_pretty(&c)?);
+    } else {
+        say!("backend {backend:?}, measured in {} ms", c.elapsed_ms);
+        say!("{}", qbench_shaper::check_table::table(&c));
+    }
+    Ok(c.misses().count())
+}
+
+/// `down`: tears down the link with this id.
+fn down(id: &str) -> anyhow::Result<()> {
+    let names = Names::new(id);
+    let existing = netns::list();
+    anyhow::ensure!(existing.contains(&names.router), "no link with id {id}");
+    for c in qbench_shaper::plan::down(&names) {
+        qbench_shaper::exec::run(&c)?;
+    }
+    Ok(())
+}
+
+/// `status`: the links that exist, each with its router's qdiscs.
+fn status() {
+    let ids = ids();
+    if ids.is_empty() {
+        say!("no links");
+    }
+    for id in ids {
+        let n = Names::new(&id);
+        say!("link {id}: {} {} {}", n.client, n.router, n.server);
+        let qdisc = std::process::Command::new("tc")
+            .args(["-n", &n.router, "qdisc", "show"])
+            .output();
+        if let Ok(o) = qdisc {
+            print!("{}", String::from_utf8_lossy(&o.stdout));
+        }
+    }
+}
+
+/// `cleanup`: removes what runs left behind, in `scope`, and says what it removed and left.
+fn cleanup(scope: qbench_shaper::cleanup::Scope) {
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", v.join(" "))
+        }
+    };
+    let ns = qbench_shaper::cleanup::namespaces(&scope);
+    say!(
+        "removed {} namespace(s){}",
+        ns.removed.len(),
+        list(&ns.removed)
+    );
+    let cg = qbench_shaper::cgroup::cleanup(&scope);
+    say!(
+        "removed {} cgroup(s){}",
+        cg.removed.len(),
+        list(&cg.removed)
+    );
+    let held: Vec<String> = ns.held.into_iter().chain(cg.held).collect();
+    if !held.is_empty() {
+        say!(
+            "left {} owned by a live process (--force removes them){}",
+            held.len(),
+            list(&held)
+        );
     }
 }
 

@@ -32,7 +32,8 @@ pub const ENDPOINT_SYSCTLS: &[(&str, &str)] = &[
 
 pub use qbench_core::report::link::{Backend, Names};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Offloads {
     /// Leave GSO/TSO/GRO as the kernel sets them on veth.

@@ -57,7 +57,8 @@ pub enum ShaperError {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum BackendChoice {
     /// edt for a fixed rate from 1 Gbit/s where sch_fq and tc BPF work, else netem where it
     /// works, else userspace.

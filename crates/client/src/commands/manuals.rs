@@ -21,7 +21,7 @@ impl Program {
     fn command(self, qbench: &clap::Command) -> clap::Command {
         match self {
             Self::Qbench => qbench.clone(),
-            Self::QbenchServer => qbench_server::standalone::Cli::command(),
+            Self::QbenchServer => qbench_server::cli::Cli::command(),
             Self::QbenchShaper => qbench_shaper::cli::Cli::command(),
         }
     }

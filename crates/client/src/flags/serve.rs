@@ -1,4 +1,4 @@
 //! `qbench serve` and the server half of `qbench proxy` take the matched server's own flags,
 //! as `qbench-server` spells them.
 
-pub use qbench_server::standalone::Serve as ServeArgs;
+pub use qbench_server::cli::Serve as ServeArgs;

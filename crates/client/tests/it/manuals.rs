@@ -139,7 +139,7 @@ fn help_texts_keep_their_code_spans_whole() {
     qbench.build();
     walk(&mut qbench, "qbench", &mut bad);
     walk(
-        &mut qbench_server::standalone::Cli::command(),
+        &mut qbench_server::cli::Cli::command(),
         "qbench-server",
         &mut bad,
     );
