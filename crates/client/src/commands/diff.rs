@@ -1,49 +1,13 @@
 //! `qbench diff OLD NEW`: two saved run reports compared, figure by figure, with a verdict for
 //! every per-run figure both hold.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use clap::{Args, ValueEnum};
 use qbench_core::report::diff::DiffReport;
-use qbench_core::stats::effect::{Test, DEFAULT_TEST};
 
 use crate::export::text::diff_table;
 use crate::export::{write_json, write_text, Dest};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DiffFormat {
-    /// A table for people.
-    Text,
-    /// A Markdown table, e.g. for a pull request.
-    Markdown,
-    /// Raw numbers, one row per figure.
-    Csv,
-    /// The diff report (`qbench schema diff`).
-    Json,
-}
-
-#[derive(Debug, Args)]
-pub struct DiffArgs {
-    /// The earlier run report (`qbench --json FILE`, or `qbench merge`'s)
-    #[arg(value_name = "OLD")]
-    pub old: PathBuf,
-
-    /// The later run report, compared against OLD
-    #[arg(value_name = "NEW")]
-    pub new: PathBuf,
-
-    /// How to write the comparison
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: DiffFormat,
-
-    /// The test behind each per-run figure's verdict, as `compare --test`
-    #[arg(long, value_enum, default_value_t = DEFAULT_TEST)]
-    pub test: Test,
-
-    /// Write it to this file instead of stdout
-    #[arg(short, long, value_name = "FILE")]
-    pub out: Option<PathBuf>,
-}
+use crate::flags::tools::{DiffArgs, DiffFormat};
 
 fn read(path: &Path, what: &'static str) -> anyhow::Result<qbench_core::Report> {
     Ok(crate::commands::merge::read_report(path, what)?)

@@ -1,28 +1,14 @@
 //! `qbench hgrm`: a saved report's histogram as an `.hgrm` file.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use clap::{Args, ValueEnum};
+use clap::ValueEnum;
 use qbench_core::Report;
 use qbench_engine::plan::error::ConfigError;
 
-use crate::export::hgrm::{text, Which};
+use crate::export::hgrm::text;
 use crate::export::write_text;
-
-#[derive(Debug, Args)]
-pub struct HgrmArgs {
-    /// A run report (`qbench --json`), or a merged one (`qbench merge`)
-    #[arg(value_name = "REPORT")]
-    pub report: PathBuf,
-
-    /// Which histogram, over all runs of the report
-    #[arg(long, value_enum, default_value = "latency")]
-    pub of: Which,
-
-    /// Where to write the distribution (`-` for stdout)
-    #[arg(short, long, value_name = "FILE", default_value = "-")]
-    pub out: String,
-}
+use crate::flags::tools::{HgrmArgs, Which};
 
 pub fn command(args: HgrmArgs) -> anyhow::Result<()> {
     qbench_engine::output::check_writable("--out", Path::new(&args.out))?;

@@ -1,18 +1,12 @@
 //! `qbench completions` and `qbench man`: shell completions and man pages for qbench,
 //! qbench-server and qbench-shaper, made from the same clap definitions that parse them.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Context;
-use clap::{Args, CommandFactory, ValueEnum};
+use clap::CommandFactory;
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
-pub enum Program {
-    #[default]
-    Qbench,
-    QbenchServer,
-    QbenchShaper,
-}
+use crate::flags::tools::{CompletionsArgs, ManArgs, PageFormat, Program};
 
 impl Program {
     const ALL: [Self; 3] = [Self::Qbench, Self::QbenchServer, Self::QbenchShaper];
@@ -25,38 +19,6 @@ impl Program {
             Self::QbenchShaper => qbench_shaper::cli::Cli::command(),
         }
     }
-}
-
-#[derive(Debug, Args)]
-pub struct CompletionsArgs {
-    /// The shell: bash, zsh, fish, powershell or elvish
-    #[arg(value_enum)]
-    pub shell: clap_complete::Shell,
-
-    /// Which program's completions
-    #[arg(long = "for", value_enum, default_value = "qbench")]
-    pub program: Program,
-}
-
-#[derive(Debug, Args)]
-pub struct ManArgs {
-    /// Directory for the pages: qbench.1, one per subcommand (qbench-compare.1, ...),
-    /// qbench-server.1, qbench-shaper.1 and its subcommands'; with `--format markdown`,
-    /// qbench.md, qbench-server.md and qbench-shaper.md
-    #[arg(long, value_name = "DIR")]
-    pub out: PathBuf,
-
-    /// man: roff pages for man(1); markdown: one page per program, every subcommand and
-    /// flag with its help, as the book's reference holds them
-    #[arg(long, value_enum, default_value = "man")]
-    pub format: PageFormat,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
-pub enum PageFormat {
-    #[default]
-    Man,
-    Markdown,
 }
 
 /// Prints the completion script on stdout (e.g. `qbench completions bash >

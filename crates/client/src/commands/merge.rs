@@ -2,24 +2,12 @@
 
 use std::path::{Path, PathBuf};
 
-use clap::Args;
 use qbench_core::report::merge::{merge as merge_reports, MergeInfo};
 use qbench_core::{Report, ToolInfo};
 
 use crate::export::{print_text, write_json, Dest};
+use crate::flags::tools::MergeArgs;
 use qbench_engine::plan::error::ConfigError;
-
-#[derive(Debug, Args)]
-pub struct MergeArgs {
-    /// Shards' run reports (`qbench --shard I/N --json FILE`), or directories of them (every
-    /// *.json file in it)
-    #[arg(value_name = "REPORT|DIR", required = true)]
-    pub inputs: Vec<PathBuf>,
-
-    /// Where to write the merged report (`-` for stdout)
-    #[arg(short, long, value_name = "FILE")]
-    pub out: String,
-}
 
 fn bad(message: String) -> ConfigError {
     qbench_engine::plan::error::bad("REPORT", message)

@@ -3,53 +3,15 @@
 //! limits, and relays each request over its own upstream HTTP/3 or HTTP/2 connection.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
-use clap::Args;
 use qbench_core::Protocol;
 use qbench_server::relay::{RelayStats, Upstream};
 
-use crate::flags::serve::ServeArgs;
+use crate::flags::tools::ProxyArgs;
 use qbench_engine::plan::error::bad;
 use qbench_engine::transport::tls::{client_config, Trust};
-
-#[derive(Debug, Args)]
-pub struct ProxyArgs {
-    /// The origin requests are relayed to: https://HOST[:PORT] (e.g. a qbench-server)
-    #[arg(long, value_name = "URL")]
-    pub upstream: String,
-
-    /// Protocol of the upstream connections (h2: TCP + TLS; h3: QUIC)
-    #[arg(long, value_enum, default_value = "h3")]
-    pub upstream_proto: Protocol,
-
-    /// Trust this CA for the origin (e.g. the qbench-cert.pem a qbench-server wrote)
-    #[arg(long, value_name = "FILE")]
-    pub upstream_ca: Option<PathBuf>,
-
-    /// Do not verify the origin's certificate
-    #[arg(long, conflicts_with = "upstream_ca")]
-    pub upstream_insecure: bool,
-
-    /// Give up opening an upstream connection, or waiting for a response head, after this
-    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = positive_duration)]
-    pub upstream_timeout: Duration,
-
-    #[command(flatten)]
-    pub serve: ServeArgs,
-}
-
-/// A duration above zero: a zero upstream timeout would answer every request 502.
-fn positive_duration(s: &str) -> Result<Duration, String> {
-    match humantime::parse_duration(s) {
-        Ok(d) if d.is_zero() => Err("must be more than 0 (every request would time out)".into()),
-        Ok(d) => Ok(d),
-        Err(e) => Err(e.to_string()),
-    }
-}
 
 /// The origin's host, port and name, as `--upstream` gives them.
 pub fn parse_upstream(url: &str) -> Result<(String, u16), String> {

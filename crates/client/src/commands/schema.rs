@@ -1,22 +1,9 @@
 //! `qbench schema`: the JSON Schemas of the documents qbench writes, as `docs/schema/` holds
 //! them.
 
-use std::path::PathBuf;
-
 use qbench_core::schema::{all_files, pretty, schema, SchemaKind};
 
-#[derive(Debug, clap::Args)]
-#[command(group = clap::ArgGroup::new("what").required(true))]
-pub struct SchemaArgs {
-    /// The document: run, merge, compare, compete, sweep-cell, cost, diff, interval (a
-    /// --json-stream line) or scenario
-    #[arg(value_enum, group = "what")]
-    pub kind: Option<SchemaKind>,
-
-    /// Write every schema into DIR as KIND.schema.json instead (replacing those files)
-    #[arg(long, value_name = "DIR", group = "what")]
-    pub dir: Option<PathBuf>,
-}
+use crate::flags::tools::SchemaArgs;
 
 pub fn command(args: SchemaArgs) -> anyhow::Result<()> {
     let dir = match (args.kind, args.dir) {

@@ -1,25 +1,12 @@
 //! `.hgrm` files: a report's histogram as HdrHistogram's percentile distribution, in
 //! milliseconds, for HdrHistogram's plotter and HistogramLogAnalyzer.
 
-use clap::ValueEnum;
 use qbench_core::{HistogramExport, Report, Summary};
 
-// flags/cli.rs names `qbench hgrm`'s arguments by this path.
+use crate::flags::tools::Which;
 
 /// Values are microseconds; `.hgrm` files are conventionally read in milliseconds.
 const US_PER_MS: f64 = 1000.0;
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
-pub enum Which {
-    /// Object latency (from the intended start at a --rate)
-    #[default]
-    Latency,
-    Ttfb,
-    /// An open loop's actual send -> last byte
-    ServiceTime,
-    /// An open loop's actual send - intended start
-    Lag,
-}
 
 fn histogram(s: &Summary, which: Which) -> Option<&HistogramExport> {
     match which {

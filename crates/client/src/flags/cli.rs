@@ -35,7 +35,7 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// A split-connection proxy: the matched server's listeners and limits, relaying every
     /// request over its own HTTP/3 or HTTP/2 connection to an origin (IMC'17 Figures 16-18)
-    Proxy(Box<crate::commands::proxy::ProxyArgs>),
+    Proxy(Box<super::tools::ProxyArgs>),
     /// Compare two configurations (or one against itself, an A/A control) in back-to-back
     /// rounds: the metric's statistics, the effect with its interval, and a verdict at
     /// p < 0.01 by Mann-Whitney U (or --test welch, as IMC'17, or bootstrap)
@@ -54,21 +54,21 @@ pub enum Command {
     Cost(CostArgs),
     /// Add the run reports of a workload's shards (`--shard I/N`) into the report of the
     /// whole: histograms and counters exactly, rates over the union of their windows
-    Merge(crate::commands::merge::MergeArgs),
+    Merge(super::tools::MergeArgs),
     /// Compare two saved run reports (or merged ones): the summaries' figures with their
     /// change, and a verdict for every per-run figure both hold (as text, Markdown, CSV or
     /// JSON)
-    Diff(crate::commands::diff::DiffArgs),
+    Diff(super::tools::DiffArgs),
     /// Write a report's histogram as HdrHistogram's .hgrm percentile distribution
     /// (milliseconds), for HdrHistogram's plotter and HistogramLogAnalyzer
-    Hgrm(crate::commands::hgrm::HgrmArgs),
+    Hgrm(super::tools::HgrmArgs),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish) for qbench,
     /// qbench-server or qbench-shaper
-    Completions(crate::commands::manuals::CompletionsArgs),
+    Completions(super::tools::CompletionsArgs),
     /// Write man pages for qbench, its subcommands, qbench-server and qbench-shaper
-    Man(crate::commands::manuals::ManArgs),
+    Man(super::tools::ManArgs),
     /// Print the JSON Schema of a document qbench writes (or write them all with --dir)
-    Schema(crate::commands::schema::SchemaArgs),
+    Schema(super::tools::SchemaArgs),
 }
 
 #[derive(Debug, Args)]

@@ -15,4 +15,5 @@ pub mod refused;
 pub mod rerun;
 pub mod serve;
 pub mod side;
+pub mod tools;
 pub(crate) mod values;

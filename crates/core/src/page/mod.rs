@@ -42,6 +42,15 @@ pub struct PageProfile {
     pub objects: Vec<PageObject>,
 }
 
+/// A page to replay (`--page FILE.har`): the profile read from the file, kept in the run's
+/// configuration so that a report says what it replayed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PageSpec {
+    /// The HAR file's name (without its directory).
+    pub name: String,
+    pub profile: PageProfile,
+}
+
 /// Why a HAR was refused. Messages are one line and never name the file: the caller does.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HarError {

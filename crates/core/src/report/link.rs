@@ -3,7 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
+// The link's drop counters are what a run's noise record holds, so they sit with it; a link
+// report lists them too.
 use crate::spec::link::LinkSpec;
+pub use crate::stats::noise::{ForwarderStats, LinkDrops, FORWARDER_DOWN, LATE_STEPS_US};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -133,59 +136,6 @@ impl Names {
             && matches!(role, "c" | "r" | "s")
     }
 }
-
-/// The userspace forwarder (its TUN device) of the down direction, server -> client.
-pub const FORWARDER_DOWN: &str = "qb-tdn";
-
-/// Packets the emulated link itself dropped, per direction: its qdiscs (a full tbf queue,
-/// netem's random loss) and the userspace backend's nftables loss rules. The forwarders of
-/// the userspace path count theirs apart.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
-pub struct LinkDrops {
-    /// Client -> server.
-    pub up: u64,
-    /// Server -> client.
-    pub down: u64,
-}
-
-impl LinkDrops {
-    pub fn since(&self, before: &Self) -> Self {
-        Self {
-            up: self.up.saturating_sub(before.up),
-            down: self.down.saturating_sub(before.down),
-        }
-    }
-
-    pub fn total(&self) -> u64 {
-        self.up.saturating_add(self.down)
-    }
-}
-
-/// Counters of one forwarder. `packets` and `dropped` are packets on the wire: a GSO
-/// super-packet counts as its segments, as its receiver and sender see them. `bytes` excludes
-/// the vnet header. `dropped` covers random loss, queue overflow, failed writes and packets
-/// still queued when the forwarder stopped. `reordered` counts reads (a super-packet as one)
-/// scheduled to leave before a read that arrived earlier. `late` counts packets written past
-/// their due time by more than [`LATE_STEPS_US`] (1 ms, 10 ms, 100 ms): the delay line's own
-/// lag, which the link's spec did not ask for.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ForwarderStats {
-    pub packets: u64,
-    /// Writes back into the TUN: a super-packet as one.
-    #[serde(default)]
-    pub writes: u64,
-    pub bytes: u64,
-    pub dropped: u64,
-    pub max_queue: usize,
-    pub reordered: u64,
-    #[serde(default)]
-    pub late: [u64; 3],
-}
-
-/// The lateness steps of [`ForwarderStats::late`], in microseconds past the due time.
-pub const LATE_STEPS_US: [u64; 3] = [1_000, 10_000, 100_000];
 
 /// One rate change as applied.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -6,6 +6,7 @@ pub mod ccstate;
 pub mod clocks;
 pub mod compare;
 pub mod compete;
+pub mod config;
 pub mod connection;
 pub mod cpu_times;
 pub mod diff;
@@ -34,6 +35,7 @@ use serde::{Deserialize, Serialize};
 use crate::errors::ErrorCounts;
 use crate::histogram::{HistogramError, HistogramExport, LatencyHistogram};
 use crate::report::ccstate::StateMachine;
+use crate::report::config::RunConfig;
 use crate::report::connection::ConnectionRecord;
 pub use crate::report::cpu_times::CpuTimes;
 use crate::report::link::LinkReport;
@@ -42,7 +44,8 @@ use crate::report::merge_info::MergeInfo;
 pub use crate::report::spread::Spread;
 use crate::report::telemetry::Timeline;
 use crate::spec::start::StartRecord;
-use crate::spec::RunConfig;
+use crate::stats::metric::Metric;
+use crate::stats::noise::Losses;
 use crate::stats::saturation::ClientLoad;
 use crate::stats::Stats;
 
@@ -217,6 +220,49 @@ pub struct RunReport {
     /// With `--client` and an in-process server: the run as the server saw it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_view: Option<server_view::ServerView>,
+}
+
+// A comparison's figure and a run's losses are statistics over runs (stats::metric,
+// stats::noise); reading them out of a run report is the report's, so stats needs no report.
+impl Metric {
+    /// The run's figure, `None` when it has none: PLT only for a complete page; latencies
+    /// only when something completed. A latency histogram holds completed requests alone,
+    /// so a side that fails requests is not made faster by it: the tables show failures.
+    pub fn of(self, r: &RunReport) -> Option<f64> {
+        let lat = &r.object_latency.summary;
+        let us = |v: Option<u64>| v.filter(|_| lat.count > 0).map(|v| v as f64);
+        match self {
+            Self::Plt => r.plt_us.map(|p| p as f64),
+            Self::Goodput => r.goodput_bps,
+            Self::Rps => match &r.load {
+                Some(l) => Some(l.completed_rate),
+                None => r
+                    .plt_us
+                    .filter(|&p| p > 0)
+                    .map(|p| r.objects.completed as f64 / (p as f64 / 1e6)),
+            },
+            Self::P50 => us(lat.p50_us),
+            Self::P99 => us(lat.p99_us),
+            Self::P999 => us(lat.p999_us),
+            Self::Start => r.video.as_ref()?.time_to_start_us.map(|t| t as f64),
+            Self::Rebuffer => r.video.as_ref()?.rebuffer_ratio,
+            Self::Bitrate => r.video.as_ref()?.mean_bitrate_bps,
+            Self::Loaded => r.video.as_ref().map(|v| v.loaded_fraction),
+        }
+    }
+}
+
+impl Losses {
+    /// `None` without telemetry or without the link's counters.
+    pub fn of(run: &RunReport) -> Option<Self> {
+        let declared = run
+            .telemetry
+            .as_ref()?
+            .iter()
+            .filter_map(|t| t.samples.last().map(|s| s.lost_packets))
+            .sum();
+        Self::with_noise(declared, run.noise.as_ref()?)
+    }
 }
 
 /// Facts about the machine a report was produced on.

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::page::PageSpec;
+
 /// One dependency level of a page (0: what the page needs first, n+1: what level n revealed).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LevelRecord {
@@ -26,13 +28,4 @@ pub struct PageReport {
     /// Connections opened per origin, in the profile's origin order.
     pub connections: Vec<u64>,
     pub levels: Vec<LevelRecord>,
-}
-
-/// A page to replay (`--page FILE.har`): the profile read from the file, kept in the run's
-/// configuration so that a report says what it replayed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct PageSpec {
-    /// The HAR file's name (without its directory).
-    pub name: String,
-    pub profile: crate::page::PageProfile,
 }

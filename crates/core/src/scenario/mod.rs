@@ -201,7 +201,7 @@ pub struct Scenario {
     pub video: Option<VideoTable>,
     /// The pages named by `base.page` and the `page` axis, as the caller read them.
     #[serde(skip)]
-    pub pages: BTreeMap<String, crate::report::page::PageSpec>,
+    pub pages: BTreeMap<String, crate::page::PageSpec>,
     /// Where the axis values sit in the file, for errors.
     #[serde(skip)]
     pub axis_lines: axis_lines::AxisLines,

@@ -8,13 +8,12 @@ pub mod link;
 pub mod link_bounds;
 pub mod load;
 pub mod quic_knobs;
+pub mod rounds;
 pub mod shard;
 pub mod start;
 pub mod threshold;
 pub mod workload;
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -104,7 +103,7 @@ pub struct RunSpec {
     pub video: Option<crate::video::VideoSpec>,
     /// `--page`: replay a recorded page instead of fetching `objects`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub page: Option<crate::report::page::PageSpec>,
+    pub page: Option<crate::page::PageSpec>,
     /// `--client`: a third-party program fetches the objects instead of qbench's clients.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<crate::client_program::ClientProgram>,
@@ -271,7 +270,7 @@ pub struct CompareSpec {
     pub rounds: u32,
     /// `--rounds auto`: the rule that stops the rounds once the difference is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub auto_rounds: Option<crate::stats::rounds::AutoRounds>,
+    pub auto_rounds: Option<rounds::AutoRounds>,
     pub a: SideOverrides,
     pub b: SideOverrides,
 }
@@ -382,22 +381,6 @@ pub enum Target {
     },
 }
 
-/// The validated configuration a run report says it used.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct RunConfig {
-    #[serde(flatten)]
-    pub spec: RunSpec,
-    pub target: Target,
-    pub total_objects: u64,
-    pub insecure: bool,
-    pub ca: Option<PathBuf>,
-    pub connect_to: Option<SocketAddr>,
-    /// The in-process server's sender at the start of each connection (none for a remote
-    /// server: its settings are its own).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sender: Option<crate::report::sender::SenderSetup>,
-}
-
 mod us {
     use std::time::Duration;
 
@@ -469,26 +452,5 @@ mod tests {
         for bad in ["", "0.9", "11", "nan", "inf", "x"] {
             assert!(parse_time_threshold(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn run_config_json_keeps_the_report_field_names() {
-        let c = RunConfig {
-            spec: RunSpec::default(),
-            target: Target::InProcess,
-            total_objects: 200,
-            insecure: false,
-            ca: None,
-            connect_to: None,
-            sender: None,
-        };
-        let v = serde_json::to_value(&c).unwrap();
-        assert_eq!(v["proto"], "h3");
-        assert_eq!(v["objects"], "200x5KB");
-        assert_eq!(v["timeout_ms"], 10_000);
-        assert_eq!(v["sample_interval_us"], 10_000);
-        assert_eq!(v["target"]["kind"], "in_process");
-        let back: RunConfig = serde_json::from_value(v).unwrap();
-        assert_eq!(back, c);
     }
 }

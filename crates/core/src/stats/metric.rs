@@ -1,8 +1,8 @@
-//! What the rounds of a comparison compare: one figure per run, with a direction.
+//! What the rounds of a comparison compare: one figure per run, with a direction. A run's
+//! figure (`Metric::of`) is read in `report`, beside the run report it reads.
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::RunReport;
 use crate::spec::load::Load;
 
 /// One figure per run. Latencies are in microseconds (an open loop's count from the intended
@@ -127,32 +127,6 @@ impl Metric {
             self,
             Self::Goodput | Self::Rps | Self::Bitrate | Self::Loaded
         )
-    }
-
-    /// The run's figure, `None` when it has none: PLT only for a complete page; latencies
-    /// only when something completed. A latency histogram holds completed requests alone,
-    /// so a side that fails requests is not made faster by it: the tables show failures.
-    pub fn of(self, r: &RunReport) -> Option<f64> {
-        let lat = &r.object_latency.summary;
-        let us = |v: Option<u64>| v.filter(|_| lat.count > 0).map(|v| v as f64);
-        match self {
-            Self::Plt => r.plt_us.map(|p| p as f64),
-            Self::Goodput => r.goodput_bps,
-            Self::Rps => match &r.load {
-                Some(l) => Some(l.completed_rate),
-                None => r
-                    .plt_us
-                    .filter(|&p| p > 0)
-                    .map(|p| r.objects.completed as f64 / (p as f64 / 1e6)),
-            },
-            Self::P50 => us(lat.p50_us),
-            Self::P99 => us(lat.p99_us),
-            Self::P999 => us(lat.p999_us),
-            Self::Start => r.video.as_ref()?.time_to_start_us.map(|t| t as f64),
-            Self::Rebuffer => r.video.as_ref()?.rebuffer_ratio,
-            Self::Bitrate => r.video.as_ref()?.mean_bitrate_bps,
-            Self::Loaded => r.video.as_ref().map(|v| v.loaded_fraction),
-        }
     }
 
     /// A value for people: ms, Mbit/s or req/s.

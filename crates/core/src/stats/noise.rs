@@ -4,8 +4,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::link::ForwarderStats;
-
 /// Steal above this share of the machine's CPU time during a run flags it as noisy, unless
 /// `--steal-threshold` says otherwise.
 pub const STEAL_THRESHOLD_PCT: f64 = 10.0;
@@ -96,7 +94,7 @@ pub struct RunNoise {
     /// What the link's qdiscs and loss rules dropped during this run (with `--link`, either
     /// backend): a full queue, random loss.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub link_drops: Option<crate::report::link::LinkDrops>,
+    pub link_drops: Option<LinkDrops>,
     /// Steal above its threshold, or other work above [`BUSY_OTHERS_THRESHOLD_PCT`]: the
     /// round measured the neighbours too.
     pub noisy: bool,
@@ -200,17 +198,6 @@ impl Losses {
         self.declared.saturating_sub(self.dropped)
     }
 
-    /// `None` without telemetry or without the link's counters.
-    pub fn of(run: &crate::RunReport) -> Option<Self> {
-        let declared = run
-            .telemetry
-            .as_ref()?
-            .iter()
-            .filter_map(|t| t.samples.last().map(|s| s.lost_packets))
-            .sum();
-        Self::with_noise(declared, run.noise.as_ref()?)
-    }
-
     /// `declared` beside what `noise` says the link dropped toward the client.
     pub fn with_noise(declared: u64, noise: &RunNoise) -> Option<Self> {
         let f = &noise.forwarders;
@@ -219,7 +206,7 @@ impl Losses {
         }
         let forwarded: u64 = f
             .iter()
-            .filter(|(name, _)| name == crate::report::link::FORWARDER_DOWN)
+            .filter(|(name, _)| name == FORWARDER_DOWN)
             .map(|(_, s)| s.dropped)
             .sum();
         Some(Self {
@@ -256,6 +243,59 @@ pub fn forwarder_deltas(
         })
         .collect()
 }
+
+/// The userspace forwarder (its TUN device) of the down direction, server -> client.
+pub const FORWARDER_DOWN: &str = "qb-tdn";
+
+/// Packets the emulated link itself dropped, per direction: its qdiscs (a full tbf queue,
+/// netem's random loss) and the userspace backend's nftables loss rules. The forwarders of
+/// the userspace path count theirs apart.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+pub struct LinkDrops {
+    /// Client -> server.
+    pub up: u64,
+    /// Server -> client.
+    pub down: u64,
+}
+
+impl LinkDrops {
+    pub fn since(&self, before: &Self) -> Self {
+        Self {
+            up: self.up.saturating_sub(before.up),
+            down: self.down.saturating_sub(before.down),
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.up.saturating_add(self.down)
+    }
+}
+
+/// Counters of one forwarder. `packets` and `dropped` are packets on the wire: a GSO
+/// super-packet counts as its segments, as its receiver and sender see them. `bytes` excludes
+/// the vnet header. `dropped` covers random loss, queue overflow, failed writes and packets
+/// still queued when the forwarder stopped. `reordered` counts reads (a super-packet as one)
+/// scheduled to leave before a read that arrived earlier. `late` counts packets written past
+/// their due time by more than [`LATE_STEPS_US`] (1 ms, 10 ms, 100 ms): the delay line's own
+/// lag, which the link's spec did not ask for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ForwarderStats {
+    pub packets: u64,
+    /// Writes back into the TUN: a super-packet as one.
+    #[serde(default)]
+    pub writes: u64,
+    pub bytes: u64,
+    pub dropped: u64,
+    pub max_queue: usize,
+    pub reordered: u64,
+    #[serde(default)]
+    pub late: [u64; 3],
+}
+
+/// The lateness steps of [`ForwarderStats::late`], in microseconds past the due time.
+pub const LATE_STEPS_US: [u64; 3] = [1_000, 10_000, 100_000];
 
 #[cfg(test)]
 mod tests {
@@ -395,7 +435,7 @@ procs_blocked 0\n";
             causes: Vec::new(),
         };
         assert_eq!(Losses::with_noise(7, &n), None, "no link, no count");
-        n.link_drops = Some(crate::report::link::LinkDrops { up: 40, down: 3 });
+        n.link_drops = Some(LinkDrops { up: 40, down: 3 });
         assert_eq!(
             Losses::with_noise(7, &n),
             Some(Losses {
@@ -403,10 +443,7 @@ procs_blocked 0\n";
                 dropped: 3
             })
         );
-        n.forwarders = vec![
-            ("qb-tup".into(), fwd(100)),
-            (crate::report::link::FORWARDER_DOWN.into(), fwd(2)),
-        ];
+        n.forwarders = vec![("qb-tup".into(), fwd(100)), (FORWARDER_DOWN.into(), fwd(2))];
         assert_eq!(Losses::with_noise(7, &n).unwrap().dropped, 5);
     }
 

@@ -4,7 +4,8 @@
 //! it), the in-process server's settings and the emulated link's.
 
 use http::Uri;
-use qbench_core::spec::{Origin, RunConfig, RunSpec, Target};
+use qbench_core::report::config::RunConfig;
+use qbench_core::spec::{Origin, RunSpec, Target};
 use qbench_core::wire::MAX_STREAMS;
 use qbench_core::{CcAlgo, Protocol};
 use qbench_server::ServerOptions;

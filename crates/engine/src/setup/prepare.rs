@@ -8,7 +8,8 @@ use qbench_server::InProcess;
 use qbench_shaper::stop::Stop;
 use qbench_shaper::{Topology, TopologyOptions};
 
-use qbench_core::spec::{Origin, RunConfig, Target};
+use qbench_core::report::config::RunConfig;
+use qbench_core::spec::{Origin, Target};
 use qbench_core::ErrorKind;
 
 use std::sync::Arc;

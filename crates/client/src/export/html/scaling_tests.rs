@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use qbench_core::report::compare::CompareReport;
+use qbench_core::report::config::RunConfig;
 use qbench_core::scenario::{Cell, CellSpec};
-use qbench_core::spec::{CompareSpec, RunConfig, RunSpec, SideOverrides, Target};
+use qbench_core::spec::{CompareSpec, RunSpec, SideOverrides, Target};
 use qbench_core::stats::effect::Test;
 use qbench_core::stats::metric::Metric;
 use qbench_core::{

@@ -6,9 +6,10 @@ use rand::{Rng, SeedableRng};
 
 use super::*;
 use crate::recorder::{HandshakeInfo, ObjectOutcome, Recorder};
+use crate::report::config::RunConfig;
 use crate::report::ReportMeta;
 use crate::spec::shard::Shard;
-use crate::spec::{RunConfig, RunSpec, Target};
+use crate::spec::{RunSpec, Target};
 
 fn tool() -> ToolInfo {
     ToolInfo {
