@@ -51,6 +51,8 @@ pub struct Side<'a> {
     pub start: Option<qbench_core::spec::start::StartRecord>,
     /// Steal above this (percent) flags a run as noisy.
     pub steal_threshold: f64,
+    /// What the side's runs report their progress, intervals and warnings to.
+    observer: crate::observe::Observing,
 }
 
 /// The machine's CPU counters, or `None` where `/proc/stat` cannot be read or parsed (the run
@@ -136,6 +138,7 @@ impl<'a> Side<'a> {
             peer.endpoint.addr,
             prepared.link.is_some(),
             spec.proto == Protocol::H3,
+            &prepared.observer,
         );
         let runner = match &spec.client {
             Some(program) => crate::plan::driver::Driver::Third {
@@ -167,6 +170,7 @@ impl<'a> Side<'a> {
             shard: None,
             start: None,
             steal_threshold: STEAL_THRESHOLD_PCT,
+            observer: prepared.observer.clone(),
         })
     }
 
@@ -228,7 +232,7 @@ impl<'a> Side<'a> {
     }
 
     /// One run; its report is appended to `runs` and returned.
-    pub async fn run(&mut self, index: u32, bar: &crate::observe::Observer) -> &RunReport {
+    pub async fn run(&mut self, index: u32) -> &RunReport {
         // The sides of a comparison take turns, each under its own quota.
         let quota = self.cpu.map(|c| c.apply(self.client_cpu));
         let throttled0 = self.cpu.and_then(|c| c.throttling());
@@ -242,7 +246,7 @@ impl<'a> Side<'a> {
         let (threads0, wall) = (all_threads(), std::time::Instant::now());
         // Only a link has forwarder threads: other runs read /proc no more than before.
         let link0 = self.link.map(|_| role_times(ThreadRole::Link));
-        let mut rep = self.runner.run(index, bar).await;
+        let mut rep = self.runner.run(index, &self.observer).await;
         let link = link0.map(|l0| role_times(ThreadRole::Link).since(&l0));
         let (threads1, elapsed) = (all_threads(), wall.elapsed());
         let roles = role_cpu(&threads0, &threads1, elapsed);
@@ -419,12 +423,8 @@ impl<'a> Side<'a> {
         self.runner.stopper()
     }
 
-    pub fn on_interval(&mut self, on: crate::drive::hold::OnInterval) {
-        self.runner.on_interval(on);
-    }
-
     pub fn log_requests(&mut self, log: Arc<crate::drive::reqlog::RequestLog>) {
-        self.runner.log_requests(log);
+        self.runner.log_requests(log, &self.observer);
     }
 
     /// Lets QUIC peers see our CONNECTION_CLOSE before the endpoint goes away.
@@ -464,7 +464,6 @@ fn plan(cfg: &Config, peer: &Peer) -> Plan {
         shard: spec.shard,
         log: None,
         interval: spec.interval,
-        on_interval: None,
         app: app_plan(spec, &peer.origin.authority()),
     }
 }
@@ -509,6 +508,7 @@ fn third_party(
         ca_pem,
         clock,
         server.map(|s| s.truth()),
+        prepared.observer.clone(),
     )?)
 }
 

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use qbench_server::relay::{RelayStats, Upstream};
 
+use crate::observe::{Observer, Observing};
 use crate::plan::config::Config;
 use crate::plan::error::ConfigError;
 use crate::setup::client_cpu::ClientCpu;
@@ -40,6 +41,8 @@ pub struct Prepared {
     pub cpu: Option<ClientCpu>,
     /// Whether the link locks TCP window metrics on the server's route toward the client.
     tcp_route_metrics: bool,
+    /// What the sides' runs report their progress, intervals and warnings to.
+    pub observer: Observing,
 }
 
 /// `qbench proxy` on a chain's middle host, in this process.
@@ -126,7 +129,7 @@ fn link_error(e: qbench_shaper::topology::ShaperError) -> anyhow::Error {
 impl Prepared {
     /// `cfgs` share one link (the first one's, whose route settings its plan made common to
     /// all); each gets its own in-process server, and its own proxy if it asks for one.
-    pub fn new(cfgs: &[&Config]) -> anyhow::Result<Self> {
+    pub fn new(cfgs: &[&Config], observer: &Observing) -> anyhow::Result<Self> {
         let first = cfgs.first().context("nothing to run")?;
         crate::setup::interrupt::hold()?;
         crate::setup::interrupt::check("starting")?;
@@ -164,7 +167,7 @@ impl Prepared {
                 .filter_map(|t| t.calibration())
                 .flat_map(|c| c.misses());
             for m in misses {
-                crate::observe::warn(&format!("warning: {flag}: {}", m.line()));
+                observer.warn(&format!("warning: {flag}: {}", m.line()));
             }
         }
         // The servers live at the far end: beyond the middle host when there is one.
@@ -221,6 +224,7 @@ impl Prepared {
             link_b,
             cpu,
             tcp_route_metrics,
+            observer: observer.clone(),
         })
     }
 
