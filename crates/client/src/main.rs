@@ -20,7 +20,10 @@ fn compare(args: qbench::flags::cli::CompareArgs) -> anyhow::Result<()> {
     ) {
         (Some(e), _) => Err(anyhow::anyhow!(e)),
         (None, Some(t)) => Err(qbench::flags::gate::ThresholdsFailed(t).into()),
-        (None, None) => Ok(()),
+        (None, None) => {
+            qbench_engine::output::lost::check_key_log(plan.a.key_log.as_deref());
+            Ok(())
+        }
     }
 }
 

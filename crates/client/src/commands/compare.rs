@@ -96,7 +96,9 @@ impl Plan {
             "needs --link (there is no link to measure)",
         )?;
         plan.thresholds.clone_from(&args.run.gate.fail_if);
-        qbench_engine::transport::tls::log_keys_to(args.run.keylog.as_deref())?;
+        let key_log = qbench_engine::transport::tls::open_key_log(args.run.keylog.as_deref())?;
+        plan.a.key_log.clone_from(&key_log);
+        plan.b.key_log = key_log;
         if let Some(w) = plan.out_of_reach() {
             let flag = match plan.auto {
                 Some(_) => "--max-rounds",

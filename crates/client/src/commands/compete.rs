@@ -91,16 +91,20 @@ pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
         "--duration",
         "competing flows each fetch --objects once",
     )?;
-    let plan = Plan::new(&args.spec(), &args.run.target(), args.run.link_choice())?;
+    let mut plan = Plan::new(&args.spec(), &args.run.target(), args.run.link_choice())?;
     let outputs: Outputs = args.run.outputs();
     args.run.check_outputs()?;
-    qbench_engine::transport::tls::log_keys_to(args.run.keylog.as_deref())?;
+    let key_log = qbench_engine::transport::tls::open_key_log(args.run.keylog.as_deref())?;
+    for (_, cfg) in &mut plan.flows {
+        cfg.key_log.clone_from(&key_log);
+    }
     let json = outputs.json.as_deref().map(Dest::parse);
     let out = run_blocking(&plan, json.as_ref(), &Watching::default())?;
     if let Some(dest) = &json {
         write_json(dest, &out)?;
     }
     anyhow::ensure!(out.complete, "some flows did not complete");
+    qbench_engine::output::lost::check_key_log(key_log.as_deref());
     Ok(())
 }
 

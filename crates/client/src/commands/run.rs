@@ -101,7 +101,10 @@ pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
     match (outcome.error, outcome.thresholds_failed) {
         (Some(e), _) => Err(anyhow::anyhow!(e)),
         (None, Some(t)) => Err(ThresholdsFailed(t).into()),
-        (None, None) => Ok(()),
+        (None, None) => {
+            qbench_engine::output::lost::check_key_log(plan.cfg.key_log.as_deref());
+            Ok(())
+        }
     }
 }
 
@@ -172,7 +175,7 @@ impl RunPlan {
         let mut cfg = cfg;
         qlog_to(args, &mut cfg)?;
         // Opened (created) only once everything else is known to be valid.
-        qbench_engine::transport::tls::log_keys_to(args.keylog.as_deref())?;
+        cfg.key_log = qbench_engine::transport::tls::open_key_log(args.keylog.as_deref())?;
         Ok(Self {
             cfg,
             outputs,
@@ -220,12 +223,7 @@ fn qlog_to(args: &RunArgs, cfg: &mut Config) -> Result<(), ConfigError> {
     }
     std::fs::create_dir_all(dir).map_err(|e| bad("--qlog", format!("{}: {e}", dir.display())))?;
     qbench_engine::output::check_writable("--qlog", &dir.join("qbench.sqlog"))?;
-    let sample = args.qlog_sample.unwrap_or(1.0);
-    qbench_engine::transport::h3::qlog_to(dir, sample);
-    if let Some(o) = cfg.server.as_mut() {
-        o.qlog = Some(dir.clone());
-        o.qlog_sample = sample;
-    }
+    cfg.qlog_to(dir, args.qlog_sample.unwrap_or(1.0));
     Ok(())
 }
 

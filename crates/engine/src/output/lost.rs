@@ -35,11 +35,15 @@ impl Observer for Stderr {
     }
 }
 
-/// An error naming every output that was not written whole, if any was.
-pub fn check() -> anyhow::Result<()> {
-    if let Some(why) = crate::transport::tls::key_log_failure() {
+/// `--keylog`: a key log that failed a write is an output lost.
+pub fn check_key_log(log: Option<&qbench_stack::keylog::KeyLogTo>) {
+    if let Some(why) = log.and_then(qbench_stack::keylog::KeyLogTo::failure) {
         record("--keylog", why);
     }
+}
+
+/// An error naming every output that was not written whole, if any was.
+pub fn check() -> anyhow::Result<()> {
     let lost = LOST.lock().unwrap_or_else(|e| e.into_inner());
     if lost.is_empty() {
         return Ok(());

@@ -22,7 +22,7 @@ use crate::transport::h1::H1;
 use crate::transport::h2::H2;
 use crate::transport::h3::H3;
 use crate::transport::tcp::TlsTcp;
-use crate::transport::tls::{client_config, ticket_store};
+use crate::transport::tls::{client_config, log_keys, ticket_store};
 use crate::transport::Transport;
 use qbench_core::report::sender::SenderSetup;
 use qbench_core::report::spread::{RoleCpu, ThreadRole};
@@ -148,7 +148,7 @@ impl<'a> Side<'a> {
                 stop: Arc::default(),
             },
             None => {
-                let transport = transport(spec, &peer, clock, pinned.as_ref())?;
+                let transport = transport(cfg, &peer, clock, pinned.as_ref())?;
                 let mut runner = Runner::new(transport, plan, clock);
                 if let Some(p) = pinned {
                     runner.pin(p);
@@ -528,16 +528,19 @@ fn telemetry_uri(cfg: &Config, peer: &Peer) -> http::Uri {
     .expect("valid URI: the token was checked to be URI-safe")
 }
 
-/// The client's transport to `peer` for `spec`'s protocol, resuming sessions with `--resume`.
+/// The client's transport to `peer` for `cfg`'s protocol, resuming sessions with `--resume`,
+/// logging keys and qlogs where `cfg` says.
 fn transport(
-    spec: &RunSpec,
+    cfg: &Config,
     peer: &Peer,
     clock: Clock,
     pinned: Option<&crate::drive::pinned::Pinned>,
 ) -> anyhow::Result<Box<dyn Transport>> {
+    let spec = cfg.spec();
     let tickets = spec.resume.then(ticket_store);
     let alpn = spec.proto.alpn();
-    let tls = client_config(&peer.trust, alpn, tickets.clone(), spec.zero_rtt)?;
+    let mut tls = client_config(&peer.trust, alpn, tickets.clone(), spec.zero_rtt)?;
+    log_keys(&mut tls, cfg.key_log.as_ref());
     let ep = peer.endpoint.clone();
     Ok(match spec.proto {
         Protocol::H1 => Box::new(H1 {
@@ -558,7 +561,8 @@ fn transport(
                 spec.connections as usize,
                 pinned,
             )
-            .map_err(|e| anyhow::anyhow!("{}: {}", e.kind, e.message))?,
+            .map_err(|e| anyhow::anyhow!("{}: {}", e.kind, e.message))?
+            .qlog_to(cfg.qlog.clone()),
         ),
     })
 }

@@ -20,7 +20,7 @@ use crate::plan::config::Config;
 use crate::plan::error::ConfigError;
 use crate::setup::client_cpu::ClientCpu;
 use crate::transport::tcp::TlsTcp;
-use crate::transport::tls::{client_config, Trust};
+use crate::transport::tls::{client_config, log_keys, Trust};
 use crate::transport::{Endpoint, FetchError};
 
 /// Built before the client runtime: building it moves the calling thread into the client
@@ -74,7 +74,8 @@ fn start_proxy(
         origin: "in-process server".into(),
         pem: origin.cert_pem().to_string(),
     };
-    let tls = client_config(&trust, via.alpn(), None, false)?;
+    let mut tls = client_config(&trust, via.alpn(), None, false)?;
+    log_keys(&mut tls, cfg.key_log.as_ref());
     let far = qbench_shaper::plan::chain_server_addr();
     let addr = SocketAddr::new(far.parse()?, origin.local_addr().port());
     let stats = Arc::new(RelayStats::default());
@@ -257,7 +258,8 @@ impl Prepared {
                 pem: server.cert_pem().to_string(),
             };
             let alpn = cfg.spec().proto.alpn();
-            let tls = client_config(&trust, alpn, None, false)?;
+            let mut tls = client_config(&trust, alpn, None, false)?;
+            log_keys(&mut tls, cfg.key_log.as_ref());
             let host = qbench_shaper::plan::SERVER_ADDR;
             let endpoint = Endpoint {
                 addr: SocketAddr::new(
