@@ -12,14 +12,18 @@ fn compare(args: qbench::flags::cli::CompareArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let command: Vec<String> = std::env::args().collect();
-    let (report, error) = qbench::commands::compare::run_blocking(&plan, command)?;
+    let watching = qbench::export::live_outputs::Watching::default();
+    let (report, error) = qbench::commands::compare::run_blocking(&plan, command, &watching)?;
     match (
         error,
         qbench_core::report::thresholds::failed_line(&report.thresholds),
     ) {
         (Some(e), _) => Err(anyhow::anyhow!(e)),
         (None, Some(t)) => Err(qbench::flags::gate::ThresholdsFailed(t).into()),
-        (None, None) => Ok(()),
+        (None, None) => {
+            qbench_engine::output::lost::check_key_log(plan.a.key_log.as_deref());
+            Ok(())
+        }
     }
 }
 
@@ -27,7 +31,6 @@ fn main() -> ExitCode {
     qbench_stack::rep_movsb::at_start_or_exit();
     qbench_server::standalone::unset_empty_env();
     let cli = Cli::parse();
-    qbench_engine::observe::set_warner(|line| qbench::tell!("{line}"));
     qbench_stack::heap::keep_freed_memory();
     // Many connections need many descriptors; a failure only matters if they run out.
     let _ = qbench_stack::fdlimit::raise_fd_limit();

@@ -11,6 +11,7 @@ use qbench_core::stats::noise::STEAL_THRESHOLD_PCT;
 use qbench_core::stats::rounds::{AutoRounds, Stopped};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::export::live_outputs::Watching;
 use crate::export::progress::{round_prefix, Progress};
 use crate::export::text::compare_table::table;
 use crate::export::{write_json, Dest};
@@ -95,7 +96,9 @@ impl Plan {
             "needs --link (there is no link to measure)",
         )?;
         plan.thresholds.clone_from(&args.run.gate.fail_if);
-        qbench_engine::transport::tls::log_keys_to(args.run.keylog.as_deref())?;
+        let key_log = qbench_engine::transport::tls::open_key_log(args.run.keylog.as_deref())?;
+        plan.a.key_log.clone_from(&key_log);
+        plan.b.key_log = key_log;
         if let Some(w) = plan.out_of_reach() {
             let flag = match plan.auto {
                 Some(_) => "--max-rounds",
@@ -305,11 +308,13 @@ pub async fn run(
     plan: &Plan,
     prepared: &Prepared,
     command: Vec<String>,
+    watching: &Watching,
     rounds_started: &AtomicBool,
 ) -> anyhow::Result<(CompareReport, Option<String>)> {
     let json = plan.outputs.json.as_deref().map(Dest::parse);
     let (mut a, mut b) = open_sides(plan, prepared, command).await?;
     let bar = progress(plan, &a, &b);
+    watching.show(&bar);
     let mut rounds = run_rounds(plan, &mut a, &mut b, &bar, rounds_started).await?;
     bar.finish_and_clear();
     a.finish().await;
@@ -519,19 +524,18 @@ async fn run_round(
     bar: &Progress,
     signals: &mut interrupt::Listener,
 ) -> Option<i32> {
-    let watch = bar.observer();
     let show = |side: char| bar.set_prefix(prefix(side));
     let both = async {
         if a_first {
             show('A');
-            a.run(round, &watch).await;
+            a.run(round).await;
             show('B');
-            b.run(round, &watch).await;
+            b.run(round).await;
         } else {
             show('B');
-            b.run(round, &watch).await;
+            b.run(round).await;
             show('A');
-            a.run(round, &watch).await;
+            a.run(round).await;
         }
     };
     tokio::select! {
@@ -554,13 +558,15 @@ fn drop_half_round(a: &mut Side<'_>, b: &mut Side<'_>) {
 pub fn run_blocking(
     plan: &Plan,
     command: Vec<String>,
+    watching: &Watching,
 ) -> anyhow::Result<(CompareReport, Option<String>)> {
     // Once rounds started, the round loop takes a stopping signal and still writes the report.
     let threads = plan.a.spec().client_threads;
     let (mut report, error) = qbench_engine::setup::harness::run(
         &[&plan.a, &plan.b],
         threads,
-        async |prepared, started| run(plan, prepared, command, started).await,
+        watching.observer(),
+        async |prepared, started| run(plan, prepared, command, watching, started).await,
     )?;
     if let Err(late) = qbench_engine::setup::harness::late_signal() {
         // The report says so too: a Ctrl-C is never ignored, whenever it came.

@@ -8,7 +8,8 @@ use qbench_core::report::compete::{CompeteReport, Flow};
 use qbench_core::spec::CompeteSpec;
 use qbench_core::Report;
 
-use crate::export::progress::progress_bar;
+use crate::export::live_outputs::Watching;
+use crate::export::progress::Progress;
 use crate::export::{print_text, write_json, Dest};
 use crate::flags::cli::{CompeteArgs, Outputs};
 use qbench_engine::measure::clock::Clock;
@@ -90,27 +91,38 @@ pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
         "--duration",
         "competing flows each fetch --objects once",
     )?;
-    let plan = Plan::new(&args.spec(), &args.run.target(), args.run.link_choice())?;
+    let mut plan = Plan::new(&args.spec(), &args.run.target(), args.run.link_choice())?;
     let outputs: Outputs = args.run.outputs();
     args.run.check_outputs()?;
-    qbench_engine::transport::tls::log_keys_to(args.run.keylog.as_deref())?;
+    let key_log = qbench_engine::transport::tls::open_key_log(args.run.keylog.as_deref())?;
+    for (_, cfg) in &mut plan.flows {
+        cfg.key_log.clone_from(&key_log);
+    }
     let json = outputs.json.as_deref().map(Dest::parse);
-    let out = run_blocking(&plan, json.as_ref())?;
+    let out = run_blocking(&plan, json.as_ref(), &Watching::default())?;
     if let Some(dest) = &json {
         write_json(dest, &out)?;
     }
     anyhow::ensure!(out.complete, "some flows did not complete");
+    qbench_engine::output::lost::check_key_log(key_log.as_deref());
     Ok(())
 }
 
 /// Builds the link and servers, runs all flows at once, tears everything down, prints the
 /// summary (to stderr when the JSON goes to stdout) and returns the report.
-pub fn run_blocking(plan: &Plan, json: Option<&Dest>) -> anyhow::Result<CompeteReport> {
+pub fn run_blocking(
+    plan: &Plan,
+    json: Option<&Dest>,
+    watching: &Watching,
+) -> anyhow::Result<CompeteReport> {
     let refs: Vec<&Config> = plan.flows.iter().map(|(_, c)| c).collect();
     let command: Vec<String> = std::env::args().collect();
     let threads = plan.client_threads.max(2);
-    let result: anyhow::Result<Vec<Report>> =
-        qbench_engine::setup::harness::run(&refs, threads, async |prepared, _| {
+    let result: anyhow::Result<Vec<Report>> = qbench_engine::setup::harness::run(
+        &refs,
+        threads,
+        watching.observer(),
+        async |prepared, _| {
             let clock = Clock::start();
             prepared.prime_tcp_metrics(&refs).await?;
             let mut sides = Vec::new();
@@ -119,15 +131,16 @@ pub fn run_blocking(plan: &Plan, json: Option<&Dest>) -> anyhow::Result<CompeteR
                 sides.push(Side::open(cfg, server, prepared, command.clone(), clock).await?);
             }
             let total = sides.iter().map(|s| s.objects()).sum();
-            let bar = progress_bar(total);
-            let watch = crate::export::progress::observer(&bar);
-            join_all(sides.iter_mut().map(|s| s.run(0, &watch))).await;
+            let bar = Progress::objects(total);
+            watching.show(&bar);
+            join_all(sides.iter_mut().map(|s| s.run(0))).await;
             bar.finish_and_clear();
             for s in &mut sides {
                 s.finish().await;
             }
             sides.iter().map(|s| s.report(1, None)).collect()
-        });
+        },
+    );
     let reports = result?;
     // A signal during the teardown still stops it, as one during the flows does.
     qbench_engine::setup::harness::late_signal()?;

@@ -8,8 +8,7 @@ use qbench_core::report::early_stop::EarlyStop;
 use qbench_core::{ErrorKind, Recorder, Report, ReportMeta};
 
 use super::run_outputs::{rewrite, rewrites, write_outputs, written};
-use crate::export::live_outputs::{progress, LiveOutputs};
-use crate::export::progress::Progress;
+use crate::export::live_outputs::{progress, LiveOutputs, Watching};
 use crate::export::text::run::summary;
 use crate::export::{print_text, Dest};
 use crate::flags::cli::{Outputs, RunArgs};
@@ -62,10 +61,15 @@ pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
     interrupt::hold()?;
     let command: Vec<String> = std::env::args().collect();
     let threads = cfg.spec().client_threads;
-    let outcome =
-        qbench_engine::setup::harness::run(&[cfg], threads, async |prepared, takes_signals| {
-            run(&plan, command.clone(), prepared, takes_signals).await
-        });
+    let watching = Watching::default();
+    let outcome = qbench_engine::setup::harness::run(
+        &[cfg],
+        threads,
+        watching.observer(),
+        async |prepared, takes_signals| {
+            run(&plan, command.clone(), prepared, &watching, takes_signals).await
+        },
+    );
     let mut outcome = match outcome {
         Err(e) => match e.downcast_ref::<Interrupted>() {
             // Stopped before any run began: the report says so.
@@ -97,7 +101,10 @@ pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
     match (outcome.error, outcome.thresholds_failed) {
         (Some(e), _) => Err(anyhow::anyhow!(e)),
         (None, Some(t)) => Err(ThresholdsFailed(t).into()),
-        (None, None) => Ok(()),
+        (None, None) => {
+            qbench_engine::output::lost::check_key_log(plan.cfg.key_log.as_deref());
+            Ok(())
+        }
     }
 }
 
@@ -168,7 +175,7 @@ impl RunPlan {
         let mut cfg = cfg;
         qlog_to(args, &mut cfg)?;
         // Opened (created) only once everything else is known to be valid.
-        qbench_engine::transport::tls::log_keys_to(args.keylog.as_deref())?;
+        cfg.key_log = qbench_engine::transport::tls::open_key_log(args.keylog.as_deref())?;
         Ok(Self {
             cfg,
             outputs,
@@ -216,12 +223,7 @@ fn qlog_to(args: &RunArgs, cfg: &mut Config) -> Result<(), ConfigError> {
     }
     std::fs::create_dir_all(dir).map_err(|e| bad("--qlog", format!("{}: {e}", dir.display())))?;
     qbench_engine::output::check_writable("--qlog", &dir.join("qbench.sqlog"))?;
-    let sample = args.qlog_sample.unwrap_or(1.0);
-    qbench_engine::transport::h3::qlog_to(dir, sample);
-    if let Some(o) = cfg.server.as_mut() {
-        o.qlog = Some(dir.clone());
-        o.qlog_sample = sample;
-    }
+    cfg.qlog_to(dir, args.qlog_sample.unwrap_or(1.0));
     Ok(())
 }
 
@@ -249,6 +251,7 @@ pub async fn run(
     plan: &RunPlan,
     command: Vec<String>,
     prepared: &Prepared,
+    watching: &Watching,
     takes_signals: &AtomicBool,
 ) -> anyhow::Result<Outcome> {
     takes_signals.store(true, Ordering::SeqCst);
@@ -278,10 +281,12 @@ pub async fn run(
         }
     };
     let bar = progress(&plan.cfg, &side);
+    watching.show(&bar);
     let title = headline(&plan.cfg, &side);
     let live = LiveOutputs::start(
         &plan.cfg,
-        &mut side,
+        &side,
+        watching,
         plan.outputs.json_stream.as_deref(),
         plan.print_intervals,
         plan.metrics,
@@ -294,12 +299,12 @@ pub async fn run(
     let mut aborted = None;
     if let Some(b) = &plan.barrier {
         tokio::select! {
-            at = qbench_engine::setup::fleet::wait(b) => side.start = Some(at),
+            at = qbench_engine::setup::fleet::wait(b, &prepared.observer) => side.start = Some(at),
             sig = signals.next() => aborted = Some(Interrupted::new(sig, "before run 0").to_string()),
         }
     }
     if aborted.is_none() {
-        aborted = run_all(plan, &mut side, &bar, &live, json.as_ref(), &mut signals).await?;
+        aborted = run_all(plan, &mut side, &live, json.as_ref(), &mut signals).await?;
     }
     bar.finish_and_clear();
     live.close_view();
@@ -386,7 +391,6 @@ async fn open_side<'a>(
 async fn run_all(
     plan: &RunPlan,
     side: &mut Side<'_>,
-    bar: &Progress,
     live: &LiveOutputs,
     json: Option<&Dest>,
     signals: &mut interrupt::Listener,
@@ -402,7 +406,6 @@ async fn run_all(
             .map(|line| format!("stopped early: --fail-if {line}"))
     };
     for i in 0..spec.runs {
-        live.run_index.store(i, Ordering::Relaxed);
         // One that came while the last run's report was written.
         if let Some(sig) = interrupt::take() {
             aborted = Some(Interrupted::new(sig, format!("before run {i}")).to_string());
@@ -412,8 +415,7 @@ async fn run_all(
         // A held load stops starting requests at a stopping signal and ends with those in
         // flight, so the run so far is reported; any other run is dropped at once.
         let ended = {
-            let watch = bar.observer();
-            let fut = side.run(i, &watch);
+            let fut = side.run(i);
             tokio::pin!(fut);
             loop {
                 tokio::select! {

@@ -13,6 +13,7 @@ use qbench_core::stats::discoveries;
 use qbench_core::stats::effect::Test;
 use qbench_core::stats::metric::Metric;
 
+use crate::export::live_outputs::Watching;
 use crate::export::{write_json, Dest};
 use crate::flags::cli::{Outputs, SweepArgs};
 use qbench_engine::plan::config::{LinkChoice, TargetArgs};
@@ -115,14 +116,15 @@ fn row(what: &str, report: &CellReport, fdr: Option<(f64, bool)>) -> String {
 }
 
 /// Runs one cell; returns its report and, when incomplete, why.
-fn run_cell(plan: &CellPlan) -> anyhow::Result<(CellReport, Option<String>)> {
+fn run_cell(plan: &CellPlan, watching: &Watching) -> anyhow::Result<(CellReport, Option<String>)> {
     Ok(match plan {
         CellPlan::Compare(p) => {
-            let (r, e) = crate::commands::compare::run_blocking(p, std::env::args().collect())?;
+            let command = std::env::args().collect();
+            let (r, e) = crate::commands::compare::run_blocking(p, command, watching)?;
             (CellReport::Compare(Box::new(r)), e)
         }
         CellPlan::Compete(p) => {
-            let r = crate::commands::compete::run_blocking(p, None)?;
+            let r = crate::commands::compete::run_blocking(p, None, watching)?;
             let e = (!r.complete).then(|| "some flows did not complete".to_string());
             (CellReport::Compete(Box::new(r)), e)
         }
@@ -163,6 +165,8 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
     qbench_engine::plan::error::out_dir(&args.out)?;
     check_out_dir(&args.out)?;
     let home = qbench_shaper::netns::current()?;
+    // One for every cell: what is said once is said once in the whole sweep.
+    let watching = Watching::default();
     let started = Instant::now();
     let (mut ran, mut failed, mut rows) = (0u32, Vec::new(), Vec::new());
     for (i, (cell, plan)) in cells.iter().zip(&plans).enumerate() {
@@ -181,7 +185,8 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
             None => {
                 let eta = eta(started, ran, cells.len() - i);
                 crate::tell!("[{}/{}] {what}{eta}", i + 1, cells.len());
-                let (report, error) = run_and_store(cell, plan, path, &scenario.name, &home)?;
+                let (report, error) =
+                    run_and_store(cell, plan, path, &scenario.name, &home, &watching)?;
                 // The cell took the signal and wrote its report; the sweep ends with it.
                 if let Some(sig) = qbench_engine::setup::interrupt::first() {
                     let why = qbench_engine::setup::interrupt::Interrupted::new(
@@ -288,8 +293,9 @@ fn run_and_store(
     path: PathBuf,
     scenario: &str,
     home: &std::fs::File,
+    watching: &Watching,
 ) -> anyhow::Result<(CellReport, Option<String>)> {
-    let result = run_cell(plan);
+    let result = run_cell(plan, watching);
     qbench_shaper::netns::restore(home)?;
     let (report, error) = result.with_context(|| format!("cell {}", cell.label()))?;
     let file = CellFile::new(scenario.to_string(), cell.clone(), report);

@@ -2,13 +2,14 @@
 //! a `--json-stream` object, served metrics (`--metrics-listen`) and the live view (`--tui`),
 //! all fed from the same interval records with the index of the run they belong to.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use anyhow::Context;
 
 use qbench_core::report::early_stop::EarlyStop;
+use qbench_core::report::load::IntervalRecord;
 use qbench_engine::measure::cpu::BusiestThread;
+use qbench_engine::observe::{Observer, Observing};
 use qbench_engine::plan::config::Config;
 use qbench_engine::plan::side::Side;
 
@@ -50,10 +51,87 @@ pub fn expected_bytes(cfg: &Config, objects: u64) -> Option<u64> {
     }
 }
 
-/// The running outputs: the index of the current run, which the runs advance; the metrics
-/// endpoint, served until dropped; the live view, on the terminal until closed.
+/// Told of each interval, with the index of the run it belongs to.
+type Feed = Box<dyn Fn(u32, &IntervalRecord) + Send + Sync>;
+
+/// What the user is shown of a command while it runs, as the engine reports it: progress on
+/// the command's bar, intervals to the live outputs, warnings on stderr.
+#[derive(Default)]
+struct Watch {
+    bar: RwLock<Option<Progress>>,
+    intervals: RwLock<Option<Feed>>,
+}
+
+impl Observer for Watch {
+    fn advanced(&self, n: u64) {
+        if let Some(bar) = &*self.bar.read().unwrap_or_else(PoisonError::into_inner) {
+            bar.advanced(n);
+        }
+    }
+
+    fn interval(&self, run: u32, r: &IntervalRecord) {
+        let feed = self
+            .intervals
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(feed) = &*feed {
+            feed(run, r);
+        }
+    }
+
+    fn warn(&self, line: &str) {
+        crate::tell!("{line}");
+    }
+
+    fn note(&self, line: &str) {
+        crate::tell!("{line}");
+    }
+}
+
+/// A command's [`Watch`], and the engine's handle on it: one per command, shared by a
+/// sweep's cells, so that a warning said once is said once in all of them.
+#[derive(Clone)]
+pub struct Watching {
+    watch: Arc<Watch>,
+    observing: Observing,
+}
+
+impl Default for Watching {
+    fn default() -> Self {
+        let watch = Arc::new(Watch::default());
+        let observing = Observing::new(watch.clone());
+        Self { watch, observing }
+    }
+}
+
+impl Watching {
+    /// What the engine reports the command's runs to.
+    pub fn observer(&self) -> &Observing {
+        &self.observing
+    }
+
+    /// From now on the runs' progress moves `bar`.
+    pub fn show(&self, bar: &Progress) {
+        *self
+            .watch
+            .bar
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(bar.clone());
+    }
+
+    fn feed(&self, feed: Option<Feed>) {
+        *self
+            .watch
+            .intervals
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = feed;
+    }
+}
+
+/// The running outputs: the metrics endpoint, served until dropped; the live view, on the
+/// terminal until closed. The intervals feed them until this is dropped.
 pub struct LiveOutputs {
-    pub run_index: Arc<AtomicU32>,
+    watching: Watching,
     metrics: Option<(Arc<Metrics>, AbortOnDrop)>,
     screen: Mutex<Option<Arc<Screen>>>,
     /// `--fail-early`: the conditions that held, once one did.
@@ -61,11 +139,14 @@ pub struct LiveOutputs {
 }
 
 impl LiveOutputs {
-    /// Starts what `side`'s intervals feed. `view`: the live view's title, when it is shown;
-    /// `early`: the conditions that stop the runs when they hold (`--fail-early`).
+    /// Starts what `side`'s intervals, as `watching` is told of them, feed. `view`: the live
+    /// view's title, when it is shown; `early`: the conditions that stop the runs when they
+    /// hold (`--fail-early`).
+    #[allow(clippy::too_many_arguments)]
     pub async fn start(
         cfg: &Config,
-        side: &mut Side<'_>,
+        side: &Side<'_>,
+        watching: &Watching,
         json_stream: Option<&str>,
         print: bool,
         metrics_at: Option<std::net::SocketAddr>,
@@ -89,25 +170,20 @@ impl LiveOutputs {
         // Only what is shown or served needs the threads' CPU read each interval.
         let busiest =
             (metrics.is_some() || screen.is_some()).then(|| Mutex::new(BusiestThread::start()));
-        let run_index = Arc::new(AtomicU32::new(0));
         let tripped = Arc::new(Mutex::new(None));
-        let (index, m, s, trip) = (
-            run_index.clone(),
+        let (m, s, trip) = (
             metrics.as_ref().map(|m| m.0.clone()),
             screen.clone(),
             tripped.clone(),
         );
         let (early, stop) = (early.map(Mutex::new), side.stopper());
-        side.on_interval(Arc::new(move |r| {
+        watching.feed(Some(Box::new(move |run, r| {
             if let Some(e) = &early {
                 judge_early(e, r, &trip, &stop);
             }
-            let run = index.load(Ordering::Relaxed);
-            let busy = busiest.as_ref().and_then(|b| {
-                b.lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .sample()
-            });
+            let busy = busiest
+                .as_ref()
+                .and_then(|b| b.lock().unwrap_or_else(PoisonError::into_inner).sample());
             if let Some(m) = &m {
                 m.add(run, r, busy.clone());
             }
@@ -115,9 +191,9 @@ impl LiveOutputs {
                 s.add(run, r, busy);
             }
             out.emit(run, r)
-        }));
+        })));
         Ok(Self {
-            run_index,
+            watching: watching.clone(),
             metrics,
             screen: Mutex::new(screen),
             tripped,
@@ -128,18 +204,18 @@ impl LiveOutputs {
     pub fn tripped(&self) -> Option<String> {
         self.tripped
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
 
     /// Gives the terminal back, with the lines kept from it, before the summary is printed.
-    /// The view closes when the last holder lets go: the intervals' callback holds it until
-    /// the side is dropped, so it is told to stop here.
+    /// The view closes when the last holder lets go: the intervals' feed holds it until this
+    /// is dropped, so it is told to stop here.
     pub fn close_view(&self) {
         let taken = self
             .screen
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
             .take();
         if let Some(s) = taken {
             s.close();
@@ -158,20 +234,15 @@ impl LiveOutputs {
 /// held load from starting requests.
 fn judge_early(
     early: &Mutex<EarlyStop>,
-    r: &qbench_core::report::load::IntervalRecord,
+    r: &IntervalRecord,
     tripped: &Mutex<Option<String>>,
     stop: &qbench_engine::drive::until::Stop,
 ) {
-    let mut tripped = tripped
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut tripped = tripped.lock().unwrap_or_else(PoisonError::into_inner);
     if tripped.is_some() {
         return;
     }
-    let held = early
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .add(r);
+    let held = early.lock().unwrap_or_else(PoisonError::into_inner).add(r);
     match held {
         Ok(Some(line)) => {
             crate::tell!("--fail-early: {line}: stopping");
@@ -179,7 +250,7 @@ fn judge_early(
             stop.stop();
         }
         Ok(None) => {}
-        Err(e) => qbench_engine::observe::warn(&format!("warning: --fail-early: {e}")),
+        Err(e) => crate::tell!("warning: --fail-early: {e}"),
     }
 }
 
@@ -217,6 +288,13 @@ async fn serve_metrics(
     let m = Metrics::new(labels);
     let task = tokio::spawn(m.clone().serve(listener));
     Ok((m, AbortOnDrop(task)))
+}
+
+impl Drop for LiveOutputs {
+    /// The outputs' files and endpoint go with the run, as they did before the watch.
+    fn drop(&mut self) {
+        self.watching.feed(None);
+    }
 }
 
 /// Stops the metrics endpoint with the run.

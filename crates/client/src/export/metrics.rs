@@ -74,7 +74,7 @@ impl Metrics {
     pub fn add(&self, run: u32, r: &IntervalRecord, busiest: Option<(String, f64)>) {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = live.add(run, r) {
-            qbench_engine::observe::warn(&format!("warning: --metrics-listen: {e}"));
+            crate::tell!("warning: --metrics-listen: {e}");
         }
         live.busiest = busiest;
         self.generation.fetch_add(1, Ordering::SeqCst);

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use qbench_engine::observe::{Observe, Observer};
 
 use super::text::numbers::count;
 
@@ -100,11 +99,6 @@ impl Progress {
         }
     }
 
-    /// What the engine reports a run's progress to, drawn on this bar.
-    pub fn observer(&self) -> Observer {
-        Arc::new(self.clone())
-    }
-
     /// Text before the bar, e.g. which round and side of a comparison is running.
     pub fn set_prefix(&self, prefix: String) {
         self.bar.set_prefix(prefix);
@@ -113,10 +107,9 @@ impl Progress {
     pub fn finish_and_clear(&self) {
         self.bar.finish_and_clear();
     }
-}
 
-impl Observe for Progress {
-    fn advanced(&self, n: u64) {
+    /// `n` more objects done, or milliseconds held, as the engine reports them.
+    pub fn advanced(&self, n: u64) {
         match &self.objects {
             Some(o) => {
                 let done = o.0.fetch_add(n, Ordering::Relaxed) + n;
@@ -125,14 +118,6 @@ impl Observe for Progress {
             None => self.bar.inc(n),
         }
     }
-}
-
-/// What the engine reports a run's progress to, drawn on `bar` (a bar of objects).
-pub fn observer(bar: &ProgressBar) -> Observer {
-    Arc::new(Progress {
-        bar: bar.clone(),
-        objects: None,
-    })
 }
 
 #[cfg(test)]
@@ -153,16 +138,15 @@ mod tests {
             objects: Some(Arc::new((AtomicU64::new(0), 4))),
         };
         p.bar.set_length(1_000);
-        let watch = p.observer();
-        watch.advanced(1);
-        watch.advanced(2);
+        p.advanced(1);
+        p.advanced(2);
         assert_eq!(p.bar.message(), "3/4 objects");
         assert_eq!(p.bar.position(), 0);
         let objects = Progress {
             bar: ProgressBar::hidden(),
             objects: None,
         };
-        objects.observer().advanced(2);
+        objects.advanced(2);
         assert_eq!(objects.bar.position(), 2);
     }
 }

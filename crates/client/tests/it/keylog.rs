@@ -182,3 +182,59 @@ fn an_unwritable_key_log_is_refused() {
         r.stderr
     );
 }
+
+/// Lines of `log` with a connection's application traffic secret: one per TLS connection.
+fn connections_logged(log: &Path) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("CLIENT_TRAFFIC_SECRET_0 "))
+        .count()
+}
+
+/// A comparison's two sides log to the one key log: every connection of each, on TCP and on
+/// QUIC.
+#[test]
+fn a_comparison_logs_both_sides_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("keys.log");
+    let r = qbench_plain(&[
+        "compare",
+        "--protos",
+        "h2,h3",
+        "--objects",
+        "2x1KB",
+        "--connections",
+        "2",
+        "--rounds",
+        "2",
+        "--warmup-rounds",
+        "0",
+        "--keylog",
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    // Two rounds of two sides, two connections each.
+    assert_eq!(connections_logged(&log), 8, "{}", r.stderr);
+}
+
+/// A competition's flows, one of each protocol, all log to the one key log.
+#[test]
+fn a_competition_logs_every_flows_keys() {
+    require!(Need::Link);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("keys.log");
+    let r = qbench_plain(&[
+        "compete",
+        "--flows",
+        "h1:1,h2:1,h3:1",
+        "--objects",
+        "2x1KB",
+        "--link",
+        "rate=100mbit,rtt=2ms",
+        "--keylog",
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(connections_logged(&log), 3, "{}", r.stderr);
+}

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::observe::Observer;
+use crate::observe::Observing;
 use qbench_core::Recorder;
 
 use crate::drive::verify::DigestBook;
@@ -28,7 +28,7 @@ pub struct AppRun<'a> {
     /// `https://HOST:PORT` of the server every object comes from.
     pub base: &'a str,
     pub verify: bool,
-    pub progress: &'a Observer,
+    pub progress: &'a Observing,
     pub log: Option<&'a crate::drive::reqlog::LogTo>,
 }
 

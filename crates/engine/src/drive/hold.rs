@@ -6,8 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::observe::Observer;
-use qbench_core::report::load::IntervalRecord;
+use crate::observe::{Observer, Observing};
 use qbench_core::spec::load::{Load, Schedule, MAX_LAG};
 use qbench_core::Recorder;
 use tokio::sync::mpsc;
@@ -21,9 +20,6 @@ use crate::drive::until::Until;
 use crate::drive::verify::DigestBook;
 use crate::measure::clock::Clock;
 use crate::transport::{Conn, ObjectReq};
-
-/// Called with each interval as it ends (printing, `--json-stream`).
-pub type OnInterval = Arc<dyn Fn(&IntervalRecord) + Send + Sync>;
 
 /// What the open loop needs from the run.
 pub struct OpenLoop {
@@ -163,15 +159,15 @@ impl OpenLoop {
     }
 }
 
-/// Ends an interval every `every` from `start` and hands it to `on`; the last, partial
-/// interval is the caller's to end once the run is over.
+/// Ends an interval every `every` from `start` and hands it to `to` as run `run`'s; the
+/// last, partial interval is the caller's to end once the run is over.
 pub async fn ticker(
     rec: Arc<Mutex<Recorder>>,
     clock: Clock,
     (start, every): (Duration, Duration),
     until: Option<Until>,
     in_flight: Arc<AtomicU64>,
-    on: Option<OnInterval>,
+    (run, to): (u32, Observing),
 ) {
     let mut at = start;
     loop {
@@ -181,9 +177,7 @@ pub async fn ticker(
             continue;
         }
         let r = lock(&rec).interval(clock.now(), in_flight.load(Ordering::Relaxed));
-        if let Some(on) = &on {
-            on(&r);
-        }
+        to.interval(run, &r);
     }
 }
 
@@ -198,7 +192,7 @@ fn near_end(at: Duration, end: Duration, every: Duration) -> bool {
 
 /// In duration mode the bar counts milliseconds held, adding this run's to those before it
 /// (earlier runs, or the other side of a comparison).
-pub async fn show_time(bar: Observer, clock: Clock, start: Duration) {
+pub async fn show_time(bar: Observing, clock: Clock, start: Duration) {
     let mut shown = 0;
     loop {
         let held = clock.now().saturating_sub(start).as_millis() as u64;

@@ -17,6 +17,7 @@ use qbench_core::{HandshakeInfo, ObjectOutcome};
 
 use crate::drive::app::AppRun;
 use crate::drive::fetch::{fetch_one, lock};
+use crate::observe::Observer;
 use crate::transport::{Conn, Connected, FetchError, Transport};
 
 /// Connections a browser opens per origin over HTTP/1.1 (Chrome's and Firefox's limit).

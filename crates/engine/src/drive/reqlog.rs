@@ -26,6 +26,8 @@ pub struct LogTo {
     pub log: Arc<RequestLog>,
     pub run: u32,
     pub run_start: Duration,
+    /// Told once if the log loses a line.
+    pub lost: crate::observe::Observing,
 }
 
 impl RequestLog {
@@ -86,7 +88,7 @@ impl LogTo {
         })();
         if let Err(e) = written {
             self.log.failed.store(true, Ordering::Relaxed);
-            crate::output::lost::record("--log-requests", e);
+            crate::output::lost::record_to(&self.lost, "--log-requests", e);
         }
     }
 }

@@ -6,6 +6,7 @@ use qbench_core::video::{Next, Player, VideoReport, VideoSpec};
 
 use crate::drive::app::AppRun;
 use crate::drive::fetch::{fetch_one, lock};
+use crate::observe::Observer;
 use crate::transport::Conn;
 
 /// Plays `spec` over `conn` until the video is downloaded, a segment fails or the watch

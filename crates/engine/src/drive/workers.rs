@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::observe::Observer;
+use crate::observe::{Observer, Observing};
 use qbench_core::Recorder;
 use tokio::task::JoinSet;
 
@@ -21,7 +21,7 @@ pub struct Workers {
     pub requests: Arc<Requests>,
     pub rec: Arc<Mutex<Recorder>>,
     pub book: Arc<DigestBook>,
-    pub progress: Observer,
+    pub progress: Observing,
     pub in_flight: Arc<AtomicU64>,
     pub clock: Clock,
     /// Concurrent requests per connection; `None` = all of its objects at once.

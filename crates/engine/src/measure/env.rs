@@ -85,17 +85,18 @@ fn cpu_clock() -> CpuClock {
     c
 }
 
-/// The interface towards the peer, and the warnings this environment calls for, each printed
-/// once per process however many sides share it.
-pub fn complete(env: &mut Environment, peer: std::net::SocketAddr, link: bool, udp: bool) {
+/// The interface towards the peer, and the warnings this environment calls for, each said
+/// to `to` once however many sides share it.
+pub fn complete(
+    env: &mut Environment,
+    peer: std::net::SocketAddr,
+    link: bool,
+    udp: bool,
+    to: &crate::observe::Observing,
+) {
     env.interfaces = super::netdev::towards(peer, link).into_iter().collect();
     env.warnings = qbench_core::report::env_checks::warnings(env, udp);
-    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
     for w in &env.warnings {
-        if !said.contains(w) {
-            crate::observe::warn(&format!("warning: {w}"));
-            said.push(w.clone());
-        }
+        to.warn_once(w, &format!("warning: {w}"));
     }
 }

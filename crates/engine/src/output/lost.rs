@@ -5,24 +5,45 @@
 
 use std::sync::Mutex;
 
+use crate::observe::Observer;
+
 static LOST: Mutex<Vec<(&'static str, String)>> = Mutex::new(Vec::new());
 
-/// Output `flag` failed: `why` says how. Only its first failure is kept.
-pub fn record(flag: &'static str, why: impl std::fmt::Display) {
+/// Output `flag` failed: `why` says how. Only its first failure is kept, and said to `to`.
+pub fn record_to(to: &dyn Observer, flag: &'static str, why: impl std::fmt::Display) {
     let mut lost = LOST.lock().unwrap_or_else(|e| e.into_inner());
     if lost.iter().any(|(f, _)| *f == flag) {
         return;
     }
     let why = why.to_string();
-    crate::observe::warn(&format!("warning: {flag}: {why}; it is incomplete"));
+    to.warn(&format!("warning: {flag}: {why}; it is incomplete"));
     lost.push((flag, why));
+}
+
+/// [`record_to`] for an output the application writes itself (`--json-stream`): the warning
+/// goes to stderr.
+pub fn record(flag: &'static str, why: impl std::fmt::Display) {
+    record_to(&Stderr, flag, why);
+}
+
+/// Warnings on stderr, as the application's own lines are.
+struct Stderr;
+
+impl Observer for Stderr {
+    fn warn(&self, line: &str) {
+        crate::output::stdio::err(&format!("{line}\n"));
+    }
+}
+
+/// `--keylog`: a key log that failed a write is an output lost.
+pub fn check_key_log(log: Option<&qbench_stack::keylog::KeyLogTo>) {
+    if let Some(why) = log.and_then(qbench_stack::keylog::KeyLogTo::failure) {
+        record("--keylog", why);
+    }
 }
 
 /// An error naming every output that was not written whole, if any was.
 pub fn check() -> anyhow::Result<()> {
-    if let Some(why) = crate::transport::tls::key_log_failure() {
-        record("--keylog", why);
-    }
     let lost = LOST.lock().unwrap_or_else(|e| e.into_inner());
     if lost.is_empty() {
         return Ok(());

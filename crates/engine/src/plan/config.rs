@@ -3,6 +3,8 @@
 //! measured (`RunConfig`, which the report records), whom it is fetched from (the target in
 //! it), the in-process server's settings and the emulated link's.
 
+use std::sync::Arc;
+
 use http::Uri;
 use qbench_core::report::config::RunConfig;
 use qbench_core::spec::{Origin, RunSpec, Target};
@@ -10,6 +12,8 @@ use qbench_core::wire::MAX_STREAMS;
 use qbench_core::{CcAlgo, Protocol};
 use qbench_server::ServerOptions;
 use qbench_shaper::{BackendChoice, Offloads, TopologyOptions};
+use qbench_stack::keylog::KeyLogTo;
+use qbench_stack::qlog::QlogDir;
 
 use super::error::bad;
 use super::error::ConfigError;
@@ -58,6 +62,10 @@ pub struct Config {
     pub link_options: Option<TopologyOptions>,
     /// What the server's `--telemetry token` asks for; kept out of `run`, hence of reports.
     pub telemetry_token: Option<String>,
+    /// `--qlog`: where the client's sampled QUIC connections write qlog files.
+    pub qlog: Option<Arc<QlogDir>>,
+    /// `--keylog` (or `SSLKEYLOGFILE`): where every client connection logs its secrets.
+    pub key_log: Option<Arc<KeyLogTo>>,
 }
 
 fn parse_origin(flag: &'static str, text: &str) -> Result<(Origin, Uri), ConfigError> {
@@ -389,6 +397,8 @@ impl Config {
             server: in_process.then(|| server_options(&spec)),
             link_options: link_options(&spec, link),
             telemetry_token: t.telemetry_token.clone(),
+            qlog: None,
+            key_log: None,
             run: RunConfig {
                 spec,
                 target,
@@ -403,6 +413,16 @@ impl Config {
 
     pub fn spec(&self) -> &RunSpec {
         &self.run.spec
+    }
+
+    /// `--qlog DIR [--qlog-sample P]`: the client's QUIC connections and the in-process
+    /// server's write qlog files in `dir`, the share `sample` of them.
+    pub fn qlog_to(&mut self, dir: &std::path::Path, sample: f64) {
+        self.qlog = Some(Arc::new(QlogDir::new(dir, sample, "client")));
+        if let Some(o) = self.server.as_mut() {
+            o.qlog = Some(dir.to_path_buf());
+            o.qlog_sample = sample;
+        }
     }
 }
 

@@ -6,6 +6,7 @@ use qbench_core::RunReport;
 
 use crate::drive::runner::Runner;
 use crate::drive::until::Stop;
+use crate::observe::{Observer, Observing};
 use crate::transport::third_party::ThirdParty;
 
 pub enum Driver {
@@ -18,7 +19,7 @@ pub enum Driver {
 }
 
 impl Driver {
-    pub async fn run(&mut self, index: u32, progress: &crate::observe::Observer) -> RunReport {
+    pub async fn run(&mut self, index: u32, progress: &Observing) -> RunReport {
         match self {
             Self::Own(r) => r.run(index, progress).await,
             Self::Third { client, .. } => client.run(index).await,
@@ -46,18 +47,11 @@ impl Driver {
         }
     }
 
-    /// `--interval` is refused with `--client`: only qbench's runner ticks.
-    pub fn on_interval(&mut self, on: crate::drive::hold::OnInterval) {
-        if let Self::Own(r) = self {
-            r.on_interval(on);
-        }
-    }
-
     /// Only qbench's own requests are logged; a third-party client's are in its report.
-    pub fn log_requests(&mut self, log: Arc<crate::drive::reqlog::RequestLog>) {
+    pub fn log_requests(&mut self, log: Arc<crate::drive::reqlog::RequestLog>, to: &Observing) {
         match self {
             Self::Own(r) => r.log_requests(log),
-            Self::Third { .. } => crate::observe::warn(
+            Self::Third { .. } => to.warn(
                 "warning: --log-requests logs qbench's own clients' requests; --client's are in the report",
             ),
         }

@@ -22,7 +22,7 @@ use crate::transport::h1::H1;
 use crate::transport::h2::H2;
 use crate::transport::h3::H3;
 use crate::transport::tcp::TlsTcp;
-use crate::transport::tls::{client_config, ticket_store};
+use crate::transport::tls::{client_config, log_keys, ticket_store};
 use crate::transport::Transport;
 use qbench_core::report::sender::SenderSetup;
 use qbench_core::report::spread::{RoleCpu, ThreadRole};
@@ -51,6 +51,8 @@ pub struct Side<'a> {
     pub start: Option<qbench_core::spec::start::StartRecord>,
     /// Steal above this (percent) flags a run as noisy.
     pub steal_threshold: f64,
+    /// What the side's runs report their progress, intervals and warnings to.
+    observer: crate::observe::Observing,
 }
 
 /// The machine's CPU counters, or `None` where `/proc/stat` cannot be read or parsed (the run
@@ -136,6 +138,7 @@ impl<'a> Side<'a> {
             peer.endpoint.addr,
             prepared.link.is_some(),
             spec.proto == Protocol::H3,
+            &prepared.observer,
         );
         let runner = match &spec.client {
             Some(program) => crate::plan::driver::Driver::Third {
@@ -145,7 +148,7 @@ impl<'a> Side<'a> {
                 stop: Arc::default(),
             },
             None => {
-                let transport = transport(spec, &peer, clock, pinned.as_ref())?;
+                let transport = transport(cfg, &peer, clock, pinned.as_ref())?;
                 let mut runner = Runner::new(transport, plan, clock);
                 if let Some(p) = pinned {
                     runner.pin(p);
@@ -167,6 +170,7 @@ impl<'a> Side<'a> {
             shard: None,
             start: None,
             steal_threshold: STEAL_THRESHOLD_PCT,
+            observer: prepared.observer.clone(),
         })
     }
 
@@ -228,7 +232,7 @@ impl<'a> Side<'a> {
     }
 
     /// One run; its report is appended to `runs` and returned.
-    pub async fn run(&mut self, index: u32, bar: &crate::observe::Observer) -> &RunReport {
+    pub async fn run(&mut self, index: u32) -> &RunReport {
         // The sides of a comparison take turns, each under its own quota.
         let quota = self.cpu.map(|c| c.apply(self.client_cpu));
         let throttled0 = self.cpu.and_then(|c| c.throttling());
@@ -242,7 +246,7 @@ impl<'a> Side<'a> {
         let (threads0, wall) = (all_threads(), std::time::Instant::now());
         // Only a link has forwarder threads: other runs read /proc no more than before.
         let link0 = self.link.map(|_| role_times(ThreadRole::Link));
-        let mut rep = self.runner.run(index, bar).await;
+        let mut rep = self.runner.run(index, &self.observer).await;
         let link = link0.map(|l0| role_times(ThreadRole::Link).since(&l0));
         let (threads1, elapsed) = (all_threads(), wall.elapsed());
         let roles = role_cpu(&threads0, &threads1, elapsed);
@@ -419,12 +423,8 @@ impl<'a> Side<'a> {
         self.runner.stopper()
     }
 
-    pub fn on_interval(&mut self, on: crate::drive::hold::OnInterval) {
-        self.runner.on_interval(on);
-    }
-
     pub fn log_requests(&mut self, log: Arc<crate::drive::reqlog::RequestLog>) {
-        self.runner.log_requests(log);
+        self.runner.log_requests(log, &self.observer);
     }
 
     /// Lets QUIC peers see our CONNECTION_CLOSE before the endpoint goes away.
@@ -464,7 +464,6 @@ fn plan(cfg: &Config, peer: &Peer) -> Plan {
         shard: spec.shard,
         log: None,
         interval: spec.interval,
-        on_interval: None,
         app: app_plan(spec, &peer.origin.authority()),
     }
 }
@@ -509,6 +508,7 @@ fn third_party(
         ca_pem,
         clock,
         server.map(|s| s.truth()),
+        prepared.observer.clone(),
     )?)
 }
 
@@ -528,16 +528,19 @@ fn telemetry_uri(cfg: &Config, peer: &Peer) -> http::Uri {
     .expect("valid URI: the token was checked to be URI-safe")
 }
 
-/// The client's transport to `peer` for `spec`'s protocol, resuming sessions with `--resume`.
+/// The client's transport to `peer` for `cfg`'s protocol, resuming sessions with `--resume`,
+/// logging keys and qlogs where `cfg` says.
 fn transport(
-    spec: &RunSpec,
+    cfg: &Config,
     peer: &Peer,
     clock: Clock,
     pinned: Option<&crate::drive::pinned::Pinned>,
 ) -> anyhow::Result<Box<dyn Transport>> {
+    let spec = cfg.spec();
     let tickets = spec.resume.then(ticket_store);
     let alpn = spec.proto.alpn();
-    let tls = client_config(&peer.trust, alpn, tickets.clone(), spec.zero_rtt)?;
+    let mut tls = client_config(&peer.trust, alpn, tickets.clone(), spec.zero_rtt)?;
+    log_keys(&mut tls, cfg.key_log.as_ref());
     let ep = peer.endpoint.clone();
     Ok(match spec.proto {
         Protocol::H1 => Box::new(H1 {
@@ -558,7 +561,8 @@ fn transport(
                 spec.connections as usize,
                 pinned,
             )
-            .map_err(|e| anyhow::anyhow!("{}: {}", e.kind, e.message))?,
+            .map_err(|e| anyhow::anyhow!("{}: {}", e.kind, e.message))?
+            .qlog_to(cfg.qlog.clone()),
         ),
     })
 }

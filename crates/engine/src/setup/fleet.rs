@@ -6,6 +6,7 @@ use std::time::{Duration, Instant, SystemTime};
 use qbench_core::report::ShardRecord;
 use qbench_core::spec::start::{unix_us, ClockSync, StartRecord};
 
+use crate::observe::Observer;
 use crate::plan::config::Config;
 
 /// The resolved barrier: as given, and when.
@@ -64,8 +65,9 @@ pub fn clock_sync() -> ClockSync {
 /// millisecond or more on a busy machine (0.4-0.8 ms late starts were seen with 2 ms).
 const SPIN: Duration = Duration::from_millis(10);
 
-/// Waits for the barrier on the wall clock and says how close to it this copy started.
-pub async fn wait(b: &Barrier) -> StartRecord {
+/// Waits for the barrier on the wall clock and says how close to it this copy started; a
+/// barrier already passed is a warning to `to`.
+pub async fn wait(b: &Barrier, to: &crate::observe::Observing) -> StartRecord {
     let now = SystemTime::now();
     let late = now > b.at;
     if let Ok(ahead) = b.at.duration_since(now) {
@@ -86,7 +88,7 @@ pub async fn wait(b: &Barrier) -> StartRecord {
         -i64::try_from(barrier - s).unwrap_or(i64::MAX)
     };
     if late {
-        crate::observe::warn(&format!(
+        to.warn(&format!(
             "warning: --start-at: the barrier ({}) had passed {:.3} s before this copy reached it; started at once (recorded as late)",
             b.given,
             skew_us as f64 / 1e6
@@ -105,21 +107,41 @@ pub async fn wait(b: &Barrier) -> StartRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::observe::Observing;
+    use std::sync::{Arc, Mutex};
+
+    /// The warnings an observer was given.
+    #[derive(Default)]
+    struct Warned(Mutex<Vec<String>>);
+
+    impl Observer for Warned {
+        fn warn(&self, line: &str) {
+            self.0.lock().unwrap().push(line.to_string());
+        }
+    }
 
     #[tokio::test]
     async fn a_past_barrier_starts_at_once_and_says_so() {
+        let warned = Arc::new(Warned::default());
+        let to = Observing::new(warned.clone());
         let b = Barrier {
             given: "1".into(),
             at: SystemTime::UNIX_EPOCH + Duration::from_secs(1),
         };
-        let r = wait(&b).await;
+        let r = wait(&b, &to).await;
         assert!(r.late && r.skew_us > 0);
         assert_eq!(r.barrier_unix_us, 1_000_000);
         let soon = Barrier {
             given: "+10ms".into(),
             at: SystemTime::now() + Duration::from_millis(10),
         };
-        let r = wait(&soon).await;
+        let r = wait(&soon, &to).await;
         assert!(!r.late && r.started_unix_us >= r.barrier_unix_us);
+        let warned = warned.0.lock().unwrap();
+        assert_eq!(warned.len(), 1, "{warned:?}");
+        assert!(
+            warned[0].starts_with("warning: --start-at: the barrier (1) had passed "),
+            "{warned:?}"
+        );
     }
 }

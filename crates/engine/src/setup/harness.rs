@@ -9,11 +9,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use crate::observe::Observing;
 use crate::plan::config::Config;
 use crate::setup::interrupt::{ending, untaken, Interrupted};
 use crate::setup::prepare::Prepared;
 
-/// Runs `work` on a client runtime of `threads` workers, with `cfgs`' links and servers up.
+/// Runs `work` on a client runtime of `threads` workers, with `cfgs`' links and servers up,
+/// reporting to `observer`.
 /// Before `work` sets its flag (it takes signals itself), a stopping signal (SIGINT, SIGTERM,
 /// SIGHUP) drops everything; after, `work` takes the first one itself and still writes its
 /// report, and a second one drops everything. A signal that nobody took, such as one during
@@ -21,9 +23,10 @@ use crate::setup::prepare::Prepared;
 pub fn run<T>(
     cfgs: &[&Config],
     threads: u32,
+    observer: &Observing,
     work: impl AsyncFnOnce(&Prepared, &AtomicBool) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
-    let prepared = Prepared::new(cfgs)?;
+    let prepared = Prepared::new(cfgs, observer)?;
     let rt = runtime(threads, prepared.cpu.as_ref())?;
     let started = AtomicBool::new(false);
     let outcome = rt.block_on(async {

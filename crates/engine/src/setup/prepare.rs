@@ -16,11 +16,12 @@ use std::sync::Arc;
 
 use qbench_server::relay::{RelayStats, Upstream};
 
+use crate::observe::{Observer, Observing};
 use crate::plan::config::Config;
 use crate::plan::error::ConfigError;
 use crate::setup::client_cpu::ClientCpu;
 use crate::transport::tcp::TlsTcp;
-use crate::transport::tls::{client_config, Trust};
+use crate::transport::tls::{client_config, log_keys, Trust};
 use crate::transport::{Endpoint, FetchError};
 
 /// Built before the client runtime: building it moves the calling thread into the client
@@ -41,6 +42,8 @@ pub struct Prepared {
     pub cpu: Option<ClientCpu>,
     /// Whether the link locks TCP window metrics on the server's route toward the client.
     tcp_route_metrics: bool,
+    /// What the sides' runs report their progress, intervals and warnings to.
+    pub observer: Observing,
 }
 
 /// `qbench proxy` on a chain's middle host, in this process.
@@ -72,7 +75,8 @@ fn start_proxy(
         origin: "in-process server".into(),
         pem: origin.cert_pem().to_string(),
     };
-    let tls = client_config(&trust, via.alpn(), None, false)?;
+    let mut tls = client_config(&trust, via.alpn(), None, false)?;
+    log_keys(&mut tls, cfg.key_log.as_ref());
     let far = qbench_shaper::plan::chain_server_addr();
     let addr = SocketAddr::new(far.parse()?, origin.local_addr().port());
     let stats = Arc::new(RelayStats::default());
@@ -127,7 +131,7 @@ fn link_error(e: qbench_shaper::topology::ShaperError) -> anyhow::Error {
 impl Prepared {
     /// `cfgs` share one link (the first one's, whose route settings its plan made common to
     /// all); each gets its own in-process server, and its own proxy if it asks for one.
-    pub fn new(cfgs: &[&Config]) -> anyhow::Result<Self> {
+    pub fn new(cfgs: &[&Config], observer: &Observing) -> anyhow::Result<Self> {
         let first = cfgs.first().context("nothing to run")?;
         crate::setup::interrupt::hold()?;
         crate::setup::interrupt::check("starting")?;
@@ -165,7 +169,7 @@ impl Prepared {
                 .filter_map(|t| t.calibration())
                 .flat_map(|c| c.misses());
             for m in misses {
-                crate::observe::warn(&format!("warning: {flag}: {}", m.line()));
+                observer.warn(&format!("warning: {flag}: {}", m.line()));
             }
         }
         // The servers live at the far end: beyond the middle host when there is one.
@@ -222,6 +226,7 @@ impl Prepared {
             link_b,
             cpu,
             tcp_route_metrics,
+            observer: observer.clone(),
         })
     }
 
@@ -254,7 +259,8 @@ impl Prepared {
                 pem: server.cert_pem().to_string(),
             };
             let alpn = cfg.spec().proto.alpn();
-            let tls = client_config(&trust, alpn, None, false)?;
+            let mut tls = client_config(&trust, alpn, None, false)?;
+            log_keys(&mut tls, cfg.key_log.as_ref());
             let host = qbench_shaper::plan::SERVER_ADDR;
             let endpoint = Endpoint {
                 addr: SocketAddr::new(

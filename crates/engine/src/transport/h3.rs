@@ -9,6 +9,7 @@ use http::Uri;
 use qbench_core::spec::quic_knobs::QuicStats;
 use qbench_core::wire::{MAX_RESPONSE_HEADER_BYTES, STREAM_WINDOW, UDP_BUFFER};
 use qbench_core::{ErrorKind, HandshakeInfo};
+use qbench_stack::qlog::QlogDir;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::peer_params::{PeerStreams, Recording};
@@ -41,6 +42,8 @@ pub struct H3 {
     /// lane.
     lanes: usize,
     next: Vec<std::sync::atomic::AtomicUsize>,
+    /// `--qlog`: where the connections that are sampled write a qlog.
+    qlog: Option<Arc<QlogDir>>,
 }
 
 /// Most QUIC endpoints one transport opens (as many as a server's sockets at most).
@@ -63,13 +66,6 @@ fn alpn_of(conn: &quinn::Connection) -> Option<String> {
         .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
         .and_then(|d| d.protocol)
         .map(|p| String::from_utf8_lossy(&p).into_owned())
-}
-
-/// `--qlog`: every client QUIC connection of this process that is sampled writes a qlog.
-static QLOG: std::sync::OnceLock<qbench_stack::qlog::QlogDir> = std::sync::OnceLock::new();
-
-pub fn qlog_to(dir: &std::path::Path, sample: f64) {
-    let _ = QLOG.set(qbench_stack::qlog::QlogDir::new(dir, sample, "client"));
 }
 
 fn transport(e: &Endpoint) -> quinn::TransportConfig {
@@ -168,7 +164,14 @@ impl H3 {
             endpoints,
             lanes,
             next: (0..lanes).map(|_| Default::default()).collect(),
+            qlog: None,
         })
+    }
+
+    /// `--qlog`: the connections that `dir` samples write a qlog there.
+    pub fn qlog_to(mut self, dir: Option<Arc<QlogDir>>) -> Self {
+        self.qlog = dir;
+        self
     }
 
     /// The endpoint for a new connection: on a pinned thread, the next of those made on its
@@ -199,11 +202,15 @@ impl H3 {
             inner: self.crypto.clone(),
             seen: peer.clone(),
         }));
-        let qlogged = QLOG.get().and_then(|q| q.next(None)).map(|(stream, _)| {
-            let mut tc = transport(t);
-            tc.qlog_stream(Some(stream));
-            Arc::new(tc)
-        });
+        let qlogged = self
+            .qlog
+            .as_ref()
+            .and_then(|q| q.next(None))
+            .map(|(stream, _)| {
+                let mut tc = transport(t);
+                tc.qlog_stream(Some(stream));
+                Arc::new(tc)
+            });
         config.transport_config(qlogged.unwrap_or_else(|| self.transport.clone()));
         let connecting = endpoint
             .connect_with(config, t.addr, &t.server_name)

@@ -10,6 +10,8 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, NamedGroup, SignatureScheme};
 
+use qbench_stack::keylog::KeyLogTo;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ClientTlsError {
     #[error("--ca {path}: {message}")]
@@ -170,15 +172,13 @@ fn roots(trust: &Trust) -> Result<rustls::RootCertStore, ClientTlsError> {
     Ok(store)
 }
 
-/// TLS 1.3 client configuration for one protocol.
-/// `--keylog` (or `SSLKEYLOGFILE`): every client connection of this process logs its secrets.
-static KEY_LOG: std::sync::OnceLock<Arc<qbench_stack::keylog::KeyLogTo>> =
-    std::sync::OnceLock::new();
-
-/// Opens the key log (appending) for every client configuration made after this.
-pub fn log_keys_to(path: Option<&std::path::Path>) -> Result<(), crate::plan::error::ConfigError> {
+/// `--keylog` (or `SSLKEYLOGFILE`): the key log, opened for appending, that a plan's client
+/// connections log their secrets to (see [`log_keys`]).
+pub fn open_key_log(
+    path: Option<&std::path::Path>,
+) -> Result<Option<Arc<KeyLogTo>>, crate::plan::error::ConfigError> {
     let Some(path) = path else {
-        return Ok(());
+        return Ok(None);
     };
     // Appended to, and so never replaced; but never a block device or a socket either, and
     // `-` is stdout as for every output.
@@ -191,20 +191,21 @@ pub fn log_keys_to(path: Option<&std::path::Path>) -> Result<(), crate::plan::er
         Target::Stderr => std::path::Path::new("/dev/stderr"),
         _ => path,
     };
-    let log =
-        qbench_stack::keylog::KeyLogTo::open(at).map_err(|e| crate::plan::error::ConfigError {
-            flag: "--keylog",
-            message: format!("{}: {e}", path.display()),
-        })?;
-    let _ = KEY_LOG.set(log);
-    Ok(())
+    let log = KeyLogTo::open(at).map_err(|e| crate::plan::error::ConfigError {
+        flag: "--keylog",
+        message: format!("{}: {e}", path.display()),
+    })?;
+    Ok(Some(log))
 }
 
-/// The key log's first failed write, if one failed.
-pub fn key_log_failure() -> Option<String> {
-    KEY_LOG.get().and_then(|k| k.failure())
+/// The connections made with `tls` log their secrets to `to`, if there is one.
+pub fn log_keys(tls: &mut rustls::ClientConfig, to: Option<&Arc<KeyLogTo>>) {
+    if let Some(k) = to {
+        tls.key_log = k.clone();
+    }
 }
 
+/// TLS 1.3 client configuration for one protocol.
 pub fn client_config(
     trust: &Trust,
     alpn: &[u8],
@@ -229,9 +230,6 @@ pub fn client_config(
         None => Resumption::disabled(),
     };
     cfg.enable_early_data = early_data;
-    if let Some(k) = KEY_LOG.get() {
-        cfg.key_log = k.clone();
-    }
     Ok(cfg)
 }
 

@@ -5,7 +5,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::observe::Observer;
+use crate::observe::{Observer, Observing};
 use futures_util::StreamExt;
 use http::Uri;
 use qbench_core::recorder::ConnId;
@@ -18,7 +18,7 @@ use tokio::task::JoinSet;
 
 use crate::drive::app::{App, AppPlan, AppRun};
 use crate::drive::fetch::lock;
-use crate::drive::hold::{open_loop, show_time, ticker, OnInterval, OpenLoop};
+use crate::drive::hold::{open_loop, show_time, ticker, OpenLoop};
 use crate::drive::pinned::Pinned;
 use crate::drive::reqlog::LogTo;
 use crate::drive::requests::Requests;
@@ -47,7 +47,6 @@ pub struct Plan {
     /// `--log-requests`.
     pub log: Option<Arc<crate::drive::reqlog::RequestLog>>,
     pub interval: Option<Duration>,
-    pub on_interval: Option<OnInterval>,
     /// A video session or a page instead of `requests`.
     pub app: Option<AppPlan>,
 }
@@ -136,10 +135,6 @@ impl Runner {
         self.plan.log = Some(log);
     }
 
-    pub fn on_interval(&mut self, on: OnInterval) {
-        self.plan.on_interval = Some(on);
-    }
-
     /// Objects per run.
     pub fn objects(&self) -> u64 {
         self.plan.requests.len()
@@ -148,13 +143,13 @@ impl Runner {
     /// One run: connects (unless warm connections are kept), fetches every object (each
     /// connection starting as soon as it is up) or holds the load, then fetches the servers'
     /// telemetry.
-    pub async fn run(&mut self, index: u32, progress: &Observer) -> RunReport {
+    pub async fn run(&mut self, index: u32, progress: &Observing) -> RunReport {
         let mut side_tasks = JoinSet::new();
         let watch = ClientWatch::start(&mut side_tasks);
         // The run's one wall-clock reading, beside its monotonic start: shards' runs are laid
         // on one time line by it.
         let wall_start = std::time::SystemTime::now();
-        let run = self.begin(index, &mut side_tasks);
+        let run = self.begin(index, progress, &mut side_tasks);
         let mut workers = self.workers(&run, progress);
         let mut tasks = JoinSet::new();
         let (mut conns, mut ids) = self.connect(&run.rec, &mut workers, &mut tasks).await;
@@ -174,18 +169,18 @@ impl Runner {
         drop(workers);
         while tasks.join_next().await.is_some() {}
         side_tasks.shutdown().await;
-        self.wind_down(&run.rec);
+        self.wind_down(run.index, &run.rec, progress);
         record_streams(&run.rec, &conns, ids).await;
         let keep = played.keep;
         let mut report = self.report(run.rec, watch, wall_start, played, book);
-        self.add_telemetry(&mut report, &conns).await;
+        self.add_telemetry(&mut report, &conns, progress).await;
         let fit = keep && report.complete;
         self.keep_or_close(conns, fit);
         report
     }
 
     /// Sets up what the run's steps share, the recorder first, and ticks its intervals.
-    fn begin(&self, index: u32, side_tasks: &mut JoinSet<()>) -> RunState {
+    fn begin(&self, index: u32, to: &Observing, side_tasks: &mut JoinSet<()>) -> RunState {
         let clock = self.clock;
         let start = clock.now();
         let rec = Arc::new(Mutex::new(Recorder::new(index, self.objects(), start)));
@@ -193,6 +188,7 @@ impl Runner {
             log,
             run: index,
             run_start: start,
+            lost: to.clone(),
         });
         let in_flight = Arc::new(AtomicU64::new(0));
         if let Some(l) = &self.plan.load {
@@ -205,10 +201,10 @@ impl Runner {
             .as_ref()
             .map(|_| Until::new(self.stop.clone(), clock));
         if let Some(every) = self.plan.interval {
-            let on = self.plan.on_interval.clone();
             let (rec, in_flight) = (rec.clone(), in_flight.clone());
             let ticks = (clock.now(), every);
-            side_tasks.spawn(ticker(rec, clock, ticks, until.clone(), in_flight, on));
+            let to = (index, to.clone());
+            side_tasks.spawn(ticker(rec, clock, ticks, until.clone(), in_flight, to));
         }
         RunState {
             index,
@@ -220,7 +216,7 @@ impl Runner {
         }
     }
 
-    fn workers(&self, run: &RunState, progress: &Observer) -> Workers {
+    fn workers(&self, run: &RunState, progress: &Observing) -> Workers {
         Workers {
             requests: self.plan.requests.clone(),
             rec: run.rec.clone(),
@@ -283,7 +279,7 @@ impl Runner {
         &self,
         run: &RunState,
         book: &DigestBook,
-        progress: &Observer,
+        progress: &Observing,
         conns: &mut Open,
         ids: &mut Vec<ConnId>,
     ) -> Played {
@@ -334,7 +330,7 @@ impl Runner {
         run: &RunState,
         conns: &Open,
         book: &Arc<DigestBook>,
-        progress: &Observer,
+        progress: &Observing,
         tasks: &mut JoinSet<()>,
         side_tasks: &mut JoinSet<()>,
     ) {
@@ -366,17 +362,15 @@ impl Runner {
 
     /// Once every request is done: flushes the request log and ends the last, partial
     /// interval.
-    fn wind_down(&self, rec: &Mutex<Recorder>) {
+    fn wind_down(&self, index: u32, rec: &Mutex<Recorder>, to: &Observing) {
         if let Some(l) = &self.plan.log {
             if let Err(e) = l.flush() {
-                crate::output::lost::record("--log-requests", e);
+                crate::output::lost::record_to(to, "--log-requests", e);
             }
         }
         if self.plan.interval.is_some() {
             let last = lock(rec).interval(self.clock.now(), 0);
-            if let Some(on) = &self.plan.on_interval {
-                on(&last);
-            }
+            to.interval(index, &last);
         }
     }
 
@@ -408,11 +402,11 @@ impl Runner {
     }
 
     /// Each connection's sender telemetry, and the congestion states inferred from it.
-    async fn add_telemetry(&self, report: &mut RunReport, conns: &Open) {
+    async fn add_telemetry(&self, report: &mut RunReport, conns: &Open, to: &Observing) {
         let Some(uri) = &self.plan.telemetry_uri else {
             return;
         };
-        let mut timelines = fetch_telemetry(conns.iter().map(|(c, _)| c.as_ref()), uri).await;
+        let mut timelines = fetch_telemetry(conns.iter().map(|(c, _)| c.as_ref()), uri, to).await;
         if let Some(cap) = self.plan.cwnd_cap {
             timelines.iter_mut().for_each(|t| t.record_cap(cap));
         }
@@ -545,6 +539,7 @@ async fn record_reopens(rec: &Mutex<Recorder>, mut id: ConnId, reopens: Reopens)
 async fn fetch_telemetry<'a>(
     conns: impl Iterator<Item = &'a dyn Conn>,
     uri: &Uri,
+    to: &Observing,
 ) -> Vec<Timeline> {
     let mut out = Vec::new();
     // The query holds the telemetry token: never printed.
@@ -571,7 +566,7 @@ async fn fetch_telemetry<'a>(
         first.get_or_insert(why);
     }
     if let Some(why) = first {
-        crate::observe::warn(&format!(
+        to.warn(&format!(
             "warning: no telemetry from {shown} on {failed} of {asked} connection(s): {why}"
         ));
     }

@@ -34,7 +34,6 @@ pub(super) fn plan(n: u64, connections: usize, streams: Option<usize>, reuse: bo
         shard: None,
         log: None,
         interval: None,
-        on_interval: None,
         app: None,
     }
 }

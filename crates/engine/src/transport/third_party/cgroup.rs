@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use qbench_shaper::cgroup::{parse_mountinfo, parse_proc_cgroup};
 use qbench_shaper::owner::Owner;
 
+use crate::observe::Observing;
+
 /// How long the kernel is given to empty a killed cgroup before its removal is tried anyway.
 const EMPTIED: Duration = Duration::from_secs(2);
 
@@ -45,15 +47,15 @@ fn id() -> u32 {
     h.finish() as u32
 }
 
-/// Says once per process that children leaving the group may outlive their run.
-fn warn_once(why: &str) {
-    static SAID: OnceLock<()> = OnceLock::new();
-    SAID.get_or_init(|| {
-        crate::observe::warn(&format!(
+/// Says once per command that children leaving the group may outlive their run.
+fn warn_once(to: &Observing, why: &str) {
+    to.warn_once(
+        "--client: no cgroup",
+        &format!(
             "warning: --client: no cgroup for the client's processes ({why}); only their process \
              group is killed, so a child that leaves it (setsid) may outlive the run"
-        ));
-    });
+        ),
+    );
 }
 
 /// One process's cgroup: killed and removed when dropped.
@@ -65,10 +67,10 @@ pub(super) struct ProcCgroup {
 }
 
 impl ProcCgroup {
-    /// A fresh cgroup, or `None` (said once) where none can be made.
-    pub(super) fn create() -> Option<Self> {
+    /// A fresh cgroup, or `None` (said once, to `to`) where none can be made.
+    pub(super) fn create(to: &Observing) -> Option<Self> {
         let Some(parent) = parent() else {
-            warn_once("no cgroup v2 hierarchy");
+            warn_once(to, "no cgroup v2 hierarchy");
             return None;
         };
         // A name held by a live run, or taken meanwhile, is passed over (bounded).
@@ -90,7 +92,7 @@ impl ProcCgroup {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
                 Err(e) => {
-                    warn_once(&format!("{}: {e}", dir.display()));
+                    warn_once(to, &format!("{}: {e}", dir.display()));
                     return None;
                 }
             }

@@ -78,6 +78,8 @@ pub struct ThirdParty {
     version: Option<String>,
     /// Holds the CA file and every run's directory; removed when dropped.
     home: tempfile::TempDir,
+    /// Told when the processes cannot have cgroups of their own.
+    observer: crate::observe::Observing,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -128,6 +130,7 @@ impl ThirdParty {
         ca_pem: Option<&str>,
         clock: Clock,
         truth: Option<Arc<TruthLog>>,
+        observer: crate::observe::Observing,
     ) -> Result<Self, SetupError> {
         ctx.program
             .check(ctx.proto)
@@ -155,6 +158,7 @@ impl ThirdParty {
             truth,
             version,
             home,
+            observer,
         })
     }
 
@@ -190,7 +194,7 @@ impl ThirdParty {
         };
         // Every process at once, except `{url}` templates, which run as many at once as
         // there are connections.
-        let ctx = &self.ctx;
+        let (ctx, observer) = (&self.ctx, &self.observer);
         let at_once = match adapters::per_object(&ctx.program) {
             true => invocations.len().min(ctx.connections),
             false => invocations.len(),
@@ -199,7 +203,8 @@ impl ThirdParty {
         let ended: Vec<_> = futures_util::stream::iter(invocations)
             .map(|inv| async move {
                 let deadline = run_deadline(ctx, &inv.objects);
-                let r = process::run(&inv.argv, ctx.netns.as_deref(), &inv.dir, deadline).await;
+                let (netns, dir) = (ctx.netns.as_deref(), &inv.dir);
+                let r = process::run(&inv.argv, netns, dir, deadline, observer).await;
                 (inv, r)
             })
             .buffer_unordered(at_once)

@@ -133,6 +133,7 @@ pub(super) async fn run(
     netns: Option<&str>,
     dir: &Path,
     deadline: Duration,
+    observer: &crate::observe::Observing,
 ) -> Result<Ended, SpawnError> {
     let program = argv[0].clone();
     let mut cmd = match netns {
@@ -155,7 +156,7 @@ pub(super) async fn run(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    let cgroup = ProcCgroup::create();
+    let cgroup = ProcCgroup::create(observer);
     if let Some(cg) = &cgroup {
         // SAFETY: the hook makes only async-signal-safe calls (see `joiner`).
         unsafe { cmd.pre_exec(cg.joiner()) };

@@ -120,18 +120,29 @@ async fn max_inflight_drops_and_never_delays() {
     assert!(rep.complete, "dropped requests are counted, not errors");
 }
 
+/// What an observer was told of each interval: its run and requests completed.
+#[derive(Default)]
+struct Intervals(Mutex<Vec<(u32, u64)>>);
+
+impl crate::observe::Observer for Intervals {
+    fn interval(&self, run: u32, r: &qbench_core::report::load::IntervalRecord) {
+        self.0.lock().unwrap().push((run, r.completed));
+    }
+}
+
 /// Intervals of 20 ms over an open loop of 100 ms: contiguous, and their counts and
-/// histograms add up to the run's own (the warm-up's included, and marked).
+/// histograms add up to the run's own (the warm-up's included, and marked); the observer
+/// is told of each, as the run's.
 #[tokio::test(start_paused = true)]
 async fn intervals_add_up_to_the_run() {
-    let seen: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let seen = Arc::new(Intervals::default());
     let mut p = plan(4, 1, None, false);
     p.load = Some(load(100, 20, Some(500.0), 1000));
     p.interval = Some(Duration::from_millis(20));
-    let s = seen.clone();
-    p.on_interval = Some(Arc::new(move |r| s.lock().unwrap().push(r.completed)));
     let (mut r, _) = runner(Script::default(), p);
-    let rep = r.run(0, &crate::observe::unobserved()).await;
+    let rep = r
+        .run(2, &crate::observe::Observing::new(seen.clone()))
+        .await;
     let iv = &rep.intervals;
     assert!(iv.windows(2).all(|w| w[0].end_us == w[1].start_us));
     // The intervals with the warm-up's requests are marked, the last is not; one with none
@@ -150,7 +161,7 @@ async fn intervals_add_up_to_the_run() {
     }
     assert_eq!(merged.len(), total);
     assert_eq!(
-        *seen.lock().unwrap(),
-        iv.iter().map(|i| i.completed).collect::<Vec<_>>()
+        *seen.0.lock().unwrap(),
+        iv.iter().map(|i| (2, i.completed)).collect::<Vec<_>>()
     );
 }
