@@ -74,12 +74,13 @@ fn the_report_records_the_link_as_measured() {
         .sum();
     assert!((200_000..400_000).contains(&run_down), "{run_down}");
     assert!(!r.stderr.contains("warning: --link"), "{}", r.stderr);
-    assert!(
-        r.stderr
-            .contains("link measured  all 7 fields within tolerance (median RTT 40."),
-        "{}",
-        r.stderr
+    // The summary says the median the report holds (within its bound above, not a fixed
+    // figure: a busy machine's delay path adds a little).
+    let said = format!(
+        "link measured  all 7 fields within tolerance (median RTT {:.2} ms",
+        p50 as f64 / 1000.0
     );
+    assert!(r.stderr.contains(&said), "{said}\n{}", r.stderr);
 }
 
 #[test]

@@ -343,28 +343,27 @@ fn ctrl_c_and_cleanup_leave_nothing() {
 fn both_backends_measure_alike() {
     let _g = qbench_testkit::machine();
     let n = 400.0;
-    let mut medians = Vec::new();
+    let mut mins = Vec::new();
     for backend in [Netem, Userspace] {
         let out = with_link("rtt=40ms,loss=5%", backend, |c| {
             ping(c, &["-c", "400", "-i", "0.01", "-W", "1"])
         });
         let r = rtts(&out);
-        let m = median(&r);
+        let min = r.iter().copied().fold(f64::MAX, f64::min);
         let lost = n - received(&out);
         eprintln!(
-            "{backend:?}: median rtt {m} ms, min {}, {lost} of 400 lost",
-            r.iter().copied().fold(f64::MAX, f64::min)
+            "{backend:?}: median rtt {} ms, min {min}, {lost} of 400 lost",
+            median(&r)
         );
         assert!(r.iter().all(|v| *v >= 40.0), "{backend:?}: {out}");
         assert_binomial(lost, n, 0.05);
-        medians.push(m);
+        mins.push(min);
     }
-    // The userspace path's own cost (a TUN crossing and a wakeup each way) is a few
-    // milliseconds on the emulated CPU; on real hardware it is tenths.
-    assert!(
-        (medians[0] - medians[1]).abs() <= 5.0,
-        "medians {medians:?}"
-    );
+    // Judged by the least delayed of 400 echoes: the delay each backend adds at best. The
+    // medians also hold the guest's scheduling, and the userspace path (a TUN crossing and a
+    // wakeup each way) waits for QEMU's emulated CPU, which a busy host slows: 42.5 against
+    // 55.3 ms once, with the host's tests beside the VM. On real hardware its cost is tenths.
+    assert!((mins[0] - mins[1]).abs() <= 5.0, "minimums {mins:?}");
 }
 
 fn handshake_ms(r: &common::Run) -> f64 {
