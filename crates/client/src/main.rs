@@ -64,7 +64,7 @@ fn main() -> ExitCode {
                 ExitCode::from(qbench::flags::gate::THRESHOLD_EXIT)
             } else if e
                 .chain()
-                .any(|c| c.is::<qbench_engine::plan::error::ConfigError>())
+                .any(|c| c.is::<qbench_engine::error::ConfigError>())
                 || qbench_server::standalone::is_bad_input(&e)
             {
                 ExitCode::from(2)

@@ -1,14 +1,19 @@
-//! qbench-engine: what a qbench run does, as a library. It plans a run from a validated spec
-//! (`plan`), sets up what exists around it: links, servers, cgroups, the start barrier,
-//! signals (`setup`), drives the load: closed and open loop, held loads, video and pages
-//! (`drive`), over h1, h2 and h3 transports (`transport`), measures the client and the machine
-//! (`measure`), and writes the outputs a run streams (`output`). It has no command line and
-//! draws nothing: progress and warnings go through `observe`, to whoever drives it.
+//! qbench-engine: what a qbench run does, as a library. Its folders are layers, each using
+//! only those below it: `error`, `signals` and `observe` (progress and warnings go to whoever
+//! drives the engine: it has no command line and draws nothing); `measure` (the client and the
+//! machine); `output` (the files a run streams); `plan` (a validated spec, as data);
+//! `transport` (h1, h2 and h3 behind one pair of traits); `drive` (closed and open loops, held
+//! loads, video, pages, third-party clients); `setup` (links, servers, cgroups, the start
+//! barrier, descriptors, inputs); `session` (a side ready to run and the driver of its runs).
+//! `scripts/ci/import_circles.py` keeps it so.
 
 pub mod drive;
+pub mod error;
 pub mod measure;
 pub mod observe;
 pub mod output;
 pub mod plan;
+pub mod session;
 pub mod setup;
+pub mod signals;
 pub mod transport;

@@ -16,12 +16,12 @@ use crate::export::progress::{round_prefix, Progress};
 use crate::export::text::compare_table::table;
 use crate::export::{write_json, Dest};
 use crate::flags::cli::{CompareArgs, Outputs};
+use qbench_engine::error::usage;
 use qbench_engine::measure::clock::Clock;
 use qbench_engine::plan::config::{share_route, Config, LinkChoice, TargetArgs};
-use qbench_engine::plan::error::usage;
-use qbench_engine::plan::side::Side;
-use qbench_engine::setup::interrupt::{self, Interrupted};
+use qbench_engine::session::side::Side;
 use qbench_engine::setup::prepare::Prepared;
+use qbench_engine::signals::{self, Interrupted};
 
 /// The two validated configurations and how to call them.
 pub struct Plan {
@@ -154,7 +154,7 @@ impl Plan {
         let metric = metric.unwrap_or(Metric::default_for_spec(&spec.base));
         metric
             .check(load)
-            .map_err(|message| qbench_engine::plan::error::ConfigError {
+            .map_err(|message| qbench_engine::error::ConfigError {
                 flag: "--metric",
                 message,
             })?;
@@ -320,7 +320,7 @@ pub async fn run(
     a.finish().await;
     b.finish().await;
     // A signal after the rounds is reported as one during them is.
-    let late = |when: &str| interrupt::take().map(|sig| Interrupted::new(sig, when).to_string());
+    let late = |when: &str| signals::take().map(|sig| Interrupted::new(sig, when).to_string());
     if rounds.aborted.is_none() {
         rounds.aborted = late("after the last round");
     }
@@ -398,9 +398,9 @@ async fn run_rounds(
 ) -> anyhow::Result<Rounds> {
     let mut rounds = Rounds::default();
     // A stopping signal ends the rounds; the report still comes, `aborted` naming it.
-    let mut signals = interrupt::Listener::new();
+    let mut listener = signals::Listener::new();
     rounds_started.store(true, Ordering::Relaxed);
-    if let Some(sig) = warm_up(plan, (a, b), bar, &mut signals, &mut rounds.warmup).await {
+    if let Some(sig) = warm_up(plan, (a, b), bar, &mut listener, &mut rounds.warmup).await {
         rounds.aborted = Some(Interrupted::new(sig, "during the warm-up").to_string());
         return Ok(rounds);
     }
@@ -430,7 +430,7 @@ async fn run_rounds(
             a_first,
             (&mut *a, &mut *b),
             bar,
-            &mut signals,
+            &mut listener,
         )
         .await
         {
@@ -489,7 +489,7 @@ async fn warm_up(
     plan: &Plan,
     (a, b): (&mut Side<'_>, &mut Side<'_>),
     bar: &Progress,
-    signals: &mut interrupt::Listener,
+    listener: &mut signals::Listener,
     record: &mut Warmup,
 ) -> Option<i32> {
     for w in 0..plan.warmup_rounds {
@@ -505,7 +505,7 @@ async fn warm_up(
                 label(plan, side)
             )
         };
-        let sig = run_round((w, &prefix), a_first, (&mut *a, &mut *b), bar, signals).await;
+        let sig = run_round((w, &prefix), a_first, (&mut *a, &mut *b), bar, listener).await;
         record.a.extend(a.discard_last());
         record.b.extend(b.discard_last());
         if sig.is_some() {
@@ -522,7 +522,7 @@ async fn run_round(
     a_first: bool,
     (a, b): (&mut Side<'_>, &mut Side<'_>),
     bar: &Progress,
-    signals: &mut interrupt::Listener,
+    listener: &mut signals::Listener,
 ) -> Option<i32> {
     let show = |side: char| bar.set_prefix(prefix(side));
     let both = async {
@@ -540,7 +540,7 @@ async fn run_round(
     };
     tokio::select! {
         () = both => None,
-        sig = signals.next() => Some(sig),
+        sig = listener.next() => Some(sig),
     }
 }
 

@@ -12,10 +12,10 @@ use crate::export::live_outputs::Watching;
 use crate::export::progress::Progress;
 use crate::export::{print_text, write_json, Dest};
 use crate::flags::cli::{CompeteArgs, Outputs};
+use qbench_engine::error::usage;
 use qbench_engine::measure::clock::Clock;
 use qbench_engine::plan::config::{share_route, Config, LinkChoice, TargetArgs};
-use qbench_engine::plan::error::usage;
-use qbench_engine::plan::side::Side;
+use qbench_engine::session::side::Side;
 
 /// One validated configuration per flow.
 pub struct Plan {

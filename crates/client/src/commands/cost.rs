@@ -116,7 +116,7 @@ fn read_json<T: DeserializeOwned>(p: &Path) -> anyhow::Result<T> {
 
 /// A report, or a usage error (exit 2) naming its file and what is wrong with it.
 fn read_report(path: &Path) -> anyhow::Result<(&Path, Report)> {
-    let bad = |message: String| qbench_engine::plan::error::ConfigError {
+    let bad = |message: String| qbench_engine::error::ConfigError {
         flag: "REPORT",
         message,
     };

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use clap::ValueEnum;
 use qbench_core::Report;
-use qbench_engine::plan::error::ConfigError;
+use qbench_engine::error::ConfigError;
 
 use crate::export::hgrm::text;
 use crate::export::write_text;

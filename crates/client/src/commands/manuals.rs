@@ -51,7 +51,7 @@ fn pages(cmd: &clap::Command, dir: &Path, written: &mut usize) -> anyhow::Result
 
 /// Writes the pages of all three programs; `qbench` is this program's own definition.
 pub fn man(args: ManArgs, qbench: &clap::Command) -> anyhow::Result<()> {
-    qbench_engine::plan::error::out_dir(&args.out)?;
+    qbench_engine::error::out_dir(&args.out)?;
     let mut written = 0;
     for p in Program::ALL {
         match args.format {

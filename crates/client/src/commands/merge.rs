@@ -7,10 +7,10 @@ use qbench_core::{Report, ToolInfo};
 
 use crate::export::{print_text, write_json, Dest};
 use crate::flags::tools::MergeArgs;
-use qbench_engine::plan::error::ConfigError;
+use qbench_engine::error::ConfigError;
 
 fn bad(message: String) -> ConfigError {
-    qbench_engine::plan::error::bad("REPORT", message)
+    qbench_engine::error::bad("REPORT", message)
 }
 
 /// The files named, with directories expanded to their *.json files in name order.
@@ -52,7 +52,7 @@ fn read(path: &Path) -> Result<Report, ConfigError> {
 /// A run report from `path`, bounded in size; an error names `what` (the argument) and the
 /// file.
 pub(crate) fn read_report(path: &Path, what: &'static str) -> Result<Report, ConfigError> {
-    let bad = |message| qbench_engine::plan::error::bad(what, message);
+    let bad = |message| qbench_engine::error::bad(what, message);
     let text = qbench_engine::setup::input::read_text(
         path,
         qbench_core::spec::input::MAX_REPORT_BYTES,

@@ -10,7 +10,7 @@ use qbench_core::Protocol;
 use qbench_server::relay::{RelayStats, Upstream};
 
 use crate::flags::tools::ProxyArgs;
-use qbench_engine::plan::error::bad;
+use qbench_engine::error::bad;
 use qbench_engine::transport::tls::{client_config, Trust};
 
 /// The origin's host, port and name, as `--upstream` gives them.

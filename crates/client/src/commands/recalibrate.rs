@@ -1,7 +1,7 @@
 //! `qbench compare --recalibrate`: the shared link measured again between rounds.
 
-use qbench_engine::plan::side::Side;
-use qbench_engine::setup::interrupt::{self, Interrupted};
+use qbench_engine::session::side::Side;
+use qbench_engine::signals::{self, Interrupted};
 
 /// `--recalibrate`: measures each segment of the shared link again before `round`, on a
 /// blocking thread while the link stays borrowed by the sides. A field that misses is warned
@@ -13,14 +13,14 @@ pub(super) async fn recalibrate(strict: bool, side: &Side<'_>, round: u32) -> Op
         let (names, spec) = link.measurable();
         // A measurement takes seconds (minutes on a long delay): a stopping signal ends it
         // within a poll, as it ends a round.
-        let halt = qbench_shaper::stop::Stop::when(|| interrupt::untaken().is_some());
+        let halt = qbench_shaper::stop::Stop::when(|| signals::untaken().is_some());
         let measured = tokio::task::spawn_blocking(move || {
             qbench_shaper::calibrate::calibrate_until(&names, &spec, &halt)
         })
         .await
         .map_err(|e| e.to_string())
         .and_then(|r| r.map_err(|e| e.to_string()));
-        if let Some(sig) = interrupt::take() {
+        if let Some(sig) = signals::take() {
             let when = format!("while {flag} was measured before round {round}");
             return Some(Interrupted::new(sig, when).to_string());
         }

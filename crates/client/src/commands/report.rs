@@ -12,8 +12,8 @@ use qbench_core::scenario::Cell;
 use qbench_core::stats::discoveries;
 use qbench_core::stats::effect::Test;
 use qbench_core::stats::metric::Metric;
+use qbench_engine::error::ConfigError;
 use qbench_engine::output::target::{resolve, Target};
-use qbench_engine::plan::error::ConfigError;
 
 use crate::export::html::{page, Page, Sweep, GENERATOR};
 use crate::export::write_text;

@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::Context;
 use qbench_core::report::compare::{self, CompareReport};
 use qbench_core::Report;
-use qbench_engine::plan::error::{usage, ConfigError};
+use qbench_engine::error::{usage, ConfigError};
 use serde::Deserialize;
 
 use crate::export::html::{compare as html_compare, run as html_run};

@@ -16,13 +16,13 @@ use crate::flags::gate::{Shown, ThresholdsFailed};
 use qbench_core::report::thresholds::{failed_line, judge};
 use qbench_core::spec::threshold::Threshold;
 use qbench_engine::drive::runner::abort_reason;
+use qbench_engine::error::bad;
+use qbench_engine::error::ConfigError;
 use qbench_engine::measure::clock::Clock;
 use qbench_engine::plan::config::{check_telemetry, Config};
-use qbench_engine::plan::error::bad;
-use qbench_engine::plan::error::ConfigError;
-use qbench_engine::plan::side::{report_meta, Side};
-use qbench_engine::setup::interrupt::{self, Interrupted};
+use qbench_engine::session::side::{report_meta, Side};
 use qbench_engine::setup::prepare::{peer, Prepared};
+use qbench_engine::signals::{self, Interrupted};
 
 /// What the command ends with: whether every run was complete, else the first error.
 pub struct Outcome {
@@ -58,7 +58,7 @@ pub fn benchmark(args: RunArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     // From here a stopping signal is counted, never lost: before the link exists too.
-    interrupt::hold()?;
+    signals::hold()?;
     let command: Vec<String> = std::env::args().collect();
     let threads = cfg.spec().client_threads;
     let watching = Watching::default();
@@ -255,13 +255,13 @@ pub async fn run(
     takes_signals: &AtomicBool,
 ) -> anyhow::Result<Outcome> {
     takes_signals.store(true, Ordering::SeqCst);
-    let mut signals = interrupt::Listener::new();
+    let mut listener = signals::Listener::new();
     let json = plan.outputs.json.as_deref().map(Dest::parse);
     let meta = report_meta(&plan.cfg, command);
     // Connecting may take up to --timeout, and a barrier until its time: a signal cuts both.
     let opened = tokio::select! {
         r = open_side(plan, meta.clone(), prepared) => r?,
-        sig = signals.next() => {
+        sig = listener.next() => {
             let why = Interrupted::new(sig, "before run 0").to_string();
             Err(before_any_run(meta, plan, None, why)?)
         }
@@ -300,17 +300,17 @@ pub async fn run(
     if let Some(b) = &plan.barrier {
         tokio::select! {
             at = qbench_engine::setup::fleet::wait(b, &prepared.observer) => side.start = Some(at),
-            sig = signals.next() => aborted = Some(Interrupted::new(sig, "before run 0").to_string()),
+            sig = listener.next() => aborted = Some(Interrupted::new(sig, "before run 0").to_string()),
         }
     }
     if aborted.is_none() {
-        aborted = run_all(plan, &mut side, &live, json.as_ref(), &mut signals).await?;
+        aborted = run_all(plan, &mut side, &live, json.as_ref(), &mut listener).await?;
     }
     bar.finish_and_clear();
     live.close_view();
     side.finish().await;
     let expected = plan.cfg.spec().runs as usize;
-    let last = |when: &str| interrupt::take().map(|sig| Interrupted::new(sig, when).to_string());
+    let last = |when: &str| signals::take().map(|sig| Interrupted::new(sig, when).to_string());
     let aborted = aborted.or_else(|| last("after the last run"));
     let mut report = judged(side.report(expected, aborted)?, &plan.thresholds);
     let stdout_taken = plan.outputs.takes_stdout().then_some(Dest::Stdout);
@@ -393,7 +393,7 @@ async fn run_all(
     side: &mut Side<'_>,
     live: &LiveOutputs,
     json: Option<&Dest>,
-    signals: &mut interrupt::Listener,
+    listener: &mut signals::Listener,
 ) -> anyhow::Result<Option<String>> {
     let spec = plan.cfg.spec();
     let expected = spec.runs as usize;
@@ -407,7 +407,7 @@ async fn run_all(
     };
     for i in 0..spec.runs {
         // One that came while the last run's report was written.
-        if let Some(sig) = interrupt::take() {
+        if let Some(sig) = signals::take() {
             aborted = Some(Interrupted::new(sig, format!("before run {i}")).to_string());
             break;
         }
@@ -420,7 +420,7 @@ async fn run_all(
             loop {
                 tokio::select! {
                     r = &mut fut => break Some(abort_reason(r)),
-                    sig = signals.next() => {
+                    sig = listener.next() => {
                         aborted = Some(interrupted(sig));
                         if spec.load.is_none() || stop.is_set() {
                             break None;

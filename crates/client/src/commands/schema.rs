@@ -14,7 +14,7 @@ pub fn command(args: SchemaArgs) -> anyhow::Result<()> {
         (None, Some(dir)) => dir,
         (None, None) => anyhow::bail!("qbench schema: give a KIND or --dir DIR"),
     };
-    std::fs::create_dir_all(&dir).map_err(|e| qbench_engine::plan::error::ConfigError {
+    std::fs::create_dir_all(&dir).map_err(|e| qbench_engine::error::ConfigError {
         flag: "--dir",
         message: format!("{}: {e}", dir.display()),
     })?;

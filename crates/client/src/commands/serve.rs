@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use anyhow::Context;
+use qbench_engine::error::ConfigError;
 use qbench_engine::output::overwrite::check_not_inputs;
-use qbench_engine::plan::error::ConfigError;
 
 use crate::flags::serve::ServeArgs;
 

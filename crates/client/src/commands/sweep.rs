@@ -16,8 +16,8 @@ use qbench_core::stats::metric::Metric;
 use crate::export::live_outputs::Watching;
 use crate::export::{write_json, Dest};
 use crate::flags::cli::{Outputs, SweepArgs};
+use qbench_engine::error::ConfigError;
 use qbench_engine::plan::config::{LinkChoice, TargetArgs};
-use qbench_engine::plan::error::ConfigError;
 
 /// How a cell runs: its validated plan, built from the typed spec.
 pub enum CellPlan {
@@ -162,7 +162,7 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
             }
         }
     }
-    qbench_engine::plan::error::out_dir(&args.out)?;
+    qbench_engine::error::out_dir(&args.out)?;
     check_out_dir(&args.out)?;
     let home = qbench_shaper::netns::current()?;
     // One for every cell: what is said once is said once in the whole sweep.
@@ -188,8 +188,8 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
                 let (report, error) =
                     run_and_store(cell, plan, path, &scenario.name, &home, &watching)?;
                 // The cell took the signal and wrote its report; the sweep ends with it.
-                if let Some(sig) = qbench_engine::setup::interrupt::first() {
-                    let why = qbench_engine::setup::interrupt::Interrupted::new(
+                if let Some(sig) = qbench_engine::signals::first() {
+                    let why = qbench_engine::signals::Interrupted::new(
                         sig,
                         format!("during cell {what}"),
                     );

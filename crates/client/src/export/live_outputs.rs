@@ -11,7 +11,7 @@ use qbench_core::report::load::IntervalRecord;
 use qbench_engine::measure::cpu::BusiestThread;
 use qbench_engine::observe::{Observer, Observing};
 use qbench_engine::plan::config::Config;
-use qbench_engine::plan::side::Side;
+use qbench_engine::session::side::Side;
 
 use super::live_view::View;
 use super::metrics::{Labels, Metrics};

@@ -261,16 +261,16 @@ impl Metrics {
         let deadline = tokio::time::Instant::now() + FINAL_SCRAPE_WAIT;
         while self.served.load(Ordering::SeqCst) < last
             && tokio::time::Instant::now() < deadline
-            && qbench_engine::setup::interrupt::untaken().is_none()
+            && qbench_engine::signals::untaken().is_none()
         {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         // The signal ended this wait, as the line above promised: the run had ended whole, so
         // it is not left for the teardown to call the run interrupted.
-        if let Some(sig) = qbench_engine::setup::interrupt::take() {
+        if let Some(sig) = qbench_engine::signals::take() {
             crate::tell!(
                 "--metrics-listen: the wait for a final scrape ended on {}; the report stands",
-                qbench_engine::setup::interrupt::name(sig)
+                qbench_engine::signals::name(sig)
             );
         }
     }

@@ -10,7 +10,7 @@ use qbench_core::report::page::PageSpec;
 use qbench_core::video::{parse_bitrates, Quality, VideoSpec};
 use qbench_core::Rate;
 
-use qbench_engine::plan::error::{usage, ConfigError};
+use qbench_engine::error::{usage, ConfigError};
 
 /// Largest HAR file read: real pages' HARs are a few MB (bodies omitted); this bounds the
 /// memory a wrong file can take.

@@ -406,36 +406,36 @@ impl RunArgs {
     pub fn refuse_single_benchmark_outputs(
         &self,
         command: &str,
-    ) -> Result<(), qbench_engine::plan::error::ConfigError> {
+    ) -> Result<(), qbench_engine::error::ConfigError> {
         for (flag, given) in [
             ("--qlog", self.qlog.is_some() || self.qlog_sample.is_some()),
             ("--log-requests", self.log_requests.is_some()),
             ("--hgrm", self.hgrm.is_some()),
         ] {
-            qbench_engine::plan::error::usage(
+            qbench_engine::error::usage(
                 !given,
                 flag,
                 format!("is written by a single benchmark (qbench without a subcommand), not by {command}"),
             )?;
         }
-        qbench_engine::plan::error::usage(
+        qbench_engine::error::usage(
             command == "compare" || self.html.is_none(),
             "--html",
             format!("draws a single benchmark's or a comparison's report, not {command}'s"),
         )?;
-        qbench_engine::plan::error::usage(
+        qbench_engine::error::usage(
             self.live.metrics_listen.is_none(),
             "--metrics-listen",
             format!(
                 "serves a single benchmark's counts (qbench without a subcommand), not {command}'s"
             ),
         )?;
-        qbench_engine::plan::error::usage(
+        qbench_engine::error::usage(
             !self.gate.fail_early,
             "--fail-early",
             format!("judges a single benchmark's intervals (qbench without a subcommand), not {command}'s rounds"),
         )?;
-        qbench_engine::plan::error::usage(
+        qbench_engine::error::usage(
             !self.live.tui,
             "--tui",
             format!(
@@ -450,12 +450,12 @@ impl RunArgs {
             .iter()
             .find(|t| command != "compare" || !t.metric.of_comparison());
         match wrong {
-            Some(t) if command == "compare" => qbench_engine::plan::error::usage(
+            Some(t) if command == "compare" => qbench_engine::error::usage(
                 false,
                 "--fail-if",
                 format!("`{t}` judges a single benchmark's report; compare takes a-worse>P% or b-worse>P%"),
             ),
-            Some(_) => qbench_engine::plan::error::usage(
+            Some(_) => qbench_engine::error::usage(
                 false,
                 "--fail-if",
                 format!("judges a single benchmark's report or a comparison, not {command}'s"),
@@ -542,13 +542,13 @@ impl RunArgs {
 impl CompareArgs {
     /// An error naming the flag when `--protos` does not name exactly two or the rounds'
     /// flags do not fit together.
-    pub fn spec(&self) -> Result<CompareSpec, qbench_engine::plan::error::ConfigError> {
+    pub fn spec(&self) -> Result<CompareSpec, qbench_engine::error::ConfigError> {
         let base = self.run.spec();
         let protos = match self.protos.as_slice() {
             [] => (base.proto, base.proto),
             [a, b] => (*a, *b),
             _ => {
-                return Err(qbench_engine::plan::error::ConfigError {
+                return Err(qbench_engine::error::ConfigError {
                     flag: "--protos",
                     message: "give exactly two, as A,B".into(),
                 })

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 use clap::Args;
 use qbench_core::spec::shard::{parse_shard, Shard, ShardArg};
 use qbench_core::spec::start::{parse_start_at, StartAt, MAX_WAIT};
-use qbench_engine::plan::error::{bad, ConfigError};
+use qbench_engine::error::{bad, ConfigError};
 use qbench_engine::setup::fleet::Barrier;
 
 #[derive(Debug, Clone, Default, Args)]

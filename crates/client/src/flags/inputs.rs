@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use qbench_core::spec::link::RateSpec;
-use qbench_engine::plan::error::ConfigError;
+use qbench_engine::error::ConfigError;
 
 use super::cli::RunArgs;
 

@@ -8,7 +8,7 @@ use qbench_core::stats::rounds::{
     parse_precision, AutoRounds, MAX_ROUNDS, MIN_ROUNDS, PRECISION_PCT,
 };
 
-use qbench_engine::plan::error::ConfigError;
+use qbench_engine::error::ConfigError;
 
 /// The test `qbench compare` uses unless told: robust to the heavy tails and bimodal rounds of
 /// network timings, exact for small samples, and with no random resampling (the book,

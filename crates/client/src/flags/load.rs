@@ -5,7 +5,7 @@ use std::time::Duration;
 use clap::Args;
 use qbench_core::spec::load::{parse_rate, Arrivals, Load, DEFAULT_MAX_INFLIGHT};
 
-use qbench_engine::plan::error::ConfigError;
+use qbench_engine::error::ConfigError;
 
 #[derive(Debug, Clone, Default, Args)]
 pub struct LoadArgs {

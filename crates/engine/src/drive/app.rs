@@ -7,8 +7,8 @@ use std::time::Duration;
 use crate::observe::Observing;
 use qbench_core::Recorder;
 
-use crate::drive::verify::DigestBook;
 use crate::measure::clock::Clock;
+use crate::transport::verify::DigestBook;
 use crate::transport::ObjectReq;
 
 /// An application workload: it decides what to fetch, and when, as it goes.

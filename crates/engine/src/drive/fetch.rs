@@ -5,8 +5,8 @@ use std::sync::Mutex;
 
 use qbench_core::{ErrorKind, ObjectOutcome, Recorder};
 
-use crate::drive::verify::DigestBook;
 use crate::measure::clock::Clock;
+use crate::transport::verify::DigestBook;
 use crate::transport::{fetch, Conn, ObjectReq};
 
 pub fn lock(rec: &Mutex<Recorder>) -> std::sync::MutexGuard<'_, Recorder> {

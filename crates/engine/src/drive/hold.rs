@@ -14,11 +14,11 @@ use tokio::task::JoinSet;
 
 use crate::drive::fetch::{fetch_one, lock};
 use crate::drive::pacer::{pace, Due, Paced, Route};
-use crate::drive::pinned::Pinned;
 use crate::drive::requests::Requests;
 use crate::drive::until::Until;
-use crate::drive::verify::DigestBook;
 use crate::measure::clock::Clock;
+use crate::transport::pinned::Pinned;
+use crate::transport::verify::DigestBook;
 use crate::transport::{Conn, ObjectReq};
 
 /// What the open loop needs from the run.

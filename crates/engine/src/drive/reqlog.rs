@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use qbench_core::ObjectOutcome;
 
-use crate::plan::error::{self, ConfigError};
+use crate::error::{self, ConfigError};
 
 const HEADER: &str =
     "run\tconnection\tstream\tintended_us\tstart_us\tttfb_us\tend_us\tbytes\tstatus\terror\turl\n";

@@ -11,8 +11,8 @@ use tokio::task::JoinSet;
 use crate::drive::fetch::{fetch_one, lock};
 use crate::drive::requests::Requests;
 use crate::drive::until::Until;
-use crate::drive::verify::DigestBook;
 use crate::measure::clock::Clock;
+use crate::transport::verify::DigestBook;
 use crate::transport::Conn;
 
 /// What every connection's workers share in a run.
@@ -34,7 +34,7 @@ pub struct Workers {
     pub log: Option<crate::drive::reqlog::LogTo>,
     /// Connection `ci`'s workers run on `pinned.handle(ci)`, the runtime its connection was
     /// made on; `None`: on the calling runtime.
-    pub pinned: Option<Arc<crate::drive::pinned::Pinned>>,
+    pub pinned: Option<Arc<crate::transport::pinned::Pinned>>,
 }
 
 impl Workers {

@@ -14,11 +14,8 @@ use anyhow::Context;
 
 /// Fails now, before any run, if `path` cannot be written later: a directory, a block device,
 /// a socket, a missing directory, or one without write permission.
-pub fn check_writable(
-    flag: &'static str,
-    path: &Path,
-) -> Result<(), crate::plan::error::ConfigError> {
-    let bad = |message: String| crate::plan::error::bad(flag, message);
+pub fn check_writable(flag: &'static str, path: &Path) -> Result<(), crate::error::ConfigError> {
+    let bad = |message: String| crate::error::bad(flag, message);
     let path = match target::resolve(path).map_err(|e| bad(e.to_string()))? {
         target::Target::Replace(p) => p,
         // A device or FIFO is opened when written: a FIFO may get its reader only then.

@@ -5,7 +5,7 @@
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
-use crate::plan::error::ConfigError;
+use crate::error::ConfigError;
 
 /// (device, inode) of the file `path` names, following links; `None` for a path that does
 /// not exist (nothing there to lose) and for a character device, which reading and writing

@@ -145,7 +145,7 @@ fn open_through(path: &Path) -> std::io::Result<std::fs::File> {
         return std::fs::OpenOptions::new().append(true).open(path);
     }
     let since = std::time::Instant::now();
-    let signals = crate::setup::interrupt::received();
+    let signals = crate::signals::received();
     loop {
         match std::fs::OpenOptions::new()
             .write(true)
@@ -165,7 +165,7 @@ fn open_through(path: &Path) -> std::io::Result<std::fs::File> {
             Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
                 // A signal that came before the wait (it ended the runs) leaves the report
                 // still to be read; one during the wait ends it.
-                if crate::setup::interrupt::received() > signals {
+                if crate::signals::received() > signals {
                     return Err(std::io::Error::other(
                         "interrupted while waiting for a process to read the FIFO",
                     ));
@@ -250,12 +250,10 @@ pub fn identity(path: &Path) -> Result<Option<Identity>, TargetError> {
 
 /// Fails if two of the named outputs would write to the same file or stream: a later
 /// output would replace an earlier one, or two streams would interleave.
-pub fn check_distinct(
-    outputs: &[(&'static str, &Path)],
-) -> Result<(), crate::plan::error::ConfigError> {
+pub fn check_distinct(outputs: &[(&'static str, &Path)]) -> Result<(), crate::error::ConfigError> {
     let mut seen: Vec<(&'static str, Identity)> = Vec::new();
     for &(flag, path) in outputs {
-        let id = identity(path).map_err(|e| crate::plan::error::ConfigError {
+        let id = identity(path).map_err(|e| crate::error::ConfigError {
             flag,
             message: e.to_string(),
         })?;
@@ -266,7 +264,7 @@ pub fn check_distinct(
                 Identity::Stderr => "stderr".to_string(),
                 _ => path.display().to_string(),
             };
-            return Err(crate::plan::error::ConfigError {
+            return Err(crate::error::ConfigError {
                 flag,
                 message: format!(
                     "{what} is already the output of {earlier}: give each output its own file"

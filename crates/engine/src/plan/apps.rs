@@ -4,7 +4,7 @@
 use qbench_core::spec::RunSpec;
 use qbench_core::video::VideoError;
 
-use super::error::{bad, usage, ConfigError};
+use crate::error::{bad, usage, ConfigError};
 
 /// The flag a video field is set by.
 fn video_flag(e: &VideoError) -> &'static str {

@@ -5,7 +5,7 @@
 use qbench_core::spec::RunSpec;
 use qbench_shaper::cgroup;
 
-use super::error::{bad, ConfigError};
+use crate::error::{bad, ConfigError};
 
 /// How many cores this process may use (its affinity mask), which bounds `--client-cpu`.
 pub fn cores() -> usize {

@@ -15,8 +15,8 @@ use qbench_shaper::{BackendChoice, Offloads, TopologyOptions};
 use qbench_stack::keylog::KeyLogTo;
 use qbench_stack::qlog::QlogDir;
 
-use super::error::bad;
-use super::error::ConfigError;
+use crate::error::bad;
+use crate::error::ConfigError;
 
 /// Whom to fetch from, as given (`--target`, `--url`...), before validation.
 #[derive(Debug, Clone, Default)]

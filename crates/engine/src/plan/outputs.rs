@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::error::ConfigError;
 use crate::output::{check_writable, target};
-use crate::plan::error::ConfigError;
 
 /// Where a command writes what it measured; not part of what is measured.
 #[derive(Debug, Clone, Default)]

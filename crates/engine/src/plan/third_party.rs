@@ -3,7 +3,7 @@
 
 use qbench_core::spec::RunSpec;
 
-use super::error::{bad, ConfigError};
+use crate::error::{bad, ConfigError};
 
 pub fn check(s: &RunSpec) -> Result<(), ConfigError> {
     let Some(p) = &s.client else { return Ok(()) };

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use qbench_core::RunReport;
 
 use crate::drive::runner::Runner;
+use crate::drive::third_party::ThirdParty;
 use crate::drive::until::Stop;
 use crate::observe::{Observer, Observing};
-use crate::transport::third_party::ThirdParty;
 
 pub enum Driver {
     Own(Box<Runner>),

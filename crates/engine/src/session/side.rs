@@ -35,7 +35,7 @@ const LOOPBACK_MTU: u32 = 65_536;
 
 pub struct Side<'a> {
     pub peer: Peer,
-    runner: crate::plan::driver::Driver,
+    runner: crate::session::driver::Driver,
     server: Option<&'a InProcess>,
     link: Option<&'a Topology>,
     link_b: Option<&'a Topology>,
@@ -124,9 +124,9 @@ impl<'a> Side<'a> {
             let on_start = prepared
                 .cpu
                 .as_ref()
-                .map(|c| Arc::new(c.on_thread_start()) as crate::drive::pinned::OnStart);
+                .map(|c| Arc::new(c.on_thread_start()) as crate::transport::pinned::OnStart);
             Some(
-                crate::drive::pinned::Pinned::start(lanes, on_start)
+                crate::transport::pinned::Pinned::start(lanes, on_start)
                     .map_err(|e| anyhow::anyhow!("starting the client's threads: {e}"))?,
             )
         } else {
@@ -141,7 +141,7 @@ impl<'a> Side<'a> {
             &prepared.observer,
         );
         let runner = match &spec.client {
-            Some(program) => crate::plan::driver::Driver::Third {
+            Some(program) => crate::session::driver::Driver::Third {
                 client: Box::new(third_party(
                     program, cfg, &peer, &plan, server, prepared, clock,
                 )?),
@@ -153,7 +153,7 @@ impl<'a> Side<'a> {
                 if let Some(p) = pinned {
                     runner.pin(p);
                 }
-                crate::plan::driver::Driver::Own(Box::new(runner))
+                crate::session::driver::Driver::Own(Box::new(runner))
             }
         };
         Ok(Side {
@@ -477,8 +477,8 @@ fn third_party(
     server: Option<&InProcess>,
     prepared: &Prepared,
     clock: Clock,
-) -> anyhow::Result<crate::transport::third_party::ThirdParty> {
-    use crate::transport::third_party as tp;
+) -> anyhow::Result<crate::drive::third_party::ThirdParty> {
+    use crate::drive::third_party as tp;
     use crate::transport::tls::Trust;
     let spec = cfg.spec();
     let (ca_pem, insecure) = match &peer.trust {
@@ -534,7 +534,7 @@ fn transport(
     cfg: &Config,
     peer: &Peer,
     clock: Clock,
-    pinned: Option<&crate::drive::pinned::Pinned>,
+    pinned: Option<&crate::transport::pinned::Pinned>,
 ) -> anyhow::Result<Box<dyn Transport>> {
     let spec = cfg.spec();
     let tickets = spec.resume.then(ticket_store);

@@ -3,8 +3,8 @@
 
 use qbench_core::Protocol;
 
+use crate::error::ConfigError;
 use crate::plan::config::Config;
-use crate::plan::error::ConfigError;
 
 /// Descriptors besides connections: the runtime, the UDP sockets, telemetry, files.
 const SPARE: u64 = 256;

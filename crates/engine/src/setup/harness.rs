@@ -11,8 +11,8 @@ use anyhow::Context;
 
 use crate::observe::Observing;
 use crate::plan::config::Config;
-use crate::setup::interrupt::{ending, untaken, Interrupted};
 use crate::setup::prepare::Prepared;
+use crate::signals::{ending, untaken, Interrupted};
 
 /// Runs `work` on a client runtime of `threads` workers, with `cfgs`' links and servers up,
 /// reporting to `observer`.
@@ -33,7 +33,7 @@ pub fn run<T>(
         tokio::select! {
             r = work(&prepared, &started) => r,
             sig = ending(&started) => {
-                crate::setup::interrupt::take();
+                crate::signals::take();
                 // The first signal before the work took signals ended everything before it
                 // ran; a second one, whatever the work had done.
                 Err(match started.load(std::sync::atomic::Ordering::SeqCst) {
@@ -56,7 +56,7 @@ pub fn run<T>(
 pub fn late_signal() -> Result<(), Interrupted> {
     match untaken() {
         Some(sig) => {
-            crate::setup::interrupt::take();
+            crate::signals::take();
             Err(Interrupted::new(sig, "while tearing down"))
         }
         None => Ok(()),

@@ -1,9 +1,8 @@
-//! What exists before the runs and around them: links and servers, cgroups, the start barrier, descriptors, signals, inputs.
+//! What exists before the runs and around them: links and servers, cgroups, the start barrier, descriptors, inputs.
 
 pub mod client_cpu;
 pub mod fds;
 pub mod fleet;
 pub mod harness;
 pub mod input;
-pub mod interrupt;
 pub mod prepare;

@@ -16,9 +16,9 @@ use std::sync::Arc;
 
 use qbench_server::relay::{RelayStats, Upstream};
 
+use crate::error::ConfigError;
 use crate::observe::{Observer, Observing};
 use crate::plan::config::Config;
-use crate::plan::error::ConfigError;
 use crate::setup::client_cpu::ClientCpu;
 use crate::transport::tcp::TlsTcp;
 use crate::transport::tls::{client_config, log_keys, Trust};
@@ -133,17 +133,17 @@ impl Prepared {
     /// all); each gets its own in-process server, and its own proxy if it asks for one.
     pub fn new(cfgs: &[&Config], observer: &Observing) -> anyhow::Result<Self> {
         let first = cfgs.first().context("nothing to run")?;
-        crate::setup::interrupt::hold()?;
-        crate::setup::interrupt::check("starting")?;
+        crate::signals::hold()?;
+        crate::signals::check("starting")?;
         let cpu = ClientCpu::new(cfgs)?;
         let mut tcp_route_metrics = false;
         // A link settles and is measured for a round trip or more, which on a long link is
         // long: a stopping signal ends that at once, and is reported as the interruption.
         let stoppable = |opts: &TopologyOptions| TopologyOptions {
-            stop: Stop::when(|| crate::setup::interrupt::first().is_some()),
+            stop: Stop::when(|| crate::signals::first().is_some()),
             ..opts.clone()
         };
-        let interrupted = || crate::setup::interrupt::check("the link was being built");
+        let interrupted = || crate::signals::check("the link was being built");
         let link = match (&first.spec().link, &first.link_options) {
             (Some(spec), Some(opts)) => {
                 tcp_route_metrics = opts.tcp_cwnd_cap.is_some();
@@ -162,7 +162,7 @@ impl Prepared {
             }
             _ => None,
         };
-        crate::setup::interrupt::check("the link was being built")?;
+        crate::signals::check("the link was being built")?;
         for (flag, l) in [("--link", &link), ("--link-b", &link_b)] {
             let misses = l
                 .iter()
@@ -213,7 +213,7 @@ impl Prepared {
             });
             proxies.push(proxy);
         }
-        crate::setup::interrupt::check("the servers were being started")?;
+        crate::signals::check("the servers were being started")?;
         if let Some(l) = &link {
             qbench_shaper::netns::enter(&l.names().client)
                 .context("--link: entering the client namespace")?;

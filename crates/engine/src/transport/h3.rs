@@ -140,7 +140,7 @@ impl H3 {
         zero_rtt: bool,
         clock: Clock,
         connections: usize,
-        pinned: Option<&crate::drive::pinned::Pinned>,
+        pinned: Option<&crate::transport::pinned::Pinned>,
     ) -> Result<Self, FetchError> {
         let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
             .map_err(|e| FetchError::new(ErrorKind::Tls, format!("QUIC TLS config: {e}")))?;
@@ -178,7 +178,7 @@ impl H3 {
     /// runtime; elsewhere (or where that runtime has none), the next of all.
     fn endpoint(&self) -> (quinn::Endpoint, Arc<std::net::UdpSocket>) {
         let all = self.endpoints.len();
-        let (lane, first, count) = match crate::drive::pinned::current_index() {
+        let (lane, first, count) = match crate::transport::pinned::current_index() {
             Some(k) if k < self.lanes && k < all => (k, k, (all - k).div_ceil(self.lanes)),
             _ => (0, 0, all),
         };

@@ -116,7 +116,7 @@ impl Transport for MockTransport {
             self.seen.peak_open.fetch_max(open, Ordering::SeqCst);
             self.seen.requests.lock().unwrap().push(Vec::new());
             self.seen.peak_in_flight.lock().unwrap().push(0);
-            let lane = crate::drive::pinned::current_index();
+            let lane = crate::transport::pinned::current_index();
             self.seen.lanes.lock().unwrap().push(BTreeSet::from([lane]));
             Ok(Connected {
                 conn: Arc::new(MockConn {
@@ -188,7 +188,7 @@ impl Exchange for MockConn {
             peak[self.id] = peak[self.id].max(now);
         }
         self.seen.requests.lock().unwrap()[self.id].push(uri.path().to_string());
-        self.seen.lanes.lock().unwrap()[self.id].insert(crate::drive::pinned::current_index());
+        self.seen.lanes.lock().unwrap()[self.id].insert(crate::transport::pinned::current_index());
         let r = self.respond(uri.path(), sink).await;
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         r

@@ -9,12 +9,13 @@ pub mod h3;
 #[cfg(test)]
 pub mod mock;
 pub mod peer_params;
+pub mod pinned;
 pub mod reopen;
 pub mod streams;
 pub mod tcp;
-pub mod third_party;
 pub mod tls;
 pub mod turns;
+pub mod verify;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -25,8 +26,8 @@ use std::time::Duration;
 use http::Uri;
 use qbench_core::{ErrorKind, HandshakeInfo, ObjectOutcome};
 
-use crate::drive::verify::Check;
 use crate::measure::clock::Clock;
+use crate::transport::verify::Check;
 use streams::StreamFacts;
 
 /// One object to fetch.

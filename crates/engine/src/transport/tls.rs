@@ -176,14 +176,14 @@ fn roots(trust: &Trust) -> Result<rustls::RootCertStore, ClientTlsError> {
 /// connections log their secrets to (see [`log_keys`]).
 pub fn open_key_log(
     path: Option<&std::path::Path>,
-) -> Result<Option<Arc<KeyLogTo>>, crate::plan::error::ConfigError> {
+) -> Result<Option<Arc<KeyLogTo>>, crate::error::ConfigError> {
     let Some(path) = path else {
         return Ok(None);
     };
     // Appended to, and so never replaced; but never a block device or a socket either, and
     // `-` is stdout as for every output.
     use crate::output::target::{resolve, Target};
-    let at = match resolve(path).map_err(|e| crate::plan::error::ConfigError {
+    let at = match resolve(path).map_err(|e| crate::error::ConfigError {
         flag: "--keylog",
         message: e.to_string(),
     })? {
@@ -191,7 +191,7 @@ pub fn open_key_log(
         Target::Stderr => std::path::Path::new("/dev/stderr"),
         _ => path,
     };
-    let log = KeyLogTo::open(at).map_err(|e| crate::plan::error::ConfigError {
+    let log = KeyLogTo::open(at).map_err(|e| crate::error::ConfigError {
         flag: "--keylog",
         message: format!("{}: {e}", path.display()),
     })?;

@@ -19,14 +19,14 @@ use tokio::task::JoinSet;
 use crate::drive::app::{App, AppPlan, AppRun};
 use crate::drive::fetch::lock;
 use crate::drive::hold::{open_loop, show_time, ticker, OpenLoop};
-use crate::drive::pinned::Pinned;
 use crate::drive::reqlog::LogTo;
 use crate::drive::requests::Requests;
 use crate::drive::until::{Stop, Until};
-use crate::drive::verify::DigestBook;
 use crate::drive::workers::Workers;
 use crate::measure::clock::Clock;
+use crate::transport::pinned::Pinned;
 use crate::transport::reopen::{Reopening, Reopens};
+use crate::transport::verify::DigestBook;
 use crate::transport::{get_body, Conn, FetchError, Transport};
 use qbench_core::errors::ErrorKind;
 

@@ -470,7 +470,7 @@ fn read_lines(ctx: &Ctx, inv: &Invocation, e: &Ended, clock: Clock) -> Reported 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::third_party::Object;
+    use crate::drive::third_party::Object;
 
     fn ctx(urls: &[&str]) -> Ctx {
         Ctx {

@@ -8,10 +8,10 @@ use std::time::Duration;
 use qbench_core::spec::load::{Arrivals, Load};
 
 use super::plan;
-use crate::drive::pinned::Pinned;
 use crate::drive::runner::Runner;
 use crate::measure::clock::Clock;
 use crate::transport::mock::{MockTransport, Script};
+use crate::transport::pinned::Pinned;
 
 fn quick() -> Script {
     Script {
