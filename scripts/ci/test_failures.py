@@ -2,7 +2,9 @@
 """Lists the tests that failed in a `cargo test --no-fail-fast` log, each with two commands
 that rerun it alone without building anything: the test binary itself (from the build's
 `--message-format=json` list of executables) in its crate's directory, as cargo runs it, and
-cargo over the whole workspace filtered to that test.
+cargo over the whole workspace filtered to that test. Under each, the first lines of what the
+test printed when it failed (its panic message): the summary is the part of a long log that a
+reader, or a CI page showing only the tail, is sure to see.
 
     python3 scripts/ci/test_failures.py BUILD.json TESTS.log
 
@@ -54,8 +56,29 @@ def executables(path):
     return found
 
 
+# Lines of a failed test's output kept in the summary; the whole of it is in the log above.
+SHOWN = 12
+
+
+def printed(text):
+    """test name -> the lines libtest printed under `---- NAME stdout ----` (its panic)."""
+    out = {}
+    head = re.compile(r"^---- (.+?) stdout ----\s*$")
+    name = None
+    for line in text:
+        if m := head.match(line):
+            name = m.group(1)
+            out[name] = []
+        elif name is not None:
+            if line.startswith("failures:") or line.startswith("test result:"):
+                name = None
+            else:
+                out[name].append(line)
+    return {k: [x for x in v if x.strip()] for k, v in out.items()}
+
+
 def failures(path):
-    """[(binary path or doc-test crate, test name or None for the whole binary)]"""
+    """([(binary path or doc-test crate, test name or None for the whole binary)], printed)"""
     out = []
     current = None
     listed = set()
@@ -66,7 +89,7 @@ def failures(path):
     try:
         text = open(path, encoding="utf-8", errors="replace").read().splitlines()
     except OSError:
-        return [("(no test log)", None)]
+        return [("(no test log)", None)], {}
     for line in text:
         if m := running.match(line):
             current = m.group(1)
@@ -80,7 +103,7 @@ def failures(path):
             # Crashed or killed before it listed its failures.
             out.append((current, None))
             listed.add(current)
-    return out
+    return out, printed(text)
 
 
 def main():
@@ -88,7 +111,7 @@ def main():
         print(__doc__.strip(), file=sys.stderr)
         return 2
     exes = executables(sys.argv[1])
-    failed = failures(sys.argv[2])
+    failed, said = failures(sys.argv[2])
     if not failed:
         print("\nno test failed")
         return 0
@@ -121,6 +144,11 @@ def main():
                 print(f"       or: {env}{build_env}cargo test --workspace --locked {' '.join(sel)} (in {rel})")
         else:
             print(f"    rerun: {env}{shlex.quote(binary)} {' '.join(args)}")
+        lines = said.get(name, []) if name else []
+        for line in lines[:SHOWN]:
+            print(f"    | {line[:300]}")
+        if len(lines) > SHOWN:
+            print(f"    | ... {len(lines) - SHOWN} more lines in the log")
     return 1
 
 
