@@ -135,7 +135,45 @@ pub(super) async fn run(
     deadline: Duration,
     observer: &crate::observe::Observing,
 ) -> Result<Ended, SpawnError> {
-    let program = argv[0].clone();
+    let mut cmd = command(argv, netns, dir);
+    let cgroup = ProcCgroup::create(observer);
+    if let Some(cg) = &cgroup {
+        // SAFETY: the hook makes only async-signal-safe calls (see `joiner`).
+        unsafe { cmd.pre_exec(cg.joiner()) };
+    }
+    let spawned = Instant::now();
+    let spawned_unix = std::time::SystemTime::now();
+    let mut child = cmd.spawn().map_err(|source| SpawnError::Start {
+        program: argv[0].clone(),
+        source,
+    })?;
+    let out = reader(child.stdout.take(), output::lines, MAX_STDOUT);
+    let err = reader(child.stderr.take(), output::tail, STDERR_TAIL);
+    let pid = child.id() as i32;
+    let group = Group {
+        pgid: pid,
+        reaped: false,
+        cgroup,
+    };
+    let (waited, timed_out) = wait_until(pid, deadline).await;
+    reap(group).await;
+    drop(child);
+    let wall = spawned.elapsed();
+    let [stdout, stderr] = drain([&out, &err]).await;
+    let (record, ok) = record(argv, waited, timed_out, wall, &stderr);
+    Ok(Ended {
+        record,
+        stdout: String::from_utf8_lossy(&stdout.text).into_owned(),
+        stdout_cut: stdout.cut,
+        spawned,
+        spawned_unix,
+        ok,
+    })
+}
+
+/// `argv` as a command in its own process group, inside `netns` when there is one, with
+/// nothing on its stdin and both outputs piped.
+fn command(argv: &[String], netns: Option<&str>, dir: &Path) -> Command {
     let mut cmd = match netns {
         Some(ns) => {
             let mut c = Command::new("ip");
@@ -156,25 +194,12 @@ pub(super) async fn run(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    let cgroup = ProcCgroup::create(observer);
-    if let Some(cg) = &cgroup {
-        // SAFETY: the hook makes only async-signal-safe calls (see `joiner`).
-        unsafe { cmd.pre_exec(cg.joiner()) };
-    }
-    let spawned = Instant::now();
-    let spawned_unix = std::time::SystemTime::now();
-    let mut child = cmd.spawn().map_err(|source| SpawnError::Start {
-        program: program.clone(),
-        source,
-    })?;
-    let out = reader(child.stdout.take(), output::lines, MAX_STDOUT);
-    let err = reader(child.stderr.take(), output::tail, STDERR_TAIL);
-    let pid = child.id() as i32;
-    let mut group = Group {
-        pgid: pid,
-        reaped: false,
-        cgroup,
-    };
+    cmd
+}
+
+/// What `wait4` returned for the group leader `pid`, once it ends or, past `deadline`, once
+/// SIGTERM (then SIGKILL after `GRACE`) ended it; and whether the deadline came first.
+async fn wait_until(pid: i32, deadline: Duration) -> (Waited, bool) {
     // Reaped with wait4 for its rusage: the std handle is never waited on.
     let mut waiting = tokio::task::spawn_blocking(move || wait4(pid));
     let mut timed_out = false;
@@ -193,50 +218,59 @@ pub(super) async fn run(
             }
         }
     };
+    (waited.unwrap_or((0, None)), timed_out)
+}
+
+/// Ends what the reaped leader left: the rest of its group, then its cgroup.
+async fn reap(mut group: Group) {
     group.reaped = true;
     // Whatever the leader left behind in its group goes with it.
     // SAFETY: as above; ESRCH (nothing left) is the usual answer.
-    unsafe { libc::killpg(pid, libc::SIGKILL) };
+    unsafe { libc::killpg(group.pgid, libc::SIGKILL) };
     // And whatever left the group (setsid) is in the cgroup: its end closes the pipes too.
     if let Some(cg) = group.cgroup.take() {
         let _ = tokio::task::spawn_blocking(move || drop(cg)).await;
     }
-    drop(child);
-    let (status, usage) = waited.unwrap_or((0, None));
-    let wall = spawned.elapsed();
+}
+
+/// The process's record from its wait status and usage, and whether it succeeded: exited 0
+/// before its deadline. Only a failed process keeps its stderr's tail.
+fn record(
+    argv: &[String],
+    (status, usage): Waited,
+    timed_out: bool,
+    wall: Duration,
+    stderr: &Kept,
+) -> (ClientProcess, bool) {
     let exit = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
     let signal = libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status));
     let ok = exit == Some(0) && !timed_out;
-    let [stdout, stderr] = drain([&out, &err]).await;
     let tail = &stderr.text[stderr.text.len().saturating_sub(STDERR_TAIL)..];
     let stderr_tail = match ok {
         true => None,
         false => Some(String::from_utf8_lossy(tail).trim().to_string()).filter(|t| !t.is_empty()),
     };
     let (user_s, sys_s, max_rss_kib) = usage.unwrap_or((0.0, 0.0, 0));
-    Ok(Ended {
-        record: ClientProcess {
-            argv: argv.to_vec(),
-            exit,
-            signal,
-            timed_out,
-            wall_us: u64::try_from(wall.as_micros()).unwrap_or(u64::MAX),
-            user_s,
-            sys_s,
-            max_rss_kib,
-            stderr_tail,
-            anchor: None,
-        },
-        stdout: String::from_utf8_lossy(&stdout.text).into_owned(),
-        stdout_cut: stdout.cut,
-        spawned,
-        spawned_unix,
-        ok,
-    })
+    let record = ClientProcess {
+        argv: argv.to_vec(),
+        exit,
+        signal,
+        timed_out,
+        wall_us: u64::try_from(wall.as_micros()).unwrap_or(u64::MAX),
+        user_s,
+        sys_s,
+        max_rss_kib,
+        stderr_tail,
+        anchor: None,
+    };
+    (record, ok)
 }
 
+/// A raw wait status and (user s, sys s, max RSS KiB), when `wait4` gave them.
+type Waited = (i32, Option<(f64, f64, u64)>);
+
 /// Waits for `pid`; its raw status and (user s, sys s, max RSS KiB).
-fn wait4(pid: i32) -> (i32, Option<(f64, f64, u64)>) {
+fn wait4(pid: i32) -> Waited {
     let mut status = 0;
     // SAFETY: zeroed rusage is a valid value; wait4 fills it.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
