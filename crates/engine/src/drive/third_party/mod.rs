@@ -11,12 +11,14 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use qbench_core::client_program::ClientProgram;
 use qbench_core::errors::ErrorKind;
-use qbench_core::report::third_party::{Anchor, ThirdPartyRun, TimingSource};
+use qbench_core::report::third_party::{Anchor, ClientProcess, ThirdPartyRun, TimingSource};
 use qbench_core::{Protocol, Recorder, RunReport};
-use qbench_server::truth::TruthLog;
+use qbench_server::truth::{Seen, TruthLog};
 
 use crate::drive::requests::Requests;
 use crate::measure::clock::Clock;
+use place::Reported;
+use process::Ended;
 
 mod adapters;
 mod cgroup;
@@ -29,6 +31,9 @@ mod readers;
 mod server_side;
 
 pub use process::SpawnError;
+
+/// A process run to its end, or why it could not start.
+type Spawned = Result<Ended, SpawnError>;
 
 /// One object of the run: its URL and the body length it asks for.
 #[derive(Debug, Clone)]
@@ -192,48 +197,9 @@ impl ThirdParty {
                 return self.finish(rec, third, wall_start);
             }
         };
-        // Every process at once, except `{url}` templates, which run as many at once as
-        // there are connections.
-        let (ctx, observer) = (&self.ctx, &self.observer);
-        let at_once = match adapters::per_object(&ctx.program) {
-            true => invocations.len().min(ctx.connections),
-            false => invocations.len(),
-        }
-        .max(1);
-        let ended: Vec<_> = futures_util::stream::iter(invocations)
-            .map(|inv| async move {
-                let deadline = run_deadline(ctx, &inv.objects);
-                let (netns, dir) = (ctx.netns.as_deref(), &inv.dir);
-                let r = process::run(&inv.argv, netns, dir, deadline, observer).await;
-                (inv, r)
-            })
-            .buffer_unordered(at_once)
-            .collect()
-            .await;
+        let ended = self.spawn_all(invocations).await;
         let seen = self.truth.as_ref().map(|t| t.take());
-        let mut outcomes = Vec::new();
-        let mut failed = Vec::new();
-        for (inv, r) in ended {
-            match r {
-                Ok(e) => {
-                    let mut reported = adapters::read(ctx, &inv, &e, self.clock);
-                    let placed = match ctx.program {
-                        ClientProgram::Curl | ClientProgram::Ngtcp2 => {
-                            place::anchor(&mut reported, seen.as_ref(), self.clock)
-                        }
-                        _ => None,
-                    };
-                    let mut record = e.record.clone();
-                    record.anchor = placed.or(reported.anchor.map(|event| Anchor {
-                        event,
-                        one_way_us: None,
-                    }));
-                    third.processes.push(record);
-                    outcomes.push((inv, e, reported));
-                }
-                Err(e) => failed.push(e.to_string()),
-            }
-        }
+        let (outcomes, failed) = self.read_ended(ended, seen.as_ref(), &mut third.processes);
         // The run's times count from when the client began to connect, as qbench's own
         // clients' do: a program's start-up (a browser's seconds) is not its page load time.
         let start = place::first_activity(&outcomes, seen.as_ref(), self.clock).unwrap_or(start);
@@ -241,9 +207,9 @@ impl ThirdParty {
         for e in failed {
             rec.error(ErrorKind::Io, &e);
         }
-        let placed = place::record(ctx, &mut rec, &outcomes, seen.as_ref(), self.clock);
+        let placed = place::record(&self.ctx, &mut rec, &outcomes, seen.as_ref(), self.clock);
         third.version = placed.version.or_else(|| self.version.clone());
-        third.notes = adapters::notes(&ctx.program, third.version.as_deref());
+        third.notes = adapters::notes(&self.ctx.program, third.version.as_deref());
         third.timings = placed.timings;
         third.verified = placed.verified;
         third.unverified = placed.unverified;
@@ -254,6 +220,62 @@ impl ThirdParty {
         // Bodies and config files of this run are not needed any more.
         let _ = std::fs::remove_dir_all(&dir);
         report
+    }
+
+    /// Runs every process of the run to its end: all at once, except `{url}` templates, which
+    /// run as many at once as there are connections.
+    async fn spawn_all(&self, invocations: Vec<Invocation>) -> Vec<(Invocation, Spawned)> {
+        let (ctx, observer) = (&self.ctx, &self.observer);
+        let at_once = match adapters::per_object(&ctx.program) {
+            true => invocations.len().min(ctx.connections),
+            false => invocations.len(),
+        }
+        .max(1);
+        futures_util::stream::iter(invocations)
+            .map(|inv| async move {
+                let deadline = run_deadline(ctx, &inv.objects);
+                let (netns, dir) = (ctx.netns.as_deref(), &inv.dir);
+                let r = process::run(&inv.argv, netns, dir, deadline, observer).await;
+                (inv, r)
+            })
+            .buffer_unordered(at_once)
+            .collect()
+            .await
+    }
+
+    /// What each ended process reported, with its record (anchored on the server's clock
+    /// where the program's own timings allow it) pushed to `processes`; and the errors of
+    /// those that could not start.
+    fn read_ended(
+        &self,
+        ended: Vec<(Invocation, Spawned)>,
+        seen: Option<&Seen>,
+        processes: &mut Vec<ClientProcess>,
+    ) -> (Vec<(Invocation, Ended, Reported)>, Vec<String>) {
+        let mut outcomes = Vec::new();
+        let mut failed = Vec::new();
+        for (inv, r) in ended {
+            match r {
+                Ok(e) => {
+                    let mut reported = adapters::read(&self.ctx, &inv, &e, self.clock);
+                    let placed = match self.ctx.program {
+                        ClientProgram::Curl | ClientProgram::Ngtcp2 => {
+                            place::anchor(&mut reported, seen, self.clock)
+                        }
+                        _ => None,
+                    };
+                    let mut record = e.record.clone();
+                    record.anchor = placed.or(reported.anchor.map(|event| Anchor {
+                        event,
+                        one_way_us: None,
+                    }));
+                    processes.push(record);
+                    outcomes.push((inv, e, reported));
+                }
+                Err(e) => failed.push(e.to_string()),
+            }
+        }
+        (outcomes, failed)
     }
 
     fn finish(
