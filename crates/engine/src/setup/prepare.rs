@@ -113,6 +113,90 @@ fn start_proxy(
     })
 }
 
+/// The link of `first` (`--link`), and the server's segment beyond it (`--link-b`), each
+/// stopped as soon as a stopping signal comes: a link settles and is measured for a round trip
+/// or more, which on a long link is long, and the signal is reported as the interruption.
+fn links(first: &Config) -> anyhow::Result<(Option<Topology>, Option<Topology>)> {
+    let stoppable = |opts: &TopologyOptions| TopologyOptions {
+        stop: Stop::when(|| crate::signals::first().is_some()),
+        ..opts.clone()
+    };
+    let interrupted = || crate::signals::check("the link was being built");
+    let link = match (&first.spec().link, &first.link_options) {
+        (Some(spec), Some(opts)) => {
+            let up = Topology::up(spec.clone(), &stoppable(opts));
+            interrupted()?;
+            Some(up.map_err(link_error)?)
+        }
+        _ => None,
+    };
+    interrupted()?;
+    let link_b = match (&link, &first.spec().link_b, &first.link_options) {
+        (Some(near), Some(spec), Some(opts)) => {
+            let up = Topology::up_beyond(spec.clone(), &stoppable(opts), near);
+            interrupted()?;
+            Some(up.context("--link-b")?)
+        }
+        _ => None,
+    };
+    Ok((link, link_b))
+}
+
+/// The in-process server of each configuration that has one, inside `far`'s server namespace
+/// when there is a link.
+fn start_servers(
+    cfgs: &[&Config],
+    far: Option<&Topology>,
+) -> anyhow::Result<Vec<Option<InProcess>>> {
+    let mut servers = Vec::new();
+    for cfg in cfgs {
+        let Some(opts) = cfg.server.clone() else {
+            servers.push(None);
+            continue;
+        };
+        let threads = cfg.spec().server_threads as usize;
+        let server = match far {
+            Some(l) => {
+                let ns = l.names().server.clone();
+                InProcess::start_in(opts, threads, move || {
+                    qbench_shaper::netns::enter(&ns).map_err(|e| e.to_string())
+                })
+                .context("starting the in-process server in the server namespace")?
+            }
+            None => InProcess::start(opts, threads).context("starting the in-process server")?,
+        };
+        servers.push(Some(server));
+    }
+    Ok(servers)
+}
+
+/// The proxy of each configuration that fetches through one (on a chain of two links), and
+/// where each configuration's client connects: its proxy, or its server.
+fn start_proxies(
+    cfgs: &[&Config],
+    servers: &[Option<InProcess>],
+    link: Option<&Topology>,
+    link_b: Option<&Topology>,
+) -> anyhow::Result<(Vec<Option<Proxy>>, Vec<String>)> {
+    let mut proxies = Vec::new();
+    let mut hosts = Vec::new();
+    for (cfg, server) in cfgs.iter().zip(servers) {
+        let proxy = match (cfg.spec().proxy, server, link, link_b) {
+            (Some(via), Some(origin), Some(near), Some(_)) => {
+                Some(start_proxy(cfg, via, origin, near.names().server.clone())?)
+            }
+            _ => None,
+        };
+        hosts.push(match (&proxy, link_b, link) {
+            (Some(_), _, _) | (None, None, Some(_)) => qbench_shaper::plan::SERVER_ADDR.to_string(),
+            (None, Some(_), _) => qbench_shaper::plan::chain_server_addr(),
+            (None, None, None) => "127.0.0.1".into(),
+        });
+        proxies.push(proxy);
+    }
+    Ok((proxies, hosts))
+}
+
 /// A rate trace that cannot be read or parsed is bad input (status 2), like any other
 /// `--link` field; anything else that fails while building the link is not.
 fn link_error(e: qbench_shaper::topology::ShaperError) -> anyhow::Error {
@@ -136,32 +220,7 @@ impl Prepared {
         crate::signals::hold()?;
         crate::signals::check("starting")?;
         let cpu = ClientCpu::new(cfgs)?;
-        let mut tcp_route_metrics = false;
-        // A link settles and is measured for a round trip or more, which on a long link is
-        // long: a stopping signal ends that at once, and is reported as the interruption.
-        let stoppable = |opts: &TopologyOptions| TopologyOptions {
-            stop: Stop::when(|| crate::signals::first().is_some()),
-            ..opts.clone()
-        };
-        let interrupted = || crate::signals::check("the link was being built");
-        let link = match (&first.spec().link, &first.link_options) {
-            (Some(spec), Some(opts)) => {
-                tcp_route_metrics = opts.tcp_cwnd_cap.is_some();
-                let up = Topology::up(spec.clone(), &stoppable(opts));
-                interrupted()?;
-                Some(up.map_err(link_error)?)
-            }
-            _ => None,
-        };
-        interrupted()?;
-        let link_b = match (&link, &first.spec().link_b, &first.link_options) {
-            (Some(near), Some(spec), Some(opts)) => {
-                let up = Topology::up_beyond(spec.clone(), &stoppable(opts), near);
-                interrupted()?;
-                Some(up.context("--link-b")?)
-            }
-            _ => None,
-        };
+        let (link, link_b) = links(first)?;
         crate::signals::check("the link was being built")?;
         for (flag, l) in [("--link", &link), ("--link-b", &link_b)] {
             let misses = l
@@ -172,47 +231,11 @@ impl Prepared {
                 observer.warn(&format!("warning: {flag}: {}", m.line()));
             }
         }
+        let tcp_route_metrics = link.is_some()
+            && (first.link_options.as_ref()).is_some_and(|o| o.tcp_cwnd_cap.is_some());
         // The servers live at the far end: beyond the middle host when there is one.
-        let far = link_b.as_ref().or(link.as_ref());
-        let mut servers = Vec::new();
-        for cfg in cfgs {
-            let Some(opts) = cfg.server.clone() else {
-                servers.push(None);
-                continue;
-            };
-            let threads = cfg.spec().server_threads as usize;
-            let server = match far {
-                Some(l) => {
-                    let ns = l.names().server.clone();
-                    InProcess::start_in(opts, threads, move || {
-                        qbench_shaper::netns::enter(&ns).map_err(|e| e.to_string())
-                    })
-                    .context("starting the in-process server in the server namespace")?
-                }
-                None => {
-                    InProcess::start(opts, threads).context("starting the in-process server")?
-                }
-            };
-            servers.push(Some(server));
-        }
-        let mut proxies = Vec::new();
-        let mut hosts = Vec::new();
-        for (cfg, server) in cfgs.iter().zip(&servers) {
-            let proxy = match (cfg.spec().proxy, server, &link, &link_b) {
-                (Some(via), Some(origin), Some(near), Some(_)) => {
-                    Some(start_proxy(cfg, via, origin, near.names().server.clone())?)
-                }
-                _ => None,
-            };
-            hosts.push(match (&proxy, &link_b, &link) {
-                (Some(_), _, _) | (None, None, Some(_)) => {
-                    qbench_shaper::plan::SERVER_ADDR.to_string()
-                }
-                (None, Some(_), _) => qbench_shaper::plan::chain_server_addr(),
-                (None, None, None) => "127.0.0.1".into(),
-            });
-            proxies.push(proxy);
-        }
+        let servers = start_servers(cfgs, link_b.as_ref().or(link.as_ref()))?;
+        let (proxies, hosts) = start_proxies(cfgs, &servers, link.as_ref(), link_b.as_ref())?;
         crate::signals::check("the servers were being started")?;
         if let Some(l) = &link {
             qbench_shaper::netns::enter(&l.names().client)
