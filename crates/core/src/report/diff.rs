@@ -5,9 +5,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::report::compare::Comparison;
-use crate::report::Report;
+use crate::report::{Report, Summary};
 use crate::stats::effect::Test;
 use crate::stats::metric::Metric;
+use crate::PercentileSummary;
 
 pub const SCHEMA: &str = "qbench.diff-report";
 /// 1: the first version.
@@ -81,11 +82,30 @@ fn delta(
     }
 }
 
+/// The summaries' figures, family by family: the per-run medians, the merged object
+/// latencies, the merged TTFBs, then the totals.
 fn summary(old: &Report, new: &Report) -> Vec<SummaryDelta> {
     let (o, n) = (&old.summary, &new.summary);
-    let us = |v: Option<u64>| v.map(|v| v as f64);
-    let count = |v: u64| Some(v as f64);
-    let mut rows = vec![
+    let mut rows = medians(o, n);
+    rows.extend(percentiles(
+        "latency",
+        &PICKS,
+        &o.object_latency.summary,
+        &n.object_latency.summary,
+    ));
+    rows.extend(percentiles(
+        "TTFB",
+        &[PICKS[0], PICKS[2]],
+        &o.ttfb.summary,
+        &n.ttfb.summary,
+    ));
+    rows.extend(totals(o, n));
+    rows
+}
+
+/// The medians over runs: page load, handshake, goodput, rate.
+fn medians(o: &Summary, n: &Summary) -> Vec<SummaryDelta> {
+    vec![
         delta(
             "PLT median",
             "us",
@@ -114,67 +134,67 @@ fn summary(old: &Report, new: &Report) -> Vec<SummaryDelta> {
             o.objects_per_s.median,
             n.objects_per_s.median,
         ),
-    ];
-    for (name, pick) in [
-        (
-            "p50",
-            (|s: &crate::PercentileSummary| s.p50_us)
-                as fn(&crate::PercentileSummary) -> Option<u64>,
+    ]
+}
+
+/// A percentile of a merged histogram, by its name in a row.
+type Pick = (&'static str, fn(&PercentileSummary) -> Option<u64>);
+
+const PICKS: [Pick; 5] = [
+    ("p50", |s| s.p50_us),
+    ("p90", |s| s.p90_us),
+    ("p99", |s| s.p99_us),
+    ("p999", |s| s.p999_us),
+    ("max", |s| s.max_us),
+];
+
+/// `picks` of two merged histograms, named `{family} {pick}`. A histogram that holds nothing
+/// (a side that completed no object) has no figure, whatever a saved report says of its
+/// percentiles.
+fn percentiles(
+    family: &str,
+    picks: &[Pick],
+    o: &PercentileSummary,
+    n: &PercentileSummary,
+) -> Vec<SummaryDelta> {
+    let of = |s: &PercentileSummary, pick: fn(&PercentileSummary) -> Option<u64>| {
+        pick(s).filter(|_| s.count > 0).map(|v| v as f64)
+    };
+    picks
+        .iter()
+        .map(|&(name, pick)| {
+            let name = format!("{family} {name}");
+            delta(&name, "us", Better::Lower, of(o, pick), of(n, pick))
+        })
+        .collect()
+}
+
+/// What the runs completed and carried, and their errors.
+fn totals(o: &Summary, n: &Summary) -> [SummaryDelta; 3] {
+    let count = |v: u64| Some(v as f64);
+    [
+        delta(
+            "objects completed",
+            "count",
+            Better::Neither,
+            count(o.objects_completed),
+            count(n.objects_completed),
         ),
-        ("p90", |s| s.p90_us),
-        ("p99", |s| s.p99_us),
-        ("p999", |s| s.p999_us),
-        ("max", |s| s.max_us),
-    ] {
-        let (lo, ln) = (&o.object_latency.summary, &n.object_latency.summary);
-        let have = |s: &crate::PercentileSummary| s.count > 0;
-        rows.push(delta(
-            &format!("latency {name}"),
-            "us",
-            Better::Lower,
-            us(pick(lo)).filter(|_| have(lo)),
-            us(pick(ln)).filter(|_| have(ln)),
-        ));
-    }
-    for (name, pick) in [
-        (
-            "p50",
-            (|s: &crate::PercentileSummary| s.p50_us)
-                as fn(&crate::PercentileSummary) -> Option<u64>,
+        delta(
+            "payload bytes",
+            "bytes",
+            Better::Neither,
+            count(o.payload_bytes),
+            count(n.payload_bytes),
         ),
-        ("p99", |s| s.p99_us),
-    ] {
-        let (to, tn) = (&o.ttfb.summary, &n.ttfb.summary);
-        rows.push(delta(
-            &format!("TTFB {name}"),
-            "us",
+        delta(
+            "errors",
+            "count",
             Better::Lower,
-            us(pick(to)).filter(|_| to.count > 0),
-            us(pick(tn)).filter(|_| tn.count > 0),
-        ));
-    }
-    rows.push(delta(
-        "objects completed",
-        "count",
-        Better::Neither,
-        count(o.objects_completed),
-        count(n.objects_completed),
-    ));
-    rows.push(delta(
-        "payload bytes",
-        "bytes",
-        Better::Neither,
-        count(o.payload_bytes),
-        count(n.payload_bytes),
-    ));
-    rows.push(delta(
-        "errors",
-        "count",
-        Better::Lower,
-        count(o.errors.total()),
-        count(n.errors.total()),
-    ));
-    rows
+            count(o.errors.total()),
+            count(n.errors.total()),
+        ),
+    ]
 }
 
 /// Paths of the configuration's JSON form whose values differ, as `path: old -> new`.
