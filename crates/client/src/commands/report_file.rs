@@ -3,7 +3,7 @@
 
 use std::io::Read;
 use std::os::unix::fs::FileTypeExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use qbench_core::report::compare::{self, CompareReport};
@@ -28,6 +28,40 @@ fn ours(path: &Path) -> bool {
 
 /// The page of the report at `args.dir`, written to `--html` or beside it as FILE.html.
 pub(super) fn report_file(args: &ReportArgs) -> anyhow::Result<()> {
+    no_judging(args)?;
+    let path = &args.dir;
+    let meta = std::fs::metadata(path).map_err(|e| bad(path, e))?;
+    let t = meta.file_type();
+    if t.is_char_device() || t.is_block_device() || t.is_socket() {
+        let what = "a device or socket: give a saved run or compare report, or a sweep's directory";
+        return Err(bad(path, what).into());
+    }
+    let dest = destination(args)?;
+    let text = qbench_engine::setup::input::read_text(
+        path,
+        qbench_core::spec::input::MAX_REPORT_BYTES,
+        "a report",
+    )
+    .map_err(|m| ConfigError {
+        flag: "REPORT",
+        message: m,
+    })?;
+    let page = page(path, &text)?;
+    write_text(&dest, &page).context("--html")?;
+    crate::say!("wrote {}", dest.display());
+    Ok(())
+}
+
+/// The report named on the command line, and what is wrong with it.
+fn bad(path: &Path, message: impl std::fmt::Display) -> ConfigError {
+    ConfigError {
+        flag: "REPORT",
+        message: format!("{}: {message}", path.display()),
+    }
+}
+
+/// Refuses the flags that judge a sweep's cells: a saved report is drawn as it was judged.
+fn no_judging(args: &ReportArgs) -> anyhow::Result<()> {
     let flag = if args.metric.is_some() {
         "--metric"
     } else if args.test.is_some() {
@@ -40,23 +74,16 @@ pub(super) fn report_file(args: &ReportArgs) -> anyhow::Result<()> {
         flag,
         "judges a sweep's cells; a saved report is drawn as it was judged",
     )?;
-    let path = &args.dir;
-    let bad = |message: String| ConfigError {
-        flag: "REPORT",
-        message: format!("{}: {message}", path.display()),
-    };
-    let meta = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?;
-    let t = meta.file_type();
-    if t.is_char_device() || t.is_block_device() || t.is_socket() {
-        return Err(bad(
-            "a device or socket: give a saved run or compare report, or a sweep's directory".into(),
-        )
-        .into());
-    }
+    Ok(())
+}
+
+/// Where the page goes: `--html`, or beside the report, where only a page qbench wrote may be
+/// replaced; checked writable and not the report itself before the report is read.
+fn destination(args: &ReportArgs) -> anyhow::Result<PathBuf> {
     let dest = args
         .html
         .clone()
-        .unwrap_or_else(|| path.with_extension("html"));
+        .unwrap_or_else(|| args.dir.with_extension("html"));
     usage(
         args.html.is_some() || !dest.exists() || ours(&dest),
         "--html",
@@ -66,57 +93,60 @@ pub(super) fn report_file(args: &ReportArgs) -> anyhow::Result<()> {
         ),
     )?;
     qbench_engine::output::check_writable("--html", &dest)?;
-    qbench_engine::output::overwrite::check_not_inputs(&[("--html", &dest)], &[("REPORT", path)])?;
-    let text = qbench_engine::setup::input::read_text(
-        path,
-        qbench_core::spec::input::MAX_REPORT_BYTES,
-        "a report",
-    )
-    .map_err(|m| ConfigError {
-        flag: "REPORT",
-        message: m,
-    })?;
+    qbench_engine::output::overwrite::check_not_inputs(
+        &[("--html", &dest)],
+        &[("REPORT", &args.dir)],
+    )?;
+    Ok(dest)
+}
+
+/// The page of `text`, a run or compare report by its schema; a compare report of a version
+/// this qbench does not read, or any other document, is refused by name.
+fn page(path: &Path, text: &str) -> anyhow::Result<String> {
     #[derive(Deserialize)]
     struct Header {
         schema: String,
         schema_version: u32,
     }
-    let h: Header = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let h: Header = serde_json::from_str(text).map_err(|e| bad(path, e))?;
     let page = match h.schema.as_str() {
         qbench_core::report::SCHEMA => {
-            let r = Report::from_json(&text).map_err(|e| bad(e.to_string()))?;
+            let r = Report::from_json(text).map_err(|e| bad(path, e))?;
             html_run::page(&r)?
         }
         compare::SCHEMA
             if (compare::OLDEST_READ..=compare::SCHEMA_VERSION).contains(&h.schema_version) =>
         {
-            let doc: serde_json::Value =
-                serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+            let doc: serde_json::Value = serde_json::from_str(text).map_err(|e| bad(path, e))?;
             if let Some((field, message)) =
                 qbench_core::report::histograms_read::first_corrupt(&doc)
             {
-                return Err(bad(format!("histogram `{field}`: {message}")).into());
+                return Err(bad(path, format!("histogram `{field}`: {message}")).into());
             }
-            let r: CompareReport = serde_json::from_value(doc).map_err(|e| bad(e.to_string()))?;
+            let r: CompareReport = serde_json::from_value(doc).map_err(|e| bad(path, e))?;
             html_compare::page(&r)?
         }
         compare::SCHEMA => {
-            return Err(bad(format!(
-                "compare report version {} (this qbench reads versions {} to {})",
-                h.schema_version,
-                compare::OLDEST_READ,
-                compare::SCHEMA_VERSION
-            ))
+            return Err(bad(
+                path,
+                format!(
+                    "compare report version {} (this qbench reads versions {} to {})",
+                    h.schema_version,
+                    compare::OLDEST_READ,
+                    compare::SCHEMA_VERSION
+                ),
+            )
             .into())
         }
         other => {
-            return Err(bad(format!(
-            "a `{other}` document: give a run or compare report (--json), or a sweep's directory"
-        ))
+            return Err(bad(
+                path,
+                format!(
+                    "a `{other}` document: give a run or compare report (--json), or a sweep's directory"
+                ),
+            )
             .into())
         }
     };
-    write_text(&dest, &page).context("--html")?;
-    crate::say!("wrote {}", dest.display());
-    Ok(())
+    Ok(page)
 }
