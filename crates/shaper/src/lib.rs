@@ -29,6 +29,7 @@ pub mod stamp;
 pub mod stop;
 pub mod topology;
 pub mod tun;
+mod tun_path;
 
 pub use plan::{Backend, Names, Offloads};
 pub use topology::{BackendChoice, LinkReport, Topology, TopologyOptions};

@@ -9,6 +9,7 @@ pub use crate::devices::{
     CLIENT_IF, ROUTER_TO_CLIENT, ROUTER_TO_SERVER, SERVER_IF, TUN_DOWN, TUN_UP,
 };
 use crate::qdisc;
+use crate::tun_path::tun_path;
 
 /// Addresses from the benchmarking range 198.18.0.0/15 (RFC 2544).
 pub const CLIENT_ADDR: &str = "198.18.1.2";
@@ -20,9 +21,6 @@ pub const SERVER_ADDR: &str = "198.18.2.2";
 pub fn chain_server_addr() -> String {
     Names::beyond("0", &Names::new("0")).server_addr()
 }
-
-const TABLE_UP: &str = "100";
-const TABLE_DOWN: &str = "101";
 
 /// The UDP/TCP buffer sizes set inside the endpoint namespaces, so they are not the bottleneck.
 pub const ENDPOINT_SYSCTLS: &[(&str, &str)] = &[
@@ -256,90 +254,6 @@ fn topology(n: &Names, mtu: Option<u32>, offloads: Offloads) -> Vec<Cmd> {
                 &["sysctl", "-qw", &format!("{k}={val}")],
             ));
         }
-    }
-    v
-}
-
-/// The userspace delay path: one TUN per direction, policy routing into it, and a blackhole
-/// fallback so that a dead forwarder drops traffic instead of passing it unimpaired.
-fn tun_path(n: &Names) -> Vec<Cmd> {
-    let r = n.router.as_str();
-    let mut v = Vec::new();
-    for key in ["all", "default", ROUTER_TO_CLIENT, ROUTER_TO_SERVER] {
-        v.push(Cmd::new(
-            Some(r),
-            &["sysctl", "-qw", &format!("net.ipv4.conf.{key}.rp_filter=0")],
-        ));
-    }
-    for (tun, from, table) in [
-        (TUN_UP, ROUTER_TO_CLIENT, TABLE_UP),
-        (TUN_DOWN, ROUTER_TO_SERVER, TABLE_DOWN),
-    ] {
-        v.push(Cmd::new(
-            None,
-            &[
-                "ip", "-n", r, "tuntap", "add", "dev", tun, "mode", "tun", "vnet_hdr",
-            ],
-        ));
-        v.push(Cmd::new(
-            None,
-            &[
-                "ip",
-                "-n",
-                r,
-                "link",
-                "set",
-                "dev",
-                tun,
-                "txqueuelen",
-                "10000",
-            ],
-        ));
-        v.push(Cmd::new(
-            Some(r),
-            &[
-                "sysctl",
-                "-qw",
-                &format!("net.ipv6.conf.{tun}.disable_ipv6=1"),
-            ],
-        ));
-        v.push(Cmd::new(
-            Some(r),
-            &["sysctl", "-qw", &format!("net.ipv4.conf.{tun}.rp_filter=0")],
-        ));
-        v.push(Cmd::new(
-            None,
-            &["ip", "-n", r, "link", "set", "dev", tun, "up"],
-        ));
-        v.push(Cmd::new(
-            None,
-            &[
-                "ip",
-                "-n",
-                r,
-                "route",
-                "add",
-                "blackhole",
-                "default",
-                "table",
-                table,
-                "metric",
-                "100",
-            ],
-        ));
-        v.push(Cmd::new(
-            None,
-            &[
-                "ip", "-n", r, "route", "add", "default", "dev", tun, "table", table, "metric",
-                "10",
-            ],
-        ));
-        v.push(Cmd::new(
-            None,
-            &[
-                "ip", "-n", r, "rule", "add", "iif", from, "lookup", table, "pref", "100",
-            ],
-        ));
     }
     v
 }
