@@ -10,28 +10,46 @@ use crate::devices::{ROUTER_TO_CLIENT, ROUTER_TO_SERVER, TUN_DOWN, TUN_UP};
 const TABLE_UP: &str = "100";
 const TABLE_DOWN: &str = "101";
 
-/// The userspace delay path: one TUN per direction, policy routing into it, and a blackhole
-/// fallback so that a dead forwarder drops traffic instead of passing it unimpaired.
+/// Every command of the delay path: reverse-path filtering off, then each direction's TUN
+/// and the routing into it.
 pub(crate) fn tun_path(n: &Names) -> Vec<Cmd> {
     let r = n.router.as_str();
-    let mut v = Vec::new();
-    for key in ["all", "default", ROUTER_TO_CLIENT, ROUTER_TO_SERVER] {
-        v.push(Cmd::new(
-            Some(r),
-            &["sysctl", "-qw", &format!("net.ipv4.conf.{key}.rp_filter=0")],
-        ));
-    }
+    let mut v = rp_filter_off(r);
     for (tun, from, table) in [
         (TUN_UP, ROUTER_TO_CLIENT, TABLE_UP),
         (TUN_DOWN, ROUTER_TO_SERVER, TABLE_DOWN),
     ] {
-        v.push(Cmd::new(
+        v.extend(tun_device(r, tun));
+        v.extend(tun_routes(r, tun, from, table));
+    }
+    v
+}
+
+/// Reverse-path filtering off on the router's veths (and, by `default`, on the TUNs made
+/// after): a packet the forwarder writes back comes in on a TUN, not on the device its source
+/// is routed through, and would be dropped.
+fn rp_filter_off(r: &str) -> Vec<Cmd> {
+    ["all", "default", ROUTER_TO_CLIENT, ROUTER_TO_SERVER]
+        .into_iter()
+        .map(|key| {
+            Cmd::new(
+                Some(r),
+                &["sysctl", "-qw", &format!("net.ipv4.conf.{key}.rp_filter=0")],
+            )
+        })
+        .collect()
+}
+
+/// One direction's TUN device on the router, up, with room to queue and IPv4 only.
+fn tun_device(r: &str, tun: &str) -> Vec<Cmd> {
+    vec![
+        Cmd::new(
             None,
             &[
                 "ip", "-n", r, "tuntap", "add", "dev", tun, "mode", "tun", "vnet_hdr",
             ],
-        ));
-        v.push(Cmd::new(
+        ),
+        Cmd::new(
             None,
             &[
                 "ip",
@@ -44,24 +62,28 @@ pub(crate) fn tun_path(n: &Names) -> Vec<Cmd> {
                 "txqueuelen",
                 "10000",
             ],
-        ));
-        v.push(Cmd::new(
+        ),
+        Cmd::new(
             Some(r),
             &[
                 "sysctl",
                 "-qw",
                 &format!("net.ipv6.conf.{tun}.disable_ipv6=1"),
             ],
-        ));
-        v.push(Cmd::new(
+        ),
+        Cmd::new(
             Some(r),
             &["sysctl", "-qw", &format!("net.ipv4.conf.{tun}.rp_filter=0")],
-        ));
-        v.push(Cmd::new(
-            None,
-            &["ip", "-n", r, "link", "set", "dev", tun, "up"],
-        ));
-        v.push(Cmd::new(
+        ),
+        Cmd::new(None, &["ip", "-n", r, "link", "set", "dev", tun, "up"]),
+    ]
+}
+
+/// What comes in on `from` is looked up in `table`, whose default route is the TUN; the
+/// blackhole behind it, at a worse metric, takes over when the TUN is gone.
+fn tun_routes(r: &str, tun: &str, from: &str, table: &str) -> Vec<Cmd> {
+    vec![
+        Cmd::new(
             None,
             &[
                 "ip",
@@ -76,20 +98,19 @@ pub(crate) fn tun_path(n: &Names) -> Vec<Cmd> {
                 "metric",
                 "100",
             ],
-        ));
-        v.push(Cmd::new(
+        ),
+        Cmd::new(
             None,
             &[
                 "ip", "-n", r, "route", "add", "default", "dev", tun, "table", table, "metric",
                 "10",
             ],
-        ));
-        v.push(Cmd::new(
+        ),
+        Cmd::new(
             None,
             &[
                 "ip", "-n", r, "rule", "add", "iif", from, "lookup", table, "pref", "100",
             ],
-        ));
-    }
-    v
+        ),
+    ]
 }
