@@ -91,28 +91,53 @@ fn topology(n: &Names, mtu: Option<u32>, offloads: Offloads) -> Vec<Cmd> {
         .iter()
         .map(|ns| Cmd::new(None, &["ip", "netns", "add", ns]))
         .collect();
-    for (router_if, router_addr, peer_if, peer_addr, peer_ns) in [
+    v.extend(veth_pairs(n));
+    for (ns, dev, addr) in [
+        (c, CLIENT_IF, n.client_addr()),
+        (r, ROUTER_TO_CLIENT, n.router_client_side()),
+        (r, ROUTER_TO_SERVER, n.router_server_side()),
+        (s, SERVER_IF, n.server_addr()),
+    ] {
+        v.extend(veth_end(ns, dev, &addr, mtu, offloads));
+    }
+    for ns in n.own() {
+        v.push(Cmd::new(
+            None,
+            &["ip", "-n", ns, "link", "set", "dev", "lo", "up"],
+        ));
+    }
+    v.extend(fixed_neighbours(n));
+    v.extend(routes(n));
+    v.extend(endpoint_sysctls(n));
+    v
+}
+
+/// The router's two veth pairs, one toward each end, with the ends' hardware addresses.
+fn veth_pairs(n: &Names) -> Vec<Cmd> {
+    [
         (
             ROUTER_TO_CLIENT,
             n.router_client_side(),
             CLIENT_IF,
             n.client_addr(),
-            c,
+            n.client.as_str(),
         ),
         (
             ROUTER_TO_SERVER,
             n.router_server_side(),
             SERVER_IF,
             n.server_addr(),
-            s,
+            n.server.as_str(),
         ),
-    ] {
-        v.push(Cmd::new(
+    ]
+    .into_iter()
+    .map(|(router_if, router_addr, peer_if, peer_addr, peer_ns)| {
+        Cmd::new(
             None,
             &[
                 "ip",
                 "-n",
-                r,
+                &n.router,
                 "link",
                 "add",
                 router_if,
@@ -128,87 +153,85 @@ fn topology(n: &Names, mtu: Option<u32>, offloads: Offloads) -> Vec<Cmd> {
                 "netns",
                 peer_ns,
             ],
-        ));
-    }
-    let ends = [
-        (c, CLIENT_IF, n.client_addr()),
-        (r, ROUTER_TO_CLIENT, n.router_client_side()),
-        (r, ROUTER_TO_SERVER, n.router_server_side()),
-        (s, SERVER_IF, n.server_addr()),
-    ];
-    for (ns, dev, addr) in ends {
+        )
+    })
+    .collect()
+}
+
+/// One veth end: its address, its MTU and offloads if asked, then up.
+fn veth_end(ns: &str, dev: &str, addr: &str, mtu: Option<u32>, offloads: Offloads) -> Vec<Cmd> {
+    let mut v = vec![Cmd::new(
+        None,
+        &[
+            "ip",
+            "-n",
+            ns,
+            "addr",
+            "add",
+            &format!("{addr}/24"),
+            "dev",
+            dev,
+        ],
+    )];
+    if let Some(m) = mtu {
         v.push(Cmd::new(
             None,
             &[
                 "ip",
                 "-n",
                 ns,
-                "addr",
-                "add",
-                &format!("{addr}/24"),
+                "link",
+                "set",
                 "dev",
                 dev,
+                "mtu",
+                &m.to_string(),
             ],
         ));
-        if let Some(m) = mtu {
-            v.push(Cmd::new(
-                None,
-                &[
-                    "ip",
-                    "-n",
-                    ns,
-                    "link",
-                    "set",
-                    "dev",
-                    dev,
-                    "mtu",
-                    &m.to_string(),
-                ],
-            ));
-        }
-        let state = match offloads {
-            Offloads::Default => None,
-            Offloads::On => Some("on"),
-            Offloads::Off => Some("off"),
-        };
-        if let Some(st) = state {
-            v.push(Cmd::new(
-                Some(ns),
-                &[
-                    "ethtool",
-                    "-K",
-                    dev,
-                    "gso",
-                    st,
-                    "tso",
-                    st,
-                    "gro",
-                    st,
-                    "tx-udp-segmentation",
-                    st,
-                ],
-            ));
-        }
+    }
+    let state = match offloads {
+        Offloads::Default => None,
+        Offloads::On => Some("on"),
+        Offloads::Off => Some("off"),
+    };
+    if let Some(st) = state {
         v.push(Cmd::new(
-            None,
-            &["ip", "-n", ns, "link", "set", "dev", dev, "up"],
+            Some(ns),
+            &[
+                "ethtool",
+                "-K",
+                dev,
+                "gso",
+                st,
+                "tso",
+                st,
+                "gro",
+                st,
+                "tx-udp-segmentation",
+                st,
+            ],
         ));
     }
-    for ns in n.own() {
-        v.push(Cmd::new(
-            None,
-            &["ip", "-n", ns, "link", "set", "dev", "lo", "up"],
-        ));
-    }
-    // Fixed neighbours: no ARP crosses the emulated link. netem's loss drops every packet of
-    // its device, ARP included, and a lost try held a fresh link's first packets for a second.
-    for (ns, dev, peer) in [
+    v.push(Cmd::new(
+        None,
+        &["ip", "-n", ns, "link", "set", "dev", dev, "up"],
+    ));
+    v
+}
+
+/// Fixed neighbours: no ARP crosses the emulated link. netem's loss drops every packet of its
+/// device, ARP included, and a lost try held a fresh link's first packets for a second.
+fn fixed_neighbours(n: &Names) -> Vec<Cmd> {
+    let (c, r, s) = (n.client.as_str(), n.router.as_str(), n.server.as_str());
+    [
         (c, CLIENT_IF, n.router_client_side()),
         (r, ROUTER_TO_CLIENT, n.client_addr()),
         (r, ROUTER_TO_SERVER, n.server_addr()),
         (s, SERVER_IF, n.router_server_side()),
-    ] {
-        v.push(Cmd::new(
+    ]
+    .into_iter()
+    .map(|(ns, dev, peer)| {
+        Cmd::new(
             None,
             &[
                 "ip",
@@ -224,8 +247,13 @@ fn topology(n: &Names, mtu: Option<u32>, offloads: Offloads) -> Vec<Cmd> {
                 "nud",
                 "permanent",
             ],
-        ));
-    }
+        )
+    })
+    .collect()
+}
+
+/// The ends' routes through the router, and the router forwarding between them.
+fn routes(n: &Names) -> Vec<Cmd> {
     // A chain's middle host keeps its default route toward the client; only the far server's
     // subnet goes this way.
     let toward_server = if n.shares_client {
@@ -233,20 +261,33 @@ fn topology(n: &Names, mtu: Option<u32>, offloads: Offloads) -> Vec<Cmd> {
     } else {
         "default".to_string()
     };
-    for (ns, dest, via) in [
-        (c, toward_server, n.router_client_side()),
-        (s, "default".to_string(), n.router_server_side()),
-    ] {
-        v.push(Cmd::new(
-            None,
-            &["ip", "-n", ns, "route", "add", &dest, "via", &via],
-        ));
-    }
+    let mut v: Vec<Cmd> = [
+        (n.client.as_str(), toward_server, n.router_client_side()),
+        (
+            n.server.as_str(),
+            "default".to_string(),
+            n.router_server_side(),
+        ),
+    ]
+    .into_iter()
+    .map(|(ns, dest, via)| Cmd::new(None, &["ip", "-n", ns, "route", "add", &dest, "via", &via]))
+    .collect();
     v.push(Cmd::new(
-        Some(r),
+        Some(&n.router),
         &["sysctl", "-qw", "net.ipv4.ip_forward=1"],
     ));
-    let ends: Vec<&str> = if n.shares_client { vec![s] } else { vec![c, s] };
+    v
+}
+
+/// [`ENDPOINT_SYSCTLS`] in each end's namespace; a chain's middle host, a segment's client
+/// too, keeps the ones its own segment set.
+fn endpoint_sysctls(n: &Names) -> Vec<Cmd> {
+    let ends: Vec<&str> = if n.shares_client {
+        vec![&n.server]
+    } else {
+        vec![&n.client, &n.server]
+    };
+    let mut v = Vec::new();
     for ns in ends {
         for (k, val) in ENDPOINT_SYSCTLS {
             v.push(Cmd::new(
