@@ -7,6 +7,7 @@
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use qbench_core::report::calibration::{
@@ -175,79 +176,38 @@ struct Probe {
     down: DirectionMeasured,
 }
 
-fn echo_probe(names: &Names, spec: &LinkSpec, halt: &Stop) -> Result<Probe, CalibrateError> {
-    let server = udp_in(&names.server, &names.server_addr())?;
-    let client = udp_in(&names.client, &names.client_addr())?;
+/// The two ends of a measuring flow: a receiver in `to`'s namespace and a sender in `from`'s,
+/// connected to it. `what` names, in errors, the receiver's address and the connecting.
+fn connected_pair(
+    (to, to_ip): (&str, &str),
+    (from, from_ip): (&str, &str),
+    what: [&'static str; 2],
+) -> Result<(UdpSocket, UdpSocket), CalibrateError> {
+    let rx = udp_in(to, to_ip)?;
+    let tx = udp_in(from, from_ip)?;
     // A thread held off the CPU for a moment must not turn a queue into counted losses.
-    big_buffers(&server);
-    big_buffers(&client);
-    client
-        .connect(server.local_addr().map_err(io("the echo address"))?)
-        .map_err(io("connecting the probe"))?;
-    let gap = slowest_rate(spec)
-        .map(|r| {
-            Duration::from_secs_f64(
-                (PROBE_BYTES as u32 + L2_OVERHEAD) as f64 * 8.0 / (r * PROBE_SHARE),
-            )
-        })
-        .unwrap_or_default()
-        .max(PROBE_GAP_MIN);
-    let count = ((PROBE_TIME.as_secs_f64() / gap.as_secs_f64()) as u64)
-        .clamp(MIN_PROBE_PACKETS, PROBE_PACKETS)
-        .min(((MAX_PROBE_TIME.as_secs_f64() / gap.as_secs_f64()) as u64).max(1));
+    big_buffers(&rx);
+    big_buffers(&tx);
+    tx.connect(rx.local_addr().map_err(io(what[0]))?)
+        .map_err(io(what[1]))?;
+    Ok((rx, tx))
+}
+
+fn echo_probe(names: &Names, spec: &LinkSpec, halt: &Stop) -> Result<Probe, CalibrateError> {
+    let (server, client) = connected_pair(
+        (names.server.as_str(), &names.server_addr()),
+        (names.client.as_str(), &names.client_addr()),
+        ["the echo address", "connecting the probe"],
+    )?;
+    let (gap, count) = probe_pace(spec);
     let stop = Arc::new(AtomicBool::new(false));
     let base = Instant::now();
-
-    let echo_stop = stop.clone();
-    let echo = std::thread::spawn(move || {
-        let (mut up, mut echoed) = (Arrivals::default(), 0u64);
-        let mut buf = [0u8; 2048];
-        while !echo_stop.load(Ordering::Relaxed) {
-            if let Ok((n, from)) = server.recv_from(&mut buf) {
-                up.see(word(&buf[..n], 0));
-                if server.send_to(&buf[..n], from).is_ok() {
-                    echoed += 1;
-                }
-            }
-        }
-        (up, echoed)
-    });
+    let echo = spawn_echo(server, stop.clone());
     let back = client.try_clone().map_err(io("the probe's socket"))?;
-    let back_stop = stop.clone();
-    let receiver = std::thread::spawn(move || {
-        let (mut down, mut rtts) = (Arrivals::default(), Vec::new());
-        let mut buf = [0u8; 2048];
-        while !back_stop.load(Ordering::Relaxed) {
-            if let Ok(n) = back.recv(&mut buf) {
-                let now = base.elapsed().as_micros() as u64;
-                down.see(word(&buf[..n], 0));
-                rtts.push(now.saturating_sub(word(&buf[..n], 8)));
-            }
-        }
-        (down, rtts)
-    });
-
-    let mut sent = 0u64;
-    let mut packet = [0u8; PROBE_BYTES];
-    let start = Instant::now();
-    let mut halted = false;
-    for seq in 0..count {
-        let due = start + gap.mul_f64(seq as f64);
-        let wait = due
-            .checked_duration_since(Instant::now())
-            .unwrap_or_default();
-        if halt.sleep(wait) {
-            halted = true;
-            break;
-        }
-        packet[..8].copy_from_slice(&seq.to_be_bytes());
-        packet[8..16].copy_from_slice(&(base.elapsed().as_micros() as u64).to_be_bytes());
-        if client.send(&packet).is_ok() {
-            sent += 1;
-        }
-    }
+    let receiver = spawn_echo_receiver(back, stop.clone(), base);
+    let (sent, halted) = send_probes(&client, gap, count, base, halt);
     // Stragglers for a round trip, which on a long link is long: a signal cuts it short.
-    halted = halted || halt.sleep(IDLE + (one_way(&spec.up) + one_way(&spec.down)) * 2);
+    let halted = halted || halt.sleep(IDLE + (one_way(&spec.up) + one_way(&spec.down)) * 2);
     stop.store(true, Ordering::Relaxed);
     let (up, echoed) = echo.join().unwrap_or_default();
     let (down, rtts) = receiver.join().unwrap_or_default();
@@ -269,6 +229,91 @@ fn echo_probe(names: &Names, spec: &LinkSpec, halt: &Stop) -> Result<Probe, Cali
             flood: None,
         },
     })
+}
+
+/// The probe's spacing, so that it uses no more than its share of the slowest rate, and its
+/// count: as many as fit in [`PROBE_TIME`] within the bounds.
+fn probe_pace(spec: &LinkSpec) -> (Duration, u64) {
+    let gap = slowest_rate(spec)
+        .map(|r| {
+            Duration::from_secs_f64(
+                (PROBE_BYTES as u32 + L2_OVERHEAD) as f64 * 8.0 / (r * PROBE_SHARE),
+            )
+        })
+        .unwrap_or_default()
+        .max(PROBE_GAP_MIN);
+    let count = ((PROBE_TIME.as_secs_f64() / gap.as_secs_f64()) as u64)
+        .clamp(MIN_PROBE_PACKETS, PROBE_PACKETS)
+        .min(((MAX_PROBE_TIME.as_secs_f64() / gap.as_secs_f64()) as u64).max(1));
+    (gap, count)
+}
+
+/// The server's end until `stop`: sends each probe back as it came, counting what came up and
+/// how many it echoed.
+fn spawn_echo(server: UdpSocket, stop: Arc<AtomicBool>) -> JoinHandle<(Arrivals, u64)> {
+    std::thread::spawn(move || {
+        let (mut up, mut echoed) = (Arrivals::default(), 0u64);
+        let mut buf = [0u8; 2048];
+        while !stop.load(Ordering::Relaxed) {
+            if let Ok((n, from)) = server.recv_from(&mut buf) {
+                up.see(word(&buf[..n], 0));
+                if server.send_to(&buf[..n], from).is_ok() {
+                    echoed += 1;
+                }
+            }
+        }
+        (up, echoed)
+    })
+}
+
+/// The client's receiving end until `stop`: counts the echoes that came down and times each
+/// one's round trip from the send time it carries (microseconds since `base`).
+fn spawn_echo_receiver(
+    back: UdpSocket,
+    stop: Arc<AtomicBool>,
+    base: Instant,
+) -> JoinHandle<(Arrivals, Vec<u64>)> {
+    std::thread::spawn(move || {
+        let (mut down, mut rtts) = (Arrivals::default(), Vec::new());
+        let mut buf = [0u8; 2048];
+        while !stop.load(Ordering::Relaxed) {
+            if let Ok(n) = back.recv(&mut buf) {
+                let now = base.elapsed().as_micros() as u64;
+                down.see(word(&buf[..n], 0));
+                rtts.push(now.saturating_sub(word(&buf[..n], 8)));
+            }
+        }
+        (down, rtts)
+    })
+}
+
+/// Sends `count` probes `gap` apart, each with its sequence number and its send time
+/// (microseconds since `base`): how many were sent, and whether `halt` cut the sending short.
+fn send_probes(
+    client: &UdpSocket,
+    gap: Duration,
+    count: u64,
+    base: Instant,
+    halt: &Stop,
+) -> (u64, bool) {
+    let mut sent = 0u64;
+    let mut packet = [0u8; PROBE_BYTES];
+    let start = Instant::now();
+    for seq in 0..count {
+        let due = start + gap.mul_f64(seq as f64);
+        let wait = due
+            .checked_duration_since(Instant::now())
+            .unwrap_or_default();
+        if halt.sleep(wait) {
+            return (sent, true);
+        }
+        packet[..8].copy_from_slice(&seq.to_be_bytes());
+        packet[8..16].copy_from_slice(&(base.elapsed().as_micros() as u64).to_be_bytes());
+        if client.send(&packet).is_ok() {
+            sent += 1;
+        }
+    }
+    (sent, false)
 }
 
 /// How long a flow at `rate` lasts, or `None` when too few packets would arrive to time.
