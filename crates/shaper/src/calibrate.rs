@@ -355,6 +355,19 @@ impl Target {
         }
     }
 
+    /// What a delivery trace should have carried over `from..to`, the span a flood's rate was
+    /// timed over (on the trace's loop clock); `None` for a fixed rate or an empty span.
+    fn span(&self, from: Duration, to: Duration) -> Option<TraceSpan> {
+        match self {
+            Self::Trace(d) if to > from => Some(TraceSpan {
+                mean_bps: d.mean().0,
+                expected_bps: (d.bits_between(from, to) / (to - from).as_secs_f64()) as u64,
+                span_us: (to - from).as_micros() as u64,
+            }),
+            _ => None,
+        }
+    }
+
     /// What the flow is offered at before the overdrive: a trace's fastest step, so that its
     /// queue never empties.
     fn offered(&self) -> f64 {
@@ -375,41 +388,84 @@ fn flood(
     mtu: u32,
     halt: &Stop,
 ) -> Result<Flood, CalibrateError> {
-    let rx = udp_in(to, &to_ip)?;
-    let tx = udp_in(from, &from_ip)?;
-    big_buffers(&rx);
-    big_buffers(&tx);
-    tx.connect(rx.local_addr().map_err(io("the flow's address"))?)
-        .map_err(io("connecting the flow"))?;
+    let (rx, tx) = connected_pair(
+        (to, &to_ip),
+        (from, &from_ip),
+        ["the flow's address", "connecting the flow"],
+    )?;
     let wire = mtu + 14;
     let payload = mtu.saturating_sub(28).max(1) as usize;
-    // Kernels without them send and receive one datagram per call, as counted below anyway.
-    let batch = if set_int(&tx, libc::SOL_UDP, UDP_SEGMENT, payload as libc::c_int) {
+    let batch = segmentation(&tx, &rx, payload);
+    let pps = target.offered() * OVERDRIVE / (1.0 - d.loss).max(0.01) / (f64::from(wire) * 8.0);
+    let done = Arc::new(AtomicBool::new(false));
+    let shape = FlowShape {
+        payload,
+        wire,
+        time: flood_time(target.mean(), wire),
+        idle: IDLE + one_way(d),
+    };
+    let receiver = spawn_flood_receiver(rx, shape, done.clone(), halt.clone());
+    let (sent, elapsed) = send_flood(&tx, shape, batch, pps, halt);
+    done.store(true, Ordering::Relaxed);
+    let (received, received_bps, (from, to)) = receiver.join().unwrap_or_default();
+    if halt.now() {
+        return Err(CalibrateError::Stopped("the link was being measured"));
+    }
+    Ok(Flood {
+        packet_bytes: wire,
+        sent_packets: sent,
+        sent_bps: (sent as f64 * f64::from(wire) * 8.0 / elapsed) as u64,
+        received_packets: received,
+        received_bps,
+        trace: target.span(from, to),
+    })
+}
+
+/// Datagrams per send: [`SEGMENTS`] with UDP segmentation offload, and receive coalescing on.
+/// Kernels without them send and receive one datagram per call, as counted anyway.
+fn segmentation(tx: &UdpSocket, rx: &UdpSocket, payload: usize) -> u64 {
+    let batch = if set_int(tx, libc::SOL_UDP, UDP_SEGMENT, payload as libc::c_int) {
         SEGMENTS.min(65_000 / payload as u64).max(1)
     } else {
         1
     };
-    set_int(&rx, libc::SOL_UDP, UDP_GRO, 1);
-    let packet = vec![0u8; payload * batch as usize];
-    let pps = target.offered() * OVERDRIVE / (1.0 - d.loss).max(0.01) / (f64::from(wire) * 8.0);
-    let done = Arc::new(AtomicBool::new(false));
-    let idle = IDLE + one_way(d);
-    let flood_time = flood_time(target.mean(), wire);
+    set_int(rx, libc::SOL_UDP, UDP_GRO, 1);
+    batch
+}
 
-    let rx_done = done.clone();
-    let rx_halt = halt.clone();
+/// A flood's datagrams and timing, as its sender and receiver share them.
+#[derive(Clone, Copy)]
+struct FlowShape {
+    /// UDP payload bytes of each datagram.
+    payload: usize,
+    /// Bytes each datagram takes on the wire, as the rate is counted.
+    wire: u32,
+    /// How long the flow is offered.
+    time: Duration,
+    /// How long the receiver waits for stragglers once the sender is done.
+    idle: Duration,
+}
+
+/// The flow's receiver: counts arrivals until the sender is done and the link has gone quiet
+/// (or `halt`), then gives the count, the rate that arrived and the span it was timed over.
+fn spawn_flood_receiver(
+    rx: UdpSocket,
+    shape: FlowShape,
+    done: Arc<AtomicBool>,
+    halt: Stop,
+) -> JoinHandle<(u64, u64, (Duration, Duration))> {
     // Arrivals are timed by the kernel (`crate::stamp`), on the realtime clock; a delivery
     // trace's loop runs on the monotonic one, this far behind.
     // A kernel that refuses the stamps leaves each arrival timed when its read returns.
     let _ = crate::stamp::enable(&rx);
     let loop_offset = crate::stamp::realtime().saturating_sub(loop_clock());
-    let receiver = std::thread::spawn(move || {
+    std::thread::spawn(move || {
         let mut buf = vec![0u8; 65536];
         let (mut count, mut first, mut last) = (0u64, None::<Duration>, None::<Duration>);
         let mut from_quarter = None::<(Duration, u64)>;
         let mut seen = None::<Instant>;
         loop {
-            if rx_done.load(Ordering::Relaxed) && rx_halt.now() {
+            if done.load(Ordering::Relaxed) && halt.now() {
                 break;
             }
             match crate::stamp::recv(&rx, &mut buf) {
@@ -417,37 +473,55 @@ fn flood(
                     seen = Some(Instant::now());
                     let at = stamp.unwrap_or_else(crate::stamp::realtime);
                     // A coalesced read holds several of the flow's equal datagrams.
-                    count += n.div_ceil(payload).max(1) as u64;
+                    count += n.div_ceil(shape.payload).max(1) as u64;
                     let f = *first.get_or_insert(at);
-                    if from_quarter.is_none() && at >= f + flood_time / 4 {
+                    if from_quarter.is_none() && at >= f + shape.time / 4 {
                         from_quarter = Some((at, count));
                     }
                     last = Some(at.max(last.unwrap_or(at)));
                 }
                 Err(_) => {
-                    let quiet = seen.is_none_or(|l| l.elapsed() >= idle);
-                    if rx_done.load(Ordering::Relaxed) && quiet {
+                    let quiet = seen.is_none_or(|l| l.elapsed() >= shape.idle);
+                    if done.load(Ordering::Relaxed) && quiet {
                         break;
                     }
                 }
             }
         }
-        let (bps, span) = match (from_quarter, last) {
-            (Some((t0, c0)), Some(t1)) if t1 > t0 => (
-                ((count - c0) as f64 * f64::from(wire) * 8.0 / (t1 - t0).as_secs_f64()) as u64,
-                (
-                    t0.saturating_sub(loop_offset),
-                    t1.saturating_sub(loop_offset),
-                ),
-            ),
-            _ => (0, (Duration::ZERO, Duration::ZERO)),
-        };
+        let (bps, span) = arrived_rate(count, from_quarter, last, shape.wire, loop_offset);
         (count, bps, span)
-    });
+    })
+}
 
+/// The rate that arrived from the end of the flow's first quarter (`from_quarter`: when, and
+/// the count by then) to its last arrival, and that span on the delivery trace's loop clock.
+fn arrived_rate(
+    count: u64,
+    from_quarter: Option<(Duration, u64)>,
+    last: Option<Duration>,
+    wire: u32,
+    loop_offset: Duration,
+) -> (u64, (Duration, Duration)) {
+    match (from_quarter, last) {
+        (Some((t0, c0)), Some(t1)) if t1 > t0 => (
+            ((count - c0) as f64 * f64::from(wire) * 8.0 / (t1 - t0).as_secs_f64()) as u64,
+            (
+                t0.saturating_sub(loop_offset),
+                t1.saturating_sub(loop_offset),
+            ),
+        ),
+        _ => (0, (Duration::ZERO, Duration::ZERO)),
+    }
+}
+
+/// Offers the flow at `pps` for its time (until `halt`), up to `batch` datagrams a send: how
+/// many were sent, and over how many seconds.
+fn send_flood(tx: &UdpSocket, shape: FlowShape, batch: u64, pps: f64, halt: &Stop) -> (u64, f64) {
+    let payload = shape.payload;
+    let packet = vec![0u8; payload * batch as usize];
     let start = Instant::now();
     let mut sent = 0u64;
-    while start.elapsed() < flood_time && !halt.now() {
+    while start.elapsed() < shape.time && !halt.now() {
         let due = (start.elapsed().as_secs_f64() * pps) as u64;
         if sent >= due {
             std::thread::sleep(Duration::from_micros(200));
@@ -459,30 +533,8 @@ fn flood(
             sent += k;
         }
     }
-    let elapsed = start.elapsed().as_secs_f64();
-    done.store(true, Ordering::Relaxed);
-    let (received, received_bps, (from, to)) = receiver.join().unwrap_or_default();
-    if halt.now() {
-        return Err(CalibrateError::Stopped("the link was being measured"));
-    }
-    let trace = match target {
-        Target::Trace(d) if to > from => Some(TraceSpan {
-            mean_bps: d.mean().0,
-            expected_bps: (d.bits_between(from, to) / (to - from).as_secs_f64()) as u64,
-            span_us: (to - from).as_micros() as u64,
-        }),
-        _ => None,
-    };
-    Ok(Flood {
-        packet_bytes: wire,
-        sent_packets: sent,
-        sent_bps: (sent as f64 * f64::from(wire) * 8.0 / elapsed) as u64,
-        received_packets: received,
-        received_bps,
-        trace,
-    })
+    (sent, start.elapsed().as_secs_f64())
 }
-
 /// Measures the link between `names`' namespaces, built from `spec`, and judges it.
 pub fn calibrate(names: &Names, spec: &LinkSpec) -> Result<Calibration, CalibrateError> {
     calibrate_until(names, spec, &Stop::default())
