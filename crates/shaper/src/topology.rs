@@ -184,6 +184,73 @@ fn edt_notes(plan_opts: &PlanOptions, link: &LinkSpec) -> Result<String, ShaperE
     Ok(crate::edt::describe(&plan_opts.edt_objects, link))
 }
 
+/// The link's owner lock, held while its namespaces exist; a link with this id that is up
+/// already is left alone (its namespaces are not ours).
+fn claim(names: &Names) -> Result<crate::owner::Owner, ShaperError> {
+    let owner = crate::owner::Owner::claim(&crate::owner::link(&names.id))?
+        .ok_or_else(|| ShaperError::InUse(names.id.clone()))?;
+    let existing = netns::list();
+    if names.own().iter().any(|ns| existing.contains(*ns)) {
+        return Err(ShaperError::InUse(names.id.clone()));
+    }
+    Ok(owner)
+}
+
+/// The edt backend's objects, written to a new directory: they exist only while tc loads
+/// them, so the directory goes when the plan has run. `None` for the other backends.
+fn edt_objects(
+    backend: Backend,
+    link: &LinkSpec,
+) -> Result<Option<tempfile::TempDir>, ShaperError> {
+    if backend != Backend::Edt {
+        return Ok(None);
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("qbench-edt-")
+        .tempdir()
+        .map_err(|source| crate::edt::EdtError::Write {
+            path: std::env::temp_dir(),
+            source,
+        })
+        .map_err(ProbeError::from)?;
+    crate::edt::write_objects(dir.path(), link).map_err(ProbeError::from)?;
+    Ok(Some(dir))
+}
+
+/// The server namespace's sysctls the report records, as read back there: TCP's MTU probing
+/// (which decides, with the initial window, how many round trips a small object takes over
+/// TCP), and the reordering threshold when the link sets it.
+fn read_back(server: &str, reordering: bool) -> Result<Vec<(String, String)>, ShaperError> {
+    let mut keys = vec!["net.ipv4.tcp_mtu_probing"];
+    if reordering {
+        keys.push("net.ipv4.tcp_reordering");
+    }
+    let mut read = Vec::new();
+    for key in keys {
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", server, "sysctl", "-n", key])
+            .output()
+            .map_err(|source| ShaperError::ReadBack { key, source })?;
+        let value = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        read.push((key.to_string(), value));
+    }
+    Ok(read)
+}
+
+/// The directions whose rate changes over time, for the rate controller to drive.
+fn varying_rates(link: &LinkSpec) -> Result<Vec<Varying>, ShaperError> {
+    let mut varying = Vec::new();
+    for (dir, dev, d) in [
+        ("up", ROUTER_TO_SERVER, &link.up),
+        ("down", ROUTER_TO_CLIENT, &link.down),
+    ] {
+        if let Some(spec) = &d.rate {
+            varying.extend(Varying::new(dir, dev, spec, d.queue)?);
+        }
+    }
+    Ok(varying)
+}
+
 /// The plan this link would run, for `--dry-run` (probes the kernel, changes nothing).
 pub fn dry_run(link: &LinkSpec, opts: &TopologyOptions) -> Result<(Backend, String), ShaperError> {
     let plan_opts = plan_options(opts, &probe(), link);
@@ -247,13 +314,7 @@ impl Topology {
         let backend = plan_opts.backend;
         let offloads = plan::effective_offloads(opts.offloads, &link);
         crate::probe::check(&caps, backend, &link, offloads != Offloads::Default)?;
-        // A link with this id is up already: leave it alone (its namespaces are not ours).
-        let owner = crate::owner::Owner::claim(&crate::owner::link(&names.id))?
-            .ok_or_else(|| ShaperError::InUse(names.id.clone()))?;
-        let existing = netns::list();
-        if names.own().iter().any(|ns| existing.contains(*ns)) {
-            return Err(ShaperError::InUse(names.id.clone()));
-        }
+        let owner = claim(&names)?;
         let mut topo = Self {
             names: names.clone(),
             link: link.clone(),
@@ -272,22 +333,10 @@ impl Topology {
             stop: opts.stop.clone(),
         };
         // From here on, Drop tears down whatever part was built.
-        // The edt backend's objects exist only while tc loads them.
-        let edt_objects = if backend == Backend::Edt {
-            let dir = tempfile::Builder::new()
-                .prefix("qbench-edt-")
-                .tempdir()
-                .map_err(|source| crate::edt::EdtError::Write {
-                    path: std::env::temp_dir(),
-                    source,
-                })
-                .map_err(ProbeError::from)?;
-            crate::edt::write_objects(dir.path(), &link).map_err(ProbeError::from)?;
+        let edt_objects = edt_objects(backend, &link)?;
+        if let Some(dir) = &edt_objects {
             plan_opts.edt_objects = dir.path().to_path_buf();
-            Some(dir)
-        } else {
-            None
-        };
+        }
         let mut exec = Executor::default();
         let mut cmds = plan::up(&names, &link, &plan_opts);
         cmds.extend(extra);
@@ -295,34 +344,12 @@ impl Topology {
         drop(edt_objects);
         topo.executed = exec.done;
         result?;
-        // TCP's MTU probing decides, with the initial window, how many round trips a small
-        // object takes over TCP; reports record it as the server's namespace has it.
-        let mut keys = vec!["net.ipv4.tcp_mtu_probing"];
-        if plan_opts.tcp_reordering.is_some() {
-            keys.push("net.ipv4.tcp_reordering");
-        }
-        for key in keys {
-            let out = std::process::Command::new("ip")
-                .args(["netns", "exec", &names.server, "sysctl", "-n", key])
-                .output()
-                .map_err(|source| ShaperError::ReadBack { key, source })?;
-            let value = String::from_utf8_lossy(&out.stdout).trim().to_string();
-            topo.server_sysctls.push((key.to_string(), value));
-        }
+        topo.server_sysctls = read_back(&names.server, plan_opts.tcp_reordering.is_some())?;
         if backend == Backend::Userspace {
             topo.start_forwarders(!plan_opts.nft)?;
         }
         let mtu = link.mtu.unwrap_or(1500);
-        let mut varying = Vec::new();
-        for (dir, dev, d) in [
-            ("up", ROUTER_TO_SERVER, &link.up),
-            ("down", ROUTER_TO_CLIENT, &link.down),
-        ] {
-            if let Some(spec) = &d.rate {
-                varying.extend(Varying::new(dir, dev, spec, d.queue)?);
-            }
-        }
-        topo.rates = RateController::start(&names.router, varying, mtu)?;
+        topo.rates = RateController::start(&names.router, varying_rates(&link)?, mtu)?;
         topo.settled = crate::settle::settle(&names, &link, &opts.stop)?;
         if opts.calibrate {
             let c = topo.calibrate()?;
