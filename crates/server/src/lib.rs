@@ -133,6 +133,154 @@ fn bind_pair(
     })))
 }
 
+/// Which of h1, h2 and h3 `opts` serves; an error if none, or if a TCP protocol is served
+/// with an option TCP cannot honour.
+fn served(opts: &ServerOptions) -> Result<(bool, bool, bool), ServerError> {
+    let (h1, h2, h3) = (
+        opts.serves(Protocol::H1),
+        opts.serves(Protocol::H2),
+        opts.serves(Protocol::H3),
+    );
+    if !(h1 || h2 || h3) {
+        return Err(ServerError::NoProtocols);
+    }
+    if h1 || h2 {
+        cc::check_tcp(opts.cc)?;
+        for (set, flag) in [
+            (opts.cwnd_cap.is_some(), "--cwnd-cap"),
+            (opts.initial_cwnd.is_some(), "--initial-cwnd"),
+            (opts.reorder_threshold.is_some(), "--reorder-threshold"),
+            (
+                opts.reorder_time_threshold.is_some(),
+                "--reorder-time-threshold",
+            ),
+        ] {
+            if set {
+                return Err(ServerError::TcpCap { flag });
+            }
+        }
+    }
+    Ok((h1, h2, h3))
+}
+
+/// Where TLS secrets are logged (`--keylog`), opened once for TCP and QUIC alike.
+fn key_log(opts: &ServerOptions) -> Result<Option<KeyLog>, ServerError> {
+    opts.keylog
+        .as_ref()
+        .map(|path| {
+            qbench_stack::keylog::KeyLogTo::open(path).map_err(|source| ServerError::KeyLog {
+                path: path.clone(),
+                source,
+            })
+        })
+        .transpose()
+}
+
+type KeyLog = Arc<qbench_stack::keylog::KeyLogTo>;
+
+/// The TCP listener and its TLS acceptor, whose ALPN offers h2, then http/1.1 (those served).
+fn bind_tcp(
+    l: StdTcpListener,
+    addr: SocketAddr,
+    identity: &Identity,
+    (h1, h2): (bool, bool),
+    key_log: Option<KeyLog>,
+) -> Result<(tokio::net::TcpListener, tokio_rustls::TlsAcceptor), ServerError> {
+    let mut alpn = Vec::new();
+    if h2 {
+        alpn.push(ALPN_H2.to_vec());
+    }
+    if h1 {
+        alpn.push(ALPN_H1.to_vec());
+    }
+    let cfg = tls::server_config(identity, alpn, false, key_log)?;
+    let listener = tokio::net::TcpListener::from_std(l)
+        .map_err(|source| ServerError::Bind { addr, source })?;
+    Ok((listener, tokio_rustls::TlsAcceptor::from(cfg)))
+}
+
+/// The QUIC side of a bound server.
+struct Quic {
+    /// One endpoint per socket of the port's group.
+    endpoints: Vec<quinn::Endpoint>,
+    config: quinn::ServerConfig,
+    /// A second handle to the group's first socket.
+    udp: Option<Arc<UdpSocket>>,
+}
+
+/// The endpoints' configuration: TLS with h3 and 0-RTT, the transport `opts` ask for, and
+/// a bound on handshakes waiting for the accept loop, which cost memory too.
+fn quic_config(
+    identity: &Identity,
+    opts: &ServerOptions,
+    key_log: Option<KeyLog>,
+) -> Result<quinn::ServerConfig, ServerError> {
+    let cfg = tls::server_config(identity, vec![ALPN_H3.to_vec()], true, key_log)?;
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(cfg)
+        .map_err(|e| ServerError::Quic(e.to_string()))?;
+    let mut sc = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    sc.transport_config(Arc::new(h3srv::transport(opts)));
+    sc.max_incoming(opts.max_connections as usize);
+    Ok(sc)
+}
+
+/// `sock` as a group of `sockets` sockets on its port, each with an endpoint of its own.
+fn bind_quic(
+    sock: UdpSocket,
+    addr: SocketAddr,
+    sockets: usize,
+    config: quinn::ServerConfig,
+    opts: &ServerOptions,
+) -> Result<Quic, ServerError> {
+    let bind_err = |source| ServerError::Bind { addr, source };
+    let group = qbench_stack::reuseport::group(sock, sockets, UDP_BUFFER).map_err(bind_err)?;
+    let count = group.len();
+    let (mut endpoints, mut udp) = (Vec::new(), None);
+    for (i, sock) in group.into_iter().enumerate() {
+        // The endpoint owns the socket from here; `gro=off` is set on it after quinn
+        // has turned GRO on.
+        let fd = sock.try_clone().map_err(bind_err)?;
+        let ep = quinn::Endpoint::new(
+            qbench_stack::reuseport::endpoint_config(
+                qbench_stack::quic_knobs::endpoint_config(&opts.quic),
+                i,
+                count,
+            ),
+            Some(config.clone()),
+            sock,
+            Arc::new(quinn::TokioRuntime),
+        )
+        .map_err(bind_err)?;
+        if let Some(on) = opts.quic.gro {
+            qbench_stack::quic_knobs::set_gro(&fd, on).map_err(bind_err)?;
+        }
+        udp.get_or_insert_with(|| Arc::new(fd));
+        endpoints.push(ep);
+    }
+    Ok(Quic {
+        endpoints,
+        config,
+        udp,
+    })
+}
+
+/// What every connection shares: the telemetry access (`--telemetry`, with the token from
+/// the environment if set there), the QUIC socket and the qlog configuration.
+fn shared_state(opts: ServerOptions, quic: Option<&Quic>) -> Result<Shared, ServerError> {
+    let env_token = std::env::var(access::TOKEN_ENV).ok();
+    let access = access::Access::new(opts.telemetry, env_token)?;
+    let mut shared = Shared::new(opts, access);
+    shared.udp = quic.and_then(|q| q.udp.clone());
+    // A qlogged connection gets the endpoints' configuration with its own qlog stream.
+    if let (Some(dir), Some(q)) = (&shared.opts.qlog, quic) {
+        shared.qlog = Some(shared::QuicQlog {
+            dir: qbench_stack::qlog::QlogDir::new(dir, shared.opts.qlog_sample, "server"),
+            base: q.config.clone(),
+        });
+    }
+    Ok(shared)
+}
+
 impl Server {
     /// Binds the server's port: TCP once, UDP as `sockets` sockets with an endpoint each (one
     /// per runtime thread, see `qbench_stack::reuseport::sockets_for`).
@@ -141,113 +289,25 @@ impl Server {
         identity: Identity,
         sockets: usize,
     ) -> Result<Self, ServerError> {
-        let (h1, h2, h3) = (
-            opts.serves(Protocol::H1),
-            opts.serves(Protocol::H2),
-            opts.serves(Protocol::H3),
-        );
-        if !(h1 || h2 || h3) {
-            return Err(ServerError::NoProtocols);
-        }
-        if h1 || h2 {
-            cc::check_tcp(opts.cc)?;
-            if opts.cwnd_cap.is_some() {
-                return Err(ServerError::TcpCap { flag: "--cwnd-cap" });
-            }
-            if opts.initial_cwnd.is_some() {
-                return Err(ServerError::TcpCap {
-                    flag: "--initial-cwnd",
-                });
-            }
-            if opts.reorder_threshold.is_some() {
-                return Err(ServerError::TcpCap {
-                    flag: "--reorder-threshold",
-                });
-            }
-            if opts.reorder_time_threshold.is_some() {
-                return Err(ServerError::TcpCap {
-                    flag: "--reorder-time-threshold",
-                });
-            }
-        }
-        let key_log =
-            match &opts.keylog {
-                Some(path) => Some(qbench_stack::keylog::KeyLogTo::open(path).map_err(
-                    |source| ServerError::KeyLog {
-                        path: path.clone(),
-                        source,
-                    },
-                )?),
-                None => None,
-            };
+        let (h1, h2, h3) = served(&opts)?;
+        let key_log = key_log(&opts)?;
         let (tcp, udp, addr) = bind_pair(opts.listen, h1 || h2, h3)?;
         let tcp = match tcp {
-            Some(l) => {
-                let mut alpn = Vec::new();
-                if h2 {
-                    alpn.push(ALPN_H2.to_vec());
-                }
-                if h1 {
-                    alpn.push(ALPN_H1.to_vec());
-                }
-                let cfg = tls::server_config(&identity, alpn, false, key_log.clone())?;
-                let listener = tokio::net::TcpListener::from_std(l)
-                    .map_err(|source| ServerError::Bind { addr, source })?;
-                Some((listener, tokio_rustls::TlsAcceptor::from(cfg)))
+            Some(l) => Some(bind_tcp(l, addr, &identity, (h1, h2), key_log.clone())?),
+            None => None,
+        };
+        let quic = match udp {
+            Some(sock) => {
+                let config = quic_config(&identity, &opts, key_log)?;
+                Some(bind_quic(sock, addr, sockets, config, &opts)?)
             }
             None => None,
         };
-        let mut quic_base = None;
-        let mut quic_config = None;
-        let mut udp_handle = None;
-        let mut quic = Vec::new();
-        if let Some(sock) = udp {
-            let cfg = tls::server_config(&identity, vec![ALPN_H3.to_vec()], true, key_log.clone())?;
-            let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(cfg)
-                .map_err(|e| ServerError::Quic(e.to_string()))?;
-            let mut sc = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-            sc.transport_config(Arc::new(h3srv::transport(&opts)));
-            // Handshakes waiting for the accept loop cost memory too.
-            sc.max_incoming(opts.max_connections as usize);
-            // A qlogged connection gets this configuration with its own qlog stream.
-            quic_base = opts.qlog.is_some().then(|| sc.clone());
-            quic_config = Some(sc.clone());
-            let bind_err = |source| ServerError::Bind { addr, source };
-            let group =
-                qbench_stack::reuseport::group(sock, sockets, UDP_BUFFER).map_err(bind_err)?;
-            let count = group.len();
-            for (i, sock) in group.into_iter().enumerate() {
-                // The endpoint owns the socket from here; `gro=off` is set on it after quinn
-                // has turned GRO on.
-                let fd = sock.try_clone().map_err(bind_err)?;
-                let ep = quinn::Endpoint::new(
-                    qbench_stack::reuseport::endpoint_config(
-                        qbench_stack::quic_knobs::endpoint_config(&opts.quic),
-                        i,
-                        count,
-                    ),
-                    Some(sc.clone()),
-                    sock,
-                    Arc::new(quinn::TokioRuntime),
-                )
-                .map_err(bind_err)?;
-                if let Some(on) = opts.quic.gro {
-                    qbench_stack::quic_knobs::set_gro(&fd, on).map_err(bind_err)?;
-                }
-                udp_handle.get_or_insert_with(|| Arc::new(fd));
-                quic.push(ep);
-            }
-        }
-        let env_token = std::env::var(access::TOKEN_ENV).ok();
-        let access = access::Access::new(opts.telemetry, env_token)?;
-        let mut shared = Shared::new(opts, access);
-        shared.udp = udp_handle;
-        if let (Some(dir), Some(base)) = (&shared.opts.qlog, quic_base) {
-            shared.qlog = Some(shared::QuicQlog {
-                dir: qbench_stack::qlog::QlogDir::new(dir, shared.opts.qlog_sample, "server"),
-                base,
-            });
-        }
+        let shared = shared_state(opts, quic.as_ref())?;
+        let (quic, quic_config) = match quic {
+            Some(q) => (q.endpoints, Some(q.config)),
+            None => (Vec::new(), None),
+        };
         Ok(Self {
             shared: Arc::new(shared),
             identity,
