@@ -69,6 +69,27 @@ impl Sender {
             Self::H3(_, c) => c.close_reason().is_some(),
         }
     }
+
+    /// Sends `up` on this connection: the response's head, and its body as it streams.
+    async fn send(self, up: Request<()>) -> Result<(Response<()>, RelayBody), RelayError> {
+        match self {
+            Self::H2(mut s) => {
+                let (parts, ()) = up.into_parts();
+                let resp = s
+                    .send_request(Request::from_parts(parts, Empty::new()))
+                    .await
+                    .map_err(request_failed)?;
+                let (head, body) = resp.into_parts();
+                Ok((Response::from_parts(head, ()), RelayBody::H2(body)))
+            }
+            Self::H3(mut s, _) => {
+                let mut stream: H3Stream = s.send_request(up).await.map_err(request_failed)?;
+                stream.finish().await.map_err(request_failed)?;
+                let head = stream.recv_response().await.map_err(request_failed)?;
+                Ok((head, RelayBody::H3(Box::new(stream))))
+            }
+        }
+    }
 }
 
 /// One client connection's upstream connection, opened at its first request, opened again
@@ -219,15 +240,39 @@ impl Upstream {
         req: &http::request::Parts,
     ) -> Result<(Response<()>, RelayBody), RelayError> {
         let token = via_token();
-        let came_through = req
-            .headers
-            .get_all(header::VIA)
-            .iter()
-            .any(|v| v.to_str().is_ok_and(|v| v.contains(token)));
-        if came_through {
+        if came_through(req, token) {
             return Err(RelayError::Loop);
         }
         let sender = self.sender(conn).await?;
+        let (up, head_bytes) = self.upstream_request(req, token)?;
+        add(&self.stats.bytes_up, head_bytes);
+        let limit = self.timeout;
+        let (mut head, body) = tokio::time::timeout(limit, sender.send(up))
+            .await
+            .map_err(|_| RelayError::Timeout(limit))??;
+        // The version the response came with, whatever the library left in the head.
+        *head.version_mut() = match self.proto {
+            Protocol::H3 => http::Version::HTTP_3,
+            Protocol::H2 => http::Version::HTTP_2,
+            Protocol::H1 => http::Version::HTTP_11,
+        };
+        let expected = head
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+            .filter(|_| req.method != http::Method::HEAD)
+            .filter(|_| !matches!(head.status().as_u16(), 204 | 304));
+        let body = body.checked(expected).counted(self.stats.clone());
+        Ok((relayed_head(head), body))
+    }
+
+    /// `req`'s method and path as a request to the origin, with a Via that adds this proxy,
+    /// and the size of its head as sent: method, scheme, authority, path and Via.
+    fn upstream_request(
+        &self,
+        req: &http::request::Parts,
+        token: &str,
+    ) -> Result<(Request<()>, u64), RelayError> {
         let path = req.uri.path_and_query().map_or("/", |p| p.as_str());
         // The authority names the port unless it is HTTPS's own.
         let authority = match self.addr.port() {
@@ -257,60 +302,24 @@ impl Upstream {
             .uri(&uri)
             .header(header::VIA, &via)
             .body(())
-            .map_err(|e| RelayError::Request(e.to_string()))?;
-        // The request head as sent: method, scheme, authority, path and Via.
-        add(
-            &self.stats.bytes_up,
-            (req.method.as_str().len() + "https".len() + authority.len() + path.len() + via.len())
-                as u64,
-        );
-        let limit = self.timeout;
-        let answer = async {
-            match sender {
-                Sender::H2(mut s) => {
-                    let (parts, ()) = up.into_parts();
-                    let resp = s
-                        .send_request(Request::from_parts(parts, Empty::new()))
-                        .await
-                        .map_err(|e| RelayError::Request(e.to_string()))?;
-                    let (head, body) = resp.into_parts();
-                    Ok((Response::from_parts(head, ()), RelayBody::H2(body)))
-                }
-                Sender::H3(mut s, _) => {
-                    let mut stream: H3Stream = s
-                        .send_request(up)
-                        .await
-                        .map_err(|e| RelayError::Request(e.to_string()))?;
-                    stream
-                        .finish()
-                        .await
-                        .map_err(|e| RelayError::Request(e.to_string()))?;
-                    let head = stream
-                        .recv_response()
-                        .await
-                        .map_err(|e| RelayError::Request(e.to_string()))?;
-                    Ok((head, RelayBody::H3(Box::new(stream))))
-                }
-            }
-        };
-        let (mut head, body) = tokio::time::timeout(limit, answer)
-            .await
-            .map_err(|_| RelayError::Timeout(limit))??;
-        // The version the response came with, whatever the library left in the head.
-        *head.version_mut() = match self.proto {
-            Protocol::H3 => http::Version::HTTP_3,
-            Protocol::H2 => http::Version::HTTP_2,
-            Protocol::H1 => http::Version::HTTP_11,
-        };
-        let expected = head
-            .headers()
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-            .filter(|_| req.method != http::Method::HEAD)
-            .filter(|_| !matches!(head.status().as_u16(), 204 | 304));
-        let body = body.checked(expected).counted(self.stats.clone());
-        Ok((relayed_head(head), body))
+            .map_err(request_failed)?;
+        let head_bytes =
+            req.method.as_str().len() + "https".len() + authority.len() + path.len() + via.len();
+        Ok((up, head_bytes as u64))
     }
+}
+
+/// Whether `req` has been through this proxy already: its Via names `token`.
+fn came_through(req: &http::request::Parts, token: &str) -> bool {
+    req.headers
+        .get_all(header::VIA)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|v| v.contains(token)))
+}
+
+/// A request the origin's connection failed, as the relay's error.
+fn request_failed(e: impl std::fmt::Display) -> RelayError {
+    RelayError::Request(e.to_string())
 }
 
 impl UpstreamConn {
