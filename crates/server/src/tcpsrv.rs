@@ -10,6 +10,7 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
 use crate::body::{PayloadBody, Traced};
@@ -119,7 +120,28 @@ pub async fn serve(listener: TcpListener, acceptor: TlsAcceptor, shared: Arc<Sha
 }
 
 async fn connection(tcp: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, shared: &Arc<Shared>) {
-    let opts = &shared.opts;
+    let seen = note_connection(&tcp, peer, shared);
+    let _ = tcp.set_nodelay(true);
+    // Checked at start-up; a failure here would only mean the kernel changed under us.
+    let _ = set_tcp(&tcp, shared.opts.cc);
+    let io = Tracked::new(tcp);
+    let activity = io.activity();
+    let Some(mut tls) = handshake(io, acceptor, shared).await else {
+        return;
+    };
+    shared.truth.handshake(seen, Instant::now());
+    let telemetry = watch(&mut tls, seen, shared);
+    let on = Where {
+        peer,
+        seen,
+        telemetry,
+    };
+    serve_http(tls, on, shared, activity).await;
+}
+
+/// The server's record of a new connection (when it keeps one), with the round trip the
+/// kernel measured over the TCP handshake.
+fn note_connection(tcp: &TcpStream, peer: SocketAddr, shared: &Shared) -> Option<ConnMark> {
     let seen = shared.truth.connection(peer, None, Instant::now());
     if seen.is_some() {
         use std::os::fd::AsRawFd;
@@ -127,44 +149,59 @@ async fn connection(tcp: TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, sha
             shared.truth.handshake_rtt(seen, rtt);
         }
     }
-    let _ = tcp.set_nodelay(true);
-    // Checked at start-up; a failure here would only mean the kernel changed under us.
-    let _ = set_tcp(&tcp, opts.cc);
-    let io = Tracked::new(tcp);
-    let activity = io.activity();
-    let tls = match tokio::time::timeout(opts.handshake_timeout, acceptor.accept(io)).await {
-        Ok(Ok(tls)) => tls,
-        Ok(Err(_)) => return,
+    seen
+}
+
+/// The TLS handshake, within `--handshake-timeout` (counted when it runs out); `None` if it
+/// failed or timed out.
+async fn handshake(
+    io: Tracked,
+    acceptor: TlsAcceptor,
+    shared: &Shared,
+) -> Option<TlsStream<Tracked>> {
+    match tokio::time::timeout(shared.opts.handshake_timeout, acceptor.accept(io)).await {
+        Ok(Ok(tls)) => Some(tls),
+        Ok(Err(_)) => None,
         Err(_) => {
             Stats::bump(&shared.stats.handshake_timeouts);
-            return;
+            None
         }
-    };
-    let mut tls = tls;
-    shared.truth.handshake(seen, Instant::now());
-    // Sampled only once the handshake is done: a peer that never finishes costs no sampler.
-    let telemetry = {
-        let io = tls.get_mut().0;
-        let t = watch_tcp(
-            io.fd(),
-            opts.cc.tcp_name(),
-            opts.sample_interval,
-            &shared.stats,
-        );
-        io.set_telemetry(t.clone());
-        t
-    };
+    }
+}
+
+/// Starts sampling the connection's TCP state, only now that the handshake is done: a peer
+/// that never finishes costs no sampler.
+fn watch(
+    tls: &mut TlsStream<Tracked>,
+    seen: Option<ConnMark>,
+    shared: &Shared,
+) -> Option<Arc<ConnTelemetry>> {
+    let opts = &shared.opts;
+    let io = tls.get_mut().0;
+    let telemetry = watch_tcp(
+        io.fd(),
+        opts.cc.tcp_name(),
+        opts.sample_interval,
+        &shared.stats,
+    );
+    io.set_telemetry(telemetry.clone());
     shared.truth.telemetry(
         seen,
         telemetry
             .clone()
             .map(|t| t as Arc<dyn crate::truth::Sender>),
     );
-    let on = Where {
-        peer,
-        seen,
-        telemetry,
-    };
+    telemetry
+}
+
+/// Serves HTTP/2 or HTTP/1.1, as ALPN chose, until the connection ends or sits idle.
+async fn serve_http(
+    tls: TlsStream<Tracked>,
+    on: Where,
+    shared: &Arc<Shared>,
+    activity: qbench_stack::activity::Activity,
+) {
+    let opts = &shared.opts;
     let is_h2 = tls.get_ref().1.alpn_protocol() == Some(ALPN_H2);
     let fd = tls.get_ref().0.fd();
     let tls = Records::new(tls, TcpWindow(fd), opts.tls_records);
