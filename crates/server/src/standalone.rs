@@ -5,7 +5,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::access::{exposure_warning, TOKEN_ENV};
 use crate::{identity_for, Protocol, Server, ServerError, ServerOptions, Stats};
@@ -183,13 +183,7 @@ pub async fn serve_until_signal(
         }
         None => ("qbench-server", String::new()),
     };
-    // Before the first line: whoever waits for it may signal at once, and the certificate
-    // must still be cleaned up then.
-    let mut term = signal(SignalKind::terminate()).map_err(ServerError::Signal)?;
-    let mut int = signal(SignalKind::interrupt()).map_err(ServerError::Signal)?;
-    // A closed terminal or a supervisor's reload must not end it without its last line and
-    // without removing the certificate it wrote.
-    let mut hup = signal(SignalKind::hangup()).map_err(ServerError::Signal)?;
+    let mut signals = StopSignals::listen()?;
     let _cert = if generated {
         Some(write_cert(&cert_out, server.cert_pem())?)
     } else {
@@ -208,27 +202,69 @@ pub async fn serve_until_signal(
     if let Some(w) = warning {
         crate::note!("{w}");
     }
+    note_token(&server, from_env);
+    let stats = server.stats();
+    let quic = server.quic_endpoints();
+    tokio::select! {
+        _ = server.run() => {}
+        () = signals.any() => {}
+    }
+    close_quic(&quic).await;
+    qbench_stack::qlog::flush_all();
+    note_stopped(name, &stats);
+    Ok(())
+}
+
+/// The signals that stop the server, listened for before its first line: whoever waits for
+/// that line may signal at once, and the certificate must still be cleaned up then.
+struct StopSignals {
+    term: Signal,
+    int: Signal,
+    /// A closed terminal or a supervisor's reload must not end it without its last line and
+    /// without removing the certificate it wrote.
+    hup: Signal,
+}
+
+impl StopSignals {
+    fn listen() -> Result<Self, ServerError> {
+        Ok(Self {
+            term: signal(SignalKind::terminate()).map_err(ServerError::Signal)?,
+            int: signal(SignalKind::interrupt()).map_err(ServerError::Signal)?,
+            hup: signal(SignalKind::hangup()).map_err(ServerError::Signal)?,
+        })
+    }
+
+    /// Until one of them comes.
+    async fn any(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+            _ = self.hup.recv() => {}
+        }
+    }
+}
+
+/// Which telemetry token clients must give: the one in the environment, or the one printed.
+fn note_token(server: &Server, from_env: bool) {
     match server.telemetry_token() {
         Some(_) if from_env => crate::note!("telemetry token: the one in {TOKEN_ENV}"),
         Some(t) => crate::note!("telemetry token (qbench --telemetry-token): {t}"),
         None => {}
     }
-    let stats = server.stats();
-    let quic = server.quic_endpoints();
-    tokio::select! {
-        _ = server.run() => {}
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-        _ = hup.recv() => {}
-    }
-    // Peers learn that the server stopped (CONNECTION_CLOSE) instead of finding out at their
-    // idle timeout: a proxy in front of it opens a new connection at its next request.
-    for ep in &quic {
+}
+
+/// Peers learn that the server stopped (CONNECTION_CLOSE) instead of finding out at their
+/// idle timeout: a proxy in front of it opens a new connection at its next request.
+async fn close_quic(quic: &[quinn::Endpoint]) {
+    for ep in quic {
         ep.close(0u32.into(), b"server stopping");
     }
     let idle = futures_util::future::join_all(quic.iter().map(|ep| ep.wait_idle()));
     let _ = tokio::time::timeout(std::time::Duration::from_millis(500), idle).await;
-    qbench_stack::qlog::flush_all();
+}
+
+/// The server's last line: what it served and refused.
+fn note_stopped(name: &str, stats: &Stats) {
     crate::note!(
         "{name}: stopped after {} connections ({} refused at --max-connections, {} \
          handshake timeouts, {} idle closes, {} telemetry requests refused as busy)",
@@ -238,7 +274,6 @@ pub async fn serve_until_signal(
         Stats::get(&stats.idle_closes),
         Stats::get(&stats.telemetry_busy),
     );
-    Ok(())
 }
 
 #[cfg(test)]
