@@ -68,16 +68,16 @@ pub struct ServerArgs {
     pub cc: CcAlgo,
 
     /// Cap the QUIC sender's congestion window at this many packets (the IMC'17 MACW)
-    #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "PACKETS", value_parser = qbench_core::spec::bounds::WINDOW_PACKETS.value_parser())]
     pub cwnd_cap: Option<u32>,
 
     /// Initial congestion window of the QUIC sender, in packets of 1200 bytes
-    #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "PACKETS", value_parser = qbench_core::spec::bounds::WINDOW_PACKETS.value_parser())]
     pub initial_cwnd: Option<u32>,
 
     /// Packets that may overtake one before QUIC declares it lost (quinn's packet threshold)
     /// [default: 3]
-    #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    #[arg(long, value_name = "PACKETS", value_parser = qbench_core::spec::bounds::REORDER_THRESHOLD.value_parser())]
     pub reorder_threshold: Option<u32>,
 
     /// QUIC's time threshold in RTTs: a packet sent this long before an acknowledged one is

@@ -6,7 +6,8 @@ use qbench_core::spec::SideOverrides;
 use qbench_core::units::ByteSize;
 use qbench_core::CcAlgo;
 
-use crate::flags::values::{parse_rwnd, parse_side_cpu, MAX_CONNECTIONS};
+use crate::flags::values::{parse_rwnd, parse_side_cpu};
+use qbench_core::spec::bounds::{CONNECTIONS, STREAMS, WINDOW_PACKETS};
 use qbench_core::spec::cpulimit::CpuQuota;
 
 macro_rules! side_args {
@@ -17,19 +18,19 @@ macro_rules! side_args {
             #[arg(long = $cc, id = $cc, value_enum)]
             pub cc: Option<CcAlgo>,
             /// --cwnd-cap for this side
-            #[arg(long = $cap, id = $cap, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
+            #[arg(long = $cap, id = $cap, value_name = "PACKETS", value_parser = WINDOW_PACKETS.value_parser())]
             pub cwnd_cap: Option<u32>,
             /// --initial-cwnd for this side
-            #[arg(long = $init, id = $init, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
+            #[arg(long = $init, id = $init, value_name = "PACKETS", value_parser = WINDOW_PACKETS.value_parser())]
             pub initial_cwnd: Option<u32>,
             /// --rwnd for this side
             #[arg(long = $rwnd, id = $rwnd, value_name = "BYTES", value_parser = parse_rwnd)]
             pub rwnd: Option<ByteSize>,
             /// --connections for this side
-            #[arg(long = $conns, id = $conns, value_parser = clap::value_parser!(u32).range(1..=MAX_CONNECTIONS))]
+            #[arg(long = $conns, id = $conns, value_parser = CONNECTIONS.value_parser())]
             pub connections: Option<u32>,
             /// --streams for this side
-            #[arg(long = $streams, id = $streams, value_parser = clap::value_parser!(u32).range(1..))]
+            #[arg(long = $streams, id = $streams, value_parser = STREAMS.value_parser())]
             pub streams: Option<u32>,
             /// --client-cpu for this side, or `none` for no quota
             #[arg(long = $cpu, id = $cpu, value_name = "FRACTION", value_parser = parse_side_cpu)]

@@ -3,11 +3,6 @@
 use qbench_core::spec::cpulimit::CpuQuota;
 use qbench_core::units::ByteSize;
 
-/// Connections per run, at most (as clap's ranges take them).
-pub(crate) const MAX_CONNECTIONS: i64 = qbench_core::spec::MAX_CONNECTIONS as i64;
-/// Runtime worker threads, at most.
-pub(crate) const MAX_THREADS: i64 = qbench_core::spec::MAX_THREADS as i64;
-
 pub(crate) fn parse_rwnd(s: &str) -> Result<ByteSize, String> {
     s.parse().map_err(|e| format!("{e}"))
 }

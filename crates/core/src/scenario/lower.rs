@@ -5,14 +5,12 @@ use std::collections::BTreeMap;
 
 use super::{field, parse_protos, CellSpec, Kind, Scenario, ScenarioError, SideBase};
 use crate::client_program::{ClientChoice, ClientProgram};
+use crate::spec::bounds::{CONNECTIONS, REORDER_THRESHOLD, THREADS};
 use crate::spec::cpulimit::CpuQuota;
 use crate::spec::link::{parse_duration, LinkSpec};
 use crate::spec::quic_knobs::QuicKnobs;
 use crate::spec::workload::Workload;
-use crate::spec::{
-    parse_flows, CompareSpec, CompeteSpec, ProxyChoice, RunSpec, SideOverrides, MAX_CONNECTIONS,
-    MAX_THREADS,
-};
+use crate::spec::{parse_flows, CompareSpec, CompeteSpec, ProxyChoice, RunSpec, SideOverrides};
 use crate::wire::{CcAlgo, Protocol};
 
 /// A cell's axis values, by axis name.
@@ -72,12 +70,9 @@ impl Scenario {
             Some(v) => v.parse().map_err(|e| field("connections", e))?,
             None => b.connections.unwrap_or(run.connections),
         };
-        if !(1..=MAX_CONNECTIONS).contains(&run.connections) {
-            return Err(field(
-                "connections",
-                format!("1 to {MAX_CONNECTIONS} connections"),
-            ));
-        }
+        CONNECTIONS
+            .check(run.connections)
+            .map_err(|e| field("connections", e))?;
         run.streams = b.streams.or(run.streams);
         if let Some(v) = pick(p, "cc", &b.cc) {
             run.cc = Some(v.parse::<CcAlgo>().map_err(|e| field("cc", e))?);
@@ -87,11 +82,10 @@ impl Scenario {
             Some(v) => Some(v.parse().map_err(|e| field("reorder_threshold", e))?),
             None => b.reorder_threshold,
         };
-        if run
-            .reorder_threshold
-            .is_some_and(|n| !(1..=1000).contains(&n))
-        {
-            return Err(field("reorder_threshold", "1 to 1000 packets"));
+        if let Some(n) = run.reorder_threshold {
+            REORDER_THRESHOLD
+                .check(n)
+                .map_err(|e| field("reorder_threshold", e))?;
         }
         run.quic = self.quic(p)?;
         if let Some(r) = b.reorder_time_threshold {
@@ -128,15 +122,14 @@ impl Scenario {
                 Some(v) => v.parse().map_err(|e| field("threads", e))?,
                 None => base.unwrap_or(1),
             };
-            if !(1..=MAX_THREADS).contains(&n) {
+            THREADS.check(n).map_err(|e| {
                 let name = if p.contains_key("threads") {
                     "threads"
                 } else {
                     name
                 };
-                return Err(field(name, format!("1 to {MAX_THREADS} threads")));
-            }
-            Ok(n)
+                field(name, e)
+            })
         };
         run.client_threads = threads("base.client_threads", b.client_threads)?;
         run.server_threads = threads("base.server_threads", b.server_threads)?;

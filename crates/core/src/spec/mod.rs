@@ -1,6 +1,7 @@
 //! What a run measures, as typed data: the command line, a scenario cell and a report's
 //! `config` all come down to these. Output paths are not part of them.
 
+pub mod bounds;
 pub mod cpulimit;
 pub mod delivery_trace;
 pub mod input;
@@ -310,7 +311,7 @@ pub struct CompeteSpec {
 /// `--reorder-time-threshold`: a multiple of the RTT from 1 to 10 (RFC 9002 recommends 9/8).
 pub fn parse_time_threshold(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
-        Ok(v) if (1.0..=10.0).contains(&v) => Ok(v),
+        Ok(v) if bounds::TIME_THRESHOLD.contains(v) => Ok(v),
         _ => Err(format!(
             "`{s}`: a multiple of the RTT from 1 to 10 (RFC 9002's is 1.125)"
         )),
@@ -320,12 +321,7 @@ pub fn parse_time_threshold(s: &str) -> Result<f64, String> {
 /// Bounds on `PROTO:COUNT` flows.
 pub const MAX_FLOWS_PER_PROTOCOL: u32 = 64;
 
-/// Connections per run, at most: TCP connections from one address to one server port are
-/// bounded by the kernel's ephemeral port range (32768-60999 by default, about 28,000).
-pub const MAX_CONNECTIONS: u32 = 25_000;
-
-/// Worker threads of the client's or the in-process server's runtime, at most.
-pub const MAX_THREADS: u32 = 256;
+pub use bounds::{MAX_CONNECTIONS, MAX_THREADS};
 
 /// `h3:1,h2:2`: protocols and how many flows of each (a bare protocol is one flow).
 pub fn parse_flows(s: &str) -> Result<Vec<(Protocol, u32)>, String> {
