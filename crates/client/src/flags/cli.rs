@@ -14,9 +14,6 @@ use qbench_core::{ByteSize, CcAlgo, Protocol, Workload};
 use super::values::{parse_client_cpu, parse_rwnd};
 use crate::flags::load::LoadArgs;
 use crate::flags::serve::ServeArgs;
-use qbench_core::spec::bounds::{
-    CONNECTIONS, REORDER_THRESHOLD, RUNS, STREAMS, THREADS, WINDOW_PACKETS,
-};
 use qbench_engine::plan::config::{LinkChoice, TargetArgs};
 
 /// Load generator comparing HTTP/3 (QUIC) with HTTP/2 and HTTP/1.1 (TLS over TCP).
@@ -223,16 +220,16 @@ pub struct RunArgs {
     pub telemetry_token: Option<String>,
 
     /// Concurrent requests per connection [default: 256 for h2/h3, the matched server's stream limit; h1 is always 1]
-    #[arg(long, value_parser = STREAMS.value_parser())]
+    #[arg(long, value_parser = qbench_core::spec::bounds::STREAMS.value_parser())]
     pub streams: Option<u32>,
 
     /// Connections per run; objects are spread over them round-robin. qbench raises its
     /// open-file limit to the hard limit, and says before starting if that is too low
-    #[arg(long, default_value_t = 1, value_parser = CONNECTIONS.value_parser())]
+    #[arg(long, default_value_t = 1, value_parser = qbench_core::spec::bounds::CONNECTIONS.value_parser())]
     pub connections: u32,
 
     /// Repetitions, each with fresh connections (see --reuse)
-    #[arg(long, default_value_t = 1, value_parser = RUNS.value_parser())]
+    #[arg(long, default_value_t = 1, value_parser = qbench_core::spec::bounds::RUNS.value_parser())]
     pub runs: u32,
 
     /// Keep the first run's connections open for later runs (warm connections)
@@ -272,19 +269,19 @@ pub struct RunArgs {
     /// h3: quinn's window, in packets of the path MTU (1200 bytes until MTU discovery raises
     /// it, 1452 on a 1500-byte link). h1/h2: the kernel's cwnd, in segments of the MSS (1448
     /// bytes on a 1500-byte link), a locked route metric in the server's namespace (--link)
-    #[arg(long, value_name = "PACKETS", value_parser = WINDOW_PACKETS.value_parser())]
+    #[arg(long, value_name = "PACKETS", value_parser = qbench_core::spec::bounds::WINDOW_PACKETS.value_parser())]
     pub cwnd_cap: Option<u32>,
 
     /// Initial congestion window of the server's sender. h3: in packets of 1200 bytes
     /// (quinn's default is 12,000 bytes). h1/h2: in segments of the MSS, the route's initcwnd
     /// in the server's namespace (--link; the kernel's default is 10)
-    #[arg(long, value_name = "PACKETS", value_parser = WINDOW_PACKETS.value_parser())]
+    #[arg(long, value_name = "PACKETS", value_parser = qbench_core::spec::bounds::WINDOW_PACKETS.value_parser())]
     pub initial_cwnd: Option<u32>,
 
     /// Packets that may overtake one before it is declared lost: QUIC's packet threshold
     /// (quinn, both ends), TCP's net.ipv4.tcp_reordering in the server's namespace (--link)
     /// [default: 3, the stacks' own]
-    #[arg(long, value_name = "PACKETS", value_parser = REORDER_THRESHOLD.value_parser())]
+    #[arg(long, value_name = "PACKETS", value_parser = qbench_core::spec::bounds::REORDER_THRESHOLD.value_parser())]
     pub reorder_threshold: Option<u32>,
 
     /// QUIC's time threshold, in RTTs: a packet sent this long before one that was
@@ -354,7 +351,7 @@ pub struct RunArgs {
 
     /// Client threads (1: everything runs on the main thread). With more, each connection of a
     /// closed or open loop runs on one of them with its requests (and, for h3, its UDP socket)
-    #[arg(long, default_value_t = 1, value_parser = THREADS.value_parser())]
+    #[arg(long, default_value_t = 1, value_parser = qbench_core::spec::bounds::THREADS.value_parser())]
     pub client_threads: u32,
 
     /// Run the client's threads (not the in-process server's) under a CPU quota of this
@@ -367,7 +364,7 @@ pub struct RunArgs {
     pub client_cpuset: Option<CpuSet>,
 
     /// Worker threads of the in-process server
-    #[arg(long, default_value_t = 1, value_parser = THREADS.value_parser())]
+    #[arg(long, default_value_t = 1, value_parser = qbench_core::spec::bounds::THREADS.value_parser())]
     pub server_threads: u32,
 
     #[command(flatten)]

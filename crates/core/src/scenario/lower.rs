@@ -3,15 +3,16 @@
 
 use std::collections::BTreeMap;
 
-use super::{field, parse_protos, CellSpec, Kind, Scenario, ScenarioError, SideBase};
+use super::{
+    field, fields, parse_protos, scalar, CellSpec, Kind, Scenario, ScenarioError, SideBase,
+};
 use crate::client_program::{ClientChoice, ClientProgram};
-use crate::spec::bounds::{CONNECTIONS, REORDER_THRESHOLD, THREADS};
-use crate::spec::cpulimit::CpuQuota;
+use crate::spec::knobs::{side_knobs, KNOBS};
 use crate::spec::link::{parse_duration, LinkSpec};
 use crate::spec::quic_knobs::QuicKnobs;
 use crate::spec::workload::Workload;
-use crate::spec::{parse_flows, CompareSpec, CompeteSpec, ProxyChoice, RunSpec, SideOverrides};
-use crate::wire::{CcAlgo, Protocol};
+use crate::spec::{parse_flows, CompareSpec, CompeteSpec, RunSpec, SideOverrides};
+use crate::wire::Protocol;
 
 /// A cell's axis values, by axis name.
 type Params = BTreeMap<String, String>;
@@ -35,18 +36,17 @@ impl Scenario {
     fn run_spec(&self, p: &Params) -> Result<RunSpec, ScenarioError> {
         let mut run = RunSpec::default();
         self.apply_workload(p, &mut run)?;
-        self.apply_transport(p, &mut run)?;
-        self.apply_client(p, &mut run)?;
+        self.apply_knobs(p, &mut run)?;
+        run.quic = self.quic(p)?;
+        if let Some(v) = &self.base.timeout {
+            run.timeout =
+                parse_duration("base.timeout", v).map_err(|e| field("base.timeout", e))?;
+        }
+        // A cell's 0-RTT sends its early data on a resumed session.
+        run.resume |= run.zero_rtt;
         self.apply_path(p, &mut run)?;
         run.load = self.load(pick(p, "request_rate", &self.base.request_rate))?;
         self.check_metric(&run)?;
-        if let Some(c) = &self.base.client {
-            run.client = ClientProgram::parse(c).map_err(|e| field("base.client", e))?;
-        }
-        if p.get("zero_rtt").map(String::as_str) == Some("true") {
-            run.zero_rtt = true;
-            run.resume = true;
-        }
         Ok(run)
     }
 
@@ -63,36 +63,26 @@ impl Scenario {
         self.apply_apps(p, run)
     }
 
-    /// Connections, congestion control, loss recovery and QUIC settings.
-    fn apply_transport(&self, p: &Params, run: &mut RunSpec) -> Result<(), ScenarioError> {
-        let b = &self.base;
-        run.connections = match p.get("connections") {
-            Some(v) => v.parse().map_err(|e| field("connections", e))?,
-            None => b.connections.unwrap_or(run.connections),
-        };
-        CONNECTIONS
-            .check(run.connections)
-            .map_err(|e| field("connections", e))?;
-        run.streams = b.streams.or(run.streams);
-        if let Some(v) = pick(p, "cc", &b.cc) {
-            run.cc = Some(v.parse::<CcAlgo>().map_err(|e| field("cc", e))?);
-        }
-        run.cwnd_cap = b.cwnd_cap.or(run.cwnd_cap);
-        run.reorder_threshold = match p.get("reorder_threshold") {
-            Some(v) => Some(v.parse().map_err(|e| field("reorder_threshold", e))?),
-            None => b.reorder_threshold,
-        };
-        if let Some(n) = run.reorder_threshold {
-            REORDER_THRESHOLD
-                .check(n)
-                .map_err(|e| field("reorder_threshold", e))?;
-        }
-        run.quic = self.quic(p)?;
-        if let Some(r) = b.reorder_time_threshold {
-            run.reorder_time_threshold = Some(
-                crate::spec::parse_time_threshold(&r.to_string())
-                    .map_err(|e| field("base.reorder_time_threshold", e))?,
-            );
+    /// The knobs of the table: each from its axis in this cell, else from `[base]`. An error
+    /// names the axis, or the base field of a knob no axis sets.
+    fn apply_knobs(&self, p: &Params, run: &mut RunSpec) -> Result<(), ScenarioError> {
+        let base = fields(&self.base)?;
+        for k in KNOBS {
+            let from_axis = k
+                .axis
+                .and_then(|a| Some((a.to_string(), p.get(a)?.clone())));
+            let from_base = || {
+                let b = k.base?;
+                let v = scalar(base.get(b)?)?;
+                let name = match k.axis == Some(b) {
+                    true => b.to_string(),
+                    false => format!("base.{b}"),
+                };
+                Some((name, v))
+            };
+            if let Some((name, v)) = from_axis.or_else(from_base) {
+                (k.set)(run, &v).map_err(|e| field(&name, e))?;
+            }
         }
         Ok(())
     }
@@ -107,40 +97,6 @@ impl Scenario {
             knobs(self.base.quic.as_ref(), "base.quic")?.overlaid(&knobs(p.get("quic"), "quic")?);
         quic.check().map_err(|e| field("quic", e))?;
         Ok(quic)
-    }
-
-    /// The client's CPU limits and its timeout.
-    fn apply_client(&self, p: &Params, run: &mut RunSpec) -> Result<(), ScenarioError> {
-        let b = &self.base;
-        let cpu = match p.get("client_cpu") {
-            Some(v) => Some(v.parse().map_err(|e| field("client_cpu", e))?),
-            None => b.client_cpu,
-        };
-        run.client_cpu = cpu.and_then(CpuQuota::fraction);
-        let threads = |name: &str, base: Option<u32>| -> Result<u32, ScenarioError> {
-            let n = match p.get("threads") {
-                Some(v) => v.parse().map_err(|e| field("threads", e))?,
-                None => base.unwrap_or(1),
-            };
-            THREADS.check(n).map_err(|e| {
-                let name = if p.contains_key("threads") {
-                    "threads"
-                } else {
-                    name
-                };
-                field(name, e)
-            })
-        };
-        run.client_threads = threads("base.client_threads", b.client_threads)?;
-        run.server_threads = threads("base.server_threads", b.server_threads)?;
-        if let Some(v) = &b.client_cpuset {
-            run.client_cpuset = Some(v.parse().map_err(|e| field("base.client_cpuset", e))?);
-        }
-        if let Some(v) = &b.timeout {
-            run.timeout =
-                parse_duration("base.timeout", v).map_err(|e| field("base.timeout", e))?;
-        }
-        Ok(())
     }
 
     /// The emulated path: the client's segment (base link and link axes), the server's
@@ -176,7 +132,6 @@ impl Scenario {
             }
             run.link_b = Some(v.parse().map_err(|e| field("base.link_b", e))?);
         }
-        run.proxy = b.proxy.and_then(ProxyChoice::protocol);
         if run.proxy.is_some() && run.link_b.is_none() {
             return Err(field(
                 "base.proxy",
@@ -222,8 +177,10 @@ impl Scenario {
             a_side.client = Some(ClientChoice(ca));
             b_side.client = Some(ClientChoice(cb));
         }
-        if let Some(v) = p.get("b_cwnd_cap") {
-            b_side.cwnd_cap = Some(v.parse().map_err(|e| field("b_cwnd_cap", e))?);
+        for (_, side) in side_knobs() {
+            if let Some((axis, v)) = side.b_axis.and_then(|a| Some((a, p.get(a)?))) {
+                (side.set)(&mut b_side, v).map_err(|e| field(axis, e))?;
+            }
         }
         let (rounds, auto_rounds) = self.rounds()?;
         Ok(CellSpec::Compare(CompareSpec {
@@ -248,28 +205,18 @@ impl Scenario {
 
 /// `base.a` or `base.b` (`name`) as that side's overrides.
 fn side_overrides(s: &Option<SideBase>, name: &str) -> Result<SideOverrides, ScenarioError> {
+    let mut o = SideOverrides::default();
     let Some(s) = s else {
-        return Ok(SideOverrides::default());
+        return Ok(o);
     };
-    Ok(SideOverrides {
-        cc: s
-            .cc
-            .as_deref()
-            .map(str::parse::<CcAlgo>)
-            .transpose()
-            .map_err(|e| field(&format!("base.{name}.cc"), e))?,
-        cwnd_cap: s.cwnd_cap,
-        connections: s.connections,
-        client_cpu: s.client_cpu,
-        proxy: s.proxy,
-        client: s
-            .client
-            .as_deref()
-            .map(str::parse::<ClientChoice>)
-            .transpose()
-            .map_err(|e| field(&format!("base.{name}.client"), e))?,
-        ..SideOverrides::default()
-    })
+    let given = fields(s)?;
+    for (k, side) in side_knobs().filter(|(_, side)| side.in_file) {
+        let Some((b, v)) = k.base.and_then(|b| Some((b, scalar(given.get(b)?)?))) else {
+            continue;
+        };
+        (side.set)(&mut o, &v).map_err(|e| field(&format!("base.{name}.{b}"), e))?;
+    }
+    Ok(o)
 }
 
 type Side = (Option<ClientProgram>, Protocol);

@@ -267,45 +267,20 @@ impl Scenario {
     }
 
     fn axis_values(&self) -> Result<Vec<(&'static str, Vec<String>)>, ScenarioError> {
-        let a = &self.axes;
-        let s = |v: &Option<Vec<String>>| v.clone();
-        let n = |v: &Option<Vec<u32>>| v.as_ref().map(|x| x.iter().map(u32::to_string).collect());
-        let b = |v: &Option<Vec<bool>>| v.as_ref().map(|x| x.iter().map(bool::to_string).collect());
-        let all: Vec<(&'static str, Option<Vec<String>>)> = vec![
-            ("protos", s(&a.protos)),
-            ("clients", s(&a.clients)),
-            ("flows", s(&a.flows)),
-            ("cc", s(&a.cc)),
-            ("b_cwnd_cap", n(&a.b_cwnd_cap)),
-            ("zero_rtt", b(&a.zero_rtt)),
-            ("reorder_threshold", n(&a.reorder_threshold)),
-            ("quic", s(&a.quic)),
-            (
-                "client_cpu",
-                a.client_cpu
-                    .as_ref()
-                    .map(|x| x.iter().map(CpuQuota::to_string).collect()),
-            ),
-            ("request_rate", s(&a.request_rate)),
-            ("threads", n(&a.threads)),
-            ("connections", n(&a.connections)),
-            ("link", s(&a.link)),
-            ("rate", s(&a.rate)),
-            ("rtt", s(&a.rtt)),
-            ("loss", s(&a.loss)),
-            ("jitter", s(&a.jitter)),
-            ("objects", s(&a.objects)),
-            ("video_quality", s(&a.video_quality)),
-            ("page", s(&a.page)),
-        ];
+        let given = fields(&self.axes)?;
         let mut out = Vec::new();
-        for (name, v) in all {
-            if let Some(v) = v {
-                if v.is_empty() {
-                    return Err(ScenarioError::EmptyAxis(name));
-                }
-                out.push((name, v));
+        for &name in AXES {
+            let Some(serde_json::Value::Array(values)) = given.get(name) else {
+                continue;
+            };
+            if values.is_empty() {
+                return Err(ScenarioError::EmptyAxis(name));
             }
+            let values = values
+                .iter()
+                .map(|v| scalar(v).unwrap_or_else(|| v.to_string()))
+                .collect();
+            out.push((name, values));
         }
         Ok(out)
     }
@@ -486,9 +461,59 @@ fn parse_protos(v: &str) -> Result<(Protocol, Protocol), ScenarioError> {
     Ok((p(a)?, p(b)?))
 }
 
+/// The axes in the order cells are made (the last varies fastest): every field of `Axes`.
+const AXES: &[&str] = &[
+    "protos",
+    "clients",
+    "flows",
+    "cc",
+    "b_cwnd_cap",
+    "zero_rtt",
+    "reorder_threshold",
+    "quic",
+    "client_cpu",
+    "request_rate",
+    "threads",
+    "connections",
+    "link",
+    "rate",
+    "rtt",
+    "loss",
+    "jitter",
+    "objects",
+    "video_quality",
+    "page",
+];
+
+/// A table's fields by name, as the file gave them (absent ones left out), for the loops
+/// that lower them through the knob table.
+fn fields<T: Serialize>(table: &T) -> Result<BTreeMap<String, serde_json::Value>, ScenarioError> {
+    match serde_json::to_value(table).map_err(|e| field("scenario", e))? {
+        serde_json::Value::Object(m) => Ok(m.into_iter().filter(|(_, v)| !v.is_null()).collect()),
+        _ => Ok(BTreeMap::new()),
+    }
+}
+
+/// A field's value as a flag takes it: text as it is, numbers and booleans printed.
+fn scalar(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Bool(b) => Some(b.to_string()),
+        serde_json::Value::Number(n) => Some(match (n.as_u64(), n.as_i64(), n.as_f64()) {
+            (Some(u), _, _) => u.to_string(),
+            (None, Some(i), _) => i.to_string(),
+            (None, None, Some(f)) => f.to_string(),
+            _ => n.to_string(),
+        }),
+        _ => None,
+    }
+}
+
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+#[cfg(test)]
+mod knob_fields_tests;
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,7 @@ pub mod bounds;
 pub mod cpulimit;
 pub mod delivery_trace;
 pub mod input;
+pub mod knobs;
 pub mod link;
 pub mod link_bounds;
 pub mod load;
@@ -209,55 +210,6 @@ impl std::fmt::Display for ProxyChoice {
             Self::H2 => "h2",
             Self::H3 => "h3",
         })
-    }
-}
-
-impl SideOverrides {
-    /// `base` with this side's protocol and overrides. 0-RTT is QUIC's: a TCP side keeps TLS
-    /// resumption but sends no early data.
-    pub fn apply(&self, base: &RunSpec, proto: Protocol) -> RunSpec {
-        let mut s = base.clone();
-        s.proto = proto;
-        s.zero_rtt &= proto.is_quic();
-        if !proto.is_quic() {
-            s.quic = QuicKnobs::default();
-        }
-        s.cc = self.cc.or(s.cc);
-        s.cwnd_cap = self.cwnd_cap.or(s.cwnd_cap);
-        s.initial_cwnd = self.initial_cwnd.or(s.initial_cwnd);
-        s.rwnd = self.rwnd.or(s.rwnd);
-        s.connections = self.connections.unwrap_or(s.connections);
-        s.streams = self.streams.or(s.streams);
-        if let Some(q) = self.client_cpu {
-            s.client_cpu = q.fraction();
-        }
-        if let Some(p) = self.proxy {
-            s.proxy = p.protocol();
-        }
-        if let Some(c) = &self.client {
-            s.client = c.0.clone();
-        }
-        s
-    }
-
-    /// `h3 cc=bbr cwnd-cap=430`: the protocol and what this side overrides.
-    pub fn label(&self, proto: Protocol) -> String {
-        let mut parts = vec![proto.to_string()];
-        let mut add = |name: &str, v: Option<String>| {
-            if let Some(v) = v {
-                parts.push(format!("{name}={v}"));
-            }
-        };
-        add("cc", self.cc.map(|c| c.to_string()));
-        add("cwnd-cap", self.cwnd_cap.map(|c| c.to_string()));
-        add("initial-cwnd", self.initial_cwnd.map(|c| c.to_string()));
-        add("rwnd", self.rwnd.map(|c| c.to_string()));
-        add("connections", self.connections.map(|c| c.to_string()));
-        add("streams", self.streams.map(|c| c.to_string()));
-        add("client-cpu", self.client_cpu.map(|c| c.to_string()));
-        add("proxy", self.proxy.map(|c| c.to_string()));
-        add("client", self.client.as_ref().map(|c| c.to_string()));
-        parts.join(" ")
     }
 }
 
