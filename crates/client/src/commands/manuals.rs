@@ -80,3 +80,88 @@ fn markdown(cmd: &clap::Command) -> String {
         .show_footer(false);
     clap_markdown::help_markdown_command_custom(cmd, &options)
 }
+
+/// The book's table of a run's flags (docs/book/src/reference/flags.md): every flag of
+/// `qbench` without a subcommand, with its help and its default, as `--help` gives them.
+pub fn flag_table(qbench: &clap::Command) -> String {
+    let mut page = String::from(
+        "# Flags\n\n\
+         The flags of a single run, with their defaults, generated from the definitions that \
+         parse them\n(`crates/client/tests/it/manuals.rs` checks it). Every flag of every \
+         program and subcommand,\nas `--help` prints it, is in [the generated \
+         reference](cli/qbench.md).\n\n\
+         | flag | meaning | default |\n| --- | --- | --- |\n",
+    );
+    for arg in qbench.get_arguments() {
+        let Some(long) = arg.get_long().filter(|_| !arg.is_hide_set()) else {
+            continue;
+        };
+        if matches!(long, "help" | "version") {
+            continue;
+        }
+        let (help, default) = help_and_default(arg);
+        let flag = match value_shape(arg) {
+            Some(v) => format!("--{long} {v}"),
+            None => format!("--{long}"),
+        };
+        page.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            cell(&flag),
+            cell(&help),
+            cell(&default)
+        ));
+    }
+    page
+}
+
+/// What the flag takes: its value name, or the values it allows.
+fn value_shape(arg: &clap::Arg) -> Option<String> {
+    if !arg.get_action().takes_values() {
+        return None;
+    }
+    let names: Vec<String> = arg
+        .get_possible_values()
+        .iter()
+        .filter(|v| !v.is_hide_set())
+        .map(|v| v.get_name().to_string())
+        .collect();
+    if !names.is_empty() {
+        return Some(names.join("|"));
+    }
+    let value = arg
+        .get_value_names()
+        .and_then(|n| n.first())
+        .map_or_else(|| arg.get_id().as_str().to_uppercase(), |n| n.to_string());
+    Some(value)
+}
+
+/// The help's text without the `[default: ...]` it ends with, and the default: clap's own,
+/// else the one the text names.
+fn help_and_default(arg: &clap::Arg) -> (String, String) {
+    let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+    let mut help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut default: Vec<String> = arg
+        .get_default_values()
+        .iter()
+        .map(|v| v.to_string_lossy().into_owned())
+        .collect();
+    if let Some(at) = help.rfind("[default: ").filter(|_| help.ends_with(']')) {
+        let named = help[at + "[default: ".len()..help.len() - 1].to_string();
+        help = help[..at].trim_end().to_string();
+        if default.is_empty() {
+            default.push(named);
+        }
+    }
+    if !arg.get_action().takes_values() {
+        default.clear();
+    }
+    if let Some(env) = arg.get_env() {
+        help.push_str(&format!(" (also ${})", env.to_string_lossy()));
+    }
+    (help, default.join(", "))
+}
+
+/// Text for one cell of a Markdown table.
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|")
+}

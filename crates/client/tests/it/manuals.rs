@@ -117,6 +117,31 @@ fn the_books_command_line_reference_is_current() {
     }
 }
 
+/// The book's table of a run's flags is made from the same definitions: a flag added,
+/// renamed, re-documented or given another default without regenerating it fails here
+/// (`QBENCH_BLESS=1 cargo test -p qbench --test it manuals::the_books_flag_table` writes it).
+#[test]
+fn the_books_flag_table_is_current() {
+    use clap::CommandFactory;
+    let made = qbench::commands::manuals::flag_table(&qbench::flags::cli::Cli::command());
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../docs/book/src/reference/flags.md");
+    if std::env::var_os("QBENCH_BLESS").is_some() {
+        std::fs::write(&path, &made).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        made == committed,
+        "docs/book/src/reference/flags.md is stale: run QBENCH_BLESS=1 cargo test -p qbench --test it manuals::the_books_flag_table"
+    );
+    for row in [
+        "| `--proto h1\\|h2\\|h3` | Protocol to benchmark | h3 |",
+        "| `--reuse` |",
+    ] {
+        assert!(made.contains(row), "{row}");
+    }
+}
+
 /// clap reads `{n}` in a help text as a line break, so a doc comment's `/bytes/{n}` once
 /// printed as "`/bytes/" and a dangling line: every help line must close its backticks.
 #[test]
