@@ -4,29 +4,6 @@ use clap::{CommandFactory, Parser};
 use qbench::commands::run::benchmark;
 use qbench::flags::cli::{Cli, Command};
 
-fn compare(args: qbench::flags::cli::CompareArgs) -> anyhow::Result<()> {
-    let dry_run = args.run.build.dry_run;
-    let plan = qbench::commands::compare::Plan::from_args(args)?;
-    // Both sides share the first one's link.
-    if dry_run && qbench::commands::run::print_link_plan(&plan.a)? {
-        return Ok(());
-    }
-    let command: Vec<String> = std::env::args().collect();
-    let watching = qbench::export::live_outputs::Watching::default();
-    let (report, error) = qbench::commands::compare::run_blocking(&plan, command, &watching)?;
-    match (
-        error,
-        qbench_core::report::thresholds::failed_line(&report.thresholds),
-    ) {
-        (Some(e), _) => Err(anyhow::anyhow!(e)),
-        (None, Some(t)) => Err(qbench::flags::gate::ThresholdsFailed(t).into()),
-        (None, None) => {
-            qbench_engine::output::lost::check_key_log(plan.a.key_log.as_deref());
-            Ok(())
-        }
-    }
-}
-
 fn main() -> ExitCode {
     qbench_stack::rep_movsb::at_start_or_exit();
     qbench_server::standalone::unset_empty_env();
@@ -37,7 +14,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Serve(s)) => qbench::commands::serve::serve(s),
         Some(Command::Proxy(p)) => qbench::commands::proxy::proxy(*p),
-        Some(Command::Compare(c)) => compare(*c),
+        Some(Command::Compare(c)) => qbench::commands::compare::command(*c),
         Some(Command::Sweep(s)) => qbench::commands::sweep::sweep(s),
         Some(Command::Report(r)) => qbench::commands::report::report(r),
         Some(Command::Compete(c)) => qbench::commands::compete::compete(*c),

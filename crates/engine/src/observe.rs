@@ -1,10 +1,73 @@
 //! How the engine tells whoever drives it what is happening, without printing: a run's
 //! progress, its intervals, and warnings (a barrier already passed, an output that lost a
-//! write, telemetry a server did not give) all go to the one [`Observer`] it is given.
+//! write, telemetry a server did not give) all go to the one [`Observer`] it is given, and so
+//! do the moments a command's lifecycle hands over: its side started, its runs ended, a report
+//! to show and write.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
+use qbench_core::report::compare::CompareReport;
 use qbench_core::report::load::IntervalRecord;
+use qbench_core::spec::RunSpec;
+use qbench_core::{Report, ReportMeta};
+
+/// Work an observer hands back for the engine to await on its own runtime.
+pub type Later<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
+/// A side of a command, connected to its peer and about to run.
+#[derive(Debug, Clone, Copy)]
+pub struct Started<'a> {
+    pub spec: &'a RunSpec,
+    /// Objects each of its runs fetches (a shard's share of the workload).
+    pub objects: u64,
+    /// Objects the whole plan names (every shard's).
+    pub total_objects: u64,
+    /// The peer's `host:port`, and what it is (the in-process server, a URL's host...).
+    pub authority: &'a str,
+    pub description: &'a str,
+    pub meta: &'a ReportMeta,
+}
+
+/// Where a command is between its runs: which side of which round runs now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage<'a> {
+    /// Round `round` (from 0) of `of`, side `side` ('A' or 'B') labelled `label`.
+    Round {
+        round: u32,
+        of: u32,
+        label: &'a str,
+        side: char,
+    },
+    /// Warm-up round `round` (from 0) of `of`, before round 0.
+    WarmUp {
+        round: u32,
+        of: u32,
+        label: &'a str,
+        side: char,
+    },
+}
+
+/// A report the engine hands over, of whichever command.
+#[derive(Debug, Clone, Copy)]
+pub enum Document<'a> {
+    Run(&'a Report),
+    Compare(&'a CompareReport),
+}
+
+/// Which report the engine hands over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    /// Of a command that ended before its first run (a signal, an unreachable peer).
+    Unstarted,
+    /// After each run, for outputs rewritten as the runs go.
+    SoFar,
+    /// Once, when the runs are over and before anything is torn down.
+    Final,
+    /// The final report again, now saying that a late signal came.
+    Amended,
+}
 
 /// Whoever drives the engine, told what happens as it happens. Each method does nothing
 /// unless the driver wants to hear of it.
@@ -19,11 +82,44 @@ pub trait Observer: Send + Sync {
     fn note(&self, _line: &str) {}
 }
 
-/// The observer a command's runs report to, and the warnings already given to it that are
-/// said once however many sides, runs or sweep cells come across them. Clones share both.
+/// What a command shows and writes at the moments its lifecycle hands over: the sides open,
+/// a round's side begins, the runs end, a report is ready. Each method does nothing unless
+/// the command wants it.
+pub trait Presenter: Send + Sync {
+    /// The sides are connected and their runs begin: what is shown while they run starts here.
+    fn started<'a>(&'a self, _sides: &'a [Started<'a>]) -> Later<'a, anyhow::Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+    /// A side of a round begins.
+    fn stage(&self, _s: &Stage<'_>) {}
+    /// Whether a report after each run is wanted: building one is not free.
+    fn wants_so_far(&self) -> bool {
+        false
+    }
+    /// The runs are over: what was shown while they ran gives the terminal back.
+    fn ended(&self) {}
+    /// A report to show and write. An error of a `Final` one fails the command, after the
+    /// engine has looked for a signal that came meanwhile.
+    fn report(&self, _w: Written, _d: Document<'_>) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// After the final report is written: whatever still has to see it (a last scrape).
+    fn settle(&self) -> Later<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// Looks at each interval before the observer is told of it (`--fail-early`'s judge).
+pub type IntervalHook = Arc<dyn Fn(&IntervalRecord) + Send + Sync>;
+
+/// The one handle a command gives the engine: its observer, its presenter, and the warnings
+/// already given that are said once however many sides, runs or sweep cells come across
+/// them. Clones share all of it.
 #[derive(Clone)]
 pub struct Observing {
     to: Arc<dyn Observer>,
+    presenter: Arc<dyn Presenter>,
+    before_interval: Option<IntervalHook>,
     said: Arc<Mutex<Vec<String>>>,
 }
 
@@ -31,7 +127,25 @@ impl Observing {
     pub fn new(to: Arc<dyn Observer>) -> Self {
         Self {
             to,
+            presenter: Arc::new(Unobserved),
+            before_interval: None,
             said: Arc::default(),
+        }
+    }
+
+    /// The same observer and warnings said once, with `presenter` showing the command.
+    pub fn presenting(&self, presenter: Arc<dyn Presenter>) -> Self {
+        Self {
+            presenter,
+            ..self.clone()
+        }
+    }
+
+    /// The same, with `hook` looking at each interval first.
+    pub fn judging(&self, hook: IntervalHook) -> Self {
+        Self {
+            before_interval: Some(hook),
+            ..self.clone()
         }
     }
 
@@ -59,6 +173,9 @@ impl Observer for Observing {
     }
 
     fn interval(&self, run: u32, r: &IntervalRecord) {
+        if let Some(hook) = &self.before_interval {
+            hook(r);
+        }
         self.to.interval(run, r);
     }
 
@@ -71,11 +188,39 @@ impl Observer for Observing {
     }
 }
 
+impl Presenter for Observing {
+    fn started<'a>(&'a self, sides: &'a [Started<'a>]) -> Later<'a, anyhow::Result<()>> {
+        self.presenter.started(sides)
+    }
+
+    fn stage(&self, s: &Stage<'_>) {
+        self.presenter.stage(s);
+    }
+
+    fn wants_so_far(&self) -> bool {
+        self.presenter.wants_so_far()
+    }
+
+    fn ended(&self) {
+        self.presenter.ended();
+    }
+
+    fn report(&self, w: Written, d: Document<'_>) -> anyhow::Result<()> {
+        self.presenter.report(w, d)
+    }
+
+    fn settle(&self) -> Later<'_, ()> {
+        self.presenter.settle()
+    }
+}
+
 /// An observer for callers that show nothing.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Unobserved;
 
 impl Observer for Unobserved {}
+
+impl Presenter for Unobserved {}
 
 /// An observer that shows nothing.
 pub fn unobserved() -> Observing {

@@ -2,66 +2,17 @@
 //! own connection to its own in-process server: per-flow goodput, per-flow throughput over
 //! time (from the servers' byte counters) and Jain's fairness index.
 
-use anyhow::Context;
-use futures_util::future::join_all;
-use qbench_core::report::compete::{CompeteReport, Flow};
-use qbench_core::spec::CompeteSpec;
-use qbench_core::Report;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use qbench_core::report::compete::CompeteReport;
+use qbench_engine::observe::{Later, Presenter, Started};
+use qbench_engine::CompetePlan;
 
 use crate::export::live_outputs::Watching;
 use crate::export::progress::Progress;
 use crate::export::{print_text, write_json, Dest};
 use crate::flags::cli::{CompeteArgs, Outputs};
 use qbench_engine::error::usage;
-use qbench_engine::measure::clock::Clock;
-use qbench_engine::plan::config::{share_route, Config, LinkChoice, TargetArgs};
-use qbench_engine::session::side::Side;
-
-/// One validated configuration per flow.
-pub struct Plan {
-    flows: Vec<(String, Config)>,
-    link_text: String,
-    client_threads: u32,
-}
-
-impl Plan {
-    /// Every check that concerns a competition, for flags and scenario cells alike.
-    pub fn new(spec: &CompeteSpec, target: &TargetArgs, link: LinkChoice) -> anyhow::Result<Self> {
-        let base = &spec.base;
-        usage(
-            base.runs == 1,
-            "--runs",
-            "a competition is one run of all flows at once",
-        )?;
-        let link_text = base
-            .link
-            .as_ref()
-            .map(|l| l.text.clone())
-            .context("--link: flows compete for an emulated bottleneck; give one")?;
-        let (mut labels, mut cfgs) = (Vec::new(), Vec::new());
-        for (proto, n) in &spec.flows {
-            for i in 0..*n {
-                let mut s = base.clone();
-                s.proto = *proto;
-                s.zero_rtt &= proto.is_quic();
-                if !proto.is_quic() {
-                    s.quic = Default::default();
-                }
-                cfgs.push(Config::new(s, target, link).with_context(|| format!("flow {proto}"))?);
-                labels.push(format!("{proto} #{}", i + 1));
-            }
-        }
-        share_route(&mut cfgs)?;
-        qbench_engine::setup::fds::check(&cfgs.iter().collect::<Vec<_>>())?;
-        let flows: Vec<(String, Config)> = labels.into_iter().zip(cfgs).collect();
-        usage(flows.len() >= 2, "--flows", "at least two flows compete")?;
-        Ok(Self {
-            flows,
-            link_text,
-            client_threads: base.client_threads,
-        })
-    }
-}
 
 pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
     args.run.load.check(args.run.json_stream.is_some())?;
@@ -91,7 +42,7 @@ pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
         "--duration",
         "competing flows each fetch --objects once",
     )?;
-    let mut plan = Plan::new(&args.spec(), &args.run.target(), args.run.link_choice())?;
+    let mut plan = CompetePlan::new(&args.spec(), &args.run.target(), args.run.link_choice())?;
     let outputs: Outputs = args.run.outputs();
     args.run.check_outputs()?;
     let key_log = qbench_engine::transport::tls::open_key_log(args.run.keylog.as_deref())?;
@@ -108,48 +59,18 @@ pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Builds the link and servers, runs all flows at once, tears everything down, prints the
+/// Runs all flows at once through the engine, the bar counting their objects; prints the
 /// summary (to stderr when the JSON goes to stdout) and returns the report.
 pub fn run_blocking(
-    plan: &Plan,
+    plan: &CompetePlan,
     json: Option<&Dest>,
     watching: &Watching,
 ) -> anyhow::Result<CompeteReport> {
-    let refs: Vec<&Config> = plan.flows.iter().map(|(_, c)| c).collect();
-    let command: Vec<String> = std::env::args().collect();
-    let threads = plan.client_threads.max(2);
-    let result: anyhow::Result<Vec<Report>> = qbench_engine::setup::harness::run(
-        &refs,
-        threads,
-        watching.observer(),
-        async |prepared, _| {
-            let clock = Clock::start();
-            prepared.prime_tcp_metrics(&refs).await?;
-            let mut sides = Vec::new();
-            for (i, cfg) in refs.iter().enumerate() {
-                let server = prepared.servers.get(i).and_then(Option::as_ref);
-                sides.push(Side::open(cfg, server, prepared, command.clone(), clock).await?);
-            }
-            let total = sides.iter().map(|s| s.objects()).sum();
-            let bar = Progress::objects(total);
-            watching.show(&bar);
-            join_all(sides.iter_mut().map(|s| s.run(0))).await;
-            bar.finish_and_clear();
-            for s in &mut sides {
-                s.finish().await;
-            }
-            sides.iter().map(|s| s.report(1, None)).collect()
-        },
-    );
-    let reports = result?;
-    // A signal during the teardown still stops it, as one during the flows does.
-    qbench_engine::setup::harness::late_signal()?;
-    let flows = reports
-        .into_iter()
-        .zip(&plan.flows)
-        .map(|(report, (label, _))| Flow::new(label.clone(), report))
-        .collect();
-    let out = CompeteReport::new(flows);
+    let shown = Arc::new(CompeteShown {
+        watching: watching.clone(),
+        bar: Mutex::new(None),
+    });
+    let out = qbench_engine::compete(plan, &watching.observer().presenting(shown))?;
     let mut text = format!(
         "qbench compete: {} flows through {}\n",
         out.flows.len(),
@@ -169,4 +90,33 @@ pub fn run_blocking(
     ));
     print_text(&text, json);
     Ok(out)
+}
+
+/// What a competition shows while its flows run: one bar counting all their objects.
+struct CompeteShown {
+    watching: Watching,
+    bar: Mutex<Option<Progress>>,
+}
+
+impl CompeteShown {
+    fn bar(&self) -> std::sync::MutexGuard<'_, Option<Progress>> {
+        self.bar.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Presenter for CompeteShown {
+    fn started<'a>(&'a self, flows: &'a [Started<'a>]) -> Later<'a, anyhow::Result<()>> {
+        Box::pin(async move {
+            let bar = Progress::objects(flows.iter().map(|f| f.objects).sum());
+            self.watching.show(&bar);
+            *self.bar() = Some(bar);
+            Ok(())
+        })
+    }
+
+    fn ended(&self) {
+        if let Some(bar) = self.bar().as_ref() {
+            bar.finish_and_clear();
+        }
+    }
 }

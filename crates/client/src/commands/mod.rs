@@ -8,7 +8,6 @@ pub mod hgrm;
 pub mod manuals;
 pub mod merge;
 pub mod proxy;
-mod recalibrate;
 pub mod report;
 mod report_file;
 pub mod run;

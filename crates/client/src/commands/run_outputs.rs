@@ -7,7 +7,6 @@ use anyhow::Context;
 use qbench_core::report::ccstate::StateMachine;
 use qbench_core::report::telemetry::Timeline;
 use qbench_core::Report;
-use qbench_engine::plan::config::Config;
 
 use crate::export::{rewritable, write_json, write_text, Dest};
 use crate::flags::cli::Outputs;
@@ -60,8 +59,9 @@ fn json_and_page(json: Option<&Dest>, page: Option<&Path>, report: &Report) -> a
 }
 
 /// `--json`, `--html`, `--state-graph`, `--plot` and `--hgrm`.
+/// `cc_title` names the configuration on the charts.
 pub(super) fn write_outputs(
-    cfg: &Config,
+    cc_title: &str,
     outputs: &Outputs,
     json: Option<&Dest>,
     report: &Report,
@@ -72,7 +72,7 @@ pub(super) fn write_outputs(
     if let Some(path) = &outputs.html {
         write_page(path, report)?;
     }
-    write_cc_outputs(cfg, outputs, report)?;
+    write_cc_outputs(cc_title, outputs, report)?;
     if let Some(path) = &outputs.hgrm {
         crate::export::hgrm::latency(report)
             .and_then(|text| write_text(path, &text))
@@ -82,15 +82,7 @@ pub(super) fn write_outputs(
 }
 
 /// `--state-graph` (all runs' connections) and `--plot` (first run).
-fn write_cc_outputs(cfg: &Config, outputs: &Outputs, report: &Report) -> anyhow::Result<()> {
-    let spec = cfg.spec();
-    let title = format!(
-        "{} {}{}",
-        spec.proto,
-        spec.cc.map_or("server default cc", |c| c.as_str()),
-        spec.cwnd_cap
-            .map_or(String::new(), |c| format!(", cwnd cap {c} packets"))
-    );
+fn write_cc_outputs(title: &str, outputs: &Outputs, report: &Report) -> anyhow::Result<()> {
     let timelines: Vec<&Timeline> = report
         .runs
         .iter()
@@ -101,7 +93,7 @@ fn write_cc_outputs(cfg: &Config, outputs: &Outputs, report: &Report) -> anyhow:
             !timelines.is_empty(),
             "--state-graph: the server sent no telemetry"
         );
-        let dot = StateMachine::infer(&timelines).to_dot(&title);
+        let dot = StateMachine::infer(&timelines).to_dot(title);
         write_text(path, &dot).context("--state-graph")?;
     }
     if let Some(path) = &outputs.plot {

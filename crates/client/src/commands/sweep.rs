@@ -21,24 +21,20 @@ use qbench_engine::plan::config::{LinkChoice, TargetArgs};
 
 /// How a cell runs: its validated plan, built from the typed spec.
 pub enum CellPlan {
-    Compare(Box<crate::commands::compare::Plan>),
-    Compete(Box<crate::commands::compete::Plan>),
+    Compare(Box<qbench_engine::ComparePlan>),
+    Compete(Box<qbench_engine::CompetePlan>),
 }
 
 /// `judge`: the scenario's metric, if it names one, and its test.
 pub fn plan_for(cell: &Cell, judge: (Option<Metric>, Test)) -> anyhow::Result<CellPlan> {
     let (target, link) = (TargetArgs::default(), LinkChoice::default());
     Ok(match &cell.spec {
-        CellSpec::Compare(s) => CellPlan::Compare(Box::new(crate::commands::compare::Plan::new(
-            s,
-            judge,
-            &target,
-            link,
-            Outputs::default(),
+        CellSpec::Compare(s) => CellPlan::Compare(Box::new(qbench_engine::ComparePlan::new(
+            s, judge, &target, link,
         )?)),
-        CellSpec::Compete(s) => CellPlan::Compete(Box::new(crate::commands::compete::Plan::new(
-            s, &target, link,
-        )?)),
+        CellSpec::Compete(s) => {
+            CellPlan::Compete(Box::new(qbench_engine::CompetePlan::new(s, &target, link)?))
+        }
     })
 }
 
@@ -119,9 +115,8 @@ fn row(what: &str, report: &CellReport, fdr: Option<(f64, bool)>) -> String {
 fn run_cell(plan: &CellPlan, watching: &Watching) -> anyhow::Result<(CellReport, Option<String>)> {
     Ok(match plan {
         CellPlan::Compare(p) => {
-            let command = std::env::args().collect();
-            let (r, e) = crate::commands::compare::run_blocking(p, command, watching)?;
-            (CellReport::Compare(Box::new(r)), e)
+            let out = crate::commands::compare::run(p, &Outputs::default(), watching)?;
+            (CellReport::Compare(Box::new(out.report)), out.error)
         }
         CellPlan::Compete(p) => {
             let r = crate::commands::compete::run_blocking(p, None, watching)?;

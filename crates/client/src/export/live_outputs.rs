@@ -6,12 +6,10 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use anyhow::Context;
 
-use qbench_core::report::early_stop::EarlyStop;
 use qbench_core::report::load::IntervalRecord;
+use qbench_core::spec::RunSpec;
 use qbench_engine::measure::cpu::BusiestThread;
-use qbench_engine::observe::{Observer, Observing};
-use qbench_engine::plan::config::Config;
-use qbench_engine::session::side::Side;
+use qbench_engine::observe::{Observer, Observing, Started};
 
 use super::live_view::View;
 use super::metrics::{Labels, Metrics};
@@ -21,24 +19,23 @@ use super::tui::Screen;
 
 /// A held load's bar counts time; a workload of known sizes, payload bytes; any other
 /// (URLs, a page, a video), objects.
-pub fn progress(cfg: &Config, side: &Side<'_>) -> Progress {
-    let spec = cfg.spec();
+pub fn progress(s: &Started<'_>) -> Progress {
+    let spec = s.spec;
     let runs = u64::from(spec.runs);
     match (&spec.load, spec.interval) {
         // Interval lines, or the view, are the live view.
         (_, Some(_)) => Progress::hidden(),
         (Some(l), None) => Progress::time((l.duration.as_millis() as u64).saturating_mul(runs)),
-        (None, None) => match expected_bytes(cfg, side.objects()) {
-            Some(b) => Progress::bytes(b.saturating_mul(runs), side.objects() * runs),
-            None => Progress::objects(side.objects() * runs),
+        (None, None) => match expected_bytes(spec, s.objects) {
+            Some(b) => Progress::bytes(b.saturating_mul(runs), s.objects * runs),
+            None => Progress::objects(s.objects * runs),
         },
     }
 }
 
-/// The payload bytes a run of `objects` of `cfg`'s workload brings, when its sizes are known:
+/// The payload bytes a run of `objects` of `spec`'s workload brings, when its sizes are known:
 /// a shard's share of the whole in proportion to its objects.
-pub fn expected_bytes(cfg: &Config, objects: u64) -> Option<u64> {
-    let spec = cfg.spec();
+pub fn expected_bytes(spec: &RunSpec, objects: u64) -> Option<u64> {
     if spec.page.is_some() || spec.video.is_some() {
         return None;
     }
@@ -134,30 +131,24 @@ pub struct LiveOutputs {
     watching: Watching,
     metrics: Option<(Arc<Metrics>, AbortOnDrop)>,
     screen: Mutex<Option<Arc<Screen>>>,
-    /// `--fail-early`: the conditions that held, once one did.
-    tripped: Arc<Mutex<Option<String>>>,
 }
 
 impl LiveOutputs {
-    /// Starts what `side`'s intervals, as `watching` is told of them, feed. `view`: the live
-    /// view's title, when it is shown; `early`: the conditions that stop the runs when they
-    /// hold (`--fail-early`).
-    #[allow(clippy::too_many_arguments)]
+    /// Starts what the `started` side's intervals, as `watching` is told of them, feed.
+    /// `view`: the live view's title, when it is shown.
     pub async fn start(
-        cfg: &Config,
-        side: &Side<'_>,
+        started: &Started<'_>,
         watching: &Watching,
         json_stream: Option<&str>,
         print: bool,
         metrics_at: Option<std::net::SocketAddr>,
         view: Option<String>,
-        early: Option<EarlyStop>,
     ) -> anyhow::Result<Self> {
         let metrics = match metrics_at {
-            Some(addr) => Some(serve_metrics(cfg, side, addr).await?),
+            Some(addr) => Some(serve_metrics(started, addr).await?),
             None => None,
         };
-        let spec = cfg.spec();
+        let spec = started.spec;
         let out = IntervalOut::open(json_stream, spec.interval.unwrap_or_default(), print)?;
         let screen = match view {
             Some(title) => Some(Arc::new(Screen::start(View::new(
@@ -170,17 +161,8 @@ impl LiveOutputs {
         // Only what is shown or served needs the threads' CPU read each interval.
         let busiest =
             (metrics.is_some() || screen.is_some()).then(|| Mutex::new(BusiestThread::start()));
-        let tripped = Arc::new(Mutex::new(None));
-        let (m, s, trip) = (
-            metrics.as_ref().map(|m| m.0.clone()),
-            screen.clone(),
-            tripped.clone(),
-        );
-        let (early, stop) = (early.map(Mutex::new), side.stopper());
+        let (m, s) = (metrics.as_ref().map(|m| m.0.clone()), screen.clone());
         watching.feed(Some(Box::new(move |run, r| {
-            if let Some(e) = &early {
-                judge_early(e, r, &trip, &stop);
-            }
             let busy = busiest
                 .as_ref()
                 .and_then(|b| b.lock().unwrap_or_else(PoisonError::into_inner).sample());
@@ -196,16 +178,7 @@ impl LiveOutputs {
             watching: watching.clone(),
             metrics,
             screen: Mutex::new(screen),
-            tripped,
         })
-    }
-
-    /// `--fail-early`: the conditions that held, once one did.
-    pub fn tripped(&self) -> Option<String> {
-        self.tripped
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
     }
 
     /// Gives the terminal back, with the lines kept from it, before the summary is printed.
@@ -222,42 +195,16 @@ impl LiveOutputs {
         }
     }
 
-    /// After the last run: waits for a scrape of the final counts (see `Metrics::final_scrape`).
-    pub async fn final_scrape(&self) {
-        if let Some((m, _)) = &self.metrics {
-            m.final_scrape().await;
-        }
-    }
-}
-
-/// Adds `r` to the conditions judged early; the first time one holds, says so and stops the
-/// held load from starting requests.
-fn judge_early(
-    early: &Mutex<EarlyStop>,
-    r: &IntervalRecord,
-    tripped: &Mutex<Option<String>>,
-    stop: &qbench_engine::drive::until::Stop,
-) {
-    let mut tripped = tripped.lock().unwrap_or_else(PoisonError::into_inner);
-    if tripped.is_some() {
-        return;
-    }
-    let held = early.lock().unwrap_or_else(PoisonError::into_inner).add(r);
-    match held {
-        Ok(Some(line)) => {
-            crate::tell!("--fail-early: {line}: stopping");
-            *tripped = Some(line);
-            stop.stop();
-        }
-        Ok(None) => {}
-        Err(e) => crate::tell!("warning: --fail-early: {e}"),
+    /// The metrics endpoint, whose final scrape is waited for after the last run (see
+    /// `Metrics::final_scrape`).
+    pub fn metrics(&self) -> Option<Arc<Metrics>> {
+        self.metrics.as_ref().map(|(m, _)| m.clone())
     }
 }
 
 /// `--metrics-listen`: the endpoint, served until the returned guard is dropped.
 async fn serve_metrics(
-    cfg: &Config,
-    side: &Side<'_>,
+    started: &Started<'_>,
     addr: std::net::SocketAddr,
 ) -> anyhow::Result<(Arc<Metrics>, AbortOnDrop)> {
     let listener = super::metrics::bind(addr).await?;
@@ -271,8 +218,8 @@ async fn serve_metrics(
             "warning: --metrics-listen {at} is not a loopback address: whoever reaches this host can read the run's counts, its host name and process id"
         );
     }
-    let spec = cfg.spec();
-    let env = &side.meta().environment;
+    let spec = started.spec;
+    let env = &started.meta.environment;
     let labels = Labels {
         proto: spec.proto.to_string(),
         shard: spec
@@ -282,7 +229,7 @@ async fn serve_metrics(
             "{}-{}-{}",
             env.hostname.as_deref().unwrap_or("host"),
             std::process::id(),
-            side.meta().started_at
+            started.meta.started_at
         ),
     };
     let m = Metrics::new(labels);

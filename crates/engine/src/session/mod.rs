@@ -1,5 +1,13 @@
 //! A side ready to run and the driver of its runs: where a plan, the transports, the drivers
-//! and what was set up around them meet, above every other folder of the engine.
+//! and what was set up around them meet, above every other folder of the engine; and the
+//! lifecycle of each command from its plan to its report (`run`, `compare`, `compete`).
 
+pub mod compare;
+mod compare_plan;
+pub mod compete;
 pub mod driver;
+mod early_stop;
+mod recalibrate;
+mod rounds;
+pub mod run;
 pub mod side;

@@ -20,7 +20,7 @@ use crate::signals::{ending, untaken, Interrupted};
 /// SIGHUP) drops everything; after, `work` takes the first one itself and still writes its
 /// report, and a second one drops everything. A signal that nobody took, such as one during
 /// the teardown, is the caller's to act on (`late_signal`).
-pub fn run<T>(
+pub fn lifecycle<T>(
     cfgs: &[&Config],
     threads: u32,
     observer: &Observing,

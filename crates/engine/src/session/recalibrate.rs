@@ -1,13 +1,19 @@
 //! `qbench compare --recalibrate`: the shared link measured again between rounds.
 
-use qbench_engine::session::side::Side;
-use qbench_engine::signals::{self, Interrupted};
+use super::side::Side;
+use crate::observe::{Observer, Observing};
+use crate::signals::{self, Interrupted};
 
 /// `--recalibrate`: measures each segment of the shared link again before `round`, on a
 /// blocking thread while the link stays borrowed by the sides. A field that misses is warned
-/// about; what ends the rounds (a miss under `--strict-link`, or a measurement that failed)
+/// about to `observer`; what ends the rounds (a miss under `--strict-link`, or a measurement that failed)
 /// is returned, for the report's `aborted`.
-pub(super) async fn recalibrate(strict: bool, side: &Side<'_>, round: u32) -> Option<String> {
+pub(super) async fn recalibrate(
+    strict: bool,
+    side: &Side<'_>,
+    round: u32,
+    observer: &Observing,
+) -> Option<String> {
     let mut missed = Vec::new();
     for (flag, link) in side.links() {
         let (names, spec) = link.measurable();
@@ -30,7 +36,7 @@ pub(super) async fn recalibrate(strict: bool, side: &Side<'_>, round: u32) -> Op
         };
         for m in c.misses() {
             let line = format!("{flag} before round {round}: {}", m.line());
-            crate::tell!("warning: {line}");
+            observer.warn(&format!("warning: {line}"));
             missed.push(line);
         }
         link.record_recalibration(round, c);
