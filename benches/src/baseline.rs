@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use qbench_engine::measure::cpu::process_cpu;
+use qbench_engine::cpu::process_cpu;
 use qbench_server::options::ServerOptions;
 use qbench_server::tls::{server_config, Identity};
 use qbench_stack::payload::Chunks;

@@ -14,8 +14,8 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use clap::Parser;
-use qbench_engine::measure::cpu::process_cpu;
-use qbench_engine::transport::tls::{client_config, Trust};
+use qbench_engine::cpu::process_cpu;
+use qbench_engine::tls::{client_config, Trust};
 
 #[derive(Parser)]
 struct Args {
@@ -59,7 +59,7 @@ fn main() {
 
 fn run(args: Args) -> Result<()> {
     // Bounded, as every input qbench reads: /dev/zero is not a certificate.
-    let pem = qbench_engine::setup::input::read_bytes(&args.ca, 1 << 20, "--ca")
+    let pem = qbench_engine::files::read_bytes(&args.ca, 1 << 20, "--ca")
         .map_err(|e| anyhow::anyhow!("--ca: {e}"))?;
     let pem = String::from_utf8(pem).context("--ca: not PEM text")?;
     let trust = Trust::Pem {

@@ -6,7 +6,7 @@
 use anyhow::{Context, Result};
 use clap::Parser;
 use qbench_benches::baseline::{Baseline, Kind, Outcome};
-use qbench_engine::measure::cpu::process_cpu;
+use qbench_engine::cpu::process_cpu;
 
 /// One stream of server-to-client bulk data with qbench's own stacks and settings, without HTTP.
 #[derive(Parser)]

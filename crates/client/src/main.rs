@@ -28,7 +28,7 @@ fn main() -> ExitCode {
         None => benchmark(cli.run),
     };
     // Outputs written as the run went that lost lines fail the command, report or not.
-    let result = result.and_then(|()| qbench_engine::output::lost::check());
+    let result = result.and_then(|()| qbench_engine::files::check_lost());
     qbench::console::exit_if_closed();
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use anyhow::Context;
 use qbench_core::report::compare::CompareReport;
 use qbench_engine::observe::{Document, Later, Presenter, Stage, Started, Written};
-use qbench_engine::session::compare::{CompareOutcome, ComparePlan};
+use qbench_engine::{CompareOutcome, ComparePlan};
 
 use crate::export::live_outputs::{expected_bytes, Watching};
 use crate::export::progress::{round_prefix, Progress};
@@ -75,7 +75,7 @@ impl Comparison {
             "needs --link (there is no link to measure)",
         )?;
         plan.thresholds.clone_from(&args.run.gate.fail_if);
-        let key_log = qbench_engine::transport::tls::open_key_log(args.run.keylog.as_deref())?;
+        let key_log = qbench_engine::tls::open_key_log(args.run.keylog.as_deref())?;
         plan.a.key_log.clone_from(&key_log);
         plan.b.key_log = key_log;
         if let Some(w) = plan.out_of_reach() {
@@ -96,7 +96,7 @@ impl Comparison {
 /// What of the outputs a comparison's plan can write: checked before the link is built.
 pub fn check_outputs(plan: &ComparePlan, outputs: &Outputs) -> anyhow::Result<()> {
     if outputs.plot.is_some() {
-        qbench_engine::plan::config::check_telemetry("--plot", &plan.a)?;
+        qbench_engine::plan::check_telemetry("--plot", &plan.a)?;
     }
     outputs.check_writable()?;
     Ok(())
@@ -132,7 +132,7 @@ pub fn run(
         rounds: plan.rounds + plan.warmup_rounds,
         bar: Mutex::new(None),
     });
-    qbench_engine::session::compare::compare(plan, &watching.observer().presenting(shown))
+    qbench_engine::compare(plan, &watching.observer().presenting(shown))
 }
 
 /// `--plot`: both sides' cwnd over time in the first round, on one chart.

@@ -45,7 +45,7 @@ pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
     let mut plan = CompetePlan::new(&args.spec(), &args.run.target(), args.run.link_choice())?;
     let outputs: Outputs = args.run.outputs();
     args.run.check_outputs()?;
-    let key_log = qbench_engine::transport::tls::open_key_log(args.run.keylog.as_deref())?;
+    let key_log = qbench_engine::tls::open_key_log(args.run.keylog.as_deref())?;
     for (_, cfg) in &mut plan.flows {
         cfg.key_log.clone_from(&key_log);
     }
@@ -55,7 +55,7 @@ pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
         write_json(dest, &out)?;
     }
     anyhow::ensure!(out.complete, "some flows did not complete");
-    qbench_engine::output::lost::check_key_log(key_log.as_deref());
+    qbench_engine::files::check_key_log(&crate::console::Stderr, key_log.as_deref());
     Ok(())
 }
 

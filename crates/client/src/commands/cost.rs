@@ -16,13 +16,13 @@ use crate::flags::cli::CostArgs;
 
 pub fn cost(args: CostArgs) -> anyhow::Result<()> {
     if let Some(j) = &args.json {
-        qbench_engine::output::check_writable("--json", Path::new(j))?;
+        qbench_engine::files::check_writable("--json", Path::new(j))?;
         let reports: Vec<_> = args
             .reports
             .iter()
             .map(|p| ("REPORT", p.as_path()))
             .collect();
-        qbench_engine::output::overwrite::check_not_inputs(&[("--json", Path::new(j))], &reports)?;
+        qbench_engine::files::check_not_inputs(&[("--json", Path::new(j))], &reports)?;
     }
     // The reports first: a bad one is the user's input, named with its file, whatever the
     // criterion results hold.
@@ -105,7 +105,7 @@ struct CriterionEstimate {
 }
 
 fn read_json<T: DeserializeOwned>(p: &Path) -> anyhow::Result<T> {
-    let text = qbench_engine::setup::input::read_text(
+    let text = qbench_engine::files::read_text(
         p,
         qbench_core::spec::input::MAX_ESTIMATES_BYTES,
         "criterion's estimates",
@@ -120,7 +120,7 @@ fn read_report(path: &Path) -> anyhow::Result<(&Path, Report)> {
         flag: "REPORT",
         message,
     };
-    let text = qbench_engine::setup::input::read_text(
+    let text = qbench_engine::files::read_text(
         path,
         qbench_core::spec::input::MAX_REPORT_BYTES,
         "a report",

@@ -15,7 +15,7 @@ fn read(path: &Path, what: &'static str) -> anyhow::Result<qbench_core::Report> 
 
 pub fn diff(args: DiffArgs) -> anyhow::Result<()> {
     if let Some(out) = &args.out {
-        qbench_engine::output::overwrite::check_not_inputs(
+        qbench_engine::files::check_not_inputs(
             &[("--out", out)],
             &[("OLD", &args.old), ("NEW", &args.new)],
         )?;

@@ -11,8 +11,8 @@ use crate::export::write_text;
 use crate::flags::tools::{HgrmArgs, Which};
 
 pub fn command(args: HgrmArgs) -> anyhow::Result<()> {
-    qbench_engine::output::check_writable("--out", Path::new(&args.out))?;
-    qbench_engine::output::overwrite::check_not_inputs(
+    qbench_engine::files::check_writable("--out", Path::new(&args.out))?;
+    qbench_engine::files::check_not_inputs(
         &[("--out", Path::new(&args.out))],
         &[("REPORT", &args.report)],
     )?;
@@ -27,7 +27,7 @@ fn read_report(path: &Path) -> anyhow::Result<Report> {
         flag: "REPORT",
         message,
     };
-    let json = qbench_engine::setup::input::read_text(
+    let json = qbench_engine::files::read_text(
         path,
         qbench_core::spec::input::MAX_REPORT_BYTES,
         "a report",

@@ -16,7 +16,7 @@ fn bad(message: String) -> ConfigError {
 /// The files named, with directories expanded to their *.json files in name order.
 fn files(inputs: &[PathBuf], out: Option<&Path>) -> Result<Vec<PathBuf>, ConfigError> {
     // The same file by another name (`./x`, a link, a hard link) is the same file.
-    let id = |p: &Path| qbench_engine::output::target::identity(p).ok().flatten();
+    let id = |p: &Path| qbench_engine::files::identity(p).ok().flatten();
     let out_id = out.and_then(id);
     let same = |f: &Path, o: &Path| f == o || out_id.is_some() && id(f) == out_id;
     let mut files = Vec::new();
@@ -40,7 +40,7 @@ fn files(inputs: &[PathBuf], out: Option<&Path>) -> Result<Vec<PathBuf>, ConfigE
     }
     if let Some(o) = out {
         let inputs: Vec<_> = files.iter().map(|f| ("REPORT", f.as_path())).collect();
-        qbench_engine::output::overwrite::check_not_inputs(&[("--out", o)], &inputs)?;
+        qbench_engine::files::check_not_inputs(&[("--out", o)], &inputs)?;
     }
     Ok(files)
 }
@@ -53,7 +53,7 @@ fn read(path: &Path) -> Result<Report, ConfigError> {
 /// file.
 pub(crate) fn read_report(path: &Path, what: &'static str) -> Result<Report, ConfigError> {
     let bad = |message| qbench_engine::error::bad(what, message);
-    let text = qbench_engine::setup::input::read_text(
+    let text = qbench_engine::files::read_text(
         path,
         qbench_core::spec::input::MAX_REPORT_BYTES,
         "a report",
@@ -102,7 +102,7 @@ pub fn merge(args: MergeArgs) -> anyhow::Result<()> {
     let dest = Dest::parse(&args.out);
     let out_path = (args.out != "-").then(|| PathBuf::from(&args.out));
     if let Some(p) = &out_path {
-        qbench_engine::output::check_writable("--out", p)?;
+        qbench_engine::files::check_writable("--out", p)?;
     }
     let files = files(&args.inputs, out_path.as_deref())?;
     let inputs = files

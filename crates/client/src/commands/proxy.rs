@@ -11,7 +11,7 @@ use qbench_server::relay::{RelayStats, Upstream};
 
 use crate::flags::tools::ProxyArgs;
 use qbench_engine::error::bad;
-use qbench_engine::transport::tls::{client_config, Trust};
+use qbench_engine::tls::{client_config, Trust};
 
 /// The origin's host, port and name, as `--upstream` gives them.
 pub fn parse_upstream(url: &str) -> Result<(String, u16), String> {
@@ -62,7 +62,7 @@ pub async fn upstream(args: &ProxyArgs) -> anyhow::Result<Upstream> {
         (_, true) => Trust::Insecure,
         (Some(path), false) => Trust::Pem {
             origin: path.display().to_string(),
-            pem: qbench_engine::setup::input::read_text(
+            pem: qbench_engine::files::read_text(
                 path,
                 qbench_core::spec::input::MAX_PEM_BYTES,
                 "a PEM file",
@@ -73,7 +73,7 @@ pub async fn upstream(args: &ProxyArgs) -> anyhow::Result<Upstream> {
     };
     // The client's messages name `--ca`; here the file came with `--upstream-ca`.
     let tls = client_config(&trust, args.upstream_proto.alpn(), None, false).map_err(|e| {
-        use qbench_engine::transport::tls::ClientTlsError as E;
+        use qbench_engine::tls::ClientTlsError as E;
         let message = match e {
             E::Ca { path, message } => format!("{path}: {message}"),
             E::CaEmpty { path } => format!("{path}: no certificate found"),
@@ -123,7 +123,7 @@ pub async fn upstream(args: &ProxyArgs) -> anyhow::Result<Upstream> {
 /// One line on what the proxy carried and the CPU it used, for when it stops.
 pub fn summary(stats: &RelayStats) -> String {
     let g = RelayStats::get;
-    let cpu = qbench_engine::measure::cpu::process_cpu();
+    let cpu = qbench_engine::cpu::process_cpu();
     format!(
         "qbench proxy: relayed {} requests over {} upstream connections ({} failed to open, \
          {} opened again after the last closed); {} bytes up (request heads), {} bytes down \

@@ -13,7 +13,7 @@ use qbench_core::stats::discoveries;
 use qbench_core::stats::effect::Test;
 use qbench_core::stats::metric::Metric;
 use qbench_engine::error::ConfigError;
-use qbench_engine::output::target::{resolve, Target};
+use qbench_engine::files::{resolve, Target};
 
 use crate::export::html::{page, Page, Sweep, GENERATOR};
 use crate::export::write_text;
@@ -38,7 +38,7 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
         .iter()
         .map(|f| ("a cell file of DIR", f.as_path()))
         .collect();
-    qbench_engine::output::overwrite::check_not_inputs(&[("--html", &html)], &inputs)?;
+    qbench_engine::files::check_not_inputs(&[("--html", &html)], &inputs)?;
     let mut sweep = read_cells(&args.dir, &files)?;
     if args.metric.is_some() || args.test.is_some() {
         rejudge(&mut sweep.comparisons, args.metric, args.test)?;
@@ -73,14 +73,14 @@ fn html_error(message: String) -> anyhow::Error {
 /// page, which the user did not name, replaces only an earlier report.
 fn check_page_dest(html: &Path, default: bool) -> anyhow::Result<()> {
     if !matches!(resolve(html), Ok(Target::Replace(_))) {
-        qbench_engine::output::check_writable("--html", html)?;
+        qbench_engine::files::check_writable("--html", html)?;
         return Err(html_error(format!(
             "{}: the page's heatmaps and charts are written beside it as SVG files; name a file",
             html.display()
         )));
     }
     if beside(html).is_dir() {
-        qbench_engine::output::check_writable("--html", html)?;
+        qbench_engine::files::check_writable("--html", html)?;
     }
     if default
         && html.exists()
@@ -131,7 +131,7 @@ fn read_cells(dir: &Path, files: &[PathBuf]) -> anyhow::Result<Sweep> {
     let mut competitions = Vec::new();
     let mut scenario: Option<String> = None;
     for path in files {
-        let bytes = qbench_engine::setup::input::read_bytes(
+        let bytes = qbench_engine::files::read_bytes(
             path,
             qbench_core::spec::input::MAX_REPORT_BYTES,
             "a cell file",
@@ -246,7 +246,7 @@ fn write_page(html: &Path, page: &Page) -> anyhow::Result<()> {
         check_svg_dest(path, &mark)?;
     }
     for (path, svg) in &svgs {
-        qbench_engine::output::replace_atomically(path, svg.as_bytes())?;
+        qbench_engine::files::replace_atomically(path, svg.as_bytes())?;
     }
     write_text(html, &page.html)
 }

@@ -37,7 +37,7 @@ pub(super) fn report_file(args: &ReportArgs) -> anyhow::Result<()> {
         return Err(bad(path, what).into());
     }
     let dest = destination(args)?;
-    let text = qbench_engine::setup::input::read_text(
+    let text = qbench_engine::files::read_text(
         path,
         qbench_core::spec::input::MAX_REPORT_BYTES,
         "a report",
@@ -92,11 +92,8 @@ fn destination(args: &ReportArgs) -> anyhow::Result<PathBuf> {
             dest.display()
         ),
     )?;
-    qbench_engine::output::check_writable("--html", &dest)?;
-    qbench_engine::output::overwrite::check_not_inputs(
-        &[("--html", &dest)],
-        &[("REPORT", &args.dir)],
-    )?;
+    qbench_engine::files::check_writable("--html", &dest)?;
+    qbench_engine::files::check_not_inputs(&[("--html", &dest)], &[("REPORT", &args.dir)])?;
     Ok(dest)
 }
 

@@ -18,7 +18,7 @@ use crate::flags::gate::{Shown, ThresholdsFailed};
 use qbench_engine::error::bad;
 use qbench_engine::error::ConfigError;
 use qbench_engine::observe::{Document, Later, Presenter, Started, Written};
-use qbench_engine::plan::config::{check_telemetry, Config};
+use qbench_engine::plan::{check_telemetry, Config};
 use qbench_engine::RunPlan;
 
 /// `--dry-run`: prints the commands `cfg`'s link would run; whether it has a link to print.
@@ -102,7 +102,7 @@ impl Benchmark {
         spec.shard = shard.map(|(s, _)| s);
         let cfg = Config::new(spec, &args.target(), args.link_choice())?;
         let barrier = args.fleet.barrier()?;
-        qbench_engine::setup::fds::check(&[&cfg])?;
+        qbench_engine::check_descriptors(&[&cfg])?;
         if outputs.state_graph.is_some() {
             check_telemetry("--state-graph", &cfg)?;
         }
@@ -113,7 +113,7 @@ impl Benchmark {
         let mut cfg = cfg;
         qlog_to(args, &mut cfg)?;
         // Opened (created) only once everything else is known to be valid.
-        cfg.key_log = qbench_engine::transport::tls::open_key_log(args.keylog.as_deref())?;
+        cfg.key_log = qbench_engine::tls::open_key_log(args.keylog.as_deref())?;
         let plan = RunPlan {
             cfg,
             command: std::env::args().collect(),
@@ -165,7 +165,7 @@ fn qlog_to(args: &RunArgs, cfg: &mut Config) -> Result<(), ConfigError> {
         ));
     }
     std::fs::create_dir_all(dir).map_err(|e| bad("--qlog", format!("{}: {e}", dir.display())))?;
-    qbench_engine::output::check_writable("--qlog", &dir.join("qbench.sqlog"))?;
+    qbench_engine::files::check_writable("--qlog", &dir.join("qbench.sqlog"))?;
     cfg.qlog_to(dir, args.qlog_sample.unwrap_or(1.0));
     Ok(())
 }

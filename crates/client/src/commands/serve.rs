@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use qbench_engine::error::ConfigError;
-use qbench_engine::output::overwrite::check_not_inputs;
+use qbench_engine::files::check_not_inputs;
 
 use crate::flags::serve::ServeArgs;
 

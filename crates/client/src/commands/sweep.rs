@@ -17,7 +17,7 @@ use crate::export::live_outputs::Watching;
 use crate::export::{write_json, Dest};
 use crate::flags::cli::{Outputs, SweepArgs};
 use qbench_engine::error::ConfigError;
-use qbench_engine::plan::config::{LinkChoice, TargetArgs};
+use qbench_engine::plan::{LinkChoice, TargetArgs};
 
 /// How a cell runs: its validated plan, built from the typed spec.
 pub enum CellPlan {
@@ -54,7 +54,7 @@ fn check_out_dir(out: &Path) -> anyhow::Result<()> {
         }
         // A damaged file is not refused here: its cell is simply run again.
         let Ok(bytes) =
-            qbench_engine::setup::input::read_bytes(&e.path(), MAX_REPORT_BYTES, "a cell file")
+            qbench_engine::files::read_bytes(&e.path(), MAX_REPORT_BYTES, "a cell file")
         else {
             continue;
         };
@@ -69,7 +69,7 @@ fn check_out_dir(out: &Path) -> anyhow::Result<()> {
 
 fn read_cell(path: &Path) -> Option<CellFile> {
     CellFile::from_slice(
-        &qbench_engine::setup::input::read_bytes(path, MAX_REPORT_BYTES, "a cell file").ok()?,
+        &qbench_engine::files::read_bytes(path, MAX_REPORT_BYTES, "a cell file").ok()?,
     )
     .ok()
 }
@@ -224,11 +224,12 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
 /// exit as bad input does, and every cell is checked before the first one runs.
 fn read_scenario(path: &Path) -> anyhow::Result<(Scenario, Vec<Cell>, Vec<CellPlan>)> {
     let shown = path.display().to_string();
-    let text = qbench_engine::setup::input::read_text(path, MAX_SCENARIO_BYTES, "a scenario")
-        .map_err(|message| ConfigError {
+    let text = qbench_engine::files::read_text(path, MAX_SCENARIO_BYTES, "a scenario").map_err(
+        |message| ConfigError {
             flag: "SCENARIO",
             message,
-        })?;
+        },
+    )?;
     let bad_scenario = |e: anyhow::Error| ConfigError {
         flag: "SCENARIO",
         message: format!("{e:#}"),

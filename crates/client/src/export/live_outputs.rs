@@ -8,7 +8,7 @@ use anyhow::Context;
 
 use qbench_core::report::load::IntervalRecord;
 use qbench_core::spec::RunSpec;
-use qbench_engine::measure::cpu::BusiestThread;
+use qbench_engine::cpu::BusiestThread;
 use qbench_engine::observe::{Observer, Observing, Started};
 
 use super::live_view::View;

@@ -19,7 +19,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use qbench_engine::output::target;
+use qbench_engine::files as target;
 use serde::Serialize;
 
 /// Where an output goes: `-` (or `/dev/stdout`) is stdout.
@@ -93,7 +93,16 @@ pub fn export<T: ?Sized>(format: &impl Format<T>, value: &T, dest: &Dest) -> any
 /// replaced atomically, a device or FIFO written through, anything else refused.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let t = target::resolve(path)?;
-    target::write_all(&t, bytes)
+    match target::write_file(&t, bytes) {
+        Some(written) => written,
+        None if t == target::Target::Stdout => {
+            crate::console::out_data(bytes).context("writing to stdout")
+        }
+        None => {
+            crate::console::err(&String::from_utf8_lossy(bytes));
+            Ok(())
+        }
+    }
 }
 
 /// Writes a JSON result. If its file cannot be written, the result is kept in the system's

@@ -84,11 +84,11 @@ impl Progress {
             "{prefix}{bar:40} {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec}, {msg}, eta {eta}",
         ));
         bar.set_message(objects_done(0, objects));
-        let base = qbench_engine::transport::body_bytes_received();
+        let base = qbench_engine::body_bytes_received();
         let b = bar.clone();
         tokio::spawn(async move {
             while !b.is_finished() {
-                let got = qbench_engine::transport::body_bytes_received().saturating_sub(base);
+                let got = qbench_engine::body_bytes_received().saturating_sub(base);
                 b.set_position(got.min(total_bytes));
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }

@@ -35,7 +35,7 @@ impl IntervalOut {
             None => (None, false),
             Some(Dest::Stdout) => (None, true),
             Some(Dest::File(p)) => {
-                let f = qbench_engine::output::target::open_stream(&p).context("--json-stream")?;
+                let f = qbench_engine::files::open_stream(&p).context("--json-stream")?;
                 (Some(Mutex::new(Some(BufWriter::new(f)))), false)
             }
         };
@@ -71,7 +71,7 @@ impl IntervalOut {
                 .as_mut()
                 .map(|w| w.write_all(text.as_bytes()).and_then(|()| w.flush()));
             if let Some(Err(e)) = failed {
-                qbench_engine::output::lost::record("--json-stream", e);
+                qbench_engine::files::record_lost(&crate::console::Stderr, "--json-stream", e);
                 *guard = None;
             }
         }

@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::console as stdio;
 use anyhow::Context;
 use qbench_core::report::load::IntervalRecord;
-use qbench_engine::output::stdio;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use super::live_view::{draw, View};

@@ -34,7 +34,7 @@ fn parse_page(s: &str) -> Result<PageSpec, String> {
 pub fn read_page(path: &Path, name: &str) -> Result<PageSpec, String> {
     let shown = path.display();
     // The limit holds while reading: a FIFO or /dev/zero states no size.
-    let text = qbench_engine::setup::input::read_text(path, MAX_HAR_BYTES, "a HAR file")?;
+    let text = qbench_engine::files::read_text(path, MAX_HAR_BYTES, "a HAR file")?;
     let profile = PageProfile::from_har(&text).map_err(|e| format!("{shown}: {e}"))?;
     Ok(PageSpec {
         name: name.to_string(),
@@ -138,7 +138,7 @@ impl AppArgs {
 mod tests {
     use super::*;
     use qbench_core::spec::RunSpec;
-    use qbench_engine::plan::apps::check;
+    use qbench_engine::plan::check_apps as check;
 
     #[test]
     fn video_flags_fill_the_defaults() {

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-pub use qbench_engine::plan::outputs::Outputs;
+pub use qbench_engine::plan::Outputs;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -14,7 +14,7 @@ use qbench_core::{ByteSize, CcAlgo, Protocol, Workload};
 use super::values::{parse_client_cpu, parse_rwnd};
 use crate::flags::load::LoadArgs;
 use crate::flags::serve::ServeArgs;
-use qbench_engine::plan::config::{LinkChoice, TargetArgs};
+use qbench_engine::plan::{LinkChoice, TargetArgs};
 
 /// Load generator comparing HTTP/3 (QUIC) with HTTP/2 and HTTP/1.1 (TLS over TCP).
 ///

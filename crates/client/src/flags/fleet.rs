@@ -7,7 +7,7 @@ use clap::Args;
 use qbench_core::spec::shard::{parse_shard, Shard, ShardArg};
 use qbench_core::spec::start::{parse_start_at, StartAt, MAX_WAIT};
 use qbench_engine::error::{bad, ConfigError};
-use qbench_engine::setup::fleet::Barrier;
+use qbench_engine::Barrier;
 
 #[derive(Debug, Clone, Default, Args)]
 pub struct FleetArgs {

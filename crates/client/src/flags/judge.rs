@@ -75,7 +75,7 @@ pub struct JudgeArgs {
 
 /// Default of `--warmup-rounds`: one run a side takes the cold start (the first connection's
 /// key schedule, the allocator's and the server's first buffers) out of round 0.
-pub use qbench_engine::session::compare::DEFAULT_WARMUP_ROUNDS;
+pub use qbench_engine::DEFAULT_WARMUP_ROUNDS;
 /// At most this many warm-up rounds: more only lengthens the comparison.
 pub const MAX_WARMUP_ROUNDS: u32 = 10;
 

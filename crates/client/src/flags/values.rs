@@ -8,9 +8,9 @@ pub(crate) fn parse_rwnd(s: &str) -> Result<ByteSize, String> {
 }
 
 pub(crate) fn parse_client_cpu(s: &str) -> Result<f64, String> {
-    qbench_core::spec::cpulimit::parse_fraction(s, qbench_engine::plan::client_cpu::cores())
+    qbench_core::spec::cpulimit::parse_fraction(s, qbench_engine::plan::cores())
 }
 
 pub(crate) fn parse_side_cpu(s: &str) -> Result<CpuQuota, String> {
-    CpuQuota::parse(s, qbench_engine::plan::client_cpu::cores())
+    CpuQuota::parse(s, qbench_engine::plan::cores())
 }

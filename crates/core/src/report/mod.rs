@@ -497,6 +497,16 @@ impl Report {
     }
 }
 
+impl RunReport {
+    /// Whether the run's client ran under a quota still in force at its end, so that its
+    /// saturation was asked for.
+    pub fn cpu_limited(&self) -> bool {
+        self.client_cpu
+            .as_ref()
+            .is_some_and(|c| c.fraction.is_some() && c.quota_us.is_some())
+    }
+}
+
 #[cfg(test)]
 mod cpu_tests {
     use super::*;

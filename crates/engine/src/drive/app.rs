@@ -13,13 +13,13 @@ use crate::transport::ObjectReq;
 
 /// An application workload: it decides what to fetch, and when, as it goes.
 #[derive(Clone)]
-pub enum App {
+pub(crate) enum App {
     Video(qbench_core::video::VideoSpec),
     Page(Arc<qbench_core::report::page::PageSpec>),
 }
 
 /// What an application workload shares with the rest of its run.
-pub struct AppRun<'a> {
+pub(crate) struct AppRun<'a> {
     pub rec: &'a Arc<Mutex<Recorder>>,
     pub book: &'a DigestBook,
     pub clock: Clock,
@@ -34,7 +34,7 @@ pub struct AppRun<'a> {
 
 impl AppRun<'_> {
     /// The request for `size` bytes of the server's payload.
-    pub fn request(&self, size: u64) -> ObjectReq {
+    pub(crate) fn request(&self, size: u64) -> ObjectReq {
         ObjectReq {
             uri: format!("{}{}", self.base, qbench_core::wire::bytes_path(size))
                 .parse()
@@ -46,7 +46,7 @@ impl AppRun<'_> {
 }
 
 #[derive(Clone)]
-pub struct AppPlan {
+pub(crate) struct AppPlan {
     pub app: App,
     /// `https://HOST:PORT` of the server its objects come from.
     pub base: String,

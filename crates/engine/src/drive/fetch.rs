@@ -9,13 +9,13 @@ use crate::measure::clock::Clock;
 use crate::transport::verify::DigestBook;
 use crate::transport::{fetch, Conn, ObjectReq};
 
-pub fn lock(rec: &Mutex<Recorder>) -> std::sync::MutexGuard<'_, Recorder> {
+pub(crate) fn lock(rec: &Mutex<Recorder>) -> std::sync::MutexGuard<'_, Recorder> {
     rec.lock().expect("recorder lock")
 }
 
 /// Fetches one object; a body whose digest differs from an earlier fetch of the same URL
 /// counts as a mismatch.
-pub async fn fetch_one(
+pub(crate) async fn fetch_one(
     conn: &dyn Conn,
     clock: &Clock,
     req: &ObjectReq,

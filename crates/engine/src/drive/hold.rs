@@ -22,7 +22,7 @@ use crate::transport::verify::DigestBook;
 use crate::transport::{Conn, ObjectReq};
 
 /// What the open loop needs from the run.
-pub struct OpenLoop {
+pub(crate) struct OpenLoop {
     pub conns: Vec<Arc<dyn Conn>>,
     pub requests: Arc<Requests>,
     pub rec: Arc<Mutex<Recorder>>,
@@ -41,7 +41,7 @@ pub struct OpenLoop {
 /// waiting for a response: a late start is recorded with its lag, and a request due while
 /// `max_inflight` are in flight is dropped, never delayed. With pinned connections each
 /// thread hands out its own connections' requests.
-pub async fn open_loop(o: OpenLoop, load: Load, rate: f64) {
+pub(crate) async fn open_loop(o: OpenLoop, load: Load, rate: f64) {
     if o.conns.is_empty() {
         return;
     }
@@ -161,7 +161,7 @@ impl OpenLoop {
 
 /// Ends an interval every `every` from `start` and hands it to `to` as run `run`'s; the
 /// last, partial interval is the caller's to end once the run is over.
-pub async fn ticker(
+pub(crate) async fn ticker(
     rec: Arc<Mutex<Recorder>>,
     clock: Clock,
     (start, every): (Duration, Duration),
@@ -192,7 +192,7 @@ fn near_end(at: Duration, end: Duration, every: Duration) -> bool {
 
 /// In duration mode the bar counts milliseconds held, adding this run's to those before it
 /// (earlier runs, or the other side of a comparison).
-pub async fn show_time(bar: Observing, clock: Clock, start: Duration) {
+pub(crate) async fn show_time(bar: Observing, clock: Clock, start: Duration) {
     let mut shown = 0;
     loop {
         let held = clock.now().saturating_sub(start).as_millis() as u64;

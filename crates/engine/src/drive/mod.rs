@@ -1,14 +1,14 @@
 //! What drives the requests of a run: closed loop, held and open loops, video sessions and pages, over the transports into the recorder.
 
-pub mod app;
-pub mod fetch;
-pub mod hold;
-pub mod pacer;
-pub mod page;
-pub mod reqlog;
-pub mod requests;
-pub mod runner;
-pub mod third_party;
-pub mod until;
-pub mod video;
-pub mod workers;
+pub(crate) mod app;
+pub(crate) mod fetch;
+pub(crate) mod hold;
+pub(crate) mod pacer;
+pub(crate) mod page;
+pub(crate) mod reqlog;
+pub(crate) mod requests;
+pub(crate) mod runner;
+pub(crate) mod third_party;
+pub(crate) mod until;
+pub(crate) mod video;
+pub(crate) mod workers;

@@ -17,7 +17,7 @@ use crate::drive::until::Until;
 
 /// Request `j` of the schedule is due at `at` on the run clock.
 #[derive(Debug, Clone, Copy)]
-pub struct Due {
+pub(crate) struct Due {
     pub j: u64,
     pub at: Duration,
 }
@@ -26,7 +26,7 @@ pub struct Due {
 /// client was more than `MAX_LAG` behind them or the window had ended (the first due at
 /// `from`; all on one side of the warm-up's end).
 #[derive(Debug, Clone, Copy)]
-pub enum Paced {
+pub(crate) enum Paced {
     Due(Due),
     Skipped { from: Duration, n: u64 },
 }
@@ -39,18 +39,18 @@ const STOP_CHECK: Duration = Duration::from_millis(20);
 /// The pacer wakes at most once per quantum and then hands over every request due by then:
 /// a start is at most this late from pacing, and at 100,000 requests per second the thread
 /// still wakes only 10,000 times (a wake-up costs a few microseconds of CPU, more in a VM).
-pub const QUANTUM: Duration = Duration::from_micros(100);
+pub(crate) const QUANTUM: Duration = Duration::from_micros(100);
 
 /// Which queue request `j` goes to: request `j` runs on connection `j mod conns`, and
 /// connection `ci` on lane `ci mod lanes`.
 #[derive(Debug, Clone, Copy)]
-pub struct Route {
+pub(crate) struct Route {
     pub conns: u64,
     pub lanes: usize,
 }
 
 impl Route {
-    pub fn lane(&self, j: u64) -> usize {
+    pub(crate) fn lane(&self, j: u64) -> usize {
         let ci = j % self.conns.max(1);
         (ci % self.lanes.max(1) as u64) as usize
     }
@@ -75,7 +75,7 @@ impl Lanes {
 
 /// Starts pacing `schedule` from `start` (an offset on the run clock) until `until`; requests
 /// due before `warm_end` are the warm-up's. One queue per lane of `route`.
-pub fn pace(
+pub(crate) fn pace(
     schedule: Schedule,
     start: Duration,
     warm_end: Duration,

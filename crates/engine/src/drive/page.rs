@@ -21,16 +21,16 @@ use crate::observe::Observer;
 use crate::transport::{Conn, Connected, FetchError, Transport};
 
 /// Connections a browser opens per origin over HTTP/1.1 (Chrome's and Firefox's limit).
-pub const H1_PER_ORIGIN: usize = 6;
+pub(crate) const H1_PER_ORIGIN: usize = 6;
 
 /// Connections a page holds at once (open or opening) over all its origins: Chrome's
 /// per-pool limit. At it, a connection another origin has no use for is closed to make room,
 /// as Chrome closes idle sockets; a page of thousands of origins does not open thousands of
 /// connections at once.
-pub const MAX_OPEN: usize = 256;
+pub(crate) const MAX_OPEN: usize = 256;
 
 /// Connection attempts per origin before its waiting objects are given up on.
-pub const CONNECT_ATTEMPTS: u32 = 3;
+pub(crate) const CONNECT_ATTEMPTS: u32 = 3;
 
 /// A page load's run, and how it connects.
 struct Load<'a> {
@@ -99,7 +99,7 @@ struct Loading {
 
 /// Loads the page once; returns the connections it opened (with their ids, for the run's
 /// stream figures and telemetry) and the page's report.
-pub async fn load(
+pub(crate) async fn load(
     page: &PageSpec,
     transport: &dyn Transport,
     h1: bool,

@@ -14,7 +14,7 @@ use crate::error::{self, ConfigError};
 const HEADER: &str =
     "run\tconnection\tstream\tintended_us\tstart_us\tttfb_us\tend_us\tbytes\tstatus\terror\turl\n";
 
-pub struct RequestLog {
+pub(crate) struct RequestLog {
     out: Mutex<BufWriter<Box<dyn Write + Send>>>,
     /// A write failed: the lines after it are not written (a log with a gap reads as whole).
     failed: AtomicBool,
@@ -22,7 +22,7 @@ pub struct RequestLog {
 
 /// Where a request's line belongs: its run, and when that run started.
 #[derive(Clone)]
-pub struct LogTo {
+pub(crate) struct LogTo {
     pub log: Arc<RequestLog>,
     pub run: u32,
     pub run_start: Duration,
@@ -31,7 +31,7 @@ pub struct LogTo {
 }
 
 impl RequestLog {
-    pub fn create(path: &Path) -> Result<Arc<Self>, ConfigError> {
+    pub(crate) fn create(path: &Path) -> Result<Arc<Self>, ConfigError> {
         let bad =
             |e: std::io::Error| error::bad("--log-requests", format!("{}: {e}", path.display()));
         let out = crate::output::target::open_stream(path)
@@ -44,7 +44,7 @@ impl RequestLog {
         }))
     }
 
-    pub fn flush(&self) -> std::io::Result<()> {
+    pub(crate) fn flush(&self) -> std::io::Result<()> {
         match self.out.lock() {
             Ok(_) if self.failed.load(Ordering::Relaxed) => Ok(()),
             Ok(mut out) => out.flush().inspect_err(|_| {
@@ -66,7 +66,7 @@ fn field(out: &mut impl Write, v: Option<impl std::fmt::Display>) -> std::io::Re
 impl LogTo {
     /// The line of one request on connection `conn`, formatted straight into the buffer: the
     /// client's own thread pays for it, so nothing is allocated per line.
-    pub fn line(&self, conn: u64, url: &impl std::fmt::Display, o: &ObjectOutcome) {
+    pub(crate) fn line(&self, conn: u64, url: &impl std::fmt::Display, o: &ObjectOutcome) {
         let us = |t: Duration| t.saturating_sub(self.run_start).as_micros();
         let Ok(mut out) = self.log.out.lock() else {
             return;
@@ -88,7 +88,7 @@ impl LogTo {
         })();
         if let Err(e) = written {
             self.log.failed.store(true, Ordering::Relaxed);
-            crate::output::lost::record_to(&self.lost, "--log-requests", e);
+            crate::output::lost::record(&self.lost, "--log-requests", e);
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::transport::ObjectReq;
 
 type Make = dyn Fn(u64) -> ObjectReq + Send + Sync;
 
-pub struct Requests {
+pub(crate) struct Requests {
     len: u64,
     make: Box<Make>,
     /// Bodies are checked by digest (no expected length): fetches of one URL must agree.
@@ -18,7 +18,7 @@ pub struct Requests {
 }
 
 impl Requests {
-    pub fn new(
+    pub(crate) fn new(
         len: u64,
         hashed: bool,
         make: impl Fn(u64) -> ObjectReq + Send + Sync + 'static,
@@ -30,21 +30,17 @@ impl Requests {
         }
     }
 
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Request `i` of the run, in the order the workload lists them.
-    pub fn get(&self, i: u64) -> Option<ObjectReq> {
+    pub(crate) fn get(&self, i: u64) -> Option<ObjectReq> {
         (i < self.len).then(|| (self.make)(i))
     }
 
     /// Shard `s`'s part: its `k`-th request is the whole's `s.item(k)`.
-    pub fn shard(self, s: qbench_core::spec::shard::Shard) -> Self {
+    pub(crate) fn shard(self, s: qbench_core::spec::shard::Shard) -> Self {
         let Self { len, make, hashed } = self;
         Self {
             len: s.share(len),
@@ -54,7 +50,7 @@ impl Requests {
     }
 
     /// The run's requests for `cfg`, against the origin actually connected to.
-    pub fn of(cfg: &Config, authority: &str) -> Self {
+    pub(crate) fn of(cfg: &Config, authority: &str) -> Self {
         let verify = cfg.spec().verify;
         match (&cfg.run.target, &cfg.spec().objects) {
             (Target::Urls { urls, repeat, .. }, _) => {

@@ -12,23 +12,23 @@ use crate::measure::clock::Clock;
 
 /// Ends a held load early: no request starts after it.
 #[derive(Default)]
-pub struct Stop {
+pub(crate) struct Stop {
     set: AtomicBool,
     notify: Notify,
 }
 
 impl Stop {
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.set.store(true, Ordering::SeqCst);
         self.notify.notify_waiters();
     }
 
-    pub fn is_set(&self) -> bool {
+    pub(crate) fn is_set(&self) -> bool {
         self.set.load(Ordering::SeqCst)
     }
 
     /// Resolves once `stop` was called (at once if it already was).
-    pub async fn wait(&self) {
+    pub(crate) async fn wait(&self) {
         let n = self.notify.notified();
         tokio::pin!(n);
         n.as_mut().enable();
@@ -41,14 +41,14 @@ impl Stop {
 /// When a held load stops starting requests: at its end, known once every connection is
 /// up (the load's clock starts then), or at a stop.
 #[derive(Clone)]
-pub struct Until {
+pub(crate) struct Until {
     end: Arc<OnceLock<Duration>>,
     pub stop: Arc<Stop>,
     pub clock: Clock,
 }
 
 impl Until {
-    pub fn new(stop: Arc<Stop>, clock: Clock) -> Self {
+    pub(crate) fn new(stop: Arc<Stop>, clock: Clock) -> Self {
         Self {
             end: Arc::default(),
             stop,
@@ -56,16 +56,16 @@ impl Until {
         }
     }
 
-    pub fn set_end(&self, end: Duration) {
+    pub(crate) fn set_end(&self, end: Duration) {
         let _ = self.end.set(end);
     }
 
     /// The end, once set; `Duration::MAX` before.
-    pub fn end(&self) -> Duration {
+    pub(crate) fn end(&self) -> Duration {
         self.end.get().copied().unwrap_or(Duration::MAX)
     }
 
-    pub fn over(&self) -> bool {
+    pub(crate) fn over(&self) -> bool {
         self.stop.is_set() || self.clock.now() >= self.end()
     }
 }

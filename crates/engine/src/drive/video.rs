@@ -13,7 +13,11 @@ use crate::transport::Conn;
 /// time is over; a segment still downloading at the watch time is abandoned, not failed.
 /// Returns the session's figures, the segments requested (the abandoned one excluded) and
 /// whether one was abandoned: its response was cut off, so an HTTP/1.1 connection is gone.
-pub async fn play(conn: &dyn Conn, spec: VideoSpec, s: AppRun<'_>) -> (VideoReport, u64, bool) {
+pub(crate) async fn play(
+    conn: &dyn Conn,
+    spec: VideoSpec,
+    s: AppRun<'_>,
+) -> (VideoReport, u64, bool) {
     let clock = s.clock;
     let mut player = Player::new(spec, s.start);
     let watch_end = player.watch_end();

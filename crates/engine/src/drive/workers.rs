@@ -17,7 +17,7 @@ use crate::transport::Conn;
 
 /// What every connection's workers share in a run.
 #[derive(Clone)]
-pub struct Workers {
+pub(crate) struct Workers {
     pub requests: Arc<Requests>,
     pub rec: Arc<Mutex<Recorder>>,
     pub book: Arc<DigestBook>,
@@ -39,7 +39,7 @@ pub struct Workers {
 
 impl Workers {
     /// Connection `ci`'s workers: its objects are `ci`, `ci + k`, `ci + 2k`...
-    pub fn spawn(&self, ci: u64, conn: &Arc<dyn Conn>, tasks: &mut JoinSet<()>) {
+    pub(crate) fn spawn(&self, ci: u64, conn: &Arc<dyn Conn>, tasks: &mut JoinSet<()>) {
         let (k, total) = (self.k, self.requests.len());
         let mine = match self.until {
             Some(_) => u64::MAX,

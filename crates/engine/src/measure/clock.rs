@@ -7,7 +7,7 @@ use tokio::time::Instant;
 /// Offsets from one monotonic epoch, as the sans-IO recorder expects them. It reads tokio's
 /// clock, which is the monotonic clock in a run and a paused, deterministic one in tests.
 #[derive(Debug, Clone, Copy)]
-pub struct Clock {
+pub(crate) struct Clock {
     epoch: Instant,
     /// The process's monotonic clock, not tokio's paused test clock: an open loop is paced
     /// by a thread of its own, which only the real clock can drive.
@@ -15,7 +15,7 @@ pub struct Clock {
 }
 
 impl Clock {
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self {
             epoch: Instant::now(),
             real: true,
@@ -24,29 +24,29 @@ impl Clock {
 
     /// tokio's clock as a test paused it: everything is paced by tokio's timer.
     #[cfg(test)]
-    pub fn paused() -> Self {
+    pub(crate) fn paused() -> Self {
         Self {
             epoch: Instant::now(),
             real: false,
         }
     }
 
-    pub fn is_real(&self) -> bool {
+    pub(crate) fn is_real(&self) -> bool {
         self.real
     }
 
-    pub fn now(&self) -> Duration {
+    pub(crate) fn now(&self) -> Duration {
         self.epoch.elapsed()
     }
 
     /// Where a reading of the process's monotonic clock lies on this one (a thread of the
     /// in-process server took it).
-    pub fn offset_of(&self, t: std::time::Instant) -> Duration {
+    pub(crate) fn offset_of(&self, t: std::time::Instant) -> Duration {
         Instant::from_std(t).saturating_duration_since(self.epoch)
     }
 
     /// Where a CLOCK_MONOTONIC reading from another process lies on this clock.
-    pub fn offset_of_monotonic(&self, t: Duration) -> Duration {
+    pub(crate) fn offset_of_monotonic(&self, t: Duration) -> Duration {
         let mut ts = libc::timespec {
             tv_sec: 0,
             tv_nsec: 0,
@@ -60,7 +60,7 @@ impl Clock {
     }
 
     /// The instant `offset` after the epoch, to sleep until.
-    pub fn at(&self, offset: Duration) -> Instant {
+    pub(crate) fn at(&self, offset: Duration) -> Instant {
         // A far deadline (a day, say) must not overflow the monotonic clock.
         self.epoch
             .checked_add(offset)

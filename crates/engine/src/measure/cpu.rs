@@ -25,7 +25,7 @@ pub fn process_cpu() -> CpuTimes {
 
 /// One thread's scheduler figures from /proc (nanoseconds).
 #[derive(Debug, Clone)]
-pub struct ThreadTime {
+pub(crate) struct ThreadTime {
     pub tid: u32,
     pub name: String,
     pub on_cpu_ns: u64,
@@ -40,7 +40,7 @@ const ENDED_KEPT: usize = 1024;
 
 /// Every thread of this process with its role, and those that recorded themselves with
 /// `thread_ending`. Empty where /proc lacks it.
-pub fn all_threads() -> Vec<(ThreadRole, ThreadTime)> {
+pub(crate) fn all_threads() -> Vec<(ThreadRole, ThreadTime)> {
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
         return Vec::new();
     };
@@ -79,7 +79,7 @@ fn thread_time(dir: &std::path::Path, tid: u32) -> Option<ThreadTime> {
 }
 
 /// Records the calling thread's figures as it ends, so that runs still count its CPU.
-pub fn thread_ending() {
+pub(crate) fn thread_ending() {
     // SAFETY: gettid has no arguments and cannot fail.
     let tid = unsafe { libc::gettid() } as u32;
     let dir = std::path::Path::new("/proc/thread-self");
@@ -98,7 +98,7 @@ pub fn thread_ending() {
 
 /// The CPU times, faults and switches so far of this process's live threads in `role`, e.g.
 /// the link emulator's forwarders, which run in the client's process but are not the client.
-pub fn role_times(role: ThreadRole) -> CpuTimes {
+pub(crate) fn role_times(role: ThreadRole) -> CpuTimes {
     all_threads()
         .into_iter()
         .filter(|(r, _)| *r == role)
@@ -111,7 +111,7 @@ pub fn role_times(role: ThreadRole) -> CpuTimes {
 
 /// This process's client threads: the main thread, the client runtime's and the pacer
 /// (not the in-process server's, nor the link's forwarders). Empty where /proc lacks it.
-pub fn client_threads() -> Vec<ThreadTime> {
+pub(crate) fn client_threads() -> Vec<ThreadTime> {
     all_threads()
         .into_iter()
         .filter(|(role, _)| matches!(role, ThreadRole::Client | ThreadRole::Pacer))
@@ -122,7 +122,7 @@ pub fn client_threads() -> Vec<ThreadTime> {
 /// Each role's CPU between two snapshots of `all_threads`, in role order; threads that started
 /// during it count from zero, threads that ended during it count only if they called
 /// `thread_ending`.
-pub fn role_cpu(
+pub(crate) fn role_cpu(
     before: &[(ThreadRole, ThreadTime)],
     after: &[(ThreadRole, ThreadTime)],
     wall: std::time::Duration,
@@ -143,7 +143,7 @@ pub fn role_cpu(
 
 /// The busiest share on a CPU and the longest share waiting for one of the link's delay-line
 /// threads between two snapshots of `all_threads`; `None` without such threads.
-pub fn delay_line_cpu(
+pub(crate) fn delay_line_cpu(
     before: &[(ThreadRole, ThreadTime)],
     after: &[(ThreadRole, ThreadTime)],
     wall: std::time::Duration,
@@ -163,7 +163,7 @@ pub fn delay_line_cpu(
 
 /// Each thread's share of `wall` on a CPU and waiting for one, between two snapshots;
 /// threads that started during it count from zero.
-pub fn thread_loads(
+pub(crate) fn thread_loads(
     before: &[ThreadTime],
     after: &[ThreadTime],
     wall: std::time::Duration,
@@ -215,7 +215,7 @@ impl BusiestThread {
 }
 
 /// Clock ticks per second of `/proc/stat` and `/proc/*/stat` (USER_HZ).
-pub fn clock_ticks_per_second() -> u64 {
+pub(crate) fn clock_ticks_per_second() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     u64::try_from(t).ok().filter(|t| *t > 0).unwrap_or(100)

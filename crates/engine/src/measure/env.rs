@@ -22,7 +22,7 @@ fn read_trim(path: &str) -> Option<String> {
         .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
-pub fn collect() -> Environment {
+pub(crate) fn collect() -> Environment {
     let cpu_model = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| {
         s.lines()
             .find(|l| l.starts_with("model name"))
@@ -87,7 +87,7 @@ fn cpu_clock() -> CpuClock {
 
 /// The interface towards the peer, and the warnings this environment calls for, each said
 /// to `to` once however many sides share it.
-pub fn complete(
+pub(crate) fn complete(
     env: &mut Environment,
     peer: std::net::SocketAddr,
     link: bool,

@@ -1,6 +1,6 @@
 //! Measurement of the machine: the monotonic clock, CPU time, the environment a report records.
 
-pub mod clock;
-pub mod cpu;
-pub mod env;
-pub mod netdev;
+pub(crate) mod clock;
+pub(crate) mod cpu;
+pub(crate) mod env;
+pub(crate) mod netdev;

@@ -74,7 +74,7 @@ fn route_dev(addr: IpAddr) -> Option<String> {
 }
 
 /// The interface towards `peer`: loopback, the emulated link's end (`link`), or the route's.
-pub fn towards(peer: SocketAddr, link: bool) -> Option<InterfaceInfo> {
+pub(crate) fn towards(peer: SocketAddr, link: bool) -> Option<InterfaceInfo> {
     let ip = peer.ip();
     let (name, role) = if ip.is_loopback() {
         ("lo".to_string(), "loopback")

@@ -10,7 +10,7 @@ use crate::observe::Observer;
 static LOST: Mutex<Vec<(&'static str, String)>> = Mutex::new(Vec::new());
 
 /// Output `flag` failed: `why` says how. Only its first failure is kept, and said to `to`.
-pub fn record_to(to: &dyn Observer, flag: &'static str, why: impl std::fmt::Display) {
+pub fn record(to: &dyn Observer, flag: &'static str, why: impl std::fmt::Display) {
     let mut lost = LOST.lock().unwrap_or_else(|e| e.into_inner());
     if lost.iter().any(|(f, _)| *f == flag) {
         return;
@@ -20,25 +20,10 @@ pub fn record_to(to: &dyn Observer, flag: &'static str, why: impl std::fmt::Disp
     lost.push((flag, why));
 }
 
-/// [`record_to`] for an output the application writes itself (`--json-stream`): the warning
-/// goes to stderr.
-pub fn record(flag: &'static str, why: impl std::fmt::Display) {
-    record_to(&Stderr, flag, why);
-}
-
-/// Warnings on stderr, as the application's own lines are.
-struct Stderr;
-
-impl Observer for Stderr {
-    fn warn(&self, line: &str) {
-        crate::output::stdio::err(&format!("{line}\n"));
-    }
-}
-
-/// `--keylog`: a key log that failed a write is an output lost.
-pub fn check_key_log(log: Option<&qbench_stack::keylog::KeyLogTo>) {
+/// `--keylog`: a key log that failed a write is an output lost, said to `to`.
+pub fn check_key_log(to: &dyn Observer, log: Option<&qbench_stack::keylog::KeyLogTo>) {
     if let Some(why) = log.and_then(qbench_stack::keylog::KeyLogTo::failure) {
-        record("--keylog", why);
+        record(to, "--keylog", why);
     }
 }
 

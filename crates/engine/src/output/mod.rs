@@ -2,10 +2,9 @@
 //! replaced by accident: what a path is decides how it is written (`target`), a replaced file
 //! is swapped in whole, and outputs written as a run goes record their failures (`lost`).
 
-pub mod lost;
-pub mod overwrite;
-pub mod stdio;
-pub mod target;
+pub(crate) mod lost;
+pub(crate) mod overwrite;
+pub(crate) mod target;
 
 use std::io::Write;
 use std::path::Path;
@@ -31,7 +30,7 @@ pub fn check_writable(flag: &'static str, path: &Path) -> Result<(), crate::erro
 
 /// The hidden temporary name's prefix: the file's own name, shortened so that the whole
 /// stays within the 255 bytes a name may have.
-pub fn temp_prefix(name: &str) -> String {
+pub(crate) fn temp_prefix(name: &str) -> String {
     let mut end = name.len().min(200);
     while !name.is_char_boundary(end) {
         end -= 1;
@@ -40,7 +39,7 @@ pub fn temp_prefix(name: &str) -> String {
 }
 
 /// The directory `path` is in and its file name.
-pub fn dir_and_name(path: &Path) -> anyhow::Result<(&Path, String)> {
+pub(crate) fn dir_and_name(path: &Path) -> anyhow::Result<(&Path, String)> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())

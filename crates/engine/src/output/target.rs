@@ -182,20 +182,17 @@ fn open_through(path: &Path) -> std::io::Result<std::fs::File> {
     }
 }
 
-/// Writes `bytes` to `target` whole.
-pub fn write_all(target: &Target, bytes: &[u8]) -> anyhow::Result<()> {
+/// Writes `bytes` whole to a file `target` (replaced, or written through); standard output
+/// and error are the command line's to write, and `None` says it is one of them.
+pub fn write_file(target: &Target, bytes: &[u8]) -> Option<anyhow::Result<()>> {
     use anyhow::Context as _;
-    match target {
+    Some(match target {
         Target::Replace(path) => super::replace_atomically(path, bytes),
         Target::Through(path) => open_through(path)
             .and_then(|mut f| f.write_all(bytes).and_then(|()| f.flush()))
             .with_context(|| format!("writing {}", path.display())),
-        Target::Stdout => crate::output::stdio::out_data(bytes).context("writing to stdout"),
-        Target::Stderr => {
-            crate::output::stdio::err(&String::from_utf8_lossy(bytes));
-            Ok(())
-        }
-    }
+        Target::Stdout | Target::Stderr => return None,
+    })
 }
 
 /// Opens `path` for an output written as it goes (`--log-requests`, `--json-stream`): a
@@ -250,7 +247,9 @@ pub fn identity(path: &Path) -> Result<Option<Identity>, TargetError> {
 
 /// Fails if two of the named outputs would write to the same file or stream: a later
 /// output would replace an earlier one, or two streams would interleave.
-pub fn check_distinct(outputs: &[(&'static str, &Path)]) -> Result<(), crate::error::ConfigError> {
+pub(crate) fn check_distinct(
+    outputs: &[(&'static str, &Path)],
+) -> Result<(), crate::error::ConfigError> {
     let mut seen: Vec<(&'static str, Identity)> = Vec::new();
     for &(flag, path) in outputs {
         let id = identity(path).map_err(|e| crate::error::ConfigError {
@@ -327,7 +326,9 @@ mod tests {
         let link = dir.path().join("link.json");
         std::fs::write(&file, "old").unwrap();
         symlink(&file, &link).unwrap();
-        write_all(&resolve(&link).unwrap(), b"new").unwrap();
+        write_file(&resolve(&link).unwrap(), b"new")
+            .unwrap()
+            .unwrap();
         assert!(std::fs::symlink_metadata(&link)
             .unwrap()
             .file_type()

@@ -13,7 +13,7 @@ pub fn cores() -> usize {
 }
 
 /// The CPUs this process may run on.
-pub fn allowed_cpus() -> Vec<u16> {
+pub(crate) fn allowed_cpus() -> Vec<u16> {
     // SAFETY: a zeroed cpu_set_t is a valid empty set; the kernel fills it for this thread.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     let size = size_of::<libc::cpu_set_t>();
@@ -28,7 +28,7 @@ pub fn allowed_cpus() -> Vec<u16> {
 
 /// Bad input before anything is changed on the host: a share above the cores here, CPUs this
 /// process may not use, no cgroup cpu controller, or no right to create a cgroup.
-pub fn check(s: &RunSpec) -> Result<(), ConfigError> {
+pub(crate) fn check(s: &RunSpec) -> Result<(), ConfigError> {
     if let Some(f) = s.client_cpu {
         qbench_core::spec::cpulimit::parse_fraction(&f.to_string(), cores())
             .map_err(|e| bad("--client-cpu", e))?;

@@ -335,7 +335,7 @@ fn server_options(s: &RunSpec) -> ServerOptions {
 
 /// Configurations run through one link share its route toward the client, and with it any
 /// TCP window metric: those that set one must agree, and then every one carries it.
-pub fn share_route(cfgs: &mut [Config]) -> Result<(), ConfigError> {
+pub(crate) fn share_route(cfgs: &mut [Config]) -> Result<(), ConfigError> {
     let route = |c: &Config| {
         c.link_options
             .as_ref()

@@ -1,7 +1,12 @@
 //! One validated plan per command: the configuration of each side and the outputs, as data.
 
-pub mod apps;
-pub mod client_cpu;
-pub mod config;
-pub mod outputs;
-pub mod third_party;
+pub(crate) mod apps;
+pub(crate) mod client_cpu;
+pub(crate) mod config;
+pub(crate) mod outputs;
+pub(crate) mod third_party;
+
+pub use apps::check as check_apps;
+pub use client_cpu::cores;
+pub use config::{check_telemetry, Config, LinkChoice, TargetArgs};
+pub use outputs::Outputs;

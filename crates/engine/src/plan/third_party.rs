@@ -5,7 +5,7 @@ use qbench_core::spec::RunSpec;
 
 use crate::error::{bad, ConfigError};
 
-pub fn check(s: &RunSpec) -> Result<(), ConfigError> {
+pub(crate) fn check(s: &RunSpec) -> Result<(), ConfigError> {
     let Some(p) = &s.client else { return Ok(()) };
     p.check(s.proto)
         .map_err(|e| bad("--client", e.to_string()))?;

@@ -48,7 +48,7 @@ pub fn compare(plan: &ComparePlan, observer: &Observing) -> anyhow::Result<Compa
     }
     let judged = qbench_core::report::thresholds::failed_line(&outcome.report.thresholds);
     if outcome.error.is_none() && judged.is_none() {
-        crate::output::lost::check_key_log(plan.a.key_log.as_deref());
+        crate::output::lost::check_key_log(observer, plan.a.key_log.as_deref());
     }
     Ok(outcome)
 }

@@ -9,7 +9,7 @@ use crate::drive::third_party::ThirdParty;
 use crate::drive::until::Stop;
 use crate::observe::{Observer, Observing};
 
-pub enum Driver {
+pub(crate) enum Driver {
     Own(Box<Runner>),
     Third {
         client: Box<ThirdParty>,
@@ -19,28 +19,28 @@ pub enum Driver {
 }
 
 impl Driver {
-    pub async fn run(&mut self, index: u32, progress: &Observing) -> RunReport {
+    pub(crate) async fn run(&mut self, index: u32, progress: &Observing) -> RunReport {
         match self {
             Self::Own(r) => r.run(index, progress).await,
             Self::Third { client, .. } => client.run(index).await,
         }
     }
 
-    pub fn objects(&self) -> u64 {
+    pub(crate) fn objects(&self) -> u64 {
         match self {
             Self::Own(r) => r.objects(),
             Self::Third { client, .. } => client.objects(),
         }
     }
 
-    pub fn pinned_threads(&self) -> Option<usize> {
+    pub(crate) fn pinned_threads(&self) -> Option<usize> {
         match self {
             Self::Own(r) => r.pinned_threads(),
             Self::Third { .. } => None,
         }
     }
 
-    pub fn stopper(&self) -> Arc<Stop> {
+    pub(crate) fn stopper(&self) -> Arc<Stop> {
         match self {
             Self::Own(r) => r.stopper(),
             Self::Third { stop, .. } => stop.clone(),
@@ -48,7 +48,11 @@ impl Driver {
     }
 
     /// Only qbench's own requests are logged; a third-party client's are in its report.
-    pub fn log_requests(&mut self, log: Arc<crate::drive::reqlog::RequestLog>, to: &Observing) {
+    pub(crate) fn log_requests(
+        &mut self,
+        log: Arc<crate::drive::reqlog::RequestLog>,
+        to: &Observing,
+    ) {
         match self {
             Self::Own(r) => r.log_requests(log),
             Self::Third { .. } => to.warn(
@@ -57,7 +61,7 @@ impl Driver {
         }
     }
 
-    pub async fn finish(&mut self) {
+    pub(crate) async fn finish(&mut self) {
         if let Self::Own(r) = self {
             r.finish().await;
         }

@@ -2,12 +2,13 @@
 //! and what was set up around them meet, above every other folder of the engine; and the
 //! lifecycle of each command from its plan to its report (`run`, `compare`, `compete`).
 
-pub mod compare;
+pub(crate) mod compare;
 mod compare_plan;
-pub mod compete;
-pub mod driver;
+pub(crate) mod compete;
+pub(crate) mod driver;
 mod early_stop;
+mod meta;
 mod recalibrate;
 mod rounds;
-pub mod run;
-pub mod side;
+pub(crate) mod run;
+pub(crate) mod side;

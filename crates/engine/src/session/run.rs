@@ -13,7 +13,8 @@ use qbench_core::{ErrorKind, Recorder, Report, ReportMeta};
 
 use super::compare::started;
 use super::early_stop::Judged;
-use super::side::{report_meta, Side};
+use super::meta::report_meta;
+use super::side::Side;
 use crate::drive::runner::abort_reason;
 use crate::measure::clock::Clock;
 use crate::observe::{Document, Observer, Observing, Presenter, Written};
@@ -94,7 +95,7 @@ pub fn run(plan: &RunPlan, observer: &Observing) -> anyhow::Result<RunOutcome> {
         return Err(late.into());
     }
     if outcome.error.is_none() && outcome.thresholds_failed.is_none() {
-        crate::output::lost::check_key_log(cfg.key_log.as_deref());
+        crate::output::lost::check_key_log(&observer, cfg.key_log.as_deref());
     }
     Ok(outcome)
 }

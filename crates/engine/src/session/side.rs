@@ -4,15 +4,18 @@
 use std::sync::Arc;
 
 use crate::measure::cpu::{all_threads, delay_line_cpu, process_cpu, role_cpu, role_times};
-use qbench_core::report::link::LinkDrops;
+use qbench_core::report::link::{LinkDrops, ProxyRun};
+use qbench_core::spec::cpulimit::Throttling;
 use qbench_core::stats::noise::{
     forwarder_deltas, parse_proc_stat, CpuStat, RunNoise, STEAL_THRESHOLD_PCT,
 };
-use qbench_core::{CpuTimes, Report, ReportMeta, RunCpu, RunReport, ToolInfo};
+use qbench_core::{CpuTimes, Report, ReportMeta, RunCpu, RunReport};
 use qbench_server::InProcess;
+use qbench_shaper::topology::LinkSnapshot;
 use qbench_shaper::Topology;
 use qbench_stack::activity::{CLIENT_TCP, SERVER_TCP};
 
+use super::meta::report_meta;
 use crate::drive::requests::Requests;
 use crate::drive::runner::{Plan, Runner};
 use crate::measure::clock::Clock;
@@ -33,7 +36,7 @@ use qbench_core::{CcAlgo, Protocol};
 /// The loopback interface's MTU, on which the in-process server runs without a link.
 const LOOPBACK_MTU: u32 = 65_536;
 
-pub struct Side<'a> {
+pub(crate) struct Side<'a> {
     pub peer: Peer,
     runner: crate::session::driver::Driver,
     server: Option<&'a InProcess>,
@@ -74,37 +77,8 @@ fn relayed(s: &qbench_server::relay::RelayStats) -> [u64; 6] {
     ]
 }
 
-/// What a report says about how it was produced, fixed before the first run.
-pub fn report_meta(cfg: &Config, command: Vec<String>) -> ReportMeta {
-    ReportMeta {
-        tool: ToolInfo {
-            name: "qbench".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-        },
-        started_at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
-        command: redact(command),
-        config: cfg.run.clone(),
-        environment: crate::measure::env::collect(),
-    }
-}
-
-/// The command line without the telemetry token's value.
-fn redact(mut command: Vec<String>) -> Vec<String> {
-    let mut hide_next = false;
-    for arg in &mut command {
-        if std::mem::take(&mut hide_next) {
-            *arg = "<redacted>".into();
-        } else if arg == "--telemetry-token" {
-            hide_next = true;
-        } else if arg.starts_with("--telemetry-token=") {
-            *arg = "--telemetry-token=<redacted>".into();
-        }
-    }
-    command
-}
-
 impl<'a> Side<'a> {
-    pub fn new(
+    pub(crate) fn new(
         cfg: &'a Config,
         server: Option<&'a InProcess>,
         prepared: &'a Prepared,
@@ -176,7 +150,7 @@ impl<'a> Side<'a> {
 
     /// Resolves the peer and builds the side; failing before a connection is an error here
     /// (comparisons and competitions run against in-process servers).
-    pub async fn open(
+    pub(crate) async fn open(
         cfg: &'a Config,
         server: Option<&'a InProcess>,
         prepared: &'a Prepared,
@@ -197,12 +171,12 @@ impl<'a> Side<'a> {
     }
 
     /// What the side's reports say about how they were produced.
-    pub fn meta(&self) -> &ReportMeta {
+    pub(crate) fn meta(&self) -> &ReportMeta {
         &self.meta
     }
 
     /// Objects per run.
-    pub fn objects(&self) -> u64 {
+    pub(crate) fn objects(&self) -> u64 {
         self.runner.objects()
     }
 
@@ -232,7 +206,7 @@ impl<'a> Side<'a> {
     }
 
     /// One run; its report is appended to `runs` and returned.
-    pub async fn run(&mut self, index: u32) -> &RunReport {
+    pub(crate) async fn run(&mut self, index: u32) -> &RunReport {
         // The sides of a comparison take turns, each under its own quota.
         let quota = self.cpu.map(|c| c.apply(self.client_cpu));
         let throttled0 = self.cpu.and_then(|c| c.throttling());
@@ -257,22 +231,7 @@ impl<'a> Side<'a> {
         let tcp1 = (CLIENT_TCP.snapshot(), SERVER_TCP.snapshot());
         let m1 = machine_cpu();
         let k1 = self.link.map(Topology::snapshot);
-        rep.noise = m0
-            .zip(m1)
-            .and_then(|(a, b)| RunNoise::between(&a, &b, self.steal_threshold))
-            .map(|mut n| {
-                if let Some((a, b)) = k0.as_ref().zip(k1.as_ref()) {
-                    n.forwarders = forwarder_deltas(a.forwarders(), b.forwarders());
-                    n.link_drops = a.counters().zip(b.counters()).map(|(a, b)| {
-                        let d = b.since(a);
-                        LinkDrops {
-                            up: d.up.dropped,
-                            down: d.down.dropped,
-                        }
-                    });
-                }
-                n
-            });
+        rep.noise = self.noise(m0.zip(m1), k0.as_ref().zip(k1.as_ref()));
         if let (Some(topo), Some(a), Some(b)) = (self.link, &k0, &k1) {
             rep.link_check = topo.run_check(a, b, delay_line);
         }
@@ -303,19 +262,7 @@ impl<'a> Side<'a> {
         if let Some(l) = &link {
             client = client.since(l);
         }
-        if let (Some(p), Some(before), Some(cpu)) = (self.proxy, relayed0, proxy_cpu) {
-            let now = relayed(&p.stats);
-            rep.proxy = Some(qbench_core::report::link::ProxyRun {
-                upstream: p.upstream,
-                requests: now[0] - before[0],
-                connects: now[1] - before[1],
-                connect_failures: now[2] - before[2],
-                bytes_up: now[3] - before[3],
-                bytes_down: now[4] - before[4],
-                broken: now[5] - before[5],
-                cpu,
-            });
-        }
+        rep.proxy = self.proxied(relayed0, proxy_cpu);
         if let Some(t) = &rep.third_party {
             // The client is the program's processes (and what they waited for), not qbench.
             let (user_s, sys_s) = t.cpu();
@@ -333,10 +280,62 @@ impl<'a> Side<'a> {
             .then(|| tcp1.1.since(&tcp0.1))
             .flatten();
         rep.cpu = Some(cpu);
+        self.record_quota(&mut rep, quota, throttled0.as_ref());
+        rep.spread = Some(self.spread(&rep, roles));
+        qbench_stack::qlog::flush_all();
+        self.runs.push(rep);
+        self.runs.last().expect("just pushed")
+    }
+
+    /// The machine's other work during a run, with the link's forwarders and drops, from the
+    /// machine's CPU counters and the link's snapshots before and after it.
+    fn noise(
+        &self,
+        machine: Option<(CpuStat, CpuStat)>,
+        link: Option<(&LinkSnapshot, &LinkSnapshot)>,
+    ) -> Option<RunNoise> {
+        let (m0, m1) = machine?;
+        let mut n = RunNoise::between(&m0, &m1, self.steal_threshold)?;
+        if let Some((a, b)) = link {
+            n.forwarders = forwarder_deltas(a.forwarders(), b.forwarders());
+            n.link_drops = a.counters().zip(b.counters()).map(|(a, b)| {
+                let d = b.since(a);
+                LinkDrops {
+                    up: d.up.dropped,
+                    down: d.down.dropped,
+                }
+            });
+        }
+        Some(n)
+    }
+
+    /// What the proxy relayed during a run, from its counters `before` it, and its CPU.
+    fn proxied(&self, before: Option<[u64; 6]>, cpu: Option<CpuTimes>) -> Option<ProxyRun> {
+        let (p, before, cpu) = (self.proxy?, before?, cpu?);
+        let now = relayed(&p.stats);
+        Some(ProxyRun {
+            upstream: p.upstream,
+            requests: now[0] - before[0],
+            connects: now[1] - before[1],
+            connect_failures: now[2] - before[2],
+            bytes_up: now[3] - before[3],
+            bytes_down: now[4] - before[4],
+            broken: now[5] - before[5],
+            cpu,
+        })
+    }
+
+    /// `--client-cpu`: the quota the run ran under, recorded; a run whose quota could not be
+    /// set, or was gone by its end, is not the client asked for and does not count.
+    fn record_quota(
+        &self,
+        rep: &mut RunReport,
+        quota: Option<anyhow::Result<()>>,
+        throttled0: Option<&Throttling>,
+    ) {
         if let Some(c) = self.cpu {
-            let record = c.record(self.client_cpu, throttled0.as_ref());
+            let record = c.record(self.client_cpu, throttled0);
             if self.client_cpu.is_some() && record.quota_us.is_none() && rep.complete {
-                // Something removed the quota while the run went on: not the client asked for.
                 rep.complete = false;
                 rep.first_error = Some(format!(
                     "--client-cpu: the quota was no longer in force at the run's end ({})",
@@ -346,14 +345,9 @@ impl<'a> Side<'a> {
             rep.client_cpu = Some(record);
         }
         if let Some(Err(e)) = quota {
-            // Not the client that was asked for: the run does not count.
             rep.complete = false;
             rep.first_error = Some(format!("{e:#}"));
         }
-        rep.spread = Some(self.spread(&rep, roles));
-        qbench_stack::qlog::flush_all();
-        self.runs.push(rep);
-        self.runs.last().expect("just pushed")
     }
 
     /// How the in-process server's sender starts a connection; `None` for a remote server.
@@ -388,13 +382,17 @@ impl<'a> Side<'a> {
     }
 
     /// The link's segments this side runs over, each with the flag that asked for it.
-    pub fn links(&self) -> impl Iterator<Item = (&'static str, &'a Topology)> {
+    pub(crate) fn links(&self) -> impl Iterator<Item = (&'static str, &'a Topology)> {
         [("--link", self.link), ("--link-b", self.link_b)]
             .into_iter()
             .filter_map(|(flag, l)| Some((flag, l?)))
     }
 
-    pub fn report(&self, expected_runs: usize, aborted: Option<String>) -> anyhow::Result<Report> {
+    pub(crate) fn report(
+        &self,
+        expected_runs: usize,
+        aborted: Option<String>,
+    ) -> anyhow::Result<Report> {
         let mut meta = self.meta.clone();
         meta.config.sender = self.sender();
         let mut r = Report::new(meta, self.runs.clone(), expected_runs, aborted)?;
@@ -406,12 +404,12 @@ impl<'a> Side<'a> {
     }
 
     /// Drops the last run (a noisy round to be run again).
-    pub fn discard_last(&mut self) -> Option<RunReport> {
+    pub(crate) fn discard_last(&mut self) -> Option<RunReport> {
         self.runs.pop()
     }
 
     /// The first error of any run, for the one-line message.
-    pub fn first_error(&self) -> Option<String> {
+    pub(crate) fn first_error(&self) -> Option<String> {
         self.runs.iter().find_map(|r| {
             r.first_error
                 .as_ref()
@@ -419,16 +417,16 @@ impl<'a> Side<'a> {
         })
     }
 
-    pub fn stopper(&self) -> Arc<crate::drive::until::Stop> {
+    pub(crate) fn stopper(&self) -> Arc<crate::drive::until::Stop> {
         self.runner.stopper()
     }
 
-    pub fn log_requests(&mut self, log: Arc<crate::drive::reqlog::RequestLog>) {
+    pub(crate) fn log_requests(&mut self, log: Arc<crate::drive::reqlog::RequestLog>) {
         self.runner.log_requests(log, &self.observer);
     }
 
     /// Lets QUIC peers see our CONNECTION_CLOSE before the endpoint goes away.
-    pub async fn finish(&mut self) {
+    pub(crate) async fn finish(&mut self) {
         self.runner.finish().await;
         qbench_stack::qlog::flush_all();
     }

@@ -61,7 +61,7 @@ impl Joiner {
 }
 
 /// The quota and pinning of the client's runtime threads, owned by what outlives the runtime.
-pub struct ClientCpu {
+pub(crate) struct ClientCpu {
     cgroup: Option<CpuCgroup>,
     joiner: Arc<Joiner>,
     cpuset: Option<CpuSet>,
@@ -72,7 +72,7 @@ pub struct ClientCpu {
 impl ClientCpu {
     /// For the configurations of one runtime: a cgroup when any sets `--client-cpu`, and the
     /// cpuset they share. `None` when none asks for either.
-    pub fn new(cfgs: &[&Config]) -> anyhow::Result<Option<Self>> {
+    pub(crate) fn new(cfgs: &[&Config]) -> anyhow::Result<Option<Self>> {
         let quota = cfgs.iter().any(|c| c.spec().client_cpu.is_some());
         let cpuset = cfgs.iter().find_map(|c| c.spec().client_cpuset.clone());
         if !quota && cpuset.is_none() {
@@ -99,19 +99,19 @@ impl ClientCpu {
     }
 
     /// The hook every runtime thread runs as it starts.
-    pub fn on_thread_start(&self) -> impl Fn() + Send + Sync + 'static {
+    pub(crate) fn on_thread_start(&self) -> impl Fn() + Send + Sync + 'static {
         let joiner = self.joiner.clone();
         move || joiner.join_current()
     }
 
     /// The calling thread (the one that drives `block_on`) joins too, until `self` is dropped.
-    pub fn join_current(&self) {
+    pub(crate) fn join_current(&self) {
         self.joiner.join_current();
     }
 
     /// Sets the quota for the next run (`None`: no quota). A thread that could not join is
     /// an error here, before a run measures a client that is not the one asked for.
-    pub fn apply(&self, fraction: Option<f64>) -> anyhow::Result<()> {
+    pub(crate) fn apply(&self, fraction: Option<f64>) -> anyhow::Result<()> {
         if let Some(e) = self
             .joiner
             .failed
@@ -128,12 +128,16 @@ impl ClientCpu {
         Ok(())
     }
 
-    pub fn throttling(&self) -> Option<Throttling> {
+    pub(crate) fn throttling(&self) -> Option<Throttling> {
         self.cgroup.as_ref().map(CpuCgroup::throttling)
     }
 
     /// What the run ran under, read back from the kernel.
-    pub fn record(&self, fraction: Option<f64>, before: Option<&Throttling>) -> ClientCpuRecord {
+    pub(crate) fn record(
+        &self,
+        fraction: Option<f64>,
+        before: Option<&Throttling>,
+    ) -> ClientCpuRecord {
         let cg = self.cgroup.as_ref();
         let limit = cg.and_then(|c| c.limit().ok());
         ClientCpuRecord {
@@ -156,12 +160,4 @@ impl Drop for ClientCpu {
             let _ = pin(&self.home);
         }
     }
-}
-
-/// Whether the run's client ran under a quota still in force at its end, so that its
-/// saturation was asked for.
-pub fn limited(run: &qbench_core::RunReport) -> bool {
-    run.client_cpu
-        .as_ref()
-        .is_some_and(|c| c.fraction.is_some() && c.quota_us.is_some())
 }

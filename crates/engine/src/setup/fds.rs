@@ -11,7 +11,7 @@ const SPARE: u64 = 256;
 
 /// Descriptors `cfgs` need at once: one per TCP connection on the client, and another on
 /// the in-process server's side; QUIC uses one UDP socket per endpoint.
-pub fn needed(cfgs: &[&Config]) -> u64 {
+pub(crate) fn needed(cfgs: &[&Config]) -> u64 {
     let per_conn = |c: &Config| match (c.spec().proto, c.server.is_some()) {
         (Protocol::H3, _) => 0,
         (_, true) => 2,

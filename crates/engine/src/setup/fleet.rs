@@ -17,7 +17,7 @@ pub struct Barrier {
 }
 
 /// What a report says of its shard: the index, where it came from, and its share.
-pub fn record(cfg: &Config, source: Option<&'static str>) -> Option<ShardRecord> {
+pub(crate) fn record(cfg: &Config, source: Option<&'static str>) -> Option<ShardRecord> {
     let spec = cfg.spec();
     let s = spec.shard?;
     let open = spec
@@ -37,7 +37,7 @@ pub fn record(cfg: &Config, source: Option<&'static str>) -> Option<ShardRecord>
 }
 
 /// The kernel's view of the clock's synchronization (adjtimex with no change requested).
-pub fn clock_sync() -> ClockSync {
+pub(crate) fn clock_sync() -> ClockSync {
     // SAFETY: a zeroed timex with modes = 0 asks adjtimex to read, not to set.
     let mut tx: libc::timex = unsafe { std::mem::zeroed() };
     let state = unsafe { libc::adjtimex(&mut tx) };
@@ -67,7 +67,7 @@ const SPIN: Duration = Duration::from_millis(10);
 
 /// Waits for the barrier on the wall clock and says how close to it this copy started; a
 /// barrier already passed is a warning to `to`.
-pub async fn wait(b: &Barrier, to: &crate::observe::Observing) -> StartRecord {
+pub(crate) async fn wait(b: &Barrier, to: &crate::observe::Observing) -> StartRecord {
     let now = SystemTime::now();
     let late = now > b.at;
     if let Ok(ahead) = b.at.duration_since(now) {

@@ -20,7 +20,7 @@ use crate::signals::{ending, untaken, Interrupted};
 /// SIGHUP) drops everything; after, `work` takes the first one itself and still writes its
 /// report, and a second one drops everything. A signal that nobody took, such as one during
 /// the teardown, is the caller's to act on (`late_signal`).
-pub fn lifecycle<T>(
+pub(crate) fn lifecycle<T>(
     cfgs: &[&Config],
     threads: u32,
     observer: &Observing,
@@ -53,7 +53,7 @@ pub fn lifecycle<T>(
 
 /// A stopping signal the work did not take (it came after the work's last look, as during
 /// the teardown): the caller still ends with it, so that it is never ignored.
-pub fn late_signal() -> Result<(), Interrupted> {
+pub(crate) fn late_signal() -> Result<(), Interrupted> {
     match untaken() {
         Some(sig) => {
             crate::signals::take();
@@ -67,7 +67,7 @@ pub fn late_signal() -> Result<(), Interrupted> {
 /// worker, every object completion would wake the thread blocked in `block_on` across threads
 /// (a futex round trip each), which cost a quarter of the CPU on small-object workloads.
 /// With `cpu`, every runtime thread and the calling one run under its quota and cpuset.
-pub fn runtime(
+pub(crate) fn runtime(
     workers: u32,
     cpu: Option<&crate::setup::client_cpu::ClientCpu>,
 ) -> anyhow::Result<tokio::runtime::Runtime> {

@@ -1,8 +1,8 @@
 //! What exists before the runs and around them: links and servers, cgroups, the start barrier, descriptors, inputs.
 
-pub mod client_cpu;
-pub mod fds;
-pub mod fleet;
-pub mod harness;
-pub mod input;
-pub mod prepare;
+pub(crate) mod client_cpu;
+pub(crate) mod fds;
+pub(crate) mod fleet;
+pub(crate) mod harness;
+pub(crate) mod input;
+pub(crate) mod prepare;

@@ -26,7 +26,7 @@ use crate::transport::{Endpoint, FetchError};
 
 /// Built before the client runtime: building it moves the calling thread into the client
 /// namespace (with `--link`), so the runtime's threads, created afterwards, live there too.
-pub struct Prepared {
+pub(crate) struct Prepared {
     /// One in-process server per configuration under test (`None` for remote targets).
     /// Declared before the links so the servers stop before their namespaces go.
     pub servers: Vec<Option<InProcess>>,
@@ -47,7 +47,7 @@ pub struct Prepared {
 }
 
 /// `qbench proxy` on a chain's middle host, in this process.
-pub struct Proxy {
+pub(crate) struct Proxy {
     pub server: InProcess,
     pub stats: Arc<RelayStats>,
     pub upstream: qbench_core::Protocol,
@@ -215,7 +215,7 @@ fn link_error(e: qbench_shaper::topology::ShaperError) -> anyhow::Error {
 impl Prepared {
     /// `cfgs` share one link (the first one's, whose route settings its plan made common to
     /// all); each gets its own in-process server, and its own proxy if it asks for one.
-    pub fn new(cfgs: &[&Config], observer: &Observing) -> anyhow::Result<Self> {
+    pub(crate) fn new(cfgs: &[&Config], observer: &Observing) -> anyhow::Result<Self> {
         let first = cfgs.first().context("nothing to run")?;
         crate::signals::hold()?;
         crate::signals::check("starting")?;
@@ -261,7 +261,7 @@ impl Prepared {
     }
 
     /// The proxy the configuration of `server` fetches through, if any.
-    pub fn proxy_for(&self, server: Option<&InProcess>) -> Option<&Proxy> {
+    pub(crate) fn proxy_for(&self, server: Option<&InProcess>) -> Option<&Proxy> {
         let i = self.index_of(server?)?;
         self.proxies.get(i)?.as_ref()
     }
@@ -269,7 +269,7 @@ impl Prepared {
     /// With a TCP window cap across the link: one complete TCP + TLS connection to each
     /// in-process server before measuring. The kernel applies a route's locked cwnd through
     /// its TCP metrics cache, which a closed connection fills.
-    pub async fn prime_tcp_metrics(&self, cfgs: &[&Config]) -> anyhow::Result<()> {
+    pub(crate) async fn prime_tcp_metrics(&self, cfgs: &[&Config]) -> anyhow::Result<()> {
         if !self.tcp_route_metrics {
             return Ok(());
         }
@@ -307,7 +307,7 @@ impl Prepared {
 }
 
 /// Where and how the client connects, with what it trusts.
-pub struct Peer {
+pub(crate) struct Peer {
     pub origin: Origin,
     pub endpoint: Endpoint,
     pub trust: Trust,
@@ -348,7 +348,7 @@ fn trust_from(run: &RunConfig) -> anyhow::Result<Trust> {
 /// Whom to connect to and what to trust. The outer error is bad input (an unreadable
 /// `--ca`); the inner one a network failure before any connection (a name that does not
 /// resolve), which a report records.
-pub async fn peer(
+pub(crate) async fn peer(
     cfg: &Config,
     server: Option<&InProcess>,
     prepared: &Prepared,

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-pub use qbench_stack::activity::{Activity, Counted};
+pub(crate) use qbench_stack::activity::{Activity, Counted};
 use tokio::time::Instant;
 
 use super::FetchError;
@@ -14,7 +14,7 @@ use super::FetchError;
 /// `fut`, ended with a timeout only once it has not finished and nothing has moved for
 /// `after`: no byte on the connection, with an `activity`; nothing at all, without one. The
 /// count starts at the step's start at the earliest.
-pub async fn step_while_moving<T, E>(
+pub(crate) async fn step_while_moving<T, E>(
     activity: Option<&Activity>,
     what: &str,
     after: Duration,
@@ -29,13 +29,13 @@ where
 
 /// Which of a request's steps is under way (an atomic, so that the request's future stays
 /// `Send`).
-pub struct Phase {
+pub(crate) struct Phase {
     at: AtomicUsize,
     names: &'static [&'static str],
 }
 
 impl Phase {
-    pub fn new(names: &'static [&'static str]) -> Self {
+    pub(crate) fn new(names: &'static [&'static str]) -> Self {
         Self {
             at: AtomicUsize::new(0),
             names,
@@ -43,11 +43,11 @@ impl Phase {
     }
 
     /// Moves on to step `i` of `names`.
-    pub fn set(&self, i: usize) {
+    pub(crate) fn set(&self, i: usize) {
         self.at.store(i, Ordering::Relaxed);
     }
 
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         let at = self.at.load(Ordering::Relaxed);
         self.names.get(at).copied().unwrap_or("request")
     }
@@ -56,7 +56,7 @@ impl Phase {
 /// As [`step_while_moving`] for a series of steps under one timer (one timer entry and one
 /// clock read per request rather than per step): `fut` says which step it is in through
 /// `phase`, which a timeout names, and words its own errors.
-pub async fn phases_while_moving<T>(
+pub(crate) async fn phases_while_moving<T>(
     activity: &Activity,
     phase: &Phase,
     after: Duration,

@@ -18,7 +18,7 @@ use super::tcp::TlsTcp;
 use super::{hyper_exchange, step, BoxFuture, Connected, Exchange, FetchError, Sink, Transport};
 use crate::measure::clock::Clock;
 
-pub struct H1 {
+pub(crate) struct H1 {
     pub tcp: TlsTcp,
     pub clock: Clock,
 }

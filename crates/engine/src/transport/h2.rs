@@ -20,7 +20,7 @@ use crate::measure::clock::Clock;
 /// 6.5.2's recommended minimum for servers.
 const INITIAL_MAX_SEND_STREAMS: usize = 100;
 
-pub struct H2 {
+pub(crate) struct H2 {
     pub tcp: TlsTcp,
     pub clock: Clock,
 }

@@ -27,7 +27,7 @@ use crate::transport::tls::TicketStore;
 /// connections take them in turn. Past `MAX_ENDPOINTS` connections share them: an endpoint
 /// costs a socket, a driver task and a receive buffer, which at ten thousand connections
 /// doubled the client's memory and ran out of descriptors, for connections far more than cores.
-pub struct H3 {
+pub(crate) struct H3 {
     crypto: Arc<quinn::crypto::rustls::QuicClientConfig>,
     transport: Arc<quinn::TransportConfig>,
     target: Endpoint,
@@ -47,7 +47,7 @@ pub struct H3 {
 }
 
 /// Most QUIC endpoints one transport opens (as many as a server's sockets at most).
-pub const MAX_ENDPOINTS: usize = qbench_stack::reuseport::MAX_SOCKETS;
+pub(crate) const MAX_ENDPOINTS: usize = qbench_stack::reuseport::MAX_SOCKETS;
 
 struct H3Conn {
     conn: quinn::Connection,
@@ -133,7 +133,7 @@ impl H3 {
     /// With an endpoint for each of `connections` (at most `MAX_ENDPOINTS`). Needs a tokio
     /// runtime context. With `pinned`, endpoint `i` is made on `pinned.handle(i)`, where its
     /// socket is polled and its driver runs, beside the connections made there.
-    pub fn new(
+    pub(crate) fn new(
         target: Endpoint,
         tls: rustls::ClientConfig,
         tickets: Option<Arc<TicketStore>>,
@@ -169,7 +169,7 @@ impl H3 {
     }
 
     /// `--qlog`: the connections that `dir` samples write a qlog there.
-    pub fn qlog_to(mut self, dir: Option<Arc<QlogDir>>) -> Self {
+    pub(crate) fn qlog_to(mut self, dir: Option<Arc<QlogDir>>) -> Self {
         self.qlog = dir;
         self
     }

@@ -17,7 +17,7 @@ use crate::measure::clock::Clock;
 
 /// What the fake peer does, and when.
 #[derive(Debug, Clone)]
-pub struct Script {
+pub(crate) struct Script {
     pub handshake: Duration,
     /// Every connection attempt fails with this kind after `handshake`.
     pub refuse: Option<ErrorKind>,
@@ -58,7 +58,7 @@ impl Default for Script {
 
 /// What the runner did to the fake peer.
 #[derive(Debug, Default)]
-pub struct Seen {
+pub(crate) struct Seen {
     pub connects: AtomicUsize,
     /// Requests refused unprocessed (`Script::request_limit`).
     pub refused: AtomicUsize,
@@ -74,14 +74,14 @@ pub struct Seen {
     pub lanes: Mutex<Vec<BTreeSet<Option<usize>>>>,
 }
 
-pub struct MockTransport {
+pub(crate) struct MockTransport {
     script: Script,
     clock: Clock,
     pub seen: Arc<Seen>,
 }
 
 impl MockTransport {
-    pub fn new(script: Script, clock: Clock) -> Self {
+    pub(crate) fn new(script: Script, clock: Clock) -> Self {
         Self {
             script,
             clock,

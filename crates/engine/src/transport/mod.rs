@@ -1,21 +1,21 @@
 //! HTTP/1.1, HTTP/2 and HTTP/3 behind one small pair of object-safe traits: a `Transport`
 //! makes connections, a `Conn` is a shared handle that fetches one object at a time per call.
 
-pub mod activity;
-pub mod classify;
-pub mod h1;
-pub mod h2;
-pub mod h3;
+pub(crate) mod activity;
+pub(crate) mod classify;
+pub(crate) mod h1;
+pub(crate) mod h2;
+pub(crate) mod h3;
 #[cfg(test)]
-pub mod mock;
-pub mod peer_params;
-pub mod pinned;
-pub mod reopen;
-pub mod streams;
-pub mod tcp;
-pub mod tls;
-pub mod turns;
-pub mod verify;
+pub(crate) mod mock;
+pub(crate) mod peer_params;
+pub(crate) mod pinned;
+pub(crate) mod reopen;
+pub(crate) mod streams;
+pub(crate) mod tcp;
+pub(crate) mod tls;
+pub(crate) mod turns;
+pub(crate) mod verify;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -32,7 +32,7 @@ use streams::StreamFacts;
 
 /// One object to fetch.
 #[derive(Debug, Clone)]
-pub struct ObjectReq {
+pub(crate) struct ObjectReq {
     pub uri: Uri,
     /// Body length the request asks for (`/bytes/{n}`); `None` for arbitrary URLs, where
     /// the response's content-length is checked instead.
@@ -42,14 +42,14 @@ pub struct ObjectReq {
 }
 
 /// What a fetch produced: its measurements and, for hashed bodies, the digest.
-pub struct Fetched {
+pub(crate) struct Fetched {
     pub outcome: ObjectOutcome,
     pub digest: Option<String>,
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]
-pub struct FetchError {
+pub(crate) struct FetchError {
     pub kind: ErrorKind,
     pub message: String,
     /// The server did not process the request (an HTTP/2 GOAWAY above it or REFUSED_STREAM,
@@ -59,7 +59,7 @@ pub struct FetchError {
 }
 
 impl FetchError {
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         Self {
             kind,
             message: message.into(),
@@ -68,7 +68,7 @@ impl FetchError {
     }
 
     /// Classifies `e` by its source chain; `what` names the step that failed.
-    pub fn from_err(what: &str, e: &(dyn std::error::Error + 'static)) -> Self {
+    pub(crate) fn from_err(what: &str, e: &(dyn std::error::Error + 'static)) -> Self {
         Self {
             kind: classify::classify(e),
             message: format!("{what}: {}", classify::one_line(e)),
@@ -78,7 +78,7 @@ impl FetchError {
     }
 
     /// Marks the request as one the server never saw.
-    pub fn unsent(mut self) -> Self {
+    pub(crate) fn unsent(mut self) -> Self {
         self.unprocessed = true;
         self
     }
@@ -91,7 +91,7 @@ impl FetchError {
         self
     }
 
-    pub fn timeout(what: &str, after: Duration) -> Self {
+    pub(crate) fn timeout(what: &str, after: Duration) -> Self {
         Self::new(
             ErrorKind::Timeout,
             format!(
@@ -105,7 +105,7 @@ impl FetchError {
 
 /// Where and how to connect; shared by every connection of a run.
 #[derive(Debug, Clone)]
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     pub addr: SocketAddr,
     /// TLS server name (SNI and certificate check).
     pub server_name: String,
@@ -120,14 +120,14 @@ pub struct Endpoint {
     pub quic: qbench_core::spec::quic_knobs::QuicKnobs,
 }
 
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Resolves, once the handshake completes, to the handshake facts including whether the
 /// server accepted the 0-RTT data.
-pub type ZeroRtt = BoxFuture<'static, HandshakeInfo>;
+pub(crate) type ZeroRtt = BoxFuture<'static, HandshakeInfo>;
 
 /// A connection that finished its handshake.
-pub struct Connected {
+pub(crate) struct Connected {
     pub conn: Arc<dyn Conn>,
     pub info: HandshakeInfo,
     /// When the handshake completed, on the run clock.
@@ -137,7 +137,7 @@ pub struct Connected {
     pub zero_rtt: Option<ZeroRtt>,
 }
 
-pub trait Transport: Send + Sync {
+pub(crate) trait Transport: Send + Sync {
     fn connect(&self) -> BoxFuture<'_, Result<Connected, FetchError>>;
 
     /// Called once after the last run, so that peers see our close before the endpoint
@@ -148,7 +148,7 @@ pub trait Transport: Send + Sync {
 }
 
 /// Receives one response as a transport reads it.
-pub trait Sink: Send {
+pub(crate) trait Sink: Send {
     /// The request is about to be sent (after any wait for a stream or the connection).
     fn sending(&mut self) {}
     /// The request's stream on its connection, where the protocol has streams.
@@ -162,7 +162,7 @@ pub trait Sink: Send {
 }
 
 /// A connection as the runner holds it (`Arc<dyn Conn>`).
-pub trait Conn: Send + Sync {
+pub(crate) trait Conn: Send + Sync {
     /// `GET uri` on this connection, feeding the response to `sink`.
     fn exchange<'a>(
         &'a self,
@@ -181,7 +181,7 @@ pub trait Conn: Send + Sync {
 }
 
 /// What each HTTP version implements; `Conn` boxes its future for dynamic dispatch.
-pub trait Exchange: Send + Sync {
+pub(crate) trait Exchange: Send + Sync {
     fn request<'a>(
         &'a self,
         uri: &'a Uri,
@@ -263,7 +263,7 @@ where
 }
 
 /// Fetches one object, measuring and checking it.
-pub async fn fetch(conn: &dyn Conn, clock: &Clock, req: &ObjectReq) -> Fetched {
+pub(crate) async fn fetch(conn: &dyn Conn, clock: &Clock, req: &ObjectReq) -> Fetched {
     let mut p = Progress::start(clock, req);
     match conn.exchange(&req.uri, &mut p).await {
         Ok(()) => p.finish(),
@@ -302,7 +302,11 @@ impl Sink for Collect {
     }
 }
 
-pub async fn get_body(conn: &dyn Conn, uri: &Uri, limit: usize) -> Result<Vec<u8>, FetchError> {
+pub(crate) async fn get_body(
+    conn: &dyn Conn,
+    uri: &Uri,
+    limit: usize,
+) -> Result<Vec<u8>, FetchError> {
     let mut sink = Collect {
         body: Vec::new(),
         limit,
@@ -313,7 +317,7 @@ pub async fn get_body(conn: &dyn Conn, uri: &Uri, limit: usize) -> Result<Vec<u8
 }
 
 /// Runs `fut` with the idle timeout, naming the step in the error.
-pub async fn step<T, E>(
+pub(crate) async fn step<T, E>(
     what: &str,
     after: Duration,
     fut: impl Future<Output = Result<T, E>>,
@@ -335,7 +339,7 @@ pub fn body_bytes_received() -> u64 {
     BODY_BYTES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-pub struct Progress<'a> {
+pub(crate) struct Progress<'a> {
     clock: &'a Clock,
     req: &'a ObjectReq,
     sent: Duration,
@@ -413,7 +417,7 @@ impl Sink for Progress<'_> {
 }
 
 impl<'a> Progress<'a> {
-    pub fn start(clock: &'a Clock, req: &'a ObjectReq) -> Self {
+    pub(crate) fn start(clock: &'a Clock, req: &'a ObjectReq) -> Self {
         Progress {
             clock,
             req,
@@ -436,7 +440,7 @@ impl<'a> Progress<'a> {
     }
 
     /// The body ended: checks byte count and content, and produces the outcome.
-    pub fn finish(mut self) -> Fetched {
+    pub(crate) fn finish(mut self) -> Fetched {
         let done = self.clock.now();
         let mut digest = None;
         let err = match (self.expected(), self.check.take().map(Check::finish)) {
@@ -463,7 +467,7 @@ impl<'a> Progress<'a> {
         }
     }
 
-    pub fn fail(self, e: FetchError) -> Fetched {
+    pub(crate) fn fail(self, e: FetchError) -> Fetched {
         let done = self.clock.now();
         Fetched {
             outcome: self.outcome_at(done, Some(e)),

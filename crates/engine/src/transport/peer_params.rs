@@ -18,7 +18,7 @@ const UNKNOWN: u64 = u64::MAX;
 
 /// Filled in by the connection's TLS session once the server's parameters arrive.
 #[derive(Debug)]
-pub struct PeerStreams(AtomicU64);
+pub(crate) struct PeerStreams(AtomicU64);
 
 impl Default for PeerStreams {
     fn default() -> Self {
@@ -27,13 +27,13 @@ impl Default for PeerStreams {
 }
 
 impl PeerStreams {
-    pub fn get(&self) -> Option<u64> {
+    pub(crate) fn get(&self) -> Option<u64> {
         Some(self.0.load(Ordering::Relaxed)).filter(|&v| v != UNKNOWN)
     }
 }
 
 /// A client crypto config that hands each session a place to record the server's limit.
-pub struct Recording {
+pub(crate) struct Recording {
     pub inner: Arc<dyn ClientConfig>,
     pub seen: Arc<PeerStreams>,
 }

@@ -11,7 +11,7 @@ use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
 /// Runs on each pinned thread before its runtime starts (e.g. joining the client's cgroup).
-pub type OnStart = Arc<dyn Fn() + Send + Sync>;
+pub(crate) type OnStart = Arc<dyn Fn() + Send + Sync>;
 
 thread_local! {
     /// The index of the pinned runtime this thread runs, if it runs one.
@@ -20,11 +20,11 @@ thread_local! {
 
 /// Which pinned runtime the calling thread runs (`handle(i)` for `i % threads()` equal to
 /// it), or `None` on any other thread.
-pub fn current_index() -> Option<usize> {
+pub(crate) fn current_index() -> Option<usize> {
     INDEX.with(std::cell::Cell::get)
 }
 
-pub struct Pinned {
+pub(crate) struct Pinned {
     handles: Vec<Handle>,
     stops: Vec<oneshot::Sender<()>>,
     threads: Vec<JoinHandle<()>>,
@@ -33,7 +33,7 @@ pub struct Pinned {
 impl Pinned {
     /// `n` threads named as the client runtime's, each running its own runtime until `self`
     /// is dropped.
-    pub fn start(n: usize, on_start: Option<OnStart>) -> std::io::Result<Self> {
+    pub(crate) fn start(n: usize, on_start: Option<OnStart>) -> std::io::Result<Self> {
         // `handle` picks by index modulo the count: never zero of them.
         let n = n.max(1);
         let mut pinned = Self {
@@ -80,11 +80,11 @@ impl Pinned {
     }
 
     /// The runtime of connection `ci`.
-    pub fn handle(&self, ci: usize) -> &Handle {
+    pub(crate) fn handle(&self, ci: usize) -> &Handle {
         &self.handles[ci % self.handles.len()]
     }
 
-    pub fn threads(&self) -> usize {
+    pub(crate) fn threads(&self) -> usize {
         self.handles.len()
     }
 }

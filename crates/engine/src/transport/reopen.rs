@@ -17,20 +17,20 @@ use crate::measure::clock::Clock;
 
 /// How often one request is sent again. Each time, the server closed a connection without
 /// processing it; a server that refuses everything ends here, not in a loop.
-pub const MAX_RETRIES: u32 = 8;
+pub(crate) const MAX_RETRIES: u32 = 8;
 
 /// After a failed reopen, the requests that find the connection still dead fail with that
 /// error for this long instead of each waiting for a handshake of its own.
 const FAILED_REOPEN_HOLD: Duration = Duration::from_secs(1);
 
 /// A connection opened in place of one the server closed.
-pub struct Reopened {
+pub(crate) struct Reopened {
     /// When it started, on the run clock.
     pub started: Duration,
     pub outcome: Result<Replacement, FetchError>,
 }
 
-pub struct Replacement {
+pub(crate) struct Replacement {
     /// When its handshake completed, on the run clock.
     pub done: Duration,
     pub info: HandshakeInfo,
@@ -41,7 +41,7 @@ pub struct Replacement {
 
 /// What replaced a connection, in order, and how many requests went again.
 #[derive(Default)]
-pub struct Reopens {
+pub(crate) struct Reopens {
     pub opened: Vec<Reopened>,
     pub retried: u64,
 }
@@ -54,7 +54,7 @@ struct Current {
 }
 
 /// A connection slot: the connection in it now, and how to open the next.
-pub struct Reopening {
+pub(crate) struct Reopening {
     transport: Arc<dyn Transport>,
     clock: Clock,
     current: Mutex<Current>,
@@ -65,7 +65,7 @@ pub struct Reopening {
 }
 
 impl Reopening {
-    pub fn new(transport: Arc<dyn Transport>, clock: Clock, conn: Arc<dyn Conn>) -> Self {
+    pub(crate) fn new(transport: Arc<dyn Transport>, clock: Clock, conn: Arc<dyn Conn>) -> Self {
         Self {
             transport,
             clock,

@@ -8,7 +8,7 @@ use tokio::sync::Notify;
 
 /// What a connection reports about its streams after a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StreamFacts {
+pub(crate) struct StreamFacts {
     /// Concurrent request streams the server allows, as it advertised them: h2
     /// SETTINGS_MAX_CONCURRENT_STREAMS, h3 initial_max_streams_bidi; `None` where it set no
     /// limit or it is not known (h1, or no response arrived yet on h2).
@@ -27,13 +27,13 @@ struct Count {
 
 /// Counts requests on the wire; `enter` waits below a limit, `opened` does not.
 #[derive(Default)]
-pub struct OnWire {
+pub(crate) struct OnWire {
     count: Mutex<Count>,
     freed: Notify,
 }
 
 /// One request on the wire; dropping it frees its place.
-pub struct Place<'a>(&'a OnWire);
+pub(crate) struct Place<'a>(&'a OnWire);
 
 impl Drop for Place<'_> {
     fn drop(&mut self) {
@@ -54,7 +54,7 @@ impl OnWire {
 
     /// A request whose stream the transport has already opened (h3: quinn waited for the
     /// server's stream credit).
-    pub fn opened(&self) -> Place<'_> {
+    pub(crate) fn opened(&self) -> Place<'_> {
         Self::take(&mut self.lock());
         Place(self)
     }
@@ -62,7 +62,7 @@ impl OnWire {
     /// Waits until fewer than `limit()` requests are on the wire. Each freed place wakes one
     /// waiter, and a waiter that finds more room passes the wake on, so a raised limit is
     /// filled without waking every waiter at every release.
-    pub async fn enter(&self, limit: impl Fn() -> usize) -> Place<'_> {
+    pub(crate) async fn enter(&self, limit: impl Fn() -> usize) -> Place<'_> {
         loop {
             let freed = self.freed.notified();
             tokio::pin!(freed);
@@ -84,14 +84,14 @@ impl OnWire {
     }
 
     /// The limit may have risen (the server's SETTINGS arrived): wake a waiter to look.
-    pub fn recheck(&self, limit: usize) {
+    pub(crate) fn recheck(&self, limit: usize) {
         if self.lock().open < limit {
             self.freed.notify_one();
         }
     }
 
     /// The peak since the last call; the next period starts from what is on the wire now.
-    pub fn take_peak(&self) -> u64 {
+    pub(crate) fn take_peak(&self) -> u64 {
         let mut c = self.lock();
         let peak = c.peak;
         c.peak = c.open;

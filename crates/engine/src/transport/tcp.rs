@@ -30,7 +30,7 @@ async fn connect(addr: SocketAddr, rwnd: Option<u32>) -> std::io::Result<TcpStre
     sock.connect(addr).await
 }
 
-pub struct TlsTcp {
+pub(crate) struct TlsTcp {
     pub endpoint: Endpoint,
     pub connector: TlsConnector,
     pub tickets: Option<Arc<TicketStore>>,
@@ -40,7 +40,7 @@ pub struct TlsTcp {
 }
 
 impl TlsTcp {
-    pub fn new(
+    pub(crate) fn new(
         endpoint: Endpoint,
         cfg: rustls::ClientConfig,
         tickets: Option<Arc<TicketStore>>,
@@ -57,7 +57,7 @@ impl TlsTcp {
     }
 
     /// Connects, completes TLS and closes both directions, waiting for the server's FIN.
-    pub async fn prime(&self) -> Result<(), FetchError> {
+    pub(crate) async fn prime(&self) -> Result<(), FetchError> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let (mut tls, _, _) = self.connect().await?;
         let t = self.endpoint.timeout;
@@ -78,7 +78,7 @@ impl TlsTcp {
         step("closing the priming connection", t, drain).await
     }
 
-    pub async fn connect(
+    pub(crate) async fn connect(
         &self,
     ) -> Result<(TlsStream<Counted<TcpStream>>, Activity, HandshakeInfo), FetchError> {
         let ep = &self.endpoint;

@@ -199,7 +199,7 @@ pub fn open_key_log(
 }
 
 /// The connections made with `tls` log their secrets to `to`, if there is one.
-pub fn log_keys(tls: &mut rustls::ClientConfig, to: Option<&Arc<KeyLogTo>>) {
+pub(crate) fn log_keys(tls: &mut rustls::ClientConfig, to: Option<&Arc<KeyLogTo>>) {
     if let Some(k) = to {
         tls.key_log = k.clone();
     }
@@ -233,7 +233,7 @@ pub fn client_config(
     Ok(cfg)
 }
 
-pub fn ticket_store() -> Arc<TicketStore> {
+pub(crate) fn ticket_store() -> Arc<TicketStore> {
     Arc::new(TicketStore {
         inner: ClientSessionMemoryCache::new(256),
         taken: AtomicU64::new(0),

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use qbench_core::wire::check_payload;
 use sha2::{Digest, Sha256};
 
-pub enum Check {
+pub(crate) enum Check {
     /// Offset into the body so far, and the first mismatch seen.
     Pattern {
         offset: u64,
@@ -18,18 +18,18 @@ pub enum Check {
 }
 
 impl Check {
-    pub fn pattern() -> Self {
+    pub(crate) fn pattern() -> Self {
         Self::Pattern {
             offset: 0,
             mismatch: None,
         }
     }
 
-    pub fn digest() -> Self {
+    pub(crate) fn digest() -> Self {
         Self::Digest(Box::default())
     }
 
-    pub fn update(&mut self, chunk: &[u8]) {
+    pub(crate) fn update(&mut self, chunk: &[u8]) {
         match self {
             Self::Pattern { offset, mismatch } => {
                 if mismatch.is_none() {
@@ -42,7 +42,7 @@ impl Check {
     }
 
     /// `Err(offset)` of the first wrong byte, or the hex digest for hashed bodies.
-    pub fn finish(self) -> Result<Option<String>, u64> {
+    pub(crate) fn finish(self) -> Result<Option<String>, u64> {
         match self {
             Self::Pattern {
                 mismatch: Some(at), ..
@@ -57,13 +57,13 @@ impl Check {
 
 /// Digests seen per URL within one run.
 #[derive(Debug, Default)]
-pub struct DigestBook {
+pub(crate) struct DigestBook {
     seen: Mutex<BTreeMap<String, String>>,
 }
 
 impl DigestBook {
     /// Records `digest` for `url`; returns the earlier, different digest if there was one.
-    pub fn record(&self, url: &str, digest: &str) -> Option<String> {
+    pub(crate) fn record(&self, url: &str, digest: &str) -> Option<String> {
         let mut seen = self.seen.lock().expect("digest lock");
         match seen.get(url) {
             Some(prev) if prev != digest => Some(prev.clone()),
@@ -75,7 +75,7 @@ impl DigestBook {
         }
     }
 
-    pub fn into_map(self) -> BTreeMap<String, String> {
+    pub(crate) fn into_map(self) -> BTreeMap<String, String> {
         self.seen.into_inner().expect("digest lock")
     }
 }

@@ -372,7 +372,7 @@ fn side_notes(r: &CompareReport) -> String {
     }
     for (side, rep) in [("A", &r.a), ("B", &r.b)] {
         if let Some(why) = saturated(rep) {
-            out.push_str(&match rep.runs.iter().any(qbench_engine::setup::client_cpu::limited) {
+            out.push_str(&match rep.runs.iter().any(qbench_core::RunReport::cpu_limited) {
                 true => format!(
                     "  note: {side}'s client was held to its --client-cpu quota in {why}, as asked\n"
                 ),

@@ -16,7 +16,7 @@ pub fn limited_runs(r: &qbench_core::report::compare::CompareReport) -> Option<S
     let client = runs()
         .filter(|r| r.objects.completed > 0)
         .filter(|r| r.client.as_ref().is_some_and(|c| c.saturated.is_some()))
-        .filter(|r| !qbench_engine::setup::client_cpu::limited(r))
+        .filter(|r| !r.cpu_limited())
         .count();
     let total = runs().count();
     let mut out = Vec::new();
@@ -97,7 +97,6 @@ mod tests {
     use super::*;
     use qbench_core::spec::cpulimit::CgroupBackend;
     use qbench_core::Recorder;
-    use qbench_engine::setup::client_cpu::limited;
 
     fn run_with(quota_us: Option<u64>) -> qbench_core::RunReport {
         let mut run =
@@ -122,14 +121,14 @@ mod tests {
     #[test]
     fn a_quota_that_vanished_is_neither_described_nor_excused_as_held() {
         let held = run_with(Some(2_000));
-        assert!(limited(&held));
+        assert!(held.cpu_limited());
         let text = client_cpu(std::slice::from_ref(&held)).unwrap();
         assert_eq!(
             text,
             "0.2 of a core (cgroup-v2), throttled in 4 of 10 periods, 0.02 s stopped"
         );
         let lost = run_with(None);
-        assert!(!limited(&lost));
+        assert!(!lost.cpu_limited());
         let text = client_cpu(&[held, lost]).unwrap();
         assert!(text.contains("the quota was not in force"), "{text}");
         assert_eq!(client_cpu(&[]), None);

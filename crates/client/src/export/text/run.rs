@@ -186,7 +186,7 @@ fn client_lines(report: &Report, line: &mut dyn FnMut(&str, String)) {
             .and_then(|c| c.saturated.as_ref())
             .filter(|_| loaded)
         {
-            match qbench_engine::setup::client_cpu::limited(r) {
+            match r.cpu_limited() {
                 true => line(
                     "note",
                     format!(

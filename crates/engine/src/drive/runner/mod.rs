@@ -30,7 +30,7 @@ use crate::transport::verify::DigestBook;
 use crate::transport::{get_body, Conn, FetchError, Transport};
 use qbench_core::errors::ErrorKind;
 
-pub struct Plan {
+pub(crate) struct Plan {
     pub requests: Arc<Requests>,
     pub connections: usize,
     /// Concurrent requests per connection; `None` = all at once.
@@ -59,10 +59,10 @@ type Up<'a> = dyn FnMut(usize, &Arc<dyn Conn>, &mut JoinSet<()>) + 'a;
 /// Handshakes in flight at once. Thousands at once overflow the server's accept queue (TCP)
 /// or UDP receive buffer (QUIC), and the dropped packets then wait a retransmission timeout
 /// each; more connections are opened as earlier handshakes complete.
-pub const CONNECTING: usize = 256;
+pub(crate) const CONNECTING: usize = 256;
 
 /// One configuration's transport and request plan, run again and again.
-pub struct Runner {
+pub(crate) struct Runner {
     transport: Arc<dyn Transport>,
     plan: Plan,
     clock: Clock,
@@ -96,7 +96,7 @@ struct Played {
 }
 
 /// Why the runs after `run` are skipped: it could establish no connection at all.
-pub fn abort_reason(run: &RunReport) -> Option<String> {
+pub(crate) fn abort_reason(run: &RunReport) -> Option<String> {
     run.connections
         .iter()
         .all(|c| c.error.is_some())
@@ -104,7 +104,7 @@ pub fn abort_reason(run: &RunReport) -> Option<String> {
 }
 
 impl Runner {
-    pub fn new(transport: Box<dyn Transport>, plan: Plan, clock: Clock) -> Self {
+    pub(crate) fn new(transport: Box<dyn Transport>, plan: Plan, clock: Clock) -> Self {
         Self {
             transport: Arc::from(transport),
             plan,
@@ -116,34 +116,34 @@ impl Runner {
     }
 
     /// Closed- and open-loop connections go to `pinned`'s runtimes from the next run on.
-    pub fn pin(&mut self, pinned: Pinned) {
+    pub(crate) fn pin(&mut self, pinned: Pinned) {
         self.pinned = Some(Arc::new(pinned));
     }
 
     /// The threads that run the connections, when they are pinned.
-    pub fn pinned_threads(&self) -> Option<usize> {
+    pub(crate) fn pinned_threads(&self) -> Option<usize> {
         self.pinned.as_ref().map(|p| p.threads())
     }
 
     /// Stops a held load early (a stopping signal): no request starts after it, and the run
     /// ends once those in flight are done.
-    pub fn stopper(&self) -> Arc<Stop> {
+    pub(crate) fn stopper(&self) -> Arc<Stop> {
         self.stop.clone()
     }
 
-    pub fn log_requests(&mut self, log: Arc<crate::drive::reqlog::RequestLog>) {
+    pub(crate) fn log_requests(&mut self, log: Arc<crate::drive::reqlog::RequestLog>) {
         self.plan.log = Some(log);
     }
 
     /// Objects per run.
-    pub fn objects(&self) -> u64 {
+    pub(crate) fn objects(&self) -> u64 {
         self.plan.requests.len()
     }
 
     /// One run: connects (unless warm connections are kept), fetches every object (each
     /// connection starting as soon as it is up) or holds the load, then fetches the servers'
     /// telemetry.
-    pub async fn run(&mut self, index: u32, progress: &Observing) -> RunReport {
+    pub(crate) async fn run(&mut self, index: u32, progress: &Observing) -> RunReport {
         let mut side_tasks = JoinSet::new();
         let watch = ClientWatch::start(&mut side_tasks);
         // The run's one wall-clock reading, beside its monotonic start: shards' runs are laid
@@ -365,7 +365,7 @@ impl Runner {
     fn wind_down(&self, index: u32, rec: &Mutex<Recorder>, to: &Observing) {
         if let Some(l) = &self.plan.log {
             if let Err(e) = l.flush() {
-                crate::output::lost::record_to(to, "--log-requests", e);
+                crate::output::lost::record(to, "--log-requests", e);
             }
         }
         if self.plan.interval.is_some() {
@@ -430,7 +430,7 @@ impl Runner {
     }
 
     /// Closes what is still open and lets the transport say goodbye.
-    pub async fn finish(&mut self) {
+    pub(crate) async fn finish(&mut self) {
         for (c, _) in self.warm.take().unwrap_or_default() {
             c.close();
         }

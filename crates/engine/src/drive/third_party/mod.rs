@@ -30,20 +30,20 @@ mod process;
 mod readers;
 mod server_side;
 
-pub use process::SpawnError;
+pub(crate) use process::SpawnError;
 
 /// A process run to its end, or why it could not start.
 type Spawned = Result<Ended, SpawnError>;
 
 /// One object of the run: its URL and the body length it asks for.
 #[derive(Debug, Clone)]
-pub struct Object {
+pub(crate) struct Object {
     pub url: String,
     pub expected: Option<u64>,
 }
 
 /// Everything the adapters need to build and read a run's processes.
-pub struct Ctx {
+pub(crate) struct Ctx {
     pub program: ClientProgram,
     pub proto: Protocol,
     pub objects: Vec<Object>,
@@ -66,7 +66,7 @@ pub struct Ctx {
 }
 
 /// One process of a run, before it runs.
-pub struct Invocation {
+pub(crate) struct Invocation {
     pub argv: Vec<String>,
     /// Indices into `Ctx::objects` this process fetches.
     pub objects: Vec<usize>,
@@ -75,7 +75,7 @@ pub struct Invocation {
 }
 
 /// A third-party client, run again and again.
-pub struct ThirdParty {
+pub(crate) struct ThirdParty {
     ctx: Ctx,
     clock: Clock,
     truth: Option<Arc<TruthLog>>,
@@ -88,7 +88,7 @@ pub struct ThirdParty {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum SetupError {
+pub(crate) enum SetupError {
     #[error("--client {client}: {source}")]
     Spawn {
         client: String,
@@ -118,7 +118,7 @@ impl Drop for ThirdParty {
 }
 
 /// The URLs of every object of a run.
-pub fn objects(requests: &Requests) -> Vec<Object> {
+pub(crate) fn objects(requests: &Requests) -> Vec<Object> {
     (0..requests.len())
         .filter_map(|i| requests.get(i))
         .map(|r| Object {
@@ -130,7 +130,7 @@ pub fn objects(requests: &Requests) -> Vec<Object> {
 
 impl ThirdParty {
     /// Checks that the program exists and writes the certificate where it can read it.
-    pub fn new(
+    pub(crate) fn new(
         mut ctx: Ctx,
         ca_pem: Option<&str>,
         clock: Clock,
@@ -167,12 +167,12 @@ impl ThirdParty {
         })
     }
 
-    pub fn objects(&self) -> u64 {
+    pub(crate) fn objects(&self) -> u64 {
         self.ctx.objects.len() as u64
     }
 
     /// One run: every process to its end, then the report.
-    pub async fn run(&mut self, index: u32) -> RunReport {
+    pub(crate) async fn run(&mut self, index: u32) -> RunReport {
         // What the server saw before this run is not this run's.
         let _ = self.truth.as_ref().map(|t| t.take());
         let wall_start = std::time::SystemTime::now();
@@ -295,7 +295,7 @@ impl ThirdParty {
 /// without a no-progress limit of their own (h2load's, ngtcp2's idle timeout and curl's
 /// `--speed-time` are theirs) would otherwise fail a large object on a slow link that a qbench
 /// client, timing out on no progress alone, fetches whole.
-pub const FLOOR_BYTES_PER_S: u64 = 125_000;
+pub(crate) const FLOOR_BYTES_PER_S: u64 = 125_000;
 
 /// What `objects`' bytes take at `FLOOR_BYTES_PER_S` (objects of unknown length: nothing).
 fn allowance(ctx: &Ctx, objects: &[usize]) -> Duration {

@@ -17,7 +17,7 @@ use super::output::{self, Kept, MAX_STDOUT, STDERR_TAIL};
 const GRACE: Duration = Duration::from_secs(2);
 
 #[derive(Debug, thiserror::Error)]
-pub enum SpawnError {
+pub(crate) enum SpawnError {
     #[error("{program}: not found; {hint}")]
     Missing { program: String, hint: String },
     #[error("{program}: refused, since others could have written it: {why}")]

@@ -19,18 +19,18 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 /// responses of 1 KB. On loopback with 100 and 256 requests of 1 KB in flight, 8 to 32 KiB
 /// all broke the lock-step (the book, "Userspace packet cost"); a turn costs a pass of the
 /// scheduler, not a syscall.
-pub const TURN_BYTES: usize = 16 * 1024;
+pub(crate) const TURN_BYTES: usize = 16 * 1024;
 
 /// `S` with a turn for the other tasks after every `every` bytes read in a row; a read that
 /// finds nothing (the task waits anyway) starts the count again. Writes pass straight through.
-pub struct Turns<S> {
+pub(crate) struct Turns<S> {
     inner: S,
     every: usize,
     read_since_turn: usize,
 }
 
 impl<S> Turns<S> {
-    pub fn new(inner: S, every: usize) -> Self {
+    pub(crate) fn new(inner: S, every: usize) -> Self {
         Self {
             inner,
             every: every.max(1),
