@@ -74,7 +74,19 @@ def printed(text):
                 name = None
             else:
                 out[name].append(line)
-    return {k: [x for x in v if x.strip()] for k, v in out.items()}
+    return {k: [x for x in without_backtrace(v) if x.strip()] for k, v in out.items()}
+
+
+def without_backtrace(lines):
+    """The lines before a `stack backtrace:` and from its `note:` on: the frames are in the log."""
+    skipping = False
+    for line in lines:
+        if line.startswith("stack backtrace:"):
+            skipping = True
+        elif skipping and line.startswith("note:"):
+            skipping = False
+        if not skipping:
+            yield line
 
 
 def failures(path):

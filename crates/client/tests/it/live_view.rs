@@ -46,15 +46,20 @@ impl Tmux {
 
     /// The screen once it holds `text`, within `secs`.
     fn wait_for(&self, text: &str, secs: u64) -> String {
+        self.wait_until(text, secs, |s| s.contains(text))
+    }
+
+    /// The screen once `shows` holds for it (`what` names it), within `secs`.
+    fn wait_until(&self, what: &str, secs: u64, shows: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
             let s = self.screen();
-            if s.contains(text) {
+            if shows(&s) {
                 return s;
             }
             assert!(
                 Instant::now() < deadline,
-                "no {text:?} on the screen in {secs} s:\n{s}"
+                "no {what:?} on the screen in {secs} s:\n{s}"
             );
             std::thread::sleep(Duration::from_millis(200));
         }
@@ -157,6 +162,13 @@ fn q_in_the_live_view_stops_the_load_and_reports_it() {
     );
     let t = Tmux::run("q", &line);
     t.wait_for("latency over time", 30);
+    // The view is up before the first request ends: q once one has, so the report has some.
+    t.wait_until("a request ok", 30, |s| {
+        s.lines()
+            .filter_map(|l| l.split("requests").nth(1))
+            .map(str::trim_start)
+            .any(|n| n.starts_with(|c: char| c.is_ascii_digit()) && !n.starts_with("0 ok"))
+    });
     let asked = Instant::now();
     t.keys("q");
     // A held load stops as at SIGINT: the run ends, its report is written.
