@@ -28,7 +28,8 @@ pub fn table(c: &Calibration) -> String {
                 k.measured.clone(),
                 k.tolerance.clone(),
                 match (&k.note, k.ok) {
-                    (_, true) => "ok".into(),
+                    (Some(n), true) => format!("ok ({n})"),
+                    (None, true) => "ok".into(),
                     (n, false) if k.unmeasurable => {
                         format!("NOT MEASURABLE: {}", n.as_deref().unwrap_or(""))
                     }
@@ -94,6 +95,7 @@ mod tests {
                 received_packets: 500,
                 received_bps: 7_000_000,
                 trace: None,
+                missed_before: Vec::new(),
             }),
         };
         let rtt = RttSummary::of(vec![20_100; 1000]);

@@ -74,6 +74,63 @@ pub struct Flood {
     /// A delivery trace's direction: what its schedule carries over the span measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceSpan>,
+    /// Earlier floods of this direction whose rate missed the check, oldest first: the check
+    /// stands on this flood, the last. A pause of a busy machine's spoils one flood; a link
+    /// that is wrong misses every time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missed_before: Vec<FloodAttempt>,
+}
+
+/// What one earlier flood of a direction offered and delivered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FloodAttempt {
+    pub sent_bps: u64,
+    pub received_bps: u64,
+}
+
+/// How many floods measure a direction whose rate misses its check, at most.
+pub const FLOOD_ATTEMPTS: usize = 3;
+
+impl Flood {
+    /// Whether a flood that missed its check is worth repeating: not when its sender offered
+    /// under half the rate it wanted (`want_bps`), a limit of the machine's that a repeat does
+    /// not lift.
+    pub fn worth_repeating(&self, want_bps: f64) -> bool {
+        self.missed_before.len() + 1 < FLOOD_ATTEMPTS && self.sent_bps as f64 >= want_bps / 2.0
+    }
+
+    /// The check's note on the floods before this one, if any missed.
+    fn repeats_note(&self, ok: bool) -> Option<String> {
+        if self.missed_before.is_empty() {
+            return None;
+        }
+        let rates: Vec<String> = self
+            .missed_before
+            .iter()
+            .map(|a| Rate(a.received_bps).to_string())
+            .collect();
+        Some(if ok {
+            format!(
+                "measured again: {} earlier flood(s) delivered {}",
+                rates.len(),
+                rates.join(", ")
+            )
+        } else {
+            format!(
+                "missed in all {} floods (earlier ones delivered {})",
+                rates.len() + 1,
+                rates.join(", ")
+            )
+        })
+    }
+}
+
+/// Joins a check's own note and the floods' note.
+fn notes(own: Option<String>, repeats: Option<String>) -> Option<String> {
+    match (own, repeats) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
+    }
 }
 
 /// What a delivery trace (`rate=mahimahi:FILE`) carries where a flood was measured: its loop
@@ -278,12 +335,15 @@ fn rate_check(dir: &str, asked: Rate, flood: &Flood) -> LinkCheck {
         measured: Rate(flood.received_bps).to_string(),
         tolerance: format!("within {}%", RATE_TOLERANCE * 100.0),
         ok: ok && !short,
-        note: short.then(|| {
-            format!(
-                "the probe could offer only {}: this machine cannot fill the link",
-                Rate(flood.sent_bps)
-            )
-        }),
+        note: notes(
+            short.then(|| {
+                format!(
+                    "the probe could offer only {}: this machine cannot fill the link",
+                    Rate(flood.sent_bps)
+                )
+            }),
+            flood.repeats_note(ok && !short),
+        ),
         unmeasurable: false,
     }
 }
@@ -300,6 +360,7 @@ pub fn trace_rate_check(dir: &str, flood: &Flood, t: &TraceSpan) -> LinkCheck {
     // No step goes below the floor, so a trace whose mean is under it is carried faster
     // than it asks, however close the flood came to the floored steps.
     let below_floor = t.mean_bps < MIN_RATE_BPS;
+    let ok = (got - want).abs() <= allowed && !short && !below_floor;
     LinkCheck {
         field: format!("{dir}.rate"),
         asked: format!(
@@ -314,21 +375,34 @@ pub fn trace_rate_check(dir: &str, flood: &Flood, t: &TraceSpan) -> LinkCheck {
             TRACE_RATE_TOLERANCE * 100.0,
             Rate(allowed as u64)
         ),
-        ok: (got - want).abs() <= allowed && !short && !below_floor,
-        note: if below_floor {
-            Some(format!(
-                "the trace's mean is below the {} the link can be set to, so the link carries more than the trace",
-                Rate(MIN_RATE_BPS)
-            ))
-        } else {
-            short.then(|| {
-                format!(
-                    "the probe could offer only {}: this machine cannot fill the link",
-                    Rate(flood.sent_bps)
-                )
-            })
-        },
+        ok,
+        note: notes(
+            if below_floor {
+                Some(format!(
+                    "the trace's mean is below the {} the link can be set to, so the link carries more than the trace",
+                    Rate(MIN_RATE_BPS)
+                ))
+            } else {
+                short.then(|| {
+                    format!(
+                        "the probe could offer only {}: this machine cannot fill the link",
+                        Rate(flood.sent_bps)
+                    )
+                })
+            },
+            flood.repeats_note(ok),
+        ),
         unmeasurable: false,
+    }
+}
+
+/// The check of a direction's rate by its flood, when the spec's rate is one a flood checks
+/// (a fixed rate, or a delivery trace the flood's span was placed in).
+pub fn flood_check(dir: &str, d: &Direction, f: &Flood) -> Option<LinkCheck> {
+    match &d.rate {
+        Some(RateSpec::Fixed { bps }) => Some(rate_check(dir, *bps, f)),
+        Some(RateSpec::Mahimahi { .. }) => f.trace.as_ref().map(|t| trace_rate_check(dir, f, t)),
+        _ => None,
     }
 }
 
@@ -343,15 +417,7 @@ pub fn judge(
     let mut checks = vec![rtt_check(spec, rtt)];
     for (dir, d, m) in [("up", &spec.up, up), ("down", &spec.down, down)] {
         checks.push(loss_check(dir, d, m));
-        match (&d.rate, &m.flood) {
-            (Some(RateSpec::Fixed { bps }), Some(f)) => checks.push(rate_check(dir, *bps, f)),
-            (Some(RateSpec::Mahimahi { .. }), Some(f)) => {
-                if let Some(t) = &f.trace {
-                    checks.push(trace_rate_check(dir, f, t));
-                }
-            }
-            _ => {}
-        }
+        checks.extend(m.flood.as_ref().and_then(|f| flood_check(dir, d, f)));
         if !d.reorders() {
             checks.push(LinkCheck {
                 field: format!("{dir}.reorder"),

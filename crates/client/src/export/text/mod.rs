@@ -6,6 +6,7 @@ pub mod compare_table;
 #[cfg(test)]
 mod compare_table_tests;
 pub mod diff_table;
+mod link;
 mod losses;
 pub mod notes;
 pub mod numbers;

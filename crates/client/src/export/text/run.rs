@@ -1,6 +1,5 @@
 //! The readable summary of a run report.
 
-use qbench_core::report::calibration::LinkCheck;
 use qbench_core::report::clocks::{goodput_beyond_link, side_words, WhoseClock};
 use qbench_core::report::load::{IntervalRecord, LoadMode, LoadSummary};
 use qbench_core::stats::noise::NoiseCause;
@@ -8,6 +7,7 @@ use qbench_core::stats::saturation::past_capacity;
 use qbench_core::{HistogramExport, Rate, Report, Stats};
 use std::time::Duration;
 
+use super::link::{calibration_line, link_line};
 use super::numbers::{count, rate};
 
 fn dur_us(us: f64) -> String {
@@ -538,55 +538,5 @@ fn insecure_line(report: &Report, line: &mut dyn FnMut(&str, String)) {
             "WARNING",
             "--insecure: the server certificate was NOT verified".into(),
         );
-    }
-}
-
-/// How calibration judged the link: the fields that missed are named (their warnings said
-/// why when they were found).
-fn calibration_line(c: &qbench_core::report::calibration::Calibration) -> String {
-    let missed: Vec<&str> = c.misses().map(|k| k.field.as_str()).collect();
-    let unmeasurable: Vec<&LinkCheck> = c.unmeasurable().collect();
-    let fields = c.checks.len() - unmeasurable.len();
-    let rtt = if c.rtt.samples > 0 {
-        format!("median RTT {:.2} ms", c.rtt.p50_us as f64 / 1e3)
-    } else {
-        "no RTT measured".to_string()
-    };
-    let mut line = if missed.is_empty() {
-        let which = if unmeasurable.is_empty() {
-            ""
-        } else {
-            "measurable "
-        };
-        format!("all {fields} {which}fields within tolerance")
-    } else {
-        format!(
-            "{} of {fields} fields MISSED: {}",
-            missed.len(),
-            missed.join(", ")
-        )
-    };
-    if let Some(first) = unmeasurable.first() {
-        let names: Vec<&str> = unmeasurable.iter().map(|k| k.field.as_str()).collect();
-        line.push_str(&format!(
-            "; NOT MEASURABLE: {} ({})",
-            names.join(", "),
-            first.note.as_deref().unwrap_or("no probe crossed the link")
-        ));
-    }
-    format!("{line} ({rtt}; link.calibration)")
-}
-
-/// Which emulator carried the run: the two differ in how they reorder and where they drop.
-fn link_line(b: qbench_core::report::link::Backend) -> String {
-    use qbench_core::report::link::Backend;
-    match b {
-        Backend::Netem => "emulated by netem (tbf + netem on the router)".into(),
-        Backend::Userspace => {
-            "emulated by tbf + nftables + the userspace delay path (no netem)".into()
-        }
-        Backend::Edt => {
-            "emulated by departure times (a tc BPF program + sch_fq on the router, nftables for loss)".into()
-        }
     }
 }

@@ -17,6 +17,7 @@ fn dir(sent: u64, received: u64, reordered: u64, flood: Option<(u64, u64)>) -> D
             received_packets: 900,
             received_bps,
             trace: None,
+            missed_before: Vec::new(),
         }),
     }
 }
@@ -210,6 +211,7 @@ fn a_trace_link_is_judged_on_its_delivered_mean() {
                 expected_bps: 4_300_000,
                 span_us: 1_500_000,
             }),
+            missed_before: Vec::new(),
         }),
     };
     let up = dir(1000, 1000, 0, Some((12_000_000, 10_000_000)));
@@ -293,4 +295,36 @@ fn a_direction_that_drops_everything_leaves_the_rest_unmeasurable_not_missed() {
     let lossless: LinkSpec = "rtt=10ms".parse().unwrap();
     let c = judge(&lossless, &up, &down, &RttSummary::default());
     assert!(c.iter().any(|k| !k.ok && !k.unmeasurable));
+}
+
+#[test]
+fn a_rate_measured_again_says_what_the_earlier_floods_delivered() {
+    let s = spec("rate=20mbit");
+    let mut down = dir(1000, 1000, 0, Some((25_000_000, 19_900_000)));
+    let f = down.flood.as_mut().unwrap();
+    f.missed_before = vec![FloodAttempt {
+        sent_bps: 25_000_000,
+        received_bps: 18_701_176,
+    }];
+    let up = dir(1000, 1000, 0, Some((25_000_000, 20_000_000)));
+    let checks = judge(&s, &up, &down, &rtt(100, 120));
+    let c = field(&checks, "down.rate");
+    assert!(c.ok, "{c:?}");
+    assert_eq!(
+        c.note.as_deref(),
+        Some("measured again: 1 earlier flood(s) delivered 18.70 Mbit/s")
+    );
+    assert_eq!(field(&checks, "up.rate").note, None);
+    // Missed again, the check stands missed with every flood's figure.
+    down.flood.as_mut().unwrap().received_bps = 18_000_000;
+    let checks = judge(&s, &up, &down, &rtt(100, 120));
+    let c = field(&checks, "down.rate");
+    assert!(!c.ok);
+    assert_eq!(
+        c.note.as_deref(),
+        Some("missed in all 2 floods (earlier ones delivered 18.70 Mbit/s)")
+    );
+    // Only the figures a flood measured are written: none when no flood missed.
+    let j = serde_json::to_value(&up.flood).unwrap();
+    assert!(j.get("missed_before").is_none(), "{j}");
 }
