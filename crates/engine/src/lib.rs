@@ -5,8 +5,8 @@
 //! `transport` (h1, h2 and h3 behind one pair of traits); `drive` (closed and open loops, held
 //! loads, video, pages, third-party clients); `setup` (links, servers, cgroups, the start
 //! barrier, descriptors, inputs); `session` (a side ready to run, the driver of its runs, and
-//! the commands' lifecycles: [`run`], [`compare`] and [`compete`] each take a plan and an
-//! observer and return the outcome). `scripts/ci/import_circles.py` keeps it so.
+//! the commands' lifecycles: [`run`], [`compare`], [`compete`] and [`sweep`] each take a plan
+//! and an observer and return the outcome). `scripts/ci/import_circles.py` keeps it so.
 //!
 //! What a command line sees is small: the entry points and their plans at the root, `plan`
 //! (a side's validated configuration), `observe` (the observer and presenter a command gives
@@ -27,6 +27,7 @@ mod transport;
 pub use session::compare::{compare, CompareOutcome, ComparePlan, DEFAULT_WARMUP_ROUNDS};
 pub use session::compete::{compete, CompetePlan};
 pub use session::run::{run, RunOutcome, RunPlan};
+pub use session::sweep::{sweep, CellPlan, CellStage, SweepOutcome, SweepPlan, SweepPresenter};
 pub use setup::fds::check as check_descriptors;
 pub use setup::fleet::Barrier;
 pub use transport::body_bytes_received;

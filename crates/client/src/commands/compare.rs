@@ -126,13 +126,23 @@ pub fn run(
     outputs: &Outputs,
     watching: &Watching,
 ) -> anyhow::Result<CompareOutcome> {
+    qbench_engine::compare(plan, &observing(plan, outputs, watching))
+}
+
+/// The handle a comparison runs with: its bar on `watching`'s terminal, then its table and
+/// `outputs`.
+pub fn observing(
+    plan: &ComparePlan,
+    outputs: &Outputs,
+    watching: &Watching,
+) -> qbench_engine::observe::Observing {
     let shown = Arc::new(CompareShown {
         watching: watching.clone(),
         outputs: outputs.clone(),
         rounds: plan.rounds + plan.warmup_rounds,
         bar: Mutex::new(None),
     });
-    qbench_engine::compare(plan, &watching.observer().presenting(shown))
+    watching.observer().presenting(shown)
 }
 
 /// `--plot`: both sides' cwnd over time in the first round, on one chart.

@@ -66,11 +66,22 @@ pub fn run_blocking(
     json: Option<&Dest>,
     watching: &Watching,
 ) -> anyhow::Result<CompeteReport> {
+    let out = qbench_engine::compete(plan, &observing(watching))?;
+    print_text(&summary(plan, &out), json);
+    Ok(out)
+}
+
+/// The handle a competition runs with: its bar on `watching`'s terminal.
+pub fn observing(watching: &Watching) -> qbench_engine::observe::Observing {
     let shown = Arc::new(CompeteShown {
         watching: watching.clone(),
         bar: Mutex::new(None),
     });
-    let out = qbench_engine::compete(plan, &watching.observer().presenting(shown))?;
+    watching.observer().presenting(shown)
+}
+
+/// Each flow's goodput and Jain's index, as lines.
+pub fn summary(plan: &CompetePlan, out: &CompeteReport) -> String {
     let mut text = format!(
         "qbench compete: {} flows through {}\n",
         out.flows.len(),
@@ -88,8 +99,7 @@ pub fn run_blocking(
         "  Jain's index {}\n",
         out.jain_index.map_or("-".into(), |j| format!("{j:.3}"))
     ));
-    print_text(&text, json);
-    Ok(out)
+    text
 }
 
 /// What a competition shows while its flows run: one bar counting all their objects.

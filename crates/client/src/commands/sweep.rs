@@ -2,77 +2,20 @@
 //! skipped when a complete file with the same hash is already there.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use anyhow::Context;
-use qbench_core::report::compare::{Comparison, Verdict};
-use qbench_core::scenario::cell::{CellFile, CellFileError, CellReport};
-use qbench_core::scenario::{Cell, CellSpec, Scenario};
-use qbench_core::spec::input::{MAX_REPORT_BYTES, MAX_SCENARIO_BYTES};
+use qbench_core::report::compare::Verdict;
+use qbench_core::scenario::cell::{CellFile, CellReport};
+use qbench_core::scenario::Scenario;
+use qbench_core::spec::input::MAX_SCENARIO_BYTES;
 use qbench_core::stats::discoveries;
-use qbench_core::stats::effect::Test;
-use qbench_core::stats::metric::Metric;
+use qbench_engine::observe::Observing;
+use qbench_engine::{CellPlan, CellStage, SweepPlan, SweepPresenter};
 
 use crate::export::live_outputs::Watching;
-use crate::export::{write_json, Dest};
+use crate::export::{print_text, write_json, Dest};
 use crate::flags::cli::{Outputs, SweepArgs};
 use qbench_engine::error::ConfigError;
-use qbench_engine::plan::{LinkChoice, TargetArgs};
-
-/// How a cell runs: its validated plan, built from the typed spec.
-pub enum CellPlan {
-    Compare(Box<qbench_engine::ComparePlan>),
-    Compete(Box<qbench_engine::CompetePlan>),
-}
-
-/// `judge`: the scenario's metric, if it names one, and its test.
-pub fn plan_for(cell: &Cell, judge: (Option<Metric>, Test)) -> anyhow::Result<CellPlan> {
-    let (target, link) = (TargetArgs::default(), LinkChoice::default());
-    Ok(match &cell.spec {
-        CellSpec::Compare(s) => CellPlan::Compare(Box::new(qbench_engine::ComparePlan::new(
-            s, judge, &target, link,
-        )?)),
-        CellSpec::Compete(s) => {
-            CellPlan::Compete(Box::new(qbench_engine::CompetePlan::new(s, &target, link)?))
-        }
-    })
-}
-
-fn cell_path(out: &Path, cell: &Cell) -> PathBuf {
-    out.join(format!("cell-{}.json", &cell.hash[..16]))
-}
-
-/// Cell files of an earlier format in `out` would be neither reused nor reported.
-fn check_out_dir(out: &Path) -> anyhow::Result<()> {
-    let Ok(entries) = std::fs::read_dir(out) else {
-        return Ok(());
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if !(name.starts_with("cell-") && name.ends_with(".json")) {
-            continue;
-        }
-        // A damaged file is not refused here: its cell is simply run again.
-        let Ok(bytes) =
-            qbench_engine::files::read_bytes(&e.path(), MAX_REPORT_BYTES, "a cell file")
-        else {
-            continue;
-        };
-        if let Err(err @ (CellFileError::Version(_) | CellFileError::Newer(_))) =
-            CellFile::check_header(&bytes)
-        {
-            anyhow::bail!("--out: {}: {err}", e.path().display());
-        }
-    }
-    Ok(())
-}
-
-fn read_cell(path: &Path) -> Option<CellFile> {
-    CellFile::from_slice(
-        &qbench_engine::files::read_bytes(path, MAX_REPORT_BYTES, "a cell file").ok()?,
-    )
-    .ok()
-}
 
 /// One line of the summary; `fdr` is the cell's q-value and whether it is kept.
 fn row(what: &str, report: &CellReport, fdr: Option<(f64, bool)>) -> String {
@@ -111,21 +54,6 @@ fn row(what: &str, report: &CellReport, fdr: Option<(f64, bool)>) -> String {
     }
 }
 
-/// Runs one cell; returns its report and, when incomplete, why.
-fn run_cell(plan: &CellPlan, watching: &Watching) -> anyhow::Result<(CellReport, Option<String>)> {
-    Ok(match plan {
-        CellPlan::Compare(p) => {
-            let out = crate::commands::compare::run(p, &Outputs::default(), watching)?;
-            (CellReport::Compare(Box::new(out.report)), out.error)
-        }
-        CellPlan::Compete(p) => {
-            let r = crate::commands::compete::run_blocking(p, None, watching)?;
-            let e = (!r.complete).then(|| "some flows did not complete".to_string());
-            (CellReport::Compete(Box::new(r)), e)
-        }
-    })
-}
-
 /// A scenario file's text, parsed, with the pages it names read from its directory.
 pub fn load_scenario(path: &Path, text: &str) -> anyhow::Result<Scenario> {
     let shown = path.display().to_string();
@@ -139,10 +67,12 @@ pub fn load_scenario(path: &Path, text: &str) -> anyhow::Result<Scenario> {
     Ok(scenario)
 }
 
+/// `qbench sweep SCENARIO --out DIR`: the engine runs the cells; this says where it is,
+/// keeps each cell's file and prints the table.
 pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
-    let (scenario, cells, plans) = read_scenario(&args.scenario)?;
+    let plan = read_scenario(&args.scenario, args.out.clone())?;
     let mut warned = std::collections::BTreeSet::new();
-    for p in &plans {
+    for (_, p) in &plan.cells {
         if let CellPlan::Compare(c) = p {
             if let Some(w) = c.out_of_reach().filter(|w| warned.insert(w.clone())) {
                 let field = match c.auto {
@@ -157,72 +87,87 @@ pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
             }
         }
     }
-    qbench_engine::error::out_dir(&args.out)?;
-    check_out_dir(&args.out)?;
-    let home = qbench_shaper::netns::current()?;
     // One for every cell: what is said once is said once in the whole sweep.
-    let watching = Watching::default();
-    let started = Instant::now();
-    let (mut ran, mut failed, mut rows) = (0u32, Vec::new(), Vec::new());
-    for (i, (cell, plan)) in cells.iter().zip(&plans).enumerate() {
-        // Nobody reads on (`| head`): stop between cells; main ends as SIGPIPE would.
-        if crate::console::closed() {
-            return Ok(());
-        }
-        let path = cell_path(&args.out, cell);
-        let what = cell.label();
-        let report = match done_before(&path, cell) {
-            Some(mut f) => {
-                crate::tell!("[{}/{}] {what}: done before, skipped", i + 1, cells.len());
-                rejudge(&mut f, plan, &path)?;
-                f.report
-            }
-            None => {
-                let eta = eta(started, ran, cells.len() - i);
-                crate::tell!("[{}/{}] {what}{eta}", i + 1, cells.len());
-                let (report, error) =
-                    run_and_store(cell, plan, path, &scenario.name, &home, &watching)?;
-                // The cell took the signal and wrote its report; the sweep ends with it.
-                if let Some(sig) = qbench_engine::signals::first() {
-                    let why = qbench_engine::signals::Interrupted::new(
-                        sig,
-                        format!("during cell {what}"),
-                    );
-                    anyhow::bail!(
-                        "{why}; the cells finished before it are kept in {}: the same sweep \
-                         again goes on from it",
-                        args.out.display()
-                    );
-                }
-                if let Some(e) = error {
-                    failed.push(format!("{what}: {e}"));
-                }
-                ran += 1;
-                report
-            }
-        };
-        rows.push((what, report));
+    let shown = SweepShown {
+        watching: Watching::default(),
+    };
+    let out = qbench_engine::sweep(&plan, &shown)?;
+    // Nobody reads on (`| head`): main ends as SIGPIPE would.
+    if !out.finished {
+        return Ok(());
     }
+    let cells = plan.cells.len();
     crate::say!(
-        "sweep {}: {} cells ({ran} run, {} skipped) in {}",
-        scenario.name,
-        cells.len(),
-        cells.len() as u32 - ran,
-        humantime::format_duration(std::time::Duration::from_secs(started.elapsed().as_secs()))
+        "sweep {}: {cells} cells ({} run, {} skipped) in {}",
+        plan.name,
+        out.ran,
+        cells as u32 - out.ran,
+        humantime::format_duration(std::time::Duration::from_secs(out.elapsed.as_secs()))
     );
-    print_table(&rows, args.fdr.level());
+    print_table(&out.rows, args.fdr.level());
     anyhow::ensure!(
-        failed.is_empty(),
+        out.failed.is_empty(),
         "{} cell(s) incomplete: {}",
-        failed.len(),
-        failed.join("; ")
+        out.failed.len(),
+        out.failed.join("; ")
     );
     Ok(())
 }
 
-/// The scenario, its cells, and a plan for each. What the scenario says is input: its errors
-/// exit as bad input does, and every cell is checked before the first one runs.
-fn read_scenario(path: &Path) -> anyhow::Result<(Scenario, Vec<Cell>, Vec<CellPlan>)> {
+/// The sweep on the terminal: a line per cell, each cell's bar and table (a competition's
+/// summary), and each cell's file written as `--json` files are.
+struct SweepShown {
+    watching: Watching,
+}
+
+impl SweepPresenter for SweepShown {
+    fn go_on(&self) -> bool {
+        !crate::console::closed()
+    }
+
+    fn stage(&self, s: CellStage<'_>) {
+        match s {
+            CellStage::DoneBefore { index, of, label } => {
+                crate::tell!("[{}/{of}] {label}: done before, skipped", index + 1);
+            }
+            CellStage::Running {
+                index,
+                of,
+                label,
+                eta,
+            } => {
+                let eta = eta.map_or(String::new(), |left| {
+                    let left = std::time::Duration::from_secs(left.as_secs());
+                    format!(" (eta {})", humantime::format_duration(left))
+                });
+                crate::tell!("[{}/{of}] {label}{eta}", index + 1);
+            }
+        }
+    }
+
+    fn observing(&self, cell: &CellPlan) -> Observing {
+        match cell {
+            CellPlan::Compare(p) => {
+                super::compare::observing(p, &Outputs::default(), &self.watching)
+            }
+            CellPlan::Compete(_) => super::compete::observing(&self.watching),
+        }
+    }
+
+    fn ran(&self, cell: &CellPlan, report: &CellReport) {
+        if let (CellPlan::Compete(p), CellReport::Compete(r)) = (cell, report) {
+            print_text(&super::compete::summary(p, r), None);
+        }
+    }
+
+    fn keep(&self, path: &Path, file: &CellFile) -> anyhow::Result<()> {
+        write_json(&Dest::File(path.to_path_buf()), file)
+    }
+}
+
+/// The scenario and a plan for each of its cells. What the scenario says is input: its
+/// errors exit as bad input does, and every cell is checked before the first one runs.
+fn read_scenario(path: &Path, out: PathBuf) -> anyhow::Result<SweepPlan> {
     let shown = path.display().to_string();
     let text = qbench_engine::files::read_text(path, MAX_SCENARIO_BYTES, "a scenario").map_err(
         |message| ConfigError {
@@ -235,68 +180,9 @@ fn read_scenario(path: &Path) -> anyhow::Result<(Scenario, Vec<Cell>, Vec<CellPl
         message: format!("{e:#}"),
     };
     let scenario = load_scenario(path, &text).map_err(bad_scenario)?;
-    let cells = scenario
-        .cells()
+    Ok(SweepPlan::new(&scenario, out)
         .with_context(|| shown.clone())
-        .map_err(bad_scenario)?;
-    let plans = cells
-        .iter()
-        .map(|c| {
-            plan_for(c, (scenario.metric(), scenario.test()))
-                .with_context(|| format!("{shown}: cell {}", c.label()))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()
-        .map_err(bad_scenario)?;
-    Ok((scenario, cells, plans))
-}
-
-/// The cell's complete file from an earlier sweep. The stored hash is recomputed from the
-/// stored spec: an edited spec is not the cell.
-fn done_before(path: &Path, cell: &Cell) -> Option<CellFile> {
-    read_cell(path).filter(|f| {
-        f.cell.hash == cell.hash && f.cell.spec.hash() == cell.hash && f.report.complete()
-    })
-}
-
-/// A finished cell is judged by the metric and test the scenario names now; its file is
-/// rewritten when they changed.
-fn rejudge(f: &mut CellFile, plan: &CellPlan, path: &Path) -> anyhow::Result<()> {
-    if let (CellReport::Compare(r), CellPlan::Compare(p)) = (&mut f.report, plan) {
-        if (r.comparison.metric, r.comparison.test) != (p.metric, p.test) {
-            r.comparison = Comparison::of(&r.a.runs, &r.b.runs, p.metric, p.test);
-            write_json(&Dest::File(path.to_path_buf()), f)?;
-        }
-    }
-    Ok(())
-}
-
-/// ` (eta 1h 2m 3s)` for the `left` cells, at the pace of the `ran` run so far; empty
-/// before the first.
-fn eta(started: Instant, ran: u32, left: usize) -> String {
-    if ran == 0 {
-        return String::new();
-    }
-    let left = started.elapsed() / ran * left as u32;
-    let eta = humantime::format_duration(std::time::Duration::from_secs(left.as_secs()));
-    format!(" (eta {eta})")
-}
-
-/// Runs the cell and writes its file; returns its report and, when incomplete, why. The
-/// network namespace is restored whatever the cell did: the next cell starts at home.
-fn run_and_store(
-    cell: &Cell,
-    plan: &CellPlan,
-    path: PathBuf,
-    scenario: &str,
-    home: &std::fs::File,
-    watching: &Watching,
-) -> anyhow::Result<(CellReport, Option<String>)> {
-    let result = run_cell(plan, watching);
-    qbench_shaper::netns::restore(home)?;
-    let (report, error) = result.with_context(|| format!("cell {}", cell.label()))?;
-    let file = CellFile::new(scenario.to_string(), cell.clone(), report);
-    write_json(&Dest::File(path), &file)?;
-    Ok((file.report, error))
+        .map_err(bad_scenario)?)
 }
 
 /// One row per cell, with q-values over the compared cells when `fdr` sets a level.

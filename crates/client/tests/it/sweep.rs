@@ -37,16 +37,16 @@ fn shipped_scenarios_expand_into_valid_comparisons() {
         );
         let s = qbench::commands::sweep::load_scenario(&path, &text)
             .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
-        for cell in s.cells().unwrap() {
-            let plan = qbench::commands::sweep::plan_for(&cell, (s.metric(), s.test()))
-                .unwrap_or_else(|e| panic!("{}: {:?}: {e:#}", path.display(), cell.params));
+        let planned = qbench_engine::SweepPlan::new(&s, dir.join("unused"))
+            .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+        for (cell, plan) in planned.cells {
             let (metric, test) = match &plan {
-                qbench::commands::sweep::CellPlan::Compare(p) => {
+                qbench_engine::CellPlan::Compare(p) => {
                     // Every shipped comparison can reach a verdict with its rounds.
                     assert_eq!(p.out_of_reach(), None, "{}", path.display());
                     (p.metric, p.test)
                 }
-                qbench::commands::sweep::CellPlan::Compete(_) => (Metric::Plt, Test::Welch),
+                qbench_engine::CellPlan::Compete(_) => (Metric::Plt, Test::Welch),
             };
             // The command line shown for a cell sets exactly its spec (and its metric), and
             // the hash is the spec's: flags are a way to write it, not part of it.
