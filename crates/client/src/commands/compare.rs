@@ -67,6 +67,7 @@ impl Comparison {
             plan.steal_threshold = t;
         }
         plan.discard_noisy = args.judge.discard_noisy;
+        plan.command = std::env::args().collect();
         plan.recalibrate = args.judge.recalibrate;
         plan.warmup_rounds = args.judge.warmup_rounds;
         usage(

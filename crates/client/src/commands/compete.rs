@@ -43,6 +43,7 @@ pub fn compete(args: CompeteArgs) -> anyhow::Result<()> {
         "competing flows each fetch --objects once",
     )?;
     let mut plan = CompetePlan::new(&args.spec(), &args.run.target(), args.run.link_choice())?;
+    plan.command = std::env::args().collect();
     let outputs: Outputs = args.run.outputs();
     args.run.check_outputs()?;
     let key_log = qbench_engine::tls::open_key_log(args.run.keylog.as_deref())?;

@@ -180,7 +180,8 @@ fn read_scenario(path: &Path, out: PathBuf) -> anyhow::Result<SweepPlan> {
         message: format!("{e:#}"),
     };
     let scenario = load_scenario(path, &text).map_err(bad_scenario)?;
-    Ok(SweepPlan::new(&scenario, out)
+    let command: Vec<String> = std::env::args().collect();
+    Ok(SweepPlan::new(&scenario, out, &command)
         .with_context(|| shown.clone())
         .map_err(bad_scenario)?)
 }

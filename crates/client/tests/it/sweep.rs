@@ -37,7 +37,7 @@ fn shipped_scenarios_expand_into_valid_comparisons() {
         );
         let s = qbench::commands::sweep::load_scenario(&path, &text)
             .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
-        let planned = qbench_engine::SweepPlan::new(&s, dir.join("unused"))
+        let planned = qbench_engine::SweepPlan::new(&s, dir.join("unused"), &[])
             .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
         for (cell, plan) in planned.cells {
             let (metric, test) = match &plan {

@@ -9,8 +9,7 @@ pub use super::compare_plan::{ComparePlan, DEFAULT_WARMUP_ROUNDS};
 use super::rounds::run_rounds;
 use super::side::Side;
 use crate::measure::clock::Clock;
-use crate::observe::{Document, Observing, Presenter, Started, Written};
-use crate::plan::config::Config;
+use crate::observe::{Document, Observing, Presenter, Written};
 use crate::setup::harness::{late_signal, lifecycle};
 use crate::setup::prepare::Prepared;
 use crate::signals::{self, Interrupted};
@@ -62,7 +61,7 @@ async fn rounds_of(
     let observer = &prepared.observer;
     let (mut a, mut b) = open_sides(plan, prepared).await?;
     let (a_at, b_at) = (a.peer.origin.authority(), b.peer.origin.authority());
-    let started = [started(&plan.a, &a, &a_at), started(&plan.b, &b, &b_at)];
+    let started = [a.started(&plan.a, &a_at), b.started(&plan.b, &b_at)];
     observer.started(&started).await?;
     let mut rounds = run_rounds(plan, &mut a, &mut b, observer, rounds_started).await?;
     observer.ended();
@@ -92,18 +91,6 @@ async fn rounds_of(
             .unwrap_or_else(|| "incomplete rounds".into())
     });
     Ok(CompareOutcome { report, error })
-}
-
-/// What the observer is told of a side, configured by `cfg`, as its runs begin.
-pub(super) fn started<'a>(cfg: &'a Config, side: &'a Side<'_>, authority: &'a str) -> Started<'a> {
-    Started {
-        spec: cfg.spec(),
-        objects: side.objects(),
-        total_objects: cfg.run.total_objects,
-        authority,
-        description: &side.peer.description,
-        meta: side.meta(),
-    }
 }
 
 /// Both sides, connected, on one clock.

@@ -37,7 +37,7 @@ pub struct ComparePlan {
     pub thresholds: Vec<Threshold>,
     /// `--warmup-rounds`: rounds before round 0 that are recorded and never judged.
     pub warmup_rounds: u32,
-    /// The command line, as the report records it.
+    /// The command line, as the report records it: the caller's to set (empty from `new`).
     pub command: Vec<String>,
 }
 
@@ -98,7 +98,7 @@ impl ComparePlan {
             recalibrate: false,
             thresholds: Vec::new(),
             warmup_rounds: DEFAULT_WARMUP_ROUNDS,
-            command: std::env::args().collect(),
+            command: Vec::new(),
         })
     }
 

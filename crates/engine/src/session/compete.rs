@@ -7,7 +7,6 @@ use qbench_core::report::compete::{CompeteReport, Flow};
 use qbench_core::spec::CompeteSpec;
 use qbench_core::Report;
 
-use super::compare::started;
 use super::side::Side;
 use crate::error::usage;
 use crate::measure::clock::Clock;
@@ -23,7 +22,8 @@ pub struct CompetePlan {
     /// The bottleneck, as the user wrote it.
     pub link_text: String,
     pub client_threads: u32,
-    /// The command line, as the flows' reports record it.
+    /// The command line, as the flows' reports record it: the caller's to set (empty from
+    /// `new`).
     pub command: Vec<String>,
 }
 
@@ -62,7 +62,7 @@ impl CompetePlan {
             flows,
             link_text,
             client_threads: base.client_threads,
-            command: std::env::args().collect(),
+            command: Vec::new(),
         })
     }
 }
@@ -84,7 +84,7 @@ pub fn compete(plan: &CompetePlan, observer: &Observing) -> anyhow::Result<Compe
         }
         let at: Vec<String> = sides.iter().map(|s| s.peer.origin.authority()).collect();
         let each: Vec<_> = (refs.iter().zip(&sides).zip(&at))
-            .map(|((cfg, side), at)| started(cfg, side, at))
+            .map(|((cfg, side), at)| side.started(cfg, at))
             .collect();
         observer.started(&each).await?;
         drop(each);

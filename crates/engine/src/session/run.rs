@@ -11,7 +11,6 @@ use qbench_core::report::thresholds::{failed_line, judge};
 use qbench_core::spec::threshold::Threshold;
 use qbench_core::{ErrorKind, Recorder, Report, ReportMeta};
 
-use super::compare::started;
 use super::early_stop::Judged;
 use super::meta::report_meta;
 use super::side::Side;
@@ -156,7 +155,7 @@ async fn benchmark(
     };
     judged.stops(side.stopper());
     let authority = side.peer.origin.authority();
-    observer.started(&[started(cfg, &side, &authority)]).await?;
+    observer.started(&[side.started(cfg, &authority)]).await?;
     let mut aborted = None;
     if let Some(b) = &plan.barrier {
         tokio::select! {

@@ -19,6 +19,7 @@ use super::meta::report_meta;
 use crate::drive::requests::Requests;
 use crate::drive::runner::{Plan, Runner};
 use crate::measure::clock::Clock;
+use crate::observe::Started;
 use crate::plan::config::Config;
 use crate::setup::prepare::{Peer, Prepared};
 use crate::transport::h1::H1;
@@ -170,14 +171,21 @@ impl<'a> Side<'a> {
         )
     }
 
-    /// What the side's reports say about how they were produced.
-    pub(crate) fn meta(&self) -> &ReportMeta {
-        &self.meta
-    }
-
     /// Objects per run.
     pub(crate) fn objects(&self) -> u64 {
         self.runner.objects()
+    }
+
+    /// What the observer is told of this side, configured by `cfg`, as its runs begin.
+    pub(crate) fn started<'s>(&'s self, cfg: &'s Config, authority: &'s str) -> Started<'s> {
+        Started {
+            spec: cfg.spec(),
+            objects: self.objects(),
+            total_objects: cfg.run.total_objects,
+            authority,
+            description: &self.peer.description,
+            meta: &self.meta,
+        }
     }
 
     /// The process's CPU, and that of the in-process servers this side uses (the origin and

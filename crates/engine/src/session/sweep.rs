@@ -37,7 +37,8 @@ pub struct SweepPlan {
 
 impl SweepPlan {
     /// Plans every cell of `scenario` before any runs; an error names the cell it is in.
-    pub fn new(scenario: &Scenario, out: PathBuf) -> anyhow::Result<Self> {
+    /// `command`: the command line each cell's report records.
+    pub fn new(scenario: &Scenario, out: PathBuf, command: &[String]) -> anyhow::Result<Self> {
         let judge = (scenario.metric(), scenario.test());
         let (target, link) = (TargetArgs::default(), LinkChoice::default());
         let cells = scenario
@@ -45,11 +46,16 @@ impl SweepPlan {
             .into_iter()
             .map(|cell| {
                 let plan = match &cell.spec {
-                    CellSpec::Compare(s) => ComparePlan::new(s, judge, &target, link)
-                        .map(|p| CellPlan::Compare(Box::new(p))),
-                    CellSpec::Compete(s) => {
-                        CompetePlan::new(s, &target, link).map(|p| CellPlan::Compete(Box::new(p)))
+                    CellSpec::Compare(s) => {
+                        ComparePlan::new(s, judge, &target, link).map(|mut p| {
+                            p.command = command.to_vec();
+                            CellPlan::Compare(Box::new(p))
+                        })
                     }
+                    CellSpec::Compete(s) => CompetePlan::new(s, &target, link).map(|mut p| {
+                        p.command = command.to_vec();
+                        CellPlan::Compete(Box::new(p))
+                    }),
                 }
                 .with_context(|| format!("cell {}", cell.label()))?;
                 Ok((cell, plan))
