@@ -67,14 +67,16 @@ pub enum Cmd {
     },
     /// List the links that exist
     Status,
-    /// Remove every `qb-` namespace, empty `qb-<hex>-cpu` cgroup and `qb-<hex>-client` cgroup
-    /// (its processes killed first) left behind (e.g. after a killed run); touches nothing else.
+    /// Remove every `qb-` namespace, empty `qb-<hex>-cpu` cgroup, `qb-<hex>-client` cgroup (its
+    /// processes killed first) and `qb-<hex>-scratch` directory (a third-party client's files,
+    /// in the temporary directory) left behind (e.g. after a killed run); touches nothing else.
     /// Those a live process owns (a run still going) are left alone
     Cleanup {
         /// Remove those a live process owns too
         #[arg(long)]
         force: bool,
-        /// Only this id's objects (`qb-ID-c|r|s`, `qb-ID-cpu`, `qb-ID-client`); may be repeated
+        /// Only this id's objects (`qb-ID-c|r|s`, `qb-ID-cpu`, `qb-ID-client`, `qb-ID-scratch`);
+        /// may be repeated
         #[arg(long = "id", value_parser = parse_id)]
         ids: Vec<String>,
     },

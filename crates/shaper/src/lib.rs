@@ -24,6 +24,7 @@ pub mod plan;
 pub mod probe;
 pub mod qdisc;
 pub mod rate;
+pub mod scratch;
 pub mod settle;
 pub mod stamp;
 pub mod stop;

@@ -247,7 +247,23 @@ fn cleanup(scope: qbench_shaper::cleanup::Scope) {
         cg.removed.len(),
         list(&cg.removed)
     );
-    let held: Vec<String> = ns.held.into_iter().chain(cg.held).collect();
+    let scratch = qbench_shaper::scratch::cleanup(&scope);
+    say!(
+        "removed {} scratch director{}{}",
+        scratch.removed.len(),
+        if scratch.removed.len() == 1 {
+            "y"
+        } else {
+            "ies"
+        },
+        list(&scratch.removed)
+    );
+    let held: Vec<String> = ns
+        .held
+        .into_iter()
+        .chain(cg.held)
+        .chain(scratch.held)
+        .collect();
     if !held.is_empty() {
         say!(
             "left {} owned by a live process (--force removes them){}",

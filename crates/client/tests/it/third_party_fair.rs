@@ -301,23 +301,27 @@ fn a_relative_exec_program_is_run_as_it_was_checked() {
 
 /// A qbench killed with `kill -9` runs no destructor: its client, and the child that left its
 /// group, live on in their cgroup, which `qbench-shaper cleanup` then ends and removes (its
-/// owner is gone). Only this test's cgroup id is cleaned.
+/// owner is gone), and the client's scratch directory stays, which cleanup removes too. Only
+/// this test's ids are cleaned.
 #[test]
 fn cleanup_ends_the_clients_of_a_killed_run() {
     require!(Need::Root);
     require!(Need::Tool("setsid"));
     let dir = tempfile::tempdir().unwrap();
     let (pid_file, cg_file) = (dir.path().join("pid"), dir.path().join("cg"));
+    let cwd_file = dir.path().join("cwd");
     let client = script(
         dir.path(),
         "client",
         &format!(
-            "grep '^0::' /proc/self/cgroup > {c}.part && mv {c}.part {c}\n\
+            "pwd > {w}\n\
+             grep '^0::' /proc/self/cgroup > {c}.part && mv {c}.part {c}\n\
              setsid sh -c 'echo $$ > {p}.part && mv {p}.part {p}; exec sleep 302' \
              </dev/null >/dev/null 2>&1 &\n\
              exec sleep 303\n",
             p = pid_file.display(),
-            c = cg_file.display()
+            c = cg_file.display(),
+            w = cwd_file.display()
         ),
     );
     let mut qbench = common::signalable()
@@ -349,6 +353,29 @@ fn cleanup_ends_the_clients_of_a_killed_run() {
         force: false,
         ids: vec![id],
     };
+    // The process ran in its own directory under the run's scratch directory.
+    let cwd = std::fs::read_to_string(&cwd_file).unwrap();
+    let scratch = Path::new(cwd.trim())
+        .ancestors()
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().ends_with("-scratch"))
+        })
+        .unwrap_or_else(|| panic!("the client ran in {cwd}"))
+        .to_path_buf();
+    assert!(
+        scratch.exists(),
+        "kill -9 removes nothing: {}",
+        scratch.display()
+    );
+    let scratch_id = scratch.file_name().unwrap().to_string_lossy()[3..11].to_string();
+    let scratch_scope = qbench_shaper::cleanup::Scope {
+        force: false,
+        ids: vec![scratch_id],
+    };
+    let scratch_removed = qbench_shaper::scratch::cleanup(&scratch_scope).removed;
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert_eq!(scratch_removed, [scratch.display().to_string()]);
     let removed = qbench_shaper::cgroup::cleanup(&scope).removed;
     let survived = alive(pid);
     if cg.exists() {

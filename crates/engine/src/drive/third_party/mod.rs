@@ -81,8 +81,9 @@ pub(crate) struct ThirdParty {
     truth: Option<Arc<TruthLog>>,
     /// Asked before the first run, for programs that do not say as they fetch.
     version: Option<String>,
-    /// Holds the CA file and every run's directory; removed when dropped.
-    home: tempfile::TempDir,
+    /// Holds the CA file and every run's directory; removed when dropped, and by
+    /// `qbench-shaper cleanup` when qbench was killed.
+    home: qbench_shaper::scratch::Scratch,
     /// Told when the processes cannot have cgroups of their own.
     observer: crate::observe::Observing,
 }
@@ -104,7 +105,7 @@ pub(crate) enum SetupError {
 impl Drop for ThirdParty {
     /// A program killed without time to clean up may still be writing into its directory as
     /// it dies (a browser's profile, from processes outside its group): the removal is tried
-    /// again for a while before `TempDir` makes its own last attempt.
+    /// again for a while before `Scratch` makes its own last attempt.
     fn drop(&mut self) {
         for _ in 0..30 {
             match std::fs::remove_dir_all(self.home.path()) {
@@ -140,10 +141,7 @@ impl ThirdParty {
         ctx.program
             .check(ctx.proto)
             .map_err(|e| SetupError::Refused(e.to_string()))?;
-        let home = tempfile::Builder::new()
-            .prefix("qbench-client-")
-            .tempdir()
-            .map_err(SetupError::Dir)?;
+        let home = qbench_shaper::scratch::Scratch::create().map_err(SetupError::Dir)?;
         if let Some(pem) = ca_pem {
             let p = home.path().join("ca.pem");
             std::fs::write(&p, pem).map_err(SetupError::Dir)?;
