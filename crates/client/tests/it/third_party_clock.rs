@@ -136,10 +136,26 @@ fn quic_clients_are_on_the_servers_clock_over_a_100ms_link() {
 
 /// On loopback a run's times, its PLT included, count from the client's first packet, not
 /// from its process's spawn: the run starts with h2load's connection, which comes before
-/// the server's accept, not with its 20-50 ms of start-up before.
+/// the server's accept, not with its 20-50 ms of start-up before. h2load's times are its wall
+/// clock's, placed by the one qbench read at the spawn; with a virtual machine busy beside it,
+/// about one run in ten placed the connection up to 1 ms after the accept, so a miss is run
+/// again (3 tries). Counting from the spawn misses by tens of milliseconds every time.
 #[test]
 fn h2loads_start_up_is_not_in_its_plt() {
     require!(Need::Tool("h2load"));
+    let mut misses = Vec::new();
+    for _ in 0..ATTEMPTS {
+        match h2load_from_its_connection() {
+            Ok(()) => return,
+            Err(e) => misses.push(e),
+        }
+    }
+    panic!("h2load, {ATTEMPTS} tries: {}", misses.join("\n"));
+}
+
+/// One h2load run of 3: an error naming the first run whose times do not start with its
+/// connection.
+fn h2load_from_its_connection() -> Result<(), String> {
     let r = common::qbench(&[
         "--client",
         "h2load",
@@ -154,21 +170,25 @@ fn h2loads_start_up_is_not_in_its_plt() {
     for run in r.json.as_ref().unwrap()["runs"].as_array().unwrap() {
         let started = sorted_ms(&run["connections"], "started_us");
         let accepted = sorted_ms(&run["server_view"]["connections"], "accepted_us");
-        eprintln!("h2load: started {started:.1?} ms, accepted {accepted:.1?} ms");
+        eprintln!("h2load: started {started:.3?} ms, accepted {accepted:.3?} ms");
         // Judged by order, not by a bound on the gap: on a busy machine the server's accept
         // can come tens of milliseconds after the connect. Counted from the spawn, the run
         // would start before the connection, by h2load's start-up.
         for (s, a) in started.iter().zip(&accepted) {
-            assert!(
-                s <= a,
-                "h2load's connection started {s:.1} ms, after the accept at {a:.1} ms"
-            );
+            if s > a {
+                return Err(format!(
+                    "h2load's connection started {s:.3} ms, after the accept at {a:.3} ms"
+                ));
+            }
         }
         // The PLT's zero, the run's start, is the connection's start.
-        assert_eq!(
-            started[0], 0.0,
-            "the run started before h2load's connection"
-        );
+        if started[0] != 0.0 {
+            return Err(format!(
+                "the run started {} ms before h2load's connection",
+                started[0]
+            ));
+        }
         assert_eq!(run["plt_us"], run["last_byte_us"]);
     }
+    Ok(())
 }

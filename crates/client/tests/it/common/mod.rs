@@ -135,6 +135,7 @@ pub(crate) fn qbench_within_env(
     secs: u64,
 ) -> Captured {
     let started = std::time::SystemTime::now();
+    let clock = std::time::Instant::now();
     let out = Command::cargo_bin("qbench")
         .expect("qbench binary built")
         .envs(env.iter().copied())
@@ -148,6 +149,13 @@ pub(crate) fn qbench_within_env(
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     };
     keep_samples(args, &captured.stdout, started);
+    // Shown with a failure (and always in the kernel VM): where a slow test's time went.
+    eprintln!(
+        "qbench {} exited {:?} after {:.1} s",
+        args.join(" "),
+        captured.code,
+        clock.elapsed().as_secs_f64()
+    );
     captured
 }
 
