@@ -17,7 +17,9 @@ fn report(r: &common::Run) -> &Value {
 }
 
 /// Calibration across an edt link: each direction's flood arrives within 3% of the rate, no
-/// round trip is ever below the delay asked, and the losses nftables adds are binomial.
+/// round trip is ever below the delay asked, and the losses nftables adds are binomial. At
+/// 20 Mbit/s: with the CI's tests beside it, the emulated CPU's sender offered 34-42 Mbit/s
+/// in pauses and bursts, and a 40 Mbit/s link went idle in its pauses (38.46 of 40 arrived).
 #[test]
 #[ignore = "needs sch_fq: scripts/ci/kernel_tests.sh runs it in a VM"]
 fn edt_keeps_rate_delay_and_loss() {
@@ -27,7 +29,7 @@ fn edt_keeps_rate_delay_and_loss() {
         calibrate: true,
         ..qbench_shaper::TopologyOptions::plain(Edt)
     };
-    let spec = "rate=40mbit,rtt=30ms,loss=3%";
+    let spec = "rate=20mbit,rtt=30ms,loss=3%";
     let topo = qbench_shaper::Topology::up(spec.parse().unwrap(), &opts).expect("edt link up");
     assert_eq!(topo.backend(), qbench_shaper::Backend::Edt);
     let c = topo.calibration().expect("measured").clone();
@@ -38,7 +40,7 @@ fn edt_keeps_rate_delay_and_loss() {
     // Loss is checked by `assert_directions` at 4.5 standard deviations. The report's own
     // `loss` check allows the binomial's central 99%, so it misses on a true 3% link about
     // once in a hundred directions: a warning a user may see, not a failure of the link.
-    common::links::assert_directions(&c, 40e6, 0.03, 0.03, &["rate"]);
+    common::links::assert_directions(&c, 20e6, 0.03, 0.03, &["rate"]);
     // The floods overran the queue: the program dropped what it could not hold, and the
     // router counted those drops beside nftables' losses.
     assert!(drops.up > 0 && drops.down > 0, "{drops:?}");

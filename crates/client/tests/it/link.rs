@@ -506,10 +506,11 @@ fn tcp_initial_window_and_offloads_off() {
     let s = samples(&j["runs"][0]);
     let first = &s[0];
     // The server's first sample, right after accept, shows the route's initcwnd; one taken
-    // a round trip late (a busy machine) shows it doubled by slow start, never the default 10.
+    // a round trip late (a busy machine) shows it grown by slow start as the first ACKs came
+    // (CI saw 6 segments), at most doubled, never the default 10.
     let segments = first["cwnd_bytes"].as_u64().unwrap() / first["mss_bytes"].as_u64().unwrap();
     let late = first["t_us"].as_u64().unwrap() >= first["min_rtt_us"].as_u64().unwrap();
-    let expected: &[u64] = if late { &[4, 8] } else { &[4] };
+    let expected = if late { 4..=8 } else { 4..=4 };
     assert!(expected.contains(&segments), "{segments} segments: {first}");
     let cmds = j["link"]["commands"].as_array().unwrap();
     assert!(cmds.iter().any(|c| c
