@@ -113,8 +113,12 @@ fn delay_and_jitter_are_never_below_the_request() {
     let r = rtts(&out);
     assert_eq!(r.len(), 20, "{out}");
     assert!(r.iter().all(|v| *v >= 40.0), "{out}");
-    // Echoes cost the emulated CPU about a millisecond; the median shows what the link adds.
-    assert!(median(&r) <= 45.0, "{out}");
+    // Every echo also costs the emulated CPU: alone about a millisecond, beside the CI's
+    // tests 4.2 ms at best and 7.7 ms at the median. The fastest echo shows what the link
+    // adds (a delay applied twice would show 80 ms); the median is the machine's measure.
+    let fastest = r.iter().copied().fold(f64::MAX, f64::min);
+    let cost = median(&r) - 40.0;
+    assert!(fastest <= 50.0, "{out}");
     // 10 ms of jitter each way: [40, 60] ms, netem's spread moved above the delay.
     let out = with_link("rtt=40ms,jitter=10ms", Netem, |c| {
         ping(c, &["-c", "100", "-i", "0.02"])
@@ -125,7 +129,11 @@ fn delay_and_jitter_are_never_below_the_request() {
     let m = median(&r);
     eprintln!("rtt=40ms,jitter=10ms: min {lo} ms, median {m} ms");
     assert!(lo >= 40.0, "an echo below the requested delay: {out}");
-    assert!((45.0..=58.0).contains(&m), "median {m}: {out}");
+    // The spread's median is 50 ms, plus the machine's cost measured above.
+    assert!(
+        (45.0..=58.0 + cost).contains(&m),
+        "median {m}, cost {cost}: {out}"
+    );
 }
 
 #[test]
