@@ -194,17 +194,13 @@ fn runs_in(json: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// While the outputs are written: the summary is printed, then the report is written and
-/// qbench waits for the `--hgrm` FIFO's reader; a signal sent once the summary is out is
-/// recorded in the report, rewritten. (The report in the file is no marker: it is rewritten
-/// after each run too, before the check for a signal after the last run.)
-#[test]
-fn a_signal_while_the_outputs_are_written_is_recorded_in_the_report() {
-    let dir = tempfile::tempdir().unwrap();
-    let held = Held::in_dir(dir.path());
+/// A benchmark writing `r.json` in `dir` and its histogram to `held`'s FIFO, sent SIGINT once
+/// its summary is printed (in the final write, after the check for a signal after the last
+/// run); its output once it ends.
+fn interrupted_at_the_summary(dir: &Path, held: Held) -> Output {
     let mut child = common::signalable()
         .args(["--proto", "h2", "--objects", "1x1MB", "--json"])
-        .arg(dir.path().join("r.json"))
+        .arg(dir.join("r.json"))
         .args(held.args())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -216,7 +212,18 @@ fn a_signal_while_the_outputs_are_written_is_recorded_in_the_report() {
     common::interrupt(&child);
     // The rest of the summary, so that qbench never blocks on a full pipe.
     lines.for_each(drop);
-    let out = held.release(child);
+    held.release(child)
+}
+
+/// While the outputs are written: the summary is printed, then the report is written and
+/// qbench waits for the `--hgrm` FIFO's reader; a signal sent once the summary is out is
+/// recorded in the report, rewritten. (The report in the file is no marker: it is rewritten
+/// after each run too, before the check for a signal after the last run.)
+#[test]
+fn a_signal_while_the_outputs_are_written_is_recorded_in_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let held = Held::in_dir(dir.path());
+    let out = interrupted_at_the_summary(dir.path(), held);
     let when = ["while the report was written"];
     let r = assert_stopped(out, "SIGINT", dir.path(), &when, &["h.fifo", "r.json"]);
     assert_eq!(r["runs"].as_array().unwrap().len(), 1, "the run was whole");
@@ -229,26 +236,12 @@ fn a_signal_as_the_summary_is_printed_is_recorded_in_the_report() {
     for _ in 0..3 {
         let dir = tempfile::tempdir().unwrap();
         let held = Held::in_dir(dir.path());
-        let mut child = common::signalable()
-            .args(["--proto", "h2", "--objects", "1x1MB", "--json"])
-            .arg(dir.path().join("r.json"))
-            .args(held.args())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut lines = stdout.lines().map_while(Result::ok);
-        assert!(lines.any(|l| l.starts_with("qbench h2 ->")), "no summary");
-        common::interrupt(&child);
-        // The rest of the summary, so that qbench never blocks on a full pipe.
-        lines.for_each(drop);
         let when = [
             "after the last run",
             "while the report was written",
             "while tearing down",
         ];
-        let out = held.release(child);
+        let out = interrupted_at_the_summary(dir.path(), held);
         assert_stopped(out, "SIGINT", dir.path(), &when, &["h.fifo", "r.json"]);
     }
 }
