@@ -60,15 +60,7 @@ pub fn from_nft_json(text: &str) -> Option<Drops> {
 
 /// A command's output, run in `ns`; `None` when it fails.
 pub(crate) fn output(ns: &str, argv: &[&str]) -> Option<String> {
-    let out = std::process::Command::new("ip")
-        .args(["netns", "exec", ns])
-        .args(argv)
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    crate::exec::output_in(ns, argv)
 }
 
 /// The router's drops now: qdiscs, plus the nftables loss rules when `nft` made them.

@@ -92,22 +92,44 @@ fn topology(n: &Names, mtu: Option<u32>, offloads: Offloads) -> Vec<Cmd> {
         .map(|ns| Cmd::new(None, &["ip", "netns", "add", ns]))
         .collect();
     v.extend(veth_pairs(n));
-    for (ns, dev, addr) in [
+    let ends = [
         (c, CLIENT_IF, n.client_addr()),
         (r, ROUTER_TO_CLIENT, n.router_client_side()),
         (r, ROUTER_TO_SERVER, n.router_server_side()),
         (s, SERVER_IF, n.server_addr()),
-    ] {
-        v.extend(veth_end(ns, dev, &addr, mtu, offloads));
+    ];
+    let neighbours = fixed_neighbours(n);
+    let routes = routes(n);
+    let in_ns = |cmds: &[Cmd], ns: &str| -> Vec<Cmd> {
+        cmds.iter()
+            .filter(|c| c.argv.get(2).map(String::as_str) == Some(ns))
+            .cloned()
+            .collect()
+    };
+    // One namespace after the other, its offloads first: the executor sends a namespace's
+    // consecutive `ip` commands to one `ip -batch`, and `ethtool` between them would split it.
+    for ns in [c, r, s] {
+        let here = ends.iter().filter(|(at, ..)| *at == ns);
+        v.extend(
+            here.clone()
+                .filter_map(|(_, dev, _)| offload(ns, dev, offloads)),
+        );
+        for (_, dev, addr) in here {
+            v.extend(veth_end(ns, dev, addr, mtu));
+        }
+        if n.own().iter().any(|o| o.as_str() == ns) {
+            v.push(Cmd::new(
+                None,
+                &["ip", "-n", ns, "link", "set", "dev", "lo", "up"],
+            ));
+        }
+        v.extend(in_ns(&neighbours, ns));
+        v.extend(in_ns(&routes, ns));
     }
-    for ns in n.own() {
-        v.push(Cmd::new(
-            None,
-            &["ip", "-n", ns, "link", "set", "dev", "lo", "up"],
-        ));
-    }
-    v.extend(fixed_neighbours(n));
-    v.extend(routes(n));
+    v.push(Cmd::new(
+        Some(r),
+        &["sysctl", "-qw", "net.ipv4.ip_forward=1"],
+    ));
     v.extend(endpoint_sysctls(n));
     v
 }
@@ -158,8 +180,33 @@ fn veth_pairs(n: &Names) -> Vec<Cmd> {
     .collect()
 }
 
-/// One veth end: its address, its MTU and offloads if asked, then up.
-fn veth_end(ns: &str, dev: &str, addr: &str, mtu: Option<u32>, offloads: Offloads) -> Vec<Cmd> {
+/// One veth end's offloads, when asked to change them.
+fn offload(ns: &str, dev: &str, offloads: Offloads) -> Option<Cmd> {
+    let st = match offloads {
+        Offloads::Default => return None,
+        Offloads::On => "on",
+        Offloads::Off => "off",
+    };
+    Some(Cmd::new(
+        Some(ns),
+        &[
+            "ethtool",
+            "-K",
+            dev,
+            "gso",
+            st,
+            "tso",
+            st,
+            "gro",
+            st,
+            "tx-udp-segmentation",
+            st,
+        ],
+    ))
+}
+
+/// One veth end: its address, its MTU if asked, then up.
+fn veth_end(ns: &str, dev: &str, addr: &str, mtu: Option<u32>) -> Vec<Cmd> {
     let mut v = vec![Cmd::new(
         None,
         &[
@@ -186,29 +233,6 @@ fn veth_end(ns: &str, dev: &str, addr: &str, mtu: Option<u32>, offloads: Offload
                 dev,
                 "mtu",
                 &m.to_string(),
-            ],
-        ));
-    }
-    let state = match offloads {
-        Offloads::Default => None,
-        Offloads::On => Some("on"),
-        Offloads::Off => Some("off"),
-    };
-    if let Some(st) = state {
-        v.push(Cmd::new(
-            Some(ns),
-            &[
-                "ethtool",
-                "-K",
-                dev,
-                "gso",
-                st,
-                "tso",
-                st,
-                "gro",
-                st,
-                "tx-udp-segmentation",
-                st,
             ],
         ));
     }
@@ -252,7 +276,7 @@ fn fixed_neighbours(n: &Names) -> Vec<Cmd> {
     .collect()
 }
 
-/// The ends' routes through the router, and the router forwarding between them.
+/// The ends' routes through the router.
 fn routes(n: &Names) -> Vec<Cmd> {
     // A chain's middle host keeps its default route toward the client; only the far server's
     // subnet goes this way.
@@ -261,7 +285,7 @@ fn routes(n: &Names) -> Vec<Cmd> {
     } else {
         "default".to_string()
     };
-    let mut v: Vec<Cmd> = [
+    [
         (n.client.as_str(), toward_server, n.router_client_side()),
         (
             n.server.as_str(),
@@ -271,12 +295,7 @@ fn routes(n: &Names) -> Vec<Cmd> {
     ]
     .into_iter()
     .map(|(ns, dest, via)| Cmd::new(None, &["ip", "-n", ns, "route", "add", &dest, "via", &via]))
-    .collect();
-    v.push(Cmd::new(
-        Some(&n.router),
-        &["sysctl", "-qw", "net.ipv4.ip_forward=1"],
-    ));
-    v
+    .collect()
 }
 
 /// [`ENDPOINT_SYSCTLS`] in each end's namespace; a chain's middle host, a segment's client
@@ -471,6 +490,26 @@ mod tests {
             &link,
             &opts(Backend::Userspace)
         )));
+    }
+
+    /// Starting a program is most of a link's set-up time: each namespace's `ip` commands
+    /// stay together for one `ip -batch`, and nothing else is started but what must be.
+    #[test]
+    fn a_plan_starts_few_programs() {
+        let link: LinkSpec = "rtt=40ms,loss=1%".parse().unwrap();
+        let mut o = opts(Backend::Userspace);
+        o.offloads = Offloads::Off;
+        let plan = up(&Names::new("a1b2"), &link, &o);
+        // 3 `ip netns add`, the router's veth pairs, then per namespace its offloads and one
+        // batch (the router has two ethtools), nft's loss rules, and three batches for the two TUNs (a
+        // TUN's sysctls come between its creation and its `up`); the sysctls are written in place.
+        assert_eq!(plan.len(), 52, "{}", script(&plan));
+        assert_eq!(
+            crate::exec::programs(&plan),
+            3 + 1 + 2 + 3 + 2 + 1 + 3,
+            "{}",
+            script(&plan)
+        );
     }
 
     #[test]

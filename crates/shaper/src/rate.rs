@@ -239,8 +239,8 @@ impl RateController {
         if dirs.is_empty() {
             return Ok(None);
         }
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", router_ns, "tc", "-force", "-batch", "-"])
+        let mut child = Command::new("tc")
+            .args(["-n", router_ns, "-force", "-batch", "-"])
             // Out of our process group, as every command the shaper runs (see `exec::run`).
             .process_group(0)
             .stdin(Stdio::piped())

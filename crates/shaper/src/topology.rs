@@ -53,7 +53,7 @@ pub enum ShaperError {
     #[error("reading {key} back in the server's namespace: {source}")]
     ReadBack {
         key: &'static str,
-        source: std::io::Error,
+        source: ExecError,
     },
 }
 
@@ -227,11 +227,8 @@ fn read_back(server: &str, reordering: bool) -> Result<Vec<(String, String)>, Sh
     }
     let mut read = Vec::new();
     for key in keys {
-        let out = std::process::Command::new("ip")
-            .args(["netns", "exec", server, "sysctl", "-n", key])
-            .output()
+        let value = crate::exec::read_sysctl(server, key)
             .map_err(|source| ShaperError::ReadBack { key, source })?;
-        let value = String::from_utf8_lossy(&out.stdout).trim().to_string();
         read.push((key.to_string(), value));
     }
     Ok(read)
