@@ -37,6 +37,31 @@ fn check(args: &[&str], id: &str) -> Output {
     out
 }
 
+/// A check of a link that works, tried up to 3 times: a busy machine (the suite twice at once
+/// on 2 cores) delays the userspace path's packets for a moment, and the check rightly says
+/// so; a link that is wrong misses every time. Panics with every try's output.
+fn check_passing(args: &[&str], id: &str) -> Output {
+    let mut tries = Vec::new();
+    for _ in 0..3 {
+        let out = check(args, id);
+        if out.status.code() == Some(0) {
+            return out;
+        }
+        tries.push(format!(
+            "exit {:?}\n{}{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    panic!("{args:?} missed in 3 checks:\n{}", tries.join("\n"));
+}
+
+/// A row of the check table whose field was met; a note may follow the verdict.
+fn met(row: &str) -> bool {
+    row.ends_with("ok") || row.contains(" ok (")
+}
+
 fn json(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -59,20 +84,18 @@ fn field<'a>(c: &'a Value, name: &str) -> &'a Value {
 #[test]
 fn a_link_that_does_what_it_was_asked_passes_every_field() {
     require!(Need::Link);
-    let out = check(&["rate=50mbit,rtt=20ms"], &id(1));
+    let out = check_passing(&["rate=50mbit,rtt=20ms"], &id(1));
     let table = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{table}");
     for f in ["rtt", "up.rate", "down.rate", "up.loss", "down.reorder"] {
         let row = table
             .lines()
             .find(|l| l.starts_with(f))
             .unwrap_or_else(|| panic!("{f}: {table}"));
-        assert!(row.ends_with("ok"), "{row}");
+        assert!(met(row), "{row}");
     }
     assert!(table.contains("up flow: offered"), "{table}");
 
-    let out = check(&["rate=20mbit,rtt=30ms", "--json"], &id(2));
-    assert_eq!(out.status.code(), Some(0));
+    let out = check_passing(&["rate=20mbit,rtt=30ms", "--json"], &id(2));
     let c = json(&out);
     // Measured from outside the emulator: round trips through both directions' delay, and
     // each flow arriving at the asked rate, headers counted as tc counts them.
@@ -92,22 +115,29 @@ fn a_link_that_does_what_it_was_asked_passes_every_field() {
 fn a_rate_the_machine_cannot_carry_is_named() {
     require!(Need::Link);
     // No machine of ours moves 400 Gbit/s through one UDP flow and the userspace path.
-    let out = check(&["rate=400gbit"], &id(3));
-    let table = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(3), "{table}");
-    for dir in ["up", "down"] {
-        let row = table
-            .lines()
-            .find(|l| l.starts_with(&format!("{dir}.rate")))
-            .unwrap();
-        assert!(
-            row.contains("400.00 Gbit/s") && row.contains("MISS"),
-            "{row}"
-        );
+    let mut tables = Vec::new();
+    // The round trip is met beside the missed rates in one of 3 checks: on a busy machine a
+    // link without delay may miss its 0.5 ms for a moment, a rate miss never spills into it.
+    for _ in 0..3 {
+        let out = check(&["rate=400gbit"], &id(3));
+        let table = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(3), "{table}");
+        for dir in ["up", "down"] {
+            let row = table
+                .lines()
+                .find(|l| l.starts_with(&format!("{dir}.rate")))
+                .unwrap();
+            assert!(
+                row.contains("400.00 Gbit/s") && row.contains("MISS"),
+                "{row}"
+            );
+        }
+        if table.lines().any(|l| l.starts_with("rtt") && met(l)) {
+            return;
+        }
+        tables.push(table);
     }
-    assert!(table
-        .lines()
-        .any(|l| l.starts_with("rtt") && l.ends_with("ok")));
+    panic!("the round trip missed in 3 checks:\n{}", tables.join("\n"));
 }
 
 #[test]

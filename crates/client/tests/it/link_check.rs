@@ -66,8 +66,11 @@ fn the_report_records_the_link_as_measured() {
             format!("{:.2} Mbit/s", bps / 1e6)
         );
     }
+    // The round trip as measured: the delay once (not twice, not left out); a machine running
+    // the suite twice at once adds up to a few milliseconds at the median (41.6 ms was seen),
+    // which the calibration's own check reports.
     let p50 = c["rtt"]["p50_us"].as_u64().unwrap();
-    assert!((40_000..41_500).contains(&p50), "{p50}");
+    assert!((40_000..45_000).contains(&p50), "{p50}");
     assert!(c["elapsed_ms"].as_u64().unwrap() > 0);
     // The calibration's own packets are not the run's: the forwarders' counters of the run
     // hold the run's bytes alone (100 KB twice plus framing), while the link's hold both.
