@@ -86,7 +86,8 @@ trap 'rm -rf "$out"' EXIT
 started=$(date +%s)
 echo "kernel tests: booting $release under QEMU (TCG)"
 # The guest gets the host's filesystem read-only, $out writable, and its own /tmp and /run.
-# TCG runs the 13 tests in 730-780 s on this 2-core machine; its speed varies with the host.
+# TCG runs the 13 tests in about 420 s beside the host's tests on this 2-core machine; its
+# speed varies with the host.
 timeout 1500 vng --disable-kvm -r "$kernel" --cpus 2 -m 2G --rwdir "$out" \
   --exec "bash $(pwd)/scripts/ci/kernel_guest.sh $cache/root/lib/modules $bin $out ${QBENCH_KERNEL_TESTS:-}" \
   </dev/null >"$out/console.log" 2>&1 || true
