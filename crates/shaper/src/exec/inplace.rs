@@ -106,7 +106,8 @@ fn delete_netns(name: &str) -> Result<(), String> {
     let path = format!("/run/netns/{name}");
     let c = std::ffi::CString::new(path.as_str()).map_err(|e| e.to_string())?;
     // SAFETY: a valid NUL-terminated path; a failure (not mounted) is what `ip` ignores too.
-    unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    // Not through a symlink: what sits in /run/netns under our name is unmounted, nothing else.
+    unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW) };
     std::fs::remove_file(&path).map_err(|e| format!("Cannot remove namespace file \"{path}\": {e}"))
 }
 

@@ -136,3 +136,45 @@ fn a_plan_runs_as_its_commands_would_with_fewer_programs() {
     );
     drop(guard);
 }
+
+/// A mount of this test's own, unmounted on drop.
+struct Mounted(std::path::PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn deleting_a_namespace_never_unmounts_through_a_symlink() {
+    if !root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "qb-exectest"])
+        .arg(dir.path())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "mount -t tmpfs");
+    let mounted = Mounted(dir.path().to_path_buf());
+    std::fs::write(dir.path().join("kept"), "x").unwrap();
+    std::fs::create_dir_all("/run/netns").unwrap();
+    let name = format!("qb-exectest-{}-link", std::process::id());
+    let link = format!("/run/netns/{name}");
+    std::os::unix::fs::symlink(dir.path(), &link).unwrap();
+    let result = run(&cmd(None, &["ip", "netns", "del", &name]));
+    let _ = std::fs::remove_file(&link);
+    result.unwrap();
+    assert!(
+        std::fs::symlink_metadata(&link).is_err(),
+        "the link is gone"
+    );
+    assert!(
+        dir.path().join("kept").exists(),
+        "the mount behind the link was left alone"
+    );
+    drop(mounted);
+}
