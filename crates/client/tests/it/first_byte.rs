@@ -30,6 +30,7 @@ fn h2_first_byte_takes_one_round_trip_at_every_size() {
         let r = fetch_over("h2", &format!("1x{size}"), LINK, &["--runs", "3"]);
         assert_complete(&r, 3, 1, bytes);
         let j = r.json.as_ref().unwrap();
+        let mut ttfbs = Vec::new();
         for run in j["runs"].as_array().unwrap() {
             let ttfb = max_us(run, "ttfb");
             eprintln!("h2 {size}: TTFB {:.1} ms", ttfb as f64 / 1e3);
@@ -37,8 +38,13 @@ fn h2_first_byte_takes_one_round_trip_at_every_size() {
                 ttfb >= 100_000,
                 "{size}: TTFB {ttfb} us, under the link's RTT"
             );
-            assert!(ttfb < ONE_RTT_US, "{size}: TTFB {ttfb} us");
+            ttfbs.push(ttfb);
         }
+        // A response head held for the second flight would be so in every run; the best of
+        // the three is judged, because under the test command's load (4 tests at a time with
+        // the kernel VM beside them) one run of a fresh connection has taken 178.7 ms at 100 KB.
+        ttfbs.sort_unstable();
+        assert!(ttfbs[0] < ONE_RTT_US, "{size}: TTFB {ttfbs:?} us");
         // 10 KB fits TCP's initial window whole: cutting its records must not push its last
         // bytes into a second flight. Records cut wrong would do so in every run; the best of
         // the three is judged, because on a busy machine (the kernel VM beside the tests) the
