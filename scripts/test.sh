@@ -185,11 +185,7 @@ lints() {
   PYTHONDONTWRITEBYTECODE=1 python3 scripts/ci/import_circles.py
 }
 tests() {
-  # Two tests per core: most of a test's time is waiting (a link's round trips, a peer, a
-  # timeout), not computing. The whole suite twice at once (4 tests at a time on 2 cores) took
-  # 13.5 minutes where one suite alone took 11.5.
-  RUST_TEST_THREADS="${RUST_TEST_THREADS:-$(($(nproc) * 2))}" \
-    QBENCH_REPORT_SAMPLES="$samples" cargo test --workspace --locked --no-fail-fast 2>&1 |
+  QBENCH_REPORT_SAMPLES="$samples" cargo test --workspace --locked --no-fail-fast 2>&1 |
     tee "$logs/tests.log"
 }
 schemas() {
