@@ -227,15 +227,10 @@ fn calibration_checks_a_trace_links_delivered_mean() {
     let spec = format!("down.rate=mahimahi:{alternating},up.rate=50mbit");
     let mut opts = TopologyOptions::plain(BackendChoice::Userspace);
     opts.calibrate = true;
-    let topo = Topology::up(spec.parse().unwrap(), &opts).expect("link up (root)");
-    let c = topo.calibration().unwrap().clone();
-    let (names, _) = topo.measurable();
     let other: qbench_core::spec::link::LinkSpec =
         format!("down.rate=mahimahi:{half},up.rate=50mbit")
             .parse()
             .unwrap();
-    let wrong = qbench_shaper::calibrate::calibrate(&names, &other).unwrap();
-    drop(topo);
     let down = |c: &qbench_core::report::calibration::Calibration| {
         c.checks
             .iter()
@@ -243,18 +238,36 @@ fn calibration_checks_a_trace_links_delivered_mean() {
             .cloned()
             .unwrap()
     };
-    let (ok, miss) = (down(&c), down(&wrong));
-    eprintln!("{}\n{}", ok.line(), miss.line());
+    // The right link is built up to 3 times: the suite twice at once on 2 cores has starved
+    // the userspace path through all 3 of one calibration's floods (19.81 of 24 Mbit/s), and
+    // the check rightly said so. A trace delivered wrong misses every time; the wrong trace
+    // is judged on each try and must miss on each.
+    let mut missed = Vec::new();
+    let (c, ok) = loop {
+        let topo = Topology::up(spec.parse().unwrap(), &opts).expect("link up (root)");
+        let c = topo.calibration().unwrap().clone();
+        let (names, _) = topo.measurable();
+        let wrong = qbench_shaper::calibrate::calibrate(&names, &other).unwrap();
+        drop(topo);
+        let miss = down(&wrong);
+        eprintln!("{}", miss.line());
+        assert!(!miss.ok, "{miss:#?}");
+        assert!(
+            miss.line().contains("trace mean 12.00 Mbit/s"),
+            "{}",
+            miss.line()
+        );
+        let ok = down(&c);
+        eprintln!("{}", ok.line());
+        if ok.ok || missed.len() == 2 {
+            break (c, ok);
+        }
+        missed.push(ok.line());
+    };
     let f = c.down.flood.as_ref().unwrap();
     let t = f.trace.as_ref().unwrap();
     assert_eq!(t.mean_bps, 24_000_000);
     // Over any span the schedule carries between its two rates.
     assert!((12_000_000..=36_000_000).contains(&t.expected_bps), "{t:?}");
-    assert!(ok.ok, "{ok:#?}");
-    assert!(!miss.ok, "{miss:#?}");
-    assert!(
-        miss.line().contains("trace mean 12.00 Mbit/s"),
-        "{}",
-        miss.line()
-    );
+    assert!(ok.ok, "{ok:#?}\nearlier tries: {missed:#?}");
 }
