@@ -59,7 +59,8 @@ command -v clang >/dev/null 2>&1 || missing+=(clang)
 # --client's third-party contestants: h2load (nghttp2) and ngtcp2's example HTTP/3 client.
 command -v h2load >/dev/null 2>&1 || missing+=(nghttp2-client)
 command -v gtlsclient >/dev/null 2>&1 || missing+=(ngtcp2-client)
-# Reports are validated against docs/schema/ with Python's jsonschema (PyPI, below).
+# Reports are validated against docs/schema/ with Python's jsonschema and jsonschema_rs (PyPI,
+# below).
 command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-pip)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "installing test peers: ${missing[*]}"
@@ -96,6 +97,9 @@ fi
 python3 -c 'import jsonschema' 2>/dev/null ||
   python3 -m pip install -q jsonschema 2>/dev/null ||
   python3 -m pip install -q --break-system-packages jsonschema
+python3 -c 'import jsonschema_rs' 2>/dev/null ||
+  python3 -m pip install -q jsonschema-rs 2>/dev/null ||
+  python3 -m pip install -q --break-system-packages jsonschema-rs
 python3 -c 'import playwright' 2>/dev/null ||
   python3 -m pip install -q playwright 2>/dev/null ||
   python3 -m pip install -q --break-system-packages playwright

@@ -8,6 +8,10 @@ crates/client/tests/it/common/mod.rs): JSON reports, told apart by their `schema
 `.ndjson` files of --json-stream lines. Every kind must appear at least once, so a test that
 stops writing one cannot leave its schema unchecked. Scenario files are TOML, checked as the
 data they parse to.
+
+Each schema is checked against the 2020-12 metaschema with Python's `jsonschema`; the documents
+are validated with `jsonschema_rs`, whose compiled validator takes 0.02 s where `jsonschema`
+took 12 s for one report of 10,000 connections (the stage took 45-91 s of the test command).
 """
 
 import json
@@ -16,6 +20,7 @@ import sys
 import tomllib
 
 import jsonschema
+import jsonschema_rs
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 SCHEMAS = ROOT / "docs" / "schema"
@@ -34,7 +39,16 @@ NEEDED = ["run", "merge", "compare", "compete", "sweep-cell", "cost", "diff", "i
 def validator(kind):
     schema = json.loads((SCHEMAS / f"{kind}.schema.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
-    return jsonschema.Draft202012Validator(schema)
+    # Formats are annotations in 2020-12, as `jsonschema` treats them without a format checker.
+    return jsonschema_rs.Draft202012Validator(schema, validate_formats=False)
+
+
+def path_of(error):
+    """The failing value's place, as `jsonschema`'s json_path wrote it: $.runs[0].objects."""
+    at = "$"
+    for part in error.instance_path:
+        at += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return at
 
 
 def main():
@@ -47,9 +61,11 @@ def main():
     skipped = 0
 
     def check(kind, doc, where):
-        errors = sorted(validators[kind].iter_errors(doc), key=lambda e: e.json_path)
-        for e in errors[:5]:
-            failures.append(f"{where} ({kind}): {e.json_path}: {e.message[:300]}")
+        errors = sorted(
+            (path_of(e), e.message) for e in validators[kind].iter_errors(doc)
+        )
+        for at, message in errors[:5]:
+            failures.append(f"{where} ({kind}): {at}: {message[:300]}")
         seen[kind] = seen.get(kind, 0) + 1
 
     for path in sorted(samples.iterdir()):
