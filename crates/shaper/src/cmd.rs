@@ -36,15 +36,22 @@ impl Cmd {
     }
 }
 
+/// An argument that reads the same unquoted to a shell and to `ip -batch` (which splits on
+/// blanks and quotes, and reads `#` as a comment): not empty, and only ASCII letters, digits
+/// and `-_./:=,@`.
+pub(crate) fn is_plain_word(a: &str) -> bool {
+    !a.is_empty()
+        && a.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@".contains(c))
+}
+
 impl fmt::Display for Cmd {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let quoted: Vec<String> = self
             .full_argv()
             .iter()
             .map(|a| {
-                if a.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./:=,".contains(c))
-                {
+                if is_plain_word(a) {
                     a.clone()
                 } else {
                     format!("'{}'", a.replace('\'', "'\\''"))
@@ -56,5 +63,24 @@ impl fmt::Display for Cmd {
             write!(f, " <<'EOF'\n{}EOF", input)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_a_shell_or_ip_batch_would_split_or_drop_are_quoted() {
+        let cmd = Cmd::new(
+            Some("qb-1"),
+            &["tc", "", "a b", "x#y", "it's", "user@host", "10.0.0.1/24"],
+        );
+        assert_eq!(
+            cmd.to_string(),
+            "ip netns exec qb-1 tc '' 'a b' 'x#y' 'it'\\''s' user@host 10.0.0.1/24"
+        );
+        assert!(!is_plain_word(""));
+        assert!(is_plain_word("rate=20mbit,burst=1.5kb:a@b"));
     }
 }

@@ -66,13 +66,13 @@ pub fn tun_drops_from_ip_json(text: &str) -> Option<LinkCounters> {
 /// wrong, not zero). `nft`: the loss rules are nftables' and count their own drops; `tun`:
 /// the userspace delay line's TUN devices exist.
 pub fn read(router_ns: &str, nft: bool, tun: bool) -> Option<LinkCounters> {
-    let tc = crate::drops::output(router_ns, &["tc", "-s", "-j", "qdisc", "show"])?;
+    let tc = crate::exec::output_in(router_ns, &["tc", "-s", "-j", "qdisc", "show"])?;
     let mut c = from_tc_json(&tc)?;
     let drops = crate::drops::from_tc_and_nft(router_ns, &tc, nft)?;
     c.up.dropped = drops.up;
     c.down.dropped = drops.down;
     if tun {
-        let ip = crate::drops::output(router_ns, &["ip", "-s", "-j", "link", "show"])?;
+        let ip = crate::exec::output_in(router_ns, &["ip", "-s", "-j", "link", "show"])?;
         let t = tun_drops_from_ip_json(&ip)?;
         c.up.tun_dropped = c.up.tun_dropped.saturating_add(t.up.tun_dropped);
         c.down.tun_dropped = c.down.tun_dropped.saturating_add(t.down.tun_dropped);

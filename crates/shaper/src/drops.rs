@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use crate::devices::{ROUTER_TO_CLIENT, ROUTER_TO_SERVER};
+use crate::exec::output_in;
 
 pub use qbench_core::report::link::LinkDrops as Drops;
 
@@ -58,15 +59,10 @@ pub fn from_nft_json(text: &str) -> Option<Drops> {
     Some(d)
 }
 
-/// A command's output, run in `ns`; `None` when it fails.
-pub(crate) fn output(ns: &str, argv: &[&str]) -> Option<String> {
-    crate::exec::output_in(ns, argv)
-}
-
 /// The router's drops now: qdiscs, plus the nftables loss rules when `nft` made them.
 /// `None` when tc cannot be read (the counts would be wrong, not zero).
 pub fn read(router_ns: &str, nft: bool) -> Option<Drops> {
-    let tc = output(router_ns, &["tc", "-s", "-j", "qdisc", "show"])?;
+    let tc = output_in(router_ns, &["tc", "-s", "-j", "qdisc", "show"])?;
     from_tc_and_nft(router_ns, &tc, nft)
 }
 
@@ -74,7 +70,7 @@ pub fn read(router_ns: &str, nft: bool) -> Option<Drops> {
 pub(crate) fn from_tc_and_nft(router_ns: &str, tc: &str, nft: bool) -> Option<Drops> {
     let mut d = from_tc_json(tc)?;
     if nft {
-        let n = from_nft_json(&output(
+        let n = from_nft_json(&output_in(
             router_ns,
             &["nft", "-j", "list", "table", "inet", "qb_link"],
         )?)?;

@@ -13,6 +13,7 @@ mod inplace;
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+use crate::cmd::is_plain_word;
 use crate::plan::Cmd;
 
 pub use inplace::read_sysctl;
@@ -124,17 +125,12 @@ fn batchable(cmd: &Cmd) -> Option<&str> {
     let [ip, n, ns, object, ..] = cmd.argv.as_slice() else {
         return None;
     };
-    let plain = |a: &String| {
-        !a.is_empty()
-            && a.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@".contains(c))
-    };
     (cmd.ns.is_none()
         && cmd.stdin.is_none()
         && ip == "ip"
         && n == "-n"
         && object != "netns"
-        && cmd.argv.iter().all(plain))
+        && cmd.argv.iter().all(|a| is_plain_word(a)))
     .then_some(ns.as_str())
 }
 
