@@ -216,10 +216,11 @@ pub fn is_ours(name: &str) -> bool {
     our_id(name).is_some_and(|(_, client)| !client)
 }
 
-/// Kills every process in the cgroup at `dir` and waits (up to 1 s) until it is empty.
+/// Kills every process in the cgroup at `dir` and waits (up to 5 s: a loaded machine reaps
+/// slowly) until it is empty.
 fn kill_all(dir: &Path) {
     let _ = fs::write(dir.join("cgroup.kill"), "1");
-    for _ in 0..200 {
+    for _ in 0..1000 {
         let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
         if procs.trim().is_empty() {
             return;
