@@ -110,9 +110,12 @@ fn silent_peers_time_out() {
     // Accepts TCP and never speaks TLS.
     let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = tcp.local_addr().unwrap().port();
+    // The connection is held until qbench has ended, however late its timer fires: closed
+    // any sooner, it would fail as a reset, not a timeout.
+    let (done, ended) = std::sync::mpsc::channel::<()>();
     let holder = thread::spawn(move || {
         let (_conn, _) = tcp.accept().unwrap();
-        thread::sleep(Duration::from_secs(2));
+        let _ = ended.recv();
     });
     let target = format!("https://127.0.0.1:{port}");
     let r = qbench(&[
@@ -124,6 +127,7 @@ fn silent_peers_time_out() {
         "--timeout",
         "300ms",
     ]);
+    drop(done);
     assert_failed_with(&r, "timeout");
     holder.join().unwrap();
 

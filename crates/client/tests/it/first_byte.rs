@@ -73,18 +73,31 @@ fn h2_first_byte_takes_one_round_trip_after_idle() {
     let before = ours();
     // A request every 2 s over one connection: each after the server has sent nothing for
     // longer than its retransmission timeout, when Linux restarts from the initial window.
-    let r = fetch_over("h2", "1x20KB", LINK, &["--duration", "5s", "--rate", "0.5"]);
-    assert_eq!(r.code, Some(0), "stderr: {}", r.stderr);
-    let j = r.json.as_ref().unwrap();
-    let run = &j["runs"][0];
-    assert_eq!(run["connections"].as_array().unwrap().len(), 1, "{run}");
-    let n = run["ttfb"]["count"].as_u64().unwrap();
-    assert!(n >= 2, "{n} requests");
-    let ttfb = max_us(run, "ttfb");
-    eprintln!(
-        "h2 20KB every 2 s: TTFB at most {:.1} ms",
-        ttfb as f64 / 1e3
+    // Records cut wrong hold every such request's head for a second flight, in every try; a
+    // loaded machine has delayed one request of one try past 150 ms, so up to 3 tries are
+    // judged by the best.
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let r = fetch_over("h2", "1x20KB", LINK, &["--duration", "5s", "--rate", "0.5"]);
+        assert_eq!(r.code, Some(0), "stderr: {}", r.stderr);
+        let j = r.json.as_ref().unwrap();
+        let run = &j["runs"][0];
+        assert_eq!(run["connections"].as_array().unwrap().len(), 1, "{run}");
+        let n = run["ttfb"]["count"].as_u64().unwrap();
+        assert!(n >= 2, "{n} requests");
+        let ttfb = max_us(run, "ttfb");
+        eprintln!(
+            "h2 20KB every 2 s: TTFB at most {:.1} ms",
+            ttfb as f64 / 1e3
+        );
+        seen.push((n, ttfb));
+        if ttfb < ONE_RTT_US {
+            break;
+        }
+    }
+    assert!(
+        seen.iter().any(|&(_, t)| t < ONE_RTT_US),
+        "the slowest TTFB of each try (requests, us): {seen:?}"
     );
-    assert!(ttfb < ONE_RTT_US, "TTFB {ttfb} us over {n} requests");
     assert_eq!(ours(), before, "namespaces left behind");
 }

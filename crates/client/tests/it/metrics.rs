@@ -200,11 +200,13 @@ fn prometheus_scrapes_a_held_load_and_holds_the_reports_counts() {
         "max_over_time(qbench_latency_seconds_bucket{{le=\"+Inf\",{sel}}}[10m])"
     ));
     assert_eq!(inf, completed);
-    // Samples were taken while the load ran, not only at its end.
+    // Samples were taken while the load ran, not only at its end: the final scrape and at
+    // least one before it (Prometheus's first scrape lands anywhere in its first interval,
+    // and a loaded machine starts it late).
     let samples = prom.value(&format!(
         "count_over_time(qbench_requests_total{{outcome=\"completed\",{sel}}}[10m])"
     ));
-    assert!(samples >= 3.0, "{samples} scrapes");
+    assert!(samples >= 2.0, "{samples} scrapes");
 }
 
 #[test]
@@ -247,7 +249,8 @@ fn the_endpoint_answers_only_its_path_and_a_taken_port_is_refused() {
 fn the_endpoint_says_its_port_answers_head_and_follows_accept() {
     require!(Need::Tool("curl"));
     require!(Need::Tool("promtool"));
-    let (mut child, said, url) = serving("3s", "50");
+    // Long enough for two curls and promtool before the run ends on a loaded machine.
+    let (mut child, said, url) = serving("10s", "50");
     assert!(!url.ends_with(":0/metrics"), "{url}");
     let curl = |extra: &[&str]| {
         let out = Command::new("curl")
@@ -322,7 +325,7 @@ fn ctrl_c_during_the_final_scrape_wait_keeps_the_report_complete() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let mut child = common::signalable()
-        .args(["--proto", "h2", "--objects", "1x1KB", "--duration", "2s"])
+        .args(["--proto", "h2", "--objects", "1x1KB", "--duration", "5s"])
         .args(["--rate", "50", "--metrics-listen", "127.0.0.1:0", "--json"])
         .arg(&json)
         .stdout(Stdio::null())

@@ -111,8 +111,9 @@ fn a_slow_transfer_that_moves_is_not_a_timeout_for_any_client() {
         .unwrap_or_default()
         .to_string();
     assert!(first.contains("curl exited 28"), "{first}");
-    // Not the 40 MB's allowance at the floor rate (320 s): curl's own 1 s without progress.
-    assert!(took < Duration::from_secs(6), "{took:?}");
+    // Not the 40 MB's allowance at the floor rate (320 s): curl's own 1 s without progress,
+    // with a loaded machine's start-up and teardown around it.
+    assert!(took < Duration::from_secs(60), "{took:?}");
     held.join().unwrap();
 }
 

@@ -13,7 +13,7 @@ fn failure(args: &[&str]) -> String {
     let r = qbench_plain(
         &[
             args,
-            &["--objects", "2x1KB", "--no-telemetry", "--timeout", "2s"],
+            &["--objects", "2x1KB", "--no-telemetry", "--timeout", "30s"],
         ]
         .concat(),
     );

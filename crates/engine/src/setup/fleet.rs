@@ -131,9 +131,10 @@ mod tests {
         let r = wait(&b, &to).await;
         assert!(r.late && r.skew_us > 0);
         assert_eq!(r.barrier_unix_us, 1_000_000);
+        // Far enough ahead that a preempted test thread still waits for it.
         let soon = Barrier {
-            given: "+10ms".into(),
-            at: SystemTime::now() + Duration::from_millis(10),
+            given: "+500ms".into(),
+            at: SystemTime::now() + Duration::from_millis(500),
         };
         let r = wait(&soon, &to).await;
         assert!(!r.late && r.started_unix_us >= r.barrier_unix_us);

@@ -139,8 +139,15 @@ async fn out_of_descriptors_the_accept_loop_backs_off_and_recovers() {
     let cert = dir.path().join("cert.pem");
     let mut s = holding_server("64:64", &cert);
     let held = hold(s.addr, 80).await;
-    // Let the loop hit the limit, then watch it for two seconds.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Once the loop has hit the limit (its line, waited for), watch it for two seconds.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while s.count("accept failed") == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the limit never logged"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let before = s.cpu_ticks();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let spent = s.cpu_ticks() - before;

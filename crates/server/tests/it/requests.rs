@@ -86,9 +86,10 @@ async fn telemetry_is_one_body_at_a_time_per_connection() {
         .to_bytes();
     let timeline: serde_json::Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(timeline["transport"], "tcp");
-    // Once the first body is gone from the server, telemetry is served again.
+    // Once the first body is gone from the server, telemetry is served again (within 20 s:
+    // a loaded machine runs the server's task late).
     let mut again = None;
-    for _ in 0..200 {
+    for _ in 0..2000 {
         let resp = send.send_request(get("/_qbench/telemetry")).await.unwrap();
         if resp.status() == StatusCode::OK {
             again = Some(resp);

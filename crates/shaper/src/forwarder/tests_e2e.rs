@@ -58,8 +58,15 @@ fn ping_rtt_includes_both_delays() {
             *rtt >= 40.0,
             "rtt {rtt} ms below the 2 x 20 ms configured:\n{out}"
         );
-        assert!(*rtt < 55.0, "rtt {rtt} ms far above 40 ms:\n{out}");
     }
+    // Above the delay, the median is judged: one echo can catch a descheduled forwarder.
+    let mut sorted = rtts.clone();
+    sorted.sort_by(f64::total_cmp);
+    assert!(
+        sorted[2] < 55.0,
+        "median rtt {} ms far above 40 ms:\n{out}",
+        sorted[2]
+    );
     let (up, dn) = (up.stop(), dn.stop());
     assert!(up.packets >= 5 && dn.packets >= 5, "up {up:?} down {dn:?}");
     assert!(up.bytes >= 5 * 84, "ICMP echo of 84 bytes each: {up:?}");
@@ -319,7 +326,14 @@ fn stop_is_prompt_and_namespaces_go_away() {
         .join()
         .expect("sender");
     }
-    std::thread::sleep(Duration::from_millis(200));
+    // Waited for, not slept on: a starved forwarder thread takes its time. 3 s stays well
+    // inside the 5 s that A's datagrams are held.
+    let sent = Instant::now();
+    while (dn.stats().packets == 0 || up.stats().max_queue == 0)
+        && sent.elapsed() < Duration::from_secs(3)
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let running = up.stats();
     assert_eq!(running.packets, 0, "nothing is due yet: {running:?}");
     assert!(running.max_queue >= 1, "{running:?}");
@@ -333,13 +347,15 @@ fn stop_is_prompt_and_namespaces_go_away() {
     let stats = up.stop();
     let idle = Instant::now();
     drop(dn);
+    // Prompt means not waiting for the 5 s the queued datagrams are held: 2 s leaves a
+    // starved thread's join room and still tells the two apart.
     let (busy_stop, idle_stop) = (idle - t, idle.elapsed());
     assert!(
-        busy_stop < Duration::from_millis(100),
+        busy_stop < Duration::from_secs(2),
         "stop took {busy_stop:?}"
     );
     assert!(
-        idle_stop < Duration::from_millis(100),
+        idle_stop < Duration::from_secs(2),
         "idle stop took {idle_stop:?}"
     );
     assert_eq!(stats.packets, 0);
