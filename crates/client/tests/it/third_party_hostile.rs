@@ -109,6 +109,35 @@ fn claimed_bytes_and_times_are_checked() {
     }
 }
 
+/// A program without timings of its own that fetched every body and then failed: the server
+/// handed the bodies over, but whether the program took them in only it could say, so its
+/// objects stand and the run is not clean.
+#[test]
+fn a_client_that_fails_after_its_fetches_leaves_the_run_unclean() {
+    require!(Need::Tool("curl"));
+    let dir = tempfile::tempdir().unwrap();
+    let fails = script(
+        dir.path(),
+        "fails",
+        "curl -sS --http2 --cacert \"$1\" -o /dev/null \"$2\" || exit 1\nexit 3\n",
+    );
+    let r = common::qbench(&[
+        "--client",
+        &exec(&fails, "{ca} {url}"),
+        "--proto",
+        "h2",
+        "--objects",
+        "2x1000B",
+    ]);
+    let run = run0(&r);
+    assert_eq!(run["third_party"]["timings"], "server", "{run}");
+    assert_eq!(run["objects"]["completed"], 2, "{run}");
+    assert_eq!(run["errors"]["io"], 2, "one per process: {}", run["errors"]);
+    assert_ne!(r.code, Some(0), "{}", r.stderr);
+    let first = run["first_error"].as_str().unwrap_or_default();
+    assert!(first.contains("exited with status 3"), "{first}");
+}
+
 /// Lines for URLs the run never asked for are not objects of the run.
 #[test]
 fn fetch_lines_for_urls_outside_the_run_are_not_counted() {

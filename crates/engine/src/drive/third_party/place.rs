@@ -281,6 +281,7 @@ impl Pass<'_> {
         failed: Option<&(ErrorKind, String)>,
         end: Duration,
     ) {
+        let mut errors = 0;
         for &i in &inv.objects {
             let (ctx, seen, clock) = (self.ctx, self.seen, self.clock);
             let o = server_object(ctx, i, seen, &mut self.by_path, r, failed, end, clock);
@@ -288,9 +289,12 @@ impl Pass<'_> {
                 (None, Some(Ok(()))) => self.placed.verified += 1,
                 _ => self.placed.unverified += 1,
             }
+            errors += usize::from(o.error.is_some());
             rec.object(o);
         }
-        if let (Some((k, m)), true) = (failed, inv.objects.is_empty()) {
+        if let (Some((k, m)), 0) = (failed, errors) {
+            // The server handed over every body, yet the process failed (or was killed at the
+            // deadline): whether it took them in, only it could say, so the run is not clean.
             rec.error(*k, m);
         }
     }
