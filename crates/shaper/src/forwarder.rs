@@ -49,9 +49,9 @@ const INITIAL_WAKE_SKEW: Duration = Duration::from_micros(50);
 /// Nice value and scheduler slice of the forwarder threads (see `sys::tune_scheduling`).
 const THREAD_NICE: libc::c_int = -10;
 const THREAD_SLICE: Duration = Duration::from_micros(100);
-/// Longest delay + jitter accepted; beyond it `Instant` arithmetic could overflow and such a
-/// link would be meaningless anyway.
-const MAX_TOTAL_DELAY: Duration = Duration::from_secs(3600);
+/// Longest delay + jitter accepted: the spec's own bound (beyond it `Instant` arithmetic
+/// could overflow, and such a link would be meaningless anyway).
+const MAX_TOTAL_DELAY: Duration = qbench_core::spec::link_bounds::MAX_DELAY;
 
 /// What one direction of the link does to each packet.
 #[derive(Debug, Clone, Copy, PartialEq)]
