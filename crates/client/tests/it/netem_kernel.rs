@@ -383,37 +383,30 @@ fn both_backends_measure_alike() {
     assert!((mins[0] - mins[1]).abs() <= 5.0, "minimums {mins:?}");
 }
 
-fn handshake_ms(r: &common::Run) -> f64 {
-    let runs: Vec<f64> = report(r)["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x["handshake_us"].as_f64().unwrap() / 1000.0)
-        .collect();
-    eprintln!("handshakes: {runs:?} ms");
-    median(&runs)
-}
-
 #[test]
 #[ignore = "needs sch_netem: scripts/ci/kernel_tests.sh runs it in a VM"]
 fn h2_and_h3_across_netem_obey_the_physics() {
     let _g = qbench_testkit::machine();
-    // TCP + TLS 1.3 takes one round trip more than QUIC. At 400 ms the emulated CPU's tens of
-    // milliseconds do not blur it.
+    // TCP + TLS 1.3 takes one round trip more than QUIC: QUIC's handshake takes one round
+    // trip and TLS over TCP two, counted whole. The emulated CPU adds to each handshake, and
+    // unevenly: 45-325 ms in the CI's VM beside the host's tests (h3 724 ms against h2
+    // 845 ms in one run), so each protocol's best of 3 runs is placed between its round
+    // trips, not the two set against each other; every run is at least its round trips.
     let rtt = 400.0;
-    let mut hs = Vec::new();
-    for proto in ["h3", "h2"] {
+    for (proto, trips) in [("h3", 1.0), ("h2", 2.0)] {
         let r = over_netem(proto, "1x1KB", "rtt=400ms", &["--runs", "3"]);
         assert_complete(&r, 3, 1, 1_000);
-        hs.push(handshake_ms(&r));
+        let runs: Vec<f64> = report(&r)["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["handshake_us"].as_f64().unwrap() / 1000.0)
+            .collect();
+        eprintln!("{proto} handshakes at 400 ms RTT: {runs:?} ms");
+        assert!(runs.iter().all(|h| *h >= trips * rtt), "{proto}: {runs:?}");
+        let best = runs.iter().copied().fold(f64::MAX, f64::min);
+        assert!(best < (trips + 1.0) * rtt, "{proto}: {runs:?}");
     }
-    eprintln!("handshakes at 400 ms RTT: h3 {} ms, h2 {} ms", hs[0], hs[1]);
-    assert!(hs[0] >= rtt && hs[1] >= 2.0 * rtt, "{hs:?}");
-    let extra = hs[1] - hs[0];
-    assert!(
-        (0.5 * rtt..=1.5 * rtt).contains(&extra),
-        "h2 - h3 = {extra} ms"
-    );
     let r = qbench(&[
         "compare",
         "--protos",
