@@ -42,11 +42,17 @@ fn ok(argv: &[&str]) -> bool {
     .is_ok()
 }
 
+/// The link id of the throwaway namespace process `pid` probes the kernel in: named like a
+/// link's, so that `cleanup` would catch it if the prober died, and apart from every link a
+/// run builds (whose ids never have the top four bits set).
+pub fn probe_id(pid: u32) -> String {
+    format!("{:x}", pid | 0xf000_0000)
+}
+
 /// What the kernel's tc can do: (netem, fq, qbench's edt program through tc BPF), each tried
 /// on a veth in a throwaway namespace.
 fn kernel() -> (bool, bool, bool) {
-    // Named like ours, so that `cleanup` would catch it if we died here.
-    let n = Names::new(&format!("{:x}", std::process::id() | 0xf000_0000));
+    let n = Names::new(&probe_id(std::process::id()));
     let ns = n.router.as_str();
     // Owned while it lives, so that a `cleanup` meanwhile does not pull it from under us.
     let _owner = crate::owner::Owner::claim(&crate::owner::link(&n.id));
@@ -74,7 +80,7 @@ fn tc_bpf(ns: &str) -> bool {
     let Ok(object) = crate::edt::object() else {
         return false;
     };
-    let Ok(dir) = tempfile::Builder::new().prefix("qbench-edt-").tempdir() else {
+    let Ok(dir) = tempfile::Builder::new().prefix("qbench-probe-").tempdir() else {
         return false;
     };
     let path = dir.path().join("probe.o");

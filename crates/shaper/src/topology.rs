@@ -139,12 +139,17 @@ pub struct Topology {
 mod run_check;
 pub use run_check::LinkSnapshot;
 
+/// Never with the top four bits set: those name a capability probe's namespace
+/// (`probe::probe_id`).
 fn random_id() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    format!("{:x}", std::process::id().rotate_left(12) ^ nanos)
+    format!(
+        "{:x}",
+        (std::process::id().rotate_left(12) ^ nanos) & 0x0fff_ffff
+    )
 }
 
 fn impairment(d: &qbench_core::spec::link::Direction, loss_here: bool) -> Impairment {

@@ -18,7 +18,7 @@ fn namespaces() -> Vec<String> {
 fn ours() -> Vec<String> {
     let mut v: Vec<String> = namespaces()
         .into_iter()
-        .filter(|n| qbench_shaper::Names::is_ours(n) && !qbench_testkit::others::someone_elses(n))
+        .filter(|n| qbench_shaper::Names::is_ours(n) && !qbench_testkit::others::not_judged(n))
         .collect();
     v.sort();
     v

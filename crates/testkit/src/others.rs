@@ -58,6 +58,23 @@ pub fn someone_elses(ns: &str) -> bool {
     live_owner(id).is_some_and(|pid| pid == 0 || !ours(pid))
 }
 
+/// Whether namespace `ns` is a capability probe's throwaway one (`qbench_shaper::probe`) whose
+/// prober still holds it: any qbench, even a `--dry-run` of a test that changes nothing,
+/// makes one for an instant and deletes it before it lets go; one whose prober died is left
+/// behind like any other.
+pub fn probing(ns: &str) -> bool {
+    let Some(id) = ns.strip_prefix("qb-").and_then(|r| r.split('-').next()) else {
+        return false;
+    };
+    live_owner(id).is_some_and(|pid| pid != 0 && qbench_shaper::probe::probe_id(pid) == id)
+}
+
+/// Whether a test looking for what it left behind must leave `ns` out: someone else's link,
+/// or a probe's namespace while it is probing.
+pub fn not_judged(ns: &str) -> bool {
+    someone_elses(ns) || probing(ns)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +126,33 @@ mod tests {
         drop(held);
         assert!(live_owner(&id).is_none());
         assert!(!someone_elses(&ns));
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// A probe's namespace is left out while a live process holds it under its own pid's
+    /// probe id; not once the lock is let go, nor under a pid the id does not name.
+    #[test]
+    fn a_probe_namespace_is_left_out_only_while_its_prober_holds_it() {
+        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = Path::new(qbench_shaper::owner::DIR);
+        if std::fs::create_dir_all(dir).is_err() {
+            return; // not root: there is no owner directory to hold a link in
+        }
+        let me = std::process::id();
+        let id = qbench_shaper::probe::probe_id(me);
+        let ns = format!("qb-{id}-r");
+        assert!(!probing(&ns), "nobody holds it yet");
+        let path = dir.join(qbench_shaper::owner::link(&id));
+        let held = std::fs::File::create(&path).unwrap();
+        // SAFETY: flock on a descriptor this test owns.
+        assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX) }, 0);
+        std::fs::write(&path, "1\n").unwrap();
+        assert!(!probing(&ns), "pid 1's probe has another id");
+        std::fs::write(&path, format!("{me}\n")).unwrap();
+        assert!(probing(&ns) && not_judged(&ns));
+        assert!(!probing("qb-1234-r") && !probing("qbx"));
+        drop(held);
+        assert!(!probing(&ns), "a prober that let go left it behind");
         let _ = std::fs::remove_file(&path);
     }
 }

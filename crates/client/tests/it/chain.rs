@@ -4,18 +4,10 @@
 
 use crate::common;
 
+use common::links::ours;
 use common::needs::{require, Need};
 use common::{assert_complete, qbench};
 use serde_json::Value;
-
-fn ours() -> Vec<String> {
-    let mut v: Vec<String> = qbench_shaper::netns::list()
-        .into_iter()
-        .filter(|n| qbench_shaper::Names::is_ours(n) && !qbench_testkit::others::someone_elses(n))
-        .collect();
-    v.sort();
-    v
-}
 
 fn through(proto: &str, proxy: Option<&str>) -> Value {
     let mut args = vec![

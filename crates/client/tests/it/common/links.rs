@@ -4,9 +4,10 @@ use std::process::Command;
 
 use qbench_shaper::BackendChoice;
 
-/// The link namespaces on the machine, except other tests' own fixtures and the links other
-/// processes on the host hold (another suite, a CI job, a held load): what this test and its
-/// children made, and whatever was left behind.
+/// The link namespaces on the machine, except other tests' own fixtures, the links other
+/// processes on the host hold (another suite, a CI job, a held load) and the instant
+/// namespaces of capability probes (a `--dry-run` beside this test makes one): what this test
+/// and its children made, and whatever was left behind.
 pub(crate) fn ours() -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir("/run/netns")
         .map(|d| {
@@ -16,7 +17,7 @@ pub(crate) fn ours() -> Vec<String> {
                     n.starts_with("qb-")
                         && !n.starts_with("qb-test")
                         && !n.starts_with("qb-fwdtest")
-                        && !qbench_testkit::others::someone_elses(n)
+                        && !qbench_testkit::others::not_judged(n)
                 })
                 .collect()
         })
