@@ -23,7 +23,14 @@
 //!
 //! The integration tests of every crate use it (`qbench-testkit` is a dev-dependency of each).
 
+pub mod marks;
 pub mod others;
+
+/// Taken by this crate's unit tests that fork and those that hold an owner lock: a child
+/// forked while a lock is held shares it until it execs, and a test that lets go of its lock
+/// must see it free.
+#[cfg(test)]
+static FORK_TURN: Mutex<()> = Mutex::new(());
 
 use std::io::Write as _;
 use std::panic::Location;

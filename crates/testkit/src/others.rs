@@ -79,13 +79,9 @@ pub fn not_judged(ns: &str) -> bool {
 mod tests {
     use super::*;
 
-    /// The two tests take turns: a child forked while the other test holds its owner file
-    /// shares that lock until it execs, and the lock must be let go when the test drops it.
-    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
     #[test]
     fn this_process_and_its_children_are_ours() {
-        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let _turn = crate::FORK_TURN.lock().unwrap_or_else(|e| e.into_inner());
         assert!(ours(std::process::id()));
         let mut child = std::process::Command::new("sleep")
             .arg("30")
@@ -102,7 +98,7 @@ mod tests {
     /// of its own, as another process's would conflict.
     #[test]
     fn a_held_link_is_someone_elses_unless_its_pid_is_ours() {
-        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let _turn = crate::FORK_TURN.lock().unwrap_or_else(|e| e.into_inner());
         let id = format!("t{}", std::process::id());
         let dir = Path::new(qbench_shaper::owner::DIR);
         if std::fs::create_dir_all(dir).is_err() {
@@ -133,7 +129,7 @@ mod tests {
     /// probe id; not once the lock is let go, nor under a pid the id does not name.
     #[test]
     fn a_probe_namespace_is_left_out_only_while_its_prober_holds_it() {
-        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let _turn = crate::FORK_TURN.lock().unwrap_or_else(|e| e.into_inner());
         let dir = Path::new(qbench_shaper::owner::DIR);
         if std::fs::create_dir_all(dir).is_err() {
             return; // not root: there is no owner directory to hold a link in

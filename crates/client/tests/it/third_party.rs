@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use qbench_testkit::marks::Mark;
 use serde_json::Value;
 
 use crate::common;
@@ -52,13 +53,10 @@ fn assert_fetched(r: &Run, client: &str, objects: u64, bytes: u64) {
     assert_eq!(sv["body_bytes"], bytes);
 }
 
-/// No process whose command line contains `pattern` is running.
-fn assert_not_running(pattern: &str) {
-    let found = std::process::Command::new("pgrep")
-        .args(["-f", pattern])
-        .output()
-        .unwrap();
-    assert!(found.stdout.is_empty(), "nothing left running: {pattern}");
+/// No process the test started with `mark` (and that inherited it from them) is running.
+fn assert_not_running(mark: &Mark) {
+    let left = mark.running();
+    assert!(left.is_empty(), "left running: {left:?}");
 }
 
 /// Nothing was left in `dir` (a TMPDIR the test gave qbench).
@@ -238,7 +236,8 @@ fn chromium_fetches_over_h3_on_one_connection_when_asked_to_reuse_it() {
     require!(Need::Tool("chromium"));
     require!(Need::PyModule("playwright"));
     let driver = chromium_driver();
-    let env = [("QBENCH_CHROMIUM_DRIVER", driver.as_os_str())];
+    let mark = Mark::new();
+    let env = [("QBENCH_CHROMIUM_DRIVER", driver.as_os_str()), mark.env()];
     let qbench = |args: &[&str]| common::qbench_env(args, &env);
     let r = qbench(&[
         "--client",
@@ -279,7 +278,7 @@ fn chromium_fetches_over_h3_on_one_connection_when_asked_to_reuse_it() {
         2,
         "a fresh browser context per load"
     );
-    assert_not_running("chromium --");
+    assert_not_running(&mark);
 }
 
 #[test]
@@ -305,6 +304,7 @@ fn a_client_that_hangs_is_killed_at_the_timeout_and_counted() {
     // It makes a temporary directory, as a browser makes its profile, and ignores SIGTERM:
     // the kill gives it no time to clean up, and nothing may be left in TMPDIR.
     let tmp = tempfile::tempdir().unwrap();
+    let mark = Mark::new();
     let started = Instant::now();
     let r = common::qbench_env(
         &[
@@ -317,7 +317,7 @@ fn a_client_that_hangs_is_killed_at_the_timeout_and_counted() {
             "--timeout",
             "1s",
         ],
-        &[("TMPDIR", tmp.path().as_os_str())],
+        &[("TMPDIR", tmp.path().as_os_str()), mark.env()],
     );
     assert!(started.elapsed() < Duration::from_secs(30));
     assert_empty(tmp.path());
@@ -326,7 +326,7 @@ fn a_client_that_hangs_is_killed_at_the_timeout_and_counted() {
     assert_eq!(run["errors"]["timeout"], 2);
     let p = &run["third_party"]["processes"][0];
     assert_eq!(p["timed_out"], true);
-    assert_not_running("sleep 60");
+    assert_not_running(&mark);
 }
 
 /// A signal to qbench mid-run ends its client as the deadline does: SIGTERM, and time to
@@ -343,8 +343,11 @@ fn a_signal_to_qbench_gives_its_client_time_to_clean_up() {
         s = started.display(),
     );
     let tmp = tempfile::tempdir().unwrap();
+    let mark = Mark::new();
+    let (var, value) = mark.env();
     let mut cmd = common::signalable();
     let child = cmd
+        .env(var, value)
         .args(["--client", &client, "--proto", "h2", "--objects", "1x1KB"])
         .args(["--timeout", "60s", "--json"])
         .arg(dir.path().join("r.json"))
@@ -368,7 +371,7 @@ fn a_signal_to_qbench_gives_its_client_time_to_clean_up() {
     );
     assert!(cleaned.exists(), "the client had its SIGTERM");
     assert_empty(tmp.path());
-    assert_not_running("sleep 67");
+    assert_not_running(&mark);
 
     // Twenty processes that ignore SIGTERM share one grace: qbench is not held 2 s for each.
     let up = dir.path().join("up");
@@ -378,6 +381,7 @@ fn a_signal_to_qbench_gives_its_client_time_to_clean_up() {
         u = up.display()
     );
     let child = common::signalable()
+        .env(var, value)
         .args(["--client", &client, "--proto", "h2", "--objects", "20x1KB"])
         .args(["--connections", "20", "--timeout", "60s", "--json"])
         .arg(dir.path().join("r2.json"))
@@ -398,7 +402,7 @@ fn a_signal_to_qbench_gives_its_client_time_to_clean_up() {
         signalled.elapsed() < Duration::from_secs(20),
         "one grace, not 20"
     );
-    assert_not_running("sleep 68");
+    assert_not_running(&mark);
 }
 
 /// A client's own CPU is the measurement, not other work on the machine: the noise check
