@@ -14,16 +14,19 @@ fn main() {
     let why = out.join("edt.why");
     let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".into());
     // Installing clang or libbpf's headers later must rebuild the program: the result of this
-    // script is cached until a file it names changes, and a path that does not exist yet
-    // counts as changed on every build.
+    // script is cached until a file it names changes. dpkg gives the files it installs their
+    // package's old mtimes, so a file named before it existed looks unchanged once it
+    // appears; the directory it appears in is changed by its arrival.
     let found = which(&clang);
-    println!(
-        "cargo:rerun-if-changed={}",
-        found
-            .as_deref()
-            .unwrap_or(std::path::Path::new("/usr/bin/clang"))
-            .display()
-    );
+    match &found {
+        Some(path) => println!("cargo:rerun-if-changed={}", path.display()),
+        None => {
+            println!("cargo:rerun-if-env-changed=PATH");
+            for dir in path_dirs().filter(|d| d.is_dir()) {
+                println!("cargo:rerun-if-changed={}", dir.display());
+            }
+        }
+    }
     // The kernel's uapi headers include <asm/types.h>, which Debian keeps per architecture.
     let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
     let multiarch = format!("/usr/include/{arch}-linux-gnu");
@@ -49,7 +52,13 @@ fn main() {
     match failure {
         None => std::fs::write(&why, "").expect("OUT_DIR is writable"),
         Some(f) => {
-            println!("cargo:rerun-if-changed=/usr/include/bpf/bpf_helpers.h");
+            // The headers' directory, or the one it would be made in.
+            let headers = ["/usr/include/bpf", "/usr/include"]
+                .into_iter()
+                .find(|d| std::path::Path::new(d).is_dir());
+            if let Some(dir) = headers {
+                println!("cargo:rerun-if-changed={dir}");
+            }
             // No environment variable decides whether this fails: one would make a test run
             // with it and one without rebuild each other. CI's requirement that the program
             // be built is checked by the tests (`QBENCH_REQUIRE_EDT` at run time).
@@ -66,7 +75,10 @@ fn which(program: &str) -> Option<PathBuf> {
     if program.contains('/') {
         return Some(PathBuf::from(program));
     }
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|d| d.join(program))
-        .find(|p| p.is_file())
+    path_dirs().map(|d| d.join(program)).find(|p| p.is_file())
+}
+
+fn path_dirs() -> impl Iterator<Item = PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).collect::<Vec<_>>().into_iter()
 }
