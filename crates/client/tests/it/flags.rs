@@ -9,6 +9,7 @@ use std::path::Path;
 use clap::{CommandFactory, Parser};
 use qbench::flags::cli::{Cli, Command};
 use qbench::flags::rerun::{compare_command, compete_command};
+use qbench_core::spec::knobs::knob;
 use qbench_core::spec::{CompareSpec, CompeteSpec};
 use qbench_core::stats::effect::Test;
 use qbench_core::stats::metric::Metric;
@@ -53,6 +54,9 @@ const NOT_IN_SPEC: &[&str] = &[
 
 /// The arguments that make `flag` differ from its default (with what it needs beside it).
 fn sample(flag: &str, page: &str) -> Option<Vec<String>> {
+    if let Some(v) = knob_sample(flag) {
+        return Some(v);
+    }
     let v: &[&str] = match flag {
         "proto" => &["--proto", "h2"],
         "protos" => &["--protos", "h1,h3"],
@@ -64,24 +68,7 @@ fn sample(flag: &str, page: &str) -> Option<Vec<String>> {
         "ca" => &["--ca", "/nonexistent/ca.pem"],
         "insecure" => &["--insecure"],
         "telemetry-token" => &["--telemetry-token", "t0ken"],
-        "streams" => &["--streams", "7"],
-        "connections" => &["--connections", "3"],
-        "runs" => &["--runs", "4"],
-        "reuse" => &["--reuse"],
-        "resume" => &["--resume"],
-        "0rtt" => &["--0rtt"],
-        "verify" => &["--verify"],
-        "timeout" => &["--timeout", "17s"],
         "json" => &["--json", "out.json"],
-        "cc" => &["--cc", "bbr"],
-        "cwnd-cap" => &["--cwnd-cap", "20"],
-        "initial-cwnd" => &["--initial-cwnd", "12"],
-        "reorder-threshold" => &["--reorder-threshold", "9"],
-        "reorder-time-threshold" => &["--reorder-time-threshold", "1.5"],
-        "rwnd" => &["--rwnd", "65536"],
-        "quic" => &["--quic", "ack-frequency=4,gso=off"],
-        "sample-interval" => &["--sample-interval", "20ms"],
-        "no-telemetry" => &["--no-telemetry"],
         "state-graph" => &["--state-graph", "g.svg"],
         "plot" => &["--plot", "p.svg"],
         "qlog" => &["--qlog", "qlogs"],
@@ -95,26 +82,11 @@ fn sample(flag: &str, page: &str) -> Option<Vec<String>> {
         "metrics-listen" => &["--metrics-listen", "127.0.0.1:0"],
         "tui" => &["--tui"],
         "no-tui" => &["--no-tui"],
-        "link" => &["--link", "rtt=10ms,rate=20mbit"],
-        "link-b" => &["--link", "rtt=10ms", "--link-b", "rtt=30ms"],
-        "proxy" => &[
-            "--link", "rtt=10ms", "--link-b", "rtt=30ms", "--proxy", "h2",
-        ],
         "backend" => &["--link", "rtt=10ms", "--backend", "userspace"],
         "offloads" => &["--link", "rtt=10ms", "--offloads", "off"],
         "dry-run" => &["--link", "rtt=10ms", "--dry-run"],
         "no-calibrate" => &["--link", "rtt=10ms", "--no-calibrate"],
         "strict-link" => &["--link", "rtt=10ms", "--strict-link"],
-        "client-threads" => &["--client-threads", "2"],
-        "client-cpu" => &["--client-cpu", "0.5"],
-        "client-cpuset" => &["--client-cpuset", "0"],
-        "server-threads" => &["--server-threads", "2"],
-        "duration" => &["--duration", "5s"],
-        "warmup" => &["--duration", "5s", "--warmup", "1s"],
-        "rate" => &["--duration", "5s", "--rate", "100"],
-        "arrivals" => &["--duration", "5s", "--rate", "100", "--arrivals", "poisson"],
-        "max-inflight" => &["--duration", "5s", "--rate", "100", "--max-inflight", "50"],
-        "interval" => &["--interval", "1s"],
         "video" => &["--video", "1,2mbit"],
         "video-quality" => &["--video", "1,2mbit", "--video-quality", "2mbit"],
         "segment" => &["--video", "1,2mbit", "--segment", "3s"],
@@ -137,36 +109,36 @@ fn sample(flag: &str, page: &str) -> Option<Vec<String>> {
         "recalibrate" => &["--link", "rtt=10ms", "--recalibrate"],
         "json-stream" => &["--interval", "1s", "--json-stream", "s.jsonl"],
         "flows" => &["--flows", "h2,h3,h3"],
-        "client" => &["--proto", "h2", "--client", "curl"],
-        side => {
-            let (which, rest) = side.split_once('.')?;
-            if which != "a" && which != "b" {
-                return None;
-            }
-            let value = match rest {
-                "cc" => "bbr",
-                "cwnd-cap" => "20",
-                "initial-cwnd" => "12",
-                "rwnd" => "65536",
-                "connections" => "3",
-                "streams" => "7",
-                "client-cpu" => "0.5",
-                "proxy" => "h2",
-                "client" => "curl",
-                _ => return None,
-            };
-            let mut v: Vec<String> = Vec::new();
-            if rest == "proxy" {
-                v.extend(["--link", "rtt=10ms", "--link-b", "rtt=30ms"].map(String::from));
-            }
-            if rest == "client" {
-                v.extend(["--proto", "h2"].map(String::from));
-            }
-            v.extend([format!("--{side}"), value.into()]);
-            return Some(v);
-        }
+        _ => return None,
     };
     Some(v.iter().map(|s| s.to_string()).collect())
+}
+
+/// `--flag SAMPLE` of a run knob, or `--a.flag SAMPLE` of a side's, after the flags its sample
+/// needs (the knob table's own samples).
+fn knob_sample(flag: &str) -> Option<Vec<String>> {
+    let (side, name) = match flag.split_once('.') {
+        Some(("a" | "b", rest)) => (true, rest),
+        Some(_) => return None,
+        None => (false, flag),
+    };
+    let k = knob(name)?;
+    if side && k.side.is_none() {
+        return None;
+    }
+    let mut v = Vec::new();
+    for need in k.needs {
+        v.extend([format!("--{need}"), knob(need)?.sample.to_string()]);
+    }
+    // curl, the sample contestant, has no HTTP/3.
+    if name == "client" {
+        v.extend(["--proto".to_string(), "h2".to_string()]);
+    }
+    v.push(format!("--{flag}"));
+    if !k.switch {
+        v.push(k.sample.to_string());
+    }
+    Some(v)
 }
 
 /// Every long flag of a subcommand but --help.

@@ -33,6 +33,12 @@ pub struct Knob {
     pub axis: Option<&'static str>,
     /// `--a.X` and `--b.X`.
     pub side: Option<SideKnob>,
+    /// A value that differs from the default (a side's too), for the tests that set every
+    /// knob and read it back; a switch's is `true`.
+    pub sample: &'static str,
+    /// Knobs whose samples must be set first for this one to mean something (the open
+    /// loop's refinements need a held load and a rate, `--link-b` a `--link`).
+    pub needs: &'static [&'static str],
 }
 
 /// A knob one side of a comparison can set differently.
@@ -62,7 +68,19 @@ impl Knob {
             base: None,
             axis: None,
             side: None,
+            sample: "",
+            needs: &[],
         }
+    }
+
+    const fn sample(mut self, value: &'static str) -> Self {
+        self.sample = value;
+        self
+    }
+
+    const fn needs(mut self, flags: &'static [&'static str]) -> Self {
+        self.needs = flags;
+        self
     }
 
     const fn base(mut self, name: &'static str) -> Self {
@@ -77,6 +95,7 @@ impl Knob {
 
     const fn switch(mut self) -> Self {
         self.switch = true;
+        self.sample = "true";
         self
     }
 
@@ -204,40 +223,46 @@ macro_rules! side {
 /// In the order the command line that reruns a spec gives them; a side's label names its
 /// overrides in this order too.
 pub static KNOBS: &[Knob] = &[
-    value!("runs", runs, |n| n.to_string(), |v| count(&RUNS, v)),
-    value!("timeout", timeout, time, duration),
+    value!("runs", runs, |n| n.to_string(), |v| count(&RUNS, v)).sample("4"),
+    value!("timeout", timeout, time, duration).sample("17s"),
     opt!("cc", cc, parse)
         .base("cc")
         .axis("cc")
-        .side(side!(cc, parse).in_file()),
+        .side(side!(cc, parse).in_file())
+        .sample("bbr"),
     opt!("cwnd-cap", cwnd_cap, |v| count(&WINDOW_PACKETS, v))
         .base("cwnd_cap")
         .side(
             side!(cwnd_cap, |v| count(&WINDOW_PACKETS, v))
                 .in_file()
                 .b_axis("b_cwnd_cap"),
-        ),
+        )
+        .sample("20"),
     opt!("initial-cwnd", initial_cwnd, |v| count(&WINDOW_PACKETS, v))
-        .side(side!(initial_cwnd, |v| count(&WINDOW_PACKETS, v))),
+        .side(side!(initial_cwnd, |v| count(&WINDOW_PACKETS, v)))
+        .sample("12"),
     opt!("reorder-threshold", reorder_threshold, |v| count(
         &REORDER_THRESHOLD,
         v
     ))
     .base("reorder_threshold")
-    .axis("reorder_threshold"),
+    .axis("reorder_threshold")
+    .sample("9"),
     opt!(
         "reorder-time-threshold",
         reorder_time_threshold,
         parse_time_threshold
     )
-    .base("reorder_time_threshold"),
+    .base("reorder_time_threshold")
+    .sample("1.5"),
     // In bytes on the command line, as the label's `rwnd=64KB` would round-trip too.
     Knob::new(
         "rwnd",
         |s| s.rwnd.map(|b| b.0.to_string()),
         |s, v| put(&mut s.rwnd, parse(v).map(Some)),
     )
-    .side(side!(rwnd, parse)),
+    .side(side!(rwnd, parse))
+    .sample("65536"),
     value!("connections", connections, |n| n.to_string(), |v| count(
         &CONNECTIONS,
         v
@@ -251,15 +276,18 @@ pub static KNOBS: &[Knob] = &[
             |o, s| s.connections = o.connections.unwrap_or(s.connections),
         )
         .in_file(),
-    ),
+    )
+    .sample("3"),
     opt!("streams", streams, |v| count(&STREAMS, v))
         .base("streams")
-        .side(side!(streams, |v| count(&STREAMS, v))),
+        .side(side!(streams, |v| count(&STREAMS, v)))
+        .sample("7"),
     Knob::new(
         "quic",
         |s| (!s.quic.is_empty()).then(|| s.quic.to_string()),
         |s, v| put(&mut s.quic, parse::<QuicKnobs>(v)),
-    ),
+    )
+    .sample("ack-frequency=4,gso=off"),
     Knob::new(
         "client-cpu",
         |s| text(&s.client_cpu),
@@ -283,19 +311,25 @@ pub static KNOBS: &[Knob] = &[
             },
         )
         .in_file(),
-    ),
-    opt!("client-cpuset", client_cpuset, parse).base("client_cpuset"),
-    value!("sample-interval", sample_interval, time, duration),
+    )
+    .sample("0.5"),
+    opt!("client-cpuset", client_cpuset, parse)
+        .base("client_cpuset")
+        .sample("0"),
+    value!("sample-interval", sample_interval, time, duration).sample("20ms"),
     Knob::new(
         "link",
         |s| s.link.as_ref().map(|l| l.text.clone()),
         |s, v| put(&mut s.link, parse(v).map(Some)),
-    ),
+    )
+    .sample("rtt=10ms,rate=20mbit"),
     Knob::new(
         "link-b",
         |s| s.link_b.as_ref().map(|l| l.text.clone()),
         |s, v| put(&mut s.link_b, parse(v).map(Some)),
-    ),
+    )
+    .sample("rtt=30ms")
+    .needs(&["link"]),
     Knob::new(
         "proxy",
         |s| text(&s.proxy),
@@ -313,7 +347,9 @@ pub static KNOBS: &[Knob] = &[
             },
         )
         .in_file(),
-    ),
+    )
+    .sample("h2")
+    .needs(&["link", "link-b"]),
     Knob::new(
         "client",
         |s| text(&s.client),
@@ -336,17 +372,20 @@ pub static KNOBS: &[Knob] = &[
             },
         )
         .in_file(),
-    ),
+    )
+    .sample("curl"),
     Knob::new(
         "interval",
         |s| s.interval.map(time),
         |s, v| put(&mut s.interval, duration(v).map(Some)),
-    ),
+    )
+    .sample("1s"),
     Knob::new(
         "duration",
         |s| s.load.as_ref().map(|l| time(l.duration)),
         |s, v| put(&mut load(s).duration, duration(v)),
-    ),
+    )
+    .sample("5s"),
     Knob::new(
         "warmup",
         |s| {
@@ -355,12 +394,16 @@ pub static KNOBS: &[Knob] = &[
                 .and_then(|l| differs(l.warmup, Duration::ZERO, time))
         },
         |s, v| put(&mut load(s).warmup, duration(v)),
-    ),
+    )
+    .sample("1s")
+    .needs(&["duration"]),
     Knob::new(
         "rate",
         |s| s.load.as_ref().and_then(|l| text(&l.rate)),
         |s, v| put(&mut load(s).rate, parse_rate(v).map(Some)),
-    ),
+    )
+    .sample("100")
+    .needs(&["duration"]),
     Knob::new(
         "arrivals",
         |s| {
@@ -376,7 +419,9 @@ pub static KNOBS: &[Knob] = &[
             load(s).arrivals = poisson;
             Ok(())
         },
-    ),
+    )
+    .sample("poisson")
+    .needs(&["duration", "rate"]),
     Knob::new(
         "max-inflight",
         |s| {
@@ -384,17 +429,21 @@ pub static KNOBS: &[Knob] = &[
             differs(l.max_inflight, DEFAULT_MAX_INFLIGHT, |n| n.to_string())
         },
         |s, v| put(&mut load(s).max_inflight, parse(v)),
-    ),
+    )
+    .sample("50")
+    .needs(&["duration", "rate"]),
     value!("client-threads", client_threads, |n| n.to_string(), |v| {
         count(&THREADS, v)
     })
     .base("client_threads")
-    .axis("threads"),
+    .axis("threads")
+    .sample("2"),
     value!("server-threads", server_threads, |n| n.to_string(), |v| {
         count(&THREADS, v)
     })
     .base("server_threads")
-    .axis("threads"),
+    .axis("threads")
+    .sample("3"),
     switch!("reuse", reuse),
     switch!("resume", resume),
     switch!("0rtt", zero_rtt).axis("zero_rtt"),

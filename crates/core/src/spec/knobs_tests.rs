@@ -1,44 +1,21 @@
 use super::*;
 
-/// A value of `--flag` that differs from the default.
+/// The knob's sample value, which every knob must have.
 fn sample(flag: &str) -> &'static str {
-    match flag {
-        "runs" => "4",
-        "timeout" => "17s",
-        "cc" => "bbr",
-        "cwnd-cap" => "20",
-        "initial-cwnd" => "12",
-        "reorder-threshold" => "9",
-        "reorder-time-threshold" => "1.5",
-        "rwnd" => "64KiB",
-        "connections" => "3",
-        "streams" => "7",
-        "quic" => "ack-frequency=4,gso=off",
-        "client-cpu" => "0.5",
-        "client-cpuset" => "0-1,3",
-        "sample-interval" => "20ms",
-        "link" => "rtt=10ms,rate=20mbit",
-        "link-b" => "rtt=30ms",
-        "proxy" => "h2",
-        "client" => "curl",
-        "interval" => "1s",
-        "duration" => "5s",
-        "warmup" => "1s",
-        "rate" => "100",
-        "arrivals" => "poisson",
-        "max-inflight" => "50",
-        "client-threads" => "2",
-        "server-threads" => "3",
-        "reuse" | "resume" | "0rtt" | "verify" | "no-telemetry" => "true",
-        other => panic!("--{other} has no sample value here: give it one"),
-    }
+    let k = knob(flag).unwrap_or_else(|| panic!("--{flag} is no knob"));
+    assert!(
+        !k.sample.is_empty(),
+        "--{flag} has no sample value: give it one"
+    );
+    k.sample
 }
 
-/// A spec where `flag` means something: the open loop's refinements need a rate.
+/// A spec where `flag` means something: the samples of the knobs it needs are set.
 fn start(flag: &str) -> RunSpec {
     let mut s = RunSpec::default();
-    if matches!(flag, "arrivals" | "max-inflight") {
-        (knob("rate").unwrap().set)(&mut s, "100").unwrap();
+    for need in knob(flag).unwrap().needs {
+        let k = knob(need).unwrap_or_else(|| panic!("--{flag} needs --{need}, no knob"));
+        (k.set)(&mut s, k.sample).unwrap();
     }
     s
 }
