@@ -195,23 +195,41 @@ fn bad_conditions_and_commands_that_do_not_judge_them_are_refused() {
 #[test]
 fn compare_fails_when_a_side_is_significantly_worse_by_more_than_the_limit() {
     // One request at a time against 256 at once: B is the slower side by construction.
-    let r = qbench(&[
-        "compare",
-        "--protos",
-        "h2,h2",
-        "--b.streams",
-        "1",
-        "--objects",
-        "100x1KB",
-        // Ten rounds, not six: one round of A slowed by other work on the machine (CI at
-        // dc80d51: p = 0.065 with six) must not hide a difference this large.
-        "--rounds",
-        "10",
-        "--fail-if",
-        "b-worse>5%",
-        "--fail-if",
-        "a-worse>0%",
-    ]);
+    // Ten rounds, not six: one round of A slowed by other work on the machine (CI at dc80d51:
+    // p = 0.065 with six) must not hide a difference this large. A comparison that still
+    // finds no significant difference (beside two busy loops, 18 of 20 runs noisy: p = 0.045)
+    // is run once more with twice the rounds, and that one is held to everything: the gate's
+    // premise is a significant difference, which the machine's noise can hide.
+    let compare = |rounds: &str| {
+        qbench(&[
+            "compare",
+            "--protos",
+            "h2,h2",
+            "--b.streams",
+            "1",
+            "--objects",
+            "100x1KB",
+            "--rounds",
+            rounds,
+            "--fail-if",
+            "b-worse>5%",
+            "--fail-if",
+            "a-worse>0%",
+        ])
+    };
+    let mut r = compare("10");
+    let inconclusive = |r: &common::Run| {
+        r.json
+            .as_ref()
+            .is_some_and(|j| j["comparison"]["verdict"] == "inconclusive")
+    };
+    if r.code == Some(0) && inconclusive(&r) {
+        eprintln!(
+            "no significant difference in 10 rounds, tried with 20:\n{}",
+            r.stderr
+        );
+        r = compare("20");
+    }
     assert_eq!(r.code, Some(3), "{}", r.stderr);
     let last = r.stderr.trim_end().lines().last().unwrap_or_default();
     assert!(
