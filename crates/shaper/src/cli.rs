@@ -28,7 +28,7 @@ pub enum Cmd {
         #[arg(long, value_enum, default_value = "default")]
         offloads: Offloads,
         /// Namespace id (hex): namespaces are qb-ID-c, qb-ID-r, qb-ID-s
-        #[arg(long, value_parser = parse_id)]
+        #[arg(long, value_parser = parse_new_id)]
         id: Option<String>,
         /// TCP congestion-window cap in packets on the server's route toward the client
         #[arg(long)]
@@ -57,7 +57,7 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
         /// Namespace id (hex), as for `up`
-        #[arg(long, value_parser = parse_id)]
+        #[arg(long, value_parser = parse_new_id)]
         id: Option<String>,
     },
     /// Tear down the link with this id
@@ -87,5 +87,40 @@ pub fn parse_id(s: &str) -> Result<String, String> {
         Ok(s.to_ascii_lowercase())
     } else {
         Err("1 to 8 hex digits".into())
+    }
+}
+
+/// The id of a link to build: eight digits from f0000000 up name the kernel probe's own
+/// namespaces (`probe::probe_id`), which a probe deletes when it ends.
+pub fn parse_new_id(s: &str) -> Result<String, String> {
+    let id = parse_id(s)?;
+    if id.len() == 8 && id.starts_with('f') {
+        return Err("1 to 8 hex digits, below f0000000 (those name qbench's probes)".into());
+    }
+    Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_id, parse_new_id};
+
+    #[test]
+    fn ids_are_hex_and_new_links_keep_clear_of_the_probes() {
+        assert_eq!(parse_id("A1b2").as_deref(), Ok("a1b2"));
+        assert_eq!(parse_id("fffffff0").as_deref(), Ok("fffffff0"));
+        assert!(parse_id("").is_err() && parse_id("123456789").is_err() && parse_id("x1").is_err());
+        assert_eq!(parse_new_id("efffffff").as_deref(), Ok("efffffff"));
+        assert_eq!(parse_new_id("fff").as_deref(), Ok("fff"));
+        assert!(parse_new_id("F0000000").is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_is_an_id_or_an_error(s in "\\PC{0,12}") {
+            let _ = parse_id(&s);
+            if let Ok(id) = parse_new_id(&s) {
+                proptest::prop_assert!(!(id.len() == 8 && id.starts_with('f')));
+            }
+        }
     }
 }

@@ -52,16 +52,32 @@ pub fn probe_id(pid: u32) -> String {
 /// What the kernel's tc can do: (netem, fq, qbench's edt program through tc BPF), each tried
 /// on a veth in a throwaway namespace.
 fn kernel() -> (bool, bool, bool) {
+    // One probe at a time in a process: its namespace's name is the process's own.
+    static PROBING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = PROBING.lock().unwrap_or_else(|e| e.into_inner());
     let n = Names::new(&probe_id(std::process::id()));
     let ns = n.router.as_str();
-    // Owned while it lives, so that a `cleanup` meanwhile does not pull it from under us.
-    let _owner = crate::owner::Owner::claim(&crate::owner::link(&n.id));
+    // Owned while it lives, so that a `cleanup` meanwhile does not pull it from under us. A
+    // claim refused while another process looks at the lock for an instant is tried again;
+    // a name held for longer is not ours to build or delete.
+    let mut owner = crate::owner::Owner::claim(&crate::owner::link(&n.id));
+    for _ in 0..50 {
+        if !matches!(owner, Ok(None)) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        owner = crate::owner::Owner::claim(&crate::owner::link(&n.id));
+    }
+    if matches!(owner, Ok(None)) {
+        return (false, false, false);
+    }
     let mut found = (false, false, false);
-    if ok(&["ip", "netns", "add", ns])
-        && ok(&[
-            "ip", "-n", ns, "link", "add", "qb-pa", "type", "veth", "peer", "name", "qb-pb",
-        ])
-    {
+    if !ok(&["ip", "netns", "add", ns]) {
+        return found;
+    }
+    if ok(&[
+        "ip", "-n", ns, "link", "add", "qb-pa", "type", "veth", "peer", "name", "qb-pb",
+    ]) {
         let qdisc = |kind: &[&str]| {
             let mut argv = vec!["tc", "-n", ns, "qdisc", "replace", "dev", "qb-pa", "root"];
             argv.extend(kind);
@@ -72,6 +88,7 @@ fn kernel() -> (bool, bool, bool) {
         found.2 = tc_bpf(ns);
     }
     let _ = ok(&["ip", "netns", "del", ns]);
+    drop(owner);
     found
 }
 

@@ -297,8 +297,11 @@ impl Topology {
         near: &Self,
     ) -> Result<Self, ShaperError> {
         let mut id = random_id();
-        if id == near.names.id {
-            id.push('0');
+        for _ in 0..16 {
+            if id != near.names.id {
+                break;
+            }
+            id = random_id();
         }
         let names = Names::beyond(&id, &near.names);
         let joins = plan::chain(&near.names, &names);
