@@ -17,13 +17,25 @@ fn main() {
     // script is cached until a file it names changes. dpkg gives the files it installs their
     // package's old mtimes, so a file named before it existed looks unchanged once it
     // appears; the directory it appears in is changed by its arrival.
+    // PATH itself is not watched: commands that run cargo with different PATHs (the test
+    // script adds Go's) would rebuild each other's program. Nor are directories inside the
+    // checkout, which the build itself changes.
     let found = which(&clang);
     match &found {
         Some(path) => println!("cargo:rerun-if-changed={}", path.display()),
-        None => {
-            println!("cargo:rerun-if-env-changed=PATH");
-            for dir in path_dirs().filter(|d| d.is_dir()) {
+        None if clang.contains('/') => {
+            let dir = std::path::Path::new(&clang).parent().filter(|d| d.is_dir());
+            if let Some(dir) = dir {
                 println!("cargo:rerun-if-changed={}", dir.display());
+            }
+        }
+        None => {
+            let checkout = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+            let checkout = checkout.canonicalize().unwrap_or(checkout);
+            for dir in path_dirs().filter(|d| d.is_dir()) {
+                if !dir.canonicalize().is_ok_and(|d| d.starts_with(&checkout)) {
+                    println!("cargo:rerun-if-changed={}", dir.display());
+                }
             }
         }
     }
@@ -52,12 +64,13 @@ fn main() {
     match failure {
         None => std::fs::write(&why, "").expect("OUT_DIR is writable"),
         Some(f) => {
-            // The headers' directory, or the one it would be made in.
-            let headers = ["/usr/include/bpf", "/usr/include"]
-                .into_iter()
-                .find(|d| std::path::Path::new(d).is_dir());
-            if let Some(dir) = headers {
-                println!("cargo:rerun-if-changed={dir}");
+            // Any header it missed (libbpf's, the kernel's, the architecture's) arrives
+            // under /usr/include; a newer clang, beside the one that failed.
+            if std::path::Path::new("/usr/include").is_dir() {
+                println!("cargo:rerun-if-changed=/usr/include");
+            }
+            if let Some(dir) = found.as_deref().and_then(std::path::Path::parent) {
+                println!("cargo:rerun-if-changed={}", dir.display());
             }
             // No environment variable decides whether this fails: one would make a test run
             // with it and one without rebuild each other. CI's requirement that the program
@@ -73,7 +86,7 @@ fn main() {
 /// executable of that name on PATH.
 fn which(program: &str) -> Option<PathBuf> {
     if program.contains('/') {
-        return Some(PathBuf::from(program));
+        return Some(PathBuf::from(program)).filter(|p| p.is_file());
     }
     path_dirs().map(|d| d.join(program)).find(|p| p.is_file())
 }
