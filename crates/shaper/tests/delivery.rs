@@ -78,6 +78,34 @@ fn a_delivery_trace_delivers_its_rate_and_its_gaps() {
     text.push_str("400\n");
     std::fs::write(&trace, text).unwrap();
     let spec = format!("down.rate=mahimahi:{},up.rate=100mbit", trace.display());
+    // Up to 3 tries, judged by the first that delivers the trace: the userspace path on a
+    // starved machine (the suite beside two busy loops) once carried 4-5 packets in 50 ms
+    // bins of an on-period, 10.19 Mbit/s in all. A trace delivered wrong misses every try;
+    // what the link records of its rate changes is held to on every try.
+    let mut tries = Vec::new();
+    for _ in 0..3 {
+        let (mbps, bins) = onoff_try(&spec);
+        let judged = |b: &u32| f64::from(*b) * 1514.0 * 8.0 / 0.05;
+        let on = bins.iter().filter(|b| judged(b) > 18e6).count();
+        let off = bins.iter().filter(|b| judged(b) < 3e6).count();
+        let line = format!("{mbps:.2} Mbit/s; arrivals per 50 ms: {bins:?}");
+        eprintln!("{line}");
+        // The trace's mean is 12.03 Mbit/s. In 50 ms bins: about half carry the on-rate,
+        // about half (nearly) nothing. The link starts anywhere in its trace, so a 200 ms
+        // period may straddle five bins: three full ones at least, less one period cut by
+        // the window's ends.
+        if (10.8..=13.2).contains(&mbps) && (12..=22).contains(&on) && (12..=22).contains(&off) {
+            return;
+        }
+        tries.push(line);
+    }
+    panic!("3 tries missed the trace:\n{}", tries.join("\n"));
+}
+
+/// One try of `a_delivery_trace_delivers_its_rate_and_its_gaps` on a link built from `spec`:
+/// the delivered rate over two seconds and the arrivals in 50 ms bins; the link's record of
+/// its rate changes is checked here.
+fn onoff_try(spec: &str) -> (f64, Vec<u32>) {
     let opts = TopologyOptions::plain(BackendChoice::Userspace);
     let topo = Topology::up(spec.parse().unwrap(), &opts).expect("link up (root)");
     let at = arrivals(&topo, 30e6, 4.0);
@@ -95,28 +123,6 @@ fn a_delivery_trace_delivers_its_rate_and_its_gaps() {
         .filter(|t| *t < window)
         .collect();
     let mbps = inside.len() as f64 * 1514.0 * 8.0 / window.as_secs_f64() / 1e6;
-    eprintln!(
-        "{mbps:.2} Mbit/s; arrivals per 50 ms: {:?}",
-        bins_of(&inside)
-    );
-    // The trace's mean is 12.03 Mbit/s.
-    assert!((10.8..=13.2).contains(&mbps), "{mbps} Mbit/s");
-    // In 50 ms bins: about half carry the on-rate, about half (nearly) nothing. The link starts
-    // anywhere in its trace, so a 200 ms period may straddle five bins: three full ones at
-    // least, less one period cut by the window's ends.
-    let bins = bins_of(&inside);
-    let on = bins
-        .iter()
-        .filter(|b| f64::from(**b) * 1514.0 * 8.0 / 0.05 > 18e6)
-        .count();
-    let off = bins
-        .iter()
-        .filter(|b| f64::from(**b) * 1514.0 * 8.0 / 0.05 < 3e6)
-        .count();
-    assert!(
-        (12..=22).contains(&on) && (12..=22).contains(&off),
-        "{bins:?}"
-    );
     // Every change is recorded, each period's three: the on-rate, the on-period's last packet
     // held over the gap (one packet in 190.5 ms), the window of the gap's end.
     let down: Vec<u64> = changes
@@ -130,6 +136,7 @@ fn a_delivery_trace_delivers_its_rate_and_its_gaps() {
             .all(|r| [24_000_000, 62_992, 1_200_000].contains(r)),
         "{down:?}"
     );
+    (mbps, bins_of(&inside))
 }
 
 fn bins_of(inside: &[Duration]) -> Vec<u32> {
@@ -178,6 +185,28 @@ fn an_alternating_trace_delivers_what_a_constant_one_does() {
         }
     });
     let spec = format!("up.rate=mahimahi:{constant},down.rate=mahimahi:{alternating}");
+    // Up to 3 tries, judged by the first whose two directions agree, as in
+    // `a_delivery_trace_delivers_its_rate_and_its_gaps`: a starved userspace path delivers
+    // neither trace, a wrong one misses every try.
+    let mut tries = Vec::new();
+    for _ in 0..3 {
+        let (up, down) = alternating_try(&spec);
+        let ratio = down / up;
+        let line =
+            format!("constant {up:.2} Mbit/s, alternating {down:.2} Mbit/s, ratio {ratio:.3}");
+        eprintln!("{line}");
+        if (0.94..=1.06).contains(&ratio) && (22.5..=25.5).contains(&down) {
+            return;
+        }
+        tries.push(line);
+    }
+    panic!("3 tries missed (24 Mbit/s each way):\n{}", tries.join("\n"));
+}
+
+/// One try of `an_alternating_trace_delivers_what_a_constant_one_does`: Mbit/s up (the
+/// constant trace) and down (the alternating one); the link's record of its changes is
+/// checked here.
+fn alternating_try(spec: &str) -> (f64, f64) {
     let opts = TopologyOptions::plain(BackendChoice::Userspace);
     let topo = Topology::up(spec.parse().unwrap(), &opts).expect("link up (root)");
     let n = topo.names().clone();
@@ -191,14 +220,6 @@ fn an_alternating_trace_delivers_what_a_constant_one_does() {
     let up = up.join().unwrap();
     let changes = topo.report().rate_changes;
     drop(topo);
-    let (up, down) = (delivered_mbps(&up, 3.5), delivered_mbps(&down, 3.5));
-    let ratio = down / up;
-    eprintln!("constant {up:.2} Mbit/s, alternating {down:.2} Mbit/s, ratio {ratio:.3}");
-    assert!(
-        (0.94..=1.06).contains(&ratio),
-        "ratio {ratio:.3}: {down:.2} / {up:.2}"
-    );
-    assert!((22.5..=25.5).contains(&down), "{down:.2} Mbit/s of 24");
     // The alternating direction changed about every 10 ms; the constant one only started
     // each period again at its one rate.
     let count = |d: &str| changes.iter().filter(|c| c.direction == d).count();
@@ -207,6 +228,7 @@ fn an_alternating_trace_delivers_what_a_constant_one_does() {
         .filter(|c| c.direction == "up")
         .all(|c| c.rate_bps == 24_000_000));
     assert!(count("down") >= 400, "{}", count("down"));
+    (delivered_mbps(&up, 3.5), delivered_mbps(&down, 3.5))
 }
 
 /// Calibration of a trace link measures what the trace delivered against what its schedule

@@ -224,6 +224,11 @@ fn compare_fails_when_a_side_is_significantly_worse_by_more_than_the_limit() {
             .is_some_and(|j| j["comparison"]["verdict"] == "inconclusive")
     };
     if r.code == Some(0) && inconclusive(&r) {
+        let b = outcome(r.json.as_ref().unwrap(), "b-worse>5%");
+        assert_eq!(
+            b["failed"], false,
+            "a gate on a difference not significant: {b}"
+        );
         eprintln!(
             "no significant difference in 10 rounds, tried with 20:\n{}",
             r.stderr

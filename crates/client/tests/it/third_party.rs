@@ -59,6 +59,24 @@ fn assert_not_running(mark: &Mark) {
     assert!(left.is_empty(), "left running: {left:?}");
 }
 
+/// `run`'s result, and the command line of every process that carried `mark` while it ran
+/// (looked at every 20 ms): that the mark reached a client is what makes its absence after
+/// the run mean something.
+fn marked_while<T: Send>(mark: &Mark, run: impl FnOnce() -> T + Send) -> (T, Vec<String>) {
+    std::thread::scope(|s| {
+        let running = s.spawn(run);
+        let mut seen = std::collections::BTreeSet::new();
+        while !running.is_finished() {
+            for p in mark.running() {
+                // `PID: command line`: the same program under another pid is seen once.
+                seen.insert(p.split_once(": ").map_or(p.clone(), |(_, c)| c.to_string()));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (running.join().unwrap(), seen.into_iter().collect())
+    })
+}
+
 /// Nothing was left in `dir` (a TMPDIR the test gave qbench).
 fn assert_empty(dir: &std::path::Path) {
     let left: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
@@ -239,16 +257,22 @@ fn chromium_fetches_over_h3_on_one_connection_when_asked_to_reuse_it() {
     let mark = Mark::new();
     let env = [("QBENCH_CHROMIUM_DRIVER", driver.as_os_str()), mark.env()];
     let qbench = |args: &[&str]| common::qbench_env(args, &env);
-    let r = qbench(&[
-        "--client",
-        "chromium",
-        "--proto",
-        "h3",
-        "--objects",
-        "3x100KB",
-        "--verify",
-        "--reuse",
-    ]);
+    let (r, seen) = marked_while(&mark, || {
+        qbench(&[
+            "--client",
+            "chromium",
+            "--proto",
+            "h3",
+            "--objects",
+            "3x100KB",
+            "--verify",
+            "--reuse",
+        ])
+    });
+    assert!(
+        seen.iter().any(|c| c.contains("chrom")),
+        "the browser carried the mark: {seen:?}"
+    );
     assert_fetched(&r, "chromium", 3, 300_000);
     assert_eq!(verified(&r), 3);
     let run = run0(&r);
@@ -306,19 +330,22 @@ fn a_client_that_hangs_is_killed_at_the_timeout_and_counted() {
     let tmp = tempfile::tempdir().unwrap();
     let mark = Mark::new();
     let started = Instant::now();
-    let r = common::qbench_env(
-        &[
-            "--client",
-            "exec:sh -c 'trap \"\" TERM; mktemp -d >/dev/null; sleep 60' sh {urls}",
-            "--proto",
-            "h2",
-            "--objects",
-            "2x1KB",
-            "--timeout",
-            "1s",
-        ],
-        &[("TMPDIR", tmp.path().as_os_str()), mark.env()],
-    );
+    let (r, seen) = marked_while(&mark, || {
+        common::qbench_env(
+            &[
+                "--client",
+                "exec:sh -c 'trap \"\" TERM; mktemp -d >/dev/null; sleep 60' sh {urls}",
+                "--proto",
+                "h2",
+                "--objects",
+                "2x1KB",
+                "--timeout",
+                "1s",
+            ],
+            &[("TMPDIR", tmp.path().as_os_str()), mark.env()],
+        )
+    });
+    assert!(seen.iter().any(|c| c == "sleep 60"), "{seen:?}");
     assert!(started.elapsed() < Duration::from_secs(30));
     assert_empty(tmp.path());
     common::assert_failed_with(&r, "timeout");
@@ -361,6 +388,13 @@ fn a_signal_to_qbench_gives_its_client_time_to_clean_up() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(started.exists(), "the client started");
+    // The file is written before the sleep starts: wait (bounded) for it.
+    let sleeping = || mark.running().iter().any(|p| p.ends_with(": sleep 67"));
+    let until = Instant::now() + Duration::from_secs(30);
+    while !sleeping() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(sleeping(), "{:?}", mark.running());
     common::send(&child, libc::SIGTERM);
     let out = child.wait_with_output().unwrap();
     assert_eq!(
@@ -394,6 +428,18 @@ fn a_signal_to_qbench_gives_its_client_time_to_clean_up() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(std::fs::read_dir(&up).unwrap().count(), 20, "all started");
+    // Each wrote its file before it started its sleep: wait (bounded) for the twenty.
+    let sleeping = || {
+        mark.running()
+            .iter()
+            .filter(|p| p.ends_with(": sleep 68"))
+            .count()
+    };
+    let until = Instant::now() + Duration::from_secs(30);
+    while sleeping() < 20 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(sleeping(), 20, "{:?}", mark.running());
     let signalled = Instant::now();
     common::send(&child, libc::SIGTERM);
     let out = child.wait_with_output().unwrap();

@@ -262,7 +262,7 @@ pub static KNOBS: &[Knob] = &[
         |s, v| put(&mut s.rwnd, parse(v).map(Some)),
     )
     .side(side!(rwnd, parse))
-    .sample("65536"),
+    .sample("64KiB"),
     value!("connections", connections, |n| n.to_string(), |v| count(
         &CONNECTIONS,
         v
@@ -315,7 +315,7 @@ pub static KNOBS: &[Knob] = &[
     .sample("0.5"),
     opt!("client-cpuset", client_cpuset, parse)
         .base("client_cpuset")
-        .sample("0"),
+        .sample("0-1,3"),
     value!("sample-interval", sample_interval, time, duration).sample("20ms"),
     Knob::new(
         "link",
