@@ -25,7 +25,3 @@ fn parse_proxy(s: &str) -> Result<Protocol, String> {
         None => Err("h2 or h3 (without --proxy, the client goes straight to the server)".into()),
     }
 }
-
-pub(crate) fn parse_side_proxy(s: &str) -> Result<ProxyChoice, String> {
-    s.parse()
-}

@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use qbench_core::spec::cpulimit::CpuSet;
 use qbench_core::spec::quic_knobs::QuicKnobs;
-use qbench_core::spec::{CompareSpec, CompeteSpec, RunSpec, SideOverrides};
+use qbench_core::spec::{CompareSpec, CompeteSpec, RunSpec};
 use qbench_core::{ByteSize, CcAlgo, Protocol, Workload};
 
 use super::values::{parse_client_cpu, parse_rwnd};
@@ -560,8 +560,8 @@ impl CompareArgs {
             protos,
             rounds,
             auto_rounds,
-            a: SideOverrides::from(&self.a),
-            b: SideOverrides::from(&self.b),
+            a: self.a.0.clone(),
+            b: self.b.0.clone(),
         })
     }
 }

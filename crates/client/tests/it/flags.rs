@@ -297,3 +297,52 @@ fn every_compete_flag_is_in_the_spec_and_comes_back_or_is_named_as_not() {
         .collect();
     assert_eq!(outside, named);
 }
+
+/// `--a.X` and `--b.X` exist for every knob the table gives a side, show the common `--X`'s
+/// value name and choices, and are held to the same range and choices, naming themselves.
+#[test]
+fn side_flags_come_from_the_table_and_read_as_their_common_flag() {
+    let cli = Cli::command();
+    let compare = cli.find_subcommand("compare").expect("compare");
+    let arg = |long: &str| compare.get_arguments().find(|a| a.get_long() == Some(long));
+    for (k, _) in qbench_core::spec::knobs::side_knobs() {
+        let common = arg(k.flag).unwrap_or_else(|| panic!("--{} has a side, no flag", k.flag));
+        for side in ["a", "b"] {
+            let long = format!("{side}.{}", k.flag);
+            let flag = arg(&long).unwrap_or_else(|| panic!("no --{long}"));
+            assert_eq!(flag.get_value_names(), common.get_value_names(), "--{long}");
+            let names = |a: &clap::Arg| -> Vec<String> {
+                let values = a.get_possible_values();
+                values.iter().map(|v| v.get_name().to_string()).collect()
+            };
+            assert_eq!(names(flag), names(common), "--{long}");
+        }
+    }
+    for (args, says) in [
+        (&["--a.connections", "0"][..], "1 to 25000 connections"),
+        (&["--b.cwnd-cap", "x"][..], "1 or more packets"),
+        (&["--a.cc", "vegas"][..], "possible values: cubic"),
+        (&["--a.client-cpu", "0"][..], "a share of one core"),
+        (&["--b.proxy", "h1"][..], "'--b.proxy <PROTO>'"),
+        (&["--a.client", ""][..], "'--a.client <NAME>'"),
+    ] {
+        let line = ["qbench", "compare", "--protos", "h2,h3"];
+        let e = Cli::try_parse_from(line.iter().chain(args)).unwrap_err();
+        let e = e.to_string();
+        assert!(e.contains(args[0]) && e.contains(says), "{args:?}: {e}");
+    }
+    let line = [
+        "qbench",
+        "compare",
+        "--protos",
+        "h2,h3",
+        "--a.client-cpu",
+        "none",
+    ];
+    let Command::Compare(c) = Cli::try_parse_from(line).unwrap().command.unwrap() else {
+        panic!("not compare")
+    };
+    let none = qbench_core::spec::cpulimit::CpuQuota::None;
+    assert_eq!(c.a.0.client_cpu, Some(none));
+    assert_eq!(c.b.0.client_cpu, None);
+}

@@ -34,13 +34,20 @@ impl<T: Display> Display for Bound<T> {
     }
 }
 
-#[cfg(feature = "clap")]
 impl Bound<u32> {
-    /// clap's parser for this range: its own "0 is not in 1..=1000" message names the flag.
-    pub fn value_parser(&self) -> clap::builder::RangedI64ValueParser<u32> {
-        use std::ops::Bound::{Included, Unbounded};
-        let hi = self.hi.map_or(Unbounded, |h| Included(i64::from(h)));
-        clap::value_parser!(u32).range((Included(i64::from(self.lo)), hi))
+    /// `v` read as a count in this range; what the range is where it is not one. The command
+    /// line's flags, a scenario's fields and a side's flags all say it alike.
+    pub fn parse(&self, v: &str) -> Result<u32, String> {
+        match v.trim().parse::<u32>() {
+            Ok(n) => self.check(n),
+            Err(_) => Err(format!("`{v}` is not a whole number: {self}")),
+        }
+    }
+
+    /// clap's parser for this range, saying what [`Bound::parse`] says.
+    pub fn value_parser(&self) -> impl Fn(&str) -> Result<u32, String> + Clone + Send + Sync {
+        let bound = *self;
+        move |v| bound.parse(v)
     }
 }
 
@@ -115,6 +122,26 @@ mod tests {
         assert_eq!(CONNECTIONS.check(0), Err("1 to 25000 connections".into()));
         assert_eq!(STREAMS.check(0), Err("1 or more streams".into()));
         assert_eq!(STREAMS.check(u32::MAX), Ok(u32::MAX));
+        assert_eq!(CONNECTIONS.parse(" 25000 "), Ok(25_000));
+        assert_eq!(CONNECTIONS.parse("0"), Err("1 to 25000 connections".into()));
+        for junk in ["", "x", "-1", "1.5", "4294967296"] {
+            assert_eq!(
+                STREAMS.parse(junk),
+                Err(format!("`{junk}` is not a whole number: 1 or more streams"))
+            );
+        }
         assert!(TIME_THRESHOLD.contains(1.125) && !TIME_THRESHOLD.contains(f64::NAN));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_count_is_in_its_range_or_an_error(v in "\\PC{0,12}|[0-9 ]{1,12}") {
+            for bound in [CONNECTIONS, STREAMS, THREADS, RUNS, WINDOW_PACKETS, REORDER_THRESHOLD] {
+                if let Ok(n) = bound.parse(&v) {
+                    proptest::prop_assert!(bound.contains(n));
+                    proptest::prop_assert_eq!(v.trim().parse::<u32>(), Ok(n));
+                }
+            }
+        }
     }
 }

@@ -52,6 +52,9 @@ pub struct SideKnob {
     pub in_file: bool,
     /// The scenario axis that sets side B's value alone.
     pub b_axis: Option<&'static str>,
+    /// What `--a.X`'s help says after "--X for this side": the value that undoes the common
+    /// flag, where there is one.
+    pub note: &'static str,
 }
 
 impl Knob {
@@ -117,7 +120,13 @@ impl SideKnob {
             apply,
             in_file: false,
             b_axis: None,
+            note: "",
         }
+    }
+
+    const fn note(mut self, text: &'static str) -> Self {
+        self.note = text;
+        self
     }
 
     const fn in_file(mut self) -> Self {
@@ -143,7 +152,7 @@ where
 }
 
 fn count(bound: &Bound<u32>, v: &str) -> Result<u32, String> {
-    bound.check(parse(v)?)
+    bound.parse(v)
 }
 
 fn time(d: Duration) -> String {
@@ -310,7 +319,8 @@ pub static KNOBS: &[Knob] = &[
                 }
             },
         )
-        .in_file(),
+        .in_file()
+        .note(", or `none` for no quota"),
     )
     .sample("0.5"),
     opt!("client-cpuset", client_cpuset, parse)
@@ -346,7 +356,8 @@ pub static KNOBS: &[Knob] = &[
                 }
             },
         )
-        .in_file(),
+        .in_file()
+        .note(" (h2, h3), or `none` to go straight to the server"),
     )
     .sample("h2")
     .needs(&["link", "link-b"]),
@@ -371,7 +382,8 @@ pub static KNOBS: &[Knob] = &[
                 }
             },
         )
-        .in_file(),
+        .in_file()
+        .note(", or `qbench` for its own clients"),
     )
     .sample("curl"),
     Knob::new(
