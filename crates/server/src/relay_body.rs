@@ -55,7 +55,6 @@ impl RelayBody {
 
     /// The next chunk; `None` at the end, an error when the upstream stream broke.
     pub fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<std::io::Result<Bytes>>> {
-        let broken = |e: String| std::io::Error::other(format!("upstream: {e}"));
         match self {
             Self::H2(b) => loop {
                 match Pin::new(&mut *b).poll_frame(cx) {
@@ -94,47 +93,10 @@ impl RelayBody {
                 seen,
                 held,
                 ended,
-            } => {
-                let Some(want) = *expected else {
-                    return inner.poll_chunk(cx);
-                };
-                if *ended {
-                    return Poll::Ready(None);
-                }
-                loop {
-                    match inner.poll_chunk(cx) {
-                        Poll::Ready(Some(Ok(d))) if d.is_empty() => {}
-                        Poll::Ready(Some(Ok(d))) => {
-                            let now = seen.saturating_add(d.len() as u64);
-                            if now > want {
-                                return Poll::Ready(Some(Err(broken(format!(
-                                    "the origin sent more than its content-length of {want}"
-                                )))));
-                            }
-                            *seen = now;
-                            if now < want {
-                                return Poll::Ready(Some(Ok(d)));
-                            }
-                            // A client that has every announced byte may take the body as
-                            // whole without waiting for the stream's end (curl over HTTP/2
-                            // and HTTP/1.1, qbench over HTTP/1.1): the last of them wait for
-                            // the origin to end there, so that bytes beyond its
-                            // content-length still break the body.
-                            *held = Some(d);
-                        }
-                        Poll::Ready(None) if *seen != want => {
-                            return Poll::Ready(Some(Err(broken(format!(
-                                "the origin ended after {seen} of its content-length of {want} bytes"
-                            )))))
-                        }
-                        Poll::Ready(None) => {
-                            *ended = true;
-                            return Poll::Ready(held.take().map(Ok));
-                        }
-                        other => return other,
-                    }
-                }
-            }
+            } => match *expected {
+                None => inner.poll_chunk(cx),
+                Some(want) => poll_checked(inner, want, seen, held, ended, cx),
+            },
             Self::Counted(inner, stats) => {
                 let r = inner.poll_chunk(cx);
                 match &r {
@@ -149,6 +111,57 @@ impl RelayBody {
 
     pub async fn next_chunk(&mut self) -> Option<std::io::Result<Bytes>> {
         std::future::poll_fn(|cx| self.poll_chunk(cx)).await
+    }
+}
+
+fn broken(e: String) -> std::io::Error {
+    std::io::Error::other(format!("upstream: {e}"))
+}
+
+/// `inner`'s next chunk with `seen` counted against the `want` bytes announced: more is an
+/// error, and so is an end short of them.
+fn poll_checked(
+    inner: &mut RelayBody,
+    want: u64,
+    seen: &mut u64,
+    held: &mut Option<Bytes>,
+    ended: &mut bool,
+    cx: &mut Context<'_>,
+) -> Poll<Option<std::io::Result<Bytes>>> {
+    if *ended {
+        return Poll::Ready(None);
+    }
+    loop {
+        match inner.poll_chunk(cx) {
+            Poll::Ready(Some(Ok(d))) if d.is_empty() => {}
+            Poll::Ready(Some(Ok(d))) => {
+                let now = seen.saturating_add(d.len() as u64);
+                if now > want {
+                    return Poll::Ready(Some(Err(broken(format!(
+                        "the origin sent more than its content-length of {want}"
+                    )))));
+                }
+                *seen = now;
+                if now < want {
+                    return Poll::Ready(Some(Ok(d)));
+                }
+                // A client that has every announced byte may take the body as whole without
+                // waiting for the stream's end (curl over HTTP/2 and HTTP/1.1, qbench over
+                // HTTP/1.1): the last of them wait for the origin to end there, so that bytes
+                // beyond its content-length still break the body.
+                *held = Some(d);
+            }
+            Poll::Ready(None) if *seen != want => {
+                return Poll::Ready(Some(Err(broken(format!(
+                    "the origin ended after {seen} of its content-length of {want} bytes"
+                )))))
+            }
+            Poll::Ready(None) => {
+                *ended = true;
+                return Poll::Ready(held.take().map(Ok));
+            }
+            other => return other,
+        }
     }
 }
 

@@ -90,6 +90,17 @@ fn err(line: usize, message: impl Into<String>) -> LinkError {
 
 /// Parses a Mahimahi trace. Blank lines and `#` comments are skipped; times must not decrease.
 pub fn parse_mahimahi(text: &str) -> Result<Delivery, LinkError> {
+    let (counts, period, opportunities) = windows(text)?;
+    Ok(Delivery {
+        period: Duration::from_millis(period),
+        steps: merged(rate_steps(&counts, period * MS)),
+        opportunities,
+    })
+}
+
+/// The trace's delivery opportunities counted per window, its period in ms (its last time),
+/// and how many opportunities it holds.
+fn windows(text: &str) -> Result<(Vec<u64>, u64, u64), LinkError> {
     let mut counts: Vec<u64> = Vec::new();
     let (mut last, mut opportunities) = (None::<u64>, 0u64);
     for (i, line) in text.lines().enumerate() {
@@ -133,7 +144,12 @@ pub fn parse_mahimahi(text: &str) -> Result<Delivery, LinkError> {
             "the last time is 0 ms: the trace loops at its last time, so it must be later",
         ));
     }
-    let period_ns = period * MS;
+    Ok((counts, period, opportunities))
+}
+
+/// (start in ns, bits per second) of each window that delivers, and of the gap after it,
+/// which the window's last packet is owed across.
+fn rate_steps(counts: &[u64], period_ns: u64) -> Vec<(u64, u64)> {
     let mut steps: Vec<(u64, u64)> = Vec::new();
     // The empty windows at the start are owed by the period's last packet, across the loop.
     let lead = counts.iter().take_while(|n| **n == 0).count() as u64 * WINDOW_MS * MS;
@@ -159,6 +175,12 @@ pub fn parse_mahimahi(text: &str) -> Result<Delivery, LinkError> {
         let last = steps.last().map_or(MIN_RATE_BPS, |(_, r)| *r);
         steps.insert(0, (0, last));
     }
+    steps
+}
+
+/// The steps with a later one at the same time replacing the earlier, and a rate that does
+/// not change dropped; none below the slowest rate a link takes.
+fn merged(steps: Vec<(u64, u64)>) -> Vec<(Duration, Rate)> {
     let mut merged: Vec<(Duration, Rate)> = Vec::new();
     for (at, bps) in steps {
         let rate = Rate(bps.max(MIN_RATE_BPS));
@@ -172,11 +194,7 @@ pub fn parse_mahimahi(text: &str) -> Result<Delivery, LinkError> {
             merged.push((Duration::from_nanos(at), rate));
         }
     }
-    Ok(Delivery {
-        period: Duration::from_millis(period),
-        steps: merged,
-        opportunities,
-    })
+    merged
 }
 
 #[cfg(test)]
