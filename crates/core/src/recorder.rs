@@ -335,6 +335,7 @@ impl Recorder {
             spread: None,
             noise: None,
             link_check: None,
+            net: None,
             video: None,
             page: None,
             third_party: None,

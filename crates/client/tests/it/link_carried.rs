@@ -67,6 +67,28 @@ fn a_run_is_checked_against_its_rate_by_the_links_counters() {
         !kinds.iter().any(|k| k == "over_rate" || k == "tun_dropped"),
         "{check}"
     );
+    // The kernel's counters are each namespace's own: the server sent the body's segments
+    // (2 MB at an MSS of at most 1448 bytes) and the client its acknowledgements, and no UDP
+    // moved in either, whatever other tests sent on this host meanwhile.
+    let net = &run["net"];
+    assert_eq!(net["scope"], "namespaces", "{net}");
+    let (client, server) = (&net["client"], &net["server"]);
+    assert!(
+        server["tcp_out_segs"].as_u64().unwrap() >= 2_000_000 / 1448,
+        "{net}"
+    );
+    assert!(client["tcp_out_segs"].as_u64().unwrap() > 0, "{net}");
+    for side in [client, server] {
+        for k in ["udp_in_datagrams", "udp_out_datagrams", "udp_rcvbuf_errors"] {
+            assert_eq!(side[k], 0, "{k}: {net}");
+        }
+    }
+    assert!(
+        r.stderr
+            .contains("  sockets        full buffers dropped 0 datagrams"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

@@ -20,6 +20,7 @@ pub mod load;
 pub mod merge;
 pub mod merge_check;
 pub mod merge_info;
+pub mod net_counters;
 pub mod page;
 pub mod sender;
 pub mod server_view;
@@ -208,6 +209,11 @@ pub struct RunReport {
     /// against its spec after every run; `shortfalls` says why it could not carry the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_check: Option<link_run::LinkRun>,
+    /// What the run added to the kernel's UDP and TCP counters, the client's and the server's
+    /// (socket buffer drops, retransmissions): with `--link` each namespace's own, else the
+    /// host's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<net_counters::RunNetCounters>,
     /// With `--video`: the session's quality of experience.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub video: Option<crate::video::VideoReport>,

@@ -3,4 +3,5 @@
 pub(crate) mod clock;
 pub(crate) mod cpu;
 pub(crate) mod env;
+pub(crate) mod net_counters;
 pub(crate) mod netdev;

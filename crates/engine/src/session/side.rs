@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::measure::cpu::{all_threads, delay_line_cpu, process_cpu, role_cpu, role_times};
+use crate::measure::net_counters;
 use qbench_core::report::link::{LinkDrops, ProxyRun};
 use qbench_core::spec::cpulimit::Throttling;
 use qbench_core::stats::noise::{
@@ -221,6 +222,7 @@ impl<'a> Side<'a> {
         // The link's drops are read with tc, outside the machine's CPU readings: that is
         // qbench's bookkeeping, not other work on the machine during the run.
         let k0 = self.link.map(Topology::snapshot);
+        let net0 = net_counters::read(self.link, self.link_b);
         let m0 = machine_cpu();
         let (p0, s0, x0) = self.cpu_now();
         let tcp0 = (CLIENT_TCP.snapshot(), SERVER_TCP.snapshot());
@@ -239,6 +241,7 @@ impl<'a> Side<'a> {
         let tcp1 = (CLIENT_TCP.snapshot(), SERVER_TCP.snapshot());
         let m1 = machine_cpu();
         let k1 = self.link.map(Topology::snapshot);
+        rep.net = net_counters::between(net0, net_counters::read(self.link, self.link_b));
         rep.noise = self.noise(m0.zip(m1), k0.as_ref().zip(k1.as_ref()));
         if let (Some(topo), Some(a), Some(b)) = (self.link, &k0, &k1) {
             rep.link_check = topo.run_check(a, b, delay_line);

@@ -13,3 +13,4 @@ pub mod numbers;
 pub mod run;
 #[cfg(test)]
 mod run_tests;
+mod sockets;

@@ -478,6 +478,9 @@ pub fn summary(report: &Report, headline: &str) -> String {
     if let Some(v) = super::losses::summary(report) {
         line("losses", v);
     }
+    if let Some(v) = super::sockets::summary(report) {
+        line("sockets", v);
+    }
     super::app_text::lines(report, &mut line);
     if let (Some(l), Some(first)) = (&s.load, report.runs.iter().find_map(|r| r.load.as_ref())) {
         let loads = || report.runs.iter().filter_map(|r| r.load.as_ref());

@@ -151,3 +151,56 @@ fn a_third_party_run_has_no_streams_line() {
         "{text}"
     );
 }
+
+/// Socket buffer drops and TCP's resent segments are summed over the runs and say whose
+/// counters they are; a run without them adds no line.
+#[test]
+fn the_sockets_line_names_where_datagrams_were_dropped() {
+    use qbench_core::report::net_counters::{NetCounters, NetScope, RunNetCounters};
+    let none = summary(
+        &side(Protocol::H3, vec![round(0, 1_000_000, 1.0, None)]),
+        "h",
+    );
+    assert!(!none.contains("sockets"), "{none}");
+    let mut r = side(
+        Protocol::H3,
+        vec![
+            round(0, 1_000_000, 1.0, None),
+            round(1, 1_000_000, 1.0, None),
+        ],
+    );
+    let c = NetCounters {
+        udp_rcvbuf_errors: 1_500,
+        tcp_retrans_segs: 2,
+        ..NetCounters::default()
+    };
+    let s = NetCounters {
+        udp_sndbuf_errors: 3,
+        ..NetCounters::default()
+    };
+    for run in &mut r.runs {
+        run.net = Some(RunNetCounters {
+            scope: NetScope::Namespaces,
+            client: c,
+            server: Some(s),
+        });
+    }
+    assert_eq!(
+        line(&summary(&r, "h"), "sockets"),
+        "  sockets        full buffers dropped 3,006 datagrams (client 3,000 receiving, 0 \
+         sending; server 0 receiving, 6 sending); TCP sent 4 segments again (client 4, server \
+         0) (each namespace's kernel counters, 2 runs)"
+    );
+    for run in &mut r.runs {
+        run.net = Some(RunNetCounters {
+            scope: NetScope::Host,
+            client: c,
+            server: None,
+        });
+    }
+    assert_eq!(
+        line(&summary(&r, "h"), "sockets"),
+        "  sockets        full buffers dropped 3,000 datagrams (3,000 receiving, 0 sending); TCP \
+         sent 4 segments again (the host's kernel counters, every program's, 2 runs)"
+    );
+}

@@ -7,6 +7,7 @@ use super::{merged, merged_opt, per_s, MergeError};
 use crate::histogram::{HistogramError, HistogramExport};
 use crate::report::connection::ConnectionRecord;
 use crate::report::load::{IntervalRecord, LoadReport};
+use crate::report::net_counters::RunNetCounters;
 use crate::report::telemetry::Timeline;
 use crate::report::{ObjectCounts, RunCpu, RunReport, Spread};
 use crate::stats::noise::RunNoise;
@@ -247,11 +248,27 @@ impl<'a> Parts<'a> {
             spread: Spread::merged(self.runs.iter().filter_map(|(_, r)| r.spread.clone())),
             noise: self.noise(),
             link_check: self.link_check(),
+            net: self.net(),
             // A video session or a page is one client's: never sharded.
             video: None,
             page: None,
             third_party: None,
             server_view: None,
+        })
+    }
+
+    /// The shards' counters added up, where every shard read them in the same scope: each
+    /// shard's are its own machine's.
+    fn net(&self) -> Option<RunNetCounters> {
+        let mut all = self.runs.iter().map(|(_, r)| r.net);
+        let first = all.next()??;
+        all.try_fold(first, |sum, n| {
+            let n = n.filter(|n| n.scope == sum.scope)?;
+            Some(RunNetCounters {
+                scope: sum.scope,
+                client: sum.client.plus(&n.client),
+                server: sum.server.zip(n.server).map(|(a, b)| a.plus(&b)),
+            })
         })
     }
 
