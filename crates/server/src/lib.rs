@@ -234,6 +234,11 @@ fn bind_quic(
 ) -> Result<Quic, ServerError> {
     let bind_err = |source| ServerError::Bind { addr, source };
     let group = qbench_stack::reuseport::group(sock, sockets, UDP_BUFFER).map_err(bind_err)?;
+    if let Some(b) = opts.quic.rcvbuf {
+        for s in &group {
+            qbench_stack::sockopt::force_receive_buffer(s, b.0).map_err(bind_err)?;
+        }
+    }
     let count = group.len();
     let (mut endpoints, mut udp) = (Vec::new(), None);
     for (i, sock) in group.into_iter().enumerate() {
@@ -373,6 +378,12 @@ impl Server {
         self.quic.len()
     }
 
+    /// The receive buffer the kernel granted its QUIC sockets (all alike).
+    pub fn udp_rcvbuf(&self) -> Option<u64> {
+        let sock = self.shared.udp.as_ref()?;
+        qbench_stack::sockopt::receive_buffer(&**sock).ok()
+    }
+
     /// Serves until the returned future is dropped.
     pub async fn run(self) {
         let tcp = self
@@ -417,6 +428,7 @@ pub struct InProcess {
     threads: cpu::ThreadGroup,
     worker_threads: usize,
     udp_sockets: usize,
+    udp_rcvbuf: Option<u64>,
     tls_records: TlsRecords,
     runtime: Option<tokio::runtime::Runtime>,
 }
@@ -487,6 +499,7 @@ impl InProcess {
         let stats = server.stats();
         let truth = server.truth();
         let udp_sockets = server.udp_sockets();
+        let udp_rcvbuf = server.udp_rcvbuf();
         rt.spawn(server.run());
         Ok(Self {
             addr,
@@ -496,6 +509,7 @@ impl InProcess {
             threads,
             worker_threads: worker_threads.max(1),
             udp_sockets,
+            udp_rcvbuf,
             tls_records,
             runtime: Some(rt),
         })
@@ -526,6 +540,11 @@ impl InProcess {
     /// UDP sockets the server receives QUIC on (0 when it serves no h3).
     pub fn udp_sockets(&self) -> usize {
         self.udp_sockets
+    }
+
+    /// The receive buffer the kernel granted its QUIC sockets.
+    pub fn udp_rcvbuf(&self) -> Option<u64> {
+        self.udp_rcvbuf
     }
 
     /// How its h1 and h2 connections cut TLS records.

@@ -28,3 +28,61 @@ pub fn set<T>(
         Err(io::Error::last_os_error())
     }
 }
+
+/// Asks for a receive buffer of `bytes`: past `net.core.rmem_max` where this process may
+/// (SO_RCVBUFFORCE, root), else up to it (SO_RCVBUF). What the kernel granted is
+/// [`receive_buffer`]'s to say.
+pub fn force_receive_buffer(sock: &impl AsRawFd, bytes: u64) -> io::Result<()> {
+    let n = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    match set(sock, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &n) {
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            set(sock, libc::SOL_SOCKET, libc::SO_RCVBUF, &n)
+        }
+        other => other,
+    }
+}
+
+/// The receive buffer the kernel granted `sock`, in bytes (twice what was asked, capped).
+pub fn receive_buffer(sock: &impl AsRawFd) -> io::Result<u64> {
+    let mut n: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `n` and `len` are live for the call and `len` is `n`'s size; the kernel writes
+    // at most `len` bytes.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&mut n as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel grants twice what was asked: up to `net.core.rmem_max` for anyone, past it
+    /// as root.
+    #[test]
+    fn a_receive_buffer_is_granted_as_asked_past_the_hosts_limit_only_as_root() {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        force_receive_buffer(&s, 16 << 10).unwrap();
+        assert_eq!(receive_buffer(&s).unwrap(), 32 << 10);
+        let max: u64 = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        force_receive_buffer(&s, 2 * max).unwrap();
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let want = if root { 4 * max } else { 2 * max };
+        assert_eq!(receive_buffer(&s).unwrap(), want);
+    }
+}

@@ -296,7 +296,8 @@ pub struct RunArgs {
 
     /// QUIC stack settings of both ends (h3; with --target, the client's end only):
     /// ack-frequency=PACKETS, ack-delay=DURATION, gso=on|off, gro=on|off, mtu-discovery=on|off,
-    /// max-udp-payload=BYTES, initial-mtu=BYTES, initial-rtt=DURATION, send-window=SIZE
+    /// max-udp-payload=BYTES, initial-mtu=BYTES, initial-rtt=DURATION, send-window=SIZE,
+    /// rcvbuf=SIZE (UDP sockets' receive buffer)
     #[arg(long, value_name = "KEY=VALUE,...")]
     pub quic: Option<QuicKnobs>,
 
@@ -578,9 +579,8 @@ impl CompeteArgs {
 #[cfg(test)]
 mod tests {
     use clap::Parser;
-    use qbench_core::spec::RunSpec;
 
-    use super::{Cli, Command};
+    use super::{Cli, Command, RunSpec};
 
     /// The flags' defaults are the spec's: a scenario cell that leaves a field out measures
     /// what `qbench` without that flag does.

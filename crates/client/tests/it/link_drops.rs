@@ -137,3 +137,58 @@ fn a_full_queue_drops_are_packets_whatever_the_offloads() {
         }
     }
 }
+
+/// The host's receive buffer limits, which a run must never change.
+fn host_buffer_limits() -> Vec<String> {
+    ["rmem_max", "rmem_default", "wmem_max", "wmem_default"]
+        .iter()
+        .map(|k| std::fs::read_to_string(format!("/proc/sys/net/core/{k}")).unwrap())
+        .collect()
+}
+
+/// A receive buffer too small for the rate drops datagrams at the client's socket, and the
+/// run counts them there, in its own namespace, apart from the link (which dropped nothing);
+/// with the default buffer the same link drops none. The sizes granted are read back, and
+/// the host's limits are left as they were.
+#[test]
+fn a_small_receive_buffer_drops_at_the_clients_socket_and_is_counted_there() {
+    require!(Need::Link);
+    let limits = host_buffer_limits();
+    let rmem_max: u64 = limits[0].trim().parse().unwrap();
+    let run = |link: &str, extra: &[&str]| {
+        let mut args = vec!["--proto", "h3", "--objects", "1x5MB", "--no-calibrate"];
+        args.extend(["--link", link]);
+        args.extend(extra);
+        let r = qbench(&args);
+        assert_complete(&r, 1, 1, 5_000_000);
+        r.json.unwrap()["runs"][0].clone()
+    };
+    let small = run("rate=300mbit,rtt=10ms", &["--quic", "rcvbuf=16KiB"]);
+    let net = &small["net"];
+    assert_eq!(net["scope"], "namespaces", "{net}");
+    let client = &net["client"];
+    let dropped = client["udp_rcvbuf_errors"].as_u64().unwrap();
+    assert!(dropped > 0, "{net}");
+    assert!(
+        client["udp_in_errors"].as_u64().unwrap() >= dropped,
+        "{net}"
+    );
+    // Asked 16 KiB, granted twice it (root may go below or past the host's limit).
+    assert_eq!(net["client_udp_rcvbuf"], 32_768, "{net}");
+    assert_eq!(net["server_udp_rcvbuf"], 32_768, "{net}");
+    assert_eq!(small["noise"]["link_drops"]["down"], 0, "{small}");
+
+    let quiet = run("rate=50mbit,rtt=10ms", &[]);
+    let net = &quiet["net"];
+    assert_eq!(net["client"]["udp_rcvbuf_errors"], 0, "{net}");
+    assert_eq!(net["server"]["udp_rcvbuf_errors"], 0, "{net}");
+    assert!(net["client"]["udp_in_datagrams"].as_u64().unwrap() > 5_000_000 / 1500);
+    // qbench asks 4 MiB, and the kernel caps an unforced ask at the limit.
+    let granted = 2 * rmem_max.min(4 << 20);
+    assert_eq!(net["client_udp_rcvbuf"], granted, "{net}");
+    assert_eq!(
+        host_buffer_limits(),
+        limits,
+        "a run changed the host's buffer limits"
+    );
+}

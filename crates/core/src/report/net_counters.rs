@@ -57,6 +57,13 @@ pub struct RunNetCounters {
     pub client: NetCounters,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<NetCounters>,
+    /// The receive buffer the kernel granted the client's and the in-process server's UDP
+    /// sockets, read back (`SO_RCVBUF`: twice what was asked, capped by `net.core.rmem_max`
+    /// unless forced); absent without QUIC sockets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_udp_rcvbuf: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_udp_rcvbuf: Option<u64>,
 }
 
 impl NetCounters {
@@ -153,6 +160,8 @@ impl RunNetCounters {
             scope,
             client: client.1.since(&client.0),
             server: server.map(|(a, b)| b.since(&a)),
+            client_udp_rcvbuf: None,
+            server_udp_rcvbuf: None,
         }
     }
 }

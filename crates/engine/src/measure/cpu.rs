@@ -5,6 +5,13 @@
 use qbench_core::report::spread::{RoleCpu, ThreadRole};
 use qbench_core::CpuTimes;
 
+/// The machine's CPU counters, or `None` where `/proc/stat` cannot be read or parsed (the run
+/// then records no noise; it is not worth failing a measurement for).
+pub(crate) fn machine_cpu() -> Option<qbench_core::stats::noise::CpuStat> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    qbench_core::stats::noise::parse_proc_stat(&text).ok()
+}
+
 /// CPU time of the whole process so far.
 pub fn process_cpu() -> CpuTimes {
     // SAFETY: getrusage only writes into the zeroed struct we pass.

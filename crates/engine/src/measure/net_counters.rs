@@ -35,19 +35,19 @@ pub(crate) fn read(link: Option<&Topology>, link_b: Option<&Topology>) -> Option
     })
 }
 
-/// What a run added, from the readings before and after it.
+/// What a run added, from the readings before and after it, with the receive buffers the
+/// client's and the server's UDP sockets were granted.
 pub(crate) fn between(
     before: Option<NetReading>,
     after: Option<NetReading>,
+    granted: (Option<u64>, Option<u64>),
 ) -> Option<RunNetCounters> {
     let (a, b) = (before?, after?);
     let server = match (a.server, b.server) {
         (Some(x), Some(y)) => Some((x, y)),
         _ => None,
     };
-    Some(RunNetCounters::between(
-        a.scope,
-        (a.client, b.client),
-        server,
-    ))
+    let mut run = RunNetCounters::between(a.scope, (a.client, b.client), server);
+    (run.client_udp_rcvbuf, run.server_udp_rcvbuf) = granted;
+    Some(run)
 }

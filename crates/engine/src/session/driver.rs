@@ -40,6 +40,15 @@ impl Driver {
         }
     }
 
+    /// The receive buffer the client's UDP sockets were granted: qbench's own (h3); a
+    /// third-party client's are its own to say.
+    pub(crate) fn udp_rcvbuf(&self) -> Option<u64> {
+        match self {
+            Self::Own(r) => r.udp_rcvbuf(),
+            Self::Third { .. } => None,
+        }
+    }
+
     pub(crate) fn stopper(&self) -> Arc<Stop> {
         match self {
             Self::Own(r) => r.stopper(),

@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
-use crate::measure::cpu::{all_threads, delay_line_cpu, process_cpu, role_cpu, role_times};
+use crate::measure::cpu::{
+    all_threads, delay_line_cpu, machine_cpu, process_cpu, role_cpu, role_times,
+};
 use crate::measure::net_counters;
 use qbench_core::report::link::{LinkDrops, ProxyRun};
 use qbench_core::spec::cpulimit::Throttling;
-use qbench_core::stats::noise::{
-    forwarder_deltas, parse_proc_stat, CpuStat, RunNoise, STEAL_THRESHOLD_PCT,
-};
+use qbench_core::stats::noise::{forwarder_deltas, CpuStat, RunNoise, STEAL_THRESHOLD_PCT};
 use qbench_core::{CpuTimes, Report, ReportMeta, RunCpu, RunReport};
 use qbench_server::InProcess;
 use qbench_shaper::topology::LinkSnapshot;
@@ -58,12 +58,6 @@ pub(crate) struct Side<'a> {
     pub steal_threshold: f64,
     /// What the side's runs report their progress, intervals and warnings to.
     observer: crate::observe::Observing,
-}
-
-/// The machine's CPU counters, or `None` where `/proc/stat` cannot be read or parsed (the run
-/// then records no noise; it is not worth failing a measurement for).
-fn machine_cpu() -> Option<CpuStat> {
-    parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?).ok()
 }
 
 /// A proxy's counters now: requests, connects, connect failures, bytes up, bytes down, broken.
@@ -241,7 +235,14 @@ impl<'a> Side<'a> {
         let tcp1 = (CLIENT_TCP.snapshot(), SERVER_TCP.snapshot());
         let m1 = machine_cpu();
         let k1 = self.link.map(Topology::snapshot);
-        rep.net = net_counters::between(net0, net_counters::read(self.link, self.link_b));
+        rep.net = net_counters::between(
+            net0,
+            net_counters::read(self.link, self.link_b),
+            (
+                self.runner.udp_rcvbuf(),
+                self.server.and_then(InProcess::udp_rcvbuf),
+            ),
+        );
         rep.noise = self.noise(m0.zip(m1), k0.as_ref().zip(k1.as_ref()));
         if let (Some(topo), Some(a), Some(b)) = (self.link, &k0, &k1) {
             rep.link_check = topo.run_check(a, b, delay_line);

@@ -103,6 +103,10 @@ fn new_endpoint(
 ) -> Result<(quinn::Endpoint, Arc<std::net::UdpSocket>), FetchError> {
     let sock =
         udp_socket(target.addr).map_err(|e| FetchError::from_err("binding a UDP socket", &e))?;
+    if let Some(b) = target.quic.rcvbuf {
+        qbench_stack::sockopt::force_receive_buffer(&sock, b.0)
+            .map_err(|e| FetchError::from_err("setting the UDP receive buffer", &e))?;
+    }
     // The endpoint owns the socket; `gro=off` is set after quinn has turned GRO on.
     let fd = sock
         .try_clone()
@@ -234,6 +238,11 @@ impl H3 {
 impl Transport for H3 {
     fn connect(&self) -> BoxFuture<'_, Result<Connected, FetchError>> {
         Box::pin(self.connect_inner())
+    }
+
+    fn udp_rcvbuf(&self) -> Option<u64> {
+        let (_, sock) = self.endpoints.first()?;
+        qbench_stack::sockopt::receive_buffer(&**sock).ok()
     }
 
     fn finish(&self) -> BoxFuture<'_, ()> {

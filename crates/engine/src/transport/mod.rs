@@ -145,6 +145,11 @@ pub(crate) trait Transport: Send + Sync {
     fn finish(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {})
     }
+
+    /// The receive buffer the kernel granted the transport's UDP sockets; `None` over TCP.
+    fn udp_rcvbuf(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Receives one response as a transport reads it.

@@ -183,19 +183,24 @@ fn the_sockets_line_names_where_datagrams_were_dropped() {
             scope: NetScope::Namespaces,
             client: c,
             server: Some(s),
+            client_udp_rcvbuf: Some(425_984),
+            server_udp_rcvbuf: Some(8_388_608),
         });
     }
     assert_eq!(
         line(&summary(&r, "h"), "sockets"),
         "  sockets        full buffers dropped 3,006 datagrams (client 3,000 receiving, 0 \
          sending; server 0 receiving, 6 sending); TCP sent 4 segments again (client 4, server \
-         0) (each namespace's kernel counters, 2 runs)"
+         0) (each namespace's kernel counters, 2 runs); UDP receive buffers granted: client 416 \
+         KiB, server 8 MiB"
     );
     for run in &mut r.runs {
         run.net = Some(RunNetCounters {
             scope: NetScope::Host,
             client: c,
             server: None,
+            client_udp_rcvbuf: None,
+            server_udp_rcvbuf: None,
         });
     }
     assert_eq!(

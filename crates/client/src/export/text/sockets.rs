@@ -6,6 +6,15 @@ use qbench_core::Report;
 
 use super::numbers::count;
 
+/// A buffer size as the kernel's are set, in binary units where it is whole in one.
+fn binary(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} B"),
+    }
+}
+
 /// The runs' counters added up, `None` where no run read them.
 pub(super) fn summary(report: &Report) -> Option<String> {
     let read: Vec<_> = report.runs.iter().filter_map(|r| r.net).collect();
@@ -34,7 +43,18 @@ pub(super) fn summary(report: &Report) -> Option<String> {
             count(c.udp_sndbuf_errors)
         )
     };
-    Some(match server {
+    let granted = match (first.client_udp_rcvbuf, first.server_udp_rcvbuf) {
+        (None, None) => String::new(),
+        (c, s) => {
+            let b = |v: Option<u64>| v.map_or("-".to_string(), binary);
+            format!(
+                "; UDP receive buffers granted: client {}, server {}",
+                b(c),
+                b(s)
+            )
+        }
+    };
+    let line = match server {
         Some(s) => format!(
             "full buffers dropped {} datagrams (client {}; server {}); TCP sent {} segments again (client {}, server {}) ({whose}{runs})",
             count(client.buffer_drops().saturating_add(s.buffer_drops())),
@@ -50,5 +70,6 @@ pub(super) fn summary(report: &Report) -> Option<String> {
             buffers(&client),
             count(client.tcp_retrans_segs),
         ),
-    })
+    };
+    Some(format!("{line}{granted}"))
 }

@@ -268,6 +268,13 @@ impl<'a> Parts<'a> {
                 scope: sum.scope,
                 client: sum.client.plus(&n.client),
                 server: sum.server.zip(n.server).map(|(a, b)| a.plus(&b)),
+                // A buffer size is said where every shard's was the same.
+                client_udp_rcvbuf: sum
+                    .client_udp_rcvbuf
+                    .filter(|v| n.client_udp_rcvbuf == Some(*v)),
+                server_udp_rcvbuf: sum
+                    .server_udp_rcvbuf
+                    .filter(|v| n.server_udp_rcvbuf == Some(*v)),
             })
         })
     }

@@ -16,6 +16,10 @@ pub const MIN_UDP_PAYLOAD: u16 = 1200;
 pub const MAX_UDP_PAYLOAD: u16 = 65527;
 /// The UDP payload quinn accepts unless told otherwise (Ethernet's 1500 less IP and UDP).
 pub const DEFAULT_MAX_UDP_PAYLOAD: u16 = 1472;
+/// `rcvbuf`'s range: the kernel's own floor is about 4.6 KB granted, and the size it grants
+/// (twice the one asked) must fit a C int.
+pub const MIN_RCVBUF: u64 = 4 << 10;
+pub const MAX_RCVBUF: u64 = 1 << 30;
 /// Most ack-eliciting packets `ack-frequency` lets a receiver take per ACK.
 pub const MAX_ACK_FREQUENCY: u32 = 1000;
 
@@ -68,6 +72,11 @@ pub struct QuicKnobs {
     /// Bytes a connection may have sent and not yet acknowledged, over all its streams.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_window: Option<ByteSize>,
+    /// The receive buffer each end's UDP sockets ask for (`SO_RCVBUF`; as root forced past
+    /// `net.core.rmem_max`, which a network namespace here cannot change): 4 MiB where the
+    /// kernel allows it otherwise. The kernel grants twice it, for its own bookkeeping.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcvbuf: Option<ByteSize>,
 }
 
 mod opt_us {
@@ -99,7 +108,7 @@ fn err(key: &str, why: impl fmt::Display) -> KnobError {
 }
 
 const KEYS: &str = "ack-frequency, ack-delay, gso, gro, mtu-discovery, max-udp-payload, \
-                    initial-mtu, initial-rtt, send-window";
+                    initial-mtu, initial-rtt, send-window, rcvbuf";
 
 fn on_off(key: &str, v: &str) -> Result<bool, KnobError> {
     match v {
@@ -156,6 +165,7 @@ impl QuicKnobs {
             initial_mtu: over.initial_mtu.or(self.initial_mtu),
             initial_rtt: over.initial_rtt.or(self.initial_rtt),
             send_window: over.send_window.or(self.send_window),
+            rcvbuf: over.rcvbuf.or(self.rcvbuf),
         }
     }
 
@@ -252,6 +262,13 @@ impl QuicKnobs {
                     }
                     k.send_window = Some(b);
                 }
+                "rcvbuf" => {
+                    let b: ByteSize = v.parse().map_err(|e| err(key, e))?;
+                    if b.0 < MIN_RCVBUF || b.0 > MAX_RCVBUF {
+                        return Err(err(key, format!("`{v}`: from 4KiB to 1GiB")));
+                    }
+                    k.rcvbuf = Some(b);
+                }
                 other => {
                     return Err(KnobError(format!(
                         "`{other}`: unknown setting; one of {KEYS}"
@@ -302,6 +319,9 @@ impl fmt::Display for QuicKnobs {
         }
         if let Some(v) = self.send_window {
             parts.push(format!("send-window={v}"));
+        }
+        if let Some(v) = self.rcvbuf {
+            parts.push(format!("rcvbuf={v}"));
         }
         f.write_str(&parts.join(","))
     }

@@ -3,7 +3,8 @@ use super::*;
 #[test]
 fn every_key_parses_and_prints_back() {
     let text = "ack-frequency=10,ack-delay=5ms,gso=off,gro=off,mtu-discovery=off,\
-                max-udp-payload=1452,initial-mtu=1300,initial-rtt=50ms,send-window=16MB";
+                max-udp-payload=1452,initial-mtu=1300,initial-rtt=50ms,send-window=16MB,\
+                rcvbuf=106496B";
     let k: QuicKnobs = text.parse().unwrap();
     assert_eq!(k.ack_frequency, Some(10));
     assert_eq!(k.ack_delay, Some(Duration::from_millis(5)));
@@ -14,6 +15,7 @@ fn every_key_parses_and_prints_back() {
     assert_eq!((k.max_udp_payload, k.initial_mtu), (Some(1452), Some(1300)));
     assert_eq!(k.initial_rtt, Some(Duration::from_millis(50)));
     assert_eq!(k.send_window, Some(ByteSize(16_000_000)));
+    assert_eq!(k.rcvbuf, Some(ByteSize(106_496)));
     assert_eq!(k.to_string(), text);
     assert_eq!("".parse::<QuicKnobs>().unwrap(), QuicKnobs::default());
     assert_eq!("stock".parse::<QuicKnobs>().unwrap(), QuicKnobs::default());
@@ -54,6 +56,8 @@ fn bad_values_name_their_key() {
         ("initial-mtu=1500", "initial-mtu"),
         ("send-window=10", "send-window"),
         ("send-window=2TiB", "send-window"),
+        ("rcvbuf=4095", "rcvbuf"),
+        ("rcvbuf=2GiB", "rcvbuf"),
         ("gso=on,gso=off", "gso"),
         ("pacing=off", "pacing"),
         ("gso", "gso"),

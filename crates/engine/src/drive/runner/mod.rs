@@ -120,6 +120,11 @@ impl Runner {
         self.pinned = Some(Arc::new(pinned));
     }
 
+    /// The receive buffer the kernel granted the client's UDP sockets (h3).
+    pub(crate) fn udp_rcvbuf(&self) -> Option<u64> {
+        self.transport.udp_rcvbuf()
+    }
+
     /// The threads that run the connections, when they are pinned.
     pub(crate) fn pinned_threads(&self) -> Option<usize> {
         self.pinned.as_ref().map(|p| p.threads())
