@@ -114,10 +114,19 @@ impl Transport for MockTransport {
             let id = self.seen.connects.fetch_add(1, Ordering::SeqCst);
             let open = id + 1 - self.seen.closes.load(Ordering::SeqCst);
             self.seen.peak_open.fetch_max(open, Ordering::SeqCst);
-            self.seen.requests.lock().unwrap().push(Vec::new());
-            self.seen.peak_in_flight.lock().unwrap().push(0);
+            // Each record is the connection's by its id: two connections made at once on two
+            // threads may reach here in either order.
+            fn at<T: Default>(v: &Mutex<Vec<T>>, id: usize) -> std::sync::MutexGuard<'_, Vec<T>> {
+                let mut v = v.lock().unwrap();
+                if v.len() <= id {
+                    v.resize_with(id + 1, T::default);
+                }
+                v
+            }
+            drop(at(&self.seen.requests, id));
+            drop(at(&self.seen.peak_in_flight, id));
             let lane = crate::transport::pinned::current_index();
-            self.seen.lanes.lock().unwrap().push(BTreeSet::from([lane]));
+            at(&self.seen.lanes, id)[id].insert(lane);
             Ok(Connected {
                 conn: Arc::new(MockConn {
                     id,
