@@ -267,7 +267,13 @@ impl Losses {
             .iter()
             .filter_map(|t| t.samples.last().map(|s| s.lost_packets))
             .sum();
-        Self::with_noise(declared, run.noise.as_ref()?)
+        let mut l = Self::with_noise(declared, run.noise.as_ref()?)?;
+        // The host's counters are every program's: not this run's to claim.
+        l.socket = run
+            .net
+            .filter(|n| n.scope == net_counters::NetScope::Namespaces)
+            .map_or(0, |n| n.client.udp_rcvbuf_errors);
+        Some(l)
     }
 }
 

@@ -189,6 +189,10 @@ pub struct Losses {
     /// senders' packets, the ones they declare lost): its qdiscs and loss rules, and the
     /// userspace path's down forwarder.
     pub dropped: u64,
+    /// Datagrams a full receive buffer dropped at the client's socket during the run (its
+    /// namespace's `RcvbufErrors`; a GRO batch counts once): the senders' packets that the
+    /// link carried and the client never read. 0 over TCP or without a link's namespace.
+    pub socket: u64,
 }
 
 impl Losses {
@@ -211,6 +215,7 @@ impl Losses {
             .sum();
         Some(Self {
             declared,
+            socket: 0,
             dropped: forwarded + noise.link_drops.map_or(0, |d| d.down),
         })
     }
@@ -408,11 +413,13 @@ procs_blocked 0\n";
         let l = Losses {
             declared: 105,
             dropped: 5,
+            socket: 0,
         };
         assert_eq!(l.spurious(), 100);
         let none = Losses {
             declared: 2,
             dropped: 9,
+            socket: 0,
         };
         assert_eq!(none.spurious(), 0);
     }
@@ -440,7 +447,8 @@ procs_blocked 0\n";
             Losses::with_noise(7, &n),
             Some(Losses {
                 declared: 7,
-                dropped: 3
+                dropped: 3,
+                socket: 0,
             })
         );
         n.forwarders = vec![("qb-tup".into(), fwd(100)), (FORWARDER_DOWN.into(), fwd(2))];

@@ -15,22 +15,32 @@ pub(super) fn describe(runs: &[Losses]) -> Option<String> {
             .map(|m| m.round() as u64)
     };
     let (declared, dropped) = (med(|x| x.declared)?, med(|x| x.dropped)?);
+    let socket = med(|x| x.socket).unwrap_or(0);
     let d = count(declared);
     let l = count(dropped);
+    let at_socket = match socket {
+        0 => String::new(),
+        n => format!(
+            "; {} datagrams were dropped by the client's full receive buffer (a GRO batch counts once)",
+            count(n)
+        ),
+    };
     Some(if declared > dropped {
-        format!(
-            "{d} declared lost, {l} of them dropped by the link; the other {} arrived reordered or late, or were dropped outside the link",
-            count(declared - dropped)
-        )
+        let rest = match socket {
+            0 => "the other {} arrived reordered or late, or were dropped outside the link",
+            _ => "of the other {}, those not dropped there arrived reordered or late, or were dropped elsewhere",
+        }
+        .replace("{}", &count(declared - dropped));
+        format!("{d} declared lost, {l} of them dropped by the link{at_socket}; {rest}")
     } else if dropped > declared {
         format!(
-            "{d} declared lost, {l} dropped by the link; {} were never declared (acknowledgements and other packets a sender does not retransmit, or losses not yet detected at the end)",
+            "{d} declared lost, {l} dropped by the link{at_socket}; {} were never declared (acknowledgements and other packets a sender does not retransmit, or losses not yet detected at the end)",
             count(dropped - declared)
         )
     } else if declared == 0 {
-        "none declared lost, none dropped by the link".to_string()
+        format!("none declared lost, none dropped by the link{at_socket}")
     } else {
-        format!("{d} declared lost, all {l} dropped by the link")
+        format!("{d} declared lost, all {l} dropped by the link{at_socket}")
     })
 }
 
@@ -70,7 +80,11 @@ mod tests {
     use super::*;
 
     fn l(declared: u64, dropped: u64) -> Losses {
-        Losses { declared, dropped }
+        Losses {
+            declared,
+            dropped,
+            socket: 0,
+        }
     }
 
     #[test]
@@ -95,6 +109,27 @@ mod tests {
             "none declared lost, none dropped by the link"
         );
         assert_eq!(describe(&[]), None);
+    }
+
+    /// Drops at the client's socket are named apart from the link's and counted in datagrams.
+    #[test]
+    fn a_full_receive_buffers_drops_are_named_apart() {
+        let with = |declared, dropped, socket| Losses {
+            declared,
+            dropped,
+            socket,
+        };
+        assert_eq!(
+            describe(&[with(477, 0, 400)]).unwrap(),
+            "477 declared lost, 0 of them dropped by the link; 400 datagrams were dropped by the \
+             client's full receive buffer (a GRO batch counts once); of the other 477, those not \
+             dropped there arrived reordered or late, or were dropped elsewhere"
+        );
+        assert_eq!(
+            describe(&[with(0, 0, 3)]).unwrap(),
+            "none declared lost, none dropped by the link; 3 datagrams were dropped by the \
+             client's full receive buffer (a GRO batch counts once)"
+        );
     }
 
     #[test]
