@@ -15,3 +15,4 @@ mod run_outputs;
 pub mod schema;
 pub mod serve;
 pub mod sweep;
+mod sweep_list;

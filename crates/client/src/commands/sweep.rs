@@ -14,7 +14,8 @@ use qbench_engine::{CellPlan, CellStage, SweepPlan, SweepPresenter};
 
 use crate::export::live_outputs::Watching;
 use crate::export::{print_text, write_json, Dest};
-use crate::flags::cli::{Outputs, SweepArgs};
+use crate::flags::cli::Outputs;
+use crate::flags::sweep::SweepArgs;
 use qbench_engine::error::ConfigError;
 
 /// One line of the summary; `fdr` is the cell's q-value and whether it is kept.
@@ -70,7 +71,12 @@ pub fn load_scenario(path: &Path, text: &str) -> anyhow::Result<Scenario> {
 /// `qbench sweep SCENARIO --out DIR`: the engine runs the cells; this says where it is,
 /// keeps each cell's file and prints the table.
 pub fn sweep(args: SweepArgs) -> anyhow::Result<()> {
-    let plan = read_scenario(&args.scenario, args.out.clone())?;
+    let Some(out) = args.out.clone().filter(|_| !args.dry_run) else {
+        let plan = read_scenario(&args.scenario, PathBuf::new())?;
+        super::sweep_list::print(&plan);
+        return Ok(());
+    };
+    let plan = read_scenario(&args.scenario, out)?;
     let mut warned = std::collections::BTreeSet::new();
     for (_, p) in &plan.cells {
         if let CellPlan::Compare(c) = p {

@@ -41,7 +41,7 @@ pub enum Command {
     /// p < 0.01 by Mann-Whitney U (or --test welch, as IMC'17, or bootstrap)
     Compare(Box<CompareArgs>),
     /// Run every cell of a scenario file as a comparison, one JSON file per cell (resumable)
-    Sweep(SweepArgs),
+    Sweep(crate::flags::sweep::SweepArgs),
     /// Turn a sweep's results into heatmaps (HTML + SVG) like the IMC'17 figures, or a saved run
     /// or compare report into the page --html writes
     Report(ReportArgs),
@@ -134,19 +134,6 @@ pub struct ReportArgs {
     /// Judge every comparison cell by this test [default: the one each cell was run with]
     #[arg(long, value_enum)]
     pub test: Option<qbench_core::stats::effect::Test>,
-
-    #[command(flatten)]
-    pub fdr: crate::flags::judge::FdrArgs,
-}
-
-#[derive(Debug, Args)]
-pub struct SweepArgs {
-    /// Scenario file (TOML), e.g. scenarios/smoke.toml
-    pub scenario: PathBuf,
-
-    /// Directory for the per-cell results; finished cells found there are not run again
-    #[arg(long, value_name = "DIR")]
-    pub out: PathBuf,
 
     #[command(flatten)]
     pub fdr: crate::flags::judge::FdrArgs,

@@ -15,5 +15,6 @@ pub mod refused;
 pub mod rerun;
 pub mod serve;
 pub mod side;
+pub mod sweep;
 pub mod tools;
 pub(crate) mod values;

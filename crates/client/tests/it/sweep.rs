@@ -413,3 +413,35 @@ fn a_closed_pipe_ends_a_sweep_quietly_between_cells() {
         "{files:?}"
     );
 }
+
+/// `--dry-run` lists every cell with its comparison and least time, and runs and writes
+/// nothing, not even the `--out` directory; without it, `--out` is required.
+#[test]
+fn a_dry_run_lists_the_cells_and_writes_nothing() {
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/smoke.toml");
+    let scenario = scenario.to_str().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let never = out.path().join("never");
+    let never = never.to_str().unwrap();
+    let r = common::qbench_plain(&["sweep", scenario, "--dry-run", "--out", never]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("sweep smoke: 4 cells, at least ")
+            && lines[0].ends_with("nothing run"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(lines.len(), 5, "{}", r.stdout);
+    assert!(
+        lines[1].starts_with(
+            "  [1/4] objects=1x10KB rate=20mbit: h2 vs h3, 5 rounds after 1 warm-up; at least "
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(!Path::new(never).exists(), "a dry run made --out");
+    let r = common::qbench_plain(&["sweep", scenario]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("--out"), "{}", r.stderr);
+}

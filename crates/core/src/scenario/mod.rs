@@ -2,6 +2,7 @@
 //! each a typed `compare` or `compete` spec. Pure: parsing, validation, expansion, hashing.
 
 pub mod cell;
+pub mod duration;
 
 use std::collections::BTreeMap;
 

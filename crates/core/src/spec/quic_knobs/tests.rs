@@ -138,14 +138,15 @@ proptest::proptest! {
         keys in proptest::collection::vec(
             proptest::sample::select(vec![
                 "ack-frequency", "ack-delay", "gso", "gro", "mtu-discovery",
-                "max-udp-payload", "initial-mtu", "initial-rtt", "send-window", "bogus",
+                "max-udp-payload", "initial-mtu", "initial-rtt", "send-window", "rcvbuf",
+                "bogus",
             ]),
             0..6,
         ),
         values in proptest::collection::vec(
             proptest::sample::select(vec![
                 "0", "1", "2", "10", "1000", "1200", "1452", "65527", "70000", "on", "off",
-                "5ms", "250us", "2s", "16MB", "1KiB", "", "x",
+                "5ms", "250us", "2s", "16MB", "1KiB", "4KiB", "106496", "1GiB", "", "x",
             ]),
             6,
         ),
