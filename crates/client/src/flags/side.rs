@@ -26,10 +26,10 @@ fn id(side: char, k: &Knob) -> String {
 /// `v` as the side's knob reads it, and a share of a core held to this machine's cores, which
 /// only the command line knows (a scenario's is checked when its run starts).
 fn check(k: &'static Knob, s: &'static SideKnob, v: &str) -> Result<String, String> {
-    (s.set)(&mut SideOverrides::default(), v)?;
     if k.flag == "client-cpu" {
         parse_side_cpu(v)?;
     }
+    (s.set)(&mut SideOverrides::default(), v)?;
     Ok(v.to_string())
 }
 

@@ -331,6 +331,18 @@ fn side_flags_come_from_the_table_and_read_as_their_common_flag() {
         let e = e.to_string();
         assert!(e.contains(args[0]) && e.contains(says), "{args:?}: {e}");
     }
+    // A share of a core is held to this machine's cores, not to the most a scenario takes.
+    let line = [
+        "qbench",
+        "compare",
+        "--protos",
+        "h2,h3",
+        "--b.client-cpu",
+        "inf",
+    ];
+    let e = Cli::try_parse_from(line).unwrap_err().to_string();
+    let cores = qbench_engine::plan::cores();
+    assert!(e.contains(&format!("to {cores} (the cores here)")), "{e}");
     let line = [
         "qbench",
         "compare",
