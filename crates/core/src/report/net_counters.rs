@@ -113,33 +113,28 @@ impl NetCounters {
         })
     }
 
+    /// `f` of each counter here and its namesake in `other`.
+    fn each(&self, other: &Self, f: impl Fn(u64, u64) -> u64) -> Self {
+        Self {
+            udp_in_datagrams: f(self.udp_in_datagrams, other.udp_in_datagrams),
+            udp_out_datagrams: f(self.udp_out_datagrams, other.udp_out_datagrams),
+            udp_rcvbuf_errors: f(self.udp_rcvbuf_errors, other.udp_rcvbuf_errors),
+            udp_sndbuf_errors: f(self.udp_sndbuf_errors, other.udp_sndbuf_errors),
+            udp_in_errors: f(self.udp_in_errors, other.udp_in_errors),
+            tcp_out_segs: f(self.tcp_out_segs, other.tcp_out_segs),
+            tcp_retrans_segs: f(self.tcp_retrans_segs, other.tcp_retrans_segs),
+        }
+    }
+
     /// What happened since `before`. A counter that went back (a namespace made anew) counts
     /// from zero.
     pub fn since(&self, before: &Self) -> Self {
-        let d = |a: u64, b: u64| a.checked_sub(b).unwrap_or(a);
-        Self {
-            udp_in_datagrams: d(self.udp_in_datagrams, before.udp_in_datagrams),
-            udp_out_datagrams: d(self.udp_out_datagrams, before.udp_out_datagrams),
-            udp_rcvbuf_errors: d(self.udp_rcvbuf_errors, before.udp_rcvbuf_errors),
-            udp_sndbuf_errors: d(self.udp_sndbuf_errors, before.udp_sndbuf_errors),
-            udp_in_errors: d(self.udp_in_errors, before.udp_in_errors),
-            tcp_out_segs: d(self.tcp_out_segs, before.tcp_out_segs),
-            tcp_retrans_segs: d(self.tcp_retrans_segs, before.tcp_retrans_segs),
-        }
+        self.each(before, |a, b| a.checked_sub(b).unwrap_or(a))
     }
 
     /// Both counted together (two shards' clients).
     pub fn plus(&self, other: &Self) -> Self {
-        let a = |x: u64, y: u64| x.saturating_add(y);
-        Self {
-            udp_in_datagrams: a(self.udp_in_datagrams, other.udp_in_datagrams),
-            udp_out_datagrams: a(self.udp_out_datagrams, other.udp_out_datagrams),
-            udp_rcvbuf_errors: a(self.udp_rcvbuf_errors, other.udp_rcvbuf_errors),
-            udp_sndbuf_errors: a(self.udp_sndbuf_errors, other.udp_sndbuf_errors),
-            udp_in_errors: a(self.udp_in_errors, other.udp_in_errors),
-            tcp_out_segs: a(self.tcp_out_segs, other.tcp_out_segs),
-            tcp_retrans_segs: a(self.tcp_retrans_segs, other.tcp_retrans_segs),
-        }
+        self.each(other, u64::saturating_add)
     }
 
     /// Datagrams a full socket buffer dropped, receiving or sending.
