@@ -325,6 +325,7 @@ impl Recorder {
             ttfb: HistogramExport::from(&self.ttfb),
             cpu: None,
             client_cpu: None,
+            server_cpu: None,
             proxy: None,
             digests: None,
             telemetry: None,

@@ -418,6 +418,9 @@ pub fn identity_for(opts: &ServerOptions) -> Result<Identity, ServerError> {
 
 type MakeUpstream = Box<dyn FnOnce() -> Result<relay::Upstream, String> + Send>;
 
+/// What each of the server's runtime threads runs as it starts (e.g. joining a CPU limit).
+pub type ThreadHook = Arc<dyn Fn() + Send + Sync>;
+
 /// A server on its own runtime and threads inside this process, so its CPU time can be told
 /// apart from the client's. Stops when dropped.
 pub struct InProcess {
@@ -435,7 +438,7 @@ pub struct InProcess {
 
 impl InProcess {
     pub fn start(opts: ServerOptions, worker_threads: usize) -> Result<Self, ServerError> {
-        Self::build(opts, worker_threads, None)
+        Self::build(opts, worker_threads, None, None)
     }
 
     /// Starts the server from a new thread that first runs `enter` (e.g. a `setns` into a
@@ -444,10 +447,11 @@ impl InProcess {
         opts: ServerOptions,
         worker_threads: usize,
         enter: impl FnOnce() -> Result<(), String> + Send + 'static,
+        on_thread: Option<ThreadHook>,
     ) -> Result<Self, ServerError> {
         std::thread::spawn(move || {
             enter().map_err(ServerError::Enter)?;
-            Self::build(opts, worker_threads, None)
+            Self::build(opts, worker_threads, None, on_thread)
         })
         .join()
         .map_err(|_| ServerError::Enter("server start thread panicked".into()))?
@@ -463,7 +467,7 @@ impl InProcess {
     ) -> Result<Self, ServerError> {
         std::thread::spawn(move || {
             enter().map_err(ServerError::Enter)?;
-            Self::build(opts, worker_threads, Some(Box::new(upstream)))
+            Self::build(opts, worker_threads, Some(Box::new(upstream)), None)
         })
         .join()
         .map_err(|_| ServerError::Enter("proxy start thread panicked".into()))?
@@ -473,6 +477,7 @@ impl InProcess {
         opts: ServerOptions,
         worker_threads: usize,
         upstream: Option<MakeUpstream>,
+        on_thread: Option<ThreadHook>,
     ) -> Result<Self, ServerError> {
         let identity = identity_for(&opts)?;
         let tls_records = opts.tls_records;
@@ -482,7 +487,12 @@ impl InProcess {
             .worker_threads(worker_threads.max(1))
             .thread_name("qbench-server")
             .enable_all()
-            .on_thread_start(move || reg.register_current())
+            .on_thread_start(move || {
+                reg.register_current();
+                if let Some(hook) = &on_thread {
+                    hook();
+                }
+            })
             .build()
             .map_err(ServerError::Runtime)?;
         let server = {

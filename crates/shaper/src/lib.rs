@@ -13,6 +13,7 @@ pub mod cleanup;
 pub mod cli;
 pub mod cmd;
 pub mod counters;
+pub mod deadline;
 pub mod devices;
 pub mod drops;
 pub mod edt;

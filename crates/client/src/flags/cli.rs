@@ -355,6 +355,11 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1, value_parser = qbench_core::spec::bounds::THREADS.value_parser())]
     pub server_threads: u32,
 
+    /// The in-process server's threads (the sender) get this share of a core in slices of
+    /// PERIOD (default 100ms): a CFS quota (cfs:, the default) or SCHED_DEADLINE (deadline:)
+    #[arg(long, value_name = "[SCHED:]SHARE[/PERIOD]")]
+    pub server_cpu: Option<qbench_core::spec::server_cpu::ServerCpu>,
+
     #[command(flatten)]
     pub load: LoadArgs,
 
@@ -482,6 +487,7 @@ impl RunArgs {
             proxy: self.build.chain.proxy,
             client_threads: self.client_threads,
             server_threads: self.server_threads,
+            server_cpu: self.server_cpu,
             load: self.load.load(),
             interval: self.load.interval,
             // Resolved by the benchmark command, which alone takes --shard.

@@ -353,6 +353,17 @@ fn bad_client_cpu_limits() {
         rejected(args, "--client-cpuset");
     }
     for args in [
+        &["--server-cpu", "0"][..],
+        &["--server-cpu", "rt:0.2"][..],
+        &["--server-cpu", "0.2/2s"][..],
+        &["--server-cpu", "0.01/50ms"][..],
+        &["--server-cpu", too_many.as_str()][..],
+        &["--server-cpu", "deadline:1.5"][..],
+        &["--server-cpu", "0.2", "--url", "https://198.18.0.1/"][..],
+    ] {
+        rejected(args, "--server-cpu");
+    }
+    for args in [
         &["compare", "--a.client-cpu", "0"][..],
         &["compare", "--b.client-cpu", "nothing"][..],
     ] {

@@ -47,6 +47,7 @@ mod rep_movsb;
 mod reqlog;
 mod schema;
 mod serve;
+mod server_cpu;
 mod signals;
 mod small_inputs;
 mod sweep;

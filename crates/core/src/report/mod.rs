@@ -181,6 +181,10 @@ pub struct RunReport {
     /// read back, and how often the quota stopped it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_cpu: Option<crate::spec::cpulimit::ClientCpuRecord>,
+    /// With `--server-cpu`: the slices the in-process server ran under, as read back, and
+    /// how often its quota stopped it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu: Option<crate::spec::server_cpu::ServerCpuRecord>,
     /// With `--proxy`: what the middle host's proxy carried during the run, and its CPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy: Option<link::ProxyRun>,

@@ -97,6 +97,8 @@ pub struct Base {
     pub client_threads: Option<u32>,
     /// As `--server-threads`; a `threads` axis value overrides it.
     pub server_threads: Option<u32>,
+    /// As `--server-cpu` (e.g. "0.2/100ms", "deadline:0.2/100ms").
+    pub server_cpu: Option<String>,
     pub streams: Option<u32>,
     pub cc: Option<String>,
     pub cwnd_cap: Option<u32>,
@@ -177,6 +179,9 @@ pub struct Axes {
     pub quic: Option<Vec<String>>,
     /// `--client-cpu` of both sides: shares of a core, or "none" for an unrestricted client.
     pub client_cpu: Option<Vec<CpuQuota>>,
+    /// `--server-cpu`: the in-process server's share of a core in slices (e.g.
+    /// "0.2/100ms", "deadline:0.2/100ms"), or "none".
+    pub server_cpu: Option<Vec<String>>,
     /// The `[video]` table's quality: "abr" or one of its bitrates.
     pub video_quality: Option<Vec<String>>,
     /// HAR files (relative to the scenario file) to replay.
@@ -473,6 +478,7 @@ const AXES: &[&str] = &[
     "reorder_threshold",
     "quic",
     "client_cpu",
+    "server_cpu",
     "request_rate",
     "threads",
     "connections",

@@ -456,6 +456,14 @@ pub static KNOBS: &[Knob] = &[
     .base("server_threads")
     .axis("threads")
     .sample("3"),
+    Knob::new(
+        "server-cpu",
+        |s| text(&s.server_cpu),
+        |s, v| put(&mut s.server_cpu, crate::spec::server_cpu::parse_choice(v)),
+    )
+    .base("server_cpu")
+    .axis("server_cpu")
+    .sample("deadline:0.5/20ms"),
     switch!("reuse", reuse),
     switch!("resume", resume),
     switch!("0rtt", zero_rtt).axis("zero_rtt"),

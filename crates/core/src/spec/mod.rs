@@ -11,6 +11,7 @@ pub mod link_bounds;
 pub mod load;
 pub mod quic_knobs;
 pub mod rounds;
+pub mod server_cpu;
 pub mod shard;
 pub mod start;
 pub mod threshold;
@@ -84,6 +85,9 @@ pub struct RunSpec {
     pub proxy: Option<Protocol>,
     pub client_threads: u32,
     pub server_threads: u32,
+    /// `--server-cpu`: the in-process server's threads get this share of a core, in slices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu: Option<server_cpu::ServerCpu>,
     /// `--duration` (and `--rate`): hold a load instead of fetching `objects` once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<Load>,
@@ -141,6 +145,7 @@ impl Default for RunSpec {
             proxy: None,
             client_threads: 1,
             server_threads: 1,
+            server_cpu: None,
             load: None,
             interval: None,
             shard: None,

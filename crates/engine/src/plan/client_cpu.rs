@@ -46,6 +46,14 @@ pub(crate) fn check(s: &RunSpec) -> Result<(), ConfigError> {
             ));
         }
     }
+    if let Some(l) = s.server_cpu {
+        let workers = s.server_threads as usize;
+        l.check(cores(), workers)
+            .map_err(|e| bad("--server-cpu", e))?;
+        if l.sched == qbench_core::spec::server_cpu::Slicer::Cfs {
+            cgroup::probe().map_err(|e| bad("--server-cpu", e.to_string()))?;
+        }
+    }
     if let Some(set) = &s.client_cpuset {
         let allowed = allowed_cpus();
         if let Some(c) = set.cpus().find(|c| !allowed.contains(c)) {

@@ -5,9 +5,8 @@
 
 use std::sync::Arc;
 
-use http::Uri;
 use qbench_core::report::config::RunConfig;
-use qbench_core::spec::{Origin, RunSpec, Target};
+use qbench_core::spec::{RunSpec, Target};
 use qbench_core::wire::MAX_STREAMS;
 use qbench_core::{CcAlgo, Protocol};
 use qbench_server::ServerOptions;
@@ -18,17 +17,7 @@ use qbench_stack::qlog::QlogDir;
 use crate::error::bad;
 use crate::error::ConfigError;
 
-/// Whom to fetch from, as given (`--target`, `--url`...), before validation.
-#[derive(Debug, Clone, Default)]
-pub struct TargetArgs {
-    pub target: Option<String>,
-    pub urls: Vec<String>,
-    pub repeat: u32,
-    pub connect_to: Option<std::net::SocketAddr>,
-    pub ca: Option<std::path::PathBuf>,
-    pub insecure: bool,
-    pub telemetry_token: Option<String>,
-}
+pub use super::target::TargetArgs;
 
 /// How to build the emulated link, when there is one.
 #[derive(Debug, Clone, Copy)]
@@ -66,91 +55,6 @@ pub struct Config {
     pub qlog: Option<Arc<QlogDir>>,
     /// `--keylog` (or `SSLKEYLOGFILE`): where every client connection logs its secrets.
     pub key_log: Option<Arc<KeyLogTo>>,
-}
-
-fn parse_origin(flag: &'static str, text: &str) -> Result<(Origin, Uri), ConfigError> {
-    let uri: Uri = text
-        .parse()
-        .map_err(|e| bad(flag, format!("`{text}` is not a URL: {e}")))?;
-    if uri.scheme_str() != Some("https") {
-        return Err(bad(flag, format!("`{text}` must start with https://")));
-    }
-    let auth = uri
-        .authority()
-        .ok_or_else(|| bad(flag, format!("`{text}` has no host")))?;
-    let host = auth.host().trim_start_matches('[').trim_end_matches(']');
-    // `http` reads a port it cannot parse as u16 (99999) as no port, which would mean 443.
-    let raw = auth.as_str();
-    let host_port = raw.rsplit('@').next().unwrap_or(raw);
-    let after_host = host_port
-        .rfind(']')
-        .map_or(host_port, |i| &host_port[i + 1..]);
-    let port = match after_host.rsplit_once(':') {
-        None => 443,
-        Some((_, p)) => p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
-            bad(
-                flag,
-                format!("`{text}`: `{p}` is not a port number (1 to 65535)"),
-            )
-        })?,
-    };
-    Ok((
-        Origin {
-            host: host.to_string(),
-            port,
-        },
-        uri,
-    ))
-}
-
-fn url_target(urls: &[String], repeat: u32) -> Result<Target, ConfigError> {
-    let mut origin: Option<Origin> = None;
-    for u in urls {
-        let (o, uri) = parse_origin("--url", u)?;
-        if uri.path_and_query().is_none() {
-            return Err(bad("--url", format!("`{u}` has no path")));
-        }
-        match &origin {
-            Some(first) if *first != o => {
-                return Err(bad(
-                    "--url",
-                    format!("all URLs must share one host and port; `{u}` differs"),
-                ))
-            }
-            Some(_) => {}
-            None => origin = Some(o),
-        }
-    }
-    let origin = origin.ok_or_else(|| bad("--url", "no URL given"))?;
-    Ok(Target::Urls {
-        origin,
-        urls: urls.to_vec(),
-        repeat,
-    })
-}
-
-fn target_of(t: &TargetArgs) -> Result<Target, ConfigError> {
-    if !t.urls.is_empty() {
-        return url_target(&t.urls, t.repeat);
-    }
-    match &t.target {
-        Some(text) => {
-            let (origin, uri) = parse_origin("--target", text)?;
-            if !matches!(uri.path(), "" | "/") {
-                return Err(bad(
-                    "--target",
-                    "takes a server's origin only (https://HOST:PORT); use --url for paths",
-                ));
-            }
-            Ok(Target::Server { origin })
-        }
-        None => {
-            if t.connect_to.is_some() {
-                return Err(bad("--connect-to", "needs --target or --url"));
-            }
-            Ok(Target::InProcess)
-        }
-    }
 }
 
 /// `--duration`, `--rate` and `--interval` against each other and the rest.
@@ -373,7 +277,7 @@ impl Config {
                 "counts the fetches of one pass; with --duration the URLs are fetched in turn until it ends",
             ));
         }
-        let target = target_of(t)?;
+        let target = super::target::target_of(t)?;
         check_token(t.telemetry_token.as_deref())?;
         let in_process = target == Target::InProcess;
         if !in_process {
@@ -446,6 +350,7 @@ fn check_token(token: Option<&str>) -> Result<(), ConfigError> {
 fn check_remote(spec: &RunSpec) -> Result<(), ConfigError> {
     for (flag, given) in [
         ("--cc", spec.cc.is_some()),
+        ("--server-cpu", spec.server_cpu.is_some()),
         ("--cwnd-cap", spec.cwnd_cap.is_some()),
         ("--initial-cwnd", spec.initial_cwnd.is_some()),
         ("--reorder-threshold", spec.reorder_threshold.is_some()),
@@ -542,7 +447,8 @@ mod tests {
     use qbench_core::spec::RunSpec;
     use qbench_core::Protocol;
 
-    use super::{parse_origin, share_route, Config, LinkChoice, TargetArgs};
+    use super::{share_route, Config, LinkChoice, TargetArgs};
+    use crate::plan::target::parse_origin;
 
     #[test]
     fn origins_and_their_ports() {

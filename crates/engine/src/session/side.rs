@@ -7,7 +7,7 @@ use crate::measure::cpu::{
     all_threads, delay_line_cpu, machine_cpu, process_cpu, role_cpu, role_times,
 };
 use crate::measure::net_counters;
-use qbench_core::report::link::{LinkDrops, ProxyRun};
+use qbench_core::report::link::LinkDrops;
 use qbench_core::spec::cpulimit::Throttling;
 use qbench_core::stats::noise::{forwarder_deltas, CpuStat, RunNoise, STEAL_THRESHOLD_PCT};
 use qbench_core::{CpuTimes, Report, ReportMeta, RunCpu, RunReport};
@@ -22,7 +22,7 @@ use crate::drive::runner::{Plan, Runner};
 use crate::measure::clock::Clock;
 use crate::observe::Started;
 use crate::plan::config::Config;
-use crate::setup::prepare::{Peer, Prepared};
+use crate::setup::prepare::{Peer, Prepared, Proxy};
 use crate::transport::h1::H1;
 use crate::transport::h2::H2;
 use crate::transport::h3::H3;
@@ -45,8 +45,9 @@ pub(crate) struct Side<'a> {
     link: Option<&'a Topology>,
     link_b: Option<&'a Topology>,
     /// `--proxy`: the middle host's proxy this side fetches through.
-    proxy: Option<&'a crate::setup::prepare::Proxy>,
+    proxy: Option<&'a Proxy>,
     cpu: Option<&'a crate::setup::client_cpu::ClientCpu>,
+    server_cpu: Option<&'a crate::setup::server_cpu::ServerCpuLimit>,
     /// `--client-cpu` of this side (`None`: no quota while it runs).
     client_cpu: Option<f64>,
     meta: ReportMeta,
@@ -58,19 +59,6 @@ pub(crate) struct Side<'a> {
     pub steal_threshold: f64,
     /// What the side's runs report their progress, intervals and warnings to.
     observer: crate::observe::Observing,
-}
-
-/// A proxy's counters now: requests, connects, connect failures, bytes up, bytes down, broken.
-fn relayed(s: &qbench_server::relay::RelayStats) -> [u64; 6] {
-    use qbench_server::relay::RelayStats as R;
-    [
-        R::get(&s.requests),
-        R::get(&s.connects),
-        R::get(&s.connect_failures),
-        R::get(&s.bytes_up),
-        R::get(&s.bytes_down),
-        R::get(&s.broken),
-    ]
 }
 
 impl<'a> Side<'a> {
@@ -134,6 +122,7 @@ impl<'a> Side<'a> {
             link_b: prepared.link_b.as_ref(),
             proxy: prepared.proxy_for(server),
             cpu: prepared.cpu.as_ref(),
+            server_cpu: prepared.server_cpu_for(server),
             client_cpu: spec.client_cpu,
             meta,
             runs: Vec::new(),
@@ -213,6 +202,7 @@ impl<'a> Side<'a> {
         // The sides of a comparison take turns, each under its own quota.
         let quota = self.cpu.map(|c| c.apply(self.client_cpu));
         let throttled0 = self.cpu.and_then(|c| c.throttling());
+        let server_throttled0 = self.server_cpu.and_then(|c| c.throttling());
         // The link's drops are read with tc, outside the machine's CPU readings: that is
         // qbench's bookkeeping, not other work on the machine during the run.
         let k0 = self.link.map(Topology::snapshot);
@@ -220,7 +210,7 @@ impl<'a> Side<'a> {
         let m0 = machine_cpu();
         let (p0, s0, x0) = self.cpu_now();
         let tcp0 = (CLIENT_TCP.snapshot(), SERVER_TCP.snapshot());
-        let relayed0 = self.proxy.map(|p| relayed(&p.stats));
+        let relayed0 = self.proxy.map(Proxy::relayed);
         let (threads0, wall) = (all_threads(), std::time::Instant::now());
         // Only a link has forwarder threads: other runs read /proc no more than before.
         let link0 = self.link.map(|_| role_times(ThreadRole::Link));
@@ -274,7 +264,7 @@ impl<'a> Side<'a> {
         if let Some(l) = &link {
             client = client.since(l);
         }
-        rep.proxy = self.proxied(relayed0, proxy_cpu);
+        rep.proxy = (self.proxy.zip(relayed0).zip(proxy_cpu)).map(|((p, r), c)| p.run_since(r, c));
         if let Some(t) = &rep.third_party {
             // The client is the program's processes (and what they waited for), not qbench.
             let (user_s, sys_s) = t.cpu();
@@ -293,6 +283,13 @@ impl<'a> Side<'a> {
             .flatten();
         rep.cpu = Some(cpu);
         self.record_quota(&mut rep, quota, throttled0.as_ref());
+        if let Some(limit) = self.server_cpu {
+            rep.server_cpu = limit.record(server_throttled0.as_ref());
+            if rep.server_cpu.is_none() && rep.complete {
+                rep.complete = false;
+                rep.first_error = Some("--server-cpu: the limit was not in force on every server thread at the run's end".into());
+            }
+        }
         rep.spread = Some(self.spread(&rep, roles));
         qbench_stack::qlog::flush_all();
         self.runs.push(rep);
@@ -319,22 +316,6 @@ impl<'a> Side<'a> {
             });
         }
         Some(n)
-    }
-
-    /// What the proxy relayed during a run, from its counters `before` it, and its CPU.
-    fn proxied(&self, before: Option<[u64; 6]>, cpu: Option<CpuTimes>) -> Option<ProxyRun> {
-        let (p, before, cpu) = (self.proxy?, before?, cpu?);
-        let now = relayed(&p.stats);
-        Some(ProxyRun {
-            upstream: p.upstream,
-            requests: now[0] - before[0],
-            connects: now[1] - before[1],
-            connect_failures: now[2] - before[2],
-            bytes_up: now[3] - before[3],
-            bytes_down: now[4] - before[4],
-            broken: now[5] - before[5],
-            cpu,
-        })
     }
 
     /// `--client-cpu`: the quota the run ran under, recorded; a run whose quota could not be

@@ -34,6 +34,11 @@ fn pin(cpus: &[u16]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The first failure a starting thread left, taken so that it is reported once.
+pub(crate) fn take_failure(slot: &Mutex<Option<String>>) -> Option<String> {
+    slot.lock().unwrap_or_else(|p| p.into_inner()).take()
+}
+
 /// What a runtime thread does as it starts: join the cgroup, take the cpuset. Kept apart from
 /// the cgroup's owner so that a thread outliving the runtime cannot keep the cgroup alive.
 struct Joiner {
@@ -112,13 +117,7 @@ impl ClientCpu {
     /// Sets the quota for the next run (`None`: no quota). A thread that could not join is
     /// an error here, before a run measures a client that is not the one asked for.
     pub(crate) fn apply(&self, fraction: Option<f64>) -> anyhow::Result<()> {
-        if let Some(e) = self
-            .joiner
-            .failed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
+        if let Some(e) = take_failure(&self.joiner.failed) {
             anyhow::bail!(e);
         }
         if let Some(cg) = &self.cgroup {

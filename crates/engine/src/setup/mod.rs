@@ -6,3 +6,4 @@ pub(crate) mod fleet;
 pub(crate) mod harness;
 pub(crate) mod input;
 pub(crate) mod prepare;
+pub(crate) mod server_cpu;

@@ -9,6 +9,7 @@ use qbench_shaper::stop::Stop;
 use qbench_shaper::{Topology, TopologyOptions};
 
 use qbench_core::report::config::RunConfig;
+use qbench_core::report::link::ProxyRun;
 use qbench_core::spec::{Origin, Target};
 use qbench_core::ErrorKind;
 
@@ -20,6 +21,7 @@ use crate::error::ConfigError;
 use crate::observe::{Observer, Observing};
 use crate::plan::config::Config;
 use crate::setup::client_cpu::ClientCpu;
+use crate::setup::server_cpu::ServerCpuLimit;
 use crate::transport::tcp::TlsTcp;
 use crate::transport::tls::{client_config, log_keys, Trust};
 use crate::transport::{Endpoint, FetchError};
@@ -30,6 +32,9 @@ pub(crate) struct Prepared {
     /// One in-process server per configuration under test (`None` for remote targets).
     /// Declared before the links so the servers stop before their namespaces go.
     pub servers: Vec<Option<InProcess>>,
+    /// `--server-cpu` of each configuration's server: after the servers, so that their
+    /// threads are gone before the limit is.
+    pub server_cpu: Vec<Option<ServerCpuLimit>>,
     /// `--proxy`: the middle host's proxy of each configuration that fetches through one.
     pub proxies: Vec<Option<Proxy>>,
     /// Where each configuration's client connects.
@@ -51,6 +56,36 @@ pub(crate) struct Proxy {
     pub server: InProcess,
     pub stats: Arc<RelayStats>,
     pub upstream: qbench_core::Protocol,
+}
+
+impl Proxy {
+    /// Its counters now: requests, connects, connect failures, bytes up, bytes down, broken.
+    pub(crate) fn relayed(&self) -> [u64; 6] {
+        let s = &self.stats;
+        [
+            RelayStats::get(&s.requests),
+            RelayStats::get(&s.connects),
+            RelayStats::get(&s.connect_failures),
+            RelayStats::get(&s.bytes_up),
+            RelayStats::get(&s.bytes_down),
+            RelayStats::get(&s.broken),
+        ]
+    }
+
+    /// What it relayed since its counters were `before`, and its CPU.
+    pub(crate) fn run_since(&self, before: [u64; 6], cpu: qbench_core::CpuTimes) -> ProxyRun {
+        let now = self.relayed();
+        ProxyRun {
+            upstream: self.upstream,
+            requests: now[0] - before[0],
+            connects: now[1] - before[1],
+            connect_failures: now[2] - before[2],
+            bytes_up: now[3] - before[3],
+            bytes_down: now[4] - before[4],
+            broken: now[5] - before[5],
+            cpu,
+        }
+    }
 }
 
 /// The proxy of `cfg` in the middle host (the near segment's server namespace), relaying to
@@ -143,32 +178,40 @@ fn links(first: &Config) -> anyhow::Result<(Option<Topology>, Option<Topology>)>
 }
 
 /// The in-process server of each configuration that has one, inside `far`'s server namespace
-/// when there is a link.
-fn start_servers(
-    cfgs: &[&Config],
-    far: Option<&Topology>,
-) -> anyhow::Result<Vec<Option<InProcess>>> {
-    let mut servers = Vec::new();
+/// when there is a link, with its `--server-cpu` limit in force on every worker thread.
+fn start_servers(cfgs: &[&Config], far: Option<&Topology>) -> anyhow::Result<Servers> {
+    let (mut servers, mut limits) = (Vec::new(), Vec::new());
     for cfg in cfgs {
         let Some(opts) = cfg.server.clone() else {
             servers.push(None);
+            limits.push(None);
             continue;
         };
         let threads = cfg.spec().server_threads as usize;
+        let limit = (cfg.spec().server_cpu)
+            .map(|l| ServerCpuLimit::new(l, threads))
+            .transpose()?;
+        let hook = limit.as_ref().map(ServerCpuLimit::hook);
         let server = match far {
             Some(l) => {
                 let ns = l.names().server.clone();
-                InProcess::start_in(opts, threads, move || {
-                    qbench_shaper::netns::enter(&ns).map_err(|e| e.to_string())
-                })
-                .context("starting the in-process server in the server namespace")?
+                let enter = move || qbench_shaper::netns::enter(&ns).map_err(|e| e.to_string());
+                InProcess::start_in(opts, threads, enter, hook)
+                    .context("starting the in-process server in the server namespace")?
             }
-            None => InProcess::start(opts, threads).context("starting the in-process server")?,
+            None => InProcess::start_in(opts, threads, || Ok(()), hook)
+                .context("starting the in-process server")?,
         };
+        if let Some(l) = &limit {
+            l.confirm()?;
+        }
         servers.push(Some(server));
+        limits.push(limit);
     }
-    Ok(servers)
+    Ok((servers, limits))
 }
+
+type Servers = (Vec<Option<InProcess>>, Vec<Option<ServerCpuLimit>>);
 
 /// The proxy of each configuration that fetches through one (on a chain of two links), and
 /// where each configuration's client connects: its proxy, or its server.
@@ -234,7 +277,7 @@ impl Prepared {
         let tcp_route_metrics = link.is_some()
             && (first.link_options.as_ref()).is_some_and(|o| o.tcp_cwnd_cap.is_some());
         // The servers live at the far end: beyond the middle host when there is one.
-        let servers = start_servers(cfgs, link_b.as_ref().or(link.as_ref()))?;
+        let (servers, server_cpu) = start_servers(cfgs, link_b.as_ref().or(link.as_ref()))?;
         let (proxies, hosts) = start_proxies(cfgs, &servers, link.as_ref(), link_b.as_ref())?;
         crate::signals::check("the servers were being started")?;
         if let Some(l) = &link {
@@ -243,6 +286,7 @@ impl Prepared {
         }
         Ok(Self {
             servers,
+            server_cpu,
             proxies,
             hosts,
             link,
@@ -258,6 +302,12 @@ impl Prepared {
         self.servers
             .iter()
             .position(|s| s.as_ref().is_some_and(|s| std::ptr::eq(s, server)))
+    }
+
+    /// The `--server-cpu` limit of `server`, if any.
+    pub(crate) fn server_cpu_for(&self, server: Option<&InProcess>) -> Option<&ServerCpuLimit> {
+        let i = self.index_of(server?)?;
+        self.server_cpu.get(i)?.as_ref()
     }
 
     /// The proxy the configuration of `server` fetches through, if any.

@@ -64,27 +64,10 @@ pub(super) fn tune_scheduling() {
         sched_deadline: 0,
         sched_period: 0,
     };
-    if sched_setattr(&attr).is_err() {
+    if crate::deadline::sched_setattr(&attr).is_err() {
         attr.sched_nice = 0;
-        let _ = sched_setattr(&attr);
+        let _ = crate::deadline::sched_setattr(&attr);
     }
-}
-
-fn sched_setattr(attr: &libc::sched_attr) -> io::Result<()> {
-    // SAFETY: the attr pointer is live for the call, its `size` field tells the kernel how much
-    // to read, and pid 0 means the calling thread only.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_sched_setattr,
-            0,
-            attr as *const libc::sched_attr,
-            0,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// Makes timed waits wake within microseconds rather than the default 50 µs slack.

@@ -347,6 +347,9 @@ fn side_notes(r: &CompareReport) -> String {
         if let Some(cpu) = super::notes::client_cpu(&rep.runs) {
             out.push_str(&format!("  {:<20}{side}: {cpu}\n", "client cpu"));
         }
+        if let Some(cpu) = super::notes::server_cpu(&rep.runs) {
+            out.push_str(&format!("  {:<20}{side}: {cpu}\n", "server cpu"));
+        }
         if let Some(p) = super::notes::proxy(&rep.runs) {
             out.push_str(&format!("  {:<20}{side}: {p}\n", "proxy"));
         }

@@ -2,6 +2,7 @@
 //! it went through), rendered once for the text summary, the compare table and the HTML page.
 
 use qbench_core::spec::cpulimit::{ClientCpuRecord, Throttling};
+use qbench_core::spec::server_cpu::{ServerCpuRecord, Slicer};
 
 use super::numbers::count;
 
@@ -49,20 +50,8 @@ pub fn client_cpu(runs: &[qbench_core::RunReport]) -> Option<String> {
                 .as_ref()
                 .and_then(|v| v.as_str())
                 .unwrap_or("cgroup");
-            let t = records.iter().filter_map(|r| r.throttling.as_ref()).fold(
-                Throttling::default(),
-                |a, t| Throttling {
-                    periods: a.periods + t.periods,
-                    throttled_periods: a.throttled_periods + t.throttled_periods,
-                    throttled_us: a.throttled_us + t.throttled_us,
-                },
-            );
-            parts.push(format!(
-                "{f} of a core ({backend}), throttled in {} of {} periods, {:.2} s stopped",
-                t.throttled_periods,
-                t.periods,
-                t.throttled_us as f64 / 1e6
-            ));
+            let t = summed(records.iter().filter_map(|r| r.throttling.as_ref()));
+            parts.push(format!("{f} of a core ({backend}), {}", throttled(&t)));
         }
         _ => parts.push("no quota".into()),
     }
@@ -70,6 +59,55 @@ pub fn client_cpu(runs: &[qbench_core::RunReport]) -> Option<String> {
         parts.push(format!("pinned to CPU {set}"));
     }
     Some(parts.join("; "))
+}
+
+fn summed<'a>(records: impl Iterator<Item = &'a Throttling>) -> Throttling {
+    records.fold(Throttling::default(), |a, t| Throttling {
+        periods: a.periods + t.periods,
+        throttled_periods: a.throttled_periods + t.throttled_periods,
+        throttled_us: a.throttled_us + t.throttled_us,
+    })
+}
+
+fn throttled(t: &Throttling) -> String {
+    format!(
+        "throttled in {} of {} periods, {:.2} s stopped",
+        t.throttled_periods,
+        t.periods,
+        t.throttled_us as f64 / 1e6
+    )
+}
+
+/// `0.03 of a core in 100ms slices (CFS quota, cgroup-v1), throttled in 21 of 24 periods,
+/// 1.00 s stopped` or `... (SCHED_DEADLINE, 1 thread)`, over the runs that recorded one.
+pub fn server_cpu(runs: &[qbench_core::RunReport]) -> Option<String> {
+    let records: Vec<&ServerCpuRecord> =
+        runs.iter().filter_map(|r| r.server_cpu.as_ref()).collect();
+    let first = records.first()?;
+    let slices = format!(
+        "{} of a core in {} slices",
+        first.limit.share,
+        humantime::format_duration(std::time::Duration::from_micros(first.limit.period_us))
+    );
+    Some(match first.limit.sched {
+        Slicer::Cfs => {
+            let backend = serde_json::to_value(first.backend).ok();
+            let backend = backend
+                .as_ref()
+                .and_then(|v| v.as_str())
+                .unwrap_or("cgroup");
+            let t = summed(records.iter().filter_map(|r| r.throttling.as_ref()));
+            format!("{slices} (CFS quota, {backend}), {}", throttled(&t))
+        }
+        Slicer::Deadline => format!(
+            "{slices} (SCHED_DEADLINE, {} µs of each period {})",
+            first.quota_us,
+            match first.threads {
+                1 => "on its one thread".to_string(),
+                n => format!("on each of its {n} threads"),
+            }
+        ),
+    })
 }
 
 /// What the split proxy carried over the runs, where they went through one.
@@ -96,6 +134,7 @@ pub fn proxy(runs: &[qbench_core::RunReport]) -> Option<String> {
 mod tests {
     use super::*;
     use qbench_core::spec::cpulimit::CgroupBackend;
+    use qbench_core::spec::server_cpu::ServerCpu;
     use qbench_core::Recorder;
 
     fn run_with(quota_us: Option<u64>) -> qbench_core::RunReport {
@@ -132,5 +171,33 @@ mod tests {
         let text = client_cpu(&[held, lost]).unwrap();
         assert!(text.contains("the quota was not in force"), "{text}");
         assert_eq!(client_cpu(&[]), None);
+    }
+
+    #[test]
+    fn a_sliced_server_says_whose_slices_and_how_often_they_stopped_it() {
+        let mut a = run_with(Some(2_000));
+        let mut b = a.clone();
+        let limit: ServerCpu = "0.03/100ms".parse().unwrap();
+        a.server_cpu = Some(ServerCpuRecord {
+            limit,
+            backend: Some(CgroupBackend::CgroupV1),
+            quota_us: 3_000,
+            period_us: 100_000,
+            threads: 1,
+            throttling: a.client_cpu.as_ref().and_then(|c| c.throttling.clone()),
+        });
+        b.server_cpu = a.server_cpu.clone();
+        assert_eq!(
+            server_cpu(&[a.clone(), b]).unwrap(),
+            "0.03 of a core in 100ms slices (CFS quota, cgroup-v1), throttled in 8 of 20 periods, 0.04 s stopped"
+        );
+        let rec = a.server_cpu.as_mut().unwrap();
+        rec.limit = "deadline:0.03/100ms".parse().unwrap();
+        (rec.backend, rec.throttling) = (None, None);
+        assert_eq!(
+            server_cpu(std::slice::from_ref(&a)).unwrap(),
+            "0.03 of a core in 100ms slices (SCHED_DEADLINE, 3000 µs of each period on its one thread)"
+        );
+        assert_eq!(server_cpu(&[run_with(None)]), None);
     }
 }

@@ -174,6 +174,9 @@ fn client_lines(report: &Report, line: &mut dyn FnMut(&str, String)) {
     if let Some(cpu) = super::notes::client_cpu(&report.runs) {
         line("client cpu", cpu);
     }
+    if let Some(cpu) = super::notes::server_cpu(&report.runs) {
+        line("server cpu", cpu);
+    }
     if let Some(p) = super::notes::proxy(&report.runs) {
         line("proxy", p);
     }

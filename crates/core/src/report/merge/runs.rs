@@ -238,6 +238,7 @@ impl<'a> Parts<'a> {
             // Each machine's client had its own cgroup: the shards' reports keep theirs, and
             // the merged config says what quota they all ran under.
             client_cpu: None,
+            server_cpu: None,
             proxy: None,
             digests,
             telemetry: self.telemetry(),
