@@ -82,6 +82,12 @@ fn a_run_is_checked_against_its_rate_by_the_links_counters() {
         for k in ["udp_in_datagrams", "udp_out_datagrams", "udp_rcvbuf_errors"] {
             assert_eq!(side[k], 0, "{k}: {net}");
         }
+        // Where TCP lost and what the veths dropped are read in each namespace too; nothing
+        // in a run the link carried whole overflows an interface.
+        assert!(side["tcp_ext"]["tcp_timeouts"].is_u64(), "{net}");
+        assert!(side["tcp_ext"]["tcp_backlog_drop"].is_u64(), "{net}");
+        assert_eq!(side["nic_rx_dropped"], 0, "{net}");
+        assert_eq!(side["nic_tx_dropped"], 0, "{net}");
     }
     assert!(
         r.stderr

@@ -180,8 +180,12 @@ fn a_small_receive_buffer_drops_at_the_clients_socket_and_is_counted_there() {
 
     let quiet = run("rate=50mbit,rtt=10ms", &[]);
     let net = &quiet["net"];
-    assert_eq!(net["client"]["udp_rcvbuf_errors"], 0, "{net}");
-    assert_eq!(net["server"]["udp_rcvbuf_errors"], 0, "{net}");
+    for side in ["client", "server"] {
+        assert_eq!(net[side]["udp_rcvbuf_errors"], 0, "{net}");
+        assert_eq!(net[side]["nic_rx_dropped"], 0, "{net}");
+        assert_eq!(net[side]["nic_tx_dropped"], 0, "{net}");
+        assert!(net[side]["tcp_ext"].is_object(), "{net}");
+    }
     assert!(net["client"]["udp_in_datagrams"].as_u64().unwrap() > 5_000_000 / 1500);
     // qbench asks 4 MiB, and the kernel caps an unforced ask at the limit.
     let granted = 2 * rmem_max.min(4 << 20);

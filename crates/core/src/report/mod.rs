@@ -21,6 +21,7 @@ pub mod merge;
 pub mod merge_check;
 pub mod merge_info;
 pub mod net_counters;
+pub mod net_counters_parse;
 pub mod page;
 pub mod sender;
 pub mod server_view;

@@ -484,6 +484,9 @@ pub fn summary(report: &Report, headline: &str) -> String {
     if let Some(v) = super::sockets::summary(report) {
         line("sockets", v);
     }
+    if let Some(v) = super::sockets::kernel_drops(report) {
+        line("kernel drops", v);
+    }
     super::app_text::lines(report, &mut line);
     if let (Some(l), Some(first)) = (&s.load, report.runs.iter().find_map(|r| r.load.as_ref())) {
         let loads = || report.runs.iter().filter_map(|r| r.load.as_ref());

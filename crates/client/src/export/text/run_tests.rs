@@ -209,3 +209,84 @@ fn the_sockets_line_names_where_datagrams_were_dropped() {
          sent 4 segments again (the host's kernel counters, every program's, 2 runs)"
     );
 }
+
+/// TCP's timeouts, a receiver's dropped segments and the interfaces' drops are named by side
+/// where they are not zero; runs where all are zero, or were not read, add no line.
+#[test]
+fn the_kernel_drops_line_names_only_what_is_not_zero() {
+    use qbench_core::report::net_counters::{
+        NetCounters, NetScope, RunNetCounters, TcpExtCounters,
+    };
+    let mut r = side(
+        Protocol::H2,
+        vec![
+            round(0, 1_000_000, 1.0, None),
+            round(1, 1_000_000, 1.0, None),
+        ],
+    );
+    let quiet = NetCounters {
+        tcp_retrans_segs: 9,
+        tcp_ext: Some(TcpExtCounters {
+            tcp_ofo_queue: 40,
+            tcp_lost_retransmit: 2,
+            ..TcpExtCounters::default()
+        }),
+        nic_rx_dropped: Some(0),
+        nic_tx_dropped: Some(0),
+        ..NetCounters::default()
+    };
+    let net = |client: NetCounters, server: Option<NetCounters>| RunNetCounters {
+        scope: NetScope::Namespaces,
+        client,
+        server,
+        client_udp_rcvbuf: None,
+        server_udp_rcvbuf: None,
+    };
+    for run in &mut r.runs {
+        run.net = Some(net(quiet, Some(quiet)));
+    }
+    let text = summary(&r, "h");
+    assert!(!text.contains("kernel drops"), "{text}");
+    assert!(text.contains("  sockets "), "{text}");
+
+    let client = NetCounters {
+        tcp_ext: Some(TcpExtCounters {
+            tcp_timeouts: 3,
+            tcp_spurious_rtos: 1,
+            tcp_backlog_drop: 1_000,
+            tcp_ofo_drop: 2,
+            ..TcpExtCounters::default()
+        }),
+        ..quiet
+    };
+    let server = NetCounters {
+        nic_rx_dropped: Some(5),
+        ..quiet
+    };
+    for run in &mut r.runs {
+        run.net = Some(net(client, Some(server)));
+    }
+    assert_eq!(
+        line(&summary(&r, "h"), "kernel drops"),
+        "  kernel drops   client 6 TCP timeouts (2 spurious), 2,004 TCP segments dropped (2,000 \
+         backlog full, 4 out of order); server 10 packets dropped by interfaces (10 receiving, 0 \
+         sending)"
+    );
+    // The host's counters have no sides; a kernel without netstat says only the interfaces'.
+    let host = NetCounters {
+        tcp_ext: None,
+        nic_tx_dropped: Some(1),
+        ..client
+    };
+    for run in &mut r.runs {
+        run.net = Some(RunNetCounters {
+            scope: NetScope::Host,
+            ..net(host, None)
+        });
+    }
+    assert_eq!(
+        line(&summary(&r, "h"), "kernel drops"),
+        "  kernel drops   2 packets dropped by interfaces (0 receiving, 2 sending) (the host's, \
+         every program's)"
+    );
+}

@@ -1,7 +1,8 @@
 //! What full socket buffers dropped and TCP sent again during the runs, from the kernel's own
-//! counters: drops that happened at a socket, named apart from the link's and the senders'.
+//! counters: drops that happened at a socket, named apart from the link's and the senders';
+//! and beside them where else the kernel saw TCP lose or drop and the interfaces drop.
 
-use qbench_core::report::net_counters::{NetCounters, NetScope};
+use qbench_core::report::net_counters::{NetCounters, NetScope, RunNetCounters};
 use qbench_core::Report;
 
 use super::numbers::count;
@@ -15,19 +16,24 @@ fn binary(bytes: u64) -> String {
     }
 }
 
+/// One side's counters added up over the runs that read them.
+fn total(
+    read: &[RunNetCounters],
+    side: fn(&RunNetCounters) -> Option<NetCounters>,
+) -> Option<NetCounters> {
+    read.iter()
+        .filter_map(side)
+        .fold(None, |acc: Option<NetCounters>, c| {
+            Some(acc.map_or(c, |a| a.plus(&c)))
+        })
+}
+
 /// The runs' counters added up, `None` where no run read them.
 pub(super) fn summary(report: &Report) -> Option<String> {
     let read: Vec<_> = report.runs.iter().filter_map(|r| r.net).collect();
     let first = read.first()?;
-    let sum = |f: fn(&qbench_core::report::net_counters::RunNetCounters) -> Option<NetCounters>| {
-        read.iter()
-            .filter_map(f)
-            .fold(None, |acc: Option<NetCounters>, c| {
-                Some(acc.map_or(c, |a| a.plus(&c)))
-            })
-    };
-    let client = sum(|r| Some(r.client))?;
-    let server = sum(|r| r.server);
+    let client = total(&read, |r| Some(r.client))?;
+    let server = total(&read, |r| r.server);
     let whose = match first.scope {
         NetScope::Namespaces => "each namespace's kernel counters",
         NetScope::Host => "the host's kernel counters, every program's",
@@ -72,4 +78,73 @@ pub(super) fn summary(report: &Report) -> Option<String> {
         ),
     };
     Some(format!("{line}{granted}"))
+}
+
+/// One side's timeouts and drops that are not zero, in words; empty where all are.
+fn named(c: &NetCounters) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(t) = c.tcp_ext {
+        if t.tcp_timeouts > 0 {
+            let spurious = match t.tcp_spurious_rtos {
+                0 => String::new(),
+                n => format!(" ({} spurious)", count(n)),
+            };
+            out.push(format!("{} TCP timeouts{spurious}", count(t.tcp_timeouts)));
+        }
+        let at: Vec<String> = [
+            (t.tcp_backlog_drop, "backlog full"),
+            (t.tcp_rcvq_drop, "receive queue full"),
+            (t.tcp_ofo_drop, "out of order"),
+            (t.tcp_zero_window_drop, "zero window"),
+        ]
+        .into_iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, why)| format!("{} {why}", count(n)))
+        .collect();
+        if !at.is_empty() {
+            out.push(format!(
+                "{} TCP segments dropped ({})",
+                count(t.receive_drops()),
+                at.join(", ")
+            ));
+        }
+        if t.tcp_listen_drops > 0 {
+            out.push(format!(
+                "{} connection attempts dropped by a listener",
+                count(t.tcp_listen_drops)
+            ));
+        }
+    }
+    let (rx, tx) = (c.nic_rx_dropped.unwrap_or(0), c.nic_tx_dropped.unwrap_or(0));
+    if rx > 0 || tx > 0 {
+        out.push(format!(
+            "{} packets dropped by interfaces ({} receiving, {} sending)",
+            count(rx.saturating_add(tx)),
+            count(rx),
+            count(tx)
+        ));
+    }
+    out
+}
+
+/// Where else the kernel saw the runs' packets lost or dropped: TCP's timeouts, segments a
+/// receiver dropped, the interfaces' drops. `None` where none was, so that a quiet run's
+/// summary is as it was.
+pub(super) fn kernel_drops(report: &Report) -> Option<String> {
+    let read: Vec<_> = report.runs.iter().filter_map(|r| r.net).collect();
+    let client = named(&total(&read, |r| Some(r.client))?);
+    let line = match total(&read, |r| r.server) {
+        Some(server) => [("client", client), ("server", named(&server))]
+            .into_iter()
+            .filter(|(_, said)| !said.is_empty())
+            .map(|(side, said)| format!("{side} {}", said.join(", ")))
+            .collect::<Vec<_>>()
+            .join("; "),
+        None => client.join(", "),
+    };
+    let whose = match read.first()?.scope {
+        NetScope::Namespaces => "",
+        NetScope::Host => " (the host's, every program's)",
+    };
+    (!line.is_empty()).then(|| format!("{line}{whose}"))
 }

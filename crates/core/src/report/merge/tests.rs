@@ -325,3 +325,56 @@ fn digests_add_up_and_a_clash_is_a_failure() {
     let e = m.runs[0].first_error.as_deref().unwrap();
     assert!(e.contains("shard 1: https://x/a had another body"), "{e}");
 }
+
+/// The shards' kernel counters add up field by field, where TCP lost and where interfaces
+/// dropped too; one a shard could not read is absent from the sum.
+#[test]
+fn net_counters_add_up_over_the_shards() {
+    use crate::report::net_counters::{NetCounters, NetScope, RunNetCounters, TcpExtCounters};
+    let lat = latencies(10, 7);
+    let with = |i: u32, c: NetCounters| {
+        let mut s = shard_report(i, 2, &lat, 0);
+        s.1.runs[0].net = Some(RunNetCounters {
+            scope: NetScope::Namespaces,
+            client: c,
+            server: Some(c),
+            client_udp_rcvbuf: None,
+            server_udp_rcvbuf: None,
+        });
+        s
+    };
+    let c = |n: u64| NetCounters {
+        udp_rcvbuf_errors: n,
+        tcp_ext: Some(TcpExtCounters {
+            tcp_timeouts: n,
+            tcp_backlog_drop: 2 * n,
+            ..TcpExtCounters::default()
+        }),
+        nic_rx_dropped: Some(3 * n),
+        nic_tx_dropped: Some(0),
+        ..NetCounters::default()
+    };
+    let m = merge(&[with(0, c(1)), with(1, c(10))], tool(), vec![]).unwrap();
+    let net = m.runs[0].net.unwrap();
+    for side in [net.client, net.server.unwrap()] {
+        assert_eq!(side.udp_rcvbuf_errors, 11);
+        let ext = side.tcp_ext.unwrap();
+        assert_eq!((ext.tcp_timeouts, ext.tcp_backlog_drop), (11, 22));
+        assert_eq!(
+            (side.nic_rx_dropped, side.nic_tx_dropped),
+            (Some(33), Some(0))
+        );
+    }
+    let unread = NetCounters {
+        tcp_ext: None,
+        nic_rx_dropped: None,
+        ..c(10)
+    };
+    let m = merge(&[with(0, c(1)), with(1, unread)], tool(), vec![]).unwrap();
+    let client = m.runs[0].net.unwrap().client;
+    assert_eq!((client.tcp_ext, client.nic_rx_dropped), (None, None));
+    assert_eq!(
+        (client.udp_rcvbuf_errors, client.nic_tx_dropped),
+        (11, Some(0))
+    );
+}
