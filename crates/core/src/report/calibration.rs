@@ -329,13 +329,21 @@ fn rate_check(dir: &str, asked: Rate, flood: &Flood) -> LinkCheck {
     // A sender that could not offer more than the rate cannot show that the link holds it:
     // the machine, not the link, set what arrived.
     let short = (flood.sent_bps as f64) < want * (1.0 + RATE_TOLERANCE);
-    LinkCheck {
-        field: format!("{dir}.rate"),
-        asked: asked.to_string(),
-        measured: Rate(flood.received_bps).to_string(),
-        tolerance: format!("within {}%", RATE_TOLERANCE * 100.0),
-        ok: ok && !short,
-        note: notes(
+    // All it offered arrived, as much as the rate: the link was never pushed to its limit,
+    // so the rate is neither confirmed nor missed.
+    let unmeasurable = short && ok;
+    let note = if unmeasurable {
+        Some(format!(
+            "the link carried all the probe could offer ({}{}), within {}% of the rate; only a probe offering more shows that the link holds the rate, and this machine cannot send more",
+            Rate(flood.sent_bps),
+            match flood.missed_before.len() {
+                0 => String::new(),
+                n => format!(", in each of {} floods", n + 1),
+            },
+            RATE_TOLERANCE * 100.0
+        ))
+    } else {
+        notes(
             short.then(|| {
                 format!(
                     "the probe could offer only {}: this machine cannot fill the link",
@@ -343,8 +351,16 @@ fn rate_check(dir: &str, asked: Rate, flood: &Flood) -> LinkCheck {
                 )
             }),
             flood.repeats_note(ok && !short),
-        ),
-        unmeasurable: false,
+        )
+    };
+    LinkCheck {
+        field: format!("{dir}.rate"),
+        asked: asked.to_string(),
+        measured: Rate(flood.received_bps).to_string(),
+        tolerance: format!("within {}%", RATE_TOLERANCE * 100.0),
+        ok: ok && !short,
+        note,
+        unmeasurable,
     }
 }
 

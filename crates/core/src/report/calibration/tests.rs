@@ -74,11 +74,31 @@ fn a_rate_below_the_tolerance_misses_and_names_its_field() {
 #[test]
 fn a_sender_that_cannot_offer_the_rate_cannot_confirm_it() {
     let s = spec("rate=40gbit");
-    let short = dir(1000, 1000, 0, Some((39_500_000_000, 39_500_000_000)));
+    let short = dir(1000, 1000, 0, Some((30_000_000_000, 30_000_000_000)));
     let c = judge(&s, &short, &short, &rtt(30, 60));
     let up = field(&c, "up.rate");
     assert!(!up.ok);
     assert!(up.note.as_deref().unwrap().contains("cannot fill the link"));
+    assert!(!up.unmeasurable);
+}
+
+/// At 1 Gbit/s a probe that offers the rate and no more gets it all through: the rate is not
+/// missed (nothing says the link is slower) nor confirmed (nothing says it is not faster).
+#[test]
+fn a_sender_that_offers_just_the_rate_leaves_it_unmeasured_not_missed() {
+    let s = spec("rate=1gbit");
+    let d = dir(1000, 1000, 0, Some((1_004_000_000, 1_001_000_000)));
+    let c = judge(&s, &d, &d, &rtt(30, 60));
+    let down = field(&c, "down.rate");
+    assert!(!down.ok && down.unmeasurable, "{down:?}");
+    assert!(down
+        .note
+        .as_deref()
+        .unwrap()
+        .contains("carried all the probe could offer"));
+    assert!(c
+        .iter()
+        .all(|k| !k.field.ends_with(".rate") || k.unmeasurable));
 }
 
 #[test]
