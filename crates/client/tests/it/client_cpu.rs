@@ -249,3 +249,40 @@ fn compare_sides_take_turns_under_their_own_quota() {
     assert_eq!(json["a"]["config"]["client_cpu"], 0.5);
     assert!(json["b"]["config"].get("client_cpu").is_none());
 }
+
+/// A third-party client's processes join the quota and the cpuset as they start (cgroup v1's
+/// cpu hierarchy here), so that the program, not qbench, is the client held: curl's TLS and
+/// HTTP/2 for 20 MB take tens of milliseconds of CPU, which a twentieth of a core throttles.
+#[test]
+fn a_third_party_clients_processes_run_under_the_quota() {
+    require!(Need::Root, Need::CgroupCpu, Need::Tool("curl"));
+    let probe = cgroup::probe().unwrap();
+    if probe.backend != CgroupBackend::CgroupV1 {
+        let r = common::qbench_plain(&["--client", "curl", "--proto", "h2", "--client-cpu", "0.5"]);
+        assert_eq!(r.code, Some(2), "{}", r.stderr);
+        assert!(r.stderr.contains("--client-cpu"), "{}", r.stderr);
+        return;
+    }
+    let r = qbench(&[
+        "--client",
+        "curl",
+        "--proto",
+        "h2",
+        "--objects",
+        "1x20MB",
+        "--client-cpu",
+        "0.05",
+        "--client-cpuset",
+        "0",
+    ]);
+    assert_complete(&r, 1, 1, 20_000_000);
+    let json = r.json.unwrap();
+    let run = &json["runs"][0];
+    let rec = &run["client_cpu"];
+    assert_eq!(rec["quota_us"], 1_000, "{rec}");
+    let t = &rec["throttling"];
+    assert!(t["throttled_periods"].as_u64().unwrap() >= 1, "{rec}");
+    let cpu = &run["cpu"]["client"];
+    let spent = cpu["user_s"].as_f64().unwrap() + cpu["sys_s"].as_f64().unwrap();
+    assert!(spent > 0.0, "curl's own CPU is the client's: {cpu}");
+}

@@ -18,11 +18,22 @@ pub(crate) fn check(s: &RunSpec) -> Result<(), ConfigError> {
         ("--resume", s.resume),
         ("--proxy", s.proxy.is_some()),
         ("--link-b", s.link_b.is_some()),
-        ("--client-cpu", s.client_cpu.is_some()),
-        ("--client-cpuset", s.client_cpuset.is_some()),
         ("--client-threads", s.client_threads > 1),
         ("--shard", s.shard.is_some()),
     ];
+    if s.client_cpu.is_some() {
+        let probe =
+            qbench_shaper::cgroup::probe().map_err(|e| bad("--client-cpu", e.to_string()))?;
+        if probe.backend != qbench_core::spec::cpulimit::CgroupBackend::CgroupV1 {
+            return Err(bad(
+                "--client-cpu",
+                format!(
+                    "with --client {} needs the cgroup v1 cpu controller: under cgroup v2 the quota holds threads of qbench's process only",
+                    p.name()
+                ),
+            ));
+        }
+    }
     for (flag, given) in only_ours {
         if given {
             return Err(bad(

@@ -493,6 +493,7 @@ fn third_party(
         insecure,
         netns: prepared.link.as_ref().map(|l| l.names().client.clone()),
         path: std::path::PathBuf::new(),
+        cpu: prepared.cpu.as_ref().map(|c| c.process_join()),
     };
     Ok(tp::ThirdParty::new(
         ctx,

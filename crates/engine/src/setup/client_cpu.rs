@@ -17,7 +17,7 @@ fn gettid() -> i32 {
 }
 
 /// Pins the calling thread; `None` allows every CPU the process may use.
-fn pin(cpus: &[u16]) -> std::io::Result<()> {
+pub(crate) fn pin(cpus: &[u16]) -> std::io::Result<()> {
     // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET stays within CPU_SETSIZE.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     for &c in cpus
@@ -148,6 +148,62 @@ impl ClientCpu {
             cpuset: self.cpuset.clone(),
             threads: cg.map_or(0, |c| c.threads().len()),
             throttling: cg.zip(before).map(|(c, b)| c.throttling().since(b)),
+        }
+    }
+}
+
+/// How a third-party client's process joins the client's limit between fork and exec: the
+/// cgroup v1 `cgroup.procs` (its children follow it), and the cpuset.
+#[derive(Debug, Clone)]
+pub(crate) struct ProcessJoin {
+    procs: Option<std::ffi::CString>,
+    cpus: Option<Vec<u16>>,
+}
+
+impl ProcessJoin {
+    /// For the child, between fork and exec: only async-signal-safe calls. A child that
+    /// cannot take the limit does not run, so that no run measures an unlimited program.
+    pub(crate) fn hook(&self) -> impl Fn() -> std::io::Result<()> + Send + Sync + 'static {
+        let this = self.clone();
+        move || {
+            if let Some(procs) = &this.procs {
+                // SAFETY: open/write/close on a NUL-terminated path the closure owns.
+                unsafe {
+                    let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                    if fd < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    let wrote = libc::write(fd, b"0".as_ptr().cast(), 1);
+                    let err = std::io::Error::last_os_error();
+                    libc::close(fd);
+                    if wrote != 1 {
+                        return Err(err);
+                    }
+                }
+            }
+            match &this.cpus {
+                Some(cpus) => pin(cpus),
+                None => Ok(()),
+            }
+        }
+    }
+}
+
+impl ClientCpu {
+    /// What a third-party client's processes join; cgroup v2 keeps the quota to threads of
+    /// this process (a threaded cgroup), which `plan` checks before a run is set up.
+    pub(crate) fn process_join(&self) -> ProcessJoin {
+        let procs = self
+            .cgroup
+            .as_ref()
+            .filter(|c| c.backend() == qbench_core::spec::cpulimit::CgroupBackend::CgroupV1)
+            .and_then(|c| {
+                let path = c.dir().join("cgroup.procs");
+                std::ffi::CString::new(path.into_os_string().into_encoded_bytes()).ok()
+            });
+        ProcessJoin {
+            procs,
+            cpus: self.cpuset.as_ref().map(|s| s.cpus().collect()),
         }
     }
 }

@@ -495,6 +495,7 @@ mod tests {
             insecure: false,
             netns: None,
             path: PathBuf::from("gtlsclient"),
+            cpu: None,
         }
     }
 

@@ -63,6 +63,8 @@ pub(crate) struct Ctx {
     pub netns: Option<String>,
     /// The program found on PATH.
     pub path: PathBuf,
+    /// `--client-cpu`/`--client-cpuset`: the limit its processes join as they start.
+    pub cpu: Option<crate::setup::client_cpu::ProcessJoin>,
 }
 
 /// One process of a run, before it runs.
@@ -233,7 +235,8 @@ impl ThirdParty {
             .map(|inv| async move {
                 let deadline = run_deadline(ctx, &inv.objects);
                 let (netns, dir) = (ctx.netns.as_deref(), &inv.dir);
-                let r = process::run(&inv.argv, netns, dir, deadline, observer).await;
+                let cpu = ctx.cpu.as_ref();
+                let r = process::run(&inv.argv, (netns, cpu), dir, deadline, observer).await;
                 (inv, r)
             })
             .buffer_unordered(at_once)

@@ -13,6 +13,7 @@ use qbench_core::report::third_party::ClientProcess;
 
 use super::cgroup::ProcCgroup;
 use super::output::{self, Kept, MAX_STDOUT, STDERR_TAIL};
+use crate::setup::client_cpu::ProcessJoin;
 /// Between SIGTERM and SIGKILL at the deadline: a browser's driver closes its browser.
 const GRACE: Duration = Duration::from_secs(2);
 
@@ -130,7 +131,7 @@ async fn drain(readers: [&Reader; 2]) -> [Kept; 2] {
 /// Runs `argv` to its end, or kills its group at `deadline` (SIGTERM, then SIGKILL).
 pub(super) async fn run(
     argv: &[String],
-    netns: Option<&str>,
+    (netns, cpu): (Option<&str>, Option<&ProcessJoin>),
     dir: &Path,
     deadline: Duration,
     observer: &crate::observe::Observing,
@@ -140,6 +141,10 @@ pub(super) async fn run(
     if let Some(cg) = &cgroup {
         // SAFETY: the hook makes only async-signal-safe calls (see `joiner`).
         unsafe { cmd.pre_exec(cg.joiner()) };
+    }
+    if let Some(c) = cpu {
+        // SAFETY: as above, the hook makes only async-signal-safe calls.
+        unsafe { cmd.pre_exec(c.hook()) };
     }
     let spawned = Instant::now();
     let spawned_unix = std::time::SystemTime::now();
