@@ -28,6 +28,7 @@ pub mod rate;
 pub mod scratch;
 pub mod settle;
 pub mod stamp;
+pub mod steal;
 pub mod stop;
 pub mod topology;
 pub mod tun;

@@ -356,7 +356,7 @@ pub struct RunArgs {
     pub server_threads: u32,
 
     /// The in-process server's threads (the sender) get this share of a core in slices of
-    /// PERIOD (default 100ms): a CFS quota (cfs:, the default) or SCHED_DEADLINE (deadline:)
+    /// PERIOD (100ms): a CFS quota (cfs:, default), SCHED_DEADLINE, or their CPU taken (steal:)
     #[arg(long, value_name = "[SCHED:]SHARE[/PERIOD]")]
     pub server_cpu: Option<qbench_core::spec::server_cpu::ServerCpu>,
 

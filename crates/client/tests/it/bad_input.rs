@@ -359,6 +359,8 @@ fn bad_client_cpu_limits() {
         &["--server-cpu", "0.01/50ms"][..],
         &["--server-cpu", too_many.as_str()][..],
         &["--server-cpu", "deadline:1.5"][..],
+        &["--server-cpu", "steal:0.99"][..],
+        &["--server-cpu", "steal:0.01"][..],
         &["--server-cpu", "0.2", "--url", "https://198.18.0.1/"][..],
     ] {
         rejected(args, "--server-cpu");

@@ -62,3 +62,41 @@ fn the_deadline_scheduler_gives_each_worker_its_part_of_the_share() {
     assert_eq!(s["threads"], 2, "{s}");
     assert!(s.get("throttling").is_none(), "{s}");
 }
+
+/// Steal: the server's threads are pinned to one CPU, which a real-time thread takes for the
+/// rest of each period whatever the server has to do; each run counts the periods taken.
+#[test]
+fn a_stolen_cpu_pins_the_server_and_counts_what_was_taken() {
+    let cores = std::thread::available_parallelism().unwrap().get();
+    let run = qbench(&[
+        "--proto",
+        "h3",
+        "--objects",
+        "2x1MB",
+        "--server-cpu",
+        "steal:0.5/20ms",
+    ]);
+    if cores < 2 {
+        assert_eq!(run.code, Some(2), "{}", run.stderr);
+        return;
+    }
+    assert_complete(&run, 1, 2, 2_000_000);
+    let r = run.json.unwrap();
+    let s = &r["runs"][0]["server_cpu"];
+    assert_eq!(s["limit"]["sched"], "steal", "{s}");
+    assert_eq!(
+        (s["quota_us"].as_u64(), s["period_us"].as_u64()),
+        (Some(10_000), Some(20_000))
+    );
+    assert_eq!(s["threads"], 1, "{s}");
+    assert_eq!(s["cpu"].as_u64(), Some(cores as u64 - 1), "{s}");
+    let t = &s["throttling"];
+    assert!(t["periods"].as_u64().unwrap() >= 1, "{s}");
+    assert!(t["throttled_us"].as_u64().unwrap() > 0, "{s}");
+    // The stealing thread stops with the server: none is left in this process's threads.
+    assert!(
+        run.stderr.contains("taken by a real-time thread"),
+        "{}",
+        run.stderr
+    );
+}

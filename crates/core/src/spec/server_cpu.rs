@@ -1,8 +1,9 @@
 //! `--server-cpu`: the in-process server's threads (the sender of a download) get a share of
 //! a core handed out in slices, as a VM's vCPU is when its host is busy (2BRobust, 2026:
 //! BBR's throughput collapses when the sender's CPU is time-sliced; Cubic's does not). The
-//! slicing is a CFS quota of the server's threads together, or the kernel's deadline
-//! scheduler (`SCHED_DEADLINE`) on each of its worker threads.
+//! slicing is a CFS quota of the server's threads together, the kernel's deadline scheduler
+//! (`SCHED_DEADLINE`) on each of its worker threads, or their CPU taken away for the rest of
+//! each period by a real-time thread.
 
 use std::fmt;
 use std::str::FromStr;
@@ -30,6 +31,10 @@ pub enum Slicer {
     /// `SCHED_DEADLINE` on each worker thread: the share of each period divided among the
     /// workers, as runtime per period, with the period as deadline.
     Deadline,
+    /// The server's threads pinned to one CPU, which a real-time thread takes for the rest
+    /// of each period: the server waits out those parts whatever it has to do, as a
+    /// descheduled vCPU does. CFS and deadline only hold back a thread that spent its share.
+    Steal,
 }
 
 /// A share of one core in slices of `period_us`.
@@ -63,6 +68,18 @@ impl ServerCpu {
                 self.share
             ));
         }
+        if self.sched == Slicer::Steal && !(0.05..=0.95).contains(&self.share) {
+            return Err(format!(
+                "steal leaves the server from 0.05 to 0.95 of its CPU (the kernel keeps 5% of each CPU from real-time threads), not {}",
+                self.share
+            ));
+        }
+        if self.sched == Slicer::Steal && cores < 2 {
+            return Err(
+                "steal needs 2 CPUs: one for the server and what takes it, the rest for the client"
+                    .into(),
+            );
+        }
         if self.sched == Slicer::Deadline && self.share > 0.95 * workers.max(1) as f64 {
             return Err(format!(
                 "the deadline scheduler gives each of the {} worker threads at most 0.95 of a core (the kernel keeps 5% for others); give a smaller share or more --server-threads",
@@ -86,6 +103,7 @@ impl FromStr for ServerCpu {
         let (sched, rest) = match t.split_once(':') {
             Some(("cfs", r)) => (Slicer::Cfs, r),
             Some(("deadline", r)) => (Slicer::Deadline, r),
+            Some(("steal", r)) => (Slicer::Steal, r),
             Some((other, _)) => return Err(bad(s, &format!("no scheduler `{other}`"))),
             None => (Slicer::Cfs, t),
         };
@@ -127,6 +145,7 @@ impl fmt::Display for ServerCpu {
         match self.sched {
             Slicer::Cfs => write!(f, "{}/{period}", self.share),
             Slicer::Deadline => write!(f, "deadline:{}/{period}", self.share),
+            Slicer::Steal => write!(f, "steal:{}/{period}", self.share),
         }
     }
 }
@@ -143,16 +162,21 @@ pub fn parse_choice(s: &str) -> Result<Option<ServerCpu>, String> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ServerCpuRecord {
     pub limit: ServerCpu,
+    /// The CPU the server's threads were pinned to (steal only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<u16>,
     /// The cgroup's kind (CFS only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<CgroupBackend>,
-    /// The quota and period in force (CFS), or each worker's runtime and period (deadline),
+    /// The quota and period in force (CFS), each worker's runtime and period (deadline), or
+    /// the part of each period left to the server (steal),
     /// in µs, as read back.
     pub quota_us: u64,
     pub period_us: u64,
     /// The server threads the limit held during the run.
     pub threads: usize,
-    /// Periods the quota ran out in, during the run (CFS only).
+    /// Periods the quota ran out in, during the run (CFS), or the periods the stealing
+    /// thread took the server's CPU in and the time it took (steal).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throttling: Option<Throttling>,
 }
@@ -171,7 +195,7 @@ mod tests {
         assert_eq!((d.period_us, d.sched), (20_000, Slicer::Deadline));
         assert_eq!(d.runtime_ns(2), 5_000_000);
         assert_eq!("0.3".parse::<ServerCpu>().unwrap().period_us, 100_000);
-        for v in ["0.2/100ms", "deadline:0.5/20ms", "1.5/1s"] {
+        for v in ["0.2/100ms", "deadline:0.5/20ms", "1.5/1s", "steal:0.3/50ms"] {
             assert_eq!(v.parse::<ServerCpu>().unwrap().to_string(), v);
         }
         assert_eq!(parse_choice("none"), Ok(None));
@@ -196,6 +220,10 @@ mod tests {
         let d: ServerCpu = "deadline:1.5".parse().unwrap();
         assert!(d.check(2, 1).is_err() && d.check(2, 2).is_ok());
         assert!("3".parse::<ServerCpu>().unwrap().check(2, 1).is_err());
+        let steal = |v: &str| v.parse::<ServerCpu>().unwrap();
+        assert!(steal("steal:0.3").check(2, 1).is_ok());
+        assert!(steal("steal:0.3").check(1, 1).is_err());
+        assert!(steal("steal:0.99").check(2, 1).is_err());
     }
 
     proptest! {
@@ -205,8 +233,8 @@ mod tests {
         }
 
         #[test]
-        fn a_limit_reads_back_as_itself(share in 0.01f64..8.0, ms in 1u64..1000, dl: bool) {
-            let text = format!("{}{share}/{ms}ms", if dl { "deadline:" } else { "" });
+        fn a_limit_reads_back_as_itself(share in 0.01f64..8.0, ms in 1u64..1000, how in 0..3usize) {
+            let text = format!("{}{share}/{ms}ms", ["", "deadline:", "steal:"][how]);
             if let Ok(v) = text.parse::<ServerCpu>() {
                 prop_assert_eq!(v.to_string().parse::<ServerCpu>(), Ok(v));
             }

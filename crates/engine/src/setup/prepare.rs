@@ -188,8 +188,11 @@ fn start_servers(cfgs: &[&Config], far: Option<&Topology>) -> anyhow::Result<Ser
             continue;
         };
         let threads = cfg.spec().server_threads as usize;
+        let client_cpus: Vec<u16> = (cfg.spec().client_cpuset.iter())
+            .flat_map(|s| s.cpus())
+            .collect();
         let limit = (cfg.spec().server_cpu)
-            .map(|l| ServerCpuLimit::new(l, threads))
+            .map(|l| ServerCpuLimit::new(l, threads, &client_cpus))
             .transpose()?;
         let hook = limit.as_ref().map(ServerCpuLimit::hook);
         let server = match far {

@@ -1,6 +1,7 @@
 //! `--server-cpu`: the in-process server's runtime threads, and only those, get a share of a
 //! core in slices (the sender time-sliced, as on a busy VM host), by a CFS quota of a cgroup
-//! they join as they start, or by the deadline scheduler on each of them.
+//! they join as they start, by the deadline scheduler on each of them, or by a real-time
+//! thread that takes the one CPU they are pinned to for the rest of each period.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,6 +25,8 @@ struct Joiner {
     cgroup_threads: Option<PathBuf>,
     /// Each thread's deadline runtime and period, in ns.
     deadline: Option<(u64, u64)>,
+    /// The CPU the threads are pinned to (steal).
+    cpu: Option<u16>,
     joined: AtomicUsize,
     tids: Mutex<Vec<i32>>,
     failed: Mutex<Option<String>>,
@@ -43,6 +46,11 @@ impl Joiner {
                 qbench_shaper::deadline::set_current(runtime, period).context("--server-cpu")
             }
             (None, None) => Ok(()),
+        };
+        let result = match (result, self.cpu) {
+            (Ok(()), Some(cpu)) => super::client_cpu::pin(&[cpu])
+                .with_context(|| format!("--server-cpu: pinning a server thread to CPU {cpu}")),
+            (r, _) => r,
         };
         match result {
             Ok(()) => {
@@ -65,13 +73,32 @@ pub(crate) struct ServerCpuLimit {
     limit: ServerCpu,
     workers: usize,
     cgroup: Option<CpuCgroup>,
+    /// Steal: what takes the server's CPU, and that CPU.
+    stealer: Option<(qbench_shaper::steal::Stealer, u16)>,
     joiner: Arc<Joiner>,
 }
 
+/// The CPU a stolen server runs on: the last this process may use that the client is not
+/// pinned to.
+fn steal_cpu(client_cpus: &[u16]) -> anyhow::Result<u16> {
+    crate::plan::client_cpu::allowed_cpus()
+        .into_iter()
+        .rev()
+        .find(|c| !client_cpus.contains(c))
+        .context(
+            "--server-cpu steal: every CPU this process may use is the client's (--client-cpuset)",
+        )
+}
+
 impl ServerCpuLimit {
-    /// A cgroup with the quota set (CFS), or the runtime each of `workers` threads will take
-    /// (deadline); nothing is limited until the threads start.
-    pub(crate) fn new(limit: ServerCpu, workers: usize) -> anyhow::Result<Self> {
+    /// A cgroup with the quota set (CFS), the runtime each of `workers` threads will take
+    /// (deadline), or the stealing thread running (steal); the server's threads take the
+    /// limit as they start.
+    pub(crate) fn new(
+        limit: ServerCpu,
+        workers: usize,
+        client_cpus: &[u16],
+    ) -> anyhow::Result<Self> {
         let cgroup = match limit.sched {
             Slicer::Cfs => {
                 let probe = cgroup::probe().context("--server-cpu")?;
@@ -80,13 +107,25 @@ impl ServerCpuLimit {
                     .context("--server-cpu: setting the quota")?;
                 Some(cg)
             }
-            Slicer::Deadline => None,
+            Slicer::Deadline | Slicer::Steal => None,
+        };
+        let stealer = match limit.sched {
+            Slicer::Steal => {
+                let cpu = steal_cpu(client_cpus)?;
+                let period = Duration::from_micros(limit.period_us);
+                let busy = period.saturating_sub(Duration::from_micros(limit.quota_us()));
+                let s = qbench_shaper::steal::Stealer::start(cpu, busy, period)
+                    .context("--server-cpu steal")?;
+                Some((s, cpu))
+            }
+            _ => None,
         };
         let deadline = (limit.sched == Slicer::Deadline)
             .then(|| (limit.runtime_ns(workers), limit.period_us * 1000));
         let joiner = Arc::new(Joiner {
             cgroup_threads: cgroup.as_ref().map(CpuCgroup::threads_path),
             deadline,
+            cpu: stealer.as_ref().map(|(_, c)| *c),
             joined: AtomicUsize::new(0),
             tids: Mutex::new(Vec::new()),
             failed: Mutex::new(None),
@@ -95,6 +134,7 @@ impl ServerCpuLimit {
             limit,
             workers: workers.max(1),
             cgroup,
+            stealer,
             joiner,
         })
     }
@@ -123,7 +163,16 @@ impl ServerCpuLimit {
         }
     }
 
+    /// CFS: the cgroup's throttling; steal: the periods taken and the time taken in them.
     pub(crate) fn throttling(&self) -> Option<Throttling> {
+        if let Some((s, _)) = &self.stealer {
+            let t = s.stolen();
+            return Some(Throttling {
+                periods: t.periods,
+                throttled_periods: t.periods,
+                throttled_us: t.busy_ns / 1000,
+            });
+        }
         self.cgroup.as_ref().map(CpuCgroup::throttling)
     }
 
@@ -136,14 +185,19 @@ impl ServerCpuLimit {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let (quota_us, period_us, threads) = match &self.cgroup {
-            Some(cg) => {
+        let (quota_us, period_us, threads) = match (&self.cgroup, &self.stealer) {
+            (Some(cg), _) => {
                 let (quota, period) = cg.limit().ok()?;
                 let inside = cg.threads();
                 let held = tids.iter().filter(|t| inside.contains(t)).count();
                 (quota?, period, held)
             }
-            None => {
+            (None, Some((_, cpu))) => {
+                let on = |t: i32| crate::plan::client_cpu::cpus_of(t) == [*cpu];
+                let held = tids.iter().filter(|&&t| on(t)).count();
+                (self.limit.quota_us(), self.limit.period_us, held)
+            }
+            (None, None) => {
                 let held: Vec<(u64, u64)> = tids
                     .iter()
                     .filter_map(|&t| qbench_shaper::deadline::of_thread(t))
@@ -161,6 +215,7 @@ impl ServerCpuLimit {
         });
         Some(ServerCpuRecord {
             limit: self.limit,
+            cpu: self.stealer.as_ref().map(|(_, c)| *c),
             backend: self.cgroup.as_ref().map(CpuCgroup::backend),
             quota_us,
             period_us,

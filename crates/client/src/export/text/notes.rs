@@ -107,6 +107,15 @@ pub fn server_cpu(runs: &[qbench_core::RunReport]) -> Option<String> {
                 n => format!("on each of its {n} threads"),
             }
         ),
+        Slicer::Steal => {
+            let t = summed(records.iter().filter_map(|r| r.throttling.as_ref()));
+            format!(
+                "{slices} (CPU {} taken by a real-time thread for the rest of each period: {} periods, {:.2} s taken)",
+                first.cpu.map_or("?".to_string(), |c| c.to_string()),
+                t.periods,
+                t.throttled_us as f64 / 1e6
+            )
+        }
     })
 }
 
@@ -180,6 +189,7 @@ mod tests {
         let limit: ServerCpu = "0.03/100ms".parse().unwrap();
         a.server_cpu = Some(ServerCpuRecord {
             limit,
+            cpu: None,
             backend: Some(CgroupBackend::CgroupV1),
             quota_us: 3_000,
             period_us: 100_000,
