@@ -4,7 +4,7 @@
 //! deadline) holds back only a thread that uses up its share; a descheduled vCPU holds back
 //! everything on it.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,13 +23,26 @@ pub enum StealError {
 pub struct Stolen {
     pub periods: u64,
     pub busy_ns: u64,
+    /// The stealing thread's own CPU time: it runs in the benchmark's process, and is
+    /// neither its client nor its server.
+    pub cpu_ns: u64,
 }
 
-/// Spins on `cpu` for `busy` of every `period` until dropped.
+/// What the stealing thread and its owner share.
+#[derive(Default)]
+struct Shared {
+    stop: AtomicBool,
+    /// How many runs want the CPU taken now: the sides of a comparison take turns, and
+    /// a competition's flows run at once, all on one stealer.
+    active: AtomicUsize,
+    periods: AtomicU64,
+    busy_ns: AtomicU64,
+    cpu_ns: AtomicU64,
+}
+
+/// Spins on `cpu` for `busy` of every `period` while resumed, until dropped.
 pub struct Stealer {
-    stop: Arc<AtomicBool>,
-    periods: Arc<AtomicU64>,
-    busy_ns: Arc<AtomicU64>,
+    shared: Arc<Shared>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -54,15 +67,26 @@ fn realtime() -> std::io::Result<()> {
     Ok(())
 }
 
+/// The calling thread's CPU time, in ns.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is valid for writing; the clock is the calling thread's.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
+}
+
 impl Stealer {
-    /// Starts the thread; an error when it cannot be pinned or made real-time (then nothing
-    /// is stolen and the thread is gone).
+    /// Starts the thread, paused; an error when it cannot be pinned or made real-time (then
+    /// nothing is stolen and the thread is gone).
     pub fn start(cpu: u16, busy: Duration, period: Duration) -> Result<Self, StealError> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let periods = Arc::new(AtomicU64::new(0));
-        let busy_ns = Arc::new(AtomicU64::new(0));
+        let shared = Arc::new(Shared::default());
         let (tx, rx) = std::sync::mpsc::channel();
-        let (s, p, b) = (stop.clone(), periods.clone(), busy_ns.clone());
+        let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name("qbench-steal".into())
             .spawn(move || {
@@ -72,15 +96,13 @@ impl Stealer {
                 let failed = ready.is_err();
                 let _ = tx.send(ready);
                 if !failed {
-                    spin(&s, &p, &b, busy, period);
+                    spin(&s, busy, period);
                 }
             })
             .map_err(|_| StealError::Start)?;
         match rx.recv() {
             Ok(Ok(())) => Ok(Self {
-                stop,
-                periods,
-                busy_ns,
+                shared,
                 thread: Some(thread),
             }),
             Ok(Err(e)) => {
@@ -91,50 +113,68 @@ impl Stealer {
         }
     }
 
+    /// One more run wants the CPU taken, from the next period on.
+    pub fn resume(&self) {
+        self.shared.active.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// One run less wants it.
+    pub fn pause(&self) {
+        let _ = self
+            .shared
+            .active
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+    }
+
+    /// Whether the stealing thread still runs.
+    pub fn running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
     pub fn stolen(&self) -> Stolen {
+        let s = &self.shared;
         Stolen {
-            periods: self.periods.load(Ordering::Relaxed),
-            busy_ns: self.busy_ns.load(Ordering::Relaxed),
+            periods: s.periods.load(Ordering::Relaxed),
+            busy_ns: s.busy_ns.load(Ordering::Relaxed),
+            cpu_ns: s.cpu_ns.load(Ordering::Relaxed),
         }
     }
 }
 
-/// Each period: spin for `busy` from its start, then sleep to the next one's start. Periods
-/// are laid on one grid from the first, so that a late wake-up does not shift the rest.
-fn spin(
-    stop: &AtomicBool,
-    periods: &AtomicU64,
-    busy_ns: &AtomicU64,
-    busy: Duration,
-    period: Duration,
-) {
+/// Each period: spin for `busy` from its start while resumed, then sleep to the next one's
+/// start. Periods are laid on one grid from the first, so that a late wake-up does not shift
+/// the rest.
+fn spin(s: &Shared, busy: Duration, period: Duration) {
     let origin = Instant::now();
-    let mut k: u32 = 0;
-    while !stop.load(Ordering::Relaxed) {
-        let start = origin + period * k;
+    let period_ns = period.as_nanos().max(1) as u64;
+    let at = |k: u64| origin + Duration::from_nanos(period_ns.saturating_mul(k));
+    let mut k: u64 = 0;
+    while !s.stop.load(Ordering::Relaxed) {
+        let start = at(k);
         let now = Instant::now();
         if now < start {
             std::thread::sleep(start - now);
         }
-        let began = Instant::now();
-        let until = start + busy;
-        while Instant::now() < until {
-            std::hint::spin_loop();
+        if s.active.load(Ordering::SeqCst) > 0 {
+            // Counted as it begins: a run that ends mid-spin was stopped in this period.
+            s.periods.fetch_add(1, Ordering::Relaxed);
+            let began = Instant::now();
+            while Instant::now() < start + busy {
+                std::hint::spin_loop();
+            }
+            s.busy_ns
+                .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            s.cpu_ns.store(thread_cpu_ns(), Ordering::Relaxed);
         }
-        busy_ns.fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        periods.fetch_add(1, Ordering::Relaxed);
         // A wake-up later than a whole period skips the periods it missed.
-        let behind = (Instant::now() - origin).as_nanos() / period.as_nanos().max(1);
-        k = u32::try_from(behind)
-            .unwrap_or(u32::MAX)
-            .saturating_add(1)
-            .max(k + 1);
+        let behind = (Instant::now() - origin).as_nanos() as u64 / period_ns;
+        k = behind.saturating_add(1).max(k.saturating_add(1));
     }
 }
 
 impl Drop for Stealer {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.shared.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -151,9 +191,15 @@ mod tests {
         let cpu = 0;
         let s = Stealer::start(cpu, Duration::from_millis(2), Duration::from_millis(10))
             .expect("root may run a SCHED_FIFO thread");
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(s.stolen().periods, 0, "paused until resumed");
+        s.resume();
         std::thread::sleep(Duration::from_millis(100));
+        s.pause();
+        assert!(s.running());
         let seen = s.stolen();
         assert!(seen.periods >= 1 && seen.busy_ns > 0, "{seen:?}");
+        assert!(seen.cpu_ns > 0, "{seen:?}");
         drop(s);
     }
 }

@@ -330,15 +330,20 @@ fn rate_check(dir: &str, asked: Rate, flood: &Flood) -> LinkCheck {
     // the machine, not the link, set what arrived.
     let short = (flood.sent_bps as f64) < want * (1.0 + RATE_TOLERANCE);
     // All it offered arrived, as much as the rate: the link was never pushed to its limit,
-    // so the rate is neither confirmed nor missed.
-    let unmeasurable = short && ok;
+    // so the rate is neither confirmed nor missed, unless an earlier flood that offered more
+    // than the rate missed it (that miss stands).
+    let earlier_miss = flood
+        .missed_before
+        .iter()
+        .any(|a| a.sent_bps as f64 >= want * (1.0 + RATE_TOLERANCE));
+    let unmeasurable = short && ok && !earlier_miss;
     let note = if unmeasurable {
         Some(format!(
             "the link carried all the probe could offer ({}{}), within {}% of the rate; only a probe offering more shows that the link holds the rate, and this machine cannot send more",
             Rate(flood.sent_bps),
             match flood.missed_before.len() {
                 0 => String::new(),
-                n => format!(", in each of {} floods", n + 1),
+                n => format!(", as none of the {} floods before it could", n),
             },
             RATE_TOLERANCE * 100.0
         ))

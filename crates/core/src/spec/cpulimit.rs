@@ -132,6 +132,12 @@ impl schemars::JsonSchema for CpuQuota {
 pub struct CpuSet(BTreeSet<u16>);
 
 impl CpuSet {
+    /// The set of `cpus`; `None` when there are none.
+    pub fn of(cpus: impl IntoIterator<Item = u16>) -> Option<Self> {
+        let set: BTreeSet<u16> = cpus.into_iter().collect();
+        (!set.is_empty()).then_some(Self(set))
+    }
+
     pub fn cpus(&self) -> impl Iterator<Item = u16> + '_ {
         self.0.iter().copied()
     }

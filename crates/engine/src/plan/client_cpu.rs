@@ -2,6 +2,7 @@
 //! is changed on it: the share within the cores here, the CPUs among those this process may
 //! use, and a cgroup this process may create.
 
+use anyhow::Context;
 use qbench_core::spec::RunSpec;
 use qbench_shaper::cgroup;
 
@@ -29,6 +30,18 @@ pub(crate) fn cpus_of(tid: i32) -> Vec<u16> {
         .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
         .filter_map(|c| u16::try_from(c).ok())
         .collect()
+}
+
+/// The CPU a stolen server runs on: the last this process may use that the client is not
+/// pinned to.
+pub(crate) fn steal_cpu(client_cpus: &[u16]) -> anyhow::Result<u16> {
+    allowed_cpus()
+        .into_iter()
+        .rev()
+        .find(|c| !client_cpus.contains(c))
+        .context(
+            "--server-cpu steal: every CPU this process may use is the client's (--client-cpuset)",
+        )
 }
 
 /// Bad input before anything is changed on the host: a share above the cores here, CPUs this

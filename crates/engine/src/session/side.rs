@@ -203,6 +203,7 @@ impl<'a> Side<'a> {
         let quota = self.cpu.map(|c| c.apply(self.client_cpu));
         let throttled0 = self.cpu.and_then(|c| c.throttling());
         let server_throttled0 = self.server_cpu.and_then(|c| c.throttling());
+        let stealer0 = self.server_cpu.and_then(|c| c.stealer_cpu());
         // The link's drops are read with tc, outside the machine's CPU readings: that is
         // qbench's bookkeeping, not other work on the machine during the run.
         let k0 = self.link.map(Topology::snapshot);
@@ -214,7 +215,13 @@ impl<'a> Side<'a> {
         let (threads0, wall) = (all_threads(), std::time::Instant::now());
         // Only a link has forwarder threads: other runs read /proc no more than before.
         let link0 = self.link.map(|_| role_times(ThreadRole::Link));
+        if let Some(l) = self.server_cpu {
+            l.resume();
+        }
         let mut rep = self.runner.run(index, &self.observer).await;
+        if let Some(l) = self.server_cpu {
+            l.pause();
+        }
         let link = link0.map(|l0| role_times(ThreadRole::Link).since(&l0));
         let (threads1, elapsed) = (all_threads(), wall.elapsed());
         let roles = role_cpu(&threads0, &threads1, elapsed);
@@ -260,6 +267,11 @@ impl<'a> Side<'a> {
             client = client.since(&x);
         }
         // The userspace link's forwarders run in this process but are not the client.
+        // Nor is what takes the sliced server's CPU (`--server-cpu steal:`).
+        let stealer = self.server_cpu.and_then(|c| c.stealer_cpu());
+        if let Some((a, b)) = stealer0.zip(stealer) {
+            client = client.since(&b.since(&a));
+        }
         let link = link.filter(|l| l.total_s() > 0.0);
         if let Some(l) = &link {
             client = client.since(l);
@@ -493,7 +505,11 @@ fn third_party(
         insecure,
         netns: prepared.link.as_ref().map(|l| l.names().client.clone()),
         path: std::path::PathBuf::new(),
-        cpu: prepared.cpu.as_ref().map(|c| c.process_join()),
+        cpu: prepared
+            .cpu
+            .as_ref()
+            .map(|c| c.process_join())
+            .transpose()?,
     };
     Ok(tp::ThirdParty::new(
         ctx,

@@ -34,6 +34,21 @@ pub(crate) fn pin(cpus: &[u16]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// With `--server-cpu steal:` and no `--client-cpuset`: every CPU but the one taken from the
+/// server, so that the client is not paused with it.
+fn off_the_stolen_cpu(cfgs: &[&Config]) -> Option<CpuSet> {
+    use qbench_core::spec::server_cpu::Slicer;
+    let stolen = cfgs
+        .iter()
+        .filter_map(|c| c.spec().server_cpu)
+        .any(|l| l.sched == Slicer::Steal);
+    let cpu = crate::plan::client_cpu::steal_cpu(&[])
+        .ok()
+        .filter(|_| stolen)?;
+    let allowed = crate::plan::client_cpu::allowed_cpus();
+    CpuSet::of(allowed.into_iter().filter(|&c| c != cpu))
+}
+
 /// The first failure a starting thread left, taken so that it is reported once.
 pub(crate) fn take_failure(slot: &Mutex<Option<String>>) -> Option<String> {
     slot.lock().unwrap_or_else(|p| p.into_inner()).take()
@@ -79,7 +94,10 @@ impl ClientCpu {
     /// cpuset they share. `None` when none asks for either.
     pub(crate) fn new(cfgs: &[&Config]) -> anyhow::Result<Option<Self>> {
         let quota = cfgs.iter().any(|c| c.spec().client_cpu.is_some());
-        let cpuset = cfgs.iter().find_map(|c| c.spec().client_cpuset.clone());
+        let cpuset = cfgs
+            .iter()
+            .find_map(|c| c.spec().client_cpuset.clone())
+            .or_else(|| off_the_stolen_cpu(cfgs));
         if !quota && cpuset.is_none() {
             return Ok(None);
         }
@@ -192,19 +210,25 @@ impl ProcessJoin {
 impl ClientCpu {
     /// What a third-party client's processes join; cgroup v2 keeps the quota to threads of
     /// this process (a threaded cgroup), which `plan` checks before a run is set up.
-    pub(crate) fn process_join(&self) -> ProcessJoin {
-        let procs = self
-            .cgroup
-            .as_ref()
-            .filter(|c| c.backend() == qbench_core::spec::cpulimit::CgroupBackend::CgroupV1)
-            .and_then(|c| {
+    pub(crate) fn process_join(&self) -> anyhow::Result<ProcessJoin> {
+        let procs = match &self.cgroup {
+            Some(c) => {
+                anyhow::ensure!(
+                    c.backend() == qbench_core::spec::cpulimit::CgroupBackend::CgroupV1,
+                    "--client-cpu: a third-party client's processes can join cgroup v1's cpu hierarchy only, and this run's quota is a cgroup v2 one"
+                );
                 let path = c.dir().join("cgroup.procs");
-                std::ffi::CString::new(path.into_os_string().into_encoded_bytes()).ok()
-            });
-        ProcessJoin {
+                Some(
+                    std::ffi::CString::new(path.into_os_string().into_encoded_bytes())
+                        .context("--client-cpu: the cgroup path has a NUL byte")?,
+                )
+            }
+            None => None,
+        };
+        Ok(ProcessJoin {
             procs,
             cpus: self.cpuset.as_ref().map(|s| s.cpus().collect()),
-        }
+        })
     }
 }
 

@@ -180,7 +180,9 @@ fn links(first: &Config) -> anyhow::Result<(Option<Topology>, Option<Topology>)>
 /// The in-process server of each configuration that has one, inside `far`'s server namespace
 /// when there is a link, with its `--server-cpu` limit in force on every worker thread.
 fn start_servers(cfgs: &[&Config], far: Option<&Topology>) -> anyhow::Result<Servers> {
-    let (mut servers, mut limits) = (Vec::new(), Vec::new());
+    // Declared first, dropped last: on an error the servers go before their limits.
+    let (mut limits, mut servers) = (Vec::new(), Vec::new());
+    let mut shared = None;
     for cfg in cfgs {
         let Some(opts) = cfg.server.clone() else {
             servers.push(None);
@@ -188,12 +190,14 @@ fn start_servers(cfgs: &[&Config], far: Option<&Topology>) -> anyhow::Result<Ser
             continue;
         };
         let threads = cfg.spec().server_threads as usize;
-        let client_cpus: Vec<u16> = (cfg.spec().client_cpuset.iter())
-            .flat_map(|s| s.cpus())
-            .collect();
-        let limit = (cfg.spec().server_cpu)
-            .map(|l| ServerCpuLimit::new(l, threads, &client_cpus))
-            .transpose()?;
+        let limit = match cfg.spec().server_cpu {
+            Some(l) => {
+                let client_cpus = client_cpus(cfg);
+                let stealer = crate::setup::server_cpu::stealer(l, &client_cpus, &mut shared)?;
+                Some(ServerCpuLimit::new(l, threads, stealer)?)
+            }
+            None => None,
+        };
         let hook = limit.as_ref().map(ServerCpuLimit::hook);
         let server = match far {
             Some(l) => {
@@ -205,16 +209,23 @@ fn start_servers(cfgs: &[&Config], far: Option<&Topology>) -> anyhow::Result<Ser
             None => InProcess::start_in(opts, threads, || Ok(()), hook)
                 .context("starting the in-process server")?,
         };
-        if let Some(l) = &limit {
-            l.confirm()?;
-        }
         servers.push(Some(server));
         limits.push(limit);
+        if let Some(l) = limits.last().and_then(Option::as_ref) {
+            l.confirm()?;
+        }
     }
-    Ok((servers, limits))
+    Ok((limits, servers))
 }
 
-type Servers = (Vec<Option<InProcess>>, Vec<Option<ServerCpuLimit>>);
+/// The CPUs `cfg`'s client is pinned to, as asked (`--client-cpuset`).
+fn client_cpus(cfg: &Config) -> Vec<u16> {
+    (cfg.spec().client_cpuset.iter())
+        .flat_map(|s| s.cpus())
+        .collect()
+}
+
+type Servers = (Vec<Option<ServerCpuLimit>>, Vec<Option<InProcess>>);
 
 /// The proxy of each configuration that fetches through one (on a chain of two links), and
 /// where each configuration's client connects: its proxy, or its server.
@@ -280,7 +291,7 @@ impl Prepared {
         let tcp_route_metrics = link.is_some()
             && (first.link_options.as_ref()).is_some_and(|o| o.tcp_cwnd_cap.is_some());
         // The servers live at the far end: beyond the middle host when there is one.
-        let (servers, server_cpu) = start_servers(cfgs, link_b.as_ref().or(link.as_ref()))?;
+        let (server_cpu, servers) = start_servers(cfgs, link_b.as_ref().or(link.as_ref()))?;
         let (proxies, hosts) = start_proxies(cfgs, &servers, link.as_ref(), link_b.as_ref())?;
         crate::signals::check("the servers were being started")?;
         if let Some(l) = &link {

@@ -13,6 +13,7 @@ use qbench_core::spec::cpulimit::Throttling;
 use qbench_core::spec::server_cpu::{ServerCpu, ServerCpuRecord, Slicer};
 use qbench_server::ThreadHook;
 use qbench_shaper::cgroup::{self, CpuCgroup};
+use qbench_shaper::steal::Stealer;
 
 fn gettid() -> i32 {
     // SAFETY: gettid has no preconditions.
@@ -73,21 +74,38 @@ pub(crate) struct ServerCpuLimit {
     limit: ServerCpu,
     workers: usize,
     cgroup: Option<CpuCgroup>,
-    /// Steal: what takes the server's CPU, and that CPU.
-    stealer: Option<(qbench_shaper::steal::Stealer, u16)>,
+    /// Steal: what takes the server's CPU (one for every server of the command), and that CPU.
+    stealer: Option<Shared>,
     joiner: Arc<Joiner>,
 }
 
-/// The CPU a stolen server runs on: the last this process may use that the client is not
-/// pinned to.
-fn steal_cpu(client_cpus: &[u16]) -> anyhow::Result<u16> {
-    crate::plan::client_cpu::allowed_cpus()
-        .into_iter()
-        .rev()
-        .find(|c| !client_cpus.contains(c))
-        .context(
-            "--server-cpu steal: every CPU this process may use is the client's (--client-cpuset)",
-        )
+/// The stealing thread every stolen server of a command shares, the CPU it takes, and the
+/// limit it was started for.
+pub(crate) type Shared = (Arc<Stealer>, u16, ServerCpu);
+
+/// The stealer of `limit`, started paused, or `shared`'s when one was (a comparison's sides
+/// and a competition's flows each have a server, and one CPU is taken for all of them).
+pub(crate) fn stealer(
+    limit: ServerCpu,
+    client_cpus: &[u16],
+    shared: &mut Option<Shared>,
+) -> anyhow::Result<Option<Shared>> {
+    if limit.sched != Slicer::Steal {
+        return Ok(None);
+    }
+    if let Some(s) = shared {
+        anyhow::ensure!(
+            s.2 == limit,
+            "--server-cpu steal: one CPU is taken for every server, so every side needs the same limit"
+        );
+        return Ok(Some(s.clone()));
+    }
+    let cpu = crate::plan::client_cpu::steal_cpu(client_cpus)?;
+    let period = Duration::from_micros(limit.period_us);
+    let busy = period.saturating_sub(Duration::from_micros(limit.quota_us()));
+    let s = Stealer::start(cpu, busy, period).context("--server-cpu steal")?;
+    *shared = Some((Arc::new(s), cpu, limit));
+    Ok(shared.clone())
 }
 
 impl ServerCpuLimit {
@@ -97,7 +115,7 @@ impl ServerCpuLimit {
     pub(crate) fn new(
         limit: ServerCpu,
         workers: usize,
-        client_cpus: &[u16],
+        stealer: Option<Shared>,
     ) -> anyhow::Result<Self> {
         let cgroup = match limit.sched {
             Slicer::Cfs => {
@@ -109,23 +127,12 @@ impl ServerCpuLimit {
             }
             Slicer::Deadline | Slicer::Steal => None,
         };
-        let stealer = match limit.sched {
-            Slicer::Steal => {
-                let cpu = steal_cpu(client_cpus)?;
-                let period = Duration::from_micros(limit.period_us);
-                let busy = period.saturating_sub(Duration::from_micros(limit.quota_us()));
-                let s = qbench_shaper::steal::Stealer::start(cpu, busy, period)
-                    .context("--server-cpu steal")?;
-                Some((s, cpu))
-            }
-            _ => None,
-        };
         let deadline = (limit.sched == Slicer::Deadline)
             .then(|| (limit.runtime_ns(workers), limit.period_us * 1000));
         let joiner = Arc::new(Joiner {
             cgroup_threads: cgroup.as_ref().map(CpuCgroup::threads_path),
             deadline,
-            cpu: stealer.as_ref().map(|(_, c)| *c),
+            cpu: stealer.as_ref().map(|s| s.1),
             joined: AtomicUsize::new(0),
             tids: Mutex::new(Vec::new()),
             failed: Mutex::new(None),
@@ -137,6 +144,19 @@ impl ServerCpuLimit {
             stealer,
             joiner,
         })
+    }
+
+    /// Steal: this side's run wants the CPU taken (from the next period on) until `pause`.
+    pub(crate) fn resume(&self) {
+        if let Some((s, ..)) = &self.stealer {
+            s.resume();
+        }
+    }
+
+    pub(crate) fn pause(&self) {
+        if let Some((s, ..)) = &self.stealer {
+            s.pause();
+        }
     }
 
     pub(crate) fn hook(&self) -> ThreadHook {
@@ -163,14 +183,30 @@ impl ServerCpuLimit {
         }
     }
 
+    /// Steal: the stealing thread's CPU so far, which is this process's but neither the
+    /// client's nor the server's.
+    pub(crate) fn stealer_cpu(&self) -> Option<qbench_core::CpuTimes> {
+        let (s, ..) = self.stealer.as_ref()?;
+        // Its faults and switches are not counted: none are taken from the client's.
+        Some(qbench_core::CpuTimes {
+            user_s: s.stolen().cpu_ns as f64 / 1e9,
+            sys_s: 0.0,
+            minor_faults: Some(0),
+            voluntary_switches: Some(0),
+            involuntary_switches: Some(0),
+        })
+    }
+
     /// CFS: the cgroup's throttling; steal: the periods taken and the time taken in them.
     pub(crate) fn throttling(&self) -> Option<Throttling> {
-        if let Some((s, _)) = &self.stealer {
+        if let Some((s, ..)) = &self.stealer {
+            // The time taken is the stealing thread's own CPU time: what it had, not what it
+            // asked for.
             let t = s.stolen();
             return Some(Throttling {
                 periods: t.periods,
                 throttled_periods: t.periods,
-                throttled_us: t.busy_ns / 1000,
+                throttled_us: t.cpu_ns / 1000,
             });
         }
         self.cgroup.as_ref().map(CpuCgroup::throttling)
@@ -192,7 +228,10 @@ impl ServerCpuLimit {
                 let held = tids.iter().filter(|t| inside.contains(t)).count();
                 (quota?, period, held)
             }
-            (None, Some((_, cpu))) => {
+            (None, Some((stealer, cpu, _))) => {
+                if !stealer.running() {
+                    return None;
+                }
                 let on = |t: i32| crate::plan::client_cpu::cpus_of(t) == [*cpu];
                 let held = tids.iter().filter(|&&t| on(t)).count();
                 (self.limit.quota_us(), self.limit.period_us, held)
@@ -215,7 +254,7 @@ impl ServerCpuLimit {
         });
         Some(ServerCpuRecord {
             limit: self.limit,
-            cpu: self.stealer.as_ref().map(|(_, c)| *c),
+            cpu: self.stealer.as_ref().map(|s| s.1),
             backend: self.cgroup.as_ref().map(CpuCgroup::backend),
             quota_us,
             period_us,

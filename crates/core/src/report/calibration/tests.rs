@@ -99,6 +99,18 @@ fn a_sender_that_offers_just_the_rate_leaves_it_unmeasured_not_missed() {
     assert!(c
         .iter()
         .all(|k| !k.field.ends_with(".rate") || k.unmeasurable));
+    // An earlier flood that offered more than the rate and got more through: that miss
+    // stands.
+    let mut after_miss = d.clone();
+    if let Some(f) = after_miss.flood.as_mut() {
+        f.missed_before.push(FloodAttempt {
+            sent_bps: 1_500_000_000,
+            received_bps: 1_300_000_000,
+        });
+    }
+    let c = judge(&s, &after_miss, &after_miss, &rtt(30, 60));
+    let down = field(&c, "down.rate");
+    assert!(!down.ok && !down.unmeasurable, "{down:?}");
 }
 
 #[test]
