@@ -88,7 +88,7 @@ pub struct ServerArgs {
     /// QUIC stack settings, KEY=VALUE,... (h3): ack-frequency=PACKETS (one ACK per this many,
     /// asked of the peer), ack-delay=DURATION, gso=on|off, gro=on|off, mtu-discovery=on|off,
     /// max-udp-payload=BYTES, initial-mtu=BYTES, initial-rtt=DURATION, send-window=SIZE,
-    /// rcvbuf=SIZE (UDP sockets' receive buffer)
+    /// rcvbuf=SIZE, sndbuf=SIZE (UDP sockets' receive and send buffers)
     /// [default: quinn's own]
     #[arg(
         long,

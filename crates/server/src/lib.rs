@@ -234,9 +234,12 @@ fn bind_quic(
 ) -> Result<Quic, ServerError> {
     let bind_err = |source| ServerError::Bind { addr, source };
     let group = qbench_stack::reuseport::group(sock, sockets, UDP_BUFFER).map_err(bind_err)?;
-    if let Some(b) = opts.quic.rcvbuf {
-        for s in &group {
+    for s in &group {
+        if let Some(b) = opts.quic.rcvbuf {
             qbench_stack::sockopt::force_receive_buffer(s, b.0).map_err(bind_err)?;
+        }
+        if let Some(b) = opts.quic.sndbuf {
+            qbench_stack::sockopt::force_send_buffer(s, b.0).map_err(bind_err)?;
         }
     }
     let count = group.len();
@@ -378,10 +381,10 @@ impl Server {
         self.quic.len()
     }
 
-    /// The receive buffer the kernel granted its QUIC sockets (all alike).
-    pub fn udp_rcvbuf(&self) -> Option<u64> {
+    /// The receive and send buffers the kernel granted its QUIC sockets (all alike).
+    pub fn udp_buffers(&self) -> Option<(u64, u64)> {
         let sock = self.shared.udp.as_ref()?;
-        qbench_stack::sockopt::receive_buffer(&**sock).ok()
+        qbench_stack::sockopt::buffers(&**sock).ok()
     }
 
     /// Serves until the returned future is dropped.
@@ -431,7 +434,7 @@ pub struct InProcess {
     threads: cpu::ThreadGroup,
     worker_threads: usize,
     udp_sockets: usize,
-    udp_rcvbuf: Option<u64>,
+    udp_buffers: Option<(u64, u64)>,
     tls_records: TlsRecords,
     runtime: Option<tokio::runtime::Runtime>,
 }
@@ -509,7 +512,7 @@ impl InProcess {
         let stats = server.stats();
         let truth = server.truth();
         let udp_sockets = server.udp_sockets();
-        let udp_rcvbuf = server.udp_rcvbuf();
+        let udp_buffers = server.udp_buffers();
         rt.spawn(server.run());
         Ok(Self {
             addr,
@@ -519,7 +522,7 @@ impl InProcess {
             threads,
             worker_threads: worker_threads.max(1),
             udp_sockets,
-            udp_rcvbuf,
+            udp_buffers,
             tls_records,
             runtime: Some(rt),
         })
@@ -552,9 +555,9 @@ impl InProcess {
         self.udp_sockets
     }
 
-    /// The receive buffer the kernel granted its QUIC sockets.
-    pub fn udp_rcvbuf(&self) -> Option<u64> {
-        self.udp_rcvbuf
+    /// The receive and send buffers the kernel granted its QUIC sockets.
+    pub fn udp_buffers(&self) -> Option<(u64, u64)> {
+        self.udp_buffers
     }
 
     /// How its h1 and h2 connections cut TLS records.

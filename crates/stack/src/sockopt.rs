@@ -29,21 +29,22 @@ pub fn set<T>(
     }
 }
 
-/// Asks for a receive buffer of `bytes`: past `net.core.rmem_max` where this process may
-/// (SO_RCVBUFFORCE, root), else up to it (SO_RCVBUF). What the kernel granted is
-/// [`receive_buffer`]'s to say.
-pub fn force_receive_buffer(sock: &impl AsRawFd, bytes: u64) -> io::Result<()> {
+/// Asks for a buffer of `bytes` with `forced` (past the host's limit, root) or else `plain`
+/// (up to it).
+fn force_buffer(
+    sock: &impl AsRawFd,
+    forced: libc::c_int,
+    plain: libc::c_int,
+    bytes: u64,
+) -> io::Result<()> {
     let n = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    match set(sock, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &n) {
-        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-            set(sock, libc::SOL_SOCKET, libc::SO_RCVBUF, &n)
-        }
+    match set(sock, libc::SOL_SOCKET, forced, &n) {
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => set(sock, libc::SOL_SOCKET, plain, &n),
         other => other,
     }
 }
 
-/// The receive buffer the kernel granted `sock`, in bytes (twice what was asked, capped).
-pub fn receive_buffer(sock: &impl AsRawFd) -> io::Result<u64> {
+fn buffer(sock: &impl AsRawFd, opt: libc::c_int) -> io::Result<u64> {
     let mut n: libc::c_int = 0;
     let mut len = size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: `n` and `len` are live for the call and `len` is `n`'s size; the kernel writes
@@ -52,7 +53,7 @@ pub fn receive_buffer(sock: &impl AsRawFd) -> io::Result<u64> {
         libc::getsockopt(
             sock.as_raw_fd(),
             libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
+            opt,
             (&mut n as *mut libc::c_int).cast(),
             &mut len,
         )
@@ -61,6 +62,31 @@ pub fn receive_buffer(sock: &impl AsRawFd) -> io::Result<u64> {
         return Err(io::Error::last_os_error());
     }
     Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// Asks for a receive buffer of `bytes`: past `net.core.rmem_max` where this process may
+/// (SO_RCVBUFFORCE, root), else up to it (SO_RCVBUF). What the kernel granted is
+/// [`receive_buffer`]'s to say.
+pub fn force_receive_buffer(sock: &impl AsRawFd, bytes: u64) -> io::Result<()> {
+    force_buffer(sock, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, bytes)
+}
+
+/// As [`force_receive_buffer`], the send buffer (`net.core.wmem_max`, SO_SNDBUFFORCE).
+pub fn force_send_buffer(sock: &impl AsRawFd, bytes: u64) -> io::Result<()> {
+    force_buffer(sock, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, bytes)
+}
+
+/// The receive buffer the kernel granted `sock`, in bytes (twice what was asked, capped).
+pub fn receive_buffer(sock: &impl AsRawFd) -> io::Result<u64> {
+    buffer(sock, libc::SO_RCVBUF)
+}
+
+/// The receive and send buffers the kernel granted `sock`, in bytes.
+pub fn buffers(sock: &impl AsRawFd) -> io::Result<(u64, u64)> {
+    Ok((
+        buffer(sock, libc::SO_RCVBUF)?,
+        buffer(sock, libc::SO_SNDBUF)?,
+    ))
 }
 
 #[cfg(test)]
@@ -84,5 +110,12 @@ mod tests {
         let root = unsafe { libc::geteuid() } == 0;
         let want = if root { 4 * max } else { 2 * max };
         assert_eq!(receive_buffer(&s).unwrap(), want);
+    }
+
+    #[test]
+    fn a_send_buffer_is_granted_twice_the_ask() {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        force_send_buffer(&s, 16 << 10).unwrap();
+        assert_eq!(buffers(&s).unwrap().1, 32 << 10);
     }
 }

@@ -284,7 +284,7 @@ pub struct RunArgs {
     /// QUIC stack settings of both ends (h3; with --target, the client's end only):
     /// ack-frequency=PACKETS, ack-delay=DURATION, gso=on|off, gro=on|off, mtu-discovery=on|off,
     /// max-udp-payload=BYTES, initial-mtu=BYTES, initial-rtt=DURATION, send-window=SIZE,
-    /// rcvbuf=SIZE (UDP sockets' receive buffer)
+    /// rcvbuf=SIZE, sndbuf=SIZE (UDP sockets' receive and send buffers)
     #[arg(long, value_name = "KEY=VALUE,...")]
     pub quic: Option<QuicKnobs>,
 

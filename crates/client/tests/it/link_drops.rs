@@ -163,7 +163,10 @@ fn a_small_receive_buffer_drops_at_the_clients_socket_and_is_counted_there() {
         assert_complete(&r, 1, 1, 5_000_000);
         r.json.unwrap()["runs"][0].clone()
     };
-    let small = run("rate=300mbit,rtt=10ms", &["--quic", "rcvbuf=16KiB"]);
+    let small = run(
+        "rate=300mbit,rtt=10ms",
+        &["--quic", "rcvbuf=16KiB,sndbuf=64KiB"],
+    );
     let net = &small["net"];
     assert_eq!(net["scope"], "namespaces", "{net}");
     let client = &net["client"];
@@ -176,6 +179,8 @@ fn a_small_receive_buffer_drops_at_the_clients_socket_and_is_counted_there() {
     // Asked 16 KiB, granted twice it (root may go below or past the host's limit).
     assert_eq!(net["client_udp_rcvbuf"], 32_768, "{net}");
     assert_eq!(net["server_udp_rcvbuf"], 32_768, "{net}");
+    assert_eq!(net["client_udp_sndbuf"], 131_072, "{net}");
+    assert_eq!(net["server_udp_sndbuf"], 131_072, "{net}");
     assert_eq!(small["noise"]["link_drops"]["down"], 0, "{small}");
 
     let quiet = run("rate=50mbit,rtt=10ms", &[]);

@@ -88,6 +88,12 @@ pub struct RunNetCounters {
     pub client_udp_rcvbuf: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_udp_rcvbuf: Option<u64>,
+    /// The send buffer they were granted (`SO_SNDBUF`, capped by `net.core.wmem_max`
+    /// unless forced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_udp_sndbuf: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_udp_sndbuf: Option<u64>,
 }
 
 impl NetCounters {
@@ -170,6 +176,8 @@ impl RunNetCounters {
             server: server.map(|(a, b)| b.since(&a)),
             client_udp_rcvbuf: None,
             server_udp_rcvbuf: None,
+            client_udp_sndbuf: None,
+            server_udp_sndbuf: None,
         }
     }
 }

@@ -41,12 +41,15 @@ pub(crate) fn read(link: Option<&Topology>, link_b: Option<&Topology>) -> Option
     })
 }
 
-/// What a run added, from the readings before and after it, with the receive buffers the
-/// client's and the server's UDP sockets were granted.
+/// The receive and send buffers one end's UDP sockets were granted, in bytes.
+pub(crate) type Buffers = (u64, u64);
+
+/// What a run added, from the readings before and after it, with the buffers the client's and
+/// the server's UDP sockets were granted.
 pub(crate) fn between(
     before: Option<NetReading>,
     after: Option<NetReading>,
-    granted: (Option<u64>, Option<u64>),
+    granted: (Option<Buffers>, Option<Buffers>),
 ) -> Option<RunNetCounters> {
     let (a, b) = (before?, after?);
     let server = match (a.server, b.server) {
@@ -54,7 +57,9 @@ pub(crate) fn between(
         _ => None,
     };
     let mut run = RunNetCounters::between(a.scope, (a.client, b.client), server);
-    (run.client_udp_rcvbuf, run.server_udp_rcvbuf) = granted;
+    let (client, server) = granted;
+    (run.client_udp_rcvbuf, run.client_udp_sndbuf) = (client.map(|b| b.0), client.map(|b| b.1));
+    (run.server_udp_rcvbuf, run.server_udp_sndbuf) = (server.map(|b| b.0), server.map(|b| b.1));
     Some(run)
 }
 
@@ -92,10 +97,14 @@ mod tests {
         let before = read(None, None).unwrap();
         assert_eq!(before.scope, NetScope::Host);
         assert!(before.server.is_none());
-        let run = between(Some(before), read(None, None), (None, Some(4096))).unwrap();
+        let run = between(Some(before), read(None, None), (None, Some((4096, 8192)))).unwrap();
         assert_eq!(run.scope, NetScope::Host);
         assert!(run.client.tcp_ext.is_some(), "{run:?}");
         assert!(run.client.nic_rx_dropped.is_some() && run.client.nic_tx_dropped.is_some());
         assert_eq!((run.server, run.server_udp_rcvbuf), (None, Some(4096)));
+        assert_eq!(
+            (run.server_udp_sndbuf, run.client_udp_sndbuf),
+            (Some(8192), None)
+        );
     }
 }

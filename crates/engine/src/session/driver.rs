@@ -40,11 +40,11 @@ impl Driver {
         }
     }
 
-    /// The receive buffer the client's UDP sockets were granted: qbench's own (h3); a
-    /// third-party client's are its own to say.
-    pub(crate) fn udp_rcvbuf(&self) -> Option<u64> {
+    /// The receive and send buffers the client's UDP sockets were granted: qbench's own
+    /// (h3); a third-party client's are its own to say.
+    pub(crate) fn udp_buffers(&self) -> Option<(u64, u64)> {
         match self {
-            Self::Own(r) => r.udp_rcvbuf(),
+            Self::Own(r) => r.udp_buffers(),
             Self::Third { .. } => None,
         }
     }

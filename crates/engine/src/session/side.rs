@@ -236,8 +236,8 @@ impl<'a> Side<'a> {
             net0,
             net_counters::read(self.link, self.link_b),
             (
-                self.runner.udp_rcvbuf(),
-                self.server.and_then(InProcess::udp_rcvbuf),
+                self.runner.udp_buffers(),
+                self.server.and_then(InProcess::udp_buffers),
             ),
         );
         rep.noise = self.noise(m0.zip(m1), k0.as_ref().zip(k1.as_ref()));

@@ -107,6 +107,10 @@ fn new_endpoint(
         qbench_stack::sockopt::force_receive_buffer(&sock, b.0)
             .map_err(|e| FetchError::from_err("setting the UDP receive buffer", &e))?;
     }
+    if let Some(b) = target.quic.sndbuf {
+        qbench_stack::sockopt::force_send_buffer(&sock, b.0)
+            .map_err(|e| FetchError::from_err("setting the UDP send buffer", &e))?;
+    }
     // The endpoint owns the socket; `gro=off` is set after quinn has turned GRO on.
     let fd = sock
         .try_clone()
@@ -240,9 +244,9 @@ impl Transport for H3 {
         Box::pin(self.connect_inner())
     }
 
-    fn udp_rcvbuf(&self) -> Option<u64> {
+    fn udp_buffers(&self) -> Option<(u64, u64)> {
         let (_, sock) = self.endpoints.first()?;
-        qbench_stack::sockopt::receive_buffer(&**sock).ok()
+        qbench_stack::sockopt::buffers(&**sock).ok()
     }
 
     fn finish(&self) -> BoxFuture<'_, ()> {

@@ -146,8 +146,9 @@ pub(crate) trait Transport: Send + Sync {
         Box::pin(async {})
     }
 
-    /// The receive buffer the kernel granted the transport's UDP sockets; `None` over TCP.
-    fn udp_rcvbuf(&self) -> Option<u64> {
+    /// The receive and send buffers the kernel granted the transport's UDP sockets; `None`
+    /// over TCP.
+    fn udp_buffers(&self) -> Option<(u64, u64)> {
         None
     }
 }

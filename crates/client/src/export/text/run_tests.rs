@@ -185,6 +185,8 @@ fn the_sockets_line_names_where_datagrams_were_dropped() {
             server: Some(s),
             client_udp_rcvbuf: Some(425_984),
             server_udp_rcvbuf: Some(8_388_608),
+            client_udp_sndbuf: Some(212_992),
+            server_udp_sndbuf: None,
         });
     }
     assert_eq!(
@@ -192,7 +194,7 @@ fn the_sockets_line_names_where_datagrams_were_dropped() {
         "  sockets        full buffers dropped 3,006 datagrams (client 3,000 receiving, 0 \
          sending; server 0 receiving, 6 sending); TCP sent 4 segments again (client 4, server \
          0) (each namespace's kernel counters, 2 runs); UDP receive buffers granted: client 416 \
-         KiB, server 8 MiB"
+         KiB, server 8 MiB; send buffers: client 208 KiB, server -"
     );
     for run in &mut r.runs {
         run.net = Some(RunNetCounters {
@@ -201,6 +203,8 @@ fn the_sockets_line_names_where_datagrams_were_dropped() {
             server: None,
             client_udp_rcvbuf: None,
             server_udp_rcvbuf: None,
+            client_udp_sndbuf: None,
+            server_udp_sndbuf: None,
         });
     }
     assert_eq!(
@@ -241,6 +245,8 @@ fn the_kernel_drops_line_names_only_what_is_not_zero() {
         server,
         client_udp_rcvbuf: None,
         server_udp_rcvbuf: None,
+        client_udp_sndbuf: None,
+        server_udp_sndbuf: None,
     };
     for run in &mut r.runs {
         run.net = Some(net(quiet, Some(quiet)));

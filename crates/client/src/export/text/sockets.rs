@@ -49,16 +49,18 @@ pub(super) fn summary(report: &Report) -> Option<String> {
             count(c.udp_sndbuf_errors)
         )
     };
+    let b = |v: Option<u64>| v.map_or("-".to_string(), binary);
     let granted = match (first.client_udp_rcvbuf, first.server_udp_rcvbuf) {
         (None, None) => String::new(),
-        (c, s) => {
-            let b = |v: Option<u64>| v.map_or("-".to_string(), binary);
-            format!(
-                "; UDP receive buffers granted: client {}, server {}",
-                b(c),
-                b(s)
-            )
-        }
+        (c, s) => format!(
+            "; UDP receive buffers granted: client {}, server {}",
+            b(c),
+            b(s)
+        ),
+    };
+    let granted = match (first.client_udp_sndbuf, first.server_udp_sndbuf) {
+        (None, None) => granted,
+        (c, s) => format!("{granted}; send buffers: client {}, server {}", b(c), b(s)),
     };
     let line = match server {
         Some(s) => format!(

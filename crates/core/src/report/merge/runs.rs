@@ -265,17 +265,16 @@ impl<'a> Parts<'a> {
         let first = all.next()??;
         all.try_fold(first, |sum, n| {
             let n = n.filter(|n| n.scope == sum.scope)?;
+            // A buffer size is said where every shard's was the same.
+            let same = |a: Option<u64>, b: Option<u64>| a.filter(|v| b == Some(*v));
             Some(RunNetCounters {
                 scope: sum.scope,
                 client: sum.client.plus(&n.client),
                 server: sum.server.zip(n.server).map(|(a, b)| a.plus(&b)),
-                // A buffer size is said where every shard's was the same.
-                client_udp_rcvbuf: sum
-                    .client_udp_rcvbuf
-                    .filter(|v| n.client_udp_rcvbuf == Some(*v)),
-                server_udp_rcvbuf: sum
-                    .server_udp_rcvbuf
-                    .filter(|v| n.server_udp_rcvbuf == Some(*v)),
+                client_udp_rcvbuf: same(sum.client_udp_rcvbuf, n.client_udp_rcvbuf),
+                server_udp_rcvbuf: same(sum.server_udp_rcvbuf, n.server_udp_rcvbuf),
+                client_udp_sndbuf: same(sum.client_udp_sndbuf, n.client_udp_sndbuf),
+                server_udp_sndbuf: same(sum.server_udp_sndbuf, n.server_udp_sndbuf),
             })
         })
     }

@@ -340,6 +340,8 @@ fn net_counters_add_up_over_the_shards() {
             server: Some(c),
             client_udp_rcvbuf: None,
             server_udp_rcvbuf: None,
+            client_udp_sndbuf: None,
+            server_udp_sndbuf: None,
         });
         s
     };

@@ -77,6 +77,10 @@ pub struct QuicKnobs {
     /// kernel allows it otherwise. The kernel grants twice it, for its own bookkeeping.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rcvbuf: Option<ByteSize>,
+    /// The send buffer each end's UDP sockets ask for (`SO_SNDBUF`; as root forced past
+    /// `net.core.wmem_max`); quinn's own where not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sndbuf: Option<ByteSize>,
 }
 
 mod opt_us {
@@ -108,7 +112,7 @@ fn err(key: &str, why: impl fmt::Display) -> KnobError {
 }
 
 const KEYS: &str = "ack-frequency, ack-delay, gso, gro, mtu-discovery, max-udp-payload, \
-                    initial-mtu, initial-rtt, send-window, rcvbuf";
+                    initial-mtu, initial-rtt, send-window, rcvbuf, sndbuf";
 
 fn on_off(key: &str, v: &str) -> Result<bool, KnobError> {
     match v {
@@ -166,6 +170,7 @@ impl QuicKnobs {
             initial_rtt: over.initial_rtt.or(self.initial_rtt),
             send_window: over.send_window.or(self.send_window),
             rcvbuf: over.rcvbuf.or(self.rcvbuf),
+            sndbuf: over.sndbuf.or(self.sndbuf),
         }
     }
 
@@ -262,12 +267,15 @@ impl QuicKnobs {
                     }
                     k.send_window = Some(b);
                 }
-                "rcvbuf" => {
+                "rcvbuf" | "sndbuf" => {
                     let b: ByteSize = v.parse().map_err(|e| err(key, e))?;
                     if b.0 < MIN_RCVBUF || b.0 > MAX_RCVBUF {
                         return Err(err(key, format!("`{v}`: from 4KiB to 1GiB")));
                     }
-                    k.rcvbuf = Some(b);
+                    match key {
+                        "rcvbuf" => k.rcvbuf = Some(b),
+                        _ => k.sndbuf = Some(b),
+                    }
                 }
                 other => {
                     return Err(KnobError(format!(
@@ -322,6 +330,9 @@ impl fmt::Display for QuicKnobs {
         }
         if let Some(v) = self.rcvbuf {
             parts.push(format!("rcvbuf={v}"));
+        }
+        if let Some(v) = self.sndbuf {
+            parts.push(format!("sndbuf={v}"));
         }
         f.write_str(&parts.join(","))
     }

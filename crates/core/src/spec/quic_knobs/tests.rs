@@ -4,7 +4,7 @@ use super::*;
 fn every_key_parses_and_prints_back() {
     let text = "ack-frequency=10,ack-delay=5ms,gso=off,gro=off,mtu-discovery=off,\
                 max-udp-payload=1452,initial-mtu=1300,initial-rtt=50ms,send-window=16MB,\
-                rcvbuf=106496B";
+                rcvbuf=106496B,sndbuf=4194304B";
     let k: QuicKnobs = text.parse().unwrap();
     assert_eq!(k.ack_frequency, Some(10));
     assert_eq!(k.ack_delay, Some(Duration::from_millis(5)));
@@ -16,6 +16,7 @@ fn every_key_parses_and_prints_back() {
     assert_eq!(k.initial_rtt, Some(Duration::from_millis(50)));
     assert_eq!(k.send_window, Some(ByteSize(16_000_000)));
     assert_eq!(k.rcvbuf, Some(ByteSize(106_496)));
+    assert_eq!(k.sndbuf, Some(ByteSize(4 << 20)));
     assert_eq!(k.to_string(), text);
     assert_eq!("".parse::<QuicKnobs>().unwrap(), QuicKnobs::default());
     assert_eq!("stock".parse::<QuicKnobs>().unwrap(), QuicKnobs::default());
@@ -58,6 +59,7 @@ fn bad_values_name_their_key() {
         ("send-window=2TiB", "send-window"),
         ("rcvbuf=4095", "rcvbuf"),
         ("rcvbuf=2GiB", "rcvbuf"),
+        ("sndbuf=1KiB", "sndbuf"),
         ("gso=on,gso=off", "gso"),
         ("pacing=off", "pacing"),
         ("gso", "gso"),
@@ -139,7 +141,7 @@ proptest::proptest! {
             proptest::sample::select(vec![
                 "ack-frequency", "ack-delay", "gso", "gro", "mtu-discovery",
                 "max-udp-payload", "initial-mtu", "initial-rtt", "send-window", "rcvbuf",
-                "bogus",
+                "sndbuf", "bogus",
             ]),
             0..6,
         ),

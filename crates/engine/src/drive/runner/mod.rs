@@ -120,9 +120,9 @@ impl Runner {
         self.pinned = Some(Arc::new(pinned));
     }
 
-    /// The receive buffer the kernel granted the client's UDP sockets (h3).
-    pub(crate) fn udp_rcvbuf(&self) -> Option<u64> {
-        self.transport.udp_rcvbuf()
+    /// The receive and send buffers the kernel granted the client's UDP sockets (h3).
+    pub(crate) fn udp_buffers(&self) -> Option<(u64, u64)> {
+        self.transport.udp_buffers()
     }
 
     /// The threads that run the connections, when they are pinned.
