@@ -333,6 +333,7 @@ fn bad_reorder_thresholds() {
 fn bad_client_cpu_limits() {
     let cores = std::thread::available_parallelism().unwrap().get();
     let too_many = format!("{}", cores + 1);
+    let all_cpus = format!("0-{}", cores - 1);
     for args in [
         &["--client-cpu", "0"][..],
         &["--client-cpu=-0.5"][..],
@@ -361,6 +362,12 @@ fn bad_client_cpu_limits() {
         &["--server-cpu", "deadline:1.5"][..],
         &["--server-cpu", "steal:0.99"][..],
         &["--server-cpu", "steal:0.01"][..],
+        &[
+            "--server-cpu",
+            "steal:0.5",
+            "--client-cpuset",
+            all_cpus.as_str(),
+        ][..],
         &["--server-cpu", "0.2", "--url", "https://198.18.0.1/"][..],
     ] {
         rejected(args, "--server-cpu");

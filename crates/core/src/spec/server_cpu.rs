@@ -63,8 +63,9 @@ impl ServerCpu {
     /// (a thread cannot run on two).
     pub fn check(&self, cores: usize, workers: usize) -> Result<(), String> {
         if self.share > cores as f64 {
+            // A share of 1e308 is said as such, not in 309 digits.
             return Err(format!(
-                "a share of {} is more than the {cores} cores here",
+                "a share of {:e} is more than the {cores} cores here",
                 self.share
             ));
         }
@@ -92,7 +93,7 @@ impl ServerCpu {
 
 fn bad(s: &str, why: &str) -> String {
     format!(
-        "`{s}`: {why}; give [cfs:|deadline:]SHARE[/PERIOD], e.g. 0.2/100ms or deadline:0.5/20ms"
+        "`{s}`: {why}; give [cfs:|deadline:|steal:]SHARE[/PERIOD], e.g. 0.2/100ms or steal:0.5/20ms"
     )
 }
 

@@ -39,9 +39,7 @@ pub(crate) fn steal_cpu(client_cpus: &[u16]) -> anyhow::Result<u16> {
         .into_iter()
         .rev()
         .find(|c| !client_cpus.contains(c))
-        .context(
-            "--server-cpu steal: every CPU this process may use is the client's (--client-cpuset)",
-        )
+        .context("steal: every CPU this process may use is the client's (--client-cpuset), none is left to take from the server")
 }
 
 /// Bad input before anything is changed on the host: a share above the cores here, CPUs this
@@ -70,6 +68,10 @@ pub(crate) fn check(s: &RunSpec) -> Result<(), ConfigError> {
             .map_err(|e| bad("--server-cpu", e))?;
         if l.sched == qbench_core::spec::server_cpu::Slicer::Cfs {
             cgroup::probe().map_err(|e| bad("--server-cpu", e.to_string()))?;
+        }
+        if l.sched == qbench_core::spec::server_cpu::Slicer::Steal {
+            let client: Vec<u16> = s.client_cpuset.iter().flat_map(|c| c.cpus()).collect();
+            steal_cpu(&client).map_err(|e| bad("--server-cpu", format!("{e:#}")))?;
         }
     }
     if let Some(set) = &s.client_cpuset {

@@ -100,7 +100,7 @@ pub(crate) fn stealer(
         );
         return Ok(Some(s.clone()));
     }
-    let cpu = crate::plan::client_cpu::steal_cpu(client_cpus)?;
+    let cpu = crate::plan::client_cpu::steal_cpu(client_cpus).context("--server-cpu")?;
     let period = Duration::from_micros(limit.period_us);
     let busy = period.saturating_sub(Duration::from_micros(limit.quota_us()));
     let s = Stealer::start(cpu, busy, period).context("--server-cpu steal")?;
