@@ -82,6 +82,14 @@ pub(super) fn summary(report: &Report) -> Option<String> {
     Some(format!("{line}{granted}"))
 }
 
+/// `n` and its noun, singular for one.
+fn many(n: u64, one: &str, more: &str) -> String {
+    match n {
+        1 => format!("1 {one}"),
+        n => format!("{} {more}", count(n)),
+    }
+}
+
 /// One side's timeouts and drops that are not zero, in words; empty where all are.
 fn named(c: &NetCounters) -> Vec<String> {
     let mut out = Vec::new();
@@ -91,7 +99,8 @@ fn named(c: &NetCounters) -> Vec<String> {
                 0 => String::new(),
                 n => format!(" ({} spurious)", count(n)),
             };
-            out.push(format!("{} TCP timeouts{spurious}", count(t.tcp_timeouts)));
+            let timeouts = many(t.tcp_timeouts, "TCP timeout", "TCP timeouts");
+            out.push(format!("{timeouts}{spurious}"));
         }
         let at: Vec<String> = [
             (t.tcp_backlog_drop, "backlog full"),
@@ -104,24 +113,23 @@ fn named(c: &NetCounters) -> Vec<String> {
         .map(|(n, why)| format!("{} {why}", count(n)))
         .collect();
         if !at.is_empty() {
-            out.push(format!(
-                "{} TCP segments dropped ({})",
-                count(t.receive_drops()),
-                at.join(", ")
-            ));
+            let segments = many(t.receive_drops(), "TCP segment", "TCP segments");
+            out.push(format!("{segments} dropped ({})", at.join(", ")));
         }
         if t.tcp_listen_drops > 0 {
-            out.push(format!(
-                "{} connection attempts dropped by a listener",
-                count(t.tcp_listen_drops)
-            ));
+            let attempts = many(
+                t.tcp_listen_drops,
+                "connection attempt",
+                "connection attempts",
+            );
+            out.push(format!("{attempts} dropped by a listener"));
         }
     }
     let (rx, tx) = (c.nic_rx_dropped.unwrap_or(0), c.nic_tx_dropped.unwrap_or(0));
     if rx > 0 || tx > 0 {
+        let packets = many(rx.saturating_add(tx), "packet", "packets");
         out.push(format!(
-            "{} packets dropped by interfaces ({} receiving, {} sending)",
-            count(rx.saturating_add(tx)),
+            "{packets} dropped by interfaces ({} receiving, {} sending)",
             count(rx),
             count(tx)
         ));
@@ -149,4 +157,17 @@ pub(super) fn kernel_drops(report: &Report) -> Option<String> {
         NetScope::Host => " (the host's, every program's)",
     };
     (!line.is_empty()).then(|| format!("{line}{whose}"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn one_is_said_in_the_singular() {
+        assert_eq!(
+            super::many(1, "TCP timeout", "TCP timeouts"),
+            "1 TCP timeout"
+        );
+        assert_eq!(super::many(2_004, "packet", "packets"), "2,004 packets");
+        assert_eq!(super::many(0, "packet", "packets"), "0 packets");
+    }
 }
