@@ -88,11 +88,7 @@ pub fn of_thread(tid: i32) -> Option<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn gettid() -> i32 {
-        // SAFETY: gettid has no preconditions.
-        unsafe { libc::gettid() }
-    }
+    use crate::affinity::gettid;
 
     #[test]
     fn a_thread_under_the_deadline_scheduler_reads_back_its_runtime_and_period() {

@@ -5,6 +5,7 @@
 //! without netem get a userspace TUN forwarder for delay, jitter and reordering; high rates on
 //! kernels with sch_fq and tc BPF get earliest-departure-time stamps (`edt`).
 
+pub mod affinity;
 pub mod calibrate;
 pub mod cgroup;
 pub mod check_table;

@@ -46,18 +46,6 @@ pub struct Stealer {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-fn pin(cpu: u16) -> std::io::Result<()> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET stays within CPU_SETSIZE (the
-    // caller's CPU came from this process's own affinity mask).
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    unsafe { libc::CPU_SET(usize::from(cpu), &mut set) };
-    // SAFETY: `set` is a valid cpu_set_t of the size passed; 0 is the calling thread.
-    if unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 fn realtime() -> std::io::Result<()> {
     let param = libc::sched_param { sched_priority: 1 };
     // SAFETY: `param` is valid for the call; 0 is the calling thread.
@@ -90,7 +78,7 @@ impl Stealer {
         let thread = std::thread::Builder::new()
             .name("qbench-steal".into())
             .spawn(move || {
-                let ready = pin(cpu)
+                let ready = crate::affinity::pin_current(&[cpu])
                     .map_err(|source| StealError::Pin { cpu, source })
                     .and_then(|()| realtime().map_err(StealError::Priority));
                 let failed = ready.is_err();

@@ -15,21 +15,7 @@ pub fn cores() -> usize {
 
 /// The CPUs this process may run on.
 pub(crate) fn allowed_cpus() -> Vec<u16> {
-    cpus_of(0)
-}
-
-/// The CPUs thread `tid` may run on (0: the calling thread); empty when it cannot be read.
-pub(crate) fn cpus_of(tid: i32) -> Vec<u16> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; the kernel fills it for that thread.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let size = size_of::<libc::cpu_set_t>();
-    if unsafe { libc::sched_getaffinity(tid, size, &mut set) } != 0 {
-        return Vec::new();
-    }
-    (0..libc::CPU_SETSIZE as usize)
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .filter_map(|c| u16::try_from(c).ok())
-        .collect()
+    qbench_shaper::affinity::of_thread(0)
 }
 
 /// The CPU a stolen server runs on: the last this process may use that the client is not

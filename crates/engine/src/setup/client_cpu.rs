@@ -7,32 +7,10 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use qbench_core::spec::cpulimit::{ClientCpuRecord, CpuSet, Throttling};
+use qbench_shaper::affinity::{gettid, pin_current as pin};
 use qbench_shaper::cgroup::{self, CpuCgroup};
 
 use crate::plan::config::Config;
-
-fn gettid() -> i32 {
-    // SAFETY: gettid has no preconditions.
-    unsafe { libc::gettid() }
-}
-
-/// Pins the calling thread; `None` allows every CPU the process may use.
-pub(crate) fn pin(cpus: &[u16]) -> std::io::Result<()> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET stays within CPU_SETSIZE.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &c in cpus
-        .iter()
-        .filter(|&&c| (c as usize) < libc::CPU_SETSIZE as usize)
-    {
-        unsafe { libc::CPU_SET(c as usize, &mut set) };
-    }
-    let size = size_of::<libc::cpu_set_t>();
-    // SAFETY: `set` is a valid cpu_set_t of `size` bytes; 0 means the calling thread.
-    if unsafe { libc::sched_setaffinity(0, size, &set) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
 
 /// With `--server-cpu steal:` and no `--client-cpuset`: every CPU but the one taken from the
 /// server, so that the client is not paused with it.

@@ -12,13 +12,9 @@ use anyhow::Context;
 use qbench_core::spec::cpulimit::Throttling;
 use qbench_core::spec::server_cpu::{ServerCpu, ServerCpuRecord, Slicer};
 use qbench_server::ThreadHook;
+use qbench_shaper::affinity::gettid;
 use qbench_shaper::cgroup::{self, CpuCgroup};
 use qbench_shaper::steal::Stealer;
-
-fn gettid() -> i32 {
-    // SAFETY: gettid has no preconditions.
-    unsafe { libc::gettid() }
-}
 
 /// What a server thread does as it starts; apart from the cgroup's owner, so that a thread
 /// outliving the server cannot keep the cgroup alive.
@@ -49,7 +45,7 @@ impl Joiner {
             (None, None) => Ok(()),
         };
         let result = match (result, self.cpu) {
-            (Ok(()), Some(cpu)) => super::client_cpu::pin(&[cpu])
+            (Ok(()), Some(cpu)) => qbench_shaper::affinity::pin_current(&[cpu])
                 .with_context(|| format!("--server-cpu: pinning a server thread to CPU {cpu}")),
             (r, _) => r,
         };
@@ -232,7 +228,7 @@ impl ServerCpuLimit {
                 if !stealer.running() {
                     return None;
                 }
-                let on = |t: i32| crate::plan::client_cpu::cpus_of(t) == [*cpu];
+                let on = |t: i32| qbench_shaper::affinity::of_thread(t) == [*cpu];
                 let held = tids.iter().filter(|&&t| on(t)).count();
                 (self.limit.quota_us(), self.limit.period_us, held)
             }
