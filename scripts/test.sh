@@ -59,6 +59,9 @@ command -v clang >/dev/null 2>&1 || missing+=(clang)
 # --client's third-party contestants: h2load (nghttp2) and ngtcp2's example HTTP/3 client.
 command -v h2load >/dev/null 2>&1 || missing+=(nghttp2-client)
 command -v gtlsclient >/dev/null 2>&1 || missing+=(ngtcp2-client)
+# --server's third-party contestants: ngtcp2's example HTTP/3 server (caddy and nginx above;
+# hypercorn from PyPI below; quic-go's server is built from servers/quicgo by its test).
+command -v gtlsserver >/dev/null 2>&1 || [ -x /usr/sbin/gtlsserver ] || missing+=(ngtcp2-server)
 # Reports are validated against docs/schema/ with Python's jsonschema and jsonschema_rs (PyPI,
 # below).
 command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-pip)
@@ -100,6 +103,10 @@ python3 -c 'import jsonschema' 2>/dev/null ||
 python3 -c 'import jsonschema_rs' 2>/dev/null ||
   python3 -m pip install -q jsonschema-rs 2>/dev/null ||
   python3 -m pip install -q --break-system-packages jsonschema-rs
+# hypercorn with aioquic (its HTTP/3) serves as a --server contestant.
+python3 -c 'import hypercorn, aioquic' 2>/dev/null ||
+  python3 -m pip install -q 'hypercorn[h3]' 2>/dev/null ||
+  python3 -m pip install -q --break-system-packages 'hypercorn[h3]'
 python3 -c 'import playwright' 2>/dev/null ||
   python3 -m pip install -q playwright 2>/dev/null ||
   python3 -m pip install -q --break-system-packages playwright

@@ -13,11 +13,13 @@ pub mod scenario;
 pub mod schema;
 mod serde_ms;
 mod serde_str;
+pub mod server_program;
 pub mod spec;
 pub mod stats;
 pub mod units;
 pub mod video;
 pub mod wire;
+mod words;
 
 pub use errors::{ErrorCounts, ErrorKind};
 pub use histogram::{HistogramExport, LatencyHistogram, PercentileSummary};

@@ -340,6 +340,7 @@ impl Recorder {
             video: None,
             page: None,
             third_party: None,
+            server_program: None,
             server_view: None,
         }
     }

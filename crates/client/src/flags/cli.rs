@@ -495,6 +495,7 @@ impl RunArgs {
             video: self.apps.video(),
             page: self.apps.page.clone(),
             client: self.contestant.program(),
+            server: self.contestant.server_program(),
         }
     }
 

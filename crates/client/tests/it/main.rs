@@ -48,6 +48,7 @@ mod reqlog;
 mod schema;
 mod serve;
 mod server_cpu;
+mod servers;
 mod signals;
 mod small_inputs;
 mod sweep;

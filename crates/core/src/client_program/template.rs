@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::words::{Piece, WordError};
+
 /// A placeholder and what it becomes.
 pub const PLACEHOLDERS: [(&str, &str); 7] = [
     (
@@ -38,13 +40,6 @@ pub enum TemplateError {
     Program,
 }
 
-/// One word: text and placeholders.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Piece {
-    Text(String),
-    Slot(&'static str),
-}
-
 /// A checked template.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Template {
@@ -63,50 +58,18 @@ pub struct Values<'a> {
     pub proto: &'a str,
 }
 
-/// `word`'s text and placeholders: `{{` is a `{` and `}}` a `}` of the text, as in Rust's
-/// and Python's format strings; a lone `}` is text.
+/// `word`'s text and placeholders.
 fn pieces(word: &str) -> Result<Vec<Piece>, TemplateError> {
-    let mut out = Vec::new();
-    let mut text = String::new();
-    let mut rest = word;
-    while let Some(at) = rest.find(['{', '}']) {
-        text.push_str(&rest[..at]);
-        let after = &rest[at + 1..];
-        if rest[at..].starts_with("}") {
-            text.push('}');
-            rest = after.strip_prefix('}').unwrap_or(after);
-            continue;
-        }
-        if let Some(more) = after.strip_prefix('{') {
-            text.push('{');
-            rest = more;
-            continue;
-        }
-        let close = after
-            .find('}')
-            .ok_or_else(|| TemplateError::Unclosed(word.to_string()))?;
-        let name = &after[..close];
-        let slot = PLACEHOLDERS
-            .iter()
-            .find(|(n, _)| *n == name)
-            .ok_or_else(|| TemplateError::Unknown(name.to_string()))?;
-        if !text.is_empty() {
-            out.push(Piece::Text(std::mem::take(&mut text)));
-        }
-        out.push(Piece::Slot(slot.0));
-        rest = &after[close + 1..];
-    }
-    text.push_str(rest);
-    if !text.is_empty() {
-        out.push(Piece::Text(text));
-    }
-    Ok(out)
+    crate::words::pieces(word, &PLACEHOLDERS).map_err(|e| match e {
+        WordError::Unknown(n) => TemplateError::Unknown(n),
+        WordError::Unclosed(w) => TemplateError::Unclosed(w),
+    })
 }
 
 impl Template {
     pub fn parse(source: &str) -> Result<Self, TemplateError> {
         let words =
-            shlex::split(source).ok_or_else(|| TemplateError::Quotes(source.to_string()))?;
+            crate::words::split(source).ok_or_else(|| TemplateError::Quotes(source.to_string()))?;
         if words.is_empty() {
             return Err(TemplateError::Empty);
         }
@@ -164,19 +127,15 @@ impl Template {
                 argv.extend(v.urls.iter().cloned());
                 continue;
             }
-            let mut s = String::new();
-            for piece in p {
-                match piece {
-                    Piece::Text(t) => s.push_str(&t),
-                    Piece::Slot("url") => s.push_str(v.urls.first().map_or("", |u| u.as_str())),
-                    Piece::Slot("ca") => s.push_str(v.ca),
-                    Piece::Slot("out") => s.push_str(v.out),
-                    Piece::Slot("host") => s.push_str(v.host),
-                    Piece::Slot("port") => s.push_str(&v.port.to_string()),
-                    Piece::Slot("proto") => s.push_str(v.proto),
-                    Piece::Slot(_) => {}
-                }
-            }
+            let s = crate::words::fill(w, &PLACEHOLDERS, |name| match name {
+                "url" => v.urls.first().cloned().unwrap_or_default(),
+                "ca" => v.ca.to_string(),
+                "out" => v.out.to_string(),
+                "host" => v.host.to_string(),
+                "port" => v.port.to_string(),
+                "proto" => v.proto.to_string(),
+                _ => String::new(),
+            });
             argv.push(s);
         }
         argv

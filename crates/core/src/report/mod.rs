@@ -228,6 +228,10 @@ pub struct RunReport {
     /// With `--client`: the third-party client's processes, version and checks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub third_party: Option<third_party::ThirdPartyRun>,
+    /// With `--server`: the third-party server that served the run, its CPU, memory and
+    /// end, and the matched settings it could not take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_program: Option<crate::server_program::ServerRun>,
     /// With `--client` and an in-process server: the run as the server saw it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_view: Option<server_view::ServerView>,

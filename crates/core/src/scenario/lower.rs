@@ -7,6 +7,7 @@ use super::{
     field, fields, parse_protos, scalar, CellSpec, Kind, Scenario, ScenarioError, SideBase,
 };
 use crate::client_program::{ClientChoice, ClientProgram};
+use crate::server_program::{ServerChoice, ServerProgram};
 use crate::spec::knobs::{side_knobs, KNOBS};
 use crate::spec::link::{parse_duration, LinkSpec};
 use crate::spec::quic_knobs::QuicKnobs;
@@ -177,6 +178,18 @@ impl Scenario {
             a_side.client = Some(ClientChoice(ca));
             b_side.client = Some(ClientChoice(cb));
         }
+        if let Some(v) = p.get("servers") {
+            if p.contains_key("protos") || p.contains_key("clients") {
+                return Err(field(
+                    "servers",
+                    "names each side's protocol: drop the protos and clients axes",
+                ));
+            }
+            let ((sa, pa), (sb, pb)) = parse_servers(v)?;
+            protos = (pa, pb);
+            a_side.server = Some(ServerChoice(sa));
+            b_side.server = Some(ServerChoice(sb));
+        }
         for (_, side) in side_knobs() {
             if let Some((axis, v)) = side.b_axis.and_then(|a| Some((a, p.get(a)?))) {
                 (side.set)(&mut b_side, v).map_err(|e| field(axis, e))?;
@@ -217,6 +230,30 @@ fn side_overrides(s: &Option<SideBase>, name: &str) -> Result<SideOverrides, Sce
         (side.set)(&mut o, &v).map_err(|e| field(&format!("base.{name}.{b}"), e))?;
     }
     Ok(o)
+}
+
+type ServerSide = (Option<ServerProgram>, Protocol);
+
+/// A `servers` axis value: `SERVER-PROTO,SERVER-PROTO`, each server serving its protocol.
+fn parse_servers(v: &str) -> Result<(ServerSide, ServerSide), ScenarioError> {
+    let side = |s: &str| -> Result<ServerSide, ScenarioError> {
+        let (name, proto) = s.trim().rsplit_once('-').ok_or_else(|| {
+            field(
+                "servers",
+                format!("`{s}`: give SERVER-PROTO, e.g. caddy-h3"),
+            )
+        })?;
+        let proto: Protocol = proto.parse().map_err(|e| field("servers", e))?;
+        let server = ServerProgram::parse(name).map_err(|e| field("servers", e))?;
+        if let Some(c) = &server {
+            c.check(proto).map_err(|e| field("servers", e))?;
+        }
+        Ok((server, proto))
+    };
+    match v.split(',').collect::<Vec<_>>().as_slice() {
+        [a, b] => Ok((side(a)?, side(b)?)),
+        _ => Err(field("servers", format!("`{v}`: give exactly two, as A,B"))),
+    }
 }
 
 type Side = (Option<ClientProgram>, Protocol);

@@ -130,6 +130,11 @@ pub struct Base {
     /// As `--client` (curl, h2load, ngtcp2, quic-go, chromium, exec:TEMPLATE): a
     /// third-party program fetches the objects of both sides.
     pub client: Option<String>,
+    /// As `--verify`: every body checked byte for byte against what the server was given.
+    pub verify: Option<bool>,
+    /// As `--server` (caddy, nginx, quic-go, ngtcp2, hypercorn, exec:TEMPLATE): a
+    /// third-party program serves both sides' objects behind the link.
+    pub server: Option<String>,
 }
 
 /// Per-side overrides (`--a.cc`, `--b.cwnd-cap`, ...).
@@ -145,6 +150,8 @@ pub struct SideBase {
     pub proxy: Option<ProxyChoice>,
     /// This side's client (as `--a.client`), or "qbench".
     pub client: Option<String>,
+    /// This side's server (as `--a.server`), or "qbench".
+    pub server: Option<String>,
 }
 
 /// Values to sweep. Link axes are appended to the base link spec.
@@ -189,6 +196,11 @@ pub struct Axes {
     /// Both sides' client and protocol, as "A,B" with each side `CLIENT-PROTO` (e.g.
     /// "curl-h2,ngtcp2-h3", "qbench-h3,chromium-h3"); instead of a `protos` axis.
     pub clients: Option<Vec<String>>,
+    /// The server program of both sides (as `--server`): "qbench", "caddy", ...
+    pub server: Option<Vec<String>>,
+    /// Both sides' server and protocol, as "A,B" with each side `SERVER-PROTO` (e.g.
+    /// "qbench-h3,caddy-h3"); instead of a `protos` axis.
+    pub servers: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -216,6 +228,9 @@ pub struct Scenario {
 /// How a cell runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "lowercase")]
+// A sweep holds a few dozen cells, made once: boxing a side's spec would save nothing that
+// counts and cost every match a dereference.
+#[allow(clippy::large_enum_variant)]
 pub enum CellSpec {
     Compare(CompareSpec),
     Compete(CompeteSpec),
@@ -471,6 +486,8 @@ fn parse_protos(v: &str) -> Result<(Protocol, Protocol), ScenarioError> {
 const AXES: &[&str] = &[
     "protos",
     "clients",
+    "servers",
+    "server",
     "flows",
     "cc",
     "b_cwnd_cap",
@@ -522,5 +539,7 @@ fn hex(b: &[u8]) -> String {
 
 #[cfg(test)]
 mod knob_fields_tests;
+#[cfg(test)]
+mod servers_tests;
 #[cfg(test)]
 mod tests;

@@ -8,6 +8,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::client_program::{ClientChoice, ClientProgram};
+use crate::server_program::{ServerChoice, ServerProgram};
 use crate::spec::bounds::{
     Bound, CONNECTIONS, REORDER_THRESHOLD, RUNS, STREAMS, THREADS, WINDOW_PACKETS,
 };
@@ -387,6 +388,32 @@ pub static KNOBS: &[Knob] = &[
     )
     .sample("curl"),
     Knob::new(
+        "server",
+        |s| text(&s.server),
+        |s, v| {
+            put(
+                &mut s.server,
+                ServerProgram::parse(v).map_err(|e| e.to_string()),
+            )
+        },
+    )
+    .base("server")
+    .axis("server")
+    .side(
+        SideKnob::new(
+            |o| text(&o.server),
+            |o, v| put(&mut o.server, parse::<ServerChoice>(v).map(Some)),
+            |o, s| {
+                if let Some(c) = &o.server {
+                    s.server = c.0.clone();
+                }
+            },
+        )
+        .in_file()
+        .note(", or `qbench` for the in-process server"),
+    )
+    .sample("caddy"),
+    Knob::new(
         "interval",
         |s| s.interval.map(time),
         |s, v| put(&mut s.interval, duration(v).map(Some)),
@@ -467,7 +494,7 @@ pub static KNOBS: &[Knob] = &[
     switch!("reuse", reuse),
     switch!("resume", resume),
     switch!("0rtt", zero_rtt).axis("zero_rtt"),
-    switch!("verify", verify),
+    switch!("verify", verify).base("verify"),
     Knob::new(
         "no-telemetry",
         |s| (!s.telemetry).then(String::new),

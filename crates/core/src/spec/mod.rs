@@ -113,6 +113,10 @@ pub struct RunSpec {
     /// `--client`: a third-party program fetches the objects instead of qbench's clients.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<crate::client_program::ClientProgram>,
+    /// `--server`: a third-party program serves the objects instead of the in-process
+    /// qbench-server, behind the same link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<crate::server_program::ServerProgram>,
 }
 
 /// The defaults of `qbench` without flags.
@@ -152,6 +156,7 @@ impl Default for RunSpec {
             video: None,
             page: None,
             client: None,
+            server: None,
         }
     }
 }
@@ -175,6 +180,9 @@ pub struct SideOverrides {
     /// `--a.client`: this side's client program, or `qbench` where the common flag names one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<crate::client_program::ClientChoice>,
+    /// `--a.server`: this side's server program, or `qbench` where the common flag names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<crate::server_program::ServerChoice>,
 }
 
 /// One side's `--a.proxy`: relay over h2 or h3, or go direct where the common flag says proxy.

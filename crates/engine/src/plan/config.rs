@@ -279,8 +279,10 @@ impl Config {
         }
         let target = super::target::target_of(t)?;
         check_token(t.telemetry_token.as_deref())?;
-        let in_process = target == Target::InProcess;
-        if !in_process {
+        super::server_program::check(&spec, &target)?;
+        // A server program serves in qbench-server's place.
+        let in_process = target == Target::InProcess && spec.server.is_none();
+        if target != Target::InProcess {
             check_remote(&spec)?;
         }
         settle(&mut spec, &target);
@@ -384,7 +386,10 @@ fn settle(spec: &mut RunSpec, target: &Target) {
         spec.objects = None;
         spec.telemetry = false;
     }
-    if *target == Target::InProcess {
+    if spec.server.is_some() {
+        // A server program has no telemetry route, and its congestion control is its own.
+        spec.telemetry = false;
+    } else if *target == Target::InProcess {
         spec.cc = Some(spec.cc.unwrap_or(CcAlgo::Cubic));
         spec.telemetry &= !spec.sample_interval.is_zero();
     }

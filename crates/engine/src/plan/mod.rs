@@ -4,6 +4,7 @@ pub(crate) mod apps;
 pub(crate) mod client_cpu;
 pub(crate) mod config;
 pub(crate) mod outputs;
+pub(crate) mod server_program;
 pub(crate) mod target;
 pub(crate) mod third_party;
 

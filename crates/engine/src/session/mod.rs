@@ -11,5 +11,7 @@ mod meta;
 mod recalibrate;
 mod rounds;
 pub(crate) mod run;
+mod served;
 pub(crate) mod side;
 pub(crate) mod sweep;
+mod third_party_side;

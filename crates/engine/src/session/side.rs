@@ -48,6 +48,8 @@ pub(crate) struct Side<'a> {
     proxy: Option<&'a Proxy>,
     cpu: Option<&'a crate::setup::client_cpu::ClientCpu>,
     server_cpu: Option<&'a crate::setup::server_cpu::ServerCpuLimit>,
+    /// `--server`: the program started for each run in qbench-server's place.
+    program: Option<&'a crate::setup::server_program::ProgramServer>,
     /// `--client-cpu` of this side (`None`: no quota while it runs).
     client_cpu: Option<f64>,
     meta: ReportMeta,
@@ -100,7 +102,7 @@ impl<'a> Side<'a> {
         );
         let runner = match &spec.client {
             Some(program) => crate::session::driver::Driver::Third {
-                client: Box::new(third_party(
+                client: Box::new(super::third_party_side::third_party(
                     program, cfg, &peer, &plan, server, prepared, clock,
                 )?),
                 stop: Arc::default(),
@@ -123,6 +125,7 @@ impl<'a> Side<'a> {
             proxy: prepared.proxy_for(server),
             cpu: prepared.cpu.as_ref(),
             server_cpu: prepared.server_cpu_for(server),
+            program: prepared.program_of(cfg).map(|(_, p)| p),
             client_cpu: spec.client_cpu,
             meta,
             runs: Vec::new(),
@@ -199,6 +202,15 @@ impl<'a> Side<'a> {
 
     /// One run; its report is appended to `runs` and returned.
     pub(crate) async fn run(&mut self, index: u32) -> &RunReport {
+        let objects = self.objects();
+        let program = match super::served::start(self.program, index, objects, &self.observer).await
+        {
+            Ok(p) => p,
+            Err(rep) => {
+                self.runs.push(rep);
+                return self.runs.last().expect("just pushed");
+            }
+        };
         // The sides of a comparison take turns, each under its own quota.
         let quota = self.cpu.map(|c| c.apply(self.client_cpu));
         let throttled0 = self.cpu.and_then(|c| c.throttling());
@@ -232,6 +244,9 @@ impl<'a> Side<'a> {
         let tcp1 = (CLIENT_TCP.snapshot(), SERVER_TCP.snapshot());
         let m1 = machine_cpu();
         let k1 = self.link.map(Topology::snapshot);
+        if let Some(p) = program {
+            super::served::stop(p, &mut rep).await;
+        }
         rep.net = net_counters::between(
             net0,
             net_counters::read(self.link, self.link_b),
@@ -245,6 +260,7 @@ impl<'a> Side<'a> {
             rep.link_check = topo.run_check(a, b, delay_line);
         }
         let server = s0.zip(s1).map(|(a, b)| b.since(&a));
+        let program_cpu = super::served::cpu(&rep);
         let proxy_cpu = x0.zip(x1).map(|(a, b)| b.since(&a));
         let process = p1.since(&p0);
         // A third-party client's processes are the measurement too, not other work: a
@@ -252,7 +268,7 @@ impl<'a> Side<'a> {
         let programs = rep.third_party.as_ref().map_or(0.0, |t| {
             let (user_s, sys_s) = t.cpu();
             user_s + sys_s
-        });
+        }) + program_cpu.as_ref().map_or(0.0, CpuTimes::total_s);
         if let Some(n) = rep.noise.as_mut() {
             n.count_own(
                 process.total_s() + programs,
@@ -286,7 +302,7 @@ impl<'a> Side<'a> {
                 ..CpuTimes::default()
             };
         }
-        let mut cpu = RunCpu::new(client, server, rep.payload_bytes);
+        let mut cpu = RunCpu::new(client, server.or(program_cpu), rep.payload_bytes);
         cpu.link = link;
         cpu.client_tcp = tcp1.0.since(&tcp0.0);
         // An in-process server's calls, unless a proxy's are mixed in with them.
@@ -469,55 +485,6 @@ fn plan(cfg: &Config, peer: &Peer) -> Plan {
         interval: spec.interval,
         app: app_plan(spec, &peer.origin.authority()),
     }
-}
-
-/// A third-party client fetching what `plan` asks of `peer`.
-fn third_party(
-    program: &qbench_core::client_program::ClientProgram,
-    cfg: &Config,
-    peer: &Peer,
-    plan: &Plan,
-    server: Option<&InProcess>,
-    prepared: &Prepared,
-    clock: Clock,
-) -> anyhow::Result<crate::drive::third_party::ThirdParty> {
-    use crate::drive::third_party as tp;
-    use crate::transport::tls::Trust;
-    let spec = cfg.spec();
-    let (ca_pem, insecure) = match &peer.trust {
-        Trust::Pem { pem, .. } => (Some(pem.as_str()), false),
-        Trust::System => (None, false),
-        Trust::Insecure => (None, true),
-    };
-    let ctx = tp::Ctx {
-        program: program.clone(),
-        proto: spec.proto,
-        objects: tp::objects(&plan.requests),
-        connections: plan.connections,
-        streams: plan.streams,
-        reuse: spec.reuse,
-        verify: spec.verify,
-        timeout: spec.timeout,
-        addr: peer.endpoint.addr,
-        host: peer.origin.host.clone(),
-        port: peer.origin.port,
-        ca: None,
-        insecure,
-        netns: prepared.link.as_ref().map(|l| l.names().client.clone()),
-        path: std::path::PathBuf::new(),
-        cpu: prepared
-            .cpu
-            .as_ref()
-            .map(|c| c.process_join())
-            .transpose()?,
-    };
-    Ok(tp::ThirdParty::new(
-        ctx,
-        ca_pem,
-        clock,
-        server.map(|s| s.truth()),
-        prepared.observer.clone(),
-    )?)
 }
 
 /// Where each connection's sender telemetry is fetched from after a run.

@@ -22,6 +22,7 @@ use crate::observe::{Observer, Observing};
 use crate::plan::config::Config;
 use crate::setup::client_cpu::ClientCpu;
 use crate::setup::server_cpu::ServerCpuLimit;
+use crate::setup::server_program::ProgramServer;
 use crate::transport::tcp::TlsTcp;
 use crate::transport::tls::{client_config, log_keys, Trust};
 use crate::transport::{Endpoint, FetchError};
@@ -37,6 +38,10 @@ pub(crate) struct Prepared {
     pub server_cpu: Vec<Option<ServerCpuLimit>>,
     /// `--proxy`: the middle host's proxy of each configuration that fetches through one.
     pub proxies: Vec<Option<Proxy>>,
+    /// `--server`: each configuration's server program, started for each of its runs.
+    programs: Vec<Option<ProgramServer>>,
+    /// Each configuration's address, to find its server program by.
+    configs: Vec<usize>,
     /// Where each configuration's client connects.
     hosts: Vec<String>,
     pub link: Option<Topology>,
@@ -293,6 +298,16 @@ impl Prepared {
         // The servers live at the far end: beyond the middle host when there is one.
         let (server_cpu, servers) = start_servers(cfgs, link_b.as_ref().or(link.as_ref()))?;
         let (proxies, hosts) = start_proxies(cfgs, &servers, link.as_ref(), link_b.as_ref())?;
+        let far = link_b.as_ref().or(link.as_ref());
+        let programs = (cfgs.iter().zip(&hosts))
+            .map(|(cfg, host)| {
+                let Some(kind) = &cfg.spec().server else {
+                    return Ok(None);
+                };
+                let ns = far.map(|l| l.names().server.clone());
+                ProgramServer::new(cfg, kind, ns, host.clone()).map(Some)
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
         crate::signals::check("the servers were being started")?;
         if let Some(l) = &link {
             qbench_shaper::netns::enter(&l.names().client)
@@ -302,6 +317,11 @@ impl Prepared {
             servers,
             server_cpu,
             proxies,
+            programs,
+            configs: cfgs
+                .iter()
+                .map(|c| std::ptr::from_ref(*c) as usize)
+                .collect(),
             hosts,
             link,
             link_b,
@@ -316,6 +336,13 @@ impl Prepared {
         self.servers
             .iter()
             .position(|s| s.as_ref().is_some_and(|s| std::ptr::eq(s, server)))
+    }
+
+    /// `cfg`'s server program (`--server`), with its index among the configurations.
+    pub(crate) fn program_of(&self, cfg: &Config) -> Option<(usize, &ProgramServer)> {
+        let at = std::ptr::from_ref(cfg) as usize;
+        let i = self.configs.iter().position(|c| *c == at)?;
+        Some((i, self.programs.get(i)?.as_ref()?))
     }
 
     /// The `--server-cpu` limit of `server`, if any.
@@ -451,7 +478,32 @@ pub(crate) async fn peer(
             };
             (origin, trust, what)
         }
-        (Target::InProcess, None) => anyhow::bail!("the in-process server was not started"),
+        (Target::InProcess, None) => {
+            let (i, program) = prepared
+                .program_of(cfg)
+                .context("the in-process server was not started")?;
+            let host = prepared
+                .hosts
+                .get(i)
+                .cloned()
+                .context("the server has no address")?;
+            let origin = Origin {
+                host,
+                port: program.port,
+            };
+            let trust = Trust::Pem {
+                origin: format!("{}'s certificate", program.kind.name()),
+                pem: program.cert_pem.clone(),
+            };
+            let what = match (&run.spec.link, &run.spec.link_b) {
+                (Some(a), Some(b)) => {
+                    format!("{} behind link {} + {}", program.describe(), a.text, b.text)
+                }
+                (Some(l), None) => format!("{} behind link {}", program.describe(), l.text),
+                _ => format!("{} on loopback", program.describe()),
+            };
+            (origin, trust, what)
+        }
         (Target::Server { origin }, _) => {
             (origin.clone(), trust_from(run)?, "qbench-server".into())
         }

@@ -353,6 +353,9 @@ fn side_notes(r: &CompareReport) -> String {
         if let Some(p) = super::notes::proxy(&rep.runs) {
             out.push_str(&format!("  {:<20}{side}: {p}\n", "proxy"));
         }
+        if let Some(p) = super::notes::server_program(&rep.runs) {
+            out.push_str(&format!("  {:<20}{side}: {p}\n", "server"));
+        }
     }
     for (side, rep) in [("A", &r.a), ("B", &r.b)] {
         if let Some(w) = super::run::goodput_warning(rep) {

@@ -119,6 +119,42 @@ pub fn server_cpu(runs: &[qbench_core::RunReport]) -> Option<String> {
     })
 }
 
+/// `caddy 2.6.2: ready in 35 ms, CPU 0.017 s, peak RSS 37.7 MiB, 1 process, ended by
+/// SIGTERM; not matched: cc: cubic (quic-go's own ...)`, over the runs a server program
+/// served.
+pub fn server_program(runs: &[qbench_core::RunReport]) -> Option<String> {
+    let recs: Vec<_> = runs
+        .iter()
+        .filter_map(|r| r.server_program.as_ref())
+        .collect();
+    let first = recs.first()?;
+    let cpu: f64 = recs.iter().map(|r| r.user_s + r.sys_s).sum();
+    let ready = recs.iter().map(|r| r.ready_us).max().unwrap_or(0);
+    let rss = recs.iter().map(|r| r.max_rss_kib).max().unwrap_or(0);
+    let ends: std::collections::BTreeSet<&str> = recs.iter().map(|r| r.ended.as_str()).collect();
+    let ends: Vec<&str> = ends.into_iter().collect();
+    let name = match &first.version {
+        Some(v) if !v.starts_with(&first.name) => format!("{} {v}", first.name),
+        Some(v) => v.clone(),
+        None => first.name.clone(),
+    };
+    let mut line = format!(
+        "{name}: ready within {:.0} ms, CPU {cpu:.3} s, peak RSS {:.1} MiB, {} process{}, ended {}",
+        ready as f64 / 1e3,
+        rss as f64 / 1024.0,
+        first.processes,
+        if first.processes == 1 { "" } else { "es" },
+        ends.join(" / "),
+    );
+    if !first.unmatched.is_empty() {
+        let what: Vec<String> = (first.unmatched.iter())
+            .map(|u| format!("{} ({})", u.setting, u.instead))
+            .collect();
+        line.push_str(&format!("; not matched: {}", what.join("; ")));
+    }
+    Some(line)
+}
+
 /// What the split proxy carried over the runs, where they went through one.
 pub fn proxy(runs: &[qbench_core::RunReport]) -> Option<String> {
     let recs: Vec<_> = runs.iter().filter_map(|r| r.proxy.as_ref()).collect();

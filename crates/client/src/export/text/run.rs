@@ -180,6 +180,9 @@ fn client_lines(report: &Report, line: &mut dyn FnMut(&str, String)) {
     if let Some(p) = super::notes::proxy(&report.runs) {
         line("proxy", p);
     }
+    if let Some(s) = super::notes::server_program(&report.runs) {
+        line("server", s);
+    }
     for r in &report.runs {
         // Saturation is judged from completed requests: a run without one had no load.
         let loaded = r.objects.completed > 0;

@@ -254,6 +254,7 @@ impl<'a> Parts<'a> {
             video: None,
             page: None,
             third_party: None,
+            server_program: None,
             server_view: None,
         })
     }

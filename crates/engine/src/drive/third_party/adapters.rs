@@ -8,12 +8,12 @@ use qbench_core::errors::ErrorKind;
 use qbench_core::report::third_party::AnchorEvent;
 use qbench_core::Protocol;
 
-use super::driver;
 use super::place::{ConnOut, ObjOut, Reported};
 use super::process::{find, Ended, SpawnError};
 use super::readers::ngtcp2_downloads;
 use super::{Ctx, Invocation};
 use crate::measure::clock::Clock;
+use crate::setup::installed as driver;
 
 /// The variable that says where qbench's quic-go client is.
 pub(super) const QUICGO_ENV: &str = "QBENCH_QUICGO";
@@ -33,7 +33,7 @@ pub(super) fn locate(p: &ClientProgram) -> Result<PathBuf, SpawnError> {
         ClientProgram::Chromium => {
             find("chromium").ok_or_else(missing)?;
             find("python3").ok_or_else(missing)?;
-            let looked = driver::candidates();
+            let looked = driver::candidates(driver::CHROMIUM_DRIVER, driver::CHROMIUM_ENV);
             let Some(found) = looked.iter().find(|p| p.exists()) else {
                 let places: Vec<String> = looked.iter().map(|p| p.display().to_string()).collect();
                 return Err(SpawnError::Missing {

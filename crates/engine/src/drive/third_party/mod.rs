@@ -21,8 +21,6 @@ use place::Reported;
 use process::Ended;
 
 mod adapters;
-mod cgroup;
-mod driver;
 mod output;
 mod own_files;
 mod place;

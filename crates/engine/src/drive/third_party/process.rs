@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 
 use qbench_core::report::third_party::ClientProcess;
 
-use super::cgroup::ProcCgroup;
 use super::output::{self, Kept, MAX_STDOUT, STDERR_TAIL};
 use crate::setup::client_cpu::ProcessJoin;
+pub(super) use crate::setup::proc_group::find;
+use crate::setup::proc_group::{ProcCgroup, Role};
 /// Between SIGTERM and SIGKILL at the deadline: a browser's driver closes its browser.
 const GRACE: Duration = Duration::from_secs(2);
 
@@ -80,23 +81,6 @@ fn abandon_deadline() -> Instant {
     *DEADLINE.get_or_init(|| Instant::now() + GRACE)
 }
 
-/// `program` on `PATH` (or a path), before the first run: an executable file, as an absolute
-/// path. The process runs in a directory of its own, so a relative path (or a relative
-/// directory on `PATH`) is taken from qbench's, where it was checked, not from the process's.
-pub(super) fn find(program: &str) -> Option<std::path::PathBuf> {
-    let runnable = |p: &Path| {
-        use std::os::unix::fs::PermissionsExt;
-        let abs = std::path::absolute(p).ok()?;
-        let m = std::fs::metadata(&abs).ok()?;
-        (m.is_file() && m.permissions().mode() & 0o111 != 0).then_some(abs)
-    };
-    if program.contains('/') {
-        return runnable(Path::new(program));
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).find_map(|d| runnable(&d.join(program)))
-}
-
 /// A reader of one of the child's pipes, on a thread of its own.
 struct Reader {
     kept: Arc<Mutex<Kept>>,
@@ -137,7 +121,7 @@ pub(super) async fn run(
     observer: &crate::observe::Observing,
 ) -> Result<Ended, SpawnError> {
     let mut cmd = command(argv, netns, dir);
-    let cgroup = ProcCgroup::create(observer);
+    let cgroup = ProcCgroup::create(observer, Role::Client);
     if let Some(cg) = &cgroup {
         // SAFETY: the hook makes only async-signal-safe calls (see `joiner`).
         unsafe { cmd.pre_exec(cg.joiner()) };

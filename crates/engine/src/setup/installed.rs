@@ -1,20 +1,24 @@
-//! Where qbench's Chromium driver is: given by `QBENCH_CHROMIUM_DRIVER`, installed beside the
-//! binary, or in a share directory beside its `bin`. Never the source tree it was built from:
-//! qbench usually runs as root (for links), and a checkout that is later removed leaves that
-//! path to anyone. Whatever is found runs only when no one but root and the user running
-//! qbench could have written it.
+//! Where qbench's own files for third-party programs are (the Chromium driver, hypercorn's
+//! file-serving app): given by an environment variable, installed beside the binary, or in a
+//! share directory beside its `bin`. Never the source tree it was built from: qbench usually
+//! runs as root (for links), and a checkout that is later removed leaves that path to anyone.
+//! Whatever is found runs only when no one but root and the user running qbench could have
+//! written it.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-/// The driver, relative to the directories it is looked for in.
-pub(super) const CHROMIUM_DRIVER: &str = "clients/chromium/fetch.py";
-pub(super) const CHROMIUM_ENV: &str = "QBENCH_CHROMIUM_DRIVER";
+/// The Chromium driver, relative to the directories it is looked for in.
+pub(crate) const CHROMIUM_DRIVER: &str = "clients/chromium/fetch.py";
+pub(crate) const CHROMIUM_ENV: &str = "QBENCH_CHROMIUM_DRIVER";
+/// hypercorn's application that serves the run's files.
+pub(crate) const HYPERCORN_APP: &str = "servers/hypercorn/qbench_files.py";
+pub(crate) const HYPERCORN_ENV: &str = "QBENCH_HYPERCORN_APP";
 
-/// Where the driver is looked for, first found first: the variable's path, then beside the
-/// binary, then `../share/qbench/` from the binary's directory.
-pub(super) fn candidates() -> Vec<PathBuf> {
-    if let Some(v) = std::env::var_os(CHROMIUM_ENV) {
+/// Where `file` is looked for, first found first: `env`'s path, then beside the binary, then
+/// `../share/qbench/` from the binary's directory.
+pub(crate) fn candidates(file: &str, env: &str) -> Vec<PathBuf> {
+    if let Some(v) = std::env::var_os(env) {
         return vec![PathBuf::from(v)];
     }
     let Some(bin) = std::env::current_exe()
@@ -23,16 +27,13 @@ pub(super) fn candidates() -> Vec<PathBuf> {
     else {
         return Vec::new();
     };
-    vec![
-        bin.join(CHROMIUM_DRIVER),
-        bin.join("../share/qbench").join(CHROMIUM_DRIVER),
-    ]
+    vec![bin.join(file), bin.join("../share/qbench").join(file)]
 }
 
 /// `path` is a regular file that only root or this user could have written: it and every
 /// directory above it owned by one of them, and none writable by group or others (a sticky
 /// directory, as /tmp, excepted: what lies in it is then checked by its own owner).
-pub(super) fn trusted(path: &Path) -> Result<(), String> {
+pub(crate) fn trusted(path: &Path) -> Result<(), String> {
     // SAFETY: a plain getter.
     let me = unsafe { libc::geteuid() };
     let real = path

@@ -1,7 +1,8 @@
-//! Each client process in a cgroup (v2) of its own, `qb-<8 hex>-client`: a child that leaves
-//! the process group (`setsid`, Chromium's browser) is still in it, and the whole cgroup is
-//! killed and removed when the process ends. Where no cgroup can be made (not root, no v2
-//! hierarchy) the process group alone is killed, and a warning says so once.
+//! Third-party programs (clients and servers): found before the first run, and each process
+//! in a cgroup (v2) of its own, `qb-<8 hex>-client` or `-server`: a child that leaves the
+//! process group (`setsid`, Chromium's browser, a daemonizing server) is still in it, and the
+//! whole cgroup is killed and removed when the process ends. Where no cgroup can be made (not
+//! root, no v2 hierarchy) the process group alone is killed, and a warning says so once.
 
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
@@ -32,6 +33,23 @@ fn parent() -> Option<&'static Path> {
         .as_deref()
 }
 
+/// `program` on `PATH` (or a path), before the first run: an executable file, as an absolute
+/// path. The process runs in a directory of its own, so a relative path (or a relative
+/// directory on `PATH`) is taken from qbench's, where it was checked, not from the process's.
+pub(crate) fn find(program: &str) -> Option<PathBuf> {
+    let runnable = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        let abs = std::path::absolute(p).ok()?;
+        let m = std::fs::metadata(&abs).ok()?;
+        (m.is_file() && m.permissions().mode() & 0o111 != 0).then_some(abs)
+    };
+    if program.contains('/') {
+        return runnable(Path::new(program));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).find_map(|d| runnable(&d.join(program)))
+}
+
 /// A fresh 32-bit id: this process's, a count, and the clock's nanoseconds, mixed.
 fn id() -> u32 {
     use std::hash::{BuildHasher, Hasher};
@@ -48,18 +66,43 @@ fn id() -> u32 {
 }
 
 /// Says once per command that children leaving the group may outlive their run.
-fn warn_once(to: &Observing, why: &str) {
+fn warn_once(to: &Observing, role: Role, why: &str) {
+    let flag = role.flag();
     to.warn_once(
-        "--client: no cgroup",
+        &format!("{flag}: no cgroup"),
         &format!(
-            "warning: --client: no cgroup for the client's processes ({why}); only their process \
-             group is killed, so a child that leaves it (setsid) may outlive the run"
+            "warning: {flag}: no cgroup for the {}'s processes ({why}); only their process \
+             group is killed, so a child that leaves it (setsid) may outlive the run",
+            role.name()
         ),
     );
 }
 
+/// Whose processes a cgroup holds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Role {
+    Client,
+    Server,
+}
+
+impl Role {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Client => "client",
+            Self::Server => "server",
+        }
+    }
+
+    fn flag(self) -> &'static str {
+        match self {
+            Self::Client => "--client",
+            Self::Server => "--server",
+        }
+    }
+}
+
 /// One process's cgroup: killed and removed when dropped.
-pub(super) struct ProcCgroup {
+pub(crate) struct ProcCgroup {
     dir: PathBuf,
     /// `cgroup.procs`, for the child to write itself into before it runs the program.
     procs: CString,
@@ -68,15 +111,15 @@ pub(super) struct ProcCgroup {
 
 impl ProcCgroup {
     /// A fresh cgroup, or `None` (said once, to `to`) where none can be made.
-    pub(super) fn create(to: &Observing) -> Option<Self> {
+    pub(crate) fn create(to: &Observing, role: Role) -> Option<Self> {
         let Some(parent) = parent() else {
-            warn_once(to, "no cgroup v2 hierarchy");
+            warn_once(to, role, "no cgroup v2 hierarchy");
             return None;
         };
         // A name held by a live run, or taken meanwhile, is passed over (bounded).
         let mut made = None;
         for _ in 0..16 {
-            let name = format!("qb-{:08x}-client", id());
+            let name = format!("qb-{:08x}-{}", id(), role.name());
             // `None` where the owner files cannot be written (not root): the cgroup is ours
             // all the same.
             let owner = match Owner::claim(&name) {
@@ -92,7 +135,7 @@ impl ProcCgroup {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
                 Err(e) => {
-                    warn_once(to, &format!("{}: {e}", dir.display()));
+                    warn_once(to, role, &format!("{}: {e}", dir.display()));
                     return None;
                 }
             }
@@ -116,7 +159,7 @@ impl ProcCgroup {
 
     /// For the child, between fork and exec: joins the cgroup. Only async-signal-safe calls;
     /// a child that cannot join runs anyway, in its process group.
-    pub(super) fn joiner(&self) -> impl Fn() -> std::io::Result<()> + Send + Sync + 'static {
+    pub(crate) fn joiner(&self) -> impl Fn() -> std::io::Result<()> + Send + Sync + 'static {
         let procs = self.procs.clone();
         move || {
             // SAFETY: open/write/close on a path owned by the closure; no allocation.
@@ -131,7 +174,20 @@ impl ProcCgroup {
         }
     }
 
-    fn procs(&self) -> Vec<i32> {
+    /// The CPU its processes used, living and ended (user s, sys s), from `cpu.stat`.
+    pub(crate) fn cpu(&self) -> Option<(f64, f64)> {
+        let stat = std::fs::read_to_string(self.dir.join("cpu.stat")).ok()?;
+        let field = |name: &str| {
+            stat.lines()
+                .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
+        };
+        Some((
+            field("user_usec ")? as f64 / 1e6,
+            field("system_usec ")? as f64 / 1e6,
+        ))
+    }
+
+    pub(crate) fn procs(&self) -> Vec<i32> {
         std::fs::read_to_string(self.dir.join("cgroup.procs"))
             .unwrap_or_default()
             .lines()
@@ -141,7 +197,7 @@ impl ProcCgroup {
 
     /// SIGKILL to every process in it (`cgroup.kill`, or each of `cgroup.procs` on kernels
     /// before 5.14), until it is empty or `EMPTIED` has passed.
-    pub(super) fn kill(&self) {
+    pub(crate) fn kill(&self) {
         let killed = std::fs::write(self.dir.join("cgroup.kill"), "1").is_ok();
         let until = Instant::now() + EMPTIED;
         loop {

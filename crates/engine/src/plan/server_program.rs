@@ -1,0 +1,58 @@
+//! `--server`: what a third-party server can be asked for. It serves the workload's objects
+//! behind the link in qbench-server's place; what only qbench-server does is refused by flag,
+//! before the first run.
+
+use qbench_core::server_program::ServerProgram;
+use qbench_core::spec::{RunSpec, Target};
+
+use crate::error::{bad, ConfigError};
+
+pub(crate) fn check(s: &RunSpec, target: &Target) -> Result<(), ConfigError> {
+    let Some(p) = &s.server else { return Ok(()) };
+    if *target != Target::InProcess {
+        return Err(bad(
+            "--server",
+            "starts a server program in qbench-server's place; with --target or --url the server is already running",
+        ));
+    }
+    p.check(s.proto)
+        .map_err(|e| bad("--server", e.to_string()))?;
+    if s.objects.is_none() {
+        return Err(bad(
+            "--server",
+            "serves the objects of --objects; --video and --page need qbench-server's routes",
+        ));
+    }
+    let only_ours = [
+        ("--video", s.video.is_some()),
+        ("--page", s.page.is_some()),
+        ("--proxy", s.proxy.is_some()),
+        ("--server-cpu", s.server_cpu.is_some()),
+        ("--cwnd-cap", s.cwnd_cap.is_some()),
+        ("--initial-cwnd", s.initial_cwnd.is_some()),
+        ("--reorder-threshold", s.reorder_threshold.is_some()),
+        (
+            "--reorder-time-threshold",
+            s.reorder_time_threshold.is_some(),
+        ),
+        ("--shard", s.shard.is_some()),
+    ];
+    for (flag, given) in only_ours {
+        if given {
+            return Err(bad(
+                flag,
+                format!("applies to qbench-server, not --server {}", p.name()),
+            ));
+        }
+    }
+    if s.cc.is_some() && !matches!(p, ServerProgram::Ngtcp2) {
+        return Err(bad(
+            "--cc",
+            format!(
+                "--server {} chooses its own congestion control (of the servers, only ngtcp2 takes --cc)",
+                p.name()
+            ),
+        ));
+    }
+    Ok(())
+}
