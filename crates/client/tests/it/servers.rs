@@ -37,6 +37,16 @@ fn running_with(mark: &str) -> Vec<String> {
     found
 }
 
+/// Whether the kernel lets a network namespace's default TCP congestion control be `cc`: the
+/// host's default, or one of its allowed list.
+fn namespace_may_take(cc: &str) -> bool {
+    let read = |k: &str| std::fs::read_to_string(format!("/proc/sys/net/ipv4/{k}")).unwrap();
+    read("tcp_congestion_control").trim() == cc
+        || read("tcp_allowed_congestion_control")
+            .split_whitespace()
+            .any(|a| a == cc)
+}
+
 /// 20 x 100 KB from `server` over `proto` across a 20 ms link, verified, with its own TMPDIR.
 fn fetch(server: &str, proto: &str, env: &[(&str, &OsStr)], tmp: &Path) -> Run {
     let mut env = env.to_vec();
@@ -76,6 +86,25 @@ fn serves_verified(server: &str, protos: &[&str], env: &[(&str, &OsStr)]) {
             assert!(s["stderr_tail"].is_string(), "{server} {proto}: {s}");
         }
         assert!(s["max_rss_kib"].as_u64().unwrap() > 0, "{proto}: {s}");
+        // Behind the link a TCP server runs the run's congestion control, as qbench-server,
+        // where the kernel lets a namespace take it; where not, the record says so.
+        let cc = s["unmatched"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["setting"] == "cc: cubic");
+        if *proto != "h3" {
+            match namespace_may_take("cubic") {
+                true => assert!(cc.is_none(), "{server} {proto}: {s}"),
+                false => assert!(
+                    cc.unwrap()["instead"]
+                        .as_str()
+                        .unwrap()
+                        .contains("the server namespace's default"),
+                    "{server} {proto}: {s}"
+                ),
+            }
+        }
         assert!(s["ready_us"].as_u64().unwrap() > 0, "{proto}: {s}");
         let cpu = &run0(&r)["cpu"]["server"];
         assert!(cpu["user_s"].as_f64().unwrap() + cpu["sys_s"].as_f64().unwrap() > 0.0);
@@ -204,11 +233,67 @@ fn what_a_server_cannot_take_is_refused_before_the_first_run() {
     );
     common::refused(&["--server", "caddy", "--cc", "bbr"], "--cc");
     common::refused(
+        &["--server", "quic-go", "--proto", "h3", "--cc", "bbr"],
+        "--cc",
+    );
+    common::refused(
         &["--server", "nginx", "--proto", "h2", "--server-cpu", "0.5"],
         "--server-cpu",
     );
     common::refused(
         &["compare", "--b.server", "nginx", "--proto", "h3"],
         "--server",
+    );
+}
+
+#[test]
+fn a_tcp_servers_congestion_control_is_the_runs_in_its_namespace() {
+    require!(Need::Link);
+    // The server says what its namespace's default is, and ends: the reason carries it.
+    let say = "exec:sh -c 'cat /proc/sys/net/ipv4/tcp_congestion_control >&2; exit 7' {port}";
+    let host = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap();
+    // `--cc` as given, and the kernel's name of it.
+    for (cc, want) in [
+        (None, "cubic"),
+        (Some("cubic"), "cubic"),
+        (Some("newreno"), "reno"),
+        (Some("bbr"), "bbr"),
+    ] {
+        let mut args = vec![
+            "--server",
+            say,
+            "--proto",
+            "h2",
+            "--objects",
+            "1x1KB",
+            "--link",
+            "rtt=2ms",
+        ];
+        if let Some(c) = cc {
+            args.extend(["--cc", c]);
+        }
+        if !namespace_may_take(want) && cc.is_some() {
+            // Asked for, and the kernel would not let the namespace take it: bad input.
+            common::refused(&args, "--cc");
+            continue;
+        }
+        let r = common::qbench(&args);
+        assert_eq!(r.code, Some(1), "{}", r.stderr);
+        let e = run0(&r)["first_error"].as_str().unwrap();
+        // The default the kernel would not take stays the host's, and is recorded.
+        let seen = if namespace_may_take(want) {
+            want
+        } else {
+            host.trim()
+        };
+        assert!(
+            e.ends_with(&format!("before it listened: {seen}")),
+            "{cc:?}: {e}"
+        );
+    }
+    // Without a link it would be the host's, which qbench does not write.
+    common::refused(
+        &["--server", "nginx", "--proto", "h2", "--cc", "bbr"],
+        "--cc",
     );
 }

@@ -45,14 +45,21 @@ pub(crate) fn check(s: &RunSpec, target: &Target) -> Result<(), ConfigError> {
             ));
         }
     }
-    if s.cc.is_some() && !matches!(p, ServerProgram::Ngtcp2) {
-        return Err(bad(
-            "--cc",
-            format!(
-                "--server {} chooses its own congestion control (of the servers, only ngtcp2 takes --cc)",
+    // A TCP server's is its namespace's, which qbench sets behind a link; of the QUIC
+    // servers only ngtcp2 takes one.
+    let takes_cc = match s.proto.is_quic() {
+        true => matches!(p, ServerProgram::Ngtcp2),
+        false => s.link.is_some(),
+    };
+    if s.cc.is_some() && !takes_cc {
+        let why = match s.proto.is_quic() {
+            true => format!(
+                "--server {} chooses its own QUIC congestion control (of the h3 servers, only ngtcp2 takes --cc)",
                 p.name()
             ),
-        ));
+            false => "sets a TCP server's congestion control in the server's namespace, which needs --link (qbench never writes the host's sysctls)".to_string(),
+        };
+        return Err(bad("--cc", why));
     }
     Ok(())
 }

@@ -33,7 +33,7 @@ pub(super) struct Setting<'a> {
     pub dir: &'a str,
     /// `servers/hypercorn/qbench_files.py`, for hypercorn.
     pub app: Option<&'a str>,
-    /// `--cc`, for a server that takes it.
+    /// `--cc`, for ngtcp2 (the TCP servers' is their namespace's).
     pub cc: Option<&'a str>,
 }
 
@@ -181,8 +181,24 @@ fn hypercorn_toml(s: &Setting<'_>) -> String {
     )
 }
 
+/// The congestion control of a server's TCP: set in the server's namespace behind a link (its
+/// own sysctl), or the default qbench could not change: the host's on loopback (qbench never
+/// writes the host's sysctls), or a namespace's where the kernel would not take the run's (a
+/// namespace may take only the host's `net.ipv4.tcp_allowed_congestion_control`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum TcpCc {
+    Set(String),
+    HostDefault(String),
+    NamespaceDefault { cc: String, allowed: String },
+}
+
 /// qbench-server's matched settings that `kind` does not take, for a run of `proto`.
-pub(super) fn unmatched(kind: &ServerProgram, proto: Protocol, threads: u32) -> Vec<Unmatched> {
+pub(super) fn unmatched(
+    kind: &ServerProgram,
+    proto: Protocol,
+    threads: u32,
+    tcp: Option<&TcpCc>,
+) -> Vec<Unmatched> {
     let u = |setting: &str, instead: &str| Unmatched {
         setting: setting.to_string(),
         instead: instead.to_string(),
@@ -190,6 +206,22 @@ pub(super) fn unmatched(kind: &ServerProgram, proto: Protocol, threads: u32) -> 
     let mut out = Vec::new();
     let h2 = proto == Protocol::H2;
     let h3 = proto == Protocol::H3;
+    match tcp.filter(|_| !h3) {
+        Some(TcpCc::HostDefault(cc)) if cc != "cubic" => out.push(u(
+            "cc: cubic",
+            &format!(
+                "{cc}, the host's default (qbench never writes the host's sysctls; behind --link it is set in the server's namespace where the kernel allows)"
+            ),
+        )),
+        Some(TcpCc::NamespaceDefault { cc, allowed }) => out.push(u(
+            "cc: cubic",
+            &format!(
+                "{cc}, the server namespace's default: a namespace may take only the host's net.ipv4.tcp_allowed_congestion_control ({allowed}); --cc {cc} matches qbench-server to it"
+            ),
+        )),
+        _ => {}
+    }
+    let own = |what: &str| u("cc: cubic", what);
     match kind {
         ServerProgram::Caddy => {
             if h2 {
@@ -198,22 +230,16 @@ pub(super) fn unmatched(kind: &ServerProgram, proto: Protocol, threads: u32) -> 
                     "250, Go's HTTP/2 server's own (caddy 2.6 does not set it)",
                 ));
             }
-            out.push(u(
-                "cc: cubic",
-                match h3 {
-                    true => "quic-go's own congestion controller (not settable in caddy)",
-                    false => "the kernel's default for the server's namespace",
-                },
-            ));
+            if h3 {
+                out.push(own(
+                    "quic-go's own congestion controller (not settable in caddy)",
+                ));
+            }
         }
-        ServerProgram::Nginx => out.push(u(
-            "cc: cubic",
-            "the kernel's default for the server's namespace",
-        )),
-        ServerProgram::QuicGo => out.push(u(
-            "cc: cubic",
-            "quic-go's own congestion controller (not settable)",
-        )),
+        ServerProgram::Nginx => {}
+        ServerProgram::QuicGo => {
+            out.push(own("quic-go's own congestion controller (not settable)"))
+        }
         ServerProgram::Ngtcp2 => out.push(u(
             "TLS: rustls with ring",
             "GnuTLS, with its own TLS 1.3 suites and groups",
@@ -230,17 +256,11 @@ pub(super) fn unmatched(kind: &ServerProgram, proto: Protocol, threads: u32) -> 
                     &format!("h3 streams: {MAX_STREAMS}"),
                     "128, aioquic's own (hypercorn does not set it)",
                 ));
+                out.push(own("aioquic's own congestion controller (Reno)"));
             }
             out.push(u(
                 "TLS 1.3 only",
                 "hypercorn's ssl context also allows TLS 1.2 (the client offers 1.3 alone)",
-            ));
-            out.push(u(
-                "cc: cubic",
-                match h3 {
-                    true => "aioquic's own congestion controller (Reno)",
-                    false => "the kernel's default for the server's namespace",
-                },
             ));
         }
         ServerProgram::Exec(_) => out.push(u(
@@ -292,6 +312,22 @@ mod tests {
             .1
             .contains("quic_bind = [\"198.18.2.2:4433\"]"));
         assert_eq!(h.env[0].1, "/tmp/a b/'$(x)'/www");
+    }
+
+    #[test]
+    fn a_tcp_servers_congestion_control_is_recorded_where_it_is_not_set() {
+        let bbr = TcpCc::HostDefault("bbr".into());
+        let u = unmatched(&ServerProgram::Nginx, Protocol::H2, 1, Some(&bbr));
+        assert_eq!(u.len(), 1);
+        assert!(u[0].instead.starts_with("bbr, the host's default"), "{u:?}");
+        let set = TcpCc::Set("cubic".into());
+        assert!(unmatched(&ServerProgram::Nginx, Protocol::H2, 1, Some(&set)).is_empty());
+        let cubic = TcpCc::HostDefault("cubic".into());
+        assert!(unmatched(&ServerProgram::Nginx, Protocol::H1, 1, Some(&cubic)).is_empty());
+        // Over QUIC the server's own controller is what runs, whatever the kernel's default.
+        let q = unmatched(&ServerProgram::Caddy, Protocol::H3, 1, Some(&bbr));
+        assert_eq!(q.len(), 1);
+        assert!(q[0].instead.contains("quic-go"), "{q:?}");
     }
 
     #[test]

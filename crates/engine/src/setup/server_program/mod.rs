@@ -35,6 +35,8 @@ pub(crate) struct ProgramServer {
     proto: Protocol,
     threads: u32,
     cc: Option<String>,
+    /// TCP servers' congestion control (h1, h2): set in the namespace, or the host's.
+    tcp_cc: Option<configs::TcpCc>,
     /// The object sizes of the workload: a file of each at `bytes/N`.
     sizes: Vec<u64>,
     pub cert_pem: String,
@@ -151,9 +153,17 @@ impl ProgramServer {
         let sizes = (spec.objects.iter())
             .flat_map(|w| w.groups().iter().map(|g| g.size.0))
             .collect();
+        // A TCP server's congestion control is its namespace's default: set to the run's (as
+        // qbench-server sets its sockets') in the server's namespace, which is qbench's; on
+        // loopback it is the host's, recorded where it differs.
+        let tcp_cc = match spec.proto.is_quic() {
+            true => None,
+            false => Some(tcp_cc(spec.cc, netns.is_some())?),
+        };
         Ok(Self {
             version: version(kind, &program),
-            unmatched: configs::unmatched(kind, spec.proto, spec.server_threads),
+            unmatched: configs::unmatched(kind, spec.proto, spec.server_threads, tcp_cc.as_ref()),
+            tcp_cc,
             kind: kind.clone(),
             program,
             app,
@@ -177,8 +187,65 @@ impl ProgramServer {
         }
     }
 
-    /// Starts it for one run: its directory made, its files written, spawned, and listening.
+    /// Starts it for one run: its namespace's TCP congestion control set, its directory made,
+    /// its files written, spawned, and listening.
     pub(crate) async fn start(&self, observer: &Observing) -> Result<Running, String> {
+        if let (Some(ns), Some(configs::TcpCc::Set(cc))) = (&self.netns, &self.tcp_cc) {
+            set_tcp_cc(ns, cc)?;
+        }
         running::start(self, observer).await
     }
+}
+
+/// A sysctl of this host (a namespace's start from the host's), trimmed.
+fn host_sysctl(key: &str) -> String {
+    std::fs::read_to_string(format!("/proc/sys/net/ipv4/{key}"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// What a TCP server's congestion control will be. Behind a link the run's is set in the
+/// server's namespace where the kernel allows it (the host's default, or one of the host's
+/// allowed list); an explicit `--cc` it would refuse is bad input, the default Cubic it would
+/// refuse is recorded as not matched.
+fn tcp_cc(asked: Option<qbench_core::CcAlgo>, link: bool) -> anyhow::Result<configs::TcpCc> {
+    let current = host_sysctl("tcp_congestion_control");
+    if !link {
+        return Ok(configs::TcpCc::HostDefault(current));
+    }
+    let want = asked.unwrap_or(qbench_core::CcAlgo::Cubic).tcp_name();
+    let allowed = host_sysctl("tcp_allowed_congestion_control");
+    if want == current || allowed.split_whitespace().any(|a| a == want) {
+        return Ok(configs::TcpCc::Set(want.to_string()));
+    }
+    if asked.is_some() {
+        return Err(anyhow::Error::new(crate::error::ConfigError {
+            flag: "--cc",
+            message: format!(
+                "{want} cannot be a network namespace's default here: the kernel allows only the host's net.ipv4.tcp_allowed_congestion_control ({allowed}) besides its default ({current})"
+            ),
+        }));
+    }
+    Ok(configs::TcpCc::NamespaceDefault {
+        cc: current,
+        allowed,
+    })
+}
+
+/// `net.ipv4.tcp_congestion_control` of the namespace `ns` (the server's, qbench's own), set
+/// again before each run: a comparison's other side may have set another.
+fn set_tcp_cc(ns: &str, cc: &str) -> Result<(), String> {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "sysctl", "-qw"])
+        .arg(format!("net.ipv4.tcp_congestion_control={cc}"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("--server: setting the server namespace's congestion control: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "--server: setting the server namespace's congestion control to {cc}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(())
 }
