@@ -297,3 +297,56 @@ fn a_tcp_servers_congestion_control_is_the_runs_in_its_namespace() {
         "--cc",
     );
 }
+
+#[test]
+fn third_party_clients_fetch_from_third_party_servers() {
+    require!(
+        Need::Link,
+        Need::Tool("go"),
+        Need::Tool("curl"),
+        Need::Tool("h2load"),
+        Need::Tool("gtlsclient"),
+        Need::Tool("gtlsserver"),
+        Need::Tool("nginx"),
+        Need::Tool("caddy")
+    );
+    let client = common::go_build("clients/quicgo", "qbench-quicgo");
+    let server = common::go_build("servers/quicgo", "qbench-quicgo-server");
+    let env = [
+        ("QBENCH_QUICGO", client.as_os_str()),
+        ("QBENCH_QUICGO_SERVER", server.as_os_str()),
+    ];
+    // Each client on the run's certificate of the server's; curl, ngtcp2 and quic-go's bodies
+    // checked byte for byte, h2load's counted (it keeps none).
+    for (client, server, proto, verified) in [
+        ("curl", "nginx", "h2", 10),
+        ("h2load", "caddy", "h2", 0),
+        ("ngtcp2", "quic-go", "h3", 10),
+        ("quic-go", "ngtcp2", "h3", 10),
+    ] {
+        let args = [
+            "--client",
+            client,
+            "--server",
+            server,
+            "--proto",
+            proto,
+            "--objects",
+            "10x100KB",
+            "--verify",
+            "--link",
+            "rtt=10ms",
+        ];
+        let r = common::qbench_env(&args, &env);
+        assert_eq!(r.code, Some(0), "{client} {server}: {}", r.stderr);
+        let run = run0(&r);
+        assert_eq!(run["objects"]["completed"], 10, "{client} {server}: {run}");
+        assert_eq!(run["payload_bytes"], 1_000_000, "{client} {server}");
+        let tp = &run["third_party"];
+        assert_eq!(tp["verified"], verified, "{client} {server}: {tp}");
+        // No server's view to place the client's times by: they are its own, and say so.
+        assert_eq!(tp["timings"], "client", "{client} {server}: {tp}");
+        assert!(run["server_view"].is_null());
+        assert_eq!(run["server_program"]["name"], server);
+    }
+}
