@@ -4,5 +4,6 @@
 pub mod baseline;
 pub mod mem_link;
 pub mod quic_mem;
+pub mod raw_h3;
 pub mod sys;
 pub mod tls;

@@ -16,10 +16,11 @@
 #      and N iperf3 streams (kernel TCP, no TLS).
 #   2. small objects: SMALL x 1 KB over 64 connections x 100 streams against a standalone
 #      qbench-server --threads N: qbench h2 and h3 objects/s and client CPU-us per request,
-#      beside the h2 crate alone (`raw-requests --threads N`: the same connections and streams,
-#      qbench's TLS settings, nothing else: the stack's floor), the same with each connection
-#      pinned to one of N single-threaded runtimes (`--pin`), and h2load -t N -c 64 -m 100
-#      against the same server.
+#      each beside its stack alone (`raw-requests --proto h2|h3 --threads N`: the h2 crate, or
+#      quinn and the h3 crate, with the same connections and streams and qbench's TLS
+#      settings, nothing else: the stack's floor), the floors with each connection pinned to
+#      one of N single-threaded runtimes (`--pin`), and h2load -t N -c 64 -m 100 against the
+#      same server.
 #   3. open loop: the highest of RATES each protocol holds for 4 s with start lag p99 under 1 ms
 #      and no request dropped but the window's last few (64 connections, N client threads).
 set -euo pipefail
@@ -132,8 +133,8 @@ port_of() { # server log: its address line
   echo "qbench-server did not start: $(cat "$1")" >&2
   exit 1
 }
-echo "| N | qbench h2 objects/s | client CPU-us/request | qbench h3 objects/s | client CPU-us/request | raw h2 crate req/s | its CPU-us/request | pinned raw h2 req/s | its CPU-us/request | h2load -t N req/s | qbench h2 / raw h2 | qbench h2 / h2load |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| N | qbench h2 objects/s | client CPU-us/request | qbench h3 objects/s | client CPU-us/request | raw h2 crate req/s | its CPU-us/request | pinned raw h2 req/s | its CPU-us/request | raw h3 (quinn + h3) req/s | its CPU-us/request | pinned raw h3 req/s | its CPU-us/request | h2load -t N req/s | qbench h2 / pinned raw h2 | qbench h3 / pinned raw h3 | qbench h2 / h2load |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for n in $N_LIST; do
   $S --listen 127.0.0.1:0 --threads "$n" --cert-out "$tmp/cert-$n.pem" 2>"$tmp/server-$n.log" &
   pids+=($!)
@@ -145,10 +146,14 @@ for n in $N_LIST; do
         --json "$tmp/small-$p-$n-$r.json" >/dev/null
       figures "$tmp/small-$p-$n-$r.json" >>"$tmp/small-$p-$n.txt"
     done
-    target/release/raw-requests --target "$addr" --ca "$tmp/cert-$n.pem" --requests "$SMALL" \
-      --connections 64 --streams 100 --threads "$n" --runs 1 | sed -n 1p >>"$tmp/raw-$n.txt"
-    target/release/raw-requests --target "$addr" --ca "$tmp/cert-$n.pem" --requests "$SMALL" \
-      --connections 64 --streams 100 --threads "$n" --pin --runs 1 | sed -n 1p >>"$tmp/pin-$n.txt"
+    for p in h2 h3; do
+      target/release/raw-requests --proto "$p" --target "$addr" --ca "$tmp/cert-$n.pem" \
+        --requests "$SMALL" --connections 64 --streams 100 --threads "$n" --runs 1 |
+        sed -n 1p >>"$tmp/raw-$p-$n.txt"
+      target/release/raw-requests --proto "$p" --target "$addr" --ca "$tmp/cert-$n.pem" \
+        --requests "$SMALL" --connections 64 --streams 100 --threads "$n" --pin --runs 1 |
+        sed -n 1p >>"$tmp/pin-$p-$n.txt"
+    done
     h2load -t "$n" -c 64 -m 100 -n "$SMALL" "https://$addr/bytes/1024" 2>/dev/null |
       awk '/^finished in/ {gsub(",", "", $4); print $4}' >>"$tmp/h2load-$n.txt"
   done
@@ -168,8 +173,9 @@ h2load = statistics.median(float(l) for l in open(f"{tmp}/h2load-{n}.txt") if l.
 def raw(name):
     rs = [l.split("\t") for l in open(f"{tmp}/{name}-{n}.txt") if l.strip()]
     return statistics.median(float(r[3]) for r in rs), statistics.median(float(r[5]) for r in rs)
-(raw_rate, raw_us), (pin_rate, pin_us) = raw("raw"), raw("pin")
-print(f"| {n} | {out[0]:.0f} | {out[1]:.1f} | {out[2]:.0f} | {out[3]:.1f} | {raw_rate:.0f} | {raw_us:.1f} | {pin_rate:.0f} | {pin_us:.1f} | {h2load:.0f} | {out[0]/raw_rate:.2f} | {out[0]/h2load:.2f} |")
+(r2, u2), (p2, q2) = raw("raw-h2"), raw("pin-h2")
+(r3, u3), (p3, q3) = raw("raw-h3"), raw("pin-h3")
+print(f"| {n} | {out[0]:.0f} | {out[1]:.1f} | {out[2]:.0f} | {out[3]:.1f} | {r2:.0f} | {u2:.1f} | {p2:.0f} | {q2:.1f} | {r3:.0f} | {u3:.1f} | {p3:.0f} | {q3:.1f} | {h2load:.0f} | {out[0]/p2:.2f} | {out[2]/p3:.2f} | {out[0]/h2load:.2f} |")
 EOF
 )
   echo "$row"

@@ -1,10 +1,11 @@
-//! `raw-requests`: the floor for small objects over HTTP/2 with the stacks qbench uses (the h2
-//! crate over tokio-rustls, qbench's TLS settings) and nothing else: no timers, no per-request
-//! records, no progress. N connections x M streams against a running server, each stream a
-//! loop of GET and read the body. Prints one tab-separated line per run (requests, seconds,
-//! requests/s, client CPU seconds, CPU-us per request) and the median rate last. Beside
-//! `qbench --proto h2` with the same connections, streams and threads, the difference is
-//! qbench's own cost per request.
+//! `raw-requests`: the floor for small objects with the stacks qbench uses and nothing else:
+//! no timers, no per-request records, no progress. HTTP/2 is the h2 crate over tokio-rustls;
+//! HTTP/3 (`--proto h3`) quinn and the h3 crate over qbench's zero-copy glue, an endpoint per
+//! connection; both with qbench's TLS settings. N connections x M streams against a running
+//! server, each stream a loop of GET and read the body. Prints one tab-separated line per run
+//! (protocol, requests, seconds, requests/s, client CPU seconds, CPU-us per request) and the
+//! median rate last. Beside `qbench --proto h2|h3` with the same connections, streams and
+//! threads, the difference is qbench's own cost per request.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,8 +18,17 @@ use clap::Parser;
 use qbench_engine::cpu::process_cpu;
 use qbench_engine::tls::{client_config, Trust};
 
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Proto {
+    H2,
+    H3,
+}
+
 #[derive(Parser)]
 struct Args {
+    /// HTTP/2 over TCP, or HTTP/3 over QUIC
+    #[arg(long, value_enum, default_value = "h2")]
+    proto: Proto,
     /// The server's address, e.g. 127.0.0.1:4433 (a `qbench-server`)
     #[arg(long)]
     target: SocketAddr,
@@ -66,7 +76,11 @@ fn run(args: Args) -> Result<()> {
         origin: "localhost".into(),
         pem,
     };
-    let tls = Arc::new(client_config(&trust, b"h2", None, false)?);
+    let alpn: &[u8] = match args.proto {
+        Proto::H2 => b"h2",
+        Proto::H3 => b"h3",
+    };
+    let tls = Arc::new(client_config(&trust, alpn, None, false)?);
     let rt = match args.threads {
         1 => tokio::runtime::Builder::new_current_thread(),
         _ if args.pin => tokio::runtime::Builder::new_current_thread(),
@@ -90,8 +104,12 @@ fn run(args: Args) -> Result<()> {
         let secs = started.elapsed().as_secs_f64();
         let cpu = process_cpu().since(&cpu0);
         let cpu_s = cpu.user_s + cpu.sys_s;
+        let proto = match args.proto {
+            Proto::H2 => "h2",
+            Proto::H3 => "h3",
+        };
         say(&format!(
-            "h2\t{done}\t{secs:.3}\t{:.0}\t{cpu_s:.3}\t{:.2}",
+            "{proto}\t{done}\t{secs:.3}\t{:.0}\t{cpu_s:.3}\t{:.2}",
             done as f64 / secs,
             cpu_s / done as f64 * 1e6
         ))?;
@@ -115,6 +133,17 @@ async fn one_run(
     // Each share takes its part of the requests, so that pinned threads share no counter.
     let total = args.requests / u64::from(shares)
         + u64::from(u64::from(share) < args.requests % u64::from(shares));
+    if args.proto == Proto::H3 {
+        let config = qbench_benches::raw_h3::client_config((*tls).clone())?;
+        let share = qbench_benches::raw_h3::Share {
+            target: args.target,
+            uri: &uri,
+            connections: (share..args.connections).step_by(shares as usize).count() as u32,
+            streams: args.streams,
+            total,
+        };
+        return qbench_benches::raw_h3::run(share, config).await;
+    }
     let next = Arc::new(AtomicU64::new(0));
     let mut tasks = tokio::task::JoinSet::new();
     for _ in (share..args.connections).step_by(shares as usize) {
