@@ -70,6 +70,10 @@ pub struct RunCpu {
     /// The same for the in-process server.
     #[serde(default)]
     pub server_s_per_gb: Option<f64>,
+    /// The client's CPU microseconds per completed object: at a high request rate, what
+    /// qbench's request path (or a `--client` program) costs beside its stack's floor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_us_per_object: Option<f64>,
     /// Payload Gbit/s per core kept busy by client + server (client alone for remote
     /// servers): the rate one fully busy core would carry.
     #[serde(default)]
@@ -118,6 +122,13 @@ impl SocketCalls {
 }
 
 impl RunCpu {
+    /// With the client's CPU per object, over `completed` objects (none: `None`).
+    pub fn per_object(mut self, completed: u64) -> Self {
+        self.client_us_per_object =
+            (completed > 0).then(|| self.client.total_s() * 1e6 / completed as f64);
+        self
+    }
+
     pub fn new(client: CpuTimes, server: Option<CpuTimes>, payload_bytes: u64) -> Self {
         let total = client.total_s() + server.map_or(0.0, |s| s.total_s());
         let gb = payload_bytes as f64 / 1e9;
@@ -128,6 +139,7 @@ impl RunCpu {
             payload_bytes_per_cpu_s: (total > 0.0).then(|| payload_bytes as f64 / total),
             client_s_per_gb: per_gb(client.total_s()),
             server_s_per_gb: server.and_then(|s| per_gb(s.total_s())),
+            client_us_per_object: None,
             gbit_per_busy_core: (total > 0.0).then(|| gb * 8.0 / total),
             client_tcp: None,
             server_tcp: None,

@@ -302,7 +302,8 @@ impl<'a> Side<'a> {
                 ..CpuTimes::default()
             };
         }
-        let mut cpu = RunCpu::new(client, server.or(program_cpu), rep.payload_bytes);
+        let mut cpu = RunCpu::new(client, server.or(program_cpu), rep.payload_bytes)
+            .per_object(rep.objects.completed);
         cpu.link = link;
         cpu.client_tcp = tcp1.0.since(&tcp0.0);
         // An in-process server's calls, unless a proxy's are mixed in with them.

@@ -398,8 +398,17 @@ fn cpu_line(report: &Report) -> Option<String> {
             gb * 8.0 / total
         )
     };
+    // Per object only from enough CPU, for the same reason as per GB.
+    let objects = report.summary.objects_completed;
+    let per_object = match objects > 0 && client >= CPU_TO_EXTRAPOLATE_S {
+        true => format!(
+            "; client {:.1} µs per object",
+            client * 1e6 / objects as f64
+        ),
+        false => String::new(),
+    };
     Some(format!(
-        "client {client:.3} s{}{per}",
+        "client {client:.3} s{}{per}{per_object}",
         server.map_or(String::new(), |v| format!(", server {v:.3} s"))
     ))
 }

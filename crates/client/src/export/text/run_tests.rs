@@ -41,15 +41,20 @@ fn cpu_is_scaled_to_a_gb_only_from_enough_of_it() {
         "  CPU            client 0.100 s; too little CPU to extrapolate per GB (under 0.5 \
          CPU-s): run longer or larger for per-GB figures"
     );
-    let enough = summary(
-        &side(Protocol::H3, vec![round(0, 1_000_000_000, 2.0, Some(2.0))]),
-        "h",
-    );
+    let report = side(Protocol::H3, vec![round(0, 1_000_000_000, 2.0, Some(2.0))]);
+    let enough = summary(&report, "h");
     assert_eq!(
         line(&enough, "CPU "),
         "  CPU            client 2.000 s; 500.0 MB payload per CPU-second; per GB client \
-         2.00 s; 4.00 Gbit/s per busy core"
+         2.00 s; 4.00 Gbit/s per busy core; client 2000000.0 µs per object"
     );
+    // The run's own figure, in its JSON.
+    let run = &report.runs[0];
+    let per = run.cpu.as_ref().and_then(|c| c.client_us_per_object);
+    assert_eq!(per, None, "made without per_object");
+    let cpu = run.cpu.clone().unwrap().per_object(4);
+    assert_eq!(cpu.client_us_per_object, Some(500_000.0));
+    assert_eq!(cpu.per_object(0).client_us_per_object, None);
 }
 
 #[test]

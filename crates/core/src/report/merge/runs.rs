@@ -234,7 +234,7 @@ impl<'a> Parts<'a> {
             first_error: self.first_error().or(clash),
             object_latency: self.histogram(|r| &r.object_latency)?,
             ttfb: self.histogram(|r| &r.ttfb)?,
-            cpu: self.cpu(payload),
+            cpu: self.cpu(payload).map(|c| c.per_object(completed)),
             // Each machine's client had its own cgroup: the shards' reports keep theirs, and
             // the merged config says what quota they all ran under.
             client_cpu: None,
