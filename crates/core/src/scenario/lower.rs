@@ -233,47 +233,50 @@ fn side_overrides(s: &Option<SideBase>, name: &str) -> Result<SideOverrides, Sce
 }
 
 type ServerSide = (Option<ServerProgram>, Protocol);
+type Side = (Option<ClientProgram>, Protocol);
+/// Both sides of a pair axis: each one's program and protocol.
+type Pair<T> = ((T, Protocol), (T, Protocol));
 
-/// A `servers` axis value: `SERVER-PROTO,SERVER-PROTO`, each server serving its protocol.
-fn parse_servers(v: &str) -> Result<(ServerSide, ServerSide), ScenarioError> {
-    let side = |s: &str| -> Result<ServerSide, ScenarioError> {
+/// An axis value `NAME-PROTO,NAME-PROTO` (`clients`, `servers`): each side's program, read by
+/// `program`, which also says whether it speaks the protocol; `example` is one side's.
+fn parse_pair<T>(
+    axis: &str,
+    example: &str,
+    v: &str,
+    program: impl Fn(&str, Protocol) -> Result<T, String>,
+) -> Result<Pair<T>, ScenarioError> {
+    let side = |s: &str| {
         let (name, proto) = s.trim().rsplit_once('-').ok_or_else(|| {
-            field(
-                "servers",
-                format!("`{s}`: give SERVER-PROTO, e.g. caddy-h3"),
-            )
+            let what = axis.trim_end_matches('s').to_uppercase();
+            field(axis, format!("`{s}`: give {what}-PROTO, e.g. {example}"))
         })?;
-        let proto: Protocol = proto.parse().map_err(|e| field("servers", e))?;
-        let server = ServerProgram::parse(name).map_err(|e| field("servers", e))?;
-        if let Some(c) = &server {
-            c.check(proto).map_err(|e| field("servers", e))?;
-        }
-        Ok((server, proto))
+        let proto: Protocol = proto.parse().map_err(|e| field(axis, e))?;
+        Ok::<_, ScenarioError>((program(name, proto).map_err(|e| field(axis, e))?, proto))
     };
     match v.split(',').collect::<Vec<_>>().as_slice() {
         [a, b] => Ok((side(a)?, side(b)?)),
-        _ => Err(field("servers", format!("`{v}`: give exactly two, as A,B"))),
+        _ => Err(field(axis, format!("`{v}`: give exactly two, as A,B"))),
     }
 }
 
-type Side = (Option<ClientProgram>, Protocol);
+/// A `servers` axis value: `SERVER-PROTO,SERVER-PROTO`, each server serving its protocol.
+fn parse_servers(v: &str) -> Result<(ServerSide, ServerSide), ScenarioError> {
+    parse_pair("servers", "caddy-h3", v, |name, proto| {
+        let server = ServerProgram::parse(name).map_err(|e| e.to_string())?;
+        if let Some(c) = &server {
+            c.check(proto).map_err(|e| e.to_string())?;
+        }
+        Ok(server)
+    })
+}
 
 /// A `clients` axis value: `CLIENT-PROTO,CLIENT-PROTO`, each client speaking its protocol.
 fn parse_clients(v: &str) -> Result<(Side, Side), ScenarioError> {
-    let side = |s: &str| -> Result<Side, ScenarioError> {
-        let (name, proto) = s
-            .trim()
-            .rsplit_once('-')
-            .ok_or_else(|| field("clients", format!("`{s}`: give CLIENT-PROTO, e.g. curl-h2")))?;
-        let proto: Protocol = proto.parse().map_err(|e| field("clients", e))?;
-        let client = ClientProgram::parse(name).map_err(|e| field("clients", e))?;
+    parse_pair("clients", "curl-h2", v, |name, proto| {
+        let client = ClientProgram::parse(name).map_err(|e| e.to_string())?;
         if let Some(c) = &client {
-            c.check(proto).map_err(|e| field("clients", e))?;
+            c.check(proto).map_err(|e| e.to_string())?;
         }
-        Ok((client, proto))
-    };
-    match v.split(',').collect::<Vec<_>>().as_slice() {
-        [a, b] => Ok((side(a)?, side(b)?)),
-        _ => Err(field("clients", format!("`{v}`: give exactly two, as A,B"))),
-    }
+        Ok(client)
+    })
 }
