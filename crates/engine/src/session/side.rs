@@ -526,6 +526,9 @@ fn transport(
         Protocol::H2 => Box::new(H2 {
             tcp: TlsTcp::new(ep, tls, tickets, alpn, true),
             clock,
+            turn_bytes: crate::transport::turns::turn_bytes(
+                (spec.connections as usize).div_ceil(client_threads(pinned)),
+            ),
         }),
         Protocol::H3 => Box::new(
             H3::new(
@@ -541,6 +544,19 @@ fn transport(
             .qlog_to(cfg.qlog.clone()),
         ),
     })
+}
+
+/// Threads the connections are spread over: the pinned runtimes, or the calling runtime's
+/// workers.
+fn client_threads(pinned: Option<&crate::transport::pinned::Pinned>) -> usize {
+    pinned.map_or_else(
+        || {
+            tokio::runtime::Handle::try_current()
+                .map_or(1, |h| h.metrics().num_workers())
+                .max(1)
+        },
+        |p| p.threads().max(1),
+    )
 }
 
 /// The video or page `spec` asks for, fetched from `authority`.

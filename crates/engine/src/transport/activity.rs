@@ -3,7 +3,9 @@
 //! not timed out while its connection keeps moving.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 pub(crate) use qbench_stack::activity::{Activity, Counted};
@@ -24,14 +26,20 @@ where
     E: std::error::Error + 'static,
 {
     let fut = async { fut.await.map_err(|e| FetchError::from_err(what, &e)) };
-    while_moving(activity, after, fut, || FetchError::timeout(what, after)).await
+    let start = Instant::now();
+    let moved = match activity {
+        Some(activity) => Moved::Bytes { activity, start },
+        None => Moved::Started(start),
+    };
+    WhileMoving::new(fut, moved, after, Name::Fixed(what)).await
 }
 
-/// Which of a request's steps is under way (an atomic, so that the request's future stays
-/// `Send`).
+/// Which of a request's steps is under way, and how many times it has moved on (atomics, so
+/// that the request's future stays `Send`).
 pub(crate) struct Phase {
     at: AtomicUsize,
     names: &'static [&'static str],
+    moves: AtomicU64,
 }
 
 impl Phase {
@@ -39,6 +47,7 @@ impl Phase {
         Self {
             at: AtomicUsize::new(0),
             names,
+            moves: AtomicU64::new(0),
         }
     }
 
@@ -47,46 +56,123 @@ impl Phase {
         self.at.store(i, Ordering::Relaxed);
     }
 
+    /// Moves on to step `i`, or stays in it having moved, for a [`Moved::Steps`] timer.
+    pub(crate) fn step(&self, i: usize) {
+        self.set(i);
+        self.moves.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn moves(&self) -> u64 {
+        self.moves.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn name(&self) -> &'static str {
         let at = self.at.load(Ordering::Relaxed);
         self.names.get(at).copied().unwrap_or("request")
     }
 }
 
-/// As [`step_while_moving`] for a series of steps under one timer (one timer entry and one
-/// clock read per request rather than per step): `fut` says which step it is in through
-/// `phase`, which a timeout names, and words its own errors.
-pub(crate) async fn phases_while_moving<T>(
-    activity: &Activity,
-    phase: &Phase,
-    after: Duration,
-    fut: impl Future<Output = Result<T, FetchError>>,
-) -> Result<T, FetchError> {
-    while_moving(Some(activity), after, fut, || {
-        FetchError::timeout(phase.name(), after)
-    })
-    .await
+/// What counts as progress for a [`WhileMoving`].
+pub(crate) enum Moved<'a> {
+    /// A byte on the connection, from `start` on: exact, as the connection stamps its last
+    /// byte.
+    Bytes {
+        activity: &'a Activity,
+        start: Instant,
+    },
+    /// Nothing but the end, from the instant given.
+    Started(Instant),
+    /// A [`Phase::step`]. Steps are counted, not stamped (a clock read each): the timer looks
+    /// when it fires, and if the request moved meanwhile gives it `after` from then, so the
+    /// timeout ends a request that made no step for between `after` and twice that.
+    Steps(&'a Phase),
 }
 
-async fn while_moving<T>(
-    activity: Option<&Activity>,
-    after: Duration,
-    fut: impl Future<Output = Result<T, FetchError>>,
-    timed_out: impl FnOnce() -> FetchError,
-) -> Result<T, FetchError> {
-    tokio::pin!(fut);
-    let start = Instant::now();
-    let last = || activity.map_or(start, |a| a.last().max(start));
-    loop {
-        tokio::select! {
-            biased;
-            r = &mut fut => return r,
-            () = tokio::time::sleep_until(last() + after) => {
-                if last() + after <= Instant::now() {
-                    return Err(timed_out());
-                }
-            }
+/// What a timeout calls the step it stopped.
+pub(crate) enum Name<'a> {
+    Fixed(&'a str),
+    Phase(&'a Phase),
+}
+
+pin_project_lite::pin_project! {
+    /// A future and its one timer, side by side: an async function taking `fut` would keep
+    /// it twice (the argument and the pinned local), and a request's state is what a small
+    /// object costs in cache at thousands in flight.
+    pub(crate) struct WhileMoving<'a, F> {
+        #[pin]
+        fut: F,
+        #[pin]
+        sleep: Option<tokio::time::Sleep>,
+        moved: Moved<'a>,
+        after: Duration,
+        name: Name<'a>,
+        // The steps made when the timer was last set ([`Moved::Steps`]).
+        seen: u64,
+    }
+}
+
+impl<'a, F> WhileMoving<'a, F> {
+    pub(crate) fn new(fut: F, moved: Moved<'a>, after: Duration, name: Name<'a>) -> Self {
+        Self {
+            fut,
+            sleep: None,
+            moved,
+            after,
+            name,
+            seen: 0,
         }
+    }
+}
+
+impl<T, F: Future<Output = Result<T, FetchError>>> Future for WhileMoving<'_, F> {
+    type Output = Result<T, FetchError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        if let Poll::Ready(r) = this.fut.poll(cx) {
+            return Poll::Ready(r);
+        }
+        // The timer is set once and moved only when it fires early: a request that ends
+        // within `after` registers one timer entry.
+        if this.sleep.is_none() {
+            let deadline = match this.moved {
+                Moved::Bytes { activity, start } => activity.last().max(*start),
+                Moved::Started(t) => *t,
+                Moved::Steps(p) => {
+                    *this.seen = p.moves();
+                    Instant::now()
+                }
+            } + *this.after;
+            this.sleep.set(Some(tokio::time::sleep_until(deadline)));
+        }
+        let Some(mut sleep) = this.sleep.as_mut().as_pin_mut() else {
+            return Poll::Pending;
+        };
+        while sleep.as_mut().poll(cx).is_ready() {
+            let now = Instant::now();
+            let deadline = match this.moved {
+                Moved::Bytes { activity, start } => activity.last().max(*start) + *this.after,
+                Moved::Started(t) => *t + *this.after,
+                Moved::Steps(p) => {
+                    let moves = p.moves();
+                    if moves == *this.seen {
+                        now
+                    } else {
+                        *this.seen = moves;
+                        now + *this.after
+                    }
+                }
+            };
+            if deadline <= now {
+                let name = match this.name {
+                    Name::Fixed(n) => n,
+                    Name::Phase(p) => p.name(),
+                };
+                return Poll::Ready(Err(FetchError::timeout(name, *this.after)));
+            }
+            sleep.as_mut().reset(deadline);
+        }
+        Poll::Pending
     }
 }
 
@@ -137,7 +223,11 @@ mod tests {
             std::future::pending::<()>().await;
             Ok::<_, FetchError>(())
         };
-        let e = phases_while_moving(&a, &phase, after, steps)
+        let moved = Moved::Bytes {
+            activity: &a,
+            start: Instant::now(),
+        };
+        let e = WhileMoving::new(steps, moved, after, Name::Phase(&phase))
             .await
             .unwrap_err();
         assert_eq!(e.kind, qbench_core::ErrorKind::Timeout);
@@ -146,5 +236,49 @@ mod tests {
             "{}",
             e.message
         );
+    }
+
+    /// Steps 0.6 s apart keep a 1 s timer from firing for 5 s; once they stop, the request
+    /// ends as a timeout named for its step, no sooner than 1 s and no later than 2 s on.
+    #[tokio::test(start_paused = true)]
+    async fn counted_steps_keep_a_request_alive_and_their_end_times_it_out() {
+        let after = Duration::from_secs(1);
+        let phase = Phase::new(&["first", "second"]);
+        let t0 = Instant::now();
+        let steps = async {
+            for _ in 0..8 {
+                tokio::time::sleep(Duration::from_millis(600)).await;
+                phase.step(1);
+            }
+            std::future::pending::<()>().await;
+            Ok::<_, FetchError>(())
+        };
+        let e = WhileMoving::new(steps, Moved::Steps(&phase), after, Name::Phase(&phase))
+            .await
+            .unwrap_err();
+        let last_step = Duration::from_millis(4800);
+        let waited = t0.elapsed().saturating_sub(last_step);
+        assert!(waited >= after && waited <= 2 * after, "{waited:?}");
+        assert_eq!(e.kind, qbench_core::ErrorKind::Timeout);
+        assert!(e.message.starts_with("second: "), "{}", e.message);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_step_without_progress_to_watch_ends_after_exactly_its_time() {
+        let t0 = Instant::now();
+        let never = std::future::pending::<Result<(), FetchError>>();
+        let after = Duration::from_millis(1500);
+        let e = WhileMoving::new(never, Moved::Started(t0), after, Name::Fixed("waiting"))
+            .await
+            .unwrap_err();
+        assert_eq!(t0.elapsed(), after);
+        assert!(e.message.starts_with("waiting: "), "{}", e.message);
+        let ok = WhileMoving::new(
+            async { Ok::<_, FetchError>(3) },
+            Moved::Started(t0),
+            after,
+            Name::Fixed("quick"),
+        );
+        assert_eq!(ok.await.unwrap(), 3);
     }
 }

@@ -9,10 +9,10 @@ use bytes::Bytes;
 use http::Uri;
 use qbench_core::wire::{CONN_WINDOW, MAX_H2_FRAME, MAX_RESPONSE_HEADER_BYTES, STREAM_WINDOW};
 
-use super::activity::{phases_while_moving, Activity, Phase};
+use super::activity::{Activity, Moved, Name, Phase, WhileMoving};
 use super::streams::{OnWire, StreamFacts};
 use super::tcp::TlsTcp;
-use super::turns::{Turns, TURN_BYTES};
+use super::turns::Turns;
 use super::{step, BoxFuture, Connected, Exchange, FetchError, Sink, Transport};
 use crate::measure::clock::Clock;
 
@@ -23,6 +23,9 @@ const INITIAL_MAX_SEND_STREAMS: usize = 100;
 pub(crate) struct H2 {
     pub tcp: TlsTcp,
     pub clock: Clock,
+    /// Bytes a connection reads before it hands the request tasks a turn
+    /// ([`super::turns::turn_bytes`]).
+    pub turn_bytes: usize,
 }
 
 /// A request's steps, as its errors name them.
@@ -67,7 +70,7 @@ impl H2 {
                 .max_concurrent_reset_streams(1024)
                 .initial_max_send_streams(INITIAL_MAX_SEND_STREAMS)
                 .enable_push(false)
-                .handshake::<_, Bytes>(Turns::new(tls, TURN_BYTES)),
+                .handshake::<_, Bytes>(Turns::new(tls, self.turn_bytes)),
         )
         .await?;
         // Ends when the last handle is dropped (GOAWAY) or the connection fails; a failure
@@ -102,9 +105,6 @@ impl H2Conn {
 
 impl Exchange for H2Conn {
     async fn request(&self, uri: &Uri, p: &mut dyn Sink) -> Result<(), FetchError> {
-        let request = http::Request::get(uri.clone())
-            .body(())
-            .map_err(|e| FetchError::from_err("building request", &e))?;
         // Every step times out only when nothing moves on the connection: a request waiting
         // for a stream belongs to the connection, which may be busy with others.
         let phase = Phase::new(&STEPS);
@@ -120,6 +120,10 @@ impl Exchange for H2Conn {
             let mut send = self.send.clone().ready().await.map_err(|e| failed(&e))?;
             p.sending();
             phase.set(2);
+            // Built after the waits, so that it is not part of what a waiting request holds.
+            let request = http::Request::get(uri.clone())
+                .body(())
+                .map_err(|e| FetchError::from_err("building request", &e))?;
             let (resp, _) = send.send_request(request, true).map_err(|e| failed(&e))?;
             p.stream(u64::from(resp.stream_id().as_u32()));
             phase.set(3);
@@ -136,7 +140,11 @@ impl Exchange for H2Conn {
             }
             Ok(())
         };
-        phases_while_moving(&self.activity, &phase, self.timeout, steps).await
+        let moved = Moved::Bytes {
+            activity: &self.activity,
+            start: tokio::time::Instant::now(),
+        };
+        WhileMoving::new(steps, moved, self.timeout, Name::Phase(&phase)).await
     }
 
     fn streams(&self) -> StreamFacts {

@@ -12,6 +12,7 @@ use qbench_core::{ErrorKind, HandshakeInfo};
 use qbench_stack::qlog::QlogDir;
 use socket2::{Domain, Protocol, Socket, Type};
 
+use super::activity::{Moved, Name, Phase, WhileMoving};
 use super::peer_params::{PeerStreams, Recording};
 use super::streams::{OnWire, StreamFacts};
 use super::{step, BoxFuture, Connected, Endpoint, Exchange, FetchError, Sink, Transport, ZeroRtt};
@@ -313,6 +314,13 @@ impl H3 {
     }
 }
 
+/// A request's steps once its stream is open, as its errors name them.
+const STEPS: [&str; 3] = [
+    "finishing request",
+    "waiting for response headers",
+    "reading response body",
+];
+
 impl Exchange for H3Conn {
     async fn request(&self, uri: &Uri, p: &mut dyn Sink) -> Result<(), FetchError> {
         let mut send = self.send.clone();
@@ -331,35 +339,45 @@ impl Exchange for H3Conn {
         p.sending();
         p.stream(stream.id().into_inner());
         let _place = self.on_wire.opened();
-        // RFC 9114 4.1.2: a server that has its answer may stop reading the request (quinn
-        // sends STOP_SENDING when the server drops the request side); the response that
-        // follows is complete and must be read. A real reset shows up when reading it.
-        step("finishing request", self.timeout, async {
+        // Each step times out on its own after `timeout` without moving, under one timer for
+        // the whole request (a timer entry per step was a third of this path's timer cost).
+        let phase = Phase::new(&STEPS);
+        let steps = async {
+            // RFC 9114 4.1.2: a server that has its answer may stop reading the request (quinn
+            // sends STOP_SENDING when the server drops the request side); the response that
+            // follows is complete and must be read. A real reset shows up when reading it.
             match stream.finish().await {
-                Err(h3::error::StreamError::RemoteTerminate { .. }) => Ok(()),
-                other => other,
+                Err(h3::error::StreamError::RemoteTerminate { .. }) | Ok(()) => {}
+                Err(e) => return Err(FetchError::from_err(STEPS[0], &e)),
             }
-        })
-        .await?;
-        let resp = step(
-            "waiting for response headers",
-            self.timeout,
-            stream.recv_response(),
-        )
-        .await?;
-        p.headers(resp.status(), resp.headers())?;
-        loop {
-            match step("reading response body", self.timeout, stream.recv_data()).await? {
-                Some(mut buf) => {
-                    while buf.has_remaining() {
-                        let n = buf.chunk().len();
-                        p.data(buf.chunk())?;
-                        buf.advance(n);
-                    }
+            phase.step(1);
+            let resp = stream
+                .recv_response()
+                .await
+                .map_err(|e| FetchError::from_err(STEPS[1], &e))?;
+            p.headers(resp.status(), resp.headers())?;
+            phase.step(2);
+            while let Some(mut buf) = stream
+                .recv_data()
+                .await
+                .map_err(|e| FetchError::from_err(STEPS[2], &e))?
+            {
+                phase.step(2);
+                while buf.has_remaining() {
+                    let n = buf.chunk().len();
+                    p.data(buf.chunk())?;
+                    buf.advance(n);
                 }
-                None => return Ok(()),
             }
-        }
+            Ok(())
+        };
+        WhileMoving::new(
+            steps,
+            Moved::Steps(&phase),
+            self.timeout,
+            Name::Phase(&phase),
+        )
+        .await
     }
 
     fn streams(&self) -> StreamFacts {

@@ -85,3 +85,11 @@ async fn writes_pass_through() {
     dst.flush().await.unwrap();
     assert_eq!(dst.inner, b"request");
 }
+
+#[test]
+fn a_connection_alone_on_its_thread_turns_every_16_kib_and_a_shared_one_less_often() {
+    assert_eq!(turn_bytes(0), TURN_BYTES);
+    assert_eq!(turn_bytes(1), TURN_BYTES);
+    assert_eq!(turn_bytes(64), 64 * TURN_BYTES);
+    assert_eq!(turn_bytes(usize::MAX), usize::MAX);
+}
