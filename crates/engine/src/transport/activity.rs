@@ -82,10 +82,11 @@ pub(crate) enum Moved<'a> {
     },
     /// Nothing but the end, from the instant given.
     Started(Instant),
-    /// A [`Phase::step`]. Steps are counted, not stamped (a clock read each): the timer looks
-    /// when it fires, and if the request moved meanwhile gives it `after` from then, so the
-    /// timeout ends a request that made no step for between `after` and twice that.
-    Steps(&'a Phase),
+    /// A [`Phase::step`] from `start` on. Steps are counted, not stamped (a clock read each):
+    /// the timer looks when it fires, and if the request moved meanwhile gives it `after` from
+    /// then, so the timeout ends a request that made no step for between `after` and twice
+    /// that.
+    Steps { phase: &'a Phase, start: Instant },
 }
 
 /// What a timeout calls the step it stopped.
@@ -138,9 +139,9 @@ impl<T, F: Future<Output = Result<T, FetchError>>> Future for WhileMoving<'_, F>
             let deadline = match this.moved {
                 Moved::Bytes { activity, start } => activity.last().max(*start),
                 Moved::Started(t) => *t,
-                Moved::Steps(p) => {
-                    *this.seen = p.moves();
-                    Instant::now()
+                Moved::Steps { phase, start } => {
+                    *this.seen = phase.moves();
+                    *start
                 }
             } + *this.after;
             this.sleep.set(Some(tokio::time::sleep_until(deadline)));
@@ -153,8 +154,8 @@ impl<T, F: Future<Output = Result<T, FetchError>>> Future for WhileMoving<'_, F>
             let deadline = match this.moved {
                 Moved::Bytes { activity, start } => activity.last().max(*start) + *this.after,
                 Moved::Started(t) => *t + *this.after,
-                Moved::Steps(p) => {
-                    let moves = p.moves();
+                Moved::Steps { phase, .. } => {
+                    let moves = phase.moves();
                     if moves == *this.seen {
                         now
                     } else {
@@ -253,7 +254,11 @@ mod tests {
             std::future::pending::<()>().await;
             Ok::<_, FetchError>(())
         };
-        let e = WhileMoving::new(steps, Moved::Steps(&phase), after, Name::Phase(&phase))
+        let moved = Moved::Steps {
+            phase: &phase,
+            start: t0,
+        };
+        let e = WhileMoving::new(steps, moved, after, Name::Phase(&phase))
             .await
             .unwrap_err();
         let last_step = Duration::from_millis(4800);

@@ -108,6 +108,7 @@ impl Exchange for H2Conn {
         // Every step times out only when nothing moves on the connection: a request waiting
         // for a stream belongs to the connection, which may be busy with others.
         let phase = Phase::new(&STEPS);
+        let start = p.stamped().unwrap_or_else(tokio::time::Instant::now);
         let failed = |e: &(dyn std::error::Error + 'static)| FetchError::from_err(phase.name(), e);
         let steps = async {
             // A request is handed to h2 only when the server allows another stream, so h2
@@ -142,7 +143,7 @@ impl Exchange for H2Conn {
         };
         let moved = Moved::Bytes {
             activity: &self.activity,
-            start: tokio::time::Instant::now(),
+            start,
         };
         WhileMoving::new(steps, moved, self.timeout, Name::Phase(&phase)).await
     }

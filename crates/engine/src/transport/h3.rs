@@ -50,9 +50,14 @@ pub(crate) struct H3 {
 /// Most QUIC endpoints one transport opens (as many as a server's sockets at most).
 pub(crate) const MAX_ENDPOINTS: usize = qbench_stack::reuseport::MAX_SOCKETS;
 
+type Sender = h3::client::SendRequest<qbench_stack::h3_zero_copy::OpenStreams, Bytes>;
+
 struct H3Conn {
     conn: quinn::Connection,
-    send: h3::client::SendRequest<qbench_stack::h3_zero_copy::OpenStreams, Bytes>,
+    send: Sender,
+    /// Request handles put back after use: cloning one takes quinn's connection lock (and
+    /// dropping it again), where a handle from here takes an uncontended lock of ours.
+    spare: std::sync::Mutex<Vec<Sender>>,
     timeout: Duration,
     peer: Arc<PeerStreams>,
     on_wire: OnWire,
@@ -301,6 +306,7 @@ impl H3 {
             conn: Arc::new(H3Conn {
                 conn,
                 send,
+                spare: std::sync::Mutex::new(Vec::new()),
                 timeout,
                 peer,
                 on_wire: OnWire::default(),
@@ -321,9 +327,16 @@ const STEPS: [&str; 3] = [
     "reading response body",
 ];
 
+impl H3Conn {
+    fn spare_send(&self) -> Sender {
+        let spare = self.spare.lock().expect("spare handles lock").pop();
+        spare.unwrap_or_else(|| self.send.clone())
+    }
+}
+
 impl Exchange for H3Conn {
     async fn request(&self, uri: &Uri, p: &mut dyn Sink) -> Result<(), FetchError> {
-        let mut send = self.send.clone();
+        let mut send = self.spare_send();
         let request = http::Request::get(uri.clone())
             .body(())
             .map_err(|e| FetchError::from_err("building request", &e))?;
@@ -335,6 +348,7 @@ impl Exchange for H3Conn {
             .send_request(request)
             .await
             .map_err(|e| FetchError::from_err("sending request", &e))?;
+        self.spare.lock().expect("spare handles lock").push(send);
         // Timed from here: the stream is open and the request is on its way.
         p.sending();
         p.stream(stream.id().into_inner());
@@ -342,6 +356,7 @@ impl Exchange for H3Conn {
         // Each step times out on its own after `timeout` without moving, under one timer for
         // the whole request (a timer entry per step was a third of this path's timer cost).
         let phase = Phase::new(&STEPS);
+        let sent = p.stamped().unwrap_or_else(tokio::time::Instant::now);
         let steps = async {
             // RFC 9114 4.1.2: a server that has its answer may stop reading the request (quinn
             // sends STOP_SENDING when the server drops the request side); the response that
@@ -371,13 +386,11 @@ impl Exchange for H3Conn {
             }
             Ok(())
         };
-        WhileMoving::new(
-            steps,
-            Moved::Steps(&phase),
-            self.timeout,
-            Name::Phase(&phase),
-        )
-        .await
+        let moved = Moved::Steps {
+            phase: &phase,
+            start: sent,
+        };
+        WhileMoving::new(steps, moved, self.timeout, Name::Phase(&phase)).await
     }
 
     fn streams(&self) -> StreamFacts {

@@ -165,6 +165,11 @@ pub(crate) trait Sink: Send {
         headers: &http::HeaderMap,
     ) -> Result<(), FetchError>;
     fn data(&mut self, chunk: &[u8]) -> Result<(), FetchError>;
+    /// The request's start, or once it is sent, its sending, where the sink stamped them: a
+    /// transport's timers start there instead of reading the clock again.
+    fn stamped(&self) -> Option<tokio::time::Instant> {
+        None
+    }
 }
 
 /// A connection as the runner holds it (`Arc<dyn Conn>`).
@@ -397,6 +402,10 @@ impl Sink for Progress<'_> {
             ));
         }
         Ok(())
+    }
+
+    fn stamped(&self) -> Option<tokio::time::Instant> {
+        Some(self.clock.at(self.sent))
     }
 
     fn data(&mut self, chunk: &[u8]) -> Result<(), FetchError> {

@@ -141,6 +141,8 @@ impl Reopening {
 struct Watch<'a> {
     inner: &'a mut dyn Sink,
     answered: bool,
+    /// A retry: the sink's stamps are the first attempt's, too early for this one's timers.
+    again: bool,
 }
 
 impl Sink for Watch<'_> {
@@ -165,6 +167,14 @@ impl Sink for Watch<'_> {
         self.answered = true;
         self.inner.data(chunk)
     }
+
+    fn stamped(&self) -> Option<tokio::time::Instant> {
+        if self.again {
+            None
+        } else {
+            self.inner.stamped()
+        }
+    }
 }
 
 impl Exchange for Reopening {
@@ -175,6 +185,7 @@ impl Exchange for Reopening {
             let mut watch = Watch {
                 inner: &mut *sink,
                 answered: false,
+                again: retries > 0,
             };
             let e = match conn.exchange(uri, &mut watch).await {
                 Err(e) if e.unprocessed && !watch.answered => e,

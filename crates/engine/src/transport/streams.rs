@@ -68,10 +68,12 @@ impl OnWire {
             tokio::pin!(freed);
             freed.as_mut().enable();
             {
+                // One reading of the limit: h2's takes its connection's lock.
+                let limit = limit();
                 let mut c = self.lock();
-                if c.open < limit() {
+                if c.open < limit {
                     Self::take(&mut c);
-                    let more = c.open < limit();
+                    let more = c.open < limit;
                     drop(c);
                     if more {
                         self.freed.notify_one();
