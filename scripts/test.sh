@@ -209,6 +209,11 @@ book() {
   PYTHONDONTWRITEBYTECODE=1 python3 scripts/ci/book_links.py
   PYTHONDONTWRITEBYTECODE=1 python3 scripts/ci/book_layout.py --check
 }
+aws_lc() {
+  # rustls' other provider, the `aws-lc-rs` build feature: it still builds, lint-clean, and
+  # offers what both protocols need.
+  cargo test -p qbench-stack --features aws-lc-rs --locked crypto
+}
 multi_host() {
   # The Slurm job array for real, the Kubernetes manifests' fields (and that the checker
   # catches broken ones), against the binaries the tests built.
@@ -230,6 +235,7 @@ beside "kernel VM" env QBENCH_KERNEL_TEST_BIN="$vm_bin" bash scripts/ci/kernel_t
 stage "unit and integration tests" tests
 stage "report schemas" schemas
 stage book book
+stage "aws-lc-rs provider" aws_lc
 stage "Slurm and Kubernetes" multi_host
 # .hgrm files byte for byte against HdrHistogram's own JavaScript port.
 stage ".hgrm files" env QBENCH="$bin/qbench" bash scripts/ci/hgrm_check.sh

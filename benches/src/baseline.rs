@@ -118,7 +118,7 @@ impl Baseline {
     fn client_tls(&self) -> Result<rustls::ClientConfig> {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(self.cert.clone())?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Arc::new(qbench_stack::crypto::provider());
         let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
             .with_protocol_versions(&[&rustls::version::TLS13])?
             .with_root_certificates(roots)

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use qbench_server::tls::Identity;
-use rustls::crypto::{ring, CryptoProvider};
+use rustls::crypto::CryptoProvider;
 use rustls::pki_types::CertificateDer;
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 
@@ -11,7 +11,7 @@ use rustls::{ClientConfig, RootCertStore, ServerConfig};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Suite {
     Aes128Gcm,
-    /// What qbench negotiates by default: ring's provider lists it first.
+    /// What qbench negotiates by default: ring's and aws-lc-rs's providers list it first.
     Aes256Gcm,
     Chacha20,
 }
@@ -28,19 +28,19 @@ impl Suite {
         }
     }
 
-    fn rustls(self) -> rustls::SupportedCipherSuite {
+    fn id(self) -> rustls::CipherSuite {
         match self {
-            Self::Aes128Gcm => ring::cipher_suite::TLS13_AES_128_GCM_SHA256,
-            Self::Aes256Gcm => ring::cipher_suite::TLS13_AES_256_GCM_SHA384,
-            Self::Chacha20 => ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
+            Self::Aes128Gcm => rustls::CipherSuite::TLS13_AES_128_GCM_SHA256,
+            Self::Aes256Gcm => rustls::CipherSuite::TLS13_AES_256_GCM_SHA384,
+            Self::Chacha20 => rustls::CipherSuite::TLS13_CHACHA20_POLY1305_SHA256,
         }
     }
 
+    /// qbench's provider (ring, or aws-lc-rs with that feature) with this suite alone.
     fn provider(self) -> Arc<CryptoProvider> {
-        Arc::new(CryptoProvider {
-            cipher_suites: vec![self.rustls()],
-            ..ring::default_provider()
-        })
+        let mut p = qbench_stack::crypto::provider();
+        p.cipher_suites.retain(|s| s.suite() == self.id());
+        Arc::new(p)
     }
 }
 
@@ -84,8 +84,11 @@ pub fn pair(suite: Suite, alpn: &[u8]) -> Pair {
 pub fn quic_pair(suite: Suite) -> (quinn_proto::ClientConfig, quinn_proto::ServerConfig) {
     use quinn_proto::crypto::rustls::{QuicClientConfig, QuicServerConfig};
     let tls = pair(suite, b"qbench-bench");
-    let initial = ring::cipher_suite::TLS13_AES_128_GCM_SHA256
-        .tls13()
+    let initial = qbench_stack::crypto::provider()
+        .cipher_suites
+        .iter()
+        .find(|s| s.suite() == rustls::CipherSuite::TLS13_AES_128_GCM_SHA256)
+        .and_then(|s| s.tls13())
         .and_then(|s| s.quic_suite())
         .expect("AES-128-GCM initial suite");
     let client = QuicClientConfig::with_initial(tls.client, initial).expect("QUIC client config");

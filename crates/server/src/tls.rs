@@ -108,7 +108,7 @@ pub fn server_config(
     early_data: bool,
     key_log: Option<Arc<qbench_stack::keylog::KeyLogTo>>,
 ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(qbench_stack::crypto::provider());
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_no_client_auth()

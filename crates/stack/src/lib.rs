@@ -3,6 +3,7 @@
 //! same thing on either side of a report.
 
 pub mod activity;
+pub mod crypto;
 pub mod fdlimit;
 pub mod h3_zero_copy;
 pub mod heap;

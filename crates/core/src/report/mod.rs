@@ -309,6 +309,11 @@ pub struct Environment {
     pub sysctls: BTreeMap<String, String>,
     /// Versions of the protocol stacks this binary was built with.
     pub crates: BTreeMap<String, String>,
+    /// The rustls crypto provider both sides used, for TLS and QUIC's packet protection alike:
+    /// `ring` (the default build) or `aws-lc-rs`. Absent in reports from before it was
+    /// recorded, which used ring.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_provider: Option<String>,
     /// glibc's `x86_rep_movsb_threshold` where it is not glibc's own choice or where that
     /// choice is slow on this CPU, and who decided (see qbench-server's `rep_movsb` module).
     #[serde(default, skip_serializing_if = "Option::is_none")]

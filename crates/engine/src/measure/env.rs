@@ -45,6 +45,7 @@ pub(crate) fn collect() -> Environment {
         cores: std::thread::available_parallelism().ok().map(|n| n.get()),
         sysctls,
         crates,
+        tls_provider: Some(qbench_stack::crypto::PROVIDER.into()),
         rep_movsb_threshold: qbench_stack::rep_movsb::state().describe(),
         interfaces: Vec::new(),
         cpu_clock: Some(cpu_clock()),

@@ -212,7 +212,7 @@ pub fn client_config(
     tickets: Option<Arc<TicketStore>>,
     early_data: bool,
 ) -> Result<rustls::ClientConfig, ClientTlsError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(qbench_stack::crypto::provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])?;
     let mut cfg = match trust {
