@@ -5,6 +5,7 @@
 #
 #   bash scripts/measure/scale.sh            # ROUNDS=3, N up to $(nproc), SIZE=1GB per connection
 #   N_LIST="1 2 4 8 16" ROUNDS=5 bash scripts/measure/scale.sh
+#   PARTS="small open" ROUNDS=5 bash scripts/measure/scale.sh   # tables 2 and 3 only
 #
 # Prints the machine, then markdown tables (medians of ROUNDS, rounds interleaved so that drift
 # hits every row alike):
@@ -26,6 +27,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROUNDS=${ROUNDS:-3}
+# Which tables: any of bulk, small, open (all by default).
+PARTS=${PARTS:-"bulk small open"}
+wants() { [[ " $PARTS " == *" $1 "* ]]; }
 SIZE=${SIZE:-1GB}
 SMALL=${SMALL:-200000}
 RATES=${RATES:-"5000 10000 20000 40000 80000 160000"}
@@ -75,6 +79,7 @@ echo "machine: $cores cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2
 echo
 
 # 1. Bulk.
+if wants bulk; then
 for r in $(seq "$ROUNDS"); do
   for n in $N_LIST; do
     for p in h2 h3; do
@@ -123,8 +128,10 @@ for n in $N_LIST; do
   done
 done
 echo
+fi
 
 # 2. Small objects against a standalone server with N workers, beside h2load.
+if wants small; then
 port_of() { # server log: its address line
   for _ in $(seq 100); do
     grep -oE '127\.0\.0\.1:[0-9]+' "$1" 2>/dev/null | head -1 && return
@@ -133,8 +140,8 @@ port_of() { # server log: its address line
   echo "qbench-server did not start: $(cat "$1")" >&2
   exit 1
 }
-echo "| N | qbench h2 objects/s | client CPU-us/request | qbench h3 objects/s | client CPU-us/request | raw h2 crate req/s | its CPU-us/request | pinned raw h2 req/s | its CPU-us/request | raw h3 (quinn + h3) req/s | its CPU-us/request | pinned raw h3 req/s | its CPU-us/request | h2load -t N req/s | qbench h2 / pinned raw h2 | qbench h3 / pinned raw h3 | qbench h2 / h2load |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| N | qbench h2 objects/s | client CPU-us/request | qbench h3 objects/s | client CPU-us/request | raw h2 crate req/s | its CPU-us/request | pinned raw h2 req/s | its CPU-us/request | raw h3 (quinn + h3) req/s | its CPU-us/request | pinned raw h3 req/s | its CPU-us/request | h2load -t N req/s | qbench h2 / pinned raw h2 | qbench h3 / pinned raw h3 | qbench h2 / h2load | qbench h3 / h2 client CPU per request |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for n in $N_LIST; do
   $S --listen 127.0.0.1:0 --threads "$n" --cert-out "$tmp/cert-$n.pem" 2>"$tmp/server-$n.log" &
   pids+=($!)
@@ -175,14 +182,16 @@ def raw(name):
     return statistics.median(float(r[3]) for r in rs), statistics.median(float(r[5]) for r in rs)
 (r2, u2), (p2, q2) = raw("raw-h2"), raw("pin-h2")
 (r3, u3), (p3, q3) = raw("raw-h3"), raw("pin-h3")
-print(f"| {n} | {out[0]:.0f} | {out[1]:.1f} | {out[2]:.0f} | {out[3]:.1f} | {r2:.0f} | {u2:.1f} | {p2:.0f} | {q2:.1f} | {r3:.0f} | {u3:.1f} | {p3:.0f} | {q3:.1f} | {h2load:.0f} | {out[0]/p2:.2f} | {out[2]/p3:.2f} | {out[0]/h2load:.2f} |")
+print(f"| {n} | {out[0]:.0f} | {out[1]:.1f} | {out[2]:.0f} | {out[3]:.1f} | {r2:.0f} | {u2:.1f} | {p2:.0f} | {q2:.1f} | {r3:.0f} | {u3:.1f} | {p3:.0f} | {q3:.1f} | {h2load:.0f} | {out[0]/p2:.2f} | {out[2]/p3:.2f} | {out[0]/h2load:.2f} | {out[3]/out[1]:.2f} |")
 EOF
 )
   echo "$row"
 done
 echo
+fi
 
 # 3. Open loop: the highest rate held with start lag p99 under 1 ms.
+if wants open; then
 echo "| N | h2: highest rate held (lag p99 < 1 ms) | h3: highest rate held |"
 echo "| --- | --- | --- |"
 for n in $N_LIST; do
@@ -202,3 +211,4 @@ for n in $N_LIST; do
   done
   echo "| $n | ${held[0]} | ${held[1]} |"
 done
+fi
