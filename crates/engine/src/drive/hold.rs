@@ -135,26 +135,21 @@ impl OpenLoop {
         self.shard.map_or(j, |s| s.item(j))
     }
 
-    /// Starts `req`, the schedule's `j`th, due at `at`, on connection `j mod k`.
-    fn start(&self, j: u64, at: Duration, req: ObjectReq, tasks: &mut JoinSet<()>) {
+    /// Starts `req`, the schedule's `j`th, due at `at`, on connection `j mod k`. The task
+    /// holds the loop, one reference count, not one for each part it uses.
+    fn start(self: &Arc<Self>, j: u64, at: Duration, req: ObjectReq, tasks: &mut JoinSet<()>) {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
-        let ci = j % self.conns.len() as u64;
-        let clock = self.until.clock;
-        let (conn, rec, book, in_flight, log) = (
-            self.conns[ci as usize].clone(),
-            self.rec.clone(),
-            self.book.clone(),
-            self.in_flight.clone(),
-            self.log.clone(),
-        );
+        let o = self.clone();
         tasks.spawn(async move {
-            let mut outcome = fetch_one(conn.as_ref(), &clock, &req, &book).await;
+            let ci = (j % o.conns.len() as u64) as usize;
+            let clock = o.until.clock;
+            let mut outcome = fetch_one(o.conns[ci].as_ref(), &clock, &req, &o.book).await;
             outcome.intended = Some(at);
-            in_flight.fetch_sub(1, Ordering::Relaxed);
-            if let Some(l) = &log {
-                l.line(ci, &req.uri, &outcome);
+            o.in_flight.fetch_sub(1, Ordering::Relaxed);
+            if let Some(l) = &o.log {
+                l.line(ci as u64, &req.uri, &outcome);
             }
-            lock(&rec).object(outcome);
+            lock(&o.rec).object(outcome);
         });
     }
 }
