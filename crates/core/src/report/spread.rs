@@ -48,7 +48,8 @@ pub enum ThreadRole {
     /// The client's runtime (its workers and blocking threads) and the main thread that
     /// drives it.
     Client,
-    /// The open-loop pacer that releases requests on schedule.
+    /// The open-loop pacer thread of earlier versions, read from their reports: the open
+    /// loop now paces on the client's own threads.
     Pacer,
     /// The in-process server's runtime, with the proxy's when one runs in the process.
     Server,

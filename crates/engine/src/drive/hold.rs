@@ -7,13 +7,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::observe::{Observer, Observing};
-use qbench_core::spec::load::{Load, Schedule, MAX_LAG};
+use qbench_core::spec::load::{Load, Schedule};
 use qbench_core::Recorder;
-use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::drive::fetch::{fetch_one, lock};
-use crate::drive::pacer::{pace, Due, Paced, Route};
+use crate::drive::pacer::{Due, Paced, Pacer, Pacing, Route};
 use crate::drive::requests::Requests;
 use crate::drive::until::Until;
 use crate::measure::clock::Clock;
@@ -49,13 +48,11 @@ pub(crate) async fn open_loop(o: OpenLoop, load: Load, rate: f64) {
         conns: o.conns.len() as u64,
         lanes: o.pinned.as_ref().map_or(1, |p| p.threads()),
     };
-    let Some(queues) = o.pace(&load, rate, route) else {
-        return;
-    };
     let o = Arc::new(o);
     let mut lanes = JoinSet::new();
-    for (lane, due) in queues.into_iter().enumerate() {
-        let dispatch = dispatch(o.clone(), load.max_inflight, due);
+    for lane in 0..route.busy_lanes() {
+        let pacing = o.pacing(&load, rate, route, lane);
+        let dispatch = dispatch(o.clone(), load.max_inflight, pacing);
         match &o.pinned {
             Some(p) => lanes.spawn_on(dispatch, p.handle(lane)),
             None => lanes.spawn(dispatch),
@@ -65,11 +62,20 @@ pub(crate) async fn open_loop(o: OpenLoop, load: Load, rate: f64) {
 }
 
 /// One lane's requests, started as they come due.
-async fn dispatch(o: Arc<OpenLoop>, max_inflight: u32, mut due: mpsc::Receiver<Paced>) {
+async fn dispatch(o: Arc<OpenLoop>, max_inflight: u32, pacing: Pacing) {
+    let mut pacer = match Pacer::new(pacing, o.until.clone()) {
+        Ok(p) => p,
+        Err(e) => {
+            lock(&o.rec).error(
+                qbench_core::ErrorKind::Io,
+                &format!("starting the open loop's pacing timer: {e}"),
+            );
+            return;
+        }
+    };
     let len = o.requests.len().max(1);
     let mut tasks = JoinSet::new();
-    while let Some(paced) = due.recv().await {
-        // Requests queued for the runtime when the stop came are not started either.
+    while let Some(paced) = pacer.next().await {
         if o.until.stop.is_set() {
             break;
         }
@@ -80,13 +86,6 @@ async fn dispatch(o: Arc<OpenLoop>, max_inflight: u32, mut due: mpsc::Receiver<P
                 continue;
             }
         };
-        // Queued while the runtime fell behind: started now it would be late beyond the
-        // bound, or after the window.
-        let now = o.until.clock.now();
-        if now >= o.until.end() || now.saturating_sub(at) > MAX_LAG {
-            lock(&o.rec).dropped_late(at, 1);
-            continue;
-        }
         while tasks.try_join_next().is_some() {}
         if o.in_flight.load(Ordering::Relaxed) >= u64::from(max_inflight) {
             lock(&o.rec).dropped(at);
@@ -101,32 +100,20 @@ async fn dispatch(o: Arc<OpenLoop>, max_inflight: u32, mut due: mpsc::Receiver<P
 }
 
 impl OpenLoop {
-    /// The schedule's due times, from a thread of its own; `None` (recorded as the run's
-    /// error) if that thread could not start.
-    fn pace(&self, load: &Load, rate: f64, route: Route) -> Option<Vec<mpsc::Receiver<Paced>>> {
-        // A shard's constant schedule starts at its place in the whole's (`rate` is its share),
-        // and its Poisson draws are its own.
+    /// What lane `lane` paces. A shard's constant schedule starts at its place in the
+    /// whole's (`rate` is its share), and its Poisson draws are its own; every lane draws
+    /// the same schedule and takes its own connections' requests from it.
+    fn pacing(&self, load: &Load, rate: f64, route: Route, lane: usize) -> Pacing {
         let (seed, phase) = match self.shard {
             Some(s) => (s.seed(self.seed as u32), s.phase(rate * f64::from(s.count))),
             None => (self.seed, Duration::ZERO),
         };
-        let schedule = Schedule::new(rate, load.arrivals, seed);
-        let warm_end = self.start.saturating_add(load.warmup);
-        match pace(
-            schedule,
-            self.start + phase,
-            warm_end,
-            self.until.clone(),
+        Pacing {
+            schedule: Schedule::new(rate, load.arrivals, seed),
+            start: self.start + phase,
+            warm_end: self.start.saturating_add(load.warmup),
             route,
-        ) {
-            Ok(rx) => Some(rx),
-            Err(e) => {
-                lock(&self.rec).error(
-                    qbench_core::ErrorKind::Io,
-                    &format!("starting the open loop's pacer thread: {e}"),
-                );
-                None
-            }
+            lane,
         }
     }
 

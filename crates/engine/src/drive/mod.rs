@@ -3,6 +3,7 @@
 pub(crate) mod app;
 pub(crate) mod fetch;
 pub(crate) mod hold;
+pub(crate) mod pace_timer;
 pub(crate) mod pacer;
 pub(crate) mod page;
 pub(crate) mod reqlog;

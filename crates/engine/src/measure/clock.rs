@@ -10,7 +10,7 @@ use tokio::time::Instant;
 pub(crate) struct Clock {
     epoch: Instant,
     /// The process's monotonic clock, not tokio's paused test clock: an open loop is paced
-    /// by a thread of its own, which only the real clock can drive.
+    /// by a timerfd, which only the real clock can drive.
     real: bool,
 }
 

@@ -39,38 +39,19 @@ pub(crate) struct ThreadTime {
     pub waiting_ns: u64,
 }
 
-/// Threads that ended, with their last figures: the open loop's pacer ends with its window,
-/// before the run's CPU is read, and would otherwise take its CPU with it.
-static ENDED: std::sync::Mutex<Vec<(ThreadRole, ThreadTime)>> = std::sync::Mutex::new(Vec::new());
-/// Ended threads kept (one pacer per run): the oldest go first.
-const ENDED_KEPT: usize = 1024;
-
-/// Every thread of this process with its role, and those that recorded themselves with
-/// `thread_ending`. Empty where /proc lacks it.
+/// Every thread of this process with its role. Empty where /proc lacks it.
 pub(crate) fn all_threads() -> Vec<(ThreadRole, ThreadTime)> {
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
         return Vec::new();
     };
     let main = std::process::id();
-    let mut live: Vec<_> = dir
-        .filter_map(|e| {
-            let e = e.ok()?;
-            let tid: u32 = e.file_name().to_str()?.parse().ok()?;
-            let t = thread_time(&e.path(), tid)?;
-            Some((ThreadRole::of(&t.name, tid == main), t))
-        })
-        .collect();
-    let ended = ENDED
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    // A live thread that reuses an ended one's id is the live one.
-    let gone: Vec<_> = ended
-        .iter()
-        .filter(|(_, t)| !live.iter().any(|(_, l)| l.tid == t.tid))
-        .cloned()
-        .collect();
-    live.extend(gone);
-    live
+    dir.filter_map(|e| {
+        let e = e.ok()?;
+        let tid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let t = thread_time(&e.path(), tid)?;
+        Some((ThreadRole::of(&t.name, tid == main), t))
+    })
+    .collect()
 }
 
 fn thread_time(dir: &std::path::Path, tid: u32) -> Option<ThreadTime> {
@@ -83,24 +64,6 @@ fn thread_time(dir: &std::path::Path, tid: u32) -> Option<ThreadTime> {
         waiting_ns: f.next()??,
         name: name.trim().to_string(),
     })
-}
-
-/// Records the calling thread's figures as it ends, so that runs still count its CPU.
-pub(crate) fn thread_ending() {
-    // SAFETY: gettid has no arguments and cannot fail.
-    let tid = unsafe { libc::gettid() } as u32;
-    let dir = std::path::Path::new("/proc/thread-self");
-    let Some(t) = thread_time(dir, tid) else {
-        return;
-    };
-    let role = ThreadRole::of(&t.name, tid == std::process::id());
-    let mut ended = ENDED
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if ended.len() >= ENDED_KEPT {
-        ended.remove(0);
-    }
-    ended.push((role, t));
 }
 
 /// The CPU times, faults and switches so far of this process's live threads in `role`, e.g.
@@ -116,19 +79,18 @@ pub(crate) fn role_times(role: ThreadRole) -> CpuTimes {
         .fold(CpuTimes::zero_counted(), |a, t| a.plus(&t))
 }
 
-/// This process's client threads: the main thread, the client runtime's and the pacer
-/// (not the in-process server's, nor the link's forwarders). Empty where /proc lacks it.
+/// This process's client threads: the main thread and the client runtime's (not the
+/// in-process server's, nor the link's forwarders). Empty where /proc lacks it.
 pub(crate) fn client_threads() -> Vec<ThreadTime> {
     all_threads()
         .into_iter()
-        .filter(|(role, _)| matches!(role, ThreadRole::Client | ThreadRole::Pacer))
+        .filter(|(role, _)| *role == ThreadRole::Client)
         .map(|(_, t)| t)
         .collect()
 }
 
 /// Each role's CPU between two snapshots of `all_threads`, in role order; threads that started
-/// during it count from zero, threads that ended during it count only if they called
-/// `thread_ending`.
+/// during it count from zero, threads that ended during it do not count.
 pub(crate) fn role_cpu(
     before: &[(ThreadRole, ThreadTime)],
     after: &[(ThreadRole, ThreadTime)],
@@ -265,31 +227,6 @@ mod tests {
         assert!(spun.busy > 0.0, "{loads:?}");
         let other = spin_as("qbench-server", client_threads);
         assert!(other.iter().all(|t| t.name != "qbench-server"));
-    }
-
-    /// A pacer that spins and ends before the second snapshot still counts, once: in the
-    /// run it ended in, not in the next. Judged by its thread id: the tests beside it run
-    /// pacers of their own in this process.
-    #[test]
-    fn a_thread_that_ended_during_a_run_keeps_its_cpu() {
-        let before = all_threads();
-        let started = std::time::Instant::now();
-        let tid = spin_as("qbench-pacer", || {
-            thread_ending();
-            // SAFETY: gettid has no arguments and cannot fail.
-            unsafe { libc::gettid() as u32 }
-        });
-        let after = all_threads();
-        let only = |snap: &[(ThreadRole, ThreadTime)]| -> Vec<(ThreadRole, ThreadTime)> {
-            snap.iter().filter(|(_, t)| t.tid == tid).cloned().collect()
-        };
-        let roles = role_cpu(&only(&before), &only(&after), started.elapsed());
-        assert_eq!(roles.len(), 1, "the ended pacer is counted: {roles:?}");
-        assert_eq!(roles[0].role, ThreadRole::Pacer);
-        assert!(roles[0].cpu_s > 0.0, "{roles:?}");
-        let later = role_cpu(&only(&after), &only(&all_threads()), started.elapsed());
-        let again: f64 = later.iter().map(|r| r.cpu_s).sum();
-        assert_eq!(again, 0.0, "{later:?}");
     }
 
     /// A spinning server thread's time lands in the server's role, not the client's.
