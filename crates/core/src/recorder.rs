@@ -98,27 +98,37 @@ impl Recorder {
 
     /// Open loop: a request due at `intended` was not sent (`--max-inflight` reached).
     pub fn dropped(&mut self, intended: Duration) {
-        self.interval.dropped += 1;
-        if let Some(l) = &mut self.load {
-            if l.measured(intended) {
-                l.dropped += 1;
-            } else {
-                self.interval.warmup += 1;
-            }
-        }
+        self.dropped_n(intended, 1);
+    }
+
+    /// Open loop: `n` requests due from `intended` on (all on one side of the warm-up's end)
+    /// were not sent: `--max-inflight` were in flight.
+    pub fn dropped_n(&mut self, intended: Duration, n: u64) {
+        self.drop_n(intended, n);
     }
 
     /// Open loop: `n` requests due from `intended` on (all on one side of the warm-up's end)
     /// were not sent: the client was more than `MAX_LAG` behind, or the window had ended.
     pub fn dropped_late(&mut self, intended: Duration, n: u64) {
-        self.interval.dropped = self.interval.dropped.saturating_add(n);
-        if let Some(l) = &mut self.load {
-            if l.measured_n(intended, n) {
-                l.dropped = l.dropped.saturating_add(n);
+        if self.drop_n(intended, n) {
+            if let Some(l) = &mut self.load {
                 l.dropped_late = l.dropped_late.saturating_add(n);
-            } else {
-                self.interval.warmup = self.interval.warmup.saturating_add(n);
             }
+        }
+    }
+
+    /// Counts `n` dropped requests; true if they are measured ones, not the warm-up's.
+    fn drop_n(&mut self, intended: Duration, n: u64) -> bool {
+        self.interval.dropped = self.interval.dropped.saturating_add(n);
+        let Some(l) = &mut self.load else {
+            return false;
+        };
+        if l.measured_n(intended, n) {
+            l.dropped = l.dropped.saturating_add(n);
+            true
+        } else {
+            self.interval.warmup = self.interval.warmup.saturating_add(n);
+            false
         }
     }
 

@@ -389,7 +389,7 @@ fn forwarder_counters_per_run() {
         sum += down;
         // The forwarders run in the client's process and are not the client: their CPU is
         // `cpu.link`, the `link` role's, and is left out of `cpu.client`, which is the
-        // client's own threads (the `client` and `pacer` roles).
+        // client's own threads (the `client` role).
         let secs = |c: &Value| c["user_s"].as_f64().unwrap() + c["sys_s"].as_f64().unwrap();
         let role = |name: &str| -> f64 {
             run["spread"]["roles"]
@@ -408,7 +408,7 @@ fn forwarder_counters_per_run() {
             run["spread"]
         );
         // getrusage's ticks against schedstat's nanoseconds, and the run's bookkeeping.
-        let own = role("client") + role("pacer") + role("other");
+        let own = role("client") + role("other");
         assert!(
             (client - own).abs() < 0.05,
             "{client} vs {own}: {}",

@@ -106,8 +106,8 @@ fn without_a_warm_up_no_interval_is_called_one() {
 
 /// Open loop at 400/s for 2 s, constant arrivals: exactly 800 requests are due in the
 /// window and each is sent (late ones with their lag) or, if the window closed first, counted
-/// as dropped; the intervals stream as JSON lines. With 2 client threads the pacer hands each
-/// request to its connection's thread, and the schedule still adds up.
+/// as dropped; the intervals stream as JSON lines. With 2 client threads each paces its own
+/// connections' requests, and the schedule still adds up.
 #[test]
 fn an_open_loop_sends_exactly_its_schedule() {
     let dir = tempfile::tempdir().unwrap();

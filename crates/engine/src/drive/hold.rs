@@ -63,6 +63,7 @@ pub(crate) async fn open_loop(o: OpenLoop, load: Load, rate: f64) {
 
 /// One lane's requests, started as they come due.
 async fn dispatch(o: Arc<OpenLoop>, max_inflight: u32, pacing: Pacing) {
+    let mut full = Full::new(pacing.warm_end);
     let mut pacer = match Pacer::new(pacing, o.until.clone()) {
         Ok(p) => p,
         Err(e) => {
@@ -88,15 +89,54 @@ async fn dispatch(o: Arc<OpenLoop>, max_inflight: u32, pacing: Pacing) {
         };
         while tasks.try_join_next().is_some() {}
         if o.in_flight.load(Ordering::Relaxed) >= u64::from(max_inflight) {
-            lock(&o.rec).dropped(at);
+            full.drop(at, &o.rec);
             continue;
         }
+        full.count(&o.rec);
         let Some(req) = o.requests.get(o.nth(j) % len) else {
             break;
         };
         o.start(j, at, req, &mut tasks);
     }
+    full.count(&o.rec);
     while tasks.join_next().await.is_some() {}
+}
+
+/// Requests dropped in a row while `--max-inflight` were in flight, counted together: past
+/// capacity a lane drops millions a second, and a lock of the recorder each would take the
+/// CPU its requests need. Counted when a request starts, at `MAX_RUN` of them, at the
+/// warm-up's end and at the lane's: an interval may get those its last moments dropped.
+struct Full {
+    warm_end: Duration,
+    run: Option<(Duration, u64)>,
+}
+
+impl Full {
+    const MAX_RUN: u64 = 4096;
+
+    fn new(warm_end: Duration) -> Self {
+        Self {
+            warm_end,
+            run: None,
+        }
+    }
+
+    fn drop(&mut self, at: Duration, rec: &Mutex<Recorder>) {
+        if let Some((from, n)) = self.run {
+            if n < Self::MAX_RUN && (from < self.warm_end) == (at < self.warm_end) {
+                self.run = Some((from, n + 1));
+                return;
+            }
+            self.count(rec);
+        }
+        self.run = Some((at, 1));
+    }
+
+    fn count(&mut self, rec: &Mutex<Recorder>) {
+        if let Some((from, n)) = self.run.take() {
+            lock(rec).dropped_n(from, n);
+        }
+    }
 }
 
 impl OpenLoop {
@@ -186,8 +226,33 @@ pub(crate) async fn show_time(bar: Observing, clock: Clock, start: Duration) {
 
 #[cfg(test)]
 mod tests {
-    use super::near_end;
+    use super::{near_end, Full};
+    use qbench_core::Recorder;
+    use std::sync::Mutex;
     use std::time::Duration;
+
+    /// 10,000 drops in a row from 0.5 s, across the warm-up's end at 1 s: counted in runs
+    /// of at most 4,096, none across the warm-up's end, and each drop once.
+    #[test]
+    fn drops_in_a_row_are_counted_together_and_apart_at_the_warmups_end() {
+        let ms = Duration::from_millis;
+        let rec = Mutex::new(Recorder::new(0, 0, Duration::ZERO));
+        rec.lock()
+            .unwrap()
+            .hold(ms(1000), Duration::from_secs(2), Some(10_000.0));
+        let mut full = Full::new(ms(1000));
+        for k in 0..10_000u64 {
+            full.drop(ms(500) + Duration::from_micros(100 * k), &rec);
+        }
+        full.count(&rec);
+        let r = rec.into_inner().unwrap().finish(Duration::from_secs(3));
+        let load = r.load.unwrap();
+        // 0.5 s to 1 s at 10,000/s: 5,000 of the warm-up's, 5,000 measured.
+        assert_eq!((load.warmup_requests, load.dropped), (5_000, 5_000));
+        assert_eq!(load.dropped_late, 0);
+        let intervals: u64 = r.intervals.iter().map(|i| i.dropped).sum();
+        assert_eq!(intervals, 0, "no interval was ended");
+    }
 
     #[test]
     fn a_tick_within_a_tenth_of_an_interval_of_the_end_is_skipped() {

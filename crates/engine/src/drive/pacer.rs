@@ -114,8 +114,11 @@ impl Pacer {
     }
 
     /// The lane's next request once it is due, or the requests skipped before it; `None`
-    /// at the window's end or a stop.
+    /// at the window's end or a stop. Each one spends the task's tokio budget, as any tokio
+    /// resource does: past capacity every request is due at once, and the lane must still
+    /// yield to its requests and connections.
     pub(crate) async fn next(&mut self) -> Option<Paced> {
+        tokio::task::coop::consume_budget().await;
         loop {
             if let Some(p) = self.skipped.pop_front() {
                 return Some(p);
@@ -386,6 +389,38 @@ mod tests {
         assert!(seen.windows(2).all(|w| w[0] < w[1]));
         // 400 requests due in the window, half of them on lane 1.
         assert_eq!(seen.len() as u64 + skipped, 200);
+    }
+
+    /// Past capacity every request is due at once: a lane taking 10,000 of them in a row
+    /// still lets the other tasks of its one-thread runtime run meanwhile.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_lane_with_every_request_due_yields_to_its_runtime() {
+        let clock = crate::measure::clock::Clock::start();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let until = Until::new(Default::default(), clock);
+        until.set_end(Duration::from_secs(60));
+        let pacing = Pacing {
+            schedule: Schedule::new(1e9, Arrivals::Constant, 0),
+            start: Duration::ZERO,
+            warm_end: Duration::ZERO,
+            route: Route { conns: 1, lanes: 1 },
+            lane: 0,
+        };
+        let mut pacer = Pacer::new(pacing, until).unwrap();
+        let ran = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let other = ran.clone();
+        let side = tokio::spawn(async move {
+            loop {
+                other.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tokio::task::yield_now().await;
+            }
+        });
+        for _ in 0..10_000 {
+            assert!(matches!(pacer.next().await, Some(Paced::Due(_))));
+        }
+        let turns = ran.load(std::sync::atomic::Ordering::Relaxed);
+        side.abort();
+        assert!(turns > 0, "the other task never ran");
     }
 
     proptest! {

@@ -57,7 +57,7 @@ async fn a_closed_loops_connections_each_run_on_one_pinned_thread() {
     assert_pinned(&lanes(30, None).await);
 }
 
-/// 400/s for 150 ms: the pacer hands each request to its connection's thread.
+/// 400/s for 150 ms: each thread paces its own connections' requests.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_loops_requests_run_on_their_connections_thread() {
     let load = Load {
