@@ -23,7 +23,9 @@
 #      one of N single-threaded runtimes (`--pin`), and h2load -t N -c 64 -m 100 against the
 #      same server.
 #   3. open loop: the highest of RATES each protocol holds for 4 s with start lag p99 under 1 ms
-#      and no request dropped but the window's last few (64 connections, N client threads).
+#      and no request dropped but the window's last few (64 connections, N client threads), in
+#      most of OPEN_ROUNDS runs of each rate (3 by default: on a shared or small host one run
+#      near the edge holds or misses by the hour); the table says in how many.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROUNDS=${ROUNDS:-3}
@@ -33,6 +35,7 @@ wants() { [[ " $PARTS " == *" $1 "* ]]; }
 SIZE=${SIZE:-1GB}
 SMALL=${SMALL:-200000}
 RATES=${RATES:-"5000 10000 20000 40000 80000 160000"}
+OPEN_ROUNDS=${OPEN_ROUNDS:-3}
 cores=$(nproc)
 if [ -z "${N_LIST:-}" ]; then
   N_LIST=""
@@ -192,20 +195,25 @@ fi
 
 # 3. Open loop: the highest rate held with start lag p99 under 1 ms.
 if wants open; then
-echo "| N | h2: highest rate held (lag p99 < 1 ms) | h3: highest rate held |"
+echo "| N | h2: highest rate held (lag p99 < 1 ms) in most of $OPEN_ROUNDS runs | h3: highest rate held |"
 echo "| --- | --- | --- |"
 for n in $N_LIST; do
   held=()
   for p in h2 h3; do
     best=none
     for rate in $RATES; do
-      $Q --proto "$p" --objects 1x1KB --connections 64 --client-threads "$n" --server-threads "$n" \
-        --duration 4s --warmup 1s --rate "$rate" --no-telemetry --json "$tmp/open.json" >/dev/null || true
-      # Held: start lag p99 under 1 ms, and nothing dropped but the window's last requests
-      # a starved runtime could not start in time (at most 0.1%, counted as dropped late).
-      ok=$(python3 -c "import json; r=json.load(open('$tmp/open.json'))['runs'][0]['load']; print(int(r['lag']['p99_us'] < 1000 and r['dropped'] == r['dropped_late'] and r['dropped'] <= max(1, r['sent'] // 1000)))" 2>/dev/null || echo 0)
-      [ "$ok" = 1 ] || break
-      best="$rate/s"
+      ok_runs=0
+      for _ in $(seq "$OPEN_ROUNDS"); do
+        rm -f "$tmp/open.json"
+        $Q --proto "$p" --objects 1x1KB --connections 64 --client-threads "$n" --server-threads "$n" \
+          --duration 4s --warmup 1s --rate "$rate" --no-telemetry --json "$tmp/open.json" >/dev/null || true
+        # Held: start lag p99 under 1 ms, and nothing dropped but the window's last requests
+        # a starved runtime could not start in time (at most 0.1%, counted as dropped late).
+        ok=$(python3 -c "import json; r=json.load(open('$tmp/open.json'))['runs'][0]['load']; print(int(r['lag']['p99_us'] < 1000 and r['dropped'] == r['dropped_late'] and r['dropped'] <= max(1, r['sent'] // 1000)))" 2>/dev/null || echo 0)
+        ok_runs=$((ok_runs + ok))
+      done
+      [ $((2 * ok_runs)) -gt "$OPEN_ROUNDS" ] || break
+      best="$rate/s ($ok_runs of $OPEN_ROUNDS)"
     done
     held+=("$best")
   done
