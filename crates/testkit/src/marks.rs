@@ -88,13 +88,27 @@ mod tests {
             .env(var, theirs.env().1)
             .spawn()
             .unwrap();
-        let found = mine.running();
+        // The parent goes on once the child's exec has begun, before the kernel has laid out
+        // the new program's environment: until then /proc/PID/environ reads empty. Look
+        // again for up to 2 s.
+        let seen = |m: &Mark| {
+            let mut found = m.running();
+            for _ in 0..200 {
+                if !found.is_empty() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                found = m.running();
+            }
+            found
+        };
+        let found = seen(&mine);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].starts_with(&format!("{}: sleep 30", child.id())));
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(mine.running().is_empty());
-        assert_eq!(theirs.running().len(), 1);
+        assert_eq!(seen(&theirs).len(), 1);
         other.kill().unwrap();
         other.wait().unwrap();
         assert!(theirs.running().is_empty());
