@@ -1,20 +1,8 @@
 use std::process::ExitCode;
 
-/// See the `jemalloc` feature in Cargo.toml for why.
+// See the `jemalloc` feature in Cargo.toml for why.
 #[cfg(feature = "jemalloc")]
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
-/// jemalloc's options, read once at its start (`const char *malloc_conf`, a thin pointer to
-/// a C string). Freed pages go back to the system after 100 ms instead of 10 s: `qbench proxy`
-/// and `serve` are network services whose memory a peer drives up and down, and with the
-/// default decay a proxy held by a never-reading h3 client grew by 60 MB where glibc grew by
-/// 37 (its test's bound is 64 MiB); with these, 35-46. A small request costs the client the
-/// same.
-#[cfg(feature = "jemalloc")]
-#[allow(non_upper_case_globals)]
-#[export_name = "_rjem_malloc_conf"]
-pub static malloc_conf: &u8 = &b"dirty_decay_ms:100,muzzy_decay_ms:0\0"[0];
+qbench_stack::jemalloc!();
 
 use clap::{CommandFactory, Parser};
 use qbench::commands::run::benchmark;

@@ -1,3 +1,7 @@
+// See the `jemalloc` feature in Cargo.toml for why.
+#[cfg(feature = "jemalloc")]
+qbench_stack::jemalloc!();
+
 use anyhow::Context;
 use clap::Parser;
 use qbench_server::cli::Cli;
