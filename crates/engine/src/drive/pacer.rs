@@ -104,7 +104,7 @@ impl Pacer {
                 start: p.start,
                 warm_end: p.warm_end,
                 next: 0,
-                share: Some((p.route, p.lane)),
+                share: (p.route, p.lane),
             },
             until,
             woke: None,
@@ -178,13 +178,13 @@ impl Pacer {
 }
 
 /// The schedule laid on the run clock, the index of its next request, and the lane whose
-/// share it yields (all of it without one).
+/// share it yields (a run on one lane: `Route { conns: 1, lanes: 1 }` and lane 0).
 struct Plan {
     schedule: Schedule,
     start: Duration,
     warm_end: Duration,
     next: u64,
-    share: Option<(Route, usize)>,
+    share: (Route, usize),
 }
 
 impl Plan {
@@ -193,7 +193,8 @@ impl Plan {
             let at = self.start.checked_add(self.schedule.next()?)?;
             let j = self.next;
             self.next += 1;
-            if self.share.is_none_or(|(r, lane)| r.lane(j) == lane) {
+            let (route, lane) = self.share;
+            if route.lane(j) == lane {
                 return Some(Due { j, at });
             }
         }
@@ -229,10 +230,8 @@ impl Plan {
             .schedule
             .skip_to(to.saturating_sub(self.start).as_secs_f64());
         self.next = self.next.saturating_add(skipped);
-        match self.share {
-            Some((r, lane)) => r.count(lane, from, skipped),
-            None => skipped,
-        }
+        let (route, lane) = self.share;
+        route.count(lane, from, skipped)
     }
 }
 
@@ -248,7 +247,7 @@ mod tests {
             start: Duration::from_millis(start_ms),
             warm_end: Duration::from_millis(warm_ms),
             next: 0,
-            share: None,
+            share: (Route { conns: 1, lanes: 1 }, 0),
         }
     }
 
@@ -305,7 +304,7 @@ mod tests {
             start: Duration::ZERO,
             warm_end: Duration::from_millis(warm_ms),
             next: 0,
-            share: Some((route, lane)),
+            share: (route, lane),
         }
     }
 
