@@ -17,6 +17,11 @@ pub struct ConnId(usize);
 pub struct ObjectOutcome {
     /// Open loop: when the request was due. Latency counts from here, whatever delayed it.
     pub intended: Option<Duration>,
+    /// When the client took the request up, before any wait for a stream or its connection;
+    /// `None`: at `sent`. An open loop's start lag up to here is the client's own; from here
+    /// to `sent` the connection held the request (a server's stream limit, an h1 connection
+    /// busy with another request).
+    pub began: Option<Duration>,
     /// Request sent.
     pub sent: Duration,
     /// Response headers received.
@@ -256,7 +261,13 @@ impl Recorder {
                 iv.warmup += 1;
                 return;
             }
-            l.sent(o.intended, o.sent, o.done, o.error.is_none());
+            l.sent(
+                o.intended,
+                o.began.unwrap_or(o.sent),
+                o.sent,
+                o.done,
+                o.error.is_none(),
+            );
         }
         self.first_request = Some(self.first_request.map_or(o.sent, |f| f.min(o.sent)));
         self.payload_bytes = self.payload_bytes.saturating_add(o.body_bytes);
@@ -367,6 +378,7 @@ mod tests {
     fn ok(sent: u64, headers: u64, done: u64, bytes: u64) -> ObjectOutcome {
         ObjectOutcome {
             intended: None,
+            began: None,
             sent: ms(sent),
             headers: Some(ms(headers)),
             done: ms(done),
@@ -416,6 +428,7 @@ mod tests {
         r.object(ok(1, 2, 3, 10));
         r.object(ObjectOutcome {
             intended: None,
+            began: None,
             sent: ms(1),
             headers: Some(ms(2)),
             done: ms(4),
@@ -467,6 +480,36 @@ mod tests {
         let rep = r.finish(ms(2000));
         assert_eq!(rep.objects.completed, 1);
         assert_eq!(rep.load.unwrap().warmup_requests, 1);
+    }
+
+    /// Due at 0, taken up at 3 ms, sent at 10 ms: the start lag is 10 ms and the client's
+    /// own 3 ms, both late; taken up at 1 ms, only the start lag is late.
+    #[test]
+    fn the_clients_part_of_the_start_lag_ends_where_it_took_the_request_up() {
+        let mut r = Recorder::new(0, 0, ms(0));
+        r.hold(Duration::MAX, ms(1000), Some(100.0));
+        r.measure_from(ms(0));
+        for began in [3, 1] {
+            r.object(ObjectOutcome {
+                intended: Some(ms(0)),
+                began: Some(ms(began)),
+                ..ok(10, 12, 20, 100)
+            });
+        }
+        let l = r.finish(ms(20)).load.unwrap();
+        assert_eq!((l.late, l.client_late), (2, 1));
+        let (all, own) = (l.lag.unwrap().summary, l.client_lag.unwrap().summary);
+        // At 3 significant digits a maximum reads as the highest equivalent value.
+        let near =
+            |v: Option<u64>, want: u64| v.is_some_and(|v| (want..=want + want / 100).contains(&v));
+        assert!(
+            near(all.min_us, 10_000) && near(all.max_us, 10_000),
+            "{all:?}"
+        );
+        assert!(
+            near(own.min_us, 1_000) && near(own.max_us, 3_000),
+            "{own:?}"
+        );
     }
 
     #[test]

@@ -270,3 +270,50 @@ fn an_open_loop_past_capacity_ends_at_its_duration() {
     );
     assert!(r.stderr.contains("past its capacity"), "{}", r.stderr);
 }
+
+/// One HTTP/1.1 connection over a 10 Mbit/s link, 10 KB due every 5 ms: each response takes
+/// about 8 ms, so the requests queue behind the connection and start ever later, while the
+/// client takes each up on time. The wait is the connection's: it shows in the start lag
+/// and in its own line, and the client is not called the limit.
+#[test]
+fn requests_held_by_the_connection_are_not_the_clients_lag() {
+    common::needs::require!(common::needs::Need::Link);
+    let r = qbench(&[
+        "--proto",
+        "h1",
+        "--objects",
+        "1x10KB",
+        "--connections",
+        "1",
+        "--rate",
+        "200",
+        "--duration",
+        "2s",
+        "--warmup",
+        "0s",
+        "--link",
+        "rate=10mbit",
+        "--no-telemetry",
+    ]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let run = run0(r.json.as_ref().unwrap());
+    let load = &run["load"];
+    let (late, own_late) = (
+        load["late"].as_u64().unwrap(),
+        load["client_late"].as_u64().unwrap(),
+    );
+    let sent = load["sent"].as_u64().unwrap();
+    assert!(late > sent / 2, "{late} of {sent} late: {}", r.stderr);
+    assert!(own_late * 100 <= sent, "{own_late} of {sent} taken up late");
+    let p99 = |h: &Value| h["p99_us"].as_u64().unwrap();
+    assert!(p99(&load["lag"]) > 100_000, "{}", load["lag"]);
+    assert!(p99(&load["client_lag"]) < 2_000, "{}", load["client_lag"]);
+    let verdict = run["client"]["saturated"].as_str().unwrap_or("");
+    assert!(!verdict.contains("taken up"), "{verdict}");
+    assert!(
+        r.stderr
+            .contains("the rest waited for a stream or the connection"),
+        "{}",
+        r.stderr
+    );
+}

@@ -56,6 +56,16 @@ pub struct LoadReport {
     pub dropped_late: u64,
     /// Open loop: actual send minus intended start, of every request sent.
     pub lag: Option<HistogramExport>,
+    /// Open loop: the client's own part of `lag`, from the intended start to when the client
+    /// took the request up, before any wait for a stream or its connection. Where `lag` is
+    /// far above it, the connections held the requests (the server's stream limit), not the
+    /// client. Absent from reports written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_lag: Option<HistogramExport>,
+    /// Open loop: requests the client itself took up more than 2 ms (`LATE_AFTER`) after
+    /// their intended start (of `late`).
+    #[serde(default)]
+    pub client_late: u64,
     /// Open loop: actual send -> last byte. The run's `object_latency` is measured from the
     /// intended start instead, so that a stall shows up in it (no coordinated omission).
     pub service_time: Option<HistogramExport>,
@@ -155,6 +165,8 @@ pub(crate) struct LoadAcc {
     pub(crate) dropped: u64,
     pub(crate) dropped_late: u64,
     pub(crate) lag: LatencyHistogram,
+    pub(crate) client_late: u64,
+    pub(crate) client_lag: LatencyHistogram,
     pub(crate) service: LatencyHistogram,
 }
 
@@ -175,6 +187,8 @@ impl LoadAcc {
             dropped: 0,
             dropped_late: 0,
             lag: LatencyHistogram::new(),
+            client_late: 0,
+            client_lag: LatencyHistogram::new(),
             service: LatencyHistogram::new(),
         }
     }
@@ -197,6 +211,7 @@ impl LoadAcc {
     pub(crate) fn sent(
         &mut self,
         intended: Option<Duration>,
+        began: Duration,
         sent: Duration,
         done: Duration,
         ok: bool,
@@ -207,6 +222,12 @@ impl LoadAcc {
             self.lag.record(lag);
             if lag > LATE_AFTER {
                 self.late += 1;
+            }
+            // Taken up no later than sent: a clock read before another.
+            let own = began.min(sent).saturating_sub(i);
+            self.client_lag.record(own);
+            if own > LATE_AFTER {
+                self.client_late += 1;
             }
             if ok {
                 self.service.record(done.saturating_sub(sent));
@@ -238,6 +259,8 @@ impl LoadAcc {
             dropped: self.dropped,
             dropped_late: self.dropped_late,
             lag: open.then(|| HistogramExport::from(&self.lag)),
+            client_lag: open.then(|| HistogramExport::from(&self.client_lag)),
+            client_late: self.client_late,
             service_time: open.then(|| HistogramExport::from(&self.service)),
         }
     }
@@ -253,6 +276,11 @@ pub struct LoadSummary {
     #[serde(default)]
     pub dropped_late: u64,
     pub lag: Option<HistogramExport>,
+    /// The client's own part of `lag` (`LoadReport::client_lag`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_lag: Option<HistogramExport>,
+    #[serde(default)]
+    pub client_late: u64,
     pub service_time: Option<HistogramExport>,
 }
 
@@ -282,6 +310,8 @@ impl LoadSummary {
             dropped: all.iter().map(|l| l.dropped).sum(),
             dropped_late: all.iter().map(|l| l.dropped_late).sum(),
             lag: merge(&|l| l.lag.as_ref())?,
+            client_lag: merge(&|l| l.client_lag.as_ref())?,
+            client_late: all.iter().map(|l| l.client_late).sum(),
             service_time: merge(&|l| l.service_time.as_ref())?,
         }))
     }

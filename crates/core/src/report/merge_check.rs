@@ -58,12 +58,20 @@ fn load(file: &str, at: &str, l: &LoadReport) -> Result<(), InputError> {
         Some(l.window_start_us),
     )?;
     histogram(file, &format!("{at}.lag"), l.lag.as_ref())?;
+    histogram(file, &format!("{at}.client_lag"), l.client_lag.as_ref())?;
     histogram(file, &format!("{at}.service_time"), l.service_time.as_ref())?;
     if l.dropped_late > l.dropped {
         return Err(err(
             file,
             format!("{at}.dropped_late"),
             "is more than `dropped`",
+        ));
+    }
+    if l.client_late > l.late {
+        return Err(err(
+            file,
+            format!("{at}.client_late"),
+            "is more than `late`",
         ));
     }
     Ok(())

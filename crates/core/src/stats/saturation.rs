@@ -30,11 +30,13 @@ pub fn past_capacity(dropped_late: u64, due: u64, runs: u64) -> bool {
         && dropped_late as f64 > LATE_SHARE_LIMIT * due as f64
 }
 
-/// An open loop's start lag over a run.
+/// An open loop's start lag over a run, as far as it is the client's: from each request's
+/// intended start to when the client took it up, before any wait for a stream or its
+/// connection (a server's stream limit is not the client's).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StartLag {
     pub p99_us: Option<u64>,
-    /// Requests started more than `LATE_AFTER` late, of `sent`.
+    /// Requests taken up more than `LATE_AFTER` late, of `sent`.
     pub late: u64,
     pub sent: u64,
 }
@@ -81,7 +83,7 @@ impl ClientLoad {
         }
         if let Some(p99) = start_lag_p99_us.filter(|&v| v > LAG_LIMIT_US) {
             why.push(format!(
-                "requests started {:.1} ms late (p99)",
+                "requests taken up {:.1} ms late (p99)",
                 p99 as f64 / 1e3
             ));
         }
@@ -89,7 +91,7 @@ impl ClientLoad {
             let share = s.late as f64 / s.sent as f64;
             if share > LATE_SHARE_LIMIT {
                 why.push(format!(
-                    "{} of {} requests ({:.1}%) started more than {} ms late",
+                    "{} of {} requests ({:.1}%) taken up more than {} ms late",
                     s.late,
                     s.sent,
                     share * 100.0,
@@ -143,7 +145,7 @@ mod tests {
         let late = ClientLoad::judge(vec![thread("qbench", 0.5)], lag(25), start(50_000, 0, 0));
         let why = late.saturated.unwrap();
         assert!(why.contains("runtime timers 25.0 ms late"), "{why}");
-        assert!(why.contains("requests started 50.0 ms late"), "{why}");
+        assert!(why.contains("requests taken up 50.0 ms late"), "{why}");
     }
 
     /// A few drops at a window's end are no saturation, at any load; many are, in proportion
@@ -179,7 +181,7 @@ mod tests {
         };
         assert_eq!(
             at(2_483).as_deref(),
-            Some("2483 of 20000 requests (12.4%) started more than 2 ms late")
+            Some("2483 of 20000 requests (12.4%) taken up more than 2 ms late")
         );
         assert_eq!(at(200), None);
         assert_eq!(at(201).map(|w| w.contains("(1.0%)")), Some(true));

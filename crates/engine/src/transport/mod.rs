@@ -353,6 +353,8 @@ pub fn body_bytes_received() -> u64 {
 pub(crate) struct Progress<'a> {
     clock: &'a Clock,
     req: &'a ObjectReq,
+    /// When the fetch began: the client took the request up.
+    began: Duration,
     sent: Duration,
     sent_once: bool,
     headers: Option<Duration>,
@@ -426,10 +428,12 @@ impl Sink for Progress<'_> {
 
 impl<'a> Progress<'a> {
     pub(crate) fn start(clock: &'a Clock, req: &'a ObjectReq) -> Self {
+        let now = clock.now();
         Progress {
             clock,
             req,
-            sent: clock.now(),
+            began: now,
+            sent: now,
             sent_once: false,
             headers: None,
             content_length: None,
@@ -486,6 +490,7 @@ impl<'a> Progress<'a> {
     fn outcome_at(&self, done: Duration, err: Option<FetchError>) -> ObjectOutcome {
         ObjectOutcome {
             intended: None,
+            began: Some(self.began),
             sent: self.sent,
             headers: self.headers,
             done,

@@ -29,6 +29,7 @@ pub(in crate::export) fn round(index: u32, bytes: u64, secs: f64, cpu_s: Option<
     let done = Duration::from_secs_f64(secs);
     r.object(ObjectOutcome {
         intended: None,
+        began: None,
         sent: Duration::ZERO,
         headers: Some(done / 2),
         done,

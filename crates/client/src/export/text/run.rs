@@ -146,9 +146,31 @@ fn load_lines(
             ),
         );
     }
+    if let Some(w) = waited(l) {
+        line("waited", w);
+    }
     if let Some(service) = &l.service_time {
         line("service time", hist_line(service));
     }
+}
+
+/// The part of the start lag after the client took the requests up, when it is more than
+/// the 2 ms that make a request late and the client kept to its schedule: the connections
+/// held the requests. A client itself late may have held them too, busy elsewhere.
+pub(super) fn waited(l: &LoadSummary) -> Option<String> {
+    let p99 = |h: Option<&HistogramExport>| h.and_then(|h| h.summary.p99_us);
+    let (all, own) = (p99(l.lag.as_ref())?, p99(l.client_lag.as_ref())?);
+    let late = qbench_core::spec::load::LATE_AFTER.as_micros() as u64;
+    (own <= late && all.saturating_sub(own) > late).then(|| {
+        format!(
+            "start lag p99 {}, of which the client's own p99 {} ({} taken up late): the rest \
+             waited for a stream or the connection (the link's or the server's limit, not \
+             the client's)",
+            dur_us(all as f64),
+            dur_us(own as f64),
+            count(l.client_late)
+        )
+    })
 }
 
 /// The busiest client thread over the runs, and a warning for each run the client may have

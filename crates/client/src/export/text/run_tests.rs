@@ -132,6 +132,7 @@ fn a_third_party_run_has_no_streams_line() {
     // As a third-party client's objects are: on no stream qbench knows of.
     r.object(qbench_core::ObjectOutcome {
         intended: None,
+        began: None,
         sent: Duration::from_millis(2),
         headers: Some(Duration::from_millis(5)),
         done: Duration::from_millis(10),
@@ -300,4 +301,39 @@ fn the_kernel_drops_line_names_only_what_is_not_zero() {
         "  kernel drops   2 packets dropped by interfaces (0 receiving, 2 sending) (the host's, \
          every program's)"
     );
+}
+
+/// An open loop's start lag: `all` us for every request, `own` us of it the client's.
+fn lagged(all: u64, own: u64) -> qbench_core::report::load::LoadSummary {
+    let h = |us: u64| {
+        let mut h = LatencyHistogram::new();
+        h.record(Duration::from_micros(us));
+        Some(HistogramExport::from(&h))
+    };
+    qbench_core::report::load::LoadSummary {
+        achieved_rate: qbench_core::Stats::of(&[1000.0]),
+        completed_rate: qbench_core::Stats::of(&[1000.0]),
+        late: 1,
+        dropped: 0,
+        dropped_late: 0,
+        lag: h(all),
+        client_lag: h(own),
+        client_late: u64::from(own > 2000),
+        service_time: h(1000),
+    }
+}
+
+/// A start lag the connections added after the client took the requests up on time is said
+/// apart; one the client itself was late for, or under 2 ms more, is not.
+#[test]
+fn a_wait_for_the_connection_is_said_apart_from_the_clients_lag() {
+    let w = super::run::waited(&lagged(1_700_000, 1_000)).expect("a wait");
+    assert!(w.starts_with("start lag p99 1.7"), "{w}");
+    assert!(
+        w.contains("the client's own p99 1.00 ms (0 taken up late)"),
+        "{w}"
+    );
+    assert_eq!(super::run::waited(&lagged(1_700_000, 900_000)), None);
+    assert_eq!(super::run::waited(&lagged(2_400, 500)), None);
+    assert!(super::run::waited(&lagged(3_100, 0)).is_some());
 }

@@ -78,6 +78,10 @@ impl<'a> Parts<'a> {
         let window = end - start;
         let last = self.latest(|r| r.last_byte_us).unwrap_or(0);
         let sent = loads.iter().map(|(l, _)| l.sent).sum();
+        // One histogram of every shard's load, merged.
+        let each = |f: fn(&LoadReport) -> Option<&HistogramExport>| {
+            merged_opt(&loads.iter().map(|(l, _)| f(l)).collect::<Vec<_>>())
+        };
         let target: Vec<f64> = loads.iter().filter_map(|(l, _)| l.target_rate).collect();
         Ok(Some(LoadReport {
             mode: first.mode,
@@ -91,18 +95,10 @@ impl<'a> Parts<'a> {
             late: loads.iter().map(|(l, _)| l.late).sum(),
             dropped: loads.iter().map(|(l, _)| l.dropped).sum(),
             dropped_late: loads.iter().map(|(l, _)| l.dropped_late).sum(),
-            lag: merged_opt(
-                &loads
-                    .iter()
-                    .map(|(l, _)| l.lag.as_ref())
-                    .collect::<Vec<_>>(),
-            )?,
-            service_time: merged_opt(
-                &loads
-                    .iter()
-                    .map(|(l, _)| l.service_time.as_ref())
-                    .collect::<Vec<_>>(),
-            )?,
+            lag: each(|l| l.lag.as_ref())?,
+            client_lag: each(|l| l.client_lag.as_ref())?,
+            client_late: loads.iter().map(|(l, _)| l.client_late).sum(),
+            service_time: each(|l| l.service_time.as_ref())?,
         }))
     }
 

@@ -61,6 +61,7 @@ pub(crate) fn run(lat: &[u64], started: u64, fail: usize) -> RunReport {
         let sent = 10 + k as u64;
         r.object(ObjectOutcome {
             intended: None,
+            began: None,
             sent: us(sent),
             headers: Some(us(sent + l / 2)),
             done: us(sent + l),
@@ -73,6 +74,7 @@ pub(crate) fn run(lat: &[u64], started: u64, fail: usize) -> RunReport {
     for _ in 0..fail {
         r.object(ObjectOutcome {
             intended: None,
+            began: None,
             sent: us(10),
             headers: None,
             done: us(20),

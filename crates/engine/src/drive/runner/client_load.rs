@@ -33,11 +33,13 @@ impl ClientWatch {
     /// The client's load since `start`; a held load's start lag in `report` counts too.
     pub(super) fn judge(&self, report: &RunReport) -> ClientLoad {
         let loads = thread_loads(&self.threads, &client_threads(), self.wall.elapsed());
-        // Closed loops have no intended start: no lag and nothing late.
+        // Closed loops have no intended start: no lag and nothing late. Of an open loop's
+        // start lag, only the part before the client took a request up is the client's: a
+        // request that then waited for a stream waited for the server's limit.
         let start = report.load.as_ref().and_then(|l| {
-            l.lag.as_ref().map(|h| StartLag {
+            l.client_lag.as_ref().map(|h| StartLag {
                 p99_us: h.summary.p99_us,
-                late: l.late,
+                late: l.client_late,
                 sent: l.sent,
             })
         });

@@ -322,6 +322,7 @@ impl Pass<'_> {
         for o in &r.objects {
             let mut out = ObjectOutcome {
                 intended: None,
+                began: None,
                 sent: o.sent,
                 headers: o.headers,
                 done: o.done.max(o.sent),
@@ -358,6 +359,7 @@ impl Pass<'_> {
             self.placed.unverified += 1;
             rec.object(ObjectOutcome {
                 intended: None,
+                began: None,
                 sent: end,
                 headers: None,
                 done: end,
@@ -483,6 +485,7 @@ fn server_object(
         });
         return ObjectOutcome {
             intended: None,
+            began: None,
             sent: end,
             headers: None,
             done: end,
@@ -517,6 +520,7 @@ fn server_object(
     }
     ObjectOutcome {
         intended: None,
+        began: None,
         sent,
         headers: q.head.map(|h| clock.offset_of(h)),
         done,
