@@ -59,7 +59,8 @@ pub struct LoadReport {
     /// Open loop: the client's own part of `lag`, from the intended start to when the client
     /// took the request up, before any wait for a stream or its connection. Where `lag` is
     /// far above it, the connections held the requests (the server's stream limit), not the
-    /// client. Absent from reports written before it was recorded.
+    /// client. Absent from reports written before it was recorded, and from a merge of
+    /// shards any of which is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_lag: Option<HistogramExport>,
     /// Open loop: requests the client itself took up more than 2 ms (`LATE_AFTER`) after

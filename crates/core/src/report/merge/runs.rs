@@ -78,6 +78,11 @@ impl<'a> Parts<'a> {
         let window = end - start;
         let last = self.latest(|r| r.last_byte_us).unwrap_or(0);
         let sent = loads.iter().map(|(l, _)| l.sent).sum();
+        // A shard from before the start lag was split has no client lag: the others' would
+        // pass for them all.
+        let split = loads
+            .iter()
+            .all(|(l, _)| l.client_lag.is_some() == l.lag.is_some());
         // One histogram of every shard's load, merged.
         let each = |f: fn(&LoadReport) -> Option<&HistogramExport>| {
             merged_opt(&loads.iter().map(|(l, _)| f(l)).collect::<Vec<_>>())
@@ -96,8 +101,14 @@ impl<'a> Parts<'a> {
             dropped: loads.iter().map(|(l, _)| l.dropped).sum(),
             dropped_late: loads.iter().map(|(l, _)| l.dropped_late).sum(),
             lag: each(|l| l.lag.as_ref())?,
-            client_lag: each(|l| l.client_lag.as_ref())?,
-            client_late: loads.iter().map(|(l, _)| l.client_late).sum(),
+            client_lag: match split {
+                true => each(|l| l.client_lag.as_ref())?,
+                false => None,
+            },
+            client_late: match split {
+                true => loads.iter().map(|(l, _)| l.client_late).sum(),
+                false => 0,
+            },
             service_time: each(|l| l.service_time.as_ref())?,
         }))
     }

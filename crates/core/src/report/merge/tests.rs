@@ -382,3 +382,39 @@ fn net_counters_add_up_over_the_shards() {
         (11, Some(0))
     );
 }
+
+/// A shard from before the start lag was split (no client lag) merged with one after: the
+/// merged client lag would cover some shards' requests and pass for all of them, so the merge
+/// has none.
+#[test]
+fn a_client_lag_missing_from_a_shard_is_missing_from_the_merge() {
+    let lat = latencies(10, 7);
+    let held = |i: u32| {
+        let mut s = shard_report(i, 2, &lat, 0);
+        let mut r = Recorder::new(0, 1, Duration::ZERO);
+        r.hold(Duration::MAX, us(1000), Some(1000.0));
+        r.measure_from(Duration::ZERO);
+        r.object(ObjectOutcome {
+            intended: Some(us(0)),
+            began: Some(us(1)),
+            sent: us(2),
+            headers: Some(us(3)),
+            done: us(4),
+            body_bytes: 1000,
+            error: None,
+            status: Some(200),
+            stream: None,
+        });
+        s.1.runs[0].load = r.finish(us(5)).load;
+        s
+    };
+    let m = merge(&[held(0), held(1)], tool(), vec![]).unwrap();
+    let l = m.runs[0].load.as_ref().unwrap();
+    assert_eq!(l.client_lag.as_ref().unwrap().summary.count, 2);
+    let mut old = held(0);
+    old.1.runs[0].load.as_mut().unwrap().client_lag = None;
+    let m = merge(&[old, held(1)], tool(), vec![]).unwrap();
+    let l = m.runs[0].load.as_ref().unwrap();
+    assert_eq!(l.lag.as_ref().unwrap().summary.count, 2);
+    assert_eq!((l.client_lag.is_none(), l.client_late), (true, 0));
+}
