@@ -383,38 +383,55 @@ fn net_counters_add_up_over_the_shards() {
     );
 }
 
+/// Shard `i` of 2 with an open loop's one request: due at 0, taken up at 1 us, sent at 2.
+fn held_shard(i: u32) -> (String, Report) {
+    let mut s = shard_report(i, 2, &latencies(10, 7), 0);
+    let mut r = Recorder::new(0, 1, Duration::ZERO);
+    r.hold(Duration::MAX, us(1000), Some(1000.0));
+    r.measure_from(Duration::ZERO);
+    r.object(ObjectOutcome {
+        intended: Some(us(0)),
+        began: Some(us(1)),
+        sent: us(2),
+        headers: Some(us(3)),
+        done: us(4),
+        body_bytes: 1000,
+        error: None,
+        status: Some(200),
+        stream: None,
+    });
+    s.1.runs[0].load = r.finish(us(5)).load;
+    s
+}
+
 /// A shard from before the start lag was split (no client lag) merged with one after: the
 /// merged client lag would cover some shards' requests and pass for all of them, so the merge
 /// has none.
 #[test]
 fn a_client_lag_missing_from_a_shard_is_missing_from_the_merge() {
-    let lat = latencies(10, 7);
-    let held = |i: u32| {
-        let mut s = shard_report(i, 2, &lat, 0);
-        let mut r = Recorder::new(0, 1, Duration::ZERO);
-        r.hold(Duration::MAX, us(1000), Some(1000.0));
-        r.measure_from(Duration::ZERO);
-        r.object(ObjectOutcome {
-            intended: Some(us(0)),
-            began: Some(us(1)),
-            sent: us(2),
-            headers: Some(us(3)),
-            done: us(4),
-            body_bytes: 1000,
-            error: None,
-            status: Some(200),
-            stream: None,
-        });
-        s.1.runs[0].load = r.finish(us(5)).load;
-        s
-    };
-    let m = merge(&[held(0), held(1)], tool(), vec![]).unwrap();
+    let m = merge(&[held_shard(0), held_shard(1)], tool(), vec![]).unwrap();
     let l = m.runs[0].load.as_ref().unwrap();
     assert_eq!(l.client_lag.as_ref().unwrap().summary.count, 2);
-    let mut old = held(0);
+    let mut old = held_shard(0);
     old.1.runs[0].load.as_mut().unwrap().client_lag = None;
-    let m = merge(&[old, held(1)], tool(), vec![]).unwrap();
+    let m = merge(&[old, held_shard(1)], tool(), vec![]).unwrap();
     let l = m.runs[0].load.as_ref().unwrap();
     assert_eq!(l.lag.as_ref().unwrap().summary.count, 2);
     assert_eq!((l.client_lag.is_none(), l.client_late), (true, 0));
+}
+
+/// The client's late requests are some of the late ones: a shard that says more is refused,
+/// naming the file and the field.
+#[test]
+fn a_shard_with_more_client_late_than_late_is_refused() {
+    let mut b = held_shard(1);
+    let load = b.1.runs[0].load.as_mut().unwrap();
+    load.client_late = load.late + 1;
+    let e = merge(&[held_shard(0), b], tool(), vec![])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "shard-1.json: `runs[0].load.client_late` is more than `late`"
+    );
 }

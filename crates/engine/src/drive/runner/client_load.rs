@@ -35,7 +35,8 @@ impl ClientWatch {
         let loads = thread_loads(&self.threads, &client_threads(), self.wall.elapsed());
         // Closed loops have no intended start: no lag and nothing late. Of an open loop's
         // start lag, only the part before the client took a request up is the client's: a
-        // request that then waited for a stream waited for the server's limit.
+        // request that then waited for a stream or its connection waited for the link's or
+        // the server's limit.
         let start = report.load.as_ref().and_then(|l| {
             l.client_lag.as_ref().map(|h| StartLag {
                 p99_us: h.summary.p99_us,
