@@ -198,10 +198,15 @@ def fetch_one(page, url, args, failures, conns):
 
 def run(args, tmp):
     from playwright.sync_api import sync_playwright, Error as PwError
-    # The server sends no Alt-Svc, hence QUIC forced on for the origin.
+    # The server sends no Alt-Svc, hence QUIC forced on for the origin. Port migration on a
+    # "degrading path" is off: a server busy for a few PTOs (loopback, a shaped link) reads to
+    # Chromium as a failing path, and a connection with no request open is then closed, not
+    # migrated, so the next load opens another and --reuse is not kept.
     flags = ["--no-sandbox", "--no-proxy-server",
              "--ignore-certificate-errors-spki-list=" + ",".join(args.spki)] + (
-        ["--enable-quic", f"--origin-to-force-quic-on={args.hostport}"]
+        ["--enable-quic", f"--origin-to-force-quic-on={args.hostport}",
+         "--force-fieldtrials=QUIC/Enabled",
+         "--force-fieldtrial-params=QUIC.Enabled:allow_port_migration/false"]
         if args.proto == "h3" else ["--disable-quic"])
     # Network prediction preconnects to the origin when a navigation starts; a fetch then
     # takes that idle socket and Resource Timing shows connectStart == connectEnd for a new
