@@ -11,11 +11,12 @@ use qbench_core::spec::load::{Load, Schedule};
 use qbench_core::Recorder;
 use tokio::task::JoinSet;
 
-use crate::drive::fetch::{fetch_one, lock};
+use crate::drive::lock;
 use crate::drive::pacer::{Due, Paced, Pacer, Pacing, Route};
 use crate::drive::requests::Requests;
 use crate::drive::until::Until;
 use crate::measure::clock::Clock;
+use crate::transport::fetch;
 use crate::transport::pinned::Pinned;
 use crate::transport::verify::DigestBook;
 use crate::transport::{Conn, ObjectReq};
@@ -170,7 +171,7 @@ impl OpenLoop {
         tasks.spawn(async move {
             let ci = (j % o.conns.len() as u64) as usize;
             let clock = o.until.clock;
-            let mut outcome = fetch_one(o.conns[ci].as_ref(), &clock, &req, &o.book).await;
+            let mut outcome = fetch(o.conns[ci].as_ref(), &clock, &req, &o.book).await;
             outcome.intended = Some(at);
             o.in_flight.fetch_sub(1, Ordering::Relaxed);
             if let Some(l) = &o.log {

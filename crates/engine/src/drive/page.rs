@@ -16,8 +16,9 @@ use qbench_core::report::page::{LevelRecord, PageReport, PageSpec};
 use qbench_core::{HandshakeInfo, ObjectOutcome};
 
 use crate::drive::app::AppRun;
-use crate::drive::fetch::{fetch_one, lock};
+use crate::drive::lock;
 use crate::observe::Observer;
+use crate::transport::fetch;
 use crate::transport::{Conn, Connected, FetchError, Transport};
 
 /// Connections a browser opens per origin over HTTP/1.1 (Chrome's and Firefox's limit).
@@ -379,7 +380,7 @@ fn start_what_can<'b>(
         let req = s.run.request(profile.objects[object].size);
         sent[object] = Some(s.run.clock.now());
         pending.push(Box::pin(async move {
-            let outcome = fetch_one(conn.as_ref(), &s.run.clock, &req, s.run.book).await;
+            let outcome = fetch(conn.as_ref(), &s.run.clock, &req, s.run.book).await;
             if let Some(l) = s.run.log {
                 l.line(oi as u64, &req.uri, &outcome);
             }

@@ -83,7 +83,7 @@ impl LogTo {
             field(out, o.headers.map(|h| h.saturating_sub(o.sent).as_micros()))?;
             write!(out, "{}\t{}\t", us(o.done), o.body_bytes)?;
             field(out, o.status)?;
-            field(out, o.error.as_ref().map(|(k, _)| k))?;
+            field(out, o.error.as_deref().map(|(k, _)| k))?;
             writeln!(out, "{url}")
         })();
         if let Err(e) = written {

@@ -5,8 +5,9 @@
 use qbench_core::video::{Next, Player, VideoReport, VideoSpec};
 
 use crate::drive::app::AppRun;
-use crate::drive::fetch::{fetch_one, lock};
+use crate::drive::lock;
 use crate::observe::Observer;
+use crate::transport::fetch;
 use crate::transport::Conn;
 
 /// Plays `spec` over `conn` until the video is downloaded, a segment fails or the watch
@@ -30,15 +31,15 @@ pub(crate) async fn play(
             Next::Wait(at) => tokio::time::sleep_until(clock.at(at)).await,
             Next::Fetch { bytes, .. } => {
                 let req = s.request(bytes);
-                let fetch = fetch_one(conn, &clock, &req, s.book);
+                let fetching = fetch(conn, &clock, &req, s.book);
                 let outcome = match watch_end {
                     Some(end) => tokio::select! {
                         // A segment that lands as the watch time ends is counted.
                         biased;
-                        o = fetch => Some(o),
+                        o = fetching => Some(o),
                         () = tokio::time::sleep_until(clock.at(end)) => None,
                     },
-                    None => Some(fetch.await),
+                    None => Some(fetching.await),
                 };
                 let Some(outcome) = outcome else {
                     abandoned = true;

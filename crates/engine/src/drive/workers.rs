@@ -8,10 +8,11 @@ use crate::observe::{Observer, Observing};
 use qbench_core::Recorder;
 use tokio::task::JoinSet;
 
-use crate::drive::fetch::{fetch_one, lock};
+use crate::drive::lock;
 use crate::drive::requests::Requests;
 use crate::drive::until::Until;
 use crate::measure::clock::Clock;
+use crate::transport::fetch;
 use crate::transport::verify::DigestBook;
 use crate::transport::Conn;
 
@@ -62,7 +63,7 @@ impl Workers {
                         break;
                     };
                     w.in_flight.fetch_add(1, Ordering::Relaxed);
-                    let outcome = fetch_one(conn.as_ref(), &w.clock, &req, &w.book).await;
+                    let outcome = fetch(conn.as_ref(), &w.clock, &req, &w.book).await;
                     w.in_flight.fetch_sub(1, Ordering::Relaxed);
                     if w.until.is_none() {
                         w.progress.advanced(1);

@@ -27,7 +27,7 @@ use http::Uri;
 use qbench_core::{ErrorKind, HandshakeInfo, ObjectOutcome};
 
 use crate::measure::clock::Clock;
-use crate::transport::verify::Check;
+use crate::transport::verify::{Check, DigestBook};
 use streams::StreamFacts;
 
 /// One object to fetch.
@@ -39,12 +39,6 @@ pub(crate) struct ObjectReq {
     pub expected_len: Option<u64>,
     /// Check body content (`--verify`).
     pub verify: bool,
-}
-
-/// What a fetch produced: its measurements and, for hashed bodies, the digest.
-pub(crate) struct Fetched {
-    pub outcome: ObjectOutcome,
-    pub digest: Option<String>,
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -273,11 +267,17 @@ where
     }
 }
 
-/// Fetches one object, measuring and checking it.
-pub(crate) async fn fetch(conn: &dyn Conn, clock: &Clock, req: &ObjectReq) -> Fetched {
+/// Fetches one object, measuring and checking it; a hashed body whose digest differs from an
+/// earlier fetch of the same URL in `book` counts as a mismatch.
+pub(crate) async fn fetch(
+    conn: &dyn Conn,
+    clock: &Clock,
+    req: &ObjectReq,
+    book: &DigestBook,
+) -> ObjectOutcome {
     let mut p = Progress::start(clock, req);
     match conn.exchange(&req.uri, &mut p).await {
-        Ok(()) => p.finish(),
+        Ok(()) => p.finish(book),
         Err(e) => p.fail(e),
     }
 }
@@ -452,9 +452,8 @@ impl<'a> Progress<'a> {
     }
 
     /// The body ended: checks byte count and content, and produces the outcome.
-    pub(crate) fn finish(mut self) -> Fetched {
+    pub(crate) fn finish(mut self, book: &DigestBook) -> ObjectOutcome {
         let done = self.clock.now();
-        let mut digest = None;
         let err = match (self.expected(), self.check.take().map(Check::finish)) {
             (Some(want), _) if self.bytes < want => Some(FetchError::new(
                 ErrorKind::ShortBody,
@@ -467,24 +466,23 @@ impl<'a> Progress<'a> {
                     self.req.uri
                 ),
             )),
-            (_, Some(Ok(d))) => {
-                digest = d;
-                None
-            }
+            (_, Some(Ok(Some(d)))) => book.record(&self.req.uri.to_string(), &d).map(|prev| {
+                FetchError::new(
+                    ErrorKind::BodyMismatch,
+                    format!(
+                        "{}: sha256 {d} differs from an earlier fetch's {prev}",
+                        self.req.uri
+                    ),
+                )
+            }),
             _ => None,
         };
-        Fetched {
-            outcome: self.outcome_at(done, err),
-            digest,
-        }
+        self.outcome_at(done, err)
     }
 
-    pub(crate) fn fail(self, e: FetchError) -> Fetched {
+    pub(crate) fn fail(self, e: FetchError) -> ObjectOutcome {
         let done = self.clock.now();
-        Fetched {
-            outcome: self.outcome_at(done, Some(e)),
-            digest: None,
-        }
+        self.outcome_at(done, Some(e))
     }
 
     fn outcome_at(&self, done: Duration, err: Option<FetchError>) -> ObjectOutcome {
@@ -495,7 +493,7 @@ impl<'a> Progress<'a> {
             headers: self.headers,
             done,
             body_bytes: self.bytes,
-            error: err.map(|e| (e.kind, e.message)),
+            error: err.map(|e| Box::new((e.kind, e.message))),
             status: self.status,
             stream: self.stream,
         }

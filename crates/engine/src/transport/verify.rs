@@ -122,4 +122,37 @@ mod tests {
         assert_eq!(book.record("u", "1"), None);
         assert_eq!(book.record("u", "2"), Some("1".into()));
     }
+
+    #[test]
+    fn a_body_that_changes_between_fetches_of_a_url_is_a_mismatch() {
+        use crate::measure::clock::Clock;
+        use crate::transport::{ObjectReq, Progress, Sink};
+        let (clock, book) = (Clock::start(), DigestBook::default());
+        let req = ObjectReq {
+            uri: http::Uri::from_static("https://198.18.0.2/page"),
+            expected_len: None,
+            verify: true,
+        };
+        let fetched = |body: &[u8]| {
+            let mut p = Progress::start(&clock, &req);
+            p.headers(http::StatusCode::OK, &http::HeaderMap::new())
+                .unwrap();
+            p.data(body).unwrap();
+            p.finish(&book)
+        };
+        assert_eq!(fetched(b"abc").error, None);
+        assert_eq!(fetched(b"abc").error, None);
+        let e = fetched(b"abd").error.expect("a changed body fails");
+        assert_eq!(e.0, qbench_core::ErrorKind::BodyMismatch);
+        assert!(
+            e.1.contains("differs from an earlier fetch's ba7816bf"),
+            "{}",
+            e.1
+        );
+        let seen = book.into_map();
+        assert_eq!(
+            seen["https://198.18.0.2/page"],
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
 }

@@ -79,7 +79,7 @@ pub(crate) fn run(lat: &[u64], started: u64, fail: usize) -> RunReport {
             headers: None,
             done: us(20),
             body_bytes: 0,
-            error: Some((crate::ErrorKind::Reset, "reset".into())),
+            error: Some(Box::new((crate::ErrorKind::Reset, "reset".into()))),
             status: None,
             stream: None,
         });

@@ -17,8 +17,8 @@ use qbench_core::{HandshakeInfo, Recorder, RunReport};
 use tokio::task::JoinSet;
 
 use crate::drive::app::{App, AppPlan, AppRun};
-use crate::drive::fetch::lock;
 use crate::drive::hold::{open_loop, show_time, ticker, OpenLoop};
+use crate::drive::lock;
 use crate::drive::reqlog::LogTo;
 use crate::drive::requests::Requests;
 use crate::drive::until::{Stop, Until};

@@ -327,7 +327,7 @@ impl Pass<'_> {
                 headers: o.headers,
                 done: o.done.max(o.sent),
                 body_bytes: o.bytes,
-                error: o.error.clone(),
+                error: o.error.clone().map(Box::new),
                 status: o.status,
                 stream: None,
             };
@@ -364,7 +364,7 @@ impl Pass<'_> {
                 headers: None,
                 done: end,
                 body_bytes: 0,
-                error: Some((kind, msg.clone())),
+                error: Some(Box::new((kind, msg.clone()))),
                 status: None,
                 stream: None,
             });
@@ -417,30 +417,30 @@ fn check_claim(
     match (seen, taken) {
         (Some(_), None) if !full => {
             out.body_bytes = 0;
-            out.error = Some((
+            out.error = Some(Box::new((
                 ErrorKind::Io,
                 "the client reports it fetched, but the server never saw this request".into(),
-            ));
+            )));
             return;
         }
         (_, Some(q)) if !(200..=299).contains(&q.status) => {
-            out.error = Some((
+            out.error = Some(Box::new((
                 ErrorKind::Status,
                 format!(
                     "the client reports it fetched, but the server answered status {}",
                     q.status
                 ),
-            ));
+            )));
             return;
         }
         (_, Some(q)) if !q.complete => {
-            out.error = Some((
+            out.error = Some(Box::new((
                 ErrorKind::ShortBody,
                 format!(
                     "the client reports {} bytes, but the server handed over only {}",
                     o.bytes, q.body_bytes
                 ),
-            ));
+            )));
             return;
         }
         _ => {}
@@ -451,10 +451,10 @@ fn check_claim(
             std::cmp::Ordering::Greater => ErrorKind::LongBody,
             std::cmp::Ordering::Equal => return,
         };
-        out.error = Some((
+        out.error = Some(Box::new((
             kind,
             format!("the client reports {} of {want} bytes", o.bytes),
-        ));
+        )));
     }
 }
 
@@ -490,7 +490,7 @@ fn server_object(
             headers: None,
             done: end,
             body_bytes: 0,
-            error: Some((kind, msg)),
+            error: Some(Box::new((kind, msg))),
             status: None,
             stream: None,
         };
@@ -525,7 +525,7 @@ fn server_object(
         headers: q.head.map(|h| clock.offset_of(h)),
         done,
         body_bytes: q.body_bytes,
-        error,
+        error: error.map(Box::new),
         status: Some(q.status).filter(|s| *s != 0),
         stream: None,
     }
