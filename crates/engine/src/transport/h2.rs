@@ -122,9 +122,7 @@ impl Exchange for H2Conn {
             p.sending();
             phase.set(2);
             // Built after the waits, so that it is not part of what a waiting request holds.
-            let request = http::Request::get(uri.clone())
-                .body(())
-                .map_err(|e| FetchError::from_err("building request", &e))?;
+            let request = super::get(uri);
             let (resp, _) = send.send_request(request, true).map_err(|e| failed(&e))?;
             p.stream(u64::from(resp.stream_id().as_u32()));
             phase.set(3);

@@ -337,9 +337,7 @@ impl H3Conn {
 impl Exchange for H3Conn {
     async fn request(&self, uri: &Uri, p: &mut dyn Sink) -> Result<(), FetchError> {
         let mut send = self.spare_send();
-        let request = http::Request::get(uri.clone())
-            .body(())
-            .map_err(|e| FetchError::from_err("building request", &e))?;
+        let request = super::get(uri);
         // h3 opens the stream and writes the headers in one call. The wait for stream credit
         // (the server's MAX_STREAMS) is the connection's, not the object's: no per-object
         // timeout applies to it, and the QUIC idle timeout (--timeout) ends a connection that
