@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Copies per request: calls into libc's memmove (memcpy is the same code) and the bytes they
+# move, per small-object request, for qbench's client beside its stack's floor (raw-requests),
+# over h2 and h3. Counted with a uprobe, so the figure is exact and the same on a busy
+# machine, where CPU time needs many rounds to resolve a few percent: a value that grows past
+# 128 bytes is a memcpy call at each of its moves instead of a few inline stores, and shows
+# here as a call per request per move. Needs root, perf, and libc's debug symbols (Debian's
+# libc6-dbg, installed if missing) to find the memmove that the CPU's ifunc picked.
+#
+#   bash scripts/measure/copies.sh            # REQUESTS=20000, 64 connections x 100 streams
+#   REQUESTS=50000 PROTOS=h3 bash scripts/measure/copies.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+REQUESTS=${REQUESTS:-20000}
+PROTOS=${PROTOS:-"h2 h3"}
+[ "$(id -u)" = 0 ] || { echo "copies.sh: uprobes need root" >&2; exit 2; }
+command -v perf >/dev/null || { echo "copies.sh: perf is not installed" >&2; exit 2; }
+if ! dpkg -s libc6-dbg >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libc6-dbg
+fi
+cargo build --release -q -p qbench -p qbench-server
+cargo build --release -q -p qbench-benches --bin raw-requests
+T=${CARGO_TARGET_DIR:-target}/release
+libc=$(ldconfig -p | awk '/libc\.so\.6 .*x86-64/ {print $NF; exit}')
+
+tmp=$(mktemp -d)
+server=
+probes=()
+cleanup() {
+  if [ -n "$server" ]; then
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+  fi
+  for p in "${probes[@]}"; do perf probe -q -d "probe_libc:$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# Every memmove the ifunc may pick: one of them is this CPU's (the length is the 3rd argument).
+i=0
+for v in avx512_unaligned_erms avx512_unaligned avx512_no_vzeroupper evex_unaligned_erms \
+  evex_unaligned avx_unaligned_erms avx_unaligned avx_unaligned_erms_rtm avx_unaligned_rtm \
+  sse2_unaligned_erms sse2_unaligned ssse3 erms; do
+  if perf probe -q -x "$libc" -a "qbench_copy_$i=__memmove_$v len=%dx:u64" 2>/dev/null; then
+    probes+=("qbench_copy_$i")
+    i=$((i + 1))
+  fi
+done
+[ "${#probes[@]}" -gt 0 ] || { echo "copies.sh: no memmove found in $libc" >&2; exit 1; }
+events=$(printf -- '-e probe_libc:%s ' "${probes[@]}")
+
+# The server on the second core, each client alone on the first.
+taskset -c 1 "$T/qbench-server" --listen 127.0.0.1:0 --threads 1 \
+  --cert-out "$tmp/cert.pem" 2>"$tmp/server.log" &
+server=$!
+for _ in $(seq 50); do
+  addr=$(grep -oE '127\.0\.0\.1:[0-9]+' "$tmp/server.log" | head -1 || true)
+  [ -n "$addr" ] && break
+  sleep 0.1
+done
+[ -n "$addr" ] || { echo "copies.sh: the server did not start" >&2; exit 1; }
+
+count() { # LABEL PROTO: counts the probes' hits in $tmp/perf.data
+  perf script -i "$tmp/perf.data" -F trace 2>/dev/null | awk -v n="$REQUESTS" -v who="$1" -v p="$2" '
+    { split($NF, a, "="); calls++; bytes += a[2]; if (a[2] > 128) big++ }
+    END { printf "| %s | %s | %.1f | %.1f | %.0f |\n", p, who, calls / n, big / n, bytes / n }'
+}
+
+echo "| protocol | client | memmove calls per request | of them over 128 bytes | bytes moved per request |"
+echo "| --- | --- | --- | --- | --- |"
+for p in $PROTOS; do
+  # shellcheck disable=SC2086
+  perf record -q $events -o "$tmp/perf.data" -- taskset -c 0 "$T/qbench" --proto "$p" \
+    --target "https://$addr" --ca "$tmp/cert.pem" --objects "${REQUESTS}x1KB" \
+    --connections 64 --streams 100 --client-threads 1 --no-telemetry >/dev/null 2>&1
+  count qbench "$p"
+  # shellcheck disable=SC2086
+  perf record -q $events -o "$tmp/perf.data" -- taskset -c 0 "$T/raw-requests" --proto "$p" \
+    --target "$addr" --ca "$tmp/cert.pem" --requests "$REQUESTS" --connections 64 \
+    --streams 100 --threads 1 --runs 1 >/dev/null 2>&1
+  count "raw-requests (the stack's floor)" "$p"
+done
