@@ -19,6 +19,10 @@ cargo build --release -q -p qbench
 Q=target/release/qbench
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# A signal ends bash without the EXIT trap unless it is trapped too.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
 
 for i in $(seq "$COMPARISONS"); do
   "$Q" compare --protos "$PROTO,$PROTO" --objects "$OBJECTS" --rounds "$ROUNDS" --test "$TEST" \

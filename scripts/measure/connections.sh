@@ -16,6 +16,10 @@ work=$(mktemp -d)
   --cert-out "$work/cert.pem" 2>"$work/serve.log" &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$work"' EXIT
+# A signal ends bash without the EXIT trap unless it is trapped too.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
 for _ in $(seq 100); do grep -q listening "$work/serve.log" && break; sleep 0.1; done
 target="https://$(awk '/listening/ {print $4; exit}' "$work/serve.log")"
 printf '%-6s %-12s %-8s %-14s %-10s %s\n' proto connections streams "peak RSS MiB" seconds result

@@ -35,6 +35,10 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+# A signal ends bash without the EXIT trap unless it is trapped too.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
 
 # Every memmove the ifunc may pick: one of them is this CPU's (the length is the 3rd argument).
 i=0

@@ -19,6 +19,10 @@ base=${BASE:?BASE=path of the qbench to compare with}
 rounds=${1:-5}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# A signal ends bash without the EXIT trap unless it is trapped too.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
 
 # name | qbench flags | figure (python over the parsed report `r`, one run)
 workloads=(

@@ -31,6 +31,10 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+# A signal ends bash without the EXIT trap unless it is trapped too.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
 
 median_json() { # FILE FIELD: median over runs of a run-report field
   python3 -c "import json,statistics,sys; r=json.load(open(sys.argv[1])); v=[x[sys.argv[2]] for x in r['runs'] if x[sys.argv[2]] is not None]; print(statistics.median(v))" "$1" "$2"

@@ -25,6 +25,10 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+# A signal ends bash without the EXIT trap unless it is trapped too.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
 
 # Starts `qbench serve` with ARGS on a free loopback port; sets $server and $target.
 serve() {

@@ -13,6 +13,10 @@ counts=("$@")
 [ "${#counts[@]}" -gt 0 ] || counts=(1000 10000)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# A signal ends bash without the EXIT trap unless it is trapped too.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
 
 cat >"$work/one.toml" <<'EOF'
 name = "one"

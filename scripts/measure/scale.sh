@@ -61,6 +61,10 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+# A signal ends bash without the EXIT trap unless it is trapped too.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
 
 # What each report says, as one line per run: goodput, client CPU, server CPU, client
 # voluntary switches, payload bytes, completed objects, duration.
