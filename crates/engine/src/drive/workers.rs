@@ -12,9 +12,9 @@ use crate::drive::lock;
 use crate::drive::requests::Requests;
 use crate::drive::until::Until;
 use crate::measure::clock::Clock;
-use crate::transport::fetch;
 use crate::transport::verify::DigestBook;
 use crate::transport::Conn;
+use crate::transport::{fetch, fetch_held};
 
 /// What every connection's workers share in a run.
 #[derive(Clone)]
@@ -51,6 +51,9 @@ impl Workers {
         for _ in 0..workers {
             let (w, conn, next) = (self.clone(), conn.clone(), next.clone());
             let work = async move {
+                // The connection is kept from request to request, not taken from its slot
+                // (a lock and a reference count) by each.
+                let mut held = conn.as_slot().map(|slot| (slot, slot.hold()));
                 loop {
                     let n = next.fetch_add(1, Ordering::Relaxed);
                     let i = ci.wrapping_add(n.wrapping_mul(k));
@@ -63,7 +66,10 @@ impl Workers {
                         break;
                     };
                     w.in_flight.fetch_add(1, Ordering::Relaxed);
-                    let outcome = fetch(conn.as_ref(), &w.clock, &req, &w.book).await;
+                    let outcome = match &mut held {
+                        Some((slot, held)) => fetch_held(slot, held, &w.clock, &req, &w.book).await,
+                        None => fetch(conn.as_ref(), &w.clock, &req, &w.book).await,
+                    };
                     w.in_flight.fetch_sub(1, Ordering::Relaxed);
                     if w.until.is_none() {
                         w.progress.advanced(1);

@@ -164,6 +164,12 @@ pub(crate) trait Sink: Send {
     fn stamped(&self) -> Option<tokio::time::Instant> {
         None
     }
+    /// Whether any of the response arrived: a request the server answered, even in part, is
+    /// never sent again.
+    fn answered(&self) -> bool;
+    /// The request goes again on a new connection; what the sink stamped is the first
+    /// attempt's, too early for the next one's timers.
+    fn again(&mut self) {}
 }
 
 /// A connection as the runner holds it (`Arc<dyn Conn>`).
@@ -183,6 +189,10 @@ pub(crate) trait Conn: Send + Sync {
 
     /// What replaced this connection since the last call, where the server closed it.
     fn reopens(&self) -> reopen::Reopens;
+
+    /// The slot this connection is, where it is one: a caller that makes request after
+    /// request can keep the connection and go through the slot only when it changes.
+    fn as_slot(&self) -> Option<&reopen::Reopening>;
 }
 
 /// What each HTTP version implements; `Conn` boxes its future for dynamic dispatch.
@@ -200,6 +210,10 @@ pub(crate) trait Exchange: Send + Sync {
 
     fn reopens(&self) -> reopen::Reopens {
         reopen::Reopens::default()
+    }
+
+    fn as_slot(&self) -> Option<&reopen::Reopening> {
+        None
     }
 }
 
@@ -222,6 +236,10 @@ impl<T: Exchange> Conn for T {
 
     fn reopens(&self) -> reopen::Reopens {
         Exchange::reopens(self)
+    }
+
+    fn as_slot(&self) -> Option<&reopen::Reopening> {
+        Exchange::as_slot(self)
     }
 }
 
@@ -283,11 +301,27 @@ pub(crate) async fn fetch(
     req: &ObjectReq,
     book: &DigestBook,
 ) -> ObjectOutcome {
-    let mut p = Progress::start(clock, req);
-    match conn.exchange(&req.uri, &mut p).await {
-        Ok(()) => p.finish(book),
-        Err(e) => p.fail(e),
+    if let Some(slot) = conn.as_slot() {
+        return fetch_held(slot, &mut slot.hold(), clock, req, book).await;
     }
+    let mut p = Progress::start(clock, req);
+    let result = conn.exchange(&req.uri, &mut p).await;
+    p.end(result, book)
+}
+
+/// As [`fetch`], on `held`, the connection a closed loop's worker keeps from `slot`. A
+/// slot's request is driven as part of the caller's future: through `dyn Conn` it would be
+/// a box of its own per request.
+pub(crate) async fn fetch_held(
+    slot: &reopen::Reopening,
+    held: &mut reopen::Held,
+    clock: &Clock,
+    req: &ObjectReq,
+    book: &DigestBook,
+) -> ObjectOutcome {
+    let mut p = Progress::start(clock, req);
+    let result = slot.exchange_held(held, &req.uri, &mut p).await;
+    p.end(result, book)
 }
 
 /// Collects a small response body (telemetry), refusing more than `limit` bytes.
@@ -295,10 +329,12 @@ struct Collect {
     body: Vec<u8>,
     limit: usize,
     uri: String,
+    answered: bool,
 }
 
 impl Sink for Collect {
     fn headers(&mut self, status: http::StatusCode, _: &http::HeaderMap) -> Result<(), FetchError> {
+        self.answered = true;
         if status.is_success() {
             Ok(())
         } else {
@@ -310,6 +346,7 @@ impl Sink for Collect {
     }
 
     fn data(&mut self, chunk: &[u8]) -> Result<(), FetchError> {
+        self.answered = true;
         if self.body.len() + chunk.len() > self.limit {
             return Err(FetchError::new(
                 ErrorKind::LongBody,
@@ -318,6 +355,10 @@ impl Sink for Collect {
         }
         self.body.extend_from_slice(chunk);
         Ok(())
+    }
+
+    fn answered(&self) -> bool {
+        self.answered
     }
 }
 
@@ -330,6 +371,7 @@ pub(crate) async fn get_body(
         body: Vec::new(),
         limit,
         uri: uri.to_string(),
+        answered: false,
     };
     conn.exchange(uri, &mut sink).await?;
     Ok(sink.body)
@@ -365,6 +407,8 @@ pub(crate) struct Progress<'a> {
     began: Duration,
     sent: Duration,
     sent_once: bool,
+    /// Sent again on a new connection.
+    again: bool,
     headers: Option<Duration>,
     content_length: Option<u64>,
     bytes: u64,
@@ -415,7 +459,15 @@ impl Sink for Progress<'_> {
     }
 
     fn stamped(&self) -> Option<tokio::time::Instant> {
-        Some(self.clock.at(self.sent))
+        (!self.again).then(|| self.clock.at(self.sent))
+    }
+
+    fn answered(&self) -> bool {
+        self.headers.is_some() || self.bytes > 0
+    }
+
+    fn again(&mut self) {
+        self.again = true;
     }
 
     fn data(&mut self, chunk: &[u8]) -> Result<(), FetchError> {
@@ -443,6 +495,7 @@ impl<'a> Progress<'a> {
             began: now,
             sent: now,
             sent_once: false,
+            again: false,
             headers: None,
             content_length: None,
             bytes: 0,
@@ -457,6 +510,14 @@ impl<'a> Progress<'a> {
 
     fn expected(&self) -> Option<u64> {
         self.req.expected_len.or(self.content_length)
+    }
+
+    /// The exchange ended with `result`: the outcome.
+    fn end(self, result: Result<(), FetchError>, book: &DigestBook) -> ObjectOutcome {
+        match result {
+            Ok(()) => self.finish(book),
+            Err(e) => self.fail(e),
+        }
     }
 
     /// The body ended: checks byte count and content, and produces the outcome.

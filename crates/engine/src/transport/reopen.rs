@@ -58,6 +58,10 @@ pub(crate) struct Reopening {
     transport: Arc<dyn Transport>,
     clock: Clock,
     current: Mutex<Current>,
+    /// `current`'s generation, read without its lock: a caller that holds the connection
+    /// (a closed loop's worker) looks here once per request instead of taking the lock and a
+    /// reference count.
+    generation: AtomicU64,
     /// One handshake at a time: every request a GOAWAY refused waits for the same one.
     reopening: tokio::sync::Mutex<()>,
     opened: Mutex<Vec<Reopened>>,
@@ -74,10 +78,17 @@ impl Reopening {
                 conn,
                 failed: None,
             }),
+            generation: AtomicU64::new(0),
             reopening: tokio::sync::Mutex::new(()),
             opened: Mutex::new(Vec::new()),
             retried: AtomicU64::new(0),
         }
+    }
+
+    /// The connection in the slot now, to keep for [`Reopening::exchange_held`].
+    pub(crate) fn hold(&self) -> Held {
+        let (generation, conn) = self.now();
+        Held { generation, conn }
     }
 
     fn current(&self) -> std::sync::MutexGuard<'_, Current> {
@@ -111,6 +122,7 @@ impl Reopening {
                     let mut cur = self.current();
                     cur.generation += 1;
                     cur.failed = None;
+                    self.generation.store(cur.generation, Ordering::Release);
                     std::mem::replace(&mut cur.conn, c.conn)
                 };
                 // The old connection ends when its last request does: streams the server
@@ -136,83 +148,73 @@ impl Reopening {
     }
 }
 
-/// Passes a response through, noting whether any of it arrived: a request the server
-/// answered, even in part, is never sent again.
-struct Watch<'a> {
-    inner: &'a mut dyn Sink,
-    answered: bool,
-    /// A retry: the sink's stamps are the first attempt's, too early for this one's timers.
-    again: bool,
+/// A slot's connection as a caller keeps it between requests.
+pub(crate) struct Held {
+    generation: u64,
+    conn: Arc<dyn Conn>,
 }
 
-impl Sink for Watch<'_> {
-    fn sending(&mut self) {
-        self.inner.sending();
-    }
-
-    fn stream(&mut self, id: u64) {
-        self.inner.stream(id);
-    }
-
-    fn headers(
-        &mut self,
-        status: http::StatusCode,
-        headers: &http::HeaderMap,
+impl Reopening {
+    /// `GET uri` on `held`, the slot's connection as last seen (taken anew once the slot has
+    /// moved on); a request the server closed the connection without processing goes again
+    /// on a new one.
+    pub(crate) async fn exchange_held(
+        &self,
+        held: &mut Held,
+        uri: &Uri,
+        sink: &mut dyn Sink,
     ) -> Result<(), FetchError> {
-        self.answered = true;
-        self.inner.headers(status, headers)
-    }
-
-    fn data(&mut self, chunk: &[u8]) -> Result<(), FetchError> {
-        self.answered = true;
-        self.inner.data(chunk)
-    }
-
-    fn stamped(&self) -> Option<tokio::time::Instant> {
-        if self.again {
-            None
-        } else {
-            self.inner.stamped()
+        let mut retries = 0;
+        loop {
+            if self.generation.load(Ordering::Acquire) != held.generation {
+                *held = self.hold();
+            }
+            let e = match held.conn.exchange(uri, &mut *sink).await {
+                Err(e) if e.unprocessed && !sink.answered() => e,
+                other => return other,
+            };
+            // Boxed: the rare path's future (a lock's wait and a handshake) would otherwise
+            // size every request's.
+            Box::pin(self.again(e, held.generation, retries)).await?;
+            sink.again();
+            retries += 1;
         }
+    }
+
+    /// After the server closed generation `generation`'s connection without processing a
+    /// request sent `retries` times again: a new connection for it to go on, or why not.
+    async fn again(&self, e: FetchError, generation: u64, retries: u32) -> Result<(), FetchError> {
+        if retries == MAX_RETRIES {
+            return Err(FetchError::new(
+                e.kind,
+                format!(
+                    "{} (the server closed {} connections without processing this request)",
+                    e.message,
+                    MAX_RETRIES + 1
+                ),
+            ));
+        }
+        if let Err(r) = self.reopen(generation).await {
+            return Err(FetchError::new(
+                r.kind,
+                format!(
+                    "{}; the server closed the connection and a new one failed: {}",
+                    e.message, r.message
+                ),
+            ));
+        }
+        self.retried.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 }
 
 impl Exchange for Reopening {
     async fn request(&self, uri: &Uri, sink: &mut dyn Sink) -> Result<(), FetchError> {
-        let mut retries = 0;
-        loop {
-            let (generation, conn) = self.now();
-            let mut watch = Watch {
-                inner: &mut *sink,
-                answered: false,
-                again: retries > 0,
-            };
-            let e = match conn.exchange(uri, &mut watch).await {
-                Err(e) if e.unprocessed && !watch.answered => e,
-                other => return other,
-            };
-            if retries == MAX_RETRIES {
-                return Err(FetchError::new(
-                    e.kind,
-                    format!(
-                        "{} (the server closed {} connections without processing this request)",
-                        e.message,
-                        MAX_RETRIES + 1
-                    ),
-                ));
-            }
-            if let Err(r) = self.reopen(generation).await {
-                return Err(FetchError::new(
-                    r.kind,
-                    format!(
-                        "{}; the server closed the connection and a new one failed: {}",
-                        e.message, r.message
-                    ),
-                ));
-            }
-            retries += 1;
-            self.retried.fetch_add(1, Ordering::Relaxed);
-        }
+        self.exchange_held(&mut self.hold(), uri, sink).await
+    }
+
+    fn as_slot(&self) -> Option<&Reopening> {
+        Some(self)
     }
 
     fn streams(&self) -> StreamFacts {
@@ -228,5 +230,127 @@ impl Exchange for Reopening {
             opened: std::mem::take(&mut *self.opened.lock().expect("reopen log lock")),
             retried: self.retried.swap(0, Ordering::Relaxed),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::verify::DigestBook;
+    use crate::transport::{fetch, BoxFuture, Connected, ObjectReq, Progress};
+
+    /// Every request fails as one the server never processed, after the response's head
+    /// when `head_first`; counts the requests it saw.
+    struct Refusing {
+        head_first: bool,
+        seen: AtomicU64,
+    }
+
+    impl Exchange for Refusing {
+        async fn request(&self, _: &Uri, sink: &mut dyn Sink) -> Result<(), FetchError> {
+            self.seen.fetch_add(1, Ordering::SeqCst);
+            sink.sending();
+            if self.head_first {
+                sink.headers(http::StatusCode::OK, &http::HeaderMap::new())?;
+            }
+            Err(FetchError::new(qbench_core::ErrorKind::Reset, "GOAWAY").unsent())
+        }
+
+        fn streams(&self) -> StreamFacts {
+            StreamFacts::default()
+        }
+    }
+
+    /// Opens connections that answer the whole body (one byte) and counts them.
+    struct Fresh(AtomicU64);
+
+    struct Answering;
+
+    impl Exchange for Answering {
+        async fn request(&self, _: &Uri, sink: &mut dyn Sink) -> Result<(), FetchError> {
+            sink.sending();
+            sink.headers(http::StatusCode::OK, &http::HeaderMap::new())?;
+            sink.data(b"x")
+        }
+
+        fn streams(&self) -> StreamFacts {
+            StreamFacts::default()
+        }
+    }
+
+    impl Transport for Fresh {
+        fn connect(&self) -> BoxFuture<'_, Result<Connected, FetchError>> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async {
+                Ok(Connected {
+                    conn: Arc::new(Answering),
+                    info: HandshakeInfo::default(),
+                    done: Duration::ZERO,
+                    zero_rtt: None,
+                })
+            })
+        }
+    }
+
+    fn slot(head_first: bool) -> (Arc<Refusing>, Arc<Fresh>, Reopening) {
+        let first = Arc::new(Refusing {
+            head_first,
+            seen: AtomicU64::new(0),
+        });
+        let fresh = Arc::new(Fresh(AtomicU64::new(0)));
+        let slot = Reopening::new(fresh.clone(), Clock::paused(), first.clone());
+        (first, fresh, slot)
+    }
+
+    fn one_byte() -> ObjectReq {
+        ObjectReq {
+            uri: "https://h:1/bytes/1".parse().unwrap(),
+            expected_len: Some(1),
+            verify: false,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_refused_before_any_answer_goes_again_on_a_new_connection() {
+        let (first, fresh, slot) = slot(false);
+        let out = fetch(&slot, &Clock::paused(), &one_byte(), &DigestBook::default()).await;
+        assert!(out.error.is_none(), "{:?}", out.error);
+        assert_eq!(out.body_bytes, 1);
+        assert_eq!(first.seen.load(Ordering::SeqCst), 1);
+        assert_eq!(fresh.0.load(Ordering::SeqCst), 1);
+        assert_eq!(Exchange::reopens(&slot).retried, 1);
+        // A caller that kept the first connection takes the new one.
+        let mut held = Held {
+            generation: 0,
+            conn: first.clone(),
+        };
+        let req = one_byte();
+        let mut p = Progress::start(&slot.clock, &req);
+        slot.exchange_held(&mut held, &req.uri, &mut p)
+            .await
+            .unwrap();
+        assert_eq!(first.seen.load(Ordering::SeqCst), 1);
+        assert_eq!(held.generation, 1);
+        // The retry's timers start from its own sending, not from the first attempt's.
+        let (_, _, slot) = self::slot(false);
+        let mut p = Progress::start(&slot.clock, &req);
+        assert!(p.stamped().is_some());
+        slot.exchange_held(&mut slot.hold(), &req.uri, &mut p)
+            .await
+            .unwrap();
+        assert!(p.answered() && p.stamped().is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_answered_in_part_is_never_sent_again() {
+        let (first, fresh, slot) = slot(true);
+        let out = fetch(&slot, &Clock::paused(), &one_byte(), &DigestBook::default()).await;
+        let (kind, message) = *out.error.expect("the refusal is the outcome");
+        assert_eq!(kind, qbench_core::ErrorKind::Reset);
+        assert!(message.contains("GOAWAY"), "{message}");
+        assert_eq!(out.status, Some(200));
+        assert_eq!(first.seen.load(Ordering::SeqCst), 1);
+        assert_eq!(fresh.0.load(Ordering::SeqCst), 0);
+        assert_eq!(Exchange::reopens(&slot).retried, 0);
     }
 }
