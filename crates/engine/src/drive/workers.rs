@@ -14,7 +14,7 @@ use crate::drive::until::Until;
 use crate::measure::clock::Clock;
 use crate::transport::verify::DigestBook;
 use crate::transport::Conn;
-use crate::transport::{fetch, fetch_held};
+use crate::transport::{fetch, fetch_held, Watchdog};
 
 /// What every connection's workers share in a run.
 #[derive(Clone)]
@@ -54,6 +54,8 @@ impl Workers {
                 // The connection is kept from request to request, not taken from its slot
                 // (a lock and a reference count) by each.
                 let mut held = conn.as_slot().map(|slot| (slot, slot.hold()));
+                // One timer for all of the worker's requests, lent to each in turn.
+                let mut dog = std::pin::pin!(Watchdog::new());
                 loop {
                     let n = next.fetch_add(1, Ordering::Relaxed);
                     let i = ci.wrapping_add(n.wrapping_mul(k));
@@ -67,7 +69,10 @@ impl Workers {
                     };
                     w.in_flight.fetch_add(1, Ordering::Relaxed);
                     let outcome = match &mut held {
-                        Some((slot, held)) => fetch_held(slot, held, &w.clock, &req, &w.book).await,
+                        Some((slot, held)) => {
+                            let dog = Some(dog.as_mut());
+                            fetch_held(slot, held, &w.clock, &req, &w.book, dog).await
+                        }
                         None => fetch(conn.as_ref(), &w.clock, &req, &w.book).await,
                     };
                     w.in_flight.fetch_sub(1, Ordering::Relaxed);

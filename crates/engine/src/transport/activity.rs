@@ -95,6 +95,104 @@ pub(crate) enum Name<'a> {
     Phase(&'a Phase),
 }
 
+impl Moved<'_> {
+    /// When a request that has not finished times out, judged as its timer is first set;
+    /// `seen` takes the steps made so far.
+    fn first_deadline(&self, seen: &mut u64, after: Duration) -> Instant {
+        let from = match self {
+            Moved::Bytes { activity, start } => activity.last().max(*start),
+            Moved::Started(t) => *t,
+            Moved::Steps { phase, start } => {
+                *seen = phase.moves();
+                *start
+            }
+        };
+        from + after
+    }
+
+    /// When it times out, judged as its timer fires at `now`: `now` itself if it has not
+    /// moved since `seen` steps (nor `began` anew).
+    fn deadline_at(&self, now: Instant, seen: &mut u64, began: bool, after: Duration) -> Instant {
+        match self {
+            Moved::Bytes { activity, start } => activity.last().max(*start) + after,
+            Moved::Started(t) => *t + after,
+            Moved::Steps { phase, .. } => {
+                let moves = phase.moves();
+                if moves == *seen && !began {
+                    now
+                } else {
+                    *seen = moves;
+                    now + after
+                }
+            }
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A timer that a closed loop's worker lends to its requests in turn, set once and moved
+    /// on only when it fires: a timer per request was an insertion into tokio's wheel and a
+    /// removal from it, 4% of an h3 client's CPU per small object. When it fires, the
+    /// request under way is judged as its own timer would judge it; a request begun since
+    /// it was set counts as a step, so a request that makes no step still times out between
+    /// `after` and twice that after its last one.
+    pub(crate) struct Watchdog {
+        #[pin]
+        sleep: Option<tokio::time::Sleep>,
+        seen: u64,
+        began: bool,
+    }
+}
+
+impl Watchdog {
+    pub(crate) fn new() -> Self {
+        Self {
+            sleep: None,
+            seen: 0,
+            began: false,
+        }
+    }
+
+    /// Whether the request that `moved` watches has timed out; `first` on its first poll.
+    fn timed_out(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        moved: &Moved<'_>,
+        after: Duration,
+        first: bool,
+    ) -> bool {
+        let mut this = self.project();
+        *this.began |= first;
+        match this.sleep.as_ref().get_ref() {
+            None => {
+                let deadline = moved.first_deadline(this.seen, after);
+                *this.began = false;
+                this.sleep.set(Some(tokio::time::sleep_until(deadline)));
+            }
+            // Set, polled once (which left the task's waker with it) and not yet fired:
+            // polling it again would only cost the request a few cache lines.
+            Some(sleep) if !sleep.is_elapsed() => return false,
+            Some(_) => {}
+        }
+        let Some(mut sleep) = this.sleep.as_pin_mut() else {
+            return false;
+        };
+        while sleep.as_mut().poll(cx).is_ready() {
+            let now = Instant::now();
+            let began = std::mem::take(this.began);
+            let deadline = moved.deadline_at(now, this.seen, began, after);
+            if deadline <= now {
+                return true;
+            }
+            sleep.as_mut().reset(deadline);
+        }
+        false
+    }
+}
+
+/// A caller's [`Watchdog`], where it lends one.
+pub(crate) type Dog<'a> = Option<Pin<&'a mut Watchdog>>;
+
 pin_project_lite::pin_project! {
     /// A future and its one timer, side by side: an async function taking `fut` would keep
     /// it twice (the argument and the pinned local), and a request's state is what a small
@@ -104,6 +202,9 @@ pin_project_lite::pin_project! {
         fut: F,
         #[pin]
         sleep: Option<tokio::time::Sleep>,
+        // A lent timer, used instead of `sleep`, and whether this request has polled it.
+        dog: Dog<'a>,
+        polled: bool,
         moved: Moved<'a>,
         after: Duration,
         name: Name<'a>,
@@ -117,11 +218,29 @@ impl<'a, F> WhileMoving<'a, F> {
         Self {
             fut,
             sleep: None,
+            dog: None,
+            polled: false,
             moved,
             after,
             name,
             seen: 0,
         }
+    }
+
+    /// Timed by `dog` where the caller lends one, instead of a timer of its own.
+    pub(crate) fn lent(mut self, dog: Dog<'a>) -> Self {
+        self.dog = dog;
+        self
+    }
+}
+
+impl<F> WhileMoving<'_, F> {
+    fn timeout(name: &Name<'_>, after: Duration) -> FetchError {
+        let name = match name {
+            Name::Fixed(n) => n,
+            Name::Phase(p) => p.name(),
+        };
+        FetchError::timeout(name, after)
     }
 }
 
@@ -133,17 +252,17 @@ impl<T, F: Future<Output = Result<T, FetchError>>> Future for WhileMoving<'_, F>
         if let Poll::Ready(r) = this.fut.poll(cx) {
             return Poll::Ready(r);
         }
+        if let Some(dog) = this.dog {
+            let first = !std::mem::replace(this.polled, true);
+            if dog.as_mut().timed_out(cx, this.moved, *this.after, first) {
+                return Poll::Ready(Err(Self::timeout(this.name, *this.after)));
+            }
+            return Poll::Pending;
+        }
         // The timer is set once and moved only when it fires early: a request that ends
         // within `after` registers one timer entry.
         if this.sleep.is_none() {
-            let deadline = match this.moved {
-                Moved::Bytes { activity, start } => activity.last().max(*start),
-                Moved::Started(t) => *t,
-                Moved::Steps { phase, start } => {
-                    *this.seen = phase.moves();
-                    *start
-                }
-            } + *this.after;
+            let deadline = this.moved.first_deadline(this.seen, *this.after);
             this.sleep.set(Some(tokio::time::sleep_until(deadline)));
         }
         let Some(mut sleep) = this.sleep.as_mut().as_pin_mut() else {
@@ -151,25 +270,9 @@ impl<T, F: Future<Output = Result<T, FetchError>>> Future for WhileMoving<'_, F>
         };
         while sleep.as_mut().poll(cx).is_ready() {
             let now = Instant::now();
-            let deadline = match this.moved {
-                Moved::Bytes { activity, start } => activity.last().max(*start) + *this.after,
-                Moved::Started(t) => *t + *this.after,
-                Moved::Steps { phase, .. } => {
-                    let moves = phase.moves();
-                    if moves == *this.seen {
-                        now
-                    } else {
-                        *this.seen = moves;
-                        now + *this.after
-                    }
-                }
-            };
+            let deadline = this.moved.deadline_at(now, this.seen, false, *this.after);
             if deadline <= now {
-                let name = match this.name {
-                    Name::Fixed(n) => n,
-                    Name::Phase(p) => p.name(),
-                };
-                return Poll::Ready(Err(FetchError::timeout(name, *this.after)));
+                return Poll::Ready(Err(Self::timeout(this.name, *this.after)));
             }
             sleep.as_mut().reset(deadline);
         }
@@ -239,6 +342,16 @@ mod tests {
         );
     }
 
+    /// `n` steps of `phase`, `every` apart, and then nothing.
+    async fn steps_then_stall(phase: &Phase, n: usize, every: Duration) -> Result<(), FetchError> {
+        for _ in 0..n {
+            tokio::time::sleep(every).await;
+            phase.step(1);
+        }
+        std::future::pending::<()>().await;
+        Ok(())
+    }
+
     /// Steps 0.6 s apart keep a 1 s timer from firing for 5 s; once they stop, the request
     /// ends as a timeout named for its step, no sooner than 1 s and no later than 2 s on.
     #[tokio::test(start_paused = true)]
@@ -246,14 +359,7 @@ mod tests {
         let after = Duration::from_secs(1);
         let phase = Phase::new(&["first", "second"]);
         let t0 = Instant::now();
-        let steps = async {
-            for _ in 0..8 {
-                tokio::time::sleep(Duration::from_millis(600)).await;
-                phase.step(1);
-            }
-            std::future::pending::<()>().await;
-            Ok::<_, FetchError>(())
-        };
+        let steps = steps_then_stall(&phase, 8, Duration::from_millis(600));
         let moved = Moved::Steps {
             phase: &phase,
             start: t0,
@@ -285,5 +391,80 @@ mod tests {
             Name::Fixed("quick"),
         );
         assert_eq!(ok.await.unwrap(), 3);
+    }
+
+    /// Quick requests, then one that steps and stalls: under a lent timer, set by the first
+    /// request and never reset by the others, the stalled one ends as its own timer would
+    /// end it, no sooner than `after` and no later than twice that after its last step.
+    #[tokio::test(start_paused = true)]
+    async fn a_lent_timer_ends_a_stalled_request_as_its_own_would() {
+        let after = Duration::from_secs(1);
+        let mut dog = std::pin::pin!(Watchdog::new());
+        for _ in 0..5 {
+            let phase = Phase::new(&["first", "second"]);
+            let quick = async {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                phase.step(1);
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                Ok::<_, FetchError>(())
+            };
+            let moved = Moved::Steps {
+                phase: &phase,
+                start: Instant::now(),
+            };
+            WhileMoving::new(quick, moved, after, Name::Phase(&phase))
+                .lent(Some(dog.as_mut()))
+                .await
+                .unwrap();
+        }
+        let phase = Phase::new(&["first", "second"]);
+        let t0 = Instant::now();
+        let stalls = steps_then_stall(&phase, 3, Duration::from_millis(700));
+        let moved = Moved::Steps {
+            phase: &phase,
+            start: t0,
+        };
+        let e = WhileMoving::new(stalls, moved, after, Name::Phase(&phase))
+            .lent(Some(dog.as_mut()))
+            .await
+            .unwrap_err();
+        let waited = t0.elapsed().saturating_sub(Duration::from_millis(2100));
+        assert!(waited >= after && waited <= 2 * after, "{waited:?}");
+        assert!(e.message.starts_with("second: "), "{}", e.message);
+    }
+
+    /// A lent timer set by an earlier request fires before a later one is due: it is moved
+    /// to the later one's deadline, and a connection where nothing moves ends that request
+    /// exactly `after` from its start, as its own timer would.
+    #[tokio::test(start_paused = true)]
+    async fn a_lent_timer_never_ends_a_request_before_its_own_deadline() {
+        let a = Activity::default();
+        let after = Duration::from_secs(1);
+        let mut dog = std::pin::pin!(Watchdog::new());
+        let quick = async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Ok::<_, FetchError>(())
+        };
+        let moved = Moved::Bytes {
+            activity: &a,
+            start: Instant::now(),
+        };
+        WhileMoving::new(quick, moved, after, Name::Fixed("quick"))
+            .lent(Some(dog.as_mut()))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let t0 = Instant::now();
+        let never = std::future::pending::<Result<(), FetchError>>();
+        let moved = Moved::Bytes {
+            activity: &a,
+            start: t0,
+        };
+        let e = WhileMoving::new(never, moved, after, Name::Fixed("waiting"))
+            .lent(Some(dog.as_mut()))
+            .await
+            .unwrap_err();
+        assert_eq!(t0.elapsed(), after);
+        assert!(e.message.starts_with("waiting: "), "{}", e.message);
     }
 }

@@ -63,7 +63,13 @@ impl H1 {
 }
 
 impl Exchange for H1Conn {
-    async fn request(&self, uri: &Uri, p: &mut dyn Sink) -> Result<(), FetchError> {
+    /// Each step has a timer of its own (hyper's futures are timed step by step).
+    async fn request(
+        &self,
+        uri: &Uri,
+        p: &mut dyn Sink,
+        _: super::Dog<'_>,
+    ) -> Result<(), FetchError> {
         // The lock is the HTTP/1.1 rule: the next request waits for this response to end.
         let mut send = self.send.lock().await;
         // Closed before this request went out (the server's `Connection: close` on the

@@ -104,7 +104,12 @@ impl H2Conn {
 }
 
 impl Exchange for H2Conn {
-    async fn request(&self, uri: &Uri, p: &mut dyn Sink) -> Result<(), FetchError> {
+    async fn request(
+        &self,
+        uri: &Uri,
+        p: &mut dyn Sink,
+        dog: super::Dog<'_>,
+    ) -> Result<(), FetchError> {
         // Every step times out only when nothing moves on the connection: a request waiting
         // for a stream belongs to the connection, which may be busy with others.
         let phase = Phase::new(&STEPS);
@@ -143,7 +148,9 @@ impl Exchange for H2Conn {
             activity: &self.activity,
             start,
         };
-        WhileMoving::new(steps, moved, self.timeout, Name::Phase(&phase)).await
+        WhileMoving::new(steps, moved, self.timeout, Name::Phase(&phase))
+            .lent(dog)
+            .await
     }
 
     fn streams(&self) -> StreamFacts {

@@ -335,7 +335,12 @@ impl H3Conn {
 }
 
 impl Exchange for H3Conn {
-    async fn request(&self, uri: &Uri, p: &mut dyn Sink) -> Result<(), FetchError> {
+    async fn request(
+        &self,
+        uri: &Uri,
+        p: &mut dyn Sink,
+        dog: super::Dog<'_>,
+    ) -> Result<(), FetchError> {
         let mut send = self.spare_send();
         let request = super::get(uri);
         // h3 opens the stream and writes the headers in one call. The wait for stream credit
@@ -388,7 +393,9 @@ impl Exchange for H3Conn {
             phase: &phase,
             start: sent,
         };
-        WhileMoving::new(steps, moved, self.timeout, Name::Phase(&phase)).await
+        WhileMoving::new(steps, moved, self.timeout, Name::Phase(&phase))
+            .lent(dog)
+            .await
     }
 
     fn streams(&self) -> StreamFacts {

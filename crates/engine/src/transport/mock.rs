@@ -178,7 +178,12 @@ impl MockConn {
 }
 
 impl Exchange for MockConn {
-    async fn request(&self, uri: &Uri, sink: &mut dyn Sink) -> Result<(), FetchError> {
+    async fn request(
+        &self,
+        uri: &Uri,
+        sink: &mut dyn Sink,
+        _: super::Dog<'_>,
+    ) -> Result<(), FetchError> {
         let limit = self
             .script
             .max_streams

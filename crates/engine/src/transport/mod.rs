@@ -28,6 +28,7 @@ use qbench_core::{ErrorKind, HandshakeInfo, ObjectOutcome};
 
 use crate::measure::clock::Clock;
 use crate::transport::verify::{Check, DigestBook};
+pub(crate) use activity::{Dog, Watchdog};
 use streams::StreamFacts;
 
 /// One object to fetch.
@@ -174,11 +175,13 @@ pub(crate) trait Sink: Send {
 
 /// A connection as the runner holds it (`Arc<dyn Conn>`).
 pub(crate) trait Conn: Send + Sync {
-    /// `GET uri` on this connection, feeding the response to `sink`.
+    /// `GET uri` on this connection, feeding the response to `sink`; timed by `dog` where
+    /// the caller lends its timer.
     fn exchange<'a>(
         &'a self,
         uri: &'a Uri,
         sink: &'a mut dyn Sink,
+        dog: Dog<'a>,
     ) -> BoxFuture<'a, Result<(), FetchError>>;
 
     /// The server's stream limit and this connection's peak since the last call.
@@ -201,6 +204,7 @@ pub(crate) trait Exchange: Send + Sync {
         &'a self,
         uri: &'a Uri,
         sink: &'a mut dyn Sink,
+        dog: Dog<'a>,
     ) -> impl Future<Output = Result<(), FetchError>> + Send + 'a;
 
     fn streams(&self) -> StreamFacts;
@@ -222,8 +226,9 @@ impl<T: Exchange> Conn for T {
         &'a self,
         uri: &'a Uri,
         sink: &'a mut dyn Sink,
+        dog: Dog<'a>,
     ) -> BoxFuture<'a, Result<(), FetchError>> {
-        Box::pin(self.request(uri, sink))
+        Box::pin(self.request(uri, sink, dog))
     }
 
     fn streams(&self) -> StreamFacts {
@@ -302,25 +307,26 @@ pub(crate) async fn fetch(
     book: &DigestBook,
 ) -> ObjectOutcome {
     if let Some(slot) = conn.as_slot() {
-        return fetch_held(slot, &mut slot.hold(), clock, req, book).await;
+        return fetch_held(slot, &mut slot.hold(), clock, req, book, None).await;
     }
     let mut p = Progress::start(clock, req);
-    let result = conn.exchange(&req.uri, &mut p).await;
+    let result = conn.exchange(&req.uri, &mut p, None).await;
     p.end(result, book)
 }
 
-/// As [`fetch`], on `held`, the connection a closed loop's worker keeps from `slot`. A
-/// slot's request is driven as part of the caller's future: through `dyn Conn` it would be
-/// a box of its own per request.
+/// As [`fetch`], on `held`, the connection a closed loop's worker keeps from `slot`, timed
+/// by `dog` where the worker lends its timer. A slot's request is driven as part of the
+/// caller's future: through `dyn Conn` it would be a box of its own per request.
 pub(crate) async fn fetch_held(
     slot: &reopen::Reopening,
     held: &mut reopen::Held,
     clock: &Clock,
     req: &ObjectReq,
     book: &DigestBook,
+    dog: Dog<'_>,
 ) -> ObjectOutcome {
     let mut p = Progress::start(clock, req);
-    let result = slot.exchange_held(held, &req.uri, &mut p).await;
+    let result = slot.exchange_held(held, &req.uri, &mut p, dog).await;
     p.end(result, book)
 }
 
@@ -373,7 +379,7 @@ pub(crate) async fn get_body(
         uri: uri.to_string(),
         answered: false,
     };
-    conn.exchange(uri, &mut sink).await?;
+    conn.exchange(uri, &mut sink, None).await?;
     Ok(sink.body)
 }
 

@@ -12,7 +12,7 @@ use http::Uri;
 use qbench_core::HandshakeInfo;
 
 use super::streams::StreamFacts;
-use super::{Conn, Exchange, FetchError, Sink, Transport, ZeroRtt};
+use super::{Conn, Dog, Exchange, FetchError, Sink, Transport, ZeroRtt};
 use crate::measure::clock::Clock;
 
 /// How often one request is sent again. Each time, the server closed a connection without
@@ -163,13 +163,18 @@ impl Reopening {
         held: &mut Held,
         uri: &Uri,
         sink: &mut dyn Sink,
+        mut dog: Dog<'_>,
     ) -> Result<(), FetchError> {
         let mut retries = 0;
         loop {
             if self.generation.load(Ordering::Acquire) != held.generation {
                 *held = self.hold();
             }
-            let e = match held.conn.exchange(uri, &mut *sink).await {
+            let e = match held
+                .conn
+                .exchange(uri, &mut *sink, dog.as_mut().map(|d| d.as_mut()))
+                .await
+            {
                 Err(e) if e.unprocessed && !sink.answered() => e,
                 other => return other,
             };
@@ -209,8 +214,13 @@ impl Reopening {
 }
 
 impl Exchange for Reopening {
-    async fn request(&self, uri: &Uri, sink: &mut dyn Sink) -> Result<(), FetchError> {
-        self.exchange_held(&mut self.hold(), uri, sink).await
+    async fn request(
+        &self,
+        uri: &Uri,
+        sink: &mut dyn Sink,
+        dog: Dog<'_>,
+    ) -> Result<(), FetchError> {
+        self.exchange_held(&mut self.hold(), uri, sink, dog).await
     }
 
     fn as_slot(&self) -> Option<&Reopening> {
@@ -247,7 +257,12 @@ mod tests {
     }
 
     impl Exchange for Refusing {
-        async fn request(&self, _: &Uri, sink: &mut dyn Sink) -> Result<(), FetchError> {
+        async fn request(
+            &self,
+            _: &Uri,
+            sink: &mut dyn Sink,
+            _: Dog<'_>,
+        ) -> Result<(), FetchError> {
             self.seen.fetch_add(1, Ordering::SeqCst);
             sink.sending();
             if self.head_first {
@@ -267,7 +282,12 @@ mod tests {
     struct Answering;
 
     impl Exchange for Answering {
-        async fn request(&self, _: &Uri, sink: &mut dyn Sink) -> Result<(), FetchError> {
+        async fn request(
+            &self,
+            _: &Uri,
+            sink: &mut dyn Sink,
+            _: Dog<'_>,
+        ) -> Result<(), FetchError> {
             sink.sending();
             sink.headers(http::StatusCode::OK, &http::HeaderMap::new())?;
             sink.data(b"x")
@@ -326,7 +346,7 @@ mod tests {
         };
         let req = one_byte();
         let mut p = Progress::start(&slot.clock, &req);
-        slot.exchange_held(&mut held, &req.uri, &mut p)
+        slot.exchange_held(&mut held, &req.uri, &mut p, None)
             .await
             .unwrap();
         assert_eq!(first.seen.load(Ordering::SeqCst), 1);
@@ -335,7 +355,7 @@ mod tests {
         let (_, _, slot) = self::slot(false);
         let mut p = Progress::start(&slot.clock, &req);
         assert!(p.stamped().is_some());
-        slot.exchange_held(&mut slot.hold(), &req.uri, &mut p)
+        slot.exchange_held(&mut slot.hold(), &req.uri, &mut p, None)
             .await
             .unwrap();
         assert!(p.answered() && p.stamped().is_none());
