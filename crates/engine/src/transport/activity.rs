@@ -169,15 +169,21 @@ impl Watchdog {
                 *this.began = false;
                 this.sleep.set(Some(tokio::time::sleep_until(deadline)));
             }
-            // Set, polled once (which left the task's waker with it) and not yet fired:
-            // polling it again would only cost the request a few cache lines.
+            // Set, polled once (which made its entry and left the task's waker with it, the
+            // poll being free of the task's budget) and not yet fired: polling it again would
+            // only cost the request a few cache lines.
             Some(sleep) if !sleep.is_elapsed() => return false,
             Some(_) => {}
         }
         let Some(mut sleep) = this.sleep.as_pin_mut() else {
             return false;
         };
-        while sleep.as_mut().poll(cx).is_ready() {
+        // Out of tokio's budget a poll would return before making the timer's entry, and the
+        // check above would then never poll it again: no request of the worker's would time out.
+        while Pin::new(&mut tokio::task::coop::unconstrained(sleep.as_mut()))
+            .poll(cx)
+            .is_ready()
+        {
             let now = Instant::now();
             let began = std::mem::take(this.began);
             let deadline = moved.deadline_at(now, this.seen, began, after);
@@ -466,5 +472,29 @@ mod tests {
             .unwrap_err();
         assert_eq!(t0.elapsed(), after);
         assert!(e.message.starts_with("waiting: "), "{}", e.message);
+    }
+
+    /// A request whose task has spent tokio's budget by the time its lent timer is first
+    /// polled still times out: the timer's entry is made whatever the budget.
+    #[tokio::test(start_paused = true)]
+    async fn a_lent_timer_first_polled_out_of_budget_still_times_out() {
+        let after = Duration::from_secs(1);
+        let mut dog = std::pin::pin!(Watchdog::new());
+        let t0 = Instant::now();
+        let spent = async {
+            while tokio::task::coop::has_budget_remaining() {
+                tokio::task::coop::consume_budget().await;
+            }
+            std::future::pending::<()>().await;
+            Ok::<_, FetchError>(())
+        };
+        let timed = WhileMoving::new(spent, Moved::Started(t0), after, Name::Fixed("spent"))
+            .lent(Some(dog.as_mut()));
+        let e = tokio::time::timeout(10 * after, timed)
+            .await
+            .expect("the lent timer ends the request")
+            .unwrap_err();
+        assert_eq!(t0.elapsed(), after);
+        assert!(e.message.starts_with("spent: "), "{}", e.message);
     }
 }
