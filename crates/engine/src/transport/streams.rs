@@ -32,13 +32,20 @@ pub(crate) struct OnWire {
     freed: Notify,
 }
 
-/// One request on the wire; dropping it frees its place.
-pub(crate) struct Place<'a>(&'a OnWire);
+/// One request on the wire; dropping it frees its place, and wakes a waiter if it was
+/// entered through the gate (`opened` places have none to wake, and a notification that
+/// nobody takes is an atomic write per request all the same).
+pub(crate) struct Place<'a> {
+    wire: &'a OnWire,
+    gated: bool,
+}
 
 impl Drop for Place<'_> {
     fn drop(&mut self) {
-        self.0.lock().open -= 1;
-        self.0.freed.notify_one();
+        self.wire.lock().open -= 1;
+        if self.gated {
+            self.wire.freed.notify_one();
+        }
     }
 }
 
@@ -53,10 +60,14 @@ impl OnWire {
     }
 
     /// A request whose stream the transport has already opened (h3: quinn waited for the
-    /// server's stream credit).
+    /// server's stream credit). A connection counts its places either this way or through
+    /// `enter`, never both: freeing an opened place wakes no one.
     pub(crate) fn opened(&self) -> Place<'_> {
         Self::take(&mut self.lock());
-        Place(self)
+        Place {
+            wire: self,
+            gated: false,
+        }
     }
 
     /// Waits until fewer than `limit()` requests are on the wire. Each freed place wakes one
@@ -78,7 +89,10 @@ impl OnWire {
                     if more {
                         self.freed.notify_one();
                     }
-                    return Place(self);
+                    return Place {
+                        wire: self,
+                        gated: true,
+                    };
                 }
             }
             freed.await;
