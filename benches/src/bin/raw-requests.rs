@@ -7,6 +7,11 @@
 //! median rate last. Beside `qbench --proto h2|h3` with the same connections, streams and
 //! threads, the difference is qbench's own cost per request.
 
+// qbench's allocator, so that the floor differs from qbench by the request path alone (see
+// the `jemalloc` feature in Cargo.toml).
+#[cfg(feature = "jemalloc")]
+qbench_stack::jemalloc!();
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -3,6 +3,11 @@
 //! threads, as N processes would have). Prints one tab-separated line per run (kind, bytes,
 //! seconds, Gbit/s, CPU seconds) and the median goodput last.
 
+// qbench's allocator, so that the floor differs from qbench by the request path alone (see
+// the `jemalloc` feature in Cargo.toml).
+#[cfg(feature = "jemalloc")]
+qbench_stack::jemalloc!();
+
 use anyhow::{Context, Result};
 use clap::Parser;
 use qbench_benches::baseline::{Baseline, Kind, Outcome};
