@@ -18,7 +18,9 @@ for n in "${counts[@]}"; do
     /usr/bin/time -f '%M %e' -o "$out.time" "$bin" --proto "$proto" --objects "${n}x1B" \
       --no-telemetry >"$out" 2>&1 || true
     read -r kb secs <"$out.time"
-    result=$(grep -E '^  objects +[0-9]' "$out" | sed 's/^ *objects *//' | cut -d, -f1)
+    # "1,000,000/1,000,000 ok, ...": the counts carry thousands separators, so the field
+    # ends at the first ", ", not the first comma.
+    result=$(grep -E '^  objects +[0-9]' "$out" | sed -E 's/^ *objects +//; s/, .*//')
     printf '%-6s %-10s %-14s %-10s %s\n' "$proto" "$n" "$((kb / 1024))" "$secs" "$result"
     rm -f "$out" "$out.time"
   done
