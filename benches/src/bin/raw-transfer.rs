@@ -3,8 +3,8 @@
 //! threads, as N processes would have). Prints one tab-separated line per run (kind, bytes,
 //! seconds, Gbit/s, CPU seconds) and the median goodput last.
 
-// qbench's allocator, so that the floor differs from qbench by the request path alone (see
-// the `jemalloc` feature in Cargo.toml).
+// qbench's allocator, so that this baseline differs from qbench by qbench's own path alone
+// (see the `jemalloc` feature in Cargo.toml; bulk transfers read the same with either).
 #[cfg(feature = "jemalloc")]
 qbench_stack::jemalloc!();
 

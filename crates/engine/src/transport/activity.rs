@@ -58,7 +58,7 @@ impl Phase {
 
     /// Moves on to step `i`, or stays in it having moved, for a [`Moved::Steps`] timer. The
     /// request's own future is the only writer, so the count is a load and a plain store: a
-    /// locked add is a full barrier, three times per request.
+    /// locked add is a full barrier, three times for a small object.
     pub(crate) fn step(&self, i: usize) {
         self.set(i);
         let moves = self.moves.load(Ordering::Relaxed);
