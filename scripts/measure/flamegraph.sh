@@ -12,7 +12,7 @@
 #   PROTOS=h3 OUT=/tmp/fg bash scripts/measure/flamegraph.sh
 #
 # Writes OUT/small-objects-PROTO.svg (by default the book's measuring chapter's own) and
-# prints one table row per protocol. Needs root and perf; installs inferno with cargo if it
+# prints two table rows per protocol: qbench's, and its stack's floor (raw-requests, pinned). Needs root and perf; installs inferno with cargo if it
 # is missing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,7 +26,7 @@ command -v inferno-flamegraph >/dev/null || cargo install --locked -q inferno
 
 cargo build --release -q -p qbench-server
 RUSTFLAGS="-C force-frame-pointers=yes" CARGO_TARGET_DIR=target/fp \
-  cargo build --release -q -p qbench --bin qbench
+  cargo build --release -q -p qbench --bin qbench -p qbench-benches --bin raw-requests
 tmp=$(mktemp -d)
 server=
 cleanup() {
@@ -81,8 +81,8 @@ print(f"{total / 1e9:.2f} | {pct('own'):.1f}% | {pct('qpack') + pct('hpack'):.1f
 EOF
 }
 
-echo "| protocol | client CPU sampled (s) | innermost frame in qbench's crates (with what the stacks inline there) | header compression (QPACK or HPACK, inclusive) | of it Huffman coding |"
-echo "| --- | --- | --- | --- | --- |"
+echo "| protocol | client | client CPU sampled (s) | innermost frame in qbench's crates (with what the stacks inline there) | header compression (QPACK or HPACK, inclusive) | of it Huffman coding |"
+echo "| --- | --- | --- | --- | --- | --- |"
 for p in $PROTOS; do
   perf record -q -F 4999 --call-graph fp -o "$tmp/perf.data" -- taskset -c 0 target/fp/release/qbench \
     --proto "$p" --target "https://$addr" --ca "$tmp/cert.pem" --objects "${REQUESTS}x1KB" \
@@ -90,5 +90,11 @@ for p in $PROTOS; do
   perf script -i "$tmp/perf.data" 2>/dev/null | inferno-collapse-perf >"$tmp/$p.folded"
   inferno-flamegraph --title "qbench --proto $p, ${REQUESTS} x 1 KB, 64 x 100, client on one core" \
     <"$tmp/$p.folded" >"$OUT/small-objects-$p.svg"
-  echo "| $p | $(shares "$tmp/$p.folded") |"
+  echo "| $p | qbench | $(shares "$tmp/$p.folded") |"
+  # The stack alone beside it (its floor, as scale.sh runs it): the same shares, no graph.
+  perf record -q -F 4999 --call-graph fp -o "$tmp/perf.data" -- taskset -c 0 \
+    target/fp/release/raw-requests --proto "$p" --target "$addr" --ca "$tmp/cert.pem" \
+    --requests "$REQUESTS" --connections 64 --streams 100 --threads 1 --pin --runs 1 >/dev/null 2>&1
+  perf script -i "$tmp/perf.data" 2>/dev/null | inferno-collapse-perf >"$tmp/$p-raw.folded"
+  echo "| $p | raw-requests (the stack's floor) | $(shares "$tmp/$p-raw.folded") |"
 done
