@@ -2,7 +2,7 @@
 //! honours (the duration's end, SIGINT, SIGTERM or SIGHUP) by starting no more requests and
 //! letting those in flight finish.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::drive::lanes::Lanes;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,7 +27,7 @@ pub(crate) struct OpenLoop {
     pub requests: Arc<Requests>,
     pub rec: Arc<Mutex<Recorder>>,
     pub book: Arc<DigestBook>,
-    pub in_flight: Arc<AtomicU64>,
+    pub lanes: Arc<Lanes>,
     pub start: Duration,
     pub until: Until,
     pub seed: u64,
@@ -89,7 +89,7 @@ async fn dispatch(o: Arc<OpenLoop>, max_inflight: u32, pacing: Pacing) {
             }
         };
         while tasks.try_join_next().is_some() {}
-        if o.in_flight.load(Ordering::Relaxed) >= u64::from(max_inflight) {
+        if o.lanes.in_flight() >= u64::from(max_inflight) {
             full.drop(at, &o.rec);
             continue;
         }
@@ -166,18 +166,18 @@ impl OpenLoop {
     /// Starts `req`, the schedule's `j`th, due at `at`, on connection `j mod k`. The task
     /// holds the loop, one reference count, not one for each part it uses.
     fn start(self: &Arc<Self>, j: u64, at: Duration, req: ObjectReq, tasks: &mut JoinSet<()>) {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.lanes.started();
         let o = self.clone();
         tasks.spawn(async move {
             let ci = (j % o.conns.len() as u64) as usize;
             let clock = o.until.clock;
             let mut outcome = fetch(o.conns[ci].as_ref(), &clock, &req, &o.book).await;
             outcome.intended = Some(at);
-            o.in_flight.fetch_sub(1, Ordering::Relaxed);
+            o.lanes.ended();
             if let Some(l) = &o.log {
                 l.line(ci as u64, &req.uri, &outcome);
             }
-            lock(&o.rec).object(outcome);
+            o.lanes.record(outcome, &o.rec);
         });
     }
 }
@@ -185,11 +185,10 @@ impl OpenLoop {
 /// Ends an interval every `every` from `start` and hands it to `to` as run `run`'s; the
 /// last, partial interval is the caller's to end once the run is over.
 pub(crate) async fn ticker(
-    rec: Arc<Mutex<Recorder>>,
+    (rec, lanes): (Arc<Mutex<Recorder>>, Arc<Lanes>),
     clock: Clock,
     (start, every): (Duration, Duration),
     until: Option<Until>,
-    in_flight: Arc<AtomicU64>,
     (run, to): (u32, Observing),
 ) {
     let mut at = start;
@@ -199,7 +198,8 @@ pub(crate) async fn ticker(
         if until.as_ref().is_some_and(|u| near_end(at, u.end(), every)) {
             continue;
         }
-        let r = lock(&rec).interval(clock.now(), in_flight.load(Ordering::Relaxed));
+        lanes.drain(&rec);
+        let r = lock(&rec).interval(clock.now(), lanes.in_flight());
         to.interval(run, &r);
     }
 }

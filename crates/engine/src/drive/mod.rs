@@ -2,6 +2,7 @@
 
 pub(crate) mod app;
 pub(crate) mod hold;
+pub(crate) mod lanes;
 pub(crate) mod pace_timer;
 pub(crate) mod pacer;
 pub(crate) mod page;

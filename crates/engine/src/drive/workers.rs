@@ -4,11 +4,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::observe::{Observer, Observing};
 use qbench_core::Recorder;
 use tokio::task::JoinSet;
 
-use crate::drive::lock;
+use crate::drive::lanes::Lanes;
 use crate::drive::requests::Requests;
 use crate::drive::until::Until;
 use crate::measure::clock::Clock;
@@ -22,8 +21,9 @@ pub(crate) struct Workers {
     pub requests: Arc<Requests>,
     pub rec: Arc<Mutex<Recorder>>,
     pub book: Arc<DigestBook>,
-    pub progress: Observing,
-    pub in_flight: Arc<AtomicU64>,
+    /// Where each object's end is counted and its outcome waits for the recorder; they show
+    /// on the progress bar from there.
+    pub lanes: Arc<Lanes>,
     pub clock: Clock,
     /// Concurrent requests per connection; `None` = all of its objects at once.
     pub streams: Option<usize>,
@@ -67,7 +67,7 @@ impl Workers {
                     let Some(req) = req else {
                         break;
                     };
-                    w.in_flight.fetch_add(1, Ordering::Relaxed);
+                    w.lanes.started();
                     let outcome = match &mut held {
                         Some((slot, held)) => {
                             let dog = Some(dog.as_mut());
@@ -75,14 +75,11 @@ impl Workers {
                         }
                         None => fetch(conn.as_ref(), &w.clock, &req, &w.book).await,
                     };
-                    w.in_flight.fetch_sub(1, Ordering::Relaxed);
-                    if w.until.is_none() {
-                        w.progress.advanced(1);
-                    }
+                    w.lanes.ended();
                     if let Some(l) = &w.log {
                         l.line(ci, &req.uri, &outcome);
                     }
-                    lock(&w.rec).object(outcome);
+                    w.lanes.record(outcome, &w.rec);
                 }
             };
             match &self.pinned {

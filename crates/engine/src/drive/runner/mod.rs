@@ -1,7 +1,7 @@
 //! Drives a workload over a transport and feeds the recorder: one run at a time, the
 //! connections kept warm between runs with `--reuse`.
 
-use std::sync::atomic::AtomicU64;
+use crate::drive::lanes::{drain_every, Lanes};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -78,7 +78,7 @@ pub(crate) struct Runner {
 struct RunState {
     index: u32,
     rec: Arc<Mutex<Recorder>>,
-    in_flight: Arc<AtomicU64>,
+    lanes: Arc<Lanes>,
     /// When the run started, before connecting: its times count from here.
     start: Duration,
     log: Option<LogTo>,
@@ -155,7 +155,7 @@ impl Runner {
         // on one time line by it.
         let wall_start = std::time::SystemTime::now();
         let run = self.begin(index, progress, &mut side_tasks);
-        let mut workers = self.workers(&run, progress);
+        let mut workers = self.workers(&run);
         let mut tasks = JoinSet::new();
         let (mut conns, mut ids) = self.connect(&run.rec, &mut workers, &mut tasks).await;
         let played = self
@@ -174,6 +174,7 @@ impl Runner {
         drop(workers);
         while tasks.join_next().await.is_some() {}
         side_tasks.shutdown().await;
+        run.lanes.drain(&run.rec);
         self.wind_down(run.index, &run.rec, progress);
         record_streams(&run.rec, &conns, ids).await;
         let keep = played.keep;
@@ -195,7 +196,9 @@ impl Runner {
             run_start: start,
             lost: to.clone(),
         });
-        let in_flight = Arc::new(AtomicU64::new(0));
+        let threads = self.pinned.as_ref().map_or(1, |p| p.threads());
+        let counted = self.plan.load.is_none().then(|| to.clone());
+        let lanes = Arc::new(Lanes::new(threads, counted));
         if let Some(l) = &self.plan.load {
             // Until every connection is up, whatever completes is the warm-up's.
             lock(&rec).hold(Duration::MAX, l.window(), l.rate);
@@ -205,29 +208,33 @@ impl Runner {
             .load
             .as_ref()
             .map(|_| Until::new(self.stop.clone(), clock));
-        if let Some(every) = self.plan.interval {
-            let (rec, in_flight) = (rec.clone(), in_flight.clone());
-            let ticks = (clock.now(), every);
-            let to = (index, to.clone());
-            side_tasks.spawn(ticker(rec, clock, ticks, until.clone(), in_flight, to));
+        let (r, l) = (rec.clone(), lanes.clone());
+        match self.plan.interval {
+            Some(every) => {
+                let ticks = (clock.now(), every);
+                let to = (index, to.clone());
+                side_tasks.spawn(ticker((r, l), clock, ticks, until.clone(), to));
+            }
+            None => {
+                side_tasks.spawn(drain_every(l, r));
+            }
         }
         RunState {
             index,
             rec,
-            in_flight,
+            lanes,
             start,
             log,
             until,
         }
     }
 
-    fn workers(&self, run: &RunState, progress: &Observing) -> Workers {
+    fn workers(&self, run: &RunState) -> Workers {
         Workers {
             requests: self.plan.requests.clone(),
             rec: run.rec.clone(),
             book: Arc::new(DigestBook::default()),
-            progress: progress.clone(),
-            in_flight: run.in_flight.clone(),
+            lanes: run.lanes.clone(),
             clock: self.clock,
             streams: self.plan.streams,
             k: self.plan.connections as u64,
@@ -353,7 +360,7 @@ impl Runner {
                 requests: self.plan.requests.clone(),
                 rec: run.rec.clone(),
                 book: book.clone(),
-                in_flight: run.in_flight.clone(),
+                lanes: run.lanes.clone(),
                 start,
                 until: until.clone(),
                 seed: u64::from(run.index),
