@@ -15,6 +15,13 @@ use crate::transport::verify::DigestBook;
 use crate::transport::Conn;
 use crate::transport::{fetch, fetch_held, Watchdog};
 
+/// What a connection's workers share: the run's, the connection, and its next request.
+struct Connection {
+    w: Workers,
+    conn: Arc<dyn Conn>,
+    next: AtomicU64,
+}
+
 /// What every connection's workers share in a run.
 #[derive(Clone)]
 pub(crate) struct Workers {
@@ -47,10 +54,18 @@ impl Workers {
             None => total.saturating_sub(ci).div_ceil(k),
         };
         let workers = self.streams.map_or(mine, |s| s as u64).min(mine);
-        let next = Arc::new(AtomicU64::new(0));
+        // One copy for the connection's workers, where a copy each (with the connection's and
+        // the counter's handles) was cache lines of every worker's own to read at every
+        // request, cold after thousands of other requests; the shared one stays warm.
+        let shared = Arc::new(Connection {
+            w: self.clone(),
+            conn: conn.clone(),
+            next: AtomicU64::new(0),
+        });
         for _ in 0..workers {
-            let (w, conn, next) = (self.clone(), conn.clone(), next.clone());
+            let s = shared.clone();
             let work = async move {
+                let (w, conn, next) = (&s.w, &s.conn, &s.next);
                 // The connection is kept from request to request, not taken from its slot
                 // (a lock and a reference count) by each.
                 let mut held = conn.as_slot().map(|slot| (slot, slot.hold()));
