@@ -2,7 +2,6 @@
 //! honours (the duration's end, SIGINT, SIGTERM or SIGHUP) by starting no more requests and
 //! letting those in flight finish.
 
-use crate::drive::lanes::Lanes;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,6 +10,7 @@ use qbench_core::spec::load::{Load, Schedule};
 use qbench_core::Recorder;
 use tokio::task::JoinSet;
 
+use crate::drive::lanes::Lanes;
 use crate::drive::lock;
 use crate::drive::pacer::{Due, Paced, Pacer, Pacing, Route};
 use crate::drive::requests::Requests;

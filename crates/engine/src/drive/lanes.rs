@@ -25,7 +25,7 @@ const HOLD_AT_MOST: Duration = Duration::from_millis(10);
 
 /// How often a run without intervals hands over what waits, so that no outcome waits for
 /// the next to end (the tail of a run whose last objects are large).
-pub(crate) const DRAIN_EVERY: Duration = Duration::from_millis(250);
+const DRAIN_EVERY: Duration = Duration::from_millis(250);
 
 /// One client thread's share.
 #[derive(Default)]

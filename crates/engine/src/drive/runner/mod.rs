@@ -1,7 +1,6 @@
 //! Drives a workload over a transport and feeds the recorder: one run at a time, the
 //! connections kept warm between runs with `--reuse`.
 
-use crate::drive::lanes::{drain_every, Lanes};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,6 +17,7 @@ use tokio::task::JoinSet;
 
 use crate::drive::app::{App, AppPlan, AppRun};
 use crate::drive::hold::{open_loop, show_time, ticker, OpenLoop};
+use crate::drive::lanes::{drain_every, Lanes};
 use crate::drive::lock;
 use crate::drive::reqlog::LogTo;
 use crate::drive::requests::Requests;
