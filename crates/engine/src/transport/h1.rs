@@ -13,7 +13,7 @@ use qbench_core::ErrorKind;
 use tokio::sync::Mutex;
 
 use super::activity::Activity;
-use super::streams::{OnWire, StreamFacts};
+use super::streams::{Opened, StreamFacts};
 use super::tcp::TlsTcp;
 use super::{hyper_exchange, step, BoxFuture, Connected, Exchange, FetchError, Sink, Transport};
 use crate::measure::clock::Clock;
@@ -27,7 +27,7 @@ struct H1Conn {
     send: Mutex<http1::SendRequest<Empty<Bytes>>>,
     timeout: std::time::Duration,
     activity: Activity,
-    on_wire: OnWire,
+    on_wire: Opened,
 }
 
 impl Transport for H1 {
@@ -53,7 +53,7 @@ impl H1 {
                 send: Mutex::new(send),
                 timeout,
                 activity,
-                on_wire: OnWire::default(),
+                on_wire: Opened::default(),
             }),
             info,
             done,

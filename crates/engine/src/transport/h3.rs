@@ -14,7 +14,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use super::activity::{Moved, Name, Phase, WhileMoving};
 use super::peer_params::{PeerStreams, Recording};
-use super::streams::{OnWire, StreamFacts};
+use super::streams::{Opened, StreamFacts};
 use super::{step, BoxFuture, Connected, Endpoint, Exchange, FetchError, Sink, Transport, ZeroRtt};
 use crate::measure::clock::Clock;
 use crate::transport::tls::TicketStore;
@@ -60,7 +60,7 @@ struct H3Conn {
     spare: std::sync::Mutex<Vec<Sender>>,
     timeout: Duration,
     peer: Arc<PeerStreams>,
-    on_wire: OnWire,
+    on_wire: Opened,
     /// quinn's counters at the last report, so that each run gets its own.
     reported: std::sync::Mutex<QuicStats>,
     /// The connection's endpoint's socket (a second handle), where the report reads UDP_GRO.
@@ -309,7 +309,7 @@ impl H3 {
                 spare: std::sync::Mutex::new(Vec::new()),
                 timeout,
                 peer,
-                on_wire: OnWire::default(),
+                on_wire: Opened::default(),
                 reported: Default::default(),
                 sock,
             }),

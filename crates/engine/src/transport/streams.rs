@@ -2,6 +2,7 @@
 //! within the server's SETTINGS_MAX_CONCURRENT_STREAMS, so that h2 never queues one
 //! internally and every object's timer starts when its stream is really opened.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use tokio::sync::Notify;
@@ -25,27 +26,22 @@ struct Count {
     peak: usize,
 }
 
-/// Counts requests on the wire; `enter` waits below a limit, `opened` does not.
+/// Counts requests on the wire, each let in by `enter` below a limit.
 #[derive(Default)]
 pub(crate) struct OnWire {
     count: Mutex<Count>,
     freed: Notify,
 }
 
-/// One request on the wire; dropping it frees its place, and wakes a waiter if it was
-/// entered through the gate (`opened` places have none to wake, and a notification that
-/// nobody takes is an atomic write per request all the same).
+/// One request on the wire; dropping it frees its place and wakes a waiter.
 pub(crate) struct Place<'a> {
     wire: &'a OnWire,
-    gated: bool,
 }
 
 impl Drop for Place<'_> {
     fn drop(&mut self) {
         self.wire.lock().open -= 1;
-        if self.gated {
-            self.wire.freed.notify_one();
-        }
+        self.wire.freed.notify_one();
     }
 }
 
@@ -57,17 +53,6 @@ impl OnWire {
     fn take(count: &mut Count) {
         count.open += 1;
         count.peak = count.peak.max(count.open);
-    }
-
-    /// A request whose stream the transport has already opened (h3: quinn waited for the
-    /// server's stream credit). A connection counts its places either this way or through
-    /// `enter`, never both: freeing an opened place wakes no one.
-    pub(crate) fn opened(&self) -> Place<'_> {
-        Self::take(&mut self.lock());
-        Place {
-            wire: self,
-            gated: false,
-        }
     }
 
     /// Waits until fewer than `limit()` requests are on the wire. Each freed place wakes one
@@ -89,10 +74,7 @@ impl OnWire {
                     if more {
                         self.freed.notify_one();
                     }
-                    return Place {
-                        wire: self,
-                        gated: true,
-                    };
+                    return Place { wire: self };
                 }
             }
             freed.await;
@@ -112,6 +94,41 @@ impl OnWire {
         let peak = c.peak;
         c.peak = c.open;
         peak as u64
+    }
+}
+
+/// Counts requests whose streams the transport has already opened (h3: quinn waited for the
+/// server's stream credit; h1: one at a time), with no gate: two atomic writes per request
+/// where a lock taken and released at each end took four.
+#[derive(Default)]
+pub(crate) struct Opened {
+    open: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+/// One opened request on the wire; dropping it frees its place.
+pub(crate) struct OpenPlace<'a>(&'a Opened);
+
+impl Drop for OpenPlace<'_> {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Opened {
+    pub(crate) fn opened(&self) -> OpenPlace<'_> {
+        let now = self.open.fetch_add(1, Ordering::Relaxed) + 1;
+        // Read first: the peak is written only while it rises.
+        if now > self.peak.load(Ordering::Relaxed) {
+            self.peak.fetch_max(now, Ordering::Relaxed);
+        }
+        OpenPlace(self)
+    }
+
+    /// The peak since the last call; the next period starts from what is on the wire now.
+    pub(crate) fn take_peak(&self) -> u64 {
+        let now = self.open.load(Ordering::Relaxed);
+        self.peak.swap(now, Ordering::Relaxed) as u64
     }
 }
 
@@ -173,12 +190,34 @@ mod tests {
 
     #[test]
     fn opened_counts_without_waiting() {
-        let gate = OnWire::default();
-        let a = gate.opened();
-        let b = gate.opened();
+        let count = Opened::default();
+        let a = count.opened();
+        let b = count.opened();
         drop(a);
-        assert_eq!(gate.take_peak(), 2);
-        assert_eq!(gate.take_peak(), 1);
+        assert_eq!(count.take_peak(), 2);
+        assert_eq!(count.take_peak(), 1);
         drop(b);
+        assert_eq!(count.take_peak(), 1, "b was on the wire in this period");
+        assert_eq!(count.take_peak(), 0);
+    }
+
+    /// Two threads each hold at most 3 places at a time: the peak is between 3 and 6, and
+    /// nothing is left on the wire at the end.
+    #[test]
+    fn opened_from_two_threads_counts_every_place() {
+        let count = Opened::default();
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    for _ in 0..10_000 {
+                        let held: Vec<_> = (0..3).map(|_| count.opened()).collect();
+                        drop(held);
+                    }
+                });
+            }
+        });
+        let peak = count.take_peak();
+        assert!((3..=6).contains(&peak), "{peak}");
+        assert_eq!(count.take_peak(), 0);
     }
 }
