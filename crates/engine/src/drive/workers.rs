@@ -97,6 +97,8 @@ impl Workers {
                     w.lanes.record(outcome, &w.rec);
                 }
             };
+            // Its state is asked for whole as each wake-up begins (`transport/prefetch.rs`).
+            let work = crate::transport::prefetch::Prefetched::new(work);
             match &self.pinned {
                 Some(p) => tasks.spawn_on(work, p.handle(ci as usize)),
                 None => tasks.spawn(work),

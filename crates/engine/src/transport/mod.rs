@@ -10,6 +10,7 @@ pub(crate) mod h3;
 pub(crate) mod mock;
 pub(crate) mod peer_params;
 pub(crate) mod pinned;
+pub(crate) mod prefetch;
 pub(crate) mod reopen;
 pub(crate) mod streams;
 pub(crate) mod tcp;
@@ -228,7 +229,8 @@ impl<T: Exchange> Conn for T {
         sink: &'a mut dyn Sink,
         dog: Dog<'a>,
     ) -> BoxFuture<'a, Result<(), FetchError>> {
-        Box::pin(self.request(uri, sink, dog))
+        // Made as the request starts, and as cold as its worker by the time the response comes.
+        Box::pin(prefetch::Prefetched::new(self.request(uri, sink, dog)))
     }
 
     fn streams(&self) -> StreamFacts {
