@@ -11,7 +11,7 @@
 #   bash scripts/measure/flamegraph.sh      # REQUESTS=400000 x 1 KB, 64 connections x 100 streams
 #   PROTOS=h3 OUT=/tmp/fg bash scripts/measure/flamegraph.sh
 #
-# Writes OUT/small-objects-PROTO.svg (by default the book's measuring chapter's own) and
+# Writes OUT/small-objects-PROTO.svg (by default the book's small-objects chapter's own) and
 # prints two table rows per protocol: qbench's, and its stack's floor (raw-requests, pinned). Needs root and perf; installs inferno with cargo if it
 # is missing.
 set -euo pipefail
