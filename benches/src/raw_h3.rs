@@ -47,9 +47,9 @@ fn endpoint() -> Result<quinn::Endpoint> {
     )?)
 }
 
-/// Every connection's streams take the next request number until `share.total` are taken.
+/// Connection `k` of the share takes its own part of `share.total` ([`crate::part`]), as qbench
+/// spreads a run's objects over its connections, and its streams take the next of them.
 pub async fn run(share: Share<'_>, config: quinn::ClientConfig) -> Result<u64> {
-    let next = Arc::new(AtomicU64::new(0));
     let mut tasks = tokio::task::JoinSet::new();
     let mut endpoints = Vec::new();
     for _ in 0..share.connections {
@@ -65,10 +65,11 @@ pub async fn run(share: Share<'_>, config: quinn::ClientConfig) -> Result<u64> {
         tokio::spawn(async move {
             let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
         });
+        let total = crate::part(share.total, share.connections, endpoints.len() as u32);
         endpoints.push(ep);
+        let next = Arc::new(AtomicU64::new(0));
         for _ in 0..share.streams {
             let (mut send, uri, next) = (send.clone(), share.uri.clone(), next.clone());
-            let total = share.total;
             tasks.spawn(async move {
                 let mut done = 0u64;
                 while next.fetch_add(1, Ordering::Relaxed) < total {

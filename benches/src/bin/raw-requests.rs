@@ -124,8 +124,8 @@ fn run(args: Args) -> Result<()> {
     say(&format!("median\t{:.0} requests/s", rates[rates.len() / 2]))
 }
 
-/// Every connection's streams take the next request number until `requests` are taken; the
-/// handshakes are done before the clock starts being read by the caller's figures.
+/// Each connection takes its part of the share's requests, and its streams take the next of
+/// them until they are taken.
 async fn one_run(
     args: &Args,
     tls: Arc<rustls::ClientConfig>,
@@ -149,9 +149,14 @@ async fn one_run(
         };
         return qbench_benches::raw_h3::run(share, config).await;
     }
-    let next = Arc::new(AtomicU64::new(0));
+    let mine = (share..args.connections).step_by(shares as usize).count() as u32;
     let mut tasks = tokio::task::JoinSet::new();
-    for _ in (share..args.connections).step_by(shares as usize) {
+    for k in 0..mine {
+        // Each connection takes its own part of the share's requests, as qbench's do.
+        let (next, total) = (
+            Arc::new(AtomicU64::new(0)),
+            qbench_benches::part(total, mine, k),
+        );
         let tcp = tokio::net::TcpStream::connect(args.target)
             .await
             .with_context(|| format!("connecting to {}", args.target))?;
