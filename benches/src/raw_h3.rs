@@ -52,7 +52,7 @@ fn endpoint() -> Result<quinn::Endpoint> {
 pub async fn run(share: Share<'_>, config: quinn::ClientConfig) -> Result<u64> {
     let mut tasks = tokio::task::JoinSet::new();
     let mut endpoints = Vec::new();
-    for _ in 0..share.connections {
+    for k in 0..share.connections {
         let ep = endpoint().context("a QUIC endpoint")?;
         let conn = ep
             .connect_with(config.clone(), share.target, "localhost")?
@@ -65,9 +65,11 @@ pub async fn run(share: Share<'_>, config: quinn::ClientConfig) -> Result<u64> {
         tokio::spawn(async move {
             let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
         });
-        let total = crate::part(share.total, share.connections, endpoints.len() as u32);
         endpoints.push(ep);
-        let next = Arc::new(AtomicU64::new(0));
+        let (next, total) = (
+            Arc::new(AtomicU64::new(0)),
+            crate::part(share.total, share.connections, k),
+        );
         for _ in 0..share.streams {
             let (mut send, uri, next) = (send.clone(), share.uri.clone(), next.clone());
             tasks.spawn(async move {
