@@ -12,6 +12,11 @@
 //!   zeroing, and its share of the unmap), as when an allocator returns memory to the kernel
 //!   and takes it back. A run counts these as minor faults.
 //!
+//! - `sys_cost/count_add/{one-line,own-line}`: one relaxed `fetch_add` while a second thread
+//!   adds as fast to the same counter, or to one on a cache line of its own: what a counter
+//!   that every client thread writes per response chunk costs each write once the threads
+//!   run on different cores (qbench's body-byte counter is striped per thread for this).
+//!
 //! The syscalls a QUIC ACK costs (one `sendmsg` at the receiver, its share of a `recvmmsg` at
 //! the sender) are `socket_io/udp_send/sendmsg` and `socket_io/udp_recv/recvmmsg`.
 
@@ -116,7 +121,46 @@ fn touch_fresh_pages(n: usize) -> Duration {
     spent
 }
 
-criterion_group!(benches, wakeup, page_fault);
+fn count_add(c: &mut Criterion) {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    /// A counter alone on its cache line (and the adjacent line x86 fetches with it).
+    #[repr(align(128))]
+    struct Line(AtomicU64);
+    let mut g = c.benchmark_group("sys_cost/count_add");
+    g.measurement_time(Duration::from_secs(3)).sample_size(30);
+    for (name, shared) in [("one-line", true), ("own-line", false)] {
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let (mine, theirs) = (Line(AtomicU64::new(0)), Line(AtomicU64::new(0)));
+                let (started, stop) = (AtomicBool::new(false), AtomicBool::new(false));
+                let target = if shared { &mine } else { &theirs };
+                std::thread::scope(|s| {
+                    s.spawn(|| {
+                        started.store(true, Ordering::Release);
+                        while !stop.load(Ordering::Relaxed) {
+                            for _ in 0..64 {
+                                target.0.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    });
+                    while !started.load(Ordering::Acquire) {
+                        std::hint::spin_loop();
+                    }
+                    let start = std::time::Instant::now();
+                    for _ in 0..iters {
+                        mine.0.fetch_add(1, Ordering::Relaxed);
+                    }
+                    let spent = start.elapsed();
+                    stop.store(true, Ordering::Relaxed);
+                    spent
+                })
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, wakeup, page_fault, count_add);
 fn main() {
     // Copies as qbench's binaries make them, so the costs compare like for like.
     qbench_stack::rep_movsb::at_start_or_exit();

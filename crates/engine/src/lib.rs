@@ -30,7 +30,7 @@ pub use session::run::{run, RunOutcome, RunPlan};
 pub use session::sweep::{sweep, CellPlan, CellStage, SweepOutcome, SweepPlan, SweepPresenter};
 pub use setup::fds::check as check_descriptors;
 pub use setup::fleet::Barrier;
-pub use transport::body_bytes_received;
+pub use transport::received::body_bytes_received;
 
 /// Files the user names: inputs read with their caps; outputs checked before the first run
 /// and written without replacing what the user owns; streams; outputs that lost a write.

@@ -11,6 +11,7 @@ pub(crate) mod mock;
 pub(crate) mod peer_params;
 pub(crate) mod pinned;
 pub(crate) mod prefetch;
+pub(crate) mod received;
 pub(crate) mod reopen;
 pub(crate) mod streams;
 pub(crate) mod tcp;
@@ -398,16 +399,6 @@ where
 }
 
 /// Accumulates one response; every transport reports through it so checks are identical.
-/// Body bytes received by every fetch of this process so far, objects done or not.
-static BODY_BYTES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// Body bytes this process's fetches have received so far, counted as they arrive: what a
-/// progress display reads on a tick to move while a large object is still coming (an
-/// observer hears of an object only once it is done).
-pub fn body_bytes_received() -> u64 {
-    BODY_BYTES.load(std::sync::atomic::Ordering::Relaxed)
-}
-
 pub(crate) struct Progress<'a> {
     clock: &'a Clock,
     req: &'a ObjectReq,
@@ -480,7 +471,7 @@ impl Sink for Progress<'_> {
 
     fn data(&mut self, chunk: &[u8]) -> Result<(), FetchError> {
         self.bytes += chunk.len() as u64;
-        BODY_BYTES.fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        received::add(chunk.len() as u64);
         if let Some(c) = &mut self.check {
             c.update(chunk);
         }
