@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Copies per request: calls into libc's memmove (memcpy is the same code) and the bytes they
-# move, per small-object request, for qbench's client beside its stack's floor (raw-requests),
-# over h2 and h3. Counted with a uprobe, so the figure is exact and the same on a busy
+# Copies and allocations per request: calls into libc's memmove (memcpy is the same code) and
+# the bytes they move, and calls into the binary's allocator (jemalloc's malloc, calloc and
+# reallocs, or libc's where a build has no jemalloc), per small-object request, for qbench's
+# client beside its stack's floor (raw-requests), over h2 and h3. Counted with a uprobe, so the figure is exact and the same on a busy
 # machine, where CPU time needs many rounds to resolve a few percent: a value that grows past
 # 128 bytes is a memcpy call at each of its moves instead of a few inline stores, and shows
 # here as a call per request per move. Needs root, perf, and libc's debug symbols (Debian's
@@ -32,6 +33,7 @@ cleanup() {
     wait "$server" 2>/dev/null || true
   fi
   for p in "${probes[@]}"; do perf probe -q -d "probe_libc:$p" 2>/dev/null || true; done
+  perf probe -q -d 'qbench_alloc:*' 2>/dev/null || true
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -64,22 +66,39 @@ for _ in $(seq 50); do
 done
 [ -n "$addr" ] || { echo "copies.sh: the server did not start" >&2; exit 1; }
 
+# The allocator's entry points in binary $1 (its own jemalloc's, else libc's), as events.
+allocs() {
+  local bin=$1 tag=$2 e="" f
+  for f in _rjem_malloc _rjem_mallocx _rjem_calloc _rjem_realloc _rjem_rallocx; do
+    perf probe -q -x "$bin" -a "qbench_alloc:${tag}_$f=$f" 2>/dev/null && e+="-e qbench_alloc:${tag}_$f "
+  done
+  if [ -z "$e" ]; then
+    for f in malloc calloc realloc; do
+      perf probe -q -x "$libc" -a "qbench_alloc:${tag}_$f=$f" 2>/dev/null && e+="-e qbench_alloc:${tag}_$f "
+    done
+  fi
+  echo "$e"
+}
+qbench_allocs=$(allocs "$T/qbench" qbench)
+raw_allocs=$(allocs "$T/raw-requests" raw)
+
 count() { # LABEL PROTO: counts the probes' hits in $tmp/perf.data
-  perf script -i "$tmp/perf.data" -F trace 2>/dev/null | awk -v n="$REQUESTS" -v who="$1" -v p="$2" '
+  perf script -i "$tmp/perf.data" -F event,trace 2>/dev/null | awk -v n="$REQUESTS" -v who="$1" -v p="$2" '
+    /qbench_alloc:/ { allocs++; next }
     { split($NF, a, "="); calls++; bytes += a[2]; if (a[2] > 128) big++ }
-    END { printf "| %s | %s | %.1f | %.1f | %.0f |\n", p, who, calls / n, big / n, bytes / n }'
+    END { printf "| %s | %s | %.1f | %.1f | %.0f | %.1f |\n", p, who, calls / n, big / n, bytes / n, allocs / n }'
 }
 
-echo "| protocol | client | memmove calls per request | of them over 128 bytes | bytes moved per request |"
-echo "| --- | --- | --- | --- | --- |"
+echo "| protocol | client | memmove calls per request | of them over 128 bytes | bytes moved per request | allocations per request |"
+echo "| --- | --- | --- | --- | --- | --- |"
 for p in $PROTOS; do
   # shellcheck disable=SC2086
-  perf record -q $events -o "$tmp/perf.data" -- taskset -c 0 "$T/qbench" --proto "$p" \
+  perf record -q $events $qbench_allocs -o "$tmp/perf.data" -- taskset -c 0 "$T/qbench" --proto "$p" \
     --target "https://$addr" --ca "$tmp/cert.pem" --objects "${REQUESTS}x1KB" \
     --connections 64 --streams 100 --client-threads 1 --no-telemetry >/dev/null 2>&1
   count qbench "$p"
   # shellcheck disable=SC2086
-  perf record -q $events -o "$tmp/perf.data" -- taskset -c 0 "$T/raw-requests" --proto "$p" \
+  perf record -q $events $raw_allocs -o "$tmp/perf.data" -- taskset -c 0 "$T/raw-requests" --proto "$p" \
     --target "$addr" --ca "$tmp/cert.pem" --requests "$REQUESTS" --connections 64 \
     --streams 100 --threads 1 --runs 1 >/dev/null 2>&1
   count "raw-requests (the stack's floor)" "$p"

@@ -15,6 +15,7 @@ use std::task::{ready, Context, Poll};
 use bytes::{Buf, Bytes};
 use futures_util::stream::{self, Stream, StreamExt};
 use h3::quic::{self, ConnectionErrorIncoming, StreamErrorIncoming, StreamId, WriteBuf};
+use smallvec::SmallVec;
 
 type Incoming<T> = Pin<Box<dyn Stream<Item = Result<T, quinn::ConnectionError>> + Send + Sync>>;
 type Pair = (quinn::SendStream, quinn::RecvStream);
@@ -44,6 +45,8 @@ impl Connection {
 pub struct OpenStreams {
     conn: quinn::Connection,
     open_bi: Option<Incoming<Pair>>,
+    /// `open_bi` holds an open that waits for the peer's stream credit.
+    waiting_bi: bool,
     open_uni: Option<Incoming<quinn::SendStream>>,
 }
 
@@ -52,6 +55,7 @@ impl OpenStreams {
         Self {
             conn,
             open_bi: None,
+            waiting_bi: false,
             open_uni: None,
         }
     }
@@ -156,11 +160,23 @@ impl quic::OpenStreams<Bytes> for OpenStreams {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<BidiStream, StreamErrorIncoming>> {
+        // Most opens find credit at once: quinn's own future, polled once where it is made,
+        // opens the stream without the kept one's copy of the connection (a lock on the
+        // connection's state to make it and another to drop it, per request).
+        if !self.waiting_bi {
+            if let Poll::Ready(opened) = pin!(self.conn.open_bi()).poll(cx) {
+                let (s, r) = opened.map_err(stream_error)?;
+                return Poll::Ready(Ok(BidiStream::new(s, r)));
+            }
+        }
+        // No credit: an open kept across polls waits for it (quinn wakes the task then).
         let conn = &self.conn;
         let s = self
             .open_bi
             .get_or_insert_with(|| repeat(conn.clone(), |c| async move { c.open_bi().await }));
-        let (s, r) = ready!(next(s, cx)).map_err(stream_error)?;
+        let opened = next(s, cx);
+        self.waiting_bi = opened.is_pending();
+        let (s, r) = ready!(opened).map_err(stream_error)?;
         Poll::Ready(Ok(BidiStream::new(s, r)))
     }
 
@@ -286,17 +302,21 @@ impl quic::RecvStream for RecvStream {
     }
 }
 
+/// What one `send_data` hands quinn: a frame is one or two chunks ([`chunks`]), kept in the
+/// stream itself rather than in an allocation of each stream's own.
+type Pending = SmallVec<[Bytes; 2]>;
+
 /// The sending half: what `send_data` took waits here, as `Bytes`, until quinn has it all.
 pub struct SendStream {
     stream: quinn::SendStream,
-    pending: Vec<Bytes>,
+    pending: Pending,
 }
 
 impl SendStream {
     fn new(stream: quinn::SendStream) -> Self {
         Self {
             stream,
-            pending: Vec::new(),
+            pending: Pending::new(),
         }
     }
 }
@@ -311,9 +331,20 @@ fn write_error(e: quinn::WriteError) -> StreamErrorIncoming {
     }
 }
 
-/// Splits what h3 framed into `Bytes` for quinn: the frame header copied, a payload chunk of
-/// the shared buffer shared, anything else copied.
-fn chunks(mut data: WriteBuf<Bytes>, share: Share, out: &mut Vec<Bytes>) {
+/// A frame of at most this many bytes goes to quinn as one copy: a request's or a response's
+/// HEADERS (frame header and field block) is one allocation and one chunk, not two.
+const COPY_WHOLE: usize = 256;
+
+/// Splits what h3 framed into `Bytes` for quinn: a small frame copied whole; otherwise the
+/// frame header copied, a payload chunk of the shared buffer shared, anything else copied.
+fn chunks(mut data: WriteBuf<Bytes>, share: Share, out: &mut Pending) {
+    let whole = data.remaining();
+    if whole <= COPY_WHOLE {
+        if whole > 0 {
+            out.push(data.copy_to_bytes(whole));
+        }
+        return;
+    }
     while data.has_remaining() {
         let c = data.chunk();
         let n = c.len();
@@ -380,17 +411,18 @@ mod tests {
     use super::*;
     use h3::proto::frame::Frame;
 
+    fn split(frame: Frame<Bytes>) -> Pending {
+        let mut out = Pending::new();
+        chunks(WriteBuf::from(frame), crate::payload::share, &mut out);
+        out
+    }
+
     /// A DATA frame of a shared payload chunk reaches quinn as its header (copied) and the
     /// chunk itself (the same memory); any other payload is copied.
     #[test]
     fn a_shared_payload_chunk_is_passed_on_not_copied() {
         let chunk = crate::payload::Chunks::new(100_000).next().unwrap();
-        let mut out = Vec::new();
-        chunks(
-            WriteBuf::from(Frame::Data(chunk.clone())),
-            crate::payload::share,
-            &mut out,
-        );
+        let out = split(Frame::Data(chunk.clone()));
         assert_eq!(out.len(), 2, "{out:?}");
         // DATA (type 0) and 100000 as a 4-byte varint.
         assert_eq!(&out[0][..], &[0x00, 0x80, 0x01, 0x86, 0xa0]);
@@ -398,14 +430,28 @@ mod tests {
         assert_eq!(out[1].len(), 100_000);
 
         let own = Bytes::from(vec![7u8; 300]);
-        let mut out = Vec::new();
-        chunks(
-            WriteBuf::from(Frame::Data(own.clone())),
-            crate::payload::share,
-            &mut out,
-        );
+        let out = split(Frame::Data(own.clone()));
         assert_eq!(out.len(), 2);
         assert_ne!(out[1].as_ptr(), own.as_ptr());
         assert_eq!(out[1], own);
+    }
+
+    /// A small frame is one copy of header and payload, a shared payload chunk included.
+    #[test]
+    fn a_small_frame_is_one_chunk() {
+        let block =
+            Bytes::from_static(b"\x00\x00\xd1\xd7\x50\x8a\x08\x9d\x5c\x0b\x81\x70\xdc\x78\x0f\x03");
+        let out = split(Frame::Headers(block.clone()));
+        assert_eq!(out.len(), 1, "{out:?}");
+        // HEADERS (type 1), its length, then the field block as it was.
+        assert_eq!(&out[0][..2], &[0x01, block.len() as u8]);
+        assert_eq!(&out[0][2..], &block[..]);
+
+        let shared = crate::payload::Chunks::new(100).next().unwrap();
+        let out = split(Frame::Data(shared.clone()));
+        assert_eq!(out.len(), 1, "{out:?}");
+        // DATA (type 0) and 100 as a 2-byte varint.
+        assert_eq!(&out[0][..3], &[0x00, 0x40, 0x64]);
+        assert_eq!(&out[0][3..], &shared[..]);
     }
 }
