@@ -208,6 +208,16 @@ book() {
   mdbook build docs/book
   PYTHONDONTWRITEBYTECODE=1 python3 scripts/ci/book_links.py
   PYTHONDONTWRITEBYTECODE=1 python3 scripts/ci/book_layout.py --check
+  # scripts/README.md is the index of the scripts: each one has its line.
+  local f unlisted=0
+  for f in scripts/*/*; do
+    [ -f "$f" ] || continue
+    grep -qF "\`${f#scripts/}\`" scripts/README.md || {
+      echo "scripts/README.md: ${f#scripts/} is not listed" >&2
+      unlisted=1
+    }
+  done
+  [ "$unlisted" -eq 0 ]
 }
 aws_lc() {
   # rustls' other provider, the `aws-lc-rs` build feature: it still builds, lint-clean, and

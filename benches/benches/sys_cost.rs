@@ -16,6 +16,9 @@
 //!   adds as fast to the same counter, or to one on a cache line of its own: what a counter
 //!   that every client thread writes per response chunk costs each write once the threads
 //!   run on different cores (qbench's body-byte counter is striped per thread for this).
+//! - `sys_cost/clock_read/tokio`: one read of tokio's `Instant::now()`, the monotonic clock
+//!   every figure of a run is stamped with (its vDSO `clock_gettime`, no syscall on this
+//!   kernel's `tsc` clock source): what each of a request's stamps costs.
 //!
 //! The syscalls a QUIC ACK costs (one `sendmsg` at the receiver, its share of a `recvmmsg` at
 //! the sender) are `socket_io/udp_send/sendmsg` and `socket_io/udp_recv/recvmmsg`.
@@ -160,7 +163,14 @@ fn count_add(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, wakeup, page_fault, count_add);
+fn clock_read(c: &mut Criterion) {
+    let mut g = c.benchmark_group("sys_cost/clock_read");
+    g.measurement_time(Duration::from_secs(3)).sample_size(30);
+    g.bench_function("tokio", |b| b.iter(tokio::time::Instant::now));
+    g.finish();
+}
+
+criterion_group!(benches, wakeup, page_fault, count_add, clock_read);
 fn main() {
     // Copies as qbench's binaries make them, so the costs compare like for like.
     qbench_stack::rep_movsb::at_start_or_exit();

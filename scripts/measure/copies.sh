@@ -24,23 +24,12 @@ cargo build --release -q -p qbench-benches --bin raw-requests
 T=${CARGO_TARGET_DIR:-target}/release
 libc=$(ldconfig -p | awk '/libc\.so\.6 .*x86-64/ {print $NF; exit}')
 
-tmp=$(mktemp -d)
-server=
 probes=()
-cleanup() {
-  if [ -n "$server" ]; then
-    kill "$server" 2>/dev/null || true
-    wait "$server" 2>/dev/null || true
-  fi
+also_cleanup() {
   for p in "${probes[@]}"; do perf probe -q -d "probe_libc:$p" 2>/dev/null || true; done
   perf probe -q -d 'qbench_alloc:*' 2>/dev/null || true
-  rm -rf "$tmp"
 }
-trap cleanup EXIT
-# A signal ends bash without the EXIT trap unless it is trapped too.
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
+. scripts/measure/one_server.sh
 
 # Every memmove the ifunc may pick: one of them is this CPU's (the length is the 3rd argument).
 i=0
@@ -56,15 +45,7 @@ done
 events=$(printf -- '-e probe_libc:%s ' "${probes[@]}")
 
 # The server on the second core, each client alone on the first.
-taskset -c 1 "$T/qbench-server" --listen 127.0.0.1:0 --threads 1 \
-  --cert-out "$tmp/cert.pem" 2>"$tmp/server.log" &
-server=$!
-for _ in $(seq 50); do
-  addr=$(grep -oE '127\.0\.0\.1:[0-9]+' "$tmp/server.log" | head -1 || true)
-  [ -n "$addr" ] && break
-  sleep 0.1
-done
-[ -n "$addr" ] || { echo "copies.sh: the server did not start" >&2; exit 1; }
+start_server "$T/qbench-server" 1 1
 
 # The allocator's entry points in binary $1 (its own jemalloc's, else libc's), as events.
 allocs() {

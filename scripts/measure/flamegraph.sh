@@ -27,31 +27,8 @@ command -v inferno-flamegraph >/dev/null || cargo install --locked -q inferno
 cargo build --release -q -p qbench-server
 RUSTFLAGS="-C force-frame-pointers=yes" CARGO_TARGET_DIR=target/fp \
   cargo build --release -q -p qbench --bin qbench -p qbench-benches --bin raw-requests
-tmp=$(mktemp -d)
-server=
-cleanup() {
-  if [ -n "$server" ]; then
-    kill "$server" 2>/dev/null || true
-    wait "$server" 2>/dev/null || true
-  fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-# A signal ends bash without the EXIT trap unless it is trapped too.
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-
-taskset -c 1 target/release/qbench-server --listen 127.0.0.1:0 --threads 1 \
-  --cert-out "$tmp/cert.pem" 2>"$tmp/server.log" &
-server=$!
-addr=
-for _ in $(seq 50); do
-  addr=$(grep -oE '127\.0\.0\.1:[0-9]+' "$tmp/server.log" | head -1 || true)
-  [ -n "$addr" ] && break
-  sleep 0.1
-done
-[ -n "$addr" ] || { echo "flamegraph.sh: the server did not start: $(cat "$tmp/server.log")" >&2; exit 1; }
+. scripts/measure/one_server.sh
+start_server target/release/qbench-server 1 1
 
 # Shares of the folded stacks: a sample counts for a group if any frame of its stack matches
 # (inclusive); "qbench's own" counts the samples whose innermost frame is in qbench's crates.

@@ -13,7 +13,7 @@ use crate::drive::until::Until;
 use crate::measure::clock::Clock;
 use crate::transport::verify::DigestBook;
 use crate::transport::Conn;
-use crate::transport::{fetch, fetch_held, Watchdog};
+use crate::transport::{fetch, fetch_held, Progress, Watchdog};
 
 /// What a connection's workers share: the run's, the connection, and its next request.
 struct Connection {
@@ -86,7 +86,8 @@ impl Workers {
                     let outcome = match &mut held {
                         Some((slot, held)) => {
                             let dog = Some(dog.as_mut());
-                            fetch_held(slot, held, &w.clock, &req, &w.book, dog).await
+                            let p = Progress::closed_loop(&w.clock, &req);
+                            fetch_held(slot, held, p, &w.book, dog).await
                         }
                         None => fetch(conn.as_ref(), &w.clock, &req, &w.book).await,
                     };

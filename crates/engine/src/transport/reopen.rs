@@ -247,7 +247,7 @@ impl Exchange for Reopening {
 mod tests {
     use super::*;
     use crate::transport::verify::DigestBook;
-    use crate::transport::{fetch, BoxFuture, Connected, ObjectReq, Progress};
+    use crate::transport::{fetch, fetch_held, BoxFuture, Connected, ObjectReq, Progress};
 
     /// Every request fails as one the server never processed, after the response's head
     /// when `head_first`; counts the requests it saw.
@@ -359,6 +359,67 @@ mod tests {
             .await
             .unwrap();
         assert!(p.answered() && p.stamped().is_none());
+    }
+
+    /// Waits 3 ms (for a stream, say), then is sent and answered 2 ms later, or fails there
+    /// unsent when `fails`.
+    struct Waiting {
+        fails: bool,
+    }
+
+    impl Exchange for Waiting {
+        async fn request(
+            &self,
+            _: &Uri,
+            sink: &mut dyn Sink,
+            _: Dog<'_>,
+        ) -> Result<(), FetchError> {
+            tokio::time::sleep(Duration::from_millis(3)).await;
+            if self.fails {
+                return Err(FetchError::new(qbench_core::ErrorKind::Reset, "reset"));
+            }
+            sink.sending();
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            sink.headers(http::StatusCode::OK, &http::HeaderMap::new())?;
+            sink.data(b"x")
+        }
+
+        fn streams(&self) -> StreamFacts {
+            StreamFacts::default()
+        }
+    }
+
+    /// A closed loop's request reads no clock as it is taken up: it is timed from its sending,
+    /// exactly as one that did, and one that fails unsent lies where it failed.
+    #[tokio::test(start_paused = true)]
+    async fn a_closed_loop_request_is_timed_from_its_sending() {
+        let ms = Duration::from_millis;
+        let req = one_byte();
+        for fails in [false, true] {
+            let fresh = Arc::new(Fresh(AtomicU64::new(0)));
+            let slot = Reopening::new(fresh, Clock::paused(), Arc::new(Waiting { fails }));
+            let p = Progress::closed_loop(&slot.clock, &req);
+            assert!(
+                p.stamped().is_none(),
+                "nothing to time from before it is sent"
+            );
+            let book = DigestBook::default();
+            let closed = fetch_held(&slot, &mut slot.hold(), p, &book, None).await;
+            let open = fetch(&slot, &slot.clock, &req, &book).await;
+            // The open loop's request is taken up as the closed loop's ends.
+            let t = closed.done;
+            assert_eq!((closed.began, open.began), (None, Some(t)));
+            assert_eq!(closed.error.is_some(), fails);
+            if fails {
+                assert_eq!((closed.sent, t), (ms(3), ms(3)));
+                assert_eq!(open.sent, t, "never sent: it lies where it was taken up");
+            } else {
+                let (sent, headers) = (closed.sent, closed.headers);
+                assert_eq!((sent, headers, t), (ms(3), Some(ms(5)), ms(5)));
+                assert_eq!((open.sent, open.headers), (t + ms(3), Some(t + ms(5))));
+                assert_eq!(closed.body_bytes, 1);
+            }
+        }
     }
 
     #[tokio::test(start_paused = true)]
