@@ -12,6 +12,7 @@ mod compare_fair;
 mod compete;
 mod congestion;
 mod cost;
+mod dead_connections;
 mod diff;
 mod edt;
 mod edt_kernel;

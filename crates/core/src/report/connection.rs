@@ -44,8 +44,9 @@ pub struct ConnectionRecord {
     /// What the client's QUIC stack did on this connection during the run (h3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quic: Option<crate::spec::quic_knobs::QuicStats>,
-    /// Opened in place of a connection the server closed (its request limit: GOAWAY,
-    /// `Connection: close`) while requests were waiting for it.
+    /// Opened in place of a connection that closed while requests were waiting for it: the
+    /// server's request limit (GOAWAY, `Connection: close`), or an end without a word (an
+    /// idle timeout, a reset).
     #[serde(default)]
     pub reopened: bool,
 }

@@ -123,7 +123,10 @@ impl Exchange for H2Conn {
                 .enter(|| self.send.current_max_send_streams())
                 .await;
             phase.set(1);
-            let mut send = self.send.clone().ready().await.map_err(|e| failed(&e))?;
+            // Not ready: the connection is gone (closed without a GOAWAY: a reset, a peer or
+            // middlebox gone) before this request was handed to h2. It goes on a new one.
+            let ready = self.send.clone().ready().await;
+            let mut send = ready.map_err(|e| failed(&e).unsent())?;
             p.sending();
             phase.set(2);
             // Built after the waits, so that it is not part of what a waiting request holds.

@@ -346,11 +346,16 @@ impl Exchange for H3Conn {
         // h3 opens the stream and writes the headers in one call. The wait for stream credit
         // (the server's MAX_STREAMS) is the connection's, not the object's: no per-object
         // timeout applies to it, and the QUIC idle timeout (--timeout) ends a connection that
-        // makes no progress at all.
-        let mut stream = send
-            .send_request(request)
-            .await
-            .map_err(|e| FetchError::from_err("sending request", &e))?;
+        // makes no progress at all. A request that finds its connection closed (that timeout,
+        // or the server's) never reached the server whole: it goes on a new connection, as on
+        // HTTP/1.1, instead of failing at once, and so every request after it.
+        let mut stream = send.send_request(request).await.map_err(|e| {
+            let e = FetchError::from_err("sending request", &e);
+            match self.conn.close_reason() {
+                Some(_) => e.unsent(),
+                None => e,
+            }
+        })?;
         self.spare.lock().expect("spare handles lock").push(send);
         // Timed from here: the stream is open and the request is on its way.
         p.sending();

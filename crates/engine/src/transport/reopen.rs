@@ -1,8 +1,9 @@
 //! A connection that outlives the server's request limit. nginx closes a connection after
 //! `keepalive_requests` (GOAWAY on HTTP/2, `Connection: close` on HTTP/1.1), and hypercorn
 //! and many proxies do the same. Requests the server says it never processed go again on a
-//! new connection, as curl, Go's client and browsers send them; what was reopened and how
-//! many requests went again is reported, never hidden.
+//! new connection, as curl, Go's client and browsers send them, and so do the requests that
+//! find a connection closed without a word (an idle timeout, a reset) before they reach the
+//! server; what was reopened and how many requests went again is reported, never hidden.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

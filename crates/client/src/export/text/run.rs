@@ -270,8 +270,8 @@ fn streams_line(report: &Report) -> Option<String> {
     })
 }
 
-/// Connections the server closed with requests waiting (its request limit), and the
-/// requests that went again on the ones opened in their place.
+/// Connections that closed with requests waiting (the server's request limit, an idle
+/// timeout, a reset), and the requests that went again on the ones opened in their place.
 fn reopened_line(report: &Report) -> Option<String> {
     let runs = &report.runs;
     let opened = runs
@@ -282,8 +282,9 @@ fn reopened_line(report: &Report) -> Option<String> {
     let retried: u64 = runs.iter().map(|r| r.objects.retried).sum();
     (opened > 0 || retried > 0).then(|| {
         format!(
-            "{opened} connection(s) opened after the server closed one (its request limit); \
-             {} request(s) it had not processed sent again",
+            "{opened} connection(s) opened in place of closed ones (the server's request \
+             limit, an idle timeout, a reset); {} request(s) the server had not processed sent \
+             again",
             count(retried)
         )
     })

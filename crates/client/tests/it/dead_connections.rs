@@ -1,0 +1,161 @@
+//! A connection that dies mid-run without a GOAWAY (an idle timeout, a reset): the requests
+//! it had in flight fail, and the requests after them go on a new connection instead of each
+//! failing at once on the dead one. Peers are an in-process server and a forwarder this test
+//! owns, on loopback.
+
+use crate::common;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{qbench, Run};
+use qbench_core::Protocol;
+use qbench_server::stall::StallSpec;
+use qbench_server::{InProcess, ServerOptions};
+use serde_json::Value;
+
+const OBJECTS: u64 = 400;
+const CONNECTIONS: u64 = 2;
+const STREAMS: u64 = 4;
+
+fn run(proto: &str, port: u16) -> Run {
+    let target = format!("https://127.0.0.1:{port}");
+    let (objects, connections, streams) = (
+        format!("{OBJECTS}x1KB"),
+        CONNECTIONS.to_string(),
+        STREAMS.to_string(),
+    );
+    qbench(&[
+        "--proto",
+        proto,
+        "--target",
+        &target,
+        "--insecure",
+        "--objects",
+        &objects,
+        "--connections",
+        &connections,
+        "--streams",
+        &streams,
+        "--timeout",
+        "5s",
+    ])
+}
+
+/// The run's counts: failed objects only of `kind`, at most `deaths` connections' requests
+/// in flight, every other object complete, and at least one connection replaced.
+fn assert_replaced(r: &Run, proto: &str, kind: &str, deaths: u64) -> Value {
+    let run0 = r.json.as_ref().expect("JSON report")["runs"][0].clone();
+    let objects = &run0["objects"];
+    let failed = objects["failed"].as_u64().unwrap();
+    assert!(
+        failed <= deaths * STREAMS,
+        "{proto}: {failed} failed, more than {deaths} connections had in flight: {run0}"
+    );
+    assert_eq!(
+        objects["completed"].as_u64().unwrap() + failed,
+        OBJECTS,
+        "{proto}: {run0}"
+    );
+    let errors = run0["errors"].as_object().unwrap();
+    assert!(
+        errors.keys().all(|k| k == kind),
+        "{proto}: only {kind}: {errors:?}"
+    );
+    let reopened = run0["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["reopened"] == true)
+        .count();
+    assert!(reopened >= 1, "{proto}: nothing reopened: {run0}");
+    run0
+}
+
+#[test]
+fn a_connection_the_quic_idle_timeout_ended_is_replaced() {
+    // The server's QUIC idle timeout (0.5 s, below the client's 5 s) ends each connection
+    // while every response waits out a 1.5 s stall: two or three deaths per connection.
+    let mut opts = ServerOptions::loopback();
+    opts.protocols = vec![Protocol::H3];
+    opts.idle_timeout = Duration::from_millis(500);
+    opts.stall = Some(StallSpec {
+        after: Duration::ZERO,
+        length: Duration::from_millis(1500),
+    });
+    let server = InProcess::start(opts, 1).unwrap();
+    let r = run("h3", server.local_addr().port());
+    let run0 = assert_replaced(&r, "h3", "timeout", 4 * CONNECTIONS);
+    assert!(run0["objects"]["retried"].as_u64().unwrap() >= 1, "{run0}");
+}
+
+/// Forwards TCP connections to `upstream`; the first one is cut (both ways, no GOAWAY) after
+/// `cut_after` bytes from the server, the others are carried whole.
+fn cutting_forwarder(upstream: u16, cut_after: usize) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let cut_once = Arc::new(AtomicBool::new(true));
+    thread::spawn(move || {
+        // At most 16 connections, and for at most a minute.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut accepted = 0;
+        while accepted < 16 && Instant::now() < deadline {
+            let client = match listener.accept() {
+                Ok((c, _)) => c,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    thread::sleep(Duration::from_millis(5));
+                    continue;
+                }
+                Err(_) => return,
+            };
+            accepted += 1;
+            client.set_nonblocking(false).unwrap();
+            let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                return;
+            };
+            let limit = cut_once.swap(false, Ordering::Relaxed).then_some(cut_after);
+            let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            thread::spawn(move || pipe(c2, s2, None));
+            thread::spawn(move || pipe(server, client, limit));
+        }
+    });
+    port
+}
+
+/// Copies `from` to `to` until either ends, or until `limit` bytes have passed: then both
+/// directions of both sockets are shut.
+fn pipe(mut from: TcpStream, mut to: TcpStream, limit: Option<usize>) {
+    let mut buf = [0u8; 16384];
+    let mut moved = 0;
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+        moved += n;
+        if limit.is_some_and(|l| moved >= l) {
+            break;
+        }
+    }
+    let _ = from.shutdown(Shutdown::Both);
+    let _ = to.shutdown(Shutdown::Both);
+}
+
+#[test]
+fn an_h2_connection_cut_without_a_goaway_is_replaced() {
+    let mut opts = ServerOptions::loopback();
+    opts.protocols = vec![Protocol::H2];
+    let server = InProcess::start(opts, 1).unwrap();
+    // 40 KB in: past the handshake and some 30 responses, with the run's rest to go.
+    let port = cutting_forwarder(server.local_addr().port(), 40_000);
+    let r = run("h2", port);
+    assert_replaced(&r, "h2", "reset", 1);
+}
