@@ -79,7 +79,8 @@ fn assert_replaced(r: &Run, proto: &str, kind: &str, deaths: u64) -> Value {
 #[test]
 fn a_connection_the_quic_idle_timeout_ended_is_replaced() {
     // The server's QUIC idle timeout (0.5 s, below the client's 5 s) ends each connection
-    // while every response waits out a 1.5 s stall: two or three deaths per connection.
+    // while responses wait out the 1.5 s stall from the first request: two or three deaths
+    // per connection, four allowed for a loaded machine.
     let mut opts = ServerOptions::loopback();
     opts.protocols = vec![Protocol::H3];
     opts.idle_timeout = Duration::from_millis(500);

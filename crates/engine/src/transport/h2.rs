@@ -123,8 +123,9 @@ impl Exchange for H2Conn {
                 .enter(|| self.send.current_max_send_streams())
                 .await;
             phase.set(1);
-            // Not ready: the connection is gone (closed without a GOAWAY: a reset, a peer or
-            // middlebox gone) before this request was handed to h2. It goes on a new one.
+            // Not ready: the connection ended (a reset, an end of stream without a GOAWAY)
+            // before this request was handed to h2. It goes on a new one. A peer that falls
+            // silent ends nothing here: its requests time out.
             let ready = self.send.clone().ready().await;
             let mut send = ready.map_err(|e| failed(&e).unsent())?;
             p.sending();

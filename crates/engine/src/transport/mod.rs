@@ -369,11 +369,15 @@ impl Sink for Collect {
     }
 }
 
+/// `GET uri` on the connection as it stands (a slot's current one, never one opened in its
+/// place: what is asked is that connection's own), its body up to `limit` bytes.
 pub(crate) async fn get_body(
     conn: &dyn Conn,
     uri: &Uri,
     limit: usize,
 ) -> Result<Vec<u8>, FetchError> {
+    let current = conn.as_slot().map(reopen::Reopening::current);
+    let conn = current.as_deref().unwrap_or(conn);
     let mut sink = Collect {
         body: Vec::new(),
         limit,

@@ -92,12 +92,17 @@ impl Reopening {
         Held { generation, conn }
     }
 
-    fn current(&self) -> std::sync::MutexGuard<'_, Current> {
+    /// The connection in the slot now, for a request that must not reopen it.
+    pub(crate) fn current(&self) -> Arc<dyn Conn> {
+        self.now().1
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Current> {
         self.current.lock().expect("connection slot lock")
     }
 
     fn now(&self) -> (u64, Arc<dyn Conn>) {
-        let c = self.current();
+        let c = self.lock();
         (c.generation, c.conn.clone())
     }
 
@@ -105,7 +110,7 @@ impl Reopening {
     async fn reopen(&self, generation: u64) -> Result<(), FetchError> {
         let _turn = self.reopening.lock().await;
         {
-            let c = self.current();
+            let c = self.lock();
             if c.generation != generation {
                 return Ok(());
             }
@@ -120,7 +125,7 @@ impl Reopening {
         let outcome = match result {
             Ok(c) => {
                 let old = {
-                    let mut cur = self.current();
+                    let mut cur = self.lock();
                     cur.generation += 1;
                     cur.failed = None;
                     self.generation.store(cur.generation, Ordering::Release);
@@ -136,7 +141,7 @@ impl Reopening {
                 })
             }
             Err(e) => {
-                self.current().failed = Some((self.clock.now(), e.clone()));
+                self.lock().failed = Some((self.clock.now(), e.clone()));
                 Err(e)
             }
         };
@@ -360,6 +365,19 @@ mod tests {
             .await
             .unwrap();
         assert!(p.answered() && p.stamped().is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connections_own_figures_are_asked_on_it_and_never_reopen_it() {
+        let (first, fresh, slot) = slot(false);
+        let uri = one_byte().uri;
+        let e = crate::transport::get_body(&slot, &uri, 100)
+            .await
+            .unwrap_err();
+        assert!(e.unprocessed, "{e}");
+        assert_eq!(first.seen.load(Ordering::SeqCst), 1);
+        assert_eq!(fresh.0.load(Ordering::SeqCst), 0, "nothing reopened");
+        assert!(Exchange::reopens(&slot).opened.is_empty());
     }
 
     /// Waits 3 ms (for a stream, say), then is sent and answered 2 ms later, or fails there
