@@ -323,11 +323,20 @@ fn requests_held_by_the_connection_are_not_the_clients_lag() {
     let verdict = run["client"]["saturated"].as_str().unwrap_or("");
     if own_late * 100 <= sent {
         assert!(!verdict.contains("taken up"), "{verdict}");
+    } else {
+        assert!(
+            verdict.contains("taken up"),
+            "a late client is named: {verdict}"
+        );
     }
-    assert!(
-        r.stderr
-            .contains("the rest waited for a stream or the connection"),
-        "{}",
-        r.stderr
-    );
+    // The summary's line for the connection's wait is there whenever the client kept to its
+    // schedule (its own p99 within the 2 ms that make a request late).
+    if p99(&load["client_lag"]) <= 2_000 {
+        assert!(
+            r.stderr
+                .contains("the rest waited for a stream or the connection"),
+            "{}",
+            r.stderr
+        );
+    }
 }
