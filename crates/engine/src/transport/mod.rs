@@ -407,9 +407,8 @@ pub(crate) struct Progress<'a> {
     /// When the fetch began: the client took the request up. Read only where a figure uses
     /// it (an open loop's own lag); a closed loop's request is timed from its sending.
     began: Option<Duration>,
-    /// Once `sent_once`; before that, `began`.
-    sent: Duration,
-    sent_once: bool,
+    /// When it was first sent; `None` before that.
+    sent: Option<Duration>,
     /// Sent again on a new connection.
     again: bool,
     headers: Option<Duration>,
@@ -424,9 +423,8 @@ impl Sink for Progress<'_> {
     /// A request sent again on a new connection keeps its first time: the server's close
     /// and the new handshake are part of what it cost.
     fn sending(&mut self) {
-        if !self.sent_once {
-            self.sent = self.clock.now();
-            self.sent_once = true;
+        if self.sent.is_none() {
+            self.sent = Some(self.clock.now());
         }
     }
 
@@ -462,11 +460,10 @@ impl Sink for Progress<'_> {
     }
 
     fn stamped(&self) -> Option<tokio::time::Instant> {
-        match (self.again, self.sent_once) {
-            (true, _) => None,
-            (false, true) => Some(self.clock.at(self.sent)),
-            (false, false) => self.began.map(|b| self.clock.at(b)),
+        if self.again {
+            return None;
         }
+        self.sent.or(self.began).map(|t| self.clock.at(t))
     }
 
     fn answered(&self) -> bool {
@@ -495,10 +492,8 @@ impl Sink for Progress<'_> {
 
 impl<'a> Progress<'a> {
     pub(crate) fn start(clock: &'a Clock, req: &'a ObjectReq) -> Self {
-        let now = clock.now();
         Self {
-            began: Some(now),
-            sent: now,
+            began: Some(clock.now()),
             ..Self::closed_loop(clock, req)
         }
     }
@@ -511,8 +506,7 @@ impl<'a> Progress<'a> {
             clock,
             req,
             began: None,
-            sent: Duration::ZERO,
-            sent_once: false,
+            sent: None,
             again: false,
             headers: None,
             content_length: None,
@@ -577,10 +571,7 @@ impl<'a> Progress<'a> {
             intended: None,
             began: self.began,
             // Never sent: it ended where it began, or, unstamped, where it failed.
-            sent: match (self.sent_once, self.began) {
-                (true, _) => self.sent,
-                (false, b) => b.unwrap_or(done),
-            },
+            sent: self.sent.or(self.began).unwrap_or(done),
             headers: self.headers,
             done,
             body_bytes: self.bytes,
