@@ -189,7 +189,8 @@ impl Runner {
     fn begin(&self, index: u32, to: &Observing, side_tasks: &mut JoinSet<()>) -> RunState {
         let clock = self.clock;
         let start = clock.now();
-        let rec = Arc::new(Mutex::new(Recorder::new(index, self.objects(), start)));
+        let rec = Recorder::new(index, self.objects(), start).ticking(self.plan.interval.is_some());
+        let rec = Arc::new(Mutex::new(rec));
         let log = self.plan.log.clone().map(|log| LogTo {
             log,
             run: index,
