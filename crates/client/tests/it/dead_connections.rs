@@ -1,7 +1,7 @@
 //! A connection that dies mid-run without a GOAWAY (an idle timeout, a reset): the requests
 //! it had in flight fail, and the requests after them go on a new connection instead of each
-//! failing at once on the dead one. Peers are an in-process server and a forwarder this test
-//! owns, on loopback.
+//! failing at once on the dead one. Peers are an in-process server, a forwarder this test
+//! owns, and quic-go's HTTP/3 server, on loopback.
 
 use crate::common;
 
@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::needs::{require, Need};
 use common::{qbench, Run};
 use qbench_core::Protocol;
 use qbench_server::stall::StallSpec;
@@ -66,14 +67,18 @@ fn assert_replaced(r: &Run, proto: &str, kind: &str, deaths: u64) -> Value {
         errors.keys().all(|k| k == kind),
         "{proto}: only {kind}: {errors:?}"
     );
-    let reopened = run0["connections"]
+    assert!(reopened(&run0) >= 1, "{proto}: nothing reopened: {run0}");
+    run0
+}
+
+/// Connections of a run opened in place of closed ones.
+fn reopened(run0: &Value) -> usize {
+    run0["connections"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|c| c["reopened"] == true)
-        .count();
-    assert!(reopened >= 1, "{proto}: nothing reopened: {run0}");
-    run0
+        .count()
 }
 
 #[test]
@@ -159,4 +164,48 @@ fn an_h2_connection_cut_without_a_goaway_is_replaced() {
     let port = cutting_forwarder(server.local_addr().port(), 40_000);
     let r = run("h2", port);
     assert_replaced(&r, "h2", "reset", 1);
+}
+
+#[test]
+fn a_connection_quic_gos_idle_timeout_ended_is_replaced() {
+    require!(Need::Tool("go"));
+    // A stack nobody here wrote: quic-go's server ends a connection 200 ms after its last
+    // packet, without a word, as QUIC's idle timeout does. Requests a second apart each find
+    // the connection gone before they are sent and go on a new one. One may fail as a timeout
+    // where a slow handshake stretched the client's own idle timer (three probe timeouts)
+    // past the gap, so that it sent the request on a connection quic-go had dropped.
+    let bin = common::go_build("servers/quicgo", "qbench-quicgo-server");
+    let server = format!(
+        "exec:{} -addr {{addr}}:{{port}} -cert {{cert}} -key {{key}} -root {{root}} -idle 200ms",
+        bin.display()
+    );
+    let r = qbench(&[
+        "--server",
+        &server,
+        "--proto",
+        "h3",
+        "--objects",
+        "1x1KB",
+        "--connections",
+        "1",
+        "--rate",
+        "1",
+        "--duration",
+        "4s",
+        "--timeout",
+        "5s",
+    ]);
+    let run0 = r.json.as_ref().expect("JSON report")["runs"][0].clone();
+    let objects = &run0["objects"];
+    let (completed, failed) = (
+        objects["completed"].as_u64().unwrap(),
+        objects["failed"].as_u64().unwrap(),
+    );
+    assert_eq!(completed + failed, 4, "{run0}");
+    assert!(failed <= 1, "{run0}");
+    let errors = run0["errors"].as_object().unwrap();
+    assert!(errors.keys().all(|k| k == "timeout"), "{errors:?}");
+    assert!(reopened(&run0) >= 2, "{run0}");
+    assert!(objects["retried"].as_u64().unwrap() >= 2, "{run0}");
+    assert_eq!(run0["server_program"]["name"], "exec", "{run0}");
 }
