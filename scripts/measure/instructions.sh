@@ -5,7 +5,10 @@
 # timing), whatever else the machine does, where CPU time needs many rounds to
 # resolve a few percent on a shared or noisy host. Each client runs twice, SMALL and LARGE
 # requests over the same connections; the difference divided by LARGE - SMALL is the cost of one
-# more request, without the handshakes, the runtime's start and the report. Then that marginal
+# more request, without the handshakes, the runtime's start and the report. SMALL must be well
+# past the 6,400 requests in flight: below it, the difference also holds the allocator growing
+# to hold them all, a cost of the first requests, not of one more (5,000 and 15,000 read qbench
+# 1.07x its floor on h3, where 20,000 and 40,000 read 1.05x). Then that marginal
 # cost is split by the crate each function belongs to (a generic function by the first crate of
 # ours or of a stack among its type parameters), so what qbench adds to its floor is named.
 #
@@ -16,12 +19,17 @@
 # Under valgrind the client runs some 50 times slower than the server, which therefore answers
 # at once: each wakeup reads more responses than in a normal run. Both clients run so, alike.
 #
-#   bash scripts/measure/instructions.sh                     # 5,000 and 15,000 requests, h2 and h3
-#   SMALL=2000 LARGE=8000 PROTOS=h3 TOP=30 bash scripts/measure/instructions.sh
+#   bash scripts/measure/instructions.sh                     # 20,000 and 40,000 requests, h2 and h3
+#   SMALL=30000 LARGE=90000 PROTOS=h3 TOP=30 bash scripts/measure/instructions.sh
+#   QBENCH=/tmp/qbench-before PROTOS=h3 bash scripts/measure/instructions.sh
+#
+# QBENCH is the client build to count (this tree's release build by default): run once with
+# the build before a change and once with this tree's, and the two counts compare the builds
+# to a tenth of a percent, where `abba.sh`'s CPU time needs 2% or many pairs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-SMALL=${SMALL:-5000}
-LARGE=${LARGE:-15000}
+SMALL=${SMALL:-20000}
+LARGE=${LARGE:-40000}
 PROTOS=${PROTOS:-"h2 h3"}
 TOP=${TOP:-15}
 for v in SMALL LARGE TOP; do
@@ -35,33 +43,38 @@ if ! command -v valgrind >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind
 fi
 command -v perf >/dev/null || { echo "instructions.sh: perf is not installed" >&2; exit 2; }
+if [ -n "${QBENCH:-}" ] && ! { [ -f "$QBENCH" ] && [ -x "$QBENCH" ]; }; then
+  echo "instructions.sh: QBENCH '$QBENCH' is not an executable file" >&2
+  exit 2
+fi
 cargo build --release -q -p qbench -p qbench-server
 cargo build --release -q -p qbench-benches --bin raw-requests
 T=${CARGO_TARGET_DIR:-target}/release
+QBENCH=${QBENCH:-$T/qbench}
 . scripts/measure/one_server.sh
 
 # The server on the second core, each client alone on the first.
 start_server "$T/qbench-server" 1 1
 
-client() { # WHO PROTO REQUESTS: the command line of one client run
+client() { # WHO PROTO REQUESTS: sets cmd, the command line of one client run
   case $1 in
-  qbench) echo "$T/qbench --proto $2 --target https://$addr --ca $tmp/cert.pem --objects ${3}x1KB \
-    --connections 64 --streams 100 --client-threads 1 --no-telemetry" ;;
-  floor) echo "$T/raw-requests --proto $2 --target $addr --ca $tmp/cert.pem --requests $3 \
-    --connections 64 --streams 100 --threads 1 --runs 1" ;;
+  qbench) cmd=("$QBENCH" --proto "$2" --target "https://$addr" --ca "$tmp/cert.pem"
+    --objects "${3}x1KB" --connections 64 --streams 100 --client-threads 1 --no-telemetry) ;;
+  floor) cmd=("$T/raw-requests" --proto "$2" --target "$addr" --ca "$tmp/cert.pem"
+    --requests "$3" --connections 64 --streams 100 --threads 1 --runs 1) ;;
   esac
 }
 
 run() { # WHO PROTO REQUESTS: counts into $tmp/cg.WHO.PROTO.REQUESTS
-  # shellcheck disable=SC2046
+  client "$1" "$2" "$3"
   taskset -c 0 valgrind -q --tool=cachegrind --cache-sim=no --branch-sim=no \
-    --cachegrind-out-file="$tmp/cg.$1.$2.$3" $(client "$1" "$2" "$3") >/dev/null 2>"$tmp/err" ||
+    --cachegrind-out-file="$tmp/cg.$1.$2.$3" "${cmd[@]}" >/dev/null 2>"$tmp/err" ||
     { echo "instructions.sh: $1 $2 $3 failed under valgrind: $(tail -3 "$tmp/err")" >&2; exit 1; }
 }
 
 syscalls() { # WHO PROTO REQUESTS: system calls the client made, all threads
-  # shellcheck disable=SC2046
-  perf stat -x, -e raw_syscalls:sys_enter -- taskset -c 0 $(client "$1" "$2" "$3") \
+  client "$1" "$2" "$3"
+  perf stat -x, -e raw_syscalls:sys_enter -- taskset -c 0 "${cmd[@]}" \
     2>&1 >/dev/null | awk -F, '/raw_syscalls/ {print $1}'
 }
 
