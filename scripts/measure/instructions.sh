@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Instructions per small request, qbench's client beside its stack's floor (raw-requests), over
 # h2 and h3, counted by valgrind (cachegrind, no cache simulation): the count is the same for the
-# same binaries and inputs within about 0.1% (the batching of responses per wakeup follows the
-# timing), whatever else the machine does, where CPU time needs many rounds to
+# same binaries and inputs within about 0.7% for qbench and 0.3% for the floor (the batching of
+# responses per wakeup follows the timing), whatever else the machine does, where CPU time needs
+# many rounds to
 # resolve a few percent on a shared or noisy host. Each client runs twice, SMALL and LARGE
 # requests over the same connections; the difference divided by LARGE - SMALL is the cost of one
 # more request, without the handshakes, the runtime's start and the report. SMALL must be well
@@ -24,8 +25,8 @@
 #   QBENCH=/tmp/qbench-before PROTOS=h3 bash scripts/measure/instructions.sh
 #
 # QBENCH is the client build to count (this tree's release build by default): run once with
-# the build before a change and once with this tree's, and the two counts compare the builds
-# to a tenth of a percent, where `abba.sh`'s CPU time needs 2% or many pairs.
+# the build before a change and once with this tree's (a few times each for a change under 1%),
+# where `abba.sh`'s CPU time needs 2% or many pairs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SMALL=${SMALL:-20000}
@@ -36,6 +37,7 @@ for v in SMALL LARGE TOP; do
   [[ ${!v} =~ ^[1-9][0-9]{0,7}$ ]] || { echo "instructions.sh: $v must be a whole number from 1 to 99999999, not '${!v}'" >&2; exit 2; }
 done
 [ "$LARGE" -gt "$SMALL" ] || { echo "instructions.sh: LARGE ($LARGE) must be more than SMALL ($SMALL)" >&2; exit 2; }
+[ -n "${PROTOS// /}" ] || { echo "instructions.sh: PROTOS is empty; give h2, h3 or both" >&2; exit 2; }
 for p in $PROTOS; do
   [[ $p == h2 || $p == h3 ]] || { echo "instructions.sh: PROTOS takes h2 and h3, not '$p'" >&2; exit 2; }
 done
