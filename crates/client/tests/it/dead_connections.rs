@@ -209,3 +209,70 @@ fn a_connection_quic_gos_idle_timeout_ended_is_replaced() {
     assert!(objects["retried"].as_u64().unwrap() >= 2, "{run0}");
     assert_eq!(run0["server_program"]["name"], "exec", "{run0}");
 }
+
+#[test]
+fn a_server_gone_mid_run_is_tried_once_a_second_per_connection() {
+    // The server's runtime ends 1.5 s into a 4 s held load: its connections are reset and
+    // every handshake after it is refused at once. Each connection tries again a second after
+    // its last attempt failed, and its requests wait for that attempt and fail with it, so
+    // the run counts tens of refusals, not a closed loop's worth of them per second.
+    for proto in ["h2", "h1"] {
+        let mut opts = ServerOptions::loopback();
+        opts.protocols = vec![if proto == "h2" {
+            Protocol::H2
+        } else {
+            Protocol::H1
+        }];
+        let server = InProcess::start(opts, 1).unwrap();
+        let target = format!("https://127.0.0.1:{}", server.local_addr().port());
+        let streams = if proto == "h2" { STREAMS } else { 1 };
+        let run = thread::spawn(move || {
+            let mut args = vec![
+                "--proto",
+                proto,
+                "--target",
+                &target,
+                "--insecure",
+                "--objects",
+                "10x1KB",
+                "--connections",
+                "2",
+                "--duration",
+                "4s",
+                "--warmup",
+                "0s",
+                "--timeout",
+                "5s",
+            ];
+            if proto == "h2" {
+                args.extend(["--streams", "4"]);
+            }
+            let began = Instant::now();
+            (qbench(&args), began.elapsed())
+        });
+        thread::sleep(Duration::from_millis(1500));
+        drop(server);
+        let (r, took) = run.join().unwrap();
+        let run0 = r.json.as_ref().expect("JSON report")["runs"][0].clone();
+        let errors = run0["errors"].as_object().unwrap();
+        let refused = errors.get("refused").and_then(Value::as_u64).unwrap_or(0);
+        let failed = run0["objects"]["failed"].as_u64().unwrap();
+        let attempts = run0["connections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["reopened"] == true && c["error"] == "refused")
+            .count() as u64;
+        // At most one attempt a second per connection over the 2.5 s left and the pause of
+        // the requests in flight at the end: 4 each, allowing for a slow start.
+        assert!((2..=8).contains(&attempts), "{proto}: {attempts}: {run0}");
+        // Per connection: those in flight as the server went, those each attempt failed, and
+        // those waiting for an attempt when the run ended.
+        assert!(
+            failed <= (attempts + 4) * streams,
+            "{proto}: {failed} failed: {errors:?}"
+        );
+        assert!(refused >= attempts, "{proto}: {errors:?}");
+        assert!(took < Duration::from_secs(8), "{proto}: {took:?}");
+    }
+}

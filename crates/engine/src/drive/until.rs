@@ -9,6 +9,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use crate::measure::clock::Clock;
+use crate::transport::reopen::RunEnd;
+use crate::transport::BoxFuture;
 
 /// Ends a held load early: no request starts after it.
 #[derive(Default)]
@@ -69,3 +71,27 @@ impl Until {
         self.stop.is_set() || self.clock.now() >= self.end()
     }
 }
+
+impl RunEnd for Until {
+    fn over(&self) -> bool {
+        Self::over(self)
+    }
+
+    fn reached(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            // The end may be set while this waits (once every connection is up): looked at
+            // again at least every 100 ms until then.
+            while !self.over() {
+                let end = self.end();
+                let step = self.clock.at(end.min(self.clock.now() + STEP));
+                tokio::select! {
+                    () = tokio::time::sleep_until(step) => {}
+                    () = self.stop.wait() => {}
+                }
+            }
+        })
+    }
+}
+
+/// How often a wait for the end looks whether the end was set.
+const STEP: Duration = Duration::from_millis(100);

@@ -13,16 +13,26 @@ use http::Uri;
 use qbench_core::HandshakeInfo;
 
 use super::streams::StreamFacts;
-use super::{Conn, Dog, Exchange, FetchError, Sink, Transport, ZeroRtt};
+use super::{BoxFuture, Conn, Dog, Exchange, FetchError, Sink, Transport, ZeroRtt};
 use crate::measure::clock::Clock;
 
 /// How often one request is sent again. Each time, the server closed a connection without
 /// processing it; a server that refuses everything ends here, not in a loop.
 pub(crate) const MAX_RETRIES: u32 = 8;
 
-/// After a failed reopen, the requests that find the connection still dead fail with that
-/// error for this long instead of each waiting for a handshake of its own.
+/// After a failed reopen, the next attempt on the slot waits this long: the requests that
+/// find the connection still dead wait for it and share its outcome, so that a closed loop
+/// against a server that went away makes one handshake a second per connection and fails
+/// its requests at that pace, not as fast as a refused connect returns (a million errors a
+/// second, counted and burning the client's core).
 const FAILED_REOPEN_HOLD: Duration = Duration::from_secs(1);
+
+/// When the run using a slot stops starting requests (a held load's end, or a stop).
+pub(crate) trait RunEnd: Send + Sync {
+    fn over(&self) -> bool;
+    /// Resolves when the run is over.
+    fn reached(&self) -> BoxFuture<'_, ()>;
+}
 
 /// A connection opened in place of one the server closed.
 pub(crate) struct Reopened {
@@ -52,6 +62,9 @@ struct Current {
     conn: Arc<dyn Conn>,
     /// The last reopen of this generation failed: when, and why.
     failed: Option<(Duration, FetchError)>,
+    /// Reopens of the slot that failed, ever: a request that saw this many before waiting
+    /// for its turn and finds more takes the newest's error as its own.
+    failures: u64,
 }
 
 /// A connection slot: the connection in it now, and how to open the next.
@@ -67,6 +80,9 @@ pub(crate) struct Reopening {
     reopening: tokio::sync::Mutex<()>,
     opened: Mutex<Vec<Reopened>>,
     retried: AtomicU64,
+    /// When the current run's held load stops starting requests: no new attempt on a slot
+    /// whose last one failed is made after it. `None` for a run of fixed objects.
+    until: Mutex<Option<Arc<dyn RunEnd>>>,
 }
 
 impl Reopening {
@@ -78,12 +94,19 @@ impl Reopening {
                 generation: 0,
                 conn,
                 failed: None,
+                failures: 0,
             }),
             generation: AtomicU64::new(0),
             reopening: tokio::sync::Mutex::new(()),
             opened: Mutex::new(Vec::new()),
             retried: AtomicU64::new(0),
+            until: Mutex::new(None),
         }
+    }
+
+    /// The run about to use the slot ends as `until` says (`None`: when its objects are done).
+    pub(crate) fn serve_until(&self, until: Option<Arc<dyn RunEnd>>) {
+        *self.until.lock().expect("slot end lock") = until;
     }
 
     /// The connection in the slot now, to keep for [`Reopening::exchange_held`].
@@ -108,16 +131,30 @@ impl Reopening {
 
     /// Replaces generation `generation`'s connection, unless another request already did.
     async fn reopen(&self, generation: u64) -> Result<(), FetchError> {
+        let seen = self.lock().failures;
         let _turn = self.reopening.lock().await;
-        {
+        let (pause, failed) = {
             let c = self.lock();
             if c.generation != generation {
                 return Ok(());
             }
-            if let Some((at, e)) = &c.failed {
-                if self.clock.now().saturating_sub(*at) < FAILED_REOPEN_HOLD {
-                    return Err(e.clone());
+            match &c.failed {
+                // An attempt failed while this request waited for its turn: its outcome.
+                Some((_, e)) if c.failures != seen => return Err(e.clone()),
+                Some((at, e)) => {
+                    let since = self.clock.now().saturating_sub(*at);
+                    (FAILED_REOPEN_HOLD.saturating_sub(since), Some(e.clone()))
                 }
+                None => (Duration::ZERO, None),
+            }
+        };
+        // Waited out holding the turn: the requests behind this one take its attempt's outcome.
+        if let Some(e) = failed {
+            if !self.wait_out(pause).await {
+                return Err(FetchError::new(
+                    e.kind,
+                    format!("{} (the run ended before another attempt)", e.message),
+                ));
             }
         }
         let started = self.clock.now();
@@ -141,7 +178,9 @@ impl Reopening {
                 })
             }
             Err(e) => {
-                self.lock().failed = Some((self.clock.now(), e.clone()));
+                let mut c = self.lock();
+                c.failed = Some((self.clock.now(), e.clone()));
+                c.failures += 1;
                 Err(e)
             }
         };
@@ -151,6 +190,24 @@ impl Reopening {
             .expect("reopen log lock")
             .push(Reopened { started, outcome });
         back
+    }
+
+    /// Sleeps `pause`, cut short where the run stops starting requests; whether the run is
+    /// still on, so that another attempt is worth making.
+    async fn wait_out(&self, pause: Duration) -> bool {
+        let until = self.until.lock().expect("slot end lock").clone();
+        let Some(u) = until else {
+            tokio::time::sleep(pause).await;
+            return true;
+        };
+        if u.over() {
+            return false;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = u.reached() => {}
+        }
+        !u.over()
     }
 }
 
@@ -454,3 +511,6 @@ mod tests {
         assert_eq!(Exchange::reopens(&slot).retried, 0);
     }
 }
+
+#[cfg(test)]
+mod paced_tests;

@@ -274,17 +274,27 @@ fn streams_line(report: &Report) -> Option<String> {
 /// timeout, a reset), and the requests that went again on the ones opened in their place.
 fn reopened_line(report: &Report) -> Option<String> {
     let runs = &report.runs;
-    let opened = runs
+    let (mut opened, mut failed) = (0, 0);
+    for c in runs
         .iter()
         .flat_map(|r| &r.connections)
         .filter(|c| c.reopened)
-        .count();
+    {
+        match c.error {
+            None => opened += 1,
+            Some(_) => failed += 1,
+        }
+    }
     let retried: u64 = runs.iter().map(|r| r.objects.retried).sum();
-    (opened > 0 || retried > 0).then(|| {
+    let failed = match failed {
+        0 => String::new(),
+        n => format!(", {n} attempt(s) to open one failed (at most one a second per connection)"),
+    };
+    (opened > 0 || !failed.is_empty() || retried > 0).then(|| {
         format!(
             "{opened} connection(s) opened in place of closed ones (the server's request \
-             limit, an idle timeout, a reset); {} request(s) the server had not processed sent \
-             again",
+             limit, an idle timeout, a reset){failed}; {} request(s) the server had not \
+             processed sent again",
             count(retried)
         )
     })

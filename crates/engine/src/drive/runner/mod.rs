@@ -25,7 +25,7 @@ use crate::drive::until::{Stop, Until};
 use crate::drive::workers::Workers;
 use crate::measure::clock::Clock;
 use crate::transport::pinned::Pinned;
-use crate::transport::reopen::{Reopening, Reopens};
+use crate::transport::reopen::Reopening;
 use crate::transport::verify::DigestBook;
 use crate::transport::{get_body, Conn, FetchError, Transport};
 use qbench_core::errors::ErrorKind;
@@ -266,6 +266,7 @@ impl Runner {
                 let mut ids = Vec::new();
                 for (ci, (c, info)) in warm.iter().enumerate() {
                     ids.push(lock(rec).connection_reused(info.clone()));
+                    serves_until(c, &workers.until);
                     if closed_loop {
                         workers.spawn(ci as u64, c, tasks);
                     }
@@ -277,6 +278,7 @@ impl Runner {
             }
             None => {
                 let mut up = |ci: usize, c: &Arc<dyn Conn>, tasks: &mut JoinSet<()>| {
+                    serves_until(c, &workers.until);
                     if closed_loop {
                         workers.spawn(ci as u64, c, tasks);
                     }
@@ -510,45 +512,6 @@ impl Runner {
     }
 }
 
-/// Each connection's stream figures, after those of the connections it was reopened as.
-async fn record_streams(rec: &Mutex<Recorder>, conns: &Open, ids: Vec<ConnId>) {
-    for ((c, _), id) in conns.iter().zip(ids) {
-        let id = record_reopens(rec, id, c.reopens()).await;
-        let facts = c.streams();
-        let mut r = lock(rec);
-        r.streams(id, facts.peer_limit, facts.peak);
-        r.quic(id, facts.quic);
-    }
-}
-
-/// Records the connections opened in place of connection `id` during the run, each with
-/// what the one before it saw of streams; returns the id of the one open now.
-async fn record_reopens(rec: &Mutex<Recorder>, mut id: ConnId, reopens: Reopens) -> ConnId {
-    lock(rec).retried(reopens.retried);
-    for r in reopens.opened {
-        match r.outcome {
-            Ok(new) => {
-                // Settled by now: the connection has carried requests since.
-                let info = match new.zero_rtt {
-                    Some(accepted) => accepted.await,
-                    None => new.info,
-                };
-                let mut rec = lock(rec);
-                rec.streams(id, new.previous.peer_limit, new.previous.peak);
-                rec.quic(id, new.previous.quic);
-                id = rec.connection_reopened(r.started);
-                rec.handshake_done(id, new.done, info);
-            }
-            Err(e) => {
-                let mut rec = lock(rec);
-                let failed = rec.connection_reopened(r.started);
-                rec.connection_failed(failed, e.kind, &e.message);
-            }
-        }
-    }
-    id
-}
-
 async fn fetch_telemetry<'a>(
     conns: impl Iterator<Item = &'a dyn Conn>,
     uri: &Uri,
@@ -588,6 +551,8 @@ async fn fetch_telemetry<'a>(
 
 mod client_load;
 use client_load::ClientWatch;
+mod slots;
+use slots::{record_streams, serves_until};
 
 #[cfg(test)]
 mod tests;

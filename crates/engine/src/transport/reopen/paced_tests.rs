@@ -1,0 +1,154 @@
+//! A slot whose server went away: attempts to reopen it are paced, the requests waiting for
+//! one share its outcome, and none is made once the run is over.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::Uri;
+use qbench_core::ErrorKind;
+
+use super::{Reopening, FAILED_REOPEN_HOLD};
+use crate::drive::until::{Stop, Until};
+use crate::measure::clock::Clock;
+use crate::transport::streams::StreamFacts;
+use crate::transport::{
+    BoxFuture, Connected, Dog, Exchange, FetchError, ObjectReq, Progress, Sink, Transport,
+};
+
+/// A connection the server closed: every request fails before it is sent.
+struct Closed;
+
+impl Exchange for Closed {
+    async fn request(&self, _: &Uri, _: &mut dyn Sink, _: Dog<'_>) -> Result<(), FetchError> {
+        Err(FetchError::new(ErrorKind::Reset, "connection closed").unsent())
+    }
+
+    fn streams(&self) -> StreamFacts {
+        StreamFacts::default()
+    }
+}
+
+/// A server that is gone: every handshake is refused at once. Counts them.
+struct Gone(AtomicU64);
+
+impl Transport for Gone {
+    fn connect(&self) -> BoxFuture<'_, Result<Connected, FetchError>> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async { Err(FetchError::new(ErrorKind::Refused, "connection refused")) })
+    }
+}
+
+fn dead_slot(clock: Clock) -> (Arc<Gone>, Arc<Reopening>) {
+    let gone = Arc::new(Gone(AtomicU64::new(0)));
+    let slot = Reopening::new(gone.clone(), clock, Arc::new(Closed));
+    (gone, Arc::new(slot))
+}
+
+fn req() -> ObjectReq {
+    ObjectReq {
+        uri: "https://h:1/bytes/1".parse().unwrap(),
+        expected_len: Some(1),
+        verify: false,
+    }
+}
+
+/// `workers` closed-loop workers on `slot` until `until` is over (or, without one, for
+/// `for_how_long`), each at most 10,000 requests; every outcome's error.
+async fn closed_loop(
+    slot: &Arc<Reopening>,
+    workers: usize,
+    until: Option<Until>,
+    for_how_long: Duration,
+) -> Vec<(ErrorKind, String)> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..workers {
+        let (slot, until) = (slot.clone(), until.clone());
+        tasks.spawn(async move {
+            let (clock, book) = (slot.clock, crate::transport::verify::DigestBook::default());
+            let mut errors = Vec::new();
+            let mut held = slot.hold();
+            for _ in 0..10_000 {
+                let over = match &until {
+                    Some(u) => u.over(),
+                    None => clock.now() >= for_how_long,
+                };
+                if over {
+                    break;
+                }
+                let r = req();
+                let p = Progress::closed_loop(&clock, &r);
+                let out = crate::transport::fetch_held(&slot, &mut held, p, &book, None).await;
+                errors.push(*out.error.expect("nothing answers"));
+            }
+            errors
+        });
+    }
+    let mut all = Vec::new();
+    while let Some(errors) = tasks.join_next().await {
+        all.extend(errors.unwrap());
+    }
+    all
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_gone_server_is_tried_once_a_hold_per_slot_and_its_requests_fail_at_that_pace() {
+    let clock = Clock::paused();
+    let (gone, slot) = dead_slot(clock);
+    // Requests start until 3.5 s; attempts at 0, 1, 2, 3 and 4 s (for those taken up after
+    // 3 s), each failing the requests that waited for it.
+    let span = FAILED_REOPEN_HOLD * 3 + FAILED_REOPEN_HOLD / 2;
+    let errors = closed_loop(&slot, 10, None, span).await;
+    let attempts = gone.0.load(Ordering::SeqCst);
+    assert_eq!(attempts, 5, "{} requests failed", errors.len());
+    assert_eq!(clock.now(), FAILED_REOPEN_HOLD * 4);
+    assert!(
+        (10..=60).contains(&errors.len()),
+        "about 10 requests per attempt, not as fast as refusals return: {}",
+        errors.len()
+    );
+    assert!(errors.iter().all(
+        |(k, m)| *k == ErrorKind::Refused && m.contains("a new one failed: connection refused")
+    ));
+    // Every attempt is in the slot's log, as a failed reopen.
+    let reopens = Exchange::reopens(slot.as_ref());
+    assert_eq!(reopens.opened.len(), 5);
+    assert!(reopens.opened.iter().all(|r| r.outcome.is_err()));
+    assert_eq!(reopens.retried, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_attempt_is_made_once_the_run_is_over() {
+    let clock = Clock::paused();
+    let (gone, slot) = dead_slot(clock);
+    let until = Until::new(Arc::new(Stop::default()), clock);
+    let end = FAILED_REOPEN_HOLD + FAILED_REOPEN_HOLD / 2;
+    until.set_end(end);
+    slot.serve_until(Some(Arc::new(until.clone())));
+    let errors = closed_loop(&slot, 4, Some(until), Duration::MAX).await;
+    // At 0 and 1 s; the pause after the second is cut at the end, with no third attempt.
+    assert_eq!(gone.0.load(Ordering::SeqCst), 2);
+    assert_eq!(clock.now(), end, "the run's end cut the pause short");
+    let ended = errors
+        .iter()
+        .filter(|(_, m)| m.contains("the run ended"))
+        .count();
+    assert!(ended >= 1, "{errors:?}");
+    assert!(errors.len() <= 12, "{errors:?}");
+
+    // A stop cuts it short as well, before the end.
+    let (gone, slot) = dead_slot(clock);
+    let stop = Arc::new(Stop::default());
+    let until = Until::new(stop.clone(), clock);
+    slot.serve_until(Some(Arc::new(until.clone())));
+    let stopping = tokio::spawn(async move {
+        tokio::time::sleep(FAILED_REOPEN_HOLD / 4).await;
+        stop.stop();
+    });
+    let start = clock.now();
+    let errors = closed_loop(&slot, 4, Some(until), Duration::MAX).await;
+    stopping.await.unwrap();
+    assert_eq!(gone.0.load(Ordering::SeqCst), 1);
+    assert_eq!(clock.now() - start, FAILED_REOPEN_HOLD / 4);
+    assert!(errors.iter().any(|(_, m)| m.contains("the run ended")));
+}
