@@ -24,6 +24,11 @@ const CONNECTIONS: u64 = 2;
 const STREAMS: u64 = 4;
 
 fn run(proto: &str, port: u16) -> Run {
+    run_timing_out(proto, port, "5s")
+}
+
+/// `run` with the client's `--timeout`.
+fn run_timing_out(proto: &str, port: u16, timeout: &str) -> Run {
     let target = format!("https://127.0.0.1:{port}");
     let (objects, connections, streams) = (
         format!("{OBJECTS}x1KB"),
@@ -43,7 +48,7 @@ fn run(proto: &str, port: u16) -> Run {
         "--streams",
         &streams,
         "--timeout",
-        "5s",
+        timeout,
     ])
 }
 
@@ -97,6 +102,27 @@ fn a_connection_the_quic_idle_timeout_ended_is_replaced() {
     let r = run("h3", server.local_addr().port());
     let run0 = assert_replaced(&r, "h3", "timeout", 4 * CONNECTIONS);
     assert!(run0["objects"]["retried"].as_u64().unwrap() >= 1, "{run0}");
+}
+
+#[test]
+fn an_h2_connection_silent_past_the_timeout_is_replaced() {
+    // As QUIC's idle timeout (the client's --timeout) ends an HTTP/3 connection on which
+    // nothing moves, a request that times out with nothing moving on its HTTP/2 connection
+    // ends it, and the requests after go on a new one; TCP alone would keep it for minutes.
+    // The stall (1.5 s from the first request) outlasts the timeout (0.5 s) two or three
+    // times per connection; four allowed for a loaded machine.
+    let mut opts = ServerOptions::loopback();
+    opts.protocols = vec![Protocol::H2];
+    opts.stall = Some(StallSpec {
+        after: Duration::ZERO,
+        length: Duration::from_millis(1500),
+    });
+    let server = InProcess::start(opts, 1).unwrap();
+    let r = run_timing_out("h2", server.local_addr().port(), "500ms");
+    let run0 = assert_replaced(&r, "h2", "timeout", 4 * CONNECTIONS);
+    // Requests the ended connection had sent fail as what ended it.
+    let first = run0["first_error"].as_str().unwrap_or_default();
+    assert!(first.contains("no progress for 500ms"), "{first}");
 }
 
 /// Forwards TCP connections to `upstream`; the first one is cut (both ways, no GOAWAY) after

@@ -1,13 +1,14 @@
 //! HTTP/2 over TLS 1.3 over TCP, on the h2 crate that hyper is built on: its request handle
 //! says how many streams the server allows, which hyper's does not.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::Uri;
 use qbench_core::wire::{CONN_WINDOW, MAX_H2_FRAME, MAX_RESPONSE_HEADER_BYTES, STREAM_WINDOW};
+use qbench_core::ErrorKind;
 
 use super::activity::{Activity, Moved, Name, Phase, WhileMoving};
 use super::streams::{OnWire, StreamFacts};
@@ -45,6 +46,11 @@ struct H2Conn {
     /// The server's limit as of the last response, 0 before the first. A response means the
     /// server's first SETTINGS have been applied: that frame precedes every other it sends.
     server_limit: AtomicUsize,
+    /// The task that drives the connection, ended when the connection fell silent.
+    driver: tokio::task::AbortHandle,
+    /// A request timed out with nothing moving on the connection for `timeout`: it was ended,
+    /// as QUIC's idle timeout (the same `--timeout`) ends an HTTP/3 connection.
+    silent: AtomicBool,
 }
 
 impl Transport for H2 {
@@ -75,9 +81,10 @@ impl H2 {
         .await?;
         // Ends when the last handle is dropped (GOAWAY) or the connection fails; a failure
         // reaches every request on it.
-        tokio::spawn(async move {
+        let driver = tokio::spawn(async move {
             let _ = conn.await;
-        });
+        })
+        .abort_handle();
         Ok(Connected {
             conn: Arc::new(H2Conn {
                 send,
@@ -85,6 +92,8 @@ impl H2 {
                 activity,
                 on_wire: OnWire::default(),
                 server_limit: AtomicUsize::new(0),
+                driver,
+                silent: AtomicBool::new(false),
             }),
             info,
             done,
@@ -100,6 +109,34 @@ impl H2Conn {
         if self.server_limit.swap(limit, Ordering::Relaxed) != limit {
             self.on_wire.recheck(limit);
         }
+    }
+}
+
+impl H2Conn {
+    /// A request's error, where the connection may have fallen silent. Nothing moved on it
+    /// for `timeout` while this request waited: TCP would keep it for many minutes, so it is
+    /// ended here, and the requests after go on a new connection as they do on h1 and h3.
+    /// The requests it had sent are failed with it, as timeouts: a response can no longer
+    /// come, and that is why.
+    fn fell_silent(&self, e: FetchError) -> FetchError {
+        if e.kind == ErrorKind::Timeout && !self.silent.swap(true, Ordering::AcqRel) {
+            self.driver.abort();
+            return e;
+        }
+        if e.kind == ErrorKind::Timeout || e.unprocessed || !self.silent.load(Ordering::Acquire) {
+            return e;
+        }
+        self.ended(&e.message)
+    }
+
+    fn ended(&self, what: &str) -> FetchError {
+        FetchError::new(
+            ErrorKind::Timeout,
+            format!(
+                "{what} (the connection was ended: nothing moved on it for {})",
+                humantime::format_duration(self.timeout)
+            ),
+        )
     }
 }
 
@@ -123,11 +160,15 @@ impl Exchange for H2Conn {
                 .enter(|| self.send.current_max_send_streams())
                 .await;
             phase.set(1);
-            // Not ready: the connection ended (a reset, an end of stream without a GOAWAY)
-            // before this request was handed to h2. It goes on a new one. A peer that falls
-            // silent ends nothing here: its requests time out.
+            // Not ready: the connection ended (a reset, an end of stream without a GOAWAY, or
+            // silence: see `fell_silent`) before this request was handed to h2. It goes on a
+            // new one.
             let ready = self.send.clone().ready().await;
             let mut send = ready.map_err(|e| failed(&e).unsent())?;
+            // Ended for its silence, its driver maybe not yet dropped: nothing more goes on it.
+            if self.silent.load(Ordering::Acquire) {
+                return Err(self.ended(phase.name()).unsent());
+            }
             p.sending();
             phase.set(2);
             // Built after the waits, so that it is not part of what a waiting request holds.
@@ -152,9 +193,10 @@ impl Exchange for H2Conn {
             activity: &self.activity,
             start,
         };
-        WhileMoving::new(steps, moved, self.timeout, Name::Phase(&phase))
+        let out = WhileMoving::new(steps, moved, self.timeout, Name::Phase(&phase))
             .lent(dog)
-            .await
+            .await;
+        out.map_err(|e| self.fell_silent(e))
     }
 
     fn streams(&self) -> StreamFacts {
