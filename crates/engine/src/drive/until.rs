@@ -17,9 +17,26 @@ use crate::transport::BoxFuture;
 pub(crate) struct Stop {
     set: AtomicBool,
     notify: Notify,
+    /// The current run has started requests: a stop then ends it with those in flight,
+    /// where one still connecting is dropped (a handshake may wait for its timeout).
+    begun: AtomicBool,
 }
 
 impl Stop {
+    /// A run begins: nothing started yet.
+    pub(crate) fn new_run(&self) {
+        self.begun.store(false, Ordering::Relaxed);
+    }
+
+    /// A connection's requests start.
+    pub(crate) fn requests_began(&self) {
+        self.begun.store(true, Ordering::Relaxed);
+    }
+
+    pub(crate) fn have_requests_begun(&self) -> bool {
+        self.begun.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn stop(&self) {
         self.set.store(true, Ordering::SeqCst);
         self.notify.notify_waiters();
@@ -90,6 +107,10 @@ impl RunEnd for Until {
                 }
             }
         })
+    }
+
+    fn stopping(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.stop.wait())
     }
 }
 

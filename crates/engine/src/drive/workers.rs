@@ -9,7 +9,7 @@ use tokio::task::JoinSet;
 
 use crate::drive::lanes::Lanes;
 use crate::drive::requests::Requests;
-use crate::drive::until::Until;
+use crate::drive::until::{Stop, Until};
 use crate::measure::clock::Clock;
 use crate::transport::verify::DigestBook;
 use crate::transport::Conn;
@@ -38,6 +38,9 @@ pub(crate) struct Workers {
     pub k: u64,
     /// A closed loop held for a time: cycle through the requests until then.
     pub until: Option<Until>,
+    /// A signal stops a run of fixed objects too: no request starts after it, and those in
+    /// flight end, so that the run so far is reported.
+    pub stop: Arc<Stop>,
     /// `--log-requests`.
     pub log: Option<crate::drive::reqlog::LogTo>,
     /// Connection `ci`'s workers run on `pinned.handle(ci)`, the runtime its connection was
@@ -54,6 +57,7 @@ impl Workers {
             None => total.saturating_sub(ci).div_ceil(k),
         };
         let workers = self.streams.map_or(mine, |s| s as u64).min(mine);
+        self.stop.requests_began();
         // One copy for the connection's workers, where a copy each (with the connection's and
         // the counter's handles) was cache lines of every worker's own to read at every
         // request, cold after thousands of other requests; the shared one stays warm.
@@ -75,6 +79,7 @@ impl Workers {
                     let n = next.fetch_add(1, Ordering::Relaxed);
                     let i = ci.wrapping_add(n.wrapping_mul(k));
                     let req = match &w.until {
+                        None if w.stop.is_set() => None,
                         None => w.requests.get(i),
                         Some(u) if u.over() || total == 0 => None,
                         Some(_) => w.requests.get(i % total),

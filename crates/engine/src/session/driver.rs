@@ -49,6 +49,15 @@ impl Driver {
         }
     }
 
+    /// Whether a stop ends a run of fixed objects with its requests in flight (qbench's own
+    /// closed loop), rather than dropping it.
+    pub(crate) fn stops_fixed_runs(&self) -> bool {
+        match self {
+            Self::Own(r) => r.stops_fixed_runs(),
+            Self::Third { .. } => false,
+        }
+    }
+
     pub(crate) fn stopper(&self) -> Arc<Stop> {
         match self {
             Self::Own(r) => r.stopper(),

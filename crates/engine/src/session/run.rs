@@ -254,6 +254,7 @@ async fn run_all(
     let expected = spec.runs as usize;
     let mut aborted = None;
     let stop = side.stopper();
+    let fixed_stop = side.stops_fixed_runs();
     // The signal that stopped a held load, whose run still ends and is reported.
     let mut stopped_by = None;
     for i in 0..spec.runs {
@@ -263,8 +264,10 @@ async fn run_all(
             break;
         }
         let interrupted = |sig: i32| Interrupted::new(sig, format!("during run {i}")).to_string();
-        // A held load stops starting requests at a stopping signal and ends with those in
-        // flight, so the run so far is reported; any other run is dropped at once.
+        // A held load, and qbench's own run of fixed objects once its requests began, stop
+        // starting requests at a stopping signal and end with those in flight, so the run so
+        // far is reported; any other run (an app's, a third-party client's, one still
+        // connecting) is dropped at once, as is any run at a second signal.
         let ended = {
             let fut = side.run(i);
             tokio::pin!(fut);
@@ -273,7 +276,9 @@ async fn run_all(
                     r = &mut fut => break Some(abort_reason(r)),
                     sig = listener.next() => {
                         aborted = Some(interrupted(sig));
-                        if spec.load.is_none() || stop.is_set() {
+                        let graceful = spec.load.is_some()
+                            || (fixed_stop && stop.have_requests_begun());
+                        if !graceful || stop.is_set() {
                             break None;
                         }
                         stopped_by = Some(sig);

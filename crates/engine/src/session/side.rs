@@ -443,6 +443,10 @@ impl<'a> Side<'a> {
         self.runner.stopper()
     }
 
+    pub(crate) fn stops_fixed_runs(&self) -> bool {
+        self.runner.stops_fixed_runs()
+    }
+
     pub(crate) fn log_requests(&mut self, log: Arc<crate::drive::reqlog::RequestLog>) {
         self.runner.log_requests(log, &self.observer);
     }

@@ -32,6 +32,8 @@ pub(crate) trait RunEnd: Send + Sync {
     fn over(&self) -> bool;
     /// Resolves when the run is over.
     fn reached(&self) -> BoxFuture<'_, ()>;
+    /// Resolves when a signal stopped the run (not at its end).
+    fn stopping(&self) -> BoxFuture<'_, ()>;
 }
 
 /// A connection opened in place of one the server closed.
@@ -262,7 +264,27 @@ impl Reopening {
                 ),
             ));
         }
-        if let Err(r) = self.reopen(generation).await {
+        // A stop ends the wait for a new connection at once, handshake and all: a signal
+        // must not wait for a dead server's timeout. The abandoned attempt is not counted.
+        let until = self.until.lock().expect("slot end lock").clone();
+        let reopened = match until {
+            Some(u) => tokio::select! {
+                biased;
+                () = u.stopping() => None,
+                r = self.reopen(generation) => Some(r),
+            },
+            None => Some(self.reopen(generation).await),
+        };
+        let Some(reopened) = reopened else {
+            return Err(FetchError::new(
+                e.kind,
+                format!(
+                    "{} (the run was stopped before it could go on a new connection)",
+                    e.message
+                ),
+            ));
+        };
+        if let Err(r) = reopened {
             return Err(FetchError::new(
                 r.kind,
                 format!(

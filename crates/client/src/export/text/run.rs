@@ -497,6 +497,10 @@ pub fn summary(report: &Report, headline: &str) -> String {
         // Nothing to measure: no table of dashes, and no judgement of the client's load,
         // which only completed requests can give; the error line that follows has the hint.
         line("objects", objects_line(report));
+        // Connections that kept closing are the failures' explanation.
+        if let Some(v) = reopened_line(report) {
+            line("reopened", v);
+        }
         line("errors", s.errors.to_string());
         insecure_line(report, &mut line);
         gate_lines(report, &mut line);

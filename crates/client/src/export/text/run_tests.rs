@@ -72,6 +72,31 @@ fn a_run_without_a_completed_request_is_its_errors_alone() {
     );
 }
 
+/// Connections opened in place of closed ones, and attempts that failed, are counted apart,
+/// and said even when nothing completed: they are why.
+#[test]
+fn reopens_are_said_with_their_failed_attempts_apart() {
+    let mut r = Recorder::new(0, 3, Duration::ZERO);
+    let first = r.connection_started(Duration::ZERO);
+    r.handshake_done(first, Duration::from_millis(2), Default::default());
+    let opened = r.connection_reopened(Duration::from_millis(5));
+    r.handshake_done(opened, Duration::from_millis(7), Default::default());
+    for at in [1, 2] {
+        let failed = r.connection_reopened(Duration::from_secs(at));
+        r.connection_failed(failed, ErrorKind::Refused, "connection refused");
+    }
+    r.retried(1);
+    let mut run = r.finish(Duration::from_secs(3));
+    run.client = None;
+    let text = summary(&side(Protocol::H2, vec![run]), "h");
+    assert_eq!(
+        line(&text, "reopened"),
+        "  reopened       1 connection(s) opened in place of closed ones (the server's request \
+         limit, an idle timeout, a reset), 2 attempt(s) to open one failed (at most one a \
+         second per connection); 1 request(s) the server had not processed sent again"
+    );
+}
+
 fn interval(start_ms: u64, end_ms: u64, completed: u64, warmup: bool) -> IntervalRecord {
     let mut h = LatencyHistogram::new();
     for _ in 0..completed {

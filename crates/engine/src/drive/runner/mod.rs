@@ -130,10 +130,16 @@ impl Runner {
         self.pinned.as_ref().map(|p| p.threads())
     }
 
-    /// Stops a held load early (a stopping signal): no request starts after it, and the run
-    /// ends once those in flight are done.
+    /// Stops a run early (a stopping signal): no request starts after it, and the run ends
+    /// once those in flight are done.
     pub(crate) fn stopper(&self) -> Arc<Stop> {
         self.stop.clone()
+    }
+
+    /// Whether a run of fixed objects ends that way at a stop; an app's (a page, a video)
+    /// is dropped at once.
+    pub(crate) fn stops_fixed_runs(&self) -> bool {
+        self.plan.app.is_none()
     }
 
     pub(crate) fn log_requests(&mut self, log: Arc<crate::drive::reqlog::RequestLog>) {
@@ -155,6 +161,7 @@ impl Runner {
         // on one time line by it.
         let wall_start = std::time::SystemTime::now();
         let run = self.begin(index, progress, &mut side_tasks);
+        self.stop.new_run();
         let mut workers = self.workers(&run);
         let mut tasks = JoinSet::new();
         let (mut conns, mut ids) = self.connect(&run.rec, &mut workers, &mut tasks).await;
@@ -240,6 +247,7 @@ impl Runner {
             streams: self.plan.streams,
             k: self.plan.connections as u64,
             until: run.until.clone(),
+            stop: self.stop.clone(),
             log: run.log.clone(),
             pinned: None,
         }
@@ -259,6 +267,9 @@ impl Runner {
         // An app's player hands out requests from the calling runtime: its connections stay
         // there. An open loop's are handed out on each connection's own thread.
         let pin = self.pinned.clone().filter(|_| self.plan.app.is_none());
+        // A run of fixed objects ends for its slots only at a stop.
+        let slot_end =
+            (workers.until.clone()).unwrap_or_else(|| Until::new(self.stop.clone(), self.clock));
         workers.pinned = pin.clone();
         match self.warm.take() {
             Some(warm) => {
@@ -266,7 +277,7 @@ impl Runner {
                 let mut ids = Vec::new();
                 for (ci, (c, info)) in warm.iter().enumerate() {
                     ids.push(lock(rec).connection_reused(info.clone()));
-                    serves_until(c, &workers.until);
+                    serves_until(c, &slot_end);
                     if closed_loop {
                         workers.spawn(ci as u64, c, tasks);
                     }
@@ -278,7 +289,7 @@ impl Runner {
             }
             None => {
                 let mut up = |ci: usize, c: &Arc<dyn Conn>, tasks: &mut JoinSet<()>| {
-                    serves_until(c, &workers.until);
+                    serves_until(c, &slot_end);
                     if closed_loop {
                         workers.spawn(ci as u64, c, tasks);
                     }

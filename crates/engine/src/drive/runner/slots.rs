@@ -13,9 +13,9 @@ use crate::transport::reopen::{Reopens, RunEnd};
 use crate::transport::Conn;
 
 /// A slot that must reopen its connection during the run stops trying at `until`'s end.
-pub(super) fn serves_until(c: &Arc<dyn Conn>, until: &Option<Until>) {
+pub(super) fn serves_until(c: &Arc<dyn Conn>, until: &Until) {
     if let Some(slot) = c.as_slot() {
-        slot.serve_until(until.clone().map(|u| Arc::new(u) as Arc<dyn RunEnd>));
+        slot.serve_until(Some(Arc::new(until.clone()) as Arc<dyn RunEnd>));
     }
 }
 

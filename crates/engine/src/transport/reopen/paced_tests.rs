@@ -150,5 +150,38 @@ async fn no_attempt_is_made_once_the_run_is_over() {
     stopping.await.unwrap();
     assert_eq!(gone.0.load(Ordering::SeqCst), 1);
     assert_eq!(clock.now() - start, FAILED_REOPEN_HOLD / 4);
-    assert!(errors.iter().any(|(_, m)| m.contains("the run ended")));
+    assert!(errors
+        .iter()
+        .any(|(_, m)| m.contains("the run was stopped")));
+}
+
+/// A server that takes the handshake's packets and never answers.
+struct Mute;
+
+impl Transport for Mute {
+    fn connect(&self) -> BoxFuture<'_, Result<Connected, FetchError>> {
+        Box::pin(std::future::pending())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_ends_a_handshake_under_way_and_it_is_not_counted() {
+    let clock = Clock::paused();
+    let slot = Arc::new(Reopening::new(Arc::new(Mute), clock, Arc::new(Closed)));
+    let stop = Arc::new(Stop::default());
+    slot.serve_until(Some(Arc::new(Until::new(stop.clone(), clock))));
+    let stopping = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop.stop();
+    });
+    let r = req();
+    let book = crate::transport::verify::DigestBook::default();
+    let p = Progress::closed_loop(&clock, &r);
+    let out = crate::transport::fetch_held(&slot, &mut slot.hold(), p, &book, None).await;
+    stopping.await.unwrap();
+    assert_eq!(clock.now(), Duration::from_millis(100));
+    let (kind, message) = *out.error.expect("stopped");
+    assert_eq!(kind, ErrorKind::Reset, "the connection's own error");
+    assert!(message.contains("the run was stopped before it could go on a new connection"));
+    assert!(Exchange::reopens(slot.as_ref()).opened.is_empty());
 }
