@@ -268,6 +268,7 @@ impl Runner {
         // there. An open loop's are handed out on each connection's own thread.
         let pin = self.pinned.clone().filter(|_| self.plan.app.is_none());
         // A run of fixed objects ends for its slots only at a stop.
+        let held = workers.until.is_some();
         let slot_end =
             (workers.until.clone()).unwrap_or_else(|| Until::new(self.stop.clone(), self.clock));
         workers.pinned = pin.clone();
@@ -277,7 +278,7 @@ impl Runner {
                 let mut ids = Vec::new();
                 for (ci, (c, info)) in warm.iter().enumerate() {
                     ids.push(lock(rec).connection_reused(info.clone()));
-                    serves_until(c, &slot_end);
+                    serves_until(c, &slot_end, held);
                     if closed_loop {
                         workers.spawn(ci as u64, c, tasks);
                     }
@@ -289,7 +290,7 @@ impl Runner {
             }
             None => {
                 let mut up = |ci: usize, c: &Arc<dyn Conn>, tasks: &mut JoinSet<()>| {
-                    serves_until(c, &slot_end);
+                    serves_until(c, &slot_end, held);
                     if closed_loop {
                         workers.spawn(ci as u64, c, tasks);
                     }

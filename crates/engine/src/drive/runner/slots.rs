@@ -12,10 +12,11 @@ use crate::drive::until::Until;
 use crate::transport::reopen::{Reopens, RunEnd};
 use crate::transport::Conn;
 
-/// A slot that must reopen its connection during the run stops trying at `until`'s end.
-pub(super) fn serves_until(c: &Arc<dyn Conn>, until: &Until) {
+/// A slot that must reopen its connection during the run stops trying at `until`'s end;
+/// `held`: the run is held for a time, so its failed attempts are paced.
+pub(super) fn serves_until(c: &Arc<dyn Conn>, until: &Until, held: bool) {
     if let Some(slot) = c.as_slot() {
-        slot.serve_until(Some(Arc::new(until.clone()) as Arc<dyn RunEnd>));
+        slot.serve_until(Some(Arc::new(until.clone()) as Arc<dyn RunEnd>), held);
     }
 }
 

@@ -92,9 +92,11 @@ async fn closed_loop(
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_gone_server_is_tried_once_a_hold_per_slot_and_its_requests_fail_at_that_pace() {
+async fn in_a_held_load_a_gone_server_is_tried_once_a_hold_per_slot_at_that_pace() {
     let clock = Clock::paused();
     let (gone, slot) = dead_slot(clock);
+    let until = Until::new(Arc::new(Stop::default()), clock);
+    slot.serve_until(Some(Arc::new(until)), true);
     // Requests start until 3.5 s; attempts at 0, 1, 2, 3 and 4 s (for those taken up after
     // 3 s), each failing the requests that waited for it.
     let span = FAILED_REOPEN_HOLD * 3 + FAILED_REOPEN_HOLD / 2;
@@ -124,7 +126,7 @@ async fn no_attempt_is_made_once_the_run_is_over() {
     let until = Until::new(Arc::new(Stop::default()), clock);
     let end = FAILED_REOPEN_HOLD + FAILED_REOPEN_HOLD / 2;
     until.set_end(end);
-    slot.serve_until(Some(Arc::new(until.clone())));
+    slot.serve_until(Some(Arc::new(until.clone())), true);
     let errors = closed_loop(&slot, 4, Some(until), Duration::MAX).await;
     // At 0 and 1 s; the pause after the second is cut at the end, with no third attempt.
     assert_eq!(gone.0.load(Ordering::SeqCst), 2);
@@ -140,7 +142,7 @@ async fn no_attempt_is_made_once_the_run_is_over() {
     let (gone, slot) = dead_slot(clock);
     let stop = Arc::new(Stop::default());
     let until = Until::new(stop.clone(), clock);
-    slot.serve_until(Some(Arc::new(until.clone())));
+    slot.serve_until(Some(Arc::new(until.clone())), true);
     let stopping = tokio::spawn(async move {
         tokio::time::sleep(FAILED_REOPEN_HOLD / 4).await;
         stop.stop();
@@ -169,7 +171,7 @@ async fn a_stop_ends_a_handshake_under_way_and_it_is_not_counted() {
     let clock = Clock::paused();
     let slot = Arc::new(Reopening::new(Arc::new(Mute), clock, Arc::new(Closed)));
     let stop = Arc::new(Stop::default());
-    slot.serve_until(Some(Arc::new(Until::new(stop.clone(), clock))));
+    slot.serve_until(Some(Arc::new(Until::new(stop.clone(), clock))), false);
     let stopping = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(100)).await;
         stop.stop();
@@ -184,4 +186,21 @@ async fn a_stop_ends_a_handshake_under_way_and_it_is_not_counted() {
     assert_eq!(kind, ErrorKind::Reset, "the connection's own error");
     assert!(message.contains("the run was stopped before it could go on a new connection"));
     assert!(Exchange::reopens(slot.as_ref()).opened.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_of_fixed_objects_fails_them_at_once_while_the_failure_holds() {
+    let clock = Clock::paused();
+    let (gone, slot) = dead_slot(clock);
+    slot.serve_until(Some(Arc::new(Until::new(Arc::default(), clock))), false);
+    let book = crate::transport::verify::DigestBook::default();
+    let mut held = slot.hold();
+    for _ in 0..100 {
+        let r = req();
+        let p = Progress::closed_loop(&clock, &r);
+        let out = crate::transport::fetch_held(&slot, &mut held, p, &book, None).await;
+        assert_eq!(out.error.expect("nothing answers").0, ErrorKind::Refused);
+    }
+    assert_eq!(gone.0.load(Ordering::SeqCst), 1, "one attempt");
+    assert_eq!(clock.now(), Duration::ZERO, "no wait");
 }
