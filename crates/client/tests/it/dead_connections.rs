@@ -292,11 +292,13 @@ fn a_server_gone_mid_run_is_tried_once_a_second_per_connection() {
         // At most one attempt a second per connection over the 2.5 s left and the pause of
         // the requests in flight at the end: 4 each, allowing for a slow start.
         assert!((2..=8).contains(&attempts), "{proto}: {attempts}: {run0}");
-        // Per connection: those in flight as the server went, those each attempt failed, and
-        // those waiting for an attempt when the run ended.
+        // Per connection: those in flight as the server went (and any sent before its close
+        // was seen), a round for each attempt, and those waiting when the run ended: under 10
+        // rounds, where a loop unpaced fails them as fast as a refused connect returns
+        // (millions).
         assert!(
-            failed <= (attempts + 4) * streams,
-            "{proto}: {failed} failed: {errors:?}"
+            failed <= 10 * 2 * streams,
+            "{proto}: {failed} failed after {attempts} attempts: {errors:?}"
         );
         assert!(refused >= attempts, "{proto}: {errors:?}");
         assert!(took < Duration::from_secs(8), "{proto}: {took:?}");
