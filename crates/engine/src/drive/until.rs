@@ -61,7 +61,7 @@ impl Stop {
 /// up (the load's clock starts then), or at a stop.
 #[derive(Clone)]
 pub(crate) struct Until {
-    end: Arc<OnceLock<Duration>>,
+    end: Arc<End>,
     pub stop: Arc<Stop>,
     pub clock: Clock,
 }
@@ -76,12 +76,13 @@ impl Until {
     }
 
     pub(crate) fn set_end(&self, end: Duration) {
-        let _ = self.end.set(end);
+        let _ = self.end.at.set(end);
+        self.end.set.notify_waiters();
     }
 
     /// The end, once set; `Duration::MAX` before.
     pub(crate) fn end(&self) -> Duration {
-        self.end.get().copied().unwrap_or(Duration::MAX)
+        self.end.at.get().copied().unwrap_or(Duration::MAX)
     }
 
     pub(crate) fn over(&self) -> bool {
@@ -96,14 +97,23 @@ impl RunEnd for Until {
 
     fn reached(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            // The end may be set while this waits (once every connection is up): looked at
-            // again at least every 100 ms until then.
-            while !self.over() {
-                let end = self.end();
-                let step = self.clock.at(end.min(self.clock.now() + STEP));
-                tokio::select! {
-                    () = tokio::time::sleep_until(step) => {}
-                    () = self.stop.wait() => {}
+            loop {
+                // Enabled before the end is read, so an end set in between still wakes this.
+                let set = self.end.set.notified();
+                tokio::pin!(set);
+                set.as_mut().enable();
+                if self.over() {
+                    return;
+                }
+                match self.end.at.get() {
+                    Some(&end) => tokio::select! {
+                        () = tokio::time::sleep_until(self.clock.at(end)) => {}
+                        () = self.stop.wait() => {}
+                    },
+                    None => tokio::select! {
+                        () = set => {}
+                        () = self.stop.wait() => {}
+                    },
                 }
             }
         })
@@ -114,5 +124,47 @@ impl RunEnd for Until {
     }
 }
 
-/// How often a wait for the end looks whether the end was set.
-const STEP: Duration = Duration::from_millis(100);
+/// A held load's end, set once every connection is up; waiters of the end hear when it is set.
+#[derive(Default)]
+struct End {
+    at: OnceLock<Duration>,
+    set: Notify,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_end_set_while_waiting_is_heard_and_kept() {
+        let clock = Clock::paused();
+        let until = Until::new(Arc::new(Stop::default()), clock);
+        let setter = until.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            setter.set_end(Duration::from_millis(700));
+        });
+        until.reached().await;
+        assert_eq!(clock.now(), Duration::from_millis(700));
+        assert!(until.over());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_an_end_only_a_stop_ends_the_wait() {
+        let clock = Clock::paused();
+        let stop = Arc::new(Stop::default());
+        let until = Until::new(stop.clone(), clock);
+        let waited = tokio::time::timeout(Duration::from_secs(3600), until.reached()).await;
+        assert!(
+            waited.is_err(),
+            "no end and no stop: still waiting after an hour"
+        );
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            stop.stop();
+        });
+        let start = clock.now();
+        until.reached().await;
+        assert_eq!(clock.now() - start, Duration::from_secs(5));
+    }
+}
