@@ -29,37 +29,48 @@ fn run(proto: &str, port: u16) -> Run {
 
 /// `run` with the client's `--timeout`.
 fn run_timing_out(proto: &str, port: u16, timeout: &str) -> Run {
-    let target = format!("https://127.0.0.1:{port}");
     let (objects, connections, streams) = (
         format!("{OBJECTS}x1KB"),
         CONNECTIONS.to_string(),
         STREAMS.to_string(),
     );
-    qbench(&[
-        "--proto",
+    qbench_at(
         proto,
-        "--target",
-        &target,
-        "--insecure",
-        "--objects",
-        &objects,
-        "--connections",
-        &connections,
-        "--streams",
-        &streams,
-        "--timeout",
-        timeout,
-    ])
+        port,
+        &[
+            "--objects",
+            &objects,
+            "--connections",
+            &connections,
+            "--streams",
+            &streams,
+            "--timeout",
+            timeout,
+        ],
+    )
+}
+
+/// qbench over `proto` against the server on loopback's `port`, with `args` after those.
+fn qbench_at(proto: &str, port: u16, args: &[&str]) -> Run {
+    let target = format!("https://127.0.0.1:{port}");
+    let mut all = vec!["--proto", proto, "--target", &target, "--insecure"];
+    all.extend_from_slice(args);
+    qbench(&all)
 }
 
 /// The run's counts: failed objects only of `kind`, at most `deaths` connections' requests
 /// in flight, every other object complete, and at least one connection replaced.
 fn assert_replaced(r: &Run, proto: &str, kind: &str, deaths: u64) -> Value {
+    assert_replaced_sending(r, proto, kind, deaths, STREAMS)
+}
+
+/// `assert_replaced` where a connection sends at most `sent` requests at a time.
+fn assert_replaced_sending(r: &Run, proto: &str, kind: &str, deaths: u64, sent: u64) -> Value {
     let run0 = r.json.as_ref().expect("JSON report")["runs"][0].clone();
     let objects = &run0["objects"];
     let failed = objects["failed"].as_u64().unwrap();
     assert!(
-        failed <= deaths * STREAMS,
+        failed <= deaths * sent,
         "{proto}: {failed} failed, more than {deaths} connections had in flight: {run0}"
     );
     assert_eq!(
@@ -125,13 +136,47 @@ fn an_h2_connection_silent_past_the_timeout_is_replaced() {
     assert!(first.contains("no progress for 500ms"), "{first}");
 }
 
-/// Forwards TCP connections to `upstream`; the first one is cut (both ways, no GOAWAY) after
-/// `cut_after` bytes from the server, the others are carried whole.
-fn cutting_forwarder(upstream: u16, cut_after: usize) -> u16 {
+#[test]
+fn streams_the_server_refuses_go_again_on_the_same_connection() {
+    // The server allows 2 streams per connection and the client asks for 16. Its SETTINGS,
+    // held 50 ms on the way, come after the client's first 16 requests, of which it refuses
+    // 14 (REFUSED_STREAM) and keeps the connection: they go again on it, now that the limit
+    // is known. On a new connection they would meet the same limit before its SETTINGS,
+    // and so on, each request failing after 9 connections.
+    let mut opts = ServerOptions::loopback();
+    opts.protocols = vec![Protocol::H2];
+    opts.max_streams = 2;
+    let server = InProcess::start(opts, 1).unwrap();
+    let port = forwarder(server.local_addr().port(), None, Duration::from_millis(50));
+    let args = [
+        "--objects",
+        "400x1KB",
+        "--connections",
+        "2",
+        "--streams",
+        "16",
+    ];
+    let r = qbench_at("h2", port, &args);
+    let run0 = r.json.as_ref().expect("JSON report")["runs"][0].clone();
+    assert_eq!(run0["objects"]["completed"], OBJECTS, "{run0}");
+    assert_eq!(reopened(&run0), 0, "{run0}");
+    let retried = run0["objects"]["retried"].as_u64().unwrap();
+    assert!((14..=2 * 14).contains(&retried), "{run0}");
+    let connections = run0["connections"].as_array().unwrap();
+    assert!(
+        connections.iter().all(|c| c["server_max_streams"] == 2),
+        "{run0}"
+    );
+}
+
+/// Forwards TCP connections to `upstream`, the server's bytes held `delay` on their way;
+/// with `cut_after`, the first one is cut (both ways, no GOAWAY) after that many bytes from
+/// the server, the others are carried whole.
+fn forwarder(upstream: u16, cut_after: Option<usize>, delay: Duration) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     listener.set_nonblocking(true).unwrap();
-    let cut_once = Arc::new(AtomicBool::new(true));
+    let cut_once = Arc::new(AtomicBool::new(cut_after.is_some()));
     thread::spawn(move || {
         // At most 16 connections, and for at most a minute.
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -150,18 +195,31 @@ fn cutting_forwarder(upstream: u16, cut_after: usize) -> u16 {
             let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
                 return;
             };
-            let limit = cut_once.swap(false, Ordering::Relaxed).then_some(cut_after);
+            let limit = cut_once
+                .swap(false, Ordering::Relaxed)
+                .then_some(cut_after)
+                .flatten();
             let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-            thread::spawn(move || pipe(c2, s2, None));
-            thread::spawn(move || pipe(server, client, limit));
+            thread::spawn(move || pipe(c2, s2, None, Duration::ZERO));
+            thread::spawn(move || pipe(server, client, limit, delay));
         }
     });
     port
 }
 
-/// Copies `from` to `to` until either ends, or until `limit` bytes have passed: then both
-/// directions of both sockets are shut.
-fn pipe(mut from: TcpStream, mut to: TcpStream, limit: Option<usize>) {
+/// Copies `from` to `to`, each read `delay` later, until either ends, or until `limit` bytes
+/// have passed: then both directions of both sockets are shut.
+fn pipe(mut from: TcpStream, to: TcpStream, limit: Option<usize>, delay: Duration) {
+    let (held, due) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+    let mut writing = to.try_clone().unwrap();
+    let writer = thread::spawn(move || {
+        for (at, bytes) in due {
+            thread::sleep(at.saturating_duration_since(Instant::now()));
+            if writing.write_all(&bytes).is_err() {
+                break;
+            }
+        }
+    });
     let mut buf = [0u8; 16384];
     let mut moved = 0;
     loop {
@@ -169,7 +227,10 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, limit: Option<usize>) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        if to.write_all(&buf[..n]).is_err() {
+        if held
+            .send((Instant::now() + delay, buf[..n].to_vec()))
+            .is_err()
+        {
             break;
         }
         moved += n;
@@ -177,6 +238,8 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, limit: Option<usize>) {
             break;
         }
     }
+    drop(held);
+    let _ = writer.join();
     let _ = from.shutdown(Shutdown::Both);
     let _ = to.shutdown(Shutdown::Both);
 }
@@ -187,7 +250,7 @@ fn an_h2_connection_cut_without_a_goaway_is_replaced() {
     opts.protocols = vec![Protocol::H2];
     let server = InProcess::start(opts, 1).unwrap();
     // 40 KB in: past the handshake and some 30 responses, with the run's rest to go.
-    let port = cutting_forwarder(server.local_addr().port(), 40_000);
+    let port = forwarder(server.local_addr().port(), Some(40_000), Duration::ZERO);
     let r = run("h2", port);
     assert_replaced(&r, "h2", "reset", 1);
 }
@@ -250,15 +313,10 @@ fn a_server_gone_mid_run_is_tried_once_a_second_per_connection() {
             Protocol::H1
         }];
         let server = InProcess::start(opts, 1).unwrap();
-        let target = format!("https://127.0.0.1:{}", server.local_addr().port());
+        let port = server.local_addr().port();
         let streams = if proto == "h2" { STREAMS } else { 1 };
         let run = thread::spawn(move || {
             let mut args = vec![
-                "--proto",
-                proto,
-                "--target",
-                &target,
-                "--insecure",
                 "--objects",
                 "10x1KB",
                 "--connections",
@@ -274,7 +332,7 @@ fn a_server_gone_mid_run_is_tried_once_a_second_per_connection() {
                 args.extend(["--streams", "4"]);
             }
             let began = Instant::now();
-            (qbench(&args), began.elapsed())
+            (qbench_at(proto, port, &args), began.elapsed())
         });
         thread::sleep(Duration::from_millis(1500));
         drop(server);
@@ -303,4 +361,50 @@ fn a_server_gone_mid_run_is_tried_once_a_second_per_connection() {
         assert!(refused >= attempts, "{proto}: {errors:?}");
         assert!(took < Duration::from_secs(8), "{proto}: {took:?}");
     }
+}
+
+#[test]
+fn requests_waiting_for_a_stream_on_a_silent_h2_connection_go_on_the_next() {
+    // The server allows 2 streams per connection where the client asks for 32, and stalls
+    // from 300 ms to 1.8 s: each time the connection is ended for its silence (0.5 s), its
+    // 2 requests sent fail and the 30 waiting for a stream, never handed to h2, go on the new
+    // connection, whichever request's timer fired first.
+    let mut opts = ServerOptions::loopback();
+    opts.protocols = vec![Protocol::H2];
+    opts.max_streams = 2;
+    opts.stall = Some(StallSpec {
+        after: Duration::from_millis(300),
+        length: Duration::from_millis(1500),
+    });
+    let server = InProcess::start(opts, 1).unwrap();
+    let args = [
+        "--objects",
+        "10x1KB",
+        "--connections",
+        "8",
+        "--streams",
+        "32",
+        "--duration",
+        "2500ms",
+        "--warmup",
+        "0s",
+        "--timeout",
+        "500ms",
+    ];
+    let r = qbench_at("h2", server.local_addr().port(), &args);
+    let run0 = r.json.as_ref().expect("JSON report")["runs"][0].clone();
+    let errors = run0["errors"].as_object().unwrap();
+    assert!(errors.keys().all(|k| k == "timeout"), "{errors:?}");
+    let (failed, deaths) = (run0["objects"]["failed"].as_u64().unwrap(), reopened(&run0));
+    assert!(deaths >= 8, "each connection died at least once: {run0}");
+    // The 2 sent on each connection that died, and 2 more per connection for one that died
+    // as the stall ended; where the waiting requests failed with them, 14 more per death.
+    assert!(
+        failed <= 2 * (deaths as u64 + 8),
+        "{failed} failed over {deaths} deaths: {run0}"
+    );
+    assert!(
+        run0["objects"]["retried"].as_u64().unwrap() >= 30 * deaths as u64,
+        "{run0}"
+    );
 }

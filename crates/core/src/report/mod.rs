@@ -154,9 +154,10 @@ pub struct ObjectCounts {
     pub completed: u64,
     pub failed: u64,
     pub not_started: u64,
-    /// Requests sent again, on a new connection, because the server closed theirs without
-    /// processing them (above an HTTP/2 GOAWAY's last stream, a refused stream, or after an
-    /// HTTP/1.1 `Connection: close`). Each still counts once above.
+    /// Requests sent again because the server did not process them: on a new connection
+    /// where it closed theirs (above a GOAWAY's last stream, after an HTTP/1.1 `Connection:
+    /// close`), on the same one where it turned the stream alone away (HTTP/2
+    /// REFUSED_STREAM, HTTP/3 H3_REQUEST_REJECTED). Each still counts once above.
     #[serde(default)]
     pub retried: u64,
 }

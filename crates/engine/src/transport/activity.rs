@@ -69,8 +69,13 @@ impl Phase {
         self.moves.load(Ordering::Relaxed)
     }
 
+    /// The step it is at, an index into `names`.
+    pub(crate) fn at(&self) -> usize {
+        self.at.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn name(&self) -> &'static str {
-        let at = self.at.load(Ordering::Relaxed);
+        let at = self.at();
         self.names.get(at).copied().unwrap_or("request")
     }
 }

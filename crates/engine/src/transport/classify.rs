@@ -135,22 +135,38 @@ pub(super) fn classify(e: &(dyn StdError + 'static)) -> ErrorKind {
     fallback.unwrap_or(ErrorKind::Io)
 }
 
+/// Why the server never processed a request, as it says so.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Unprocessed {
+    /// The connection is going away: above a GOAWAY's last stream, or a GOAWAY before it.
+    Closing,
+    /// The stream alone was turned away and the connection goes on (HTTP/2 REFUSED_STREAM,
+    /// HTTP/3 H3_REQUEST_REJECTED): above the server's stream limit before its SETTINGS
+    /// arrived, or the server shedding load.
+    Refused,
+}
+
 /// Whether the server says it never processed the request, so that it may be sent again
 /// elsewhere: RFC 9113 6.8 and 8.7 (streams above a GOAWAY's last stream id, REFUSED_STREAM),
 /// RFC 9114 5.2 and 8.1 (a GOAWAY before the request, H3_REQUEST_REJECTED).
-pub(super) fn unprocessed(e: &(dyn StdError + 'static)) -> bool {
+pub(super) fn unprocessed(e: &(dyn StdError + 'static)) -> Option<Unprocessed> {
     let mut cur = Some(e);
     while let Some(err) = cur {
         if let Some(h) = err.downcast_ref::<h2::Error>() {
-            return h.is_remote()
-                && (h.is_go_away() || h.reason() == Some(h2::Reason::REFUSED_STREAM));
+            return match (h.is_remote(), h.is_go_away(), h.reason()) {
+                (true, true, _) => Some(Unprocessed::Closing),
+                (true, false, Some(h2::Reason::REFUSED_STREAM)) => Some(Unprocessed::Refused),
+                _ => None,
+            };
         }
         if let Some(s) = err.downcast_ref::<h3::error::StreamError>() {
             use h3::error::StreamError as S;
             return match s {
-                S::RemoteClosing => true,
-                S::RemoteTerminate { code } => *code == h3::error::Code::H3_REQUEST_REJECTED,
-                _ => false,
+                S::RemoteClosing => Some(Unprocessed::Closing),
+                S::RemoteTerminate { code } if *code == h3::error::Code::H3_REQUEST_REJECTED => {
+                    Some(Unprocessed::Refused)
+                }
+                _ => None,
             };
         }
         // io::Error's source skips the error it wraps.
@@ -159,7 +175,7 @@ pub(super) fn unprocessed(e: &(dyn StdError + 'static)) -> bool {
         }
         cur = err.source();
     }
-    false
+    None
 }
 
 /// What to do about a failure whose message says what went wrong (rustls and quinn say it
@@ -208,22 +224,28 @@ mod tests {
     #[test]
     fn unprocessed_requests() {
         use h3::error::{Code, StreamError};
-        assert!(unprocessed(&StreamError::RemoteClosing));
+        let closing = Some(Unprocessed::Closing);
+        assert_eq!(unprocessed(&StreamError::RemoteClosing), closing);
         let rejected = StreamError::RemoteTerminate {
             code: Code::H3_REQUEST_REJECTED,
         };
-        assert!(unprocessed(&rejected));
+        assert_eq!(unprocessed(&rejected), Some(Unprocessed::Refused));
         let cancelled = StreamError::RemoteTerminate {
             code: Code::H3_REQUEST_CANCELLED,
         };
-        assert!(!unprocessed(&cancelled));
+        assert_eq!(unprocessed(&cancelled), None);
         // Ours, not the server's: h2 made it, so the server has said nothing.
-        assert!(!unprocessed(&h2::Error::from(h2::Reason::REFUSED_STREAM)));
+        assert_eq!(
+            unprocessed(&h2::Error::from(h2::Reason::REFUSED_STREAM)),
+            None
+        );
         let reset = io::Error::from(io::ErrorKind::ConnectionReset);
-        assert!(!unprocessed(&reset));
+        assert_eq!(unprocessed(&reset), None);
         // Found along the source chain, as transports wrap it.
         let wrapped = io::Error::other(StreamError::RemoteClosing);
-        assert!(unprocessed(&wrapped));
+        assert_eq!(unprocessed(&wrapped), closing);
+        let wrapped = io::Error::other(rejected);
+        assert_eq!(unprocessed(&wrapped), Some(Unprocessed::Refused));
     }
 
     #[test]

@@ -29,6 +29,9 @@ pub(crate) struct H2 {
     pub turn_bytes: usize,
 }
 
+/// The step from which a request has been handed to h2.
+const SENDING: usize = 2;
+
 /// A request's steps, as its errors name them.
 const STEPS: [&str; 5] = [
     "waiting for an HTTP/2 stream",
@@ -117,13 +120,20 @@ impl H2Conn {
     /// for `timeout` while this request waited: TCP would keep it for many minutes, so it is
     /// ended here, and the requests after go on a new connection as they do on h1 and h3.
     /// The requests it had sent are failed with it, as timeouts: a response can no longer
-    /// come, and that is why.
-    fn fell_silent(&self, e: FetchError) -> FetchError {
-        if e.kind == ErrorKind::Timeout && !self.silent.swap(true, Ordering::AcqRel) {
-            self.driver.abort();
-            return e;
+    /// come, and that is why. One still waiting for a stream (`unsent`) was never handed to
+    /// h2, so it goes on the new connection too, whichever request's timer fired first.
+    fn fell_silent(&self, e: FetchError, unsent: bool) -> FetchError {
+        if e.kind == ErrorKind::Timeout {
+            if !self.silent.swap(true, Ordering::AcqRel) {
+                self.driver.abort();
+            }
+            return if unsent {
+                self.ended(&e.message).unsent()
+            } else {
+                e
+            };
         }
-        if e.kind == ErrorKind::Timeout || e.unprocessed || !self.silent.load(Ordering::Acquire) {
+        if e.unprocessed || !self.silent.load(Ordering::Acquire) {
             return e;
         }
         self.ended(&e.message)
@@ -170,7 +180,7 @@ impl Exchange for H2Conn {
                 return Err(self.ended(phase.name()).unsent());
             }
             p.sending();
-            phase.set(2);
+            phase.set(SENDING);
             // Built after the waits, so that it is not part of what a waiting request holds.
             let request = super::get(uri);
             let (resp, _) = send.send_request(request, true).map_err(|e| failed(&e))?;
@@ -196,7 +206,7 @@ impl Exchange for H2Conn {
         let out = WhileMoving::new(steps, moved, self.timeout, Name::Phase(&phase))
             .lent(dog)
             .await;
-        out.map_err(|e| self.fell_silent(e))
+        out.map_err(|e| self.fell_silent(e, phase.at() < SENDING))
     }
 
     fn streams(&self) -> StreamFacts {

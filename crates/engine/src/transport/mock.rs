@@ -37,6 +37,8 @@ pub(crate) struct Script {
     pub request_limit: Option<usize>,
     /// Connections the peer accepts; later attempts are refused.
     pub connect_limit: Option<usize>,
+    /// Requests each connection turns away alone (REFUSED_STREAM) before it processes any.
+    pub refused_streams: usize,
 }
 
 impl Default for Script {
@@ -52,6 +54,7 @@ impl Default for Script {
             slow: Vec::new(),
             request_limit: None,
             connect_limit: None,
+            refused_streams: 0,
         }
     }
 }
@@ -60,7 +63,7 @@ impl Default for Script {
 #[derive(Debug, Default)]
 pub(crate) struct Seen {
     pub connects: AtomicUsize,
-    /// Requests refused unprocessed (`Script::request_limit`).
+    /// Requests refused unprocessed (`Script::request_limit`, `Script::refused_streams`).
     pub refused: AtomicUsize,
     pub closes: AtomicUsize,
     /// The most connections open at once (made and not yet closed), seen at each connect.
@@ -97,6 +100,7 @@ struct MockConn {
     in_flight: AtomicUsize,
     /// Requests this connection was asked to process.
     taken: AtomicUsize,
+    turned_away: AtomicUsize,
     on_wire: OnWire,
 }
 
@@ -134,6 +138,7 @@ impl Transport for MockTransport {
                     seen: self.seen.clone(),
                     in_flight: AtomicUsize::new(0),
                     taken: AtomicUsize::new(0),
+                    turned_away: AtomicUsize::new(0),
                     on_wire: OnWire::default(),
                 }),
                 info: HandshakeInfo {
@@ -190,6 +195,12 @@ impl Exchange for MockConn {
             .map_or(usize::MAX, |m| usize::try_from(m).unwrap_or(usize::MAX));
         let _place = self.on_wire.enter(|| limit).await;
         sink.sending();
+        if self.turned_away.fetch_add(1, Ordering::SeqCst) < self.script.refused_streams {
+            self.seen.refused.fetch_add(1, Ordering::SeqCst);
+            let mut e = FetchError::new(ErrorKind::Reset, "mock peer: REFUSED_STREAM").unsent();
+            e.refused = true;
+            return Err(e);
+        }
         if let Some(max) = self.script.request_limit {
             if self.taken.fetch_add(1, Ordering::SeqCst) >= max {
                 self.seen.refused.fetch_add(1, Ordering::SeqCst);

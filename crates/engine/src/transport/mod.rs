@@ -53,6 +53,9 @@ pub(crate) struct FetchError {
     /// an HTTP/3 GOAWAY or H3_REQUEST_REJECTED, an HTTP/1.1 connection closed before it
     /// went out): it may go again on another connection.
     pub unprocessed: bool,
+    /// Of those, one whose stream alone the server turned away, keeping the connection
+    /// (HTTP/2 REFUSED_STREAM, HTTP/3 H3_REQUEST_REJECTED): it may go again on the same one.
+    pub refused: bool,
 }
 
 impl FetchError {
@@ -61,15 +64,18 @@ impl FetchError {
             kind,
             message: message.into(),
             unprocessed: false,
+            refused: false,
         }
     }
 
     /// Classifies `e` by its source chain; `what` names the step that failed.
     pub(crate) fn from_err(what: &str, e: &(dyn std::error::Error + 'static)) -> Self {
+        let unprocessed = classify::unprocessed(e);
         Self {
             kind: classify::classify(e),
             message: format!("{what}: {}", classify::one_line(e)),
-            unprocessed: classify::unprocessed(e),
+            unprocessed: unprocessed.is_some(),
+            refused: unprocessed == Some(classify::Unprocessed::Refused),
         }
         .hinted()
     }

@@ -16,8 +16,9 @@ use super::streams::StreamFacts;
 use super::{BoxFuture, Conn, Dog, Exchange, FetchError, Sink, Transport, ZeroRtt};
 use crate::measure::clock::Clock;
 
-/// How often one request is sent again. Each time, the server closed a connection without
-/// processing it; a server that refuses everything ends here, not in a loop.
+/// How often one request is sent again. Each time, the server did not process it (closed its
+/// connection, or refused its stream); a server that refuses everything ends here, not in a
+/// loop.
 pub(crate) const MAX_RETRIES: u32 = 8;
 
 /// After a failed reopen, the next attempt on the slot waits this long. In a held load the
@@ -255,26 +256,43 @@ impl Reopening {
                 Err(e) if e.unprocessed && !sink.answered() => e,
                 other => return other,
             };
-            // Boxed: the rare path's future (a lock's wait and a handshake) would otherwise
-            // size every request's.
-            Box::pin(self.again(e, held.generation, retries)).await?;
+            if e.refused {
+                // The server turned the stream away and keeps the connection (its stream limit,
+                // unknown until its SETTINGS, or load): the request goes again on it, where a
+                // new connection would meet the same limit before its SETTINGS.
+                self.turned_away(e, retries)?;
+            } else {
+                // Boxed: the rare path's future (a lock's wait and a handshake) would
+                // otherwise size every request's.
+                Box::pin(self.again(e, held.generation, retries)).await?;
+            }
             sink.again();
             retries += 1;
         }
+    }
+
+    /// A request sent `retries` times again that the server turned away once more: it goes
+    /// again, or, after `MAX_RETRIES`, fails with `e`.
+    fn turned_away(&self, e: FetchError, retries: u32) -> Result<(), FetchError> {
+        if retries == MAX_RETRIES {
+            return Err(FetchError::new(
+                e.kind,
+                format!(
+                    "{} (the server did not process this request in {} attempts)",
+                    e.message,
+                    MAX_RETRIES + 1
+                ),
+            ));
+        }
+        self.retried.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     /// After the server closed generation `generation`'s connection without processing a
     /// request sent `retries` times again: a new connection for it to go on, or why not.
     async fn again(&self, e: FetchError, generation: u64, retries: u32) -> Result<(), FetchError> {
         if retries == MAX_RETRIES {
-            return Err(FetchError::new(
-                e.kind,
-                format!(
-                    "{} (the server closed {} connections without processing this request)",
-                    e.message,
-                    MAX_RETRIES + 1
-                ),
-            ));
+            return self.turned_away(e, retries);
         }
         // A stop ends the wait for a new connection at once, handshake and all: a signal
         // must not wait for a dead server's timeout. The abandoned attempt is not counted.

@@ -293,8 +293,8 @@ fn reopened_line(report: &Report) -> Option<String> {
     (opened > 0 || !failed.is_empty() || retried > 0).then(|| {
         format!(
             "{opened} connection(s) opened in place of closed ones (the server's request \
-             limit, an idle timeout, a reset){failed}; {} request(s) the server had not \
-             processed sent again",
+             limit, a reset, silence past an idle timeout or --timeout){failed}; {} \
+             request(s) the server had not processed sent again",
             count(retried)
         )
     })

@@ -92,7 +92,7 @@ fn reopens_are_said_with_their_failed_attempts_apart() {
     assert_eq!(
         line(&text, "reopened"),
         "  reopened       1 connection(s) opened in place of closed ones (the server's request \
-         limit, an idle timeout, a reset), 2 attempt(s) to open one failed (at most one a \
+         limit, a reset, silence past an idle timeout or --timeout), 2 attempt(s) to open one failed (at most one a \
          second per connection); 1 request(s) the server had not processed sent again"
     );
 }

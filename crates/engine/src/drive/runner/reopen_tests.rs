@@ -1,6 +1,7 @@
 //! A server's request limit on the mock transport: requests it refused unprocessed go again
-//! on a new connection, the report counts what was reopened and retried, and a server that
-//! refuses everything, or stops accepting connections, ends the requests instead of looping.
+//! on a new connection (a stream it turned away alone, on the same one), the report counts
+//! what was reopened and retried, and a server that refuses everything, or stops accepting
+//! connections, ends the requests instead of looping.
 
 use std::sync::atomic::Ordering;
 
@@ -65,7 +66,10 @@ async fn a_server_that_processes_nothing_ends_each_request_after_the_retries() {
     assert_eq!(rep.objects.retried, 3 * MAX_RETRIES as u64);
     let first = rep.first_error.unwrap();
     assert!(
-        first.contains(&format!("closed {} connections", MAX_RETRIES + 1)),
+        first.contains(&format!(
+            "did not process this request in {} attempts",
+            MAX_RETRIES + 1
+        )),
         "{first}"
     );
 }
@@ -114,4 +118,40 @@ async fn reused_connections_carry_their_replacements_into_the_next_run() {
     assert!(second.connections[1].reopened);
     r.finish().await;
     assert_eq!(seen.closes.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn streams_a_server_turned_away_go_again_on_the_same_connection() {
+    let script = Script {
+        refused_streams: 3,
+        ..Script::default()
+    };
+    let (mut r, seen) = runner(script, plan(20, 1, Some(4), false));
+    let rep = r.run(0, &crate::observe::unobserved()).await;
+    assert!(rep.complete, "{:?}", rep.first_error);
+    assert_eq!((rep.objects.completed, rep.objects.failed), (20, 0));
+    assert_eq!(seen.connects.load(Ordering::SeqCst), 1);
+    assert_eq!(rep.objects.retried, 3);
+    assert!(rep.connections.iter().all(|c| !c.reopened));
+
+    // A server that turns every stream away: each request ends after the retries, on the
+    // one connection.
+    let script = Script {
+        refused_streams: usize::MAX,
+        ..Script::default()
+    };
+    let (mut r, seen) = runner(script, plan(3, 1, Some(1), false));
+    let rep = r.run(0, &crate::observe::unobserved()).await;
+    assert_eq!((rep.objects.completed, rep.objects.failed), (0, 3));
+    assert_eq!(seen.connects.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        seen.refused.load(Ordering::SeqCst),
+        3 * (MAX_RETRIES as usize + 1)
+    );
+    assert_eq!(rep.objects.retried, 3 * u64::from(MAX_RETRIES));
+    let first = rep.first_error.unwrap();
+    assert!(
+        first.contains("REFUSED_STREAM (the server did not process"),
+        "{first}"
+    );
 }
