@@ -5,13 +5,10 @@
 
 use crate::common;
 
-use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::forward;
 use common::needs::{require, Need};
 use common::{qbench, Run};
 use qbench_core::Protocol;
@@ -147,7 +144,7 @@ fn streams_the_server_refuses_go_again_on_the_same_connection() {
     opts.protocols = vec![Protocol::H2];
     opts.max_streams = 2;
     let server = InProcess::start(opts, 1).unwrap();
-    let port = forwarder(server.local_addr().port(), None, Duration::from_millis(50));
+    let port = forward::forwarder(server.local_addr().port(), None, Duration::from_millis(50)).port;
     let args = [
         "--objects",
         "400x1KB",
@@ -169,88 +166,13 @@ fn streams_the_server_refuses_go_again_on_the_same_connection() {
     );
 }
 
-/// Forwards TCP connections to `upstream`, the server's bytes held `delay` on their way;
-/// with `cut_after`, the first one is cut (both ways, no GOAWAY) after that many bytes from
-/// the server, the others are carried whole.
-fn forwarder(upstream: u16, cut_after: Option<usize>, delay: Duration) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    listener.set_nonblocking(true).unwrap();
-    let cut_once = Arc::new(AtomicBool::new(cut_after.is_some()));
-    thread::spawn(move || {
-        // At most 16 connections, and for at most a minute.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut accepted = 0;
-        while accepted < 16 && Instant::now() < deadline {
-            let client = match listener.accept() {
-                Ok((c, _)) => c,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    thread::sleep(Duration::from_millis(5));
-                    continue;
-                }
-                Err(_) => return,
-            };
-            accepted += 1;
-            client.set_nonblocking(false).unwrap();
-            let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
-                return;
-            };
-            let limit = cut_once
-                .swap(false, Ordering::Relaxed)
-                .then_some(cut_after)
-                .flatten();
-            let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-            thread::spawn(move || pipe(c2, s2, None, Duration::ZERO));
-            thread::spawn(move || pipe(server, client, limit, delay));
-        }
-    });
-    port
-}
-
-/// Copies `from` to `to`, each read `delay` later, until either ends, or until `limit` bytes
-/// have passed: then both directions of both sockets are shut.
-fn pipe(mut from: TcpStream, to: TcpStream, limit: Option<usize>, delay: Duration) {
-    let (held, due) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
-    let mut writing = to.try_clone().unwrap();
-    let writer = thread::spawn(move || {
-        for (at, bytes) in due {
-            thread::sleep(at.saturating_duration_since(Instant::now()));
-            if writing.write_all(&bytes).is_err() {
-                break;
-            }
-        }
-    });
-    let mut buf = [0u8; 16384];
-    let mut moved = 0;
-    loop {
-        let n = match from.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        if held
-            .send((Instant::now() + delay, buf[..n].to_vec()))
-            .is_err()
-        {
-            break;
-        }
-        moved += n;
-        if limit.is_some_and(|l| moved >= l) {
-            break;
-        }
-    }
-    drop(held);
-    let _ = writer.join();
-    let _ = from.shutdown(Shutdown::Both);
-    let _ = to.shutdown(Shutdown::Both);
-}
-
 #[test]
 fn an_h2_connection_cut_without_a_goaway_is_replaced() {
     let mut opts = ServerOptions::loopback();
     opts.protocols = vec![Protocol::H2];
     let server = InProcess::start(opts, 1).unwrap();
     // 40 KB in: past the handshake and some 30 responses, with the run's rest to go.
-    let port = forwarder(server.local_addr().port(), Some(40_000), Duration::ZERO);
+    let port = forward::forwarder(server.local_addr().port(), Some(40_000), Duration::ZERO).port;
     let r = run("h2", port);
     assert_replaced(&r, "h2", "reset", 1);
 }

@@ -48,6 +48,18 @@ fn assert_stopped(out: Output, name: &str, dir: &Path, when: &[&str], keep: &[&s
     r
 }
 
+/// SIGINT to `child` mid-run: the report in `dir` names it and holds the run so far,
+/// incomplete; `keep` as in `assert_stopped`.
+fn interrupt_mid_run(child: Child, dir: &Path, keep: &[&str]) -> Value {
+    common::interrupt(&child);
+    let out = child.wait_with_output().unwrap();
+    let r = assert_stopped(out, "SIGINT", dir, &["during run 0"], keep);
+    let runs = r["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "the run so far is reported: {r}");
+    assert_eq!(runs[0]["complete"], false);
+    runs[0].clone()
+}
+
 /// Before the first connection: the peer accepts the TCP connection and never answers, so
 /// qbench is still connecting when the signal comes.
 #[test]
@@ -94,22 +106,75 @@ fn a_signal_mid_run_writes_the_report_with_aborted_set() {
     ];
     let child = common::spawn_with_json(&args, &dir.path().join("r.json"));
     common::first_line(&stream);
-    common::interrupt(&child);
-    let r = assert_stopped(
-        child.wait_with_output().unwrap(),
-        "SIGINT",
-        dir.path(),
-        &["during run 0"],
-        &["r.json", "s.jsonl"],
-    );
     // The run so far: its requests in flight ended, none started after the signal.
-    let runs = r["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 1, "the run so far is reported");
-    let objects = &runs[0]["objects"];
+    let run = interrupt_mid_run(child, dir.path(), &["r.json", "s.jsonl"]);
+    let objects = &run["objects"];
     let n = |k: &str| objects[k].as_u64().unwrap();
-    assert_eq!(runs[0]["complete"], false);
     assert_eq!(n("requested"), 100_000);
     assert!(n("not_started") > 0, "{objects}");
+}
+
+/// A page's entry: `url`, `size` bytes, started at `start_ms` and lasting 5 ms (an entry's
+/// parent is the one that finished last before it started).
+fn page_entry(url: &str, size: u64, start_ms: u64) -> String {
+    format!(
+        r#"{{"startedDateTime":"2026-11-24T10:00:00.{start_ms:03}Z","time":5,"request":{{"method":"GET","url":"{url}"}},"response":{{"status":200,"bodySize":{size},"content":{{"size":{size}}}}}}}"#
+    )
+}
+
+/// Mid-page and mid-video: as a run of fixed objects, a page or a video requests nothing more
+/// after the signal, lets what is in flight end, and its report has the run so far. The
+/// signal comes once the server has sent 2 MB through a forwarder the test owns: a page's
+/// big object, or a video's second segment, is then on its way.
+#[test]
+fn a_signal_mid_page_or_video_reports_the_run_so_far() {
+    let dir = tempfile::tempdir().unwrap();
+    // A root, a 500 MB object it reveals, and 10 that one reveals: the last level is never
+    // requested, and the big one, in flight at the signal, ends first.
+    let mut entries = vec![
+        page_entry("https://a.test/", 1000, 0),
+        page_entry("https://a.test/big", 500_000_000, 10),
+    ];
+    entries.extend((0..10).map(|i| page_entry(&format!("https://a.test/{i}.js"), 1000, 20)));
+    let har = dir.path().join("page.har");
+    std::fs::write(
+        &har,
+        format!(
+            r#"{{"log":{{"version":"1.2","entries":[{}]}}}}"#,
+            entries.join(",")
+        ),
+    )
+    .unwrap();
+    let page = ["--page", har.to_str().unwrap()];
+    let video = ["--video", "5mbit", "--length", "3600s"];
+    for (app, what) in [(&page[..], "page"), (&video[..], "video")] {
+        let server = InProcess::start(ServerOptions::loopback(), 1).unwrap();
+        let fwd = common::forward::forwarder(server.local_addr().port(), None, Duration::ZERO);
+        let target = format!("https://127.0.0.1:{}", fwd.port);
+        let out = tempfile::tempdir().unwrap();
+        let mut args = vec!["--proto", "h2", "--target", &target, "--insecure"];
+        args.extend(app.iter().copied());
+        let child = common::spawn_with_json(&args, &out.path().join("r.json"));
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while fwd.from_server.load(std::sync::atomic::Ordering::Relaxed) < 2_000_000 {
+            assert!(Instant::now() < deadline, "{what}: 2 MB never came");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let run = interrupt_mid_run(child, out.path(), &["r.json"]);
+        assert!(run[what].is_object(), "{what}: {run}");
+        let objects = &run["objects"];
+        if what == "page" {
+            assert_eq!(objects["requested"], 12, "{what}: {objects}");
+            assert_eq!(objects["completed"], 2, "{what}: {objects}");
+            assert_eq!(objects["not_started"], 10, "{what}: {objects}");
+        } else {
+            assert!(
+                objects["completed"].as_u64().unwrap() >= 2,
+                "{what}: {objects}"
+            );
+        }
+        assert_eq!(objects["failed"], 0, "{what}: {objects}");
+    }
 }
 
 /// qbench held at its end: `--hgrm` names a FIFO that nobody reads until the signal was

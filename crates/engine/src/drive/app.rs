@@ -30,6 +30,8 @@ pub(crate) struct AppRun<'a> {
     pub verify: bool,
     pub progress: &'a Observing,
     pub log: Option<&'a crate::drive::reqlog::LogTo>,
+    /// A stopping signal: nothing more is requested, what is in flight finishes.
+    pub stop: &'a crate::drive::until::Stop,
 }
 
 impl AppRun<'_> {

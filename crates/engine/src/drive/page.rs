@@ -113,7 +113,10 @@ pub(crate) async fn load(
     let mut pending: FuturesUnordered<Pending<'_>> = FuturesUnordered::new();
     let s = &s;
     loop {
-        make_room(s, profile, limit, &mut l, &mut pending);
+        // After a stop nothing more is sent; what is in flight (or connecting) ends.
+        if !s.run.stop.is_set() {
+            make_room(s, profile, limit, &mut l, &mut pending);
+        }
         let Some(event) = pending.next().await else {
             break;
         };

@@ -10,8 +10,9 @@ use crate::observe::Observer;
 use crate::transport::fetch;
 use crate::transport::Conn;
 
-/// Plays `spec` over `conn` until the video is downloaded, a segment fails or the watch
-/// time is over; a segment still downloading at the watch time is abandoned, not failed.
+/// Plays `spec` over `conn` until the video is downloaded, a segment fails, the watch time
+/// is over or a stop comes; a segment still downloading at the watch time is abandoned, not
+/// failed, and one downloading at a stop finishes.
 /// Returns the session's figures, the segments requested (the abandoned one excluded) and
 /// whether one was abandoned: its response was cut off, so an HTTP/1.1 connection is gone.
 pub(crate) async fn play(
@@ -25,10 +26,16 @@ pub(crate) async fn play(
     let mut requested = 0u64;
     let mut abandoned = false;
     loop {
+        if s.stop.is_set() {
+            break;
+        }
         let now = clock.now();
         match player.next(now) {
             Next::Done => break,
-            Next::Wait(at) => tokio::time::sleep_until(clock.at(at)).await,
+            Next::Wait(at) => tokio::select! {
+                () = tokio::time::sleep_until(clock.at(at)) => {}
+                () = s.stop.wait() => {}
+            },
             Next::Fetch { bytes, .. } => {
                 let req = s.request(bytes);
                 let fetching = fetch(conn, &clock, &req, s.book);

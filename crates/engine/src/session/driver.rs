@@ -50,12 +50,9 @@ impl Driver {
     }
 
     /// Whether a stop ends a run of fixed objects with its requests in flight (qbench's own
-    /// closed loop), rather than dropping it.
+    /// closed loop, page or video: they start nothing more), rather than dropping it.
     pub(crate) fn stops_fixed_runs(&self) -> bool {
-        match self {
-            Self::Own(r) => r.stops_fixed_runs(),
-            Self::Third { .. } => false,
-        }
+        matches!(self, Self::Own(_))
     }
 
     pub(crate) fn stopper(&self) -> Arc<Stop> {

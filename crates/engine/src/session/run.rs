@@ -264,10 +264,11 @@ async fn run_all(
             break;
         }
         let interrupted = |sig: i32| Interrupted::new(sig, format!("during run {i}")).to_string();
-        // A held load, and qbench's own run of fixed objects once its requests began, stop
-        // starting requests at a stopping signal and end with those in flight, so the run so
-        // far is reported; any other run (an app's, a third-party client's, one still
-        // connecting) is dropped at once, as is any run at a second signal.
+        // A held load, and qbench's own run of fixed objects (a page's and a video's too)
+        // once its requests began, stop starting requests at a stopping signal and end with
+        // those in flight, so the run so far is reported; any other run (a third-party
+        // client's, one still connecting) is dropped at once, as is any run at a second
+        // signal.
         let ended = {
             let fut = side.run(i);
             tokio::pin!(fut);

@@ -6,6 +6,7 @@ use qbench_core::LatencyHistogram;
 use serde_json::Value;
 use std::io::BufRead as _;
 
+pub(crate) mod forward;
 pub(crate) mod h3peer;
 pub(crate) mod links;
 pub(crate) mod needs;

@@ -136,12 +136,6 @@ impl Runner {
         self.stop.clone()
     }
 
-    /// Whether a run of fixed objects ends that way at a stop; an app's (a page, a video)
-    /// is dropped at once.
-    pub(crate) fn stops_fixed_runs(&self) -> bool {
-        self.plan.app.is_none()
-    }
-
     pub(crate) fn log_requests(&mut self, log: Arc<crate::drive::reqlog::RequestLog>) {
         self.plan.log = Some(log);
     }
@@ -318,6 +312,7 @@ impl Runner {
         let Some(app) = &self.plan.app else {
             return played;
         };
+        self.stop.requests_began();
         let s = AppRun {
             rec: &run.rec,
             book,
@@ -327,6 +322,7 @@ impl Runner {
             verify: app.verify,
             progress,
             log: run.log.as_ref(),
+            stop: &self.stop,
         };
         match &app.app {
             App::Video(v) => {
