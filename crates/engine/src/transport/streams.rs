@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use tokio::sync::Notify;
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 /// What a connection reports about its streams after a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -20,80 +20,103 @@ pub(crate) struct StreamFacts {
     pub quic: Option<qbench_core::spec::quic_knobs::QuicStats>,
 }
 
-#[derive(Default)]
-struct Count {
-    open: usize,
-    peak: usize,
-}
-
-/// Counts requests on the wire, each let in by `enter` below a limit.
-#[derive(Default)]
+/// Counts requests on the wire, each let in by `enter` below a limit that may change. The
+/// line is first come, first served: a request the server turned away, sent again on the same
+/// connection, waits behind those already waiting but no longer loses every freed place to a
+/// request that finished and started the next at once, as it did when any request looking at
+/// the right moment got the place.
 pub(crate) struct OnWire {
-    count: Mutex<Count>,
-    freed: Notify,
+    /// One permit per free place.
+    gate: Semaphore,
+    /// The limit the permits were last sized to (given out and free together).
+    sized: AtomicUsize,
+    resizing: Mutex<()>,
+    /// Places to take back as they are freed: the limit fell below what was on the wire.
+    owed: AtomicUsize,
+    on_wire: Opened,
 }
 
-/// One request on the wire; dropping it frees its place and wakes a waiter.
+/// One request on the wire; dropping it frees its place for the first in line.
 pub(crate) struct Place<'a> {
     wire: &'a OnWire,
+    permit: Option<SemaphorePermit<'a>>,
+    _open: OpenPlace<'a>,
 }
 
 impl Drop for Place<'_> {
     fn drop(&mut self) {
-        self.wire.lock().open -= 1;
-        self.wire.freed.notify_one();
+        let owed = &self.wire.owed;
+        let repaid = owed.load(Ordering::Relaxed) > 0
+            && owed
+                .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok();
+        if let (true, Some(p)) = (repaid, self.permit.take()) {
+            p.forget();
+        }
+    }
+}
+
+impl Default for OnWire {
+    fn default() -> Self {
+        Self {
+            gate: Semaphore::new(0),
+            sized: AtomicUsize::new(0),
+            resizing: Mutex::new(()),
+            owed: AtomicUsize::new(0),
+            on_wire: Opened::default(),
+        }
     }
 }
 
 impl OnWire {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Count> {
-        self.count.lock().expect("stream count lock")
-    }
-
-    fn take(count: &mut Count) {
-        count.open += 1;
-        count.peak = count.peak.max(count.open);
-    }
-
-    /// Waits until fewer than `limit()` requests are on the wire. Each freed place wakes one
-    /// waiter, and a waiter that finds more room passes the wake on, so a raised limit is
-    /// filled without waking every waiter at every release.
+    /// Waits, in line, until fewer than `limit()` requests are on the wire.
     pub(crate) async fn enter(&self, limit: impl Fn() -> usize) -> Place<'_> {
-        loop {
-            let freed = self.freed.notified();
-            tokio::pin!(freed);
-            freed.as_mut().enable();
-            {
-                // One reading of the limit: h2's takes its connection's lock.
-                let limit = limit();
-                let mut c = self.lock();
-                if c.open < limit {
-                    Self::take(&mut c);
-                    let more = c.open < limit;
-                    drop(c);
-                    if more {
-                        self.freed.notify_one();
-                    }
-                    return Place { wire: self };
-                }
-            }
-            freed.await;
+        // One reading of the limit: h2's takes its connection's lock.
+        self.resize(limit());
+        // The gate is never closed: an error cannot come, and would only let the request by.
+        let permit = self.gate.acquire().await.ok();
+        Place {
+            wire: self,
+            permit,
+            _open: self.on_wire.opened(),
         }
     }
 
-    /// The limit may have risen (the server's SETTINGS arrived): wake a waiter to look.
+    /// The limit may have changed (the server's SETTINGS arrived): free places are added or
+    /// taken back, those on the wire as they end.
     pub(crate) fn recheck(&self, limit: usize) {
-        if self.lock().open < limit {
-            self.freed.notify_one();
+        self.resize(limit);
+    }
+
+    fn resize(&self, limit: usize) {
+        let limit = limit.min(Semaphore::MAX_PERMITS);
+        if self.sized.load(Ordering::Acquire) == limit {
+            return;
         }
+        let _one = self.resizing.lock().expect("stream gate lock");
+        let sized = self.sized.load(Ordering::Acquire);
+        if limit > sized {
+            // What is still owed is forgiven before new places are made.
+            let mut more = limit - sized;
+            let forgiven = self
+                .owed
+                .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
+                    Some(n.saturating_sub(more))
+                })
+                .unwrap_or(0);
+            more -= forgiven.min(more);
+            self.gate.add_permits(more);
+        } else {
+            let fewer = sized - limit;
+            let taken = self.gate.forget_permits(fewer);
+            self.owed.fetch_add(fewer - taken, Ordering::AcqRel);
+        }
+        self.sized.store(limit, Ordering::Release);
     }
 
     /// The peak since the last call; the next period starts from what is on the wire now.
     pub(crate) fn take_peak(&self) -> u64 {
-        let mut c = self.lock();
-        let peak = c.peak;
-        c.peak = c.open;
-        peak as u64
+        self.on_wire.take_peak()
     }
 }
 
@@ -135,6 +158,7 @@ impl Opened {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures_util::FutureExt;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
@@ -155,7 +179,7 @@ mod tests {
         let gate = Arc::new(OnWire::default());
         let limit = Arc::new(AtomicUsize::new(7));
         let inside = Arc::new(AtomicUsize::new(0));
-        let release = Arc::new(tokio::sync::Semaphore::new(0));
+        let release = Arc::new(Semaphore::new(0));
         let mut tasks = Vec::new();
         for _ in 0..50 {
             let (gate, limit, inside, release) =
@@ -186,6 +210,57 @@ mod tests {
         }
         assert_eq!(gate.take_peak(), 40);
         assert_eq!(gate.take_peak(), 0, "nothing on the wire after the run");
+    }
+
+    /// Limit 1: a request waiting when the place is freed gets it before one that comes
+    /// after, however fast that one asks.
+    #[tokio::test]
+    async fn the_first_in_line_gets_the_freed_place() {
+        let gate = OnWire::default();
+        let first = gate.enter(|| 1).await;
+        let mut waiting = Box::pin(gate.enter(|| 1));
+        assert!(waiting.as_mut().now_or_never().is_none());
+        drop(first);
+        let mut late = Box::pin(gate.enter(|| 1));
+        assert!(
+            late.as_mut().now_or_never().is_none(),
+            "a newcomer jumped the line"
+        );
+        let second = waiting.await;
+        assert!(late.as_mut().now_or_never().is_none());
+        drop(second);
+        drop(late.await);
+        assert_eq!(gate.take_peak(), 1);
+    }
+
+    /// 4 on the wire when the limit falls to 2: the next waiter gets in only once 3 have
+    /// ended; raised to 3 again, one more gets in at once.
+    #[tokio::test]
+    async fn a_lowered_limit_takes_places_back_as_they_are_freed() {
+        let gate = OnWire::default();
+        let mut held: Vec<_> = Vec::new();
+        for _ in 0..4 {
+            held.push(gate.enter(|| 4).await);
+        }
+        gate.recheck(2);
+        let mut next = Box::pin(gate.enter(|| 2));
+        for _ in 0..2 {
+            held.pop();
+            assert!(next.as_mut().now_or_never().is_none());
+        }
+        held.pop();
+        let in_at_two = next.await;
+        let mut another = Box::pin(gate.enter(|| 2));
+        assert!(another.as_mut().now_or_never().is_none());
+        gate.recheck(3);
+        let in_at_three = another.await;
+        let mut over = Box::pin(gate.enter(|| 3));
+        assert!(
+            over.as_mut().now_or_never().is_none(),
+            "3 on the wire, limit 3"
+        );
+        drop((in_at_two, in_at_three, held));
+        drop(over.await);
     }
 
     #[test]
