@@ -204,6 +204,11 @@ pub async fn ending(takes_signals: &std::sync::atomic::AtomicBool) -> i32 {
         .await
 }
 
+/// Once `n` stopping signals have come since `hold`, the latest.
+pub async fn counted(n: u32) -> i32 {
+    Listener::new().until(|got| got >= n).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

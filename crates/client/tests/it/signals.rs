@@ -61,20 +61,28 @@ fn interrupt_mid_run(child: Child, dir: &Path, keep: &[&str]) -> Value {
 }
 
 /// Before the first connection: the peer accepts the TCP connection and never answers, so
-/// qbench is still connecting when the signal comes.
+/// qbench is still connecting when the signal comes; a page's run too, which connects as it
+/// goes.
 #[test]
 fn a_signal_while_connecting_writes_the_report_with_aborted_set() {
     let peer = TcpListener::bind("127.0.0.1:0").unwrap();
     let target = format!("https://127.0.0.1:{}", peer.local_addr().unwrap().port());
-    for (sig, name) in common::STOPPING {
+    let page_dir = tempfile::tempdir().unwrap();
+    let har = page_dir.path().join("page.har");
+    let page = format!(
+        r#"{{"log":{{"entries":[{}]}}}}"#,
+        page_entry("https://a.test/", 1, 0)
+    );
+    std::fs::write(&har, page).unwrap();
+    let fixed = ["--proto", "h2", "--target", &target, "--insecure"];
+    let page = [&fixed[..], &["--page", har.to_str().unwrap()]].concat();
+    let runs = common::STOPPING.iter().map(|s| (s, &fixed[..]));
+    for ((sig, name), args) in runs.chain([(&common::STOPPING[0], &page[..])]) {
         let dir = tempfile::tempdir().unwrap();
-        let child = common::spawn_with_json(
-            &["--proto", "h2", "--target", &target, "--insecure"],
-            &dir.path().join("r.json"),
-        );
+        let child = common::spawn_with_json(args, &dir.path().join("r.json"));
         // Accepted: qbench's TLS handshake now waits for an answer that never comes.
         let (conn, _) = peer.accept().unwrap();
-        common::send(&child, sig);
+        common::send(&child, *sig);
         let out = child.wait_with_output().unwrap();
         // Connections are made by the run: the handshake is run 0's.
         let when = ["before run 0", "during run 0"];
@@ -122,51 +130,84 @@ fn page_entry(url: &str, size: u64, start_ms: u64) -> String {
     )
 }
 
-/// Mid-page and mid-video: as a run of fixed objects, a page or a video requests nothing more
-/// after the signal, lets what is in flight end, and its report has the run so far. The
-/// signal comes once the server has sent 2 MB through a forwarder the test owns: a page's
-/// big object, or a video's second segment, is then on its way.
-#[test]
-fn a_signal_mid_page_or_video_reports_the_run_so_far() {
-    let dir = tempfile::tempdir().unwrap();
-    // A root, a 500 MB object it reveals, and 10 that one reveals: the last level is never
-    // requested, and the big one, in flight at the signal, ends first.
+/// A page of a root, a 500 MB object it reveals with one of another origin, and 10 the big
+/// one reveals, as a HAR in `dir`.
+fn big_page(dir: &Path) -> PathBuf {
     let mut entries = vec![
         page_entry("https://a.test/", 1000, 0),
+        page_entry("https://b.test/other", 1000, 9),
         page_entry("https://a.test/big", 500_000_000, 10),
     ];
     entries.extend((0..10).map(|i| page_entry(&format!("https://a.test/{i}.js"), 1000, 20)));
-    let har = dir.path().join("page.har");
-    std::fs::write(
-        &har,
-        format!(
-            r#"{{"log":{{"version":"1.2","entries":[{}]}}}}"#,
-            entries.join(",")
-        ),
-    )
-    .unwrap();
+    let har = dir.join("page.har");
+    let log = format!(
+        r#"{{"log":{{"version":"1.2","entries":[{}]}}}}"#,
+        entries.join(",")
+    );
+    std::fs::write(&har, log).unwrap();
+    har
+}
+
+/// qbench running `app` over h2 through a forwarder the test owns that carries only the
+/// first connection (the others hang in their handshake), once the server has sent 2 MB.
+struct MidApp {
+    _server: InProcess,
+    fwd: common::forward::Forwarder,
+    child: Child,
+    out: tempfile::TempDir,
+}
+
+fn mid_app(app: &[&str], what: &str) -> MidApp {
+    let server = InProcess::start(ServerOptions::loopback(), 1).unwrap();
+    let port = server.local_addr().port();
+    let fwd = common::forward::forward_first(port, None, Duration::ZERO, 1);
+    let target = format!("https://127.0.0.1:{}", fwd.port);
+    let out = tempfile::tempdir().unwrap();
+    let mut args = vec!["--proto", "h2", "--target", &target, "--insecure"];
+    args.extend(app.iter().copied());
+    let child = common::spawn_with_json(&args, &out.path().join("r.json"));
+    wait_for_bytes(&fwd, 2_000_000, what);
+    MidApp {
+        _server: server,
+        fwd,
+        child,
+        out,
+    }
+}
+
+/// Waits until the server has sent `n` bytes through `fwd`.
+fn wait_for_bytes(fwd: &common::forward::Forwarder, n: usize, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while fwd.from_server.load(std::sync::atomic::Ordering::Relaxed) < n {
+        assert!(Instant::now() < deadline, "{what}: {n} bytes never came");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Mid-page and mid-video: as a run of fixed objects, a page or a video requests nothing more
+/// after the signal, lets what is in flight end, and its report has the run so far. The
+/// signal comes once the page's big object, or the video's second segment, is on its way.
+/// The page's second origin's handshake hangs: the stop abandons it rather than wait for its
+/// timeout and count it failed.
+#[test]
+fn a_signal_mid_page_or_video_reports_the_run_so_far() {
+    let dir = tempfile::tempdir().unwrap();
+    let har = big_page(dir.path());
     let page = ["--page", har.to_str().unwrap()];
     let video = ["--video", "5mbit", "--length", "3600s"];
     for (app, what) in [(&page[..], "page"), (&video[..], "video")] {
-        let server = InProcess::start(ServerOptions::loopback(), 1).unwrap();
-        let fwd = common::forward::forwarder(server.local_addr().port(), None, Duration::ZERO);
-        let target = format!("https://127.0.0.1:{}", fwd.port);
-        let out = tempfile::tempdir().unwrap();
-        let mut args = vec!["--proto", "h2", "--target", &target, "--insecure"];
-        args.extend(app.iter().copied());
-        let child = common::spawn_with_json(&args, &out.path().join("r.json"));
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while fwd.from_server.load(std::sync::atomic::Ordering::Relaxed) < 2_000_000 {
-            assert!(Instant::now() < deadline, "{what}: 2 MB never came");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let run = interrupt_mid_run(child, out.path(), &["r.json"]);
+        let m = mid_app(app, what);
+        let run = interrupt_mid_run(m.child, m.out.path(), &["r.json"]);
         assert!(run[what].is_object(), "{what}: {run}");
         let objects = &run["objects"];
         if what == "page" {
-            assert_eq!(objects["requested"], 12, "{what}: {objects}");
+            // The last level is never requested, and the big one, in flight at the signal,
+            // ends first.
+            assert_eq!(objects["requested"], 13, "{what}: {objects}");
             assert_eq!(objects["completed"], 2, "{what}: {objects}");
-            assert_eq!(objects["not_started"], 10, "{what}: {objects}");
+            assert_eq!(objects["not_started"], 11, "{what}: {objects}");
+            // The hung handshake was abandoned, not counted as failed.
+            assert_eq!(run["errors"], serde_json::json!({}), "{what}: {run}");
         } else {
             assert!(
                 objects["completed"].as_u64().unwrap() >= 2,
@@ -175,6 +216,23 @@ fn a_signal_mid_page_or_video_reports_the_run_so_far() {
         }
         assert_eq!(objects["failed"], 0, "{what}: {objects}");
     }
+}
+
+/// A second signal while the first lets the page's big object end: the run in flight is
+/// dropped at once, and the report (of no run) is still written, saying when.
+#[test]
+fn a_second_signal_drops_the_run_in_flight_and_still_writes_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let har = big_page(dir.path());
+    let m = mid_app(&["--page", har.to_str().unwrap()], "page");
+    common::interrupt(&m.child);
+    // The big object still comes after the first signal: the stop is under way.
+    let seen = m.fwd.from_server.load(std::sync::atomic::Ordering::Relaxed);
+    wait_for_bytes(&m.fwd, seen + 1_000_000, "page");
+    common::interrupt(&m.child);
+    let out = m.child.wait_with_output().unwrap();
+    let r = assert_stopped(out, "SIGINT", m.out.path(), &["during run 0"], &["r.json"]);
+    assert_eq!(r["runs"], serde_json::json!([]), "{r}");
 }
 
 /// qbench held at its end: `--hgrm` names a FIFO that nobody reads until the signal was

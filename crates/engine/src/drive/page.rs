@@ -96,6 +96,8 @@ struct Loading {
     done: Vec<Option<(Duration, bool)>>,
     /// By object: the objects it reveals, requested once it has arrived.
     children: Vec<Vec<usize>>,
+    /// 0-RTT connections whose handshake has not completed.
+    confirming: usize,
 }
 
 /// Loads the page once; returns the connections it opened (with their ids, for the run's
@@ -113,11 +115,24 @@ pub(crate) async fn load(
     let mut pending: FuturesUnordered<Pending<'_>> = FuturesUnordered::new();
     let s = &s;
     loop {
-        // After a stop nothing more is sent; what is in flight (or connecting) ends.
-        if !s.run.stop.is_set() {
+        // After a stop nothing more is sent and what is in flight ends; a connection still
+        // opening (or confirming 0-RTT) is abandoned, as a hung handshake would hold the
+        // report back until its timeout.
+        let stopped = s.run.stop.is_set();
+        if !stopped {
             make_room(s, profile, limit, &mut l, &mut pending);
+        } else if pending.len() == l.opening() {
+            break;
         }
-        let Some(event) = pending.next().await else {
+        let next = if stopped {
+            pending.next().await
+        } else {
+            tokio::select! {
+                e = pending.next() => e,
+                () = s.run.stop.wait() => continue,
+            }
+        };
+        let Some(event) = next else {
             break;
         };
         let touched = l.touched(&event, profile);
@@ -151,7 +166,13 @@ impl Loading {
             sent: vec![None; n],
             done: vec![None; n],
             children,
+            confirming: 0,
         }
+    }
+
+    /// Connections opening or confirming 0-RTT: what is pending that no request waits on.
+    fn opening(&self) -> usize {
+        self.confirming + self.origins.iter().map(|o| o.connecting).sum::<usize>()
     }
 
     /// The origins `event` may let send or open more: its own, and those of the objects a
@@ -190,6 +211,7 @@ impl Loading {
                 lock(s.run.rec).connection_failed(id, e.kind, &e.message);
             }
             Event::Handshake(id, info) => {
+                self.confirming -= 1;
                 lock(s.run.rec).handshake_done(id, s.run.clock.now(), info)
             }
             Event::Fetched {
@@ -215,6 +237,7 @@ impl Loading {
         o.connecting -= 1;
         match c.zero_rtt {
             Some(accepted) => {
+                self.confirming += 1;
                 pending.push(Box::pin(
                     async move { Event::Handshake(id, accepted.await) },
                 ))
@@ -382,6 +405,8 @@ fn start_what_can<'b>(
         let conn = conn.clone();
         let req = s.run.request(profile.objects[object].size);
         sent[object] = Some(s.run.clock.now());
+        // From the first request on, a stop keeps the run so far; before, it drops it.
+        s.run.stop.requests_began();
         pending.push(Box::pin(async move {
             let outcome = fetch(conn.as_ref(), &s.run.clock, &req, s.run.book).await;
             if let Some(l) = s.run.log {

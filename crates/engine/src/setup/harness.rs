@@ -12,13 +12,17 @@ use anyhow::Context;
 use crate::observe::Observing;
 use crate::plan::config::Config;
 use crate::setup::prepare::Prepared;
-use crate::signals::{ending, untaken, Interrupted};
+use crate::signals::{counted, ending, untaken, Interrupted};
+
+/// How long a second stopping signal lets the work write the report of the runs it finished.
+const LAST_WORDS: Duration = Duration::from_secs(2);
 
 /// Runs `work` on a client runtime of `threads` workers, with `cfgs`' links and servers up,
 /// reporting to `observer`.
 /// Before `work` sets its flag (it takes signals itself), a stopping signal (SIGINT, SIGTERM,
 /// SIGHUP) drops everything; after, `work` takes the first one itself and still writes its
-/// report, and a second one drops everything. A signal that nobody took, such as one during
+/// report, and a second one drops everything once `work` had `LAST_WORDS` to write what it
+/// has (a third, at once). A signal that nobody took, such as one during
 /// the teardown, is the caller's to act on (`late_signal`).
 pub(crate) fn lifecycle<T>(
     cfgs: &[&Config],
@@ -30,19 +34,29 @@ pub(crate) fn lifecycle<T>(
     let rt = runtime(threads, prepared.cpu.as_ref())?;
     let started = AtomicBool::new(false);
     let outcome = rt.block_on(async {
-        tokio::select! {
-            r = work(&prepared, &started) => r,
-            sig = ending(&started) => {
-                crate::signals::take();
-                // The first signal before the work took signals ended everything before it
-                // ran; a second one, whatever the work had done.
-                Err(match started.load(std::sync::atomic::Ordering::SeqCst) {
-                    true => Interrupted::new(sig, ""),
-                    false => Interrupted::before_work(sig, "before the runs began"),
-                }
-                .into())
+        let mut work = std::pin::pin!(work(&prepared, &started));
+        let sig = tokio::select! {
+            r = &mut work => return r,
+            sig = ending(&started) => sig,
+        };
+        let took = started.load(std::sync::atomic::Ordering::SeqCst);
+        if took {
+            // The work heard this second signal too: it drops the run in flight and writes
+            // the report of those before it, given `LAST_WORDS`. A third signal cuts that.
+            tokio::select! {
+                r = &mut work => return r,
+                () = tokio::time::sleep(LAST_WORDS) => {}
+                _ = counted(3) => {}
             }
         }
+        crate::signals::take();
+        // The first signal before the work took signals ended everything before it ran; a
+        // second one, whatever the work had done.
+        Err(match took {
+            true => Interrupted::new(sig, "again, before the report was written"),
+            false => Interrupted::before_work(sig, "before the runs began"),
+        }
+        .into())
     });
     rt.shutdown_timeout(Duration::from_secs(1));
     drop(prepared);

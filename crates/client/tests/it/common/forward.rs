@@ -20,6 +20,17 @@ pub(crate) struct Forwarder {
 /// with `cut_after`, the first one is cut (both ways, no GOAWAY) after that many bytes from
 /// the server, the others are carried whole.
 pub(crate) fn forwarder(upstream: u16, cut_after: Option<usize>, delay: Duration) -> Forwarder {
+    forward_first(upstream, cut_after, delay, usize::MAX)
+}
+
+/// As `forwarder`, but only the first `carried` connections reach the server: those after
+/// are accepted and held open, silent, until the forwarder ends.
+pub(crate) fn forward_first(
+    upstream: u16,
+    cut_after: Option<usize>,
+    delay: Duration,
+    carried: usize,
+) -> Forwarder {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     listener.set_nonblocking(true).unwrap();
@@ -30,6 +41,7 @@ pub(crate) fn forwarder(upstream: u16, cut_after: Option<usize>, delay: Duration
         // At most 16 connections, and for at most a minute.
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut accepted = 0;
+        let mut silent = Vec::new();
         while accepted < 16 && Instant::now() < deadline {
             let client = match listener.accept() {
                 Ok((c, _)) => c,
@@ -41,6 +53,10 @@ pub(crate) fn forwarder(upstream: u16, cut_after: Option<usize>, delay: Duration
             };
             accepted += 1;
             client.set_nonblocking(false).unwrap();
+            if accepted > carried {
+                silent.push(client);
+                continue;
+            }
             let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
                 return;
             };

@@ -312,7 +312,6 @@ impl Runner {
         let Some(app) = &self.plan.app else {
             return played;
         };
-        self.stop.requests_began();
         let s = AppRun {
             rec: &run.rec,
             book,
@@ -327,6 +326,7 @@ impl Runner {
         match &app.app {
             App::Video(v) => {
                 if let Some((c, _)) = conns.first() {
+                    self.stop.requests_began();
                     let (report, requested, abandoned) =
                         crate::drive::video::play(c.as_ref(), v.clone(), s).await;
                     lock(&run.rec).set_requested(requested);
