@@ -130,13 +130,13 @@ fn page_entry(url: &str, size: u64, start_ms: u64) -> String {
     )
 }
 
-/// A page of a root, a 500 MB object it reveals with one of another origin, and 10 the big
-/// one reveals, as a HAR in `dir`.
-fn big_page(dir: &Path) -> PathBuf {
+/// A page of a root, a `big`-byte object it reveals with one of another origin, and 10 the
+/// big one reveals, as a HAR in `dir`.
+fn big_page(dir: &Path, big: u64) -> PathBuf {
     let mut entries = vec![
         page_entry("https://a.test/", 1000, 0),
         page_entry("https://b.test/other", 1000, 9),
-        page_entry("https://a.test/big", 500_000_000, 10),
+        page_entry("https://a.test/big", big, 10),
     ];
     entries.extend((0..10).map(|i| page_entry(&format!("https://a.test/{i}.js"), 1000, 20)));
     let har = dir.join("page.har");
@@ -192,7 +192,7 @@ fn wait_for_bytes(fwd: &common::forward::Forwarder, n: usize, what: &str) {
 #[test]
 fn a_signal_mid_page_or_video_reports_the_run_so_far() {
     let dir = tempfile::tempdir().unwrap();
-    let har = big_page(dir.path());
+    let har = big_page(dir.path(), 2_000_000_000);
     let page = ["--page", har.to_str().unwrap()];
     let video = ["--video", "5mbit", "--length", "3600s"];
     for (app, what) in [(&page[..], "page"), (&video[..], "video")] {
@@ -219,11 +219,13 @@ fn a_signal_mid_page_or_video_reports_the_run_so_far() {
 }
 
 /// A second signal while the first lets the page's big object end: the run in flight is
-/// dropped at once, and the report (of no run) is still written, saying when.
+/// dropped at once, and the report (of no run) is still written, saying when. The object is
+/// 8 GB, seconds on loopback, so the second signal lands while it is still on its way
+/// however late a loaded machine runs the test.
 #[test]
 fn a_second_signal_drops_the_run_in_flight_and_still_writes_the_report() {
     let dir = tempfile::tempdir().unwrap();
-    let har = big_page(dir.path());
+    let har = big_page(dir.path(), 8_000_000_000);
     let m = mid_app(&["--page", har.to_str().unwrap()], "page");
     common::interrupt(&m.child);
     // The big object still comes after the first signal: the stop is under way.
