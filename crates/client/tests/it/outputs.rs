@@ -50,6 +50,13 @@ fn taken_back(err: &str) -> serde_json::Value {
     r
 }
 
+/// A FIFO made where the test owns it.
+fn make_fifo(at: &Path) {
+    let c = std::ffi::CString::new(at.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(3) on a path inside the test's own directory.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
 fn is_char_device(p: &Path) -> bool {
     std::fs::metadata(p).unwrap().file_type().is_char_device()
 }
@@ -107,9 +114,7 @@ fn a_device_node_given_as_an_output_stays_a_device_node() {
 fn a_fifo_given_as_the_report_is_written_through() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("report.fifo");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: mkfifo(3) on a path inside the test's own directory.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    make_fifo(&fifo);
     let reader = {
         let fifo = fifo.clone();
         std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
@@ -293,9 +298,7 @@ fn links_slashes_modes_and_descriptors() {
 fn a_fifo_nobody_reads_ends_the_run_with_the_report_kept() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("nobody.fifo");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: mkfifo(3) on a path inside the test's own directory.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    make_fifo(&fifo);
     let out = run_in(dir.path(), &["--json", fifo.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
@@ -386,4 +389,33 @@ fn outputs_that_cannot_take_their_data_fail_the_command() {
         assert_eq!(r["complete"], true, "{flag}");
         std::fs::remove_file(&report).unwrap();
     }
+}
+
+/// A FIFO whose reader holds it open and takes nothing: the report (about 250 KB, past the
+/// pipe's 64 KB) fills the pipe, and qbench, whose write blocked its runtime's thread for
+/// ever (no signal could end it), gives up after a bounded time with the report kept.
+#[test]
+fn a_fifo_whose_reader_takes_nothing_ends_the_run_with_the_report_kept() {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("stuck.fifo");
+    make_fifo(&fifo);
+    // Open, never read, until the test ends.
+    let _reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo)
+        .unwrap();
+    let out = assert_cmd::Command::cargo_bin("qbench")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["--proto", "h2", "--objects", "1KB", "--duration", "1s"])
+        .args(["--interval", "10ms", "--json", fifo.to_str().unwrap()])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("the FIFO's reader took nothing"), "{err}");
+    assert_eq!(taken_back(&err)["complete"], true);
 }

@@ -137,8 +137,9 @@ const FIFO_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Opens a target to write through (append: a descriptor's file keeps what it holds). A FIFO
 /// is opened without blocking, and tried again until a reader has it open: a blocking open
-/// would wait for ever, deaf to the signals qbench handles.
-fn open_through(path: &Path) -> std::io::Result<std::fs::File> {
+/// would wait for ever, deaf to the signals qbench handles. Its writes block once it is open
+/// unless `nonblocking` (see `write_through`).
+fn open_through(path: &Path, nonblocking: bool) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     let is_fifo = std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo());
     if !is_fifo {
@@ -152,6 +153,7 @@ fn open_through(path: &Path) -> std::io::Result<std::fs::File> {
             .custom_flags(libc::O_NONBLOCK)
             .open(path)
         {
+            Ok(f) if nonblocking => return Ok(f),
             Ok(f) => {
                 // Writes block again (a full pipe waits for its reader) once it is open.
                 // SAFETY: fcntl(2) on a descriptor this function owns.
@@ -165,17 +167,12 @@ fn open_through(path: &Path) -> std::io::Result<std::fs::File> {
             Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
                 // A signal that came before the wait (it ended the runs) leaves the report
                 // still to be read; one during the wait ends it.
-                if crate::signals::received() > signals {
-                    return Err(std::io::Error::other(
-                        "interrupted while waiting for a process to read the FIFO",
-                    ));
-                }
-                if since.elapsed() >= FIFO_WAIT {
-                    return Err(std::io::Error::other(format!(
-                        "no process read the FIFO within {FIFO_WAIT:?}"
-                    )));
-                }
-                std::thread::sleep(std::time::Duration::from_millis(20));
+                pause(
+                    signals,
+                    since,
+                    "waiting for a process to read the FIFO",
+                    || format!("no process read the FIFO within {FIFO_WAIT:?}"),
+                )?;
             }
             Err(e) => return Err(e),
         }
@@ -188,11 +185,55 @@ pub fn write_file(target: &Target, bytes: &[u8]) -> Option<anyhow::Result<()>> {
     use anyhow::Context as _;
     Some(match target {
         Target::Replace(path) => super::replace_atomically(path, bytes),
-        Target::Through(path) => open_through(path)
-            .and_then(|mut f| f.write_all(bytes).and_then(|()| f.flush()))
+        Target::Through(path) => open_through(path, true)
+            .and_then(|f| write_through(f, bytes))
             .with_context(|| format!("writing {}", path.display())),
         Target::Stdout | Target::Stderr => return None,
     })
+}
+
+/// A FIFO's wait, 20 ms more: unless a stopping signal came since `signals` were counted
+/// (interrupted while `doing`) or `FIFO_WAIT` passed since `since` (`timed_out` says what).
+fn pause(
+    signals: u32,
+    since: std::time::Instant,
+    doing: &str,
+    timed_out: impl Fn() -> String,
+) -> std::io::Result<()> {
+    if crate::signals::received() > signals {
+        return Err(std::io::Error::other(format!("interrupted while {doing}")));
+    }
+    if since.elapsed() >= FIFO_WAIT {
+        return Err(std::io::Error::other(timed_out()));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    Ok(())
+}
+
+/// Writes `bytes` whole to `f`, a FIFO without blocking: a reader that holds it open and
+/// takes nothing would otherwise block the runtime's thread, where no signal's handling runs.
+/// A stopping signal, or `FIFO_WAIT` without a byte taken, ends the write.
+fn write_through(mut f: std::fs::File, mut rest: &[u8]) -> std::io::Result<()> {
+    use std::io::ErrorKind;
+    let signals = crate::signals::received();
+    let mut moved = std::time::Instant::now();
+    while !rest.is_empty() {
+        match f.write(rest) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                rest = &rest[n..];
+                moved = std::time::Instant::now();
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                pause(signals, moved, "the FIFO's reader took nothing", || {
+                    format!("the FIFO's reader took nothing for {FIFO_WAIT:?}")
+                })?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Opens `path` for an output written as it goes (`--log-requests`, `--json-stream`): a
@@ -204,7 +245,7 @@ pub fn open_stream(path: &Path) -> Result<Box<dyn Write + Send>, TargetError> {
     };
     Ok(match resolve(path)? {
         Target::Replace(p) => Box::new(std::fs::File::create(&p).map_err(io)?),
-        Target::Through(p) => Box::new(open_through(&p).map_err(io)?),
+        Target::Through(p) => Box::new(open_through(&p, false).map_err(io)?),
         Target::Stdout => Box::new(std::io::stdout()),
         Target::Stderr => Box::new(std::io::stderr()),
     })
