@@ -138,6 +138,14 @@ impl Recorder {
         }
     }
 
+    /// The held load was stopped at `at` (a signal, `--fail-early`): its window ends there,
+    /// and its rates are per second of what was held, not of the duration asked for.
+    pub fn stopped_at(&mut self, at: Duration) {
+        if let Some(l) = &mut self.load {
+            l.window = l.window.min(at.saturating_sub(l.measure_from));
+        }
+    }
+
     /// Open loop: a request due at `intended` was not sent (`--max-inflight` reached).
     pub fn dropped(&mut self, intended: Duration) {
         self.dropped_n(intended, 1);

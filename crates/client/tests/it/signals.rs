@@ -62,7 +62,7 @@ fn interrupt_mid_run(child: Child, dir: &Path, keep: &[&str]) -> Value {
 
 /// Before the first connection: the peer accepts the TCP connection and never answers, so
 /// qbench is still connecting when the signal comes; a page's run too, which connects as it
-/// goes.
+/// goes, and a held load's, which waited out the handshake's timeout.
 #[test]
 fn a_signal_while_connecting_writes_the_report_with_aborted_set() {
     let peer = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -76,8 +76,10 @@ fn a_signal_while_connecting_writes_the_report_with_aborted_set() {
     std::fs::write(&har, page).unwrap();
     let fixed = ["--proto", "h2", "--target", &target, "--insecure"];
     let page = [&fixed[..], &["--page", har.to_str().unwrap()]].concat();
+    let held = [&fixed[..], &["--duration", "30s", "--timeout", "60s"]].concat();
     let runs = common::STOPPING.iter().map(|s| (s, &fixed[..]));
-    for ((sig, name), args) in runs.chain([(&common::STOPPING[0], &page[..])]) {
+    let more = [&page[..], &held[..]].map(|args| (&common::STOPPING[0], args));
+    for ((sig, name), args) in runs.chain(more) {
         let dir = tempfile::tempdir().unwrap();
         let child = common::spawn_with_json(args, &dir.path().join("r.json"));
         // Accepted: qbench's TLS handshake now waits for an answer that never comes.
@@ -445,4 +447,43 @@ fn a_signal_while_an_hour_long_link_settles_stops_at_once_and_takes_it_down() {
         "{stderr}"
     );
     assert!(left.is_empty(), "left {left:?}");
+}
+
+/// A held load with one connection up and one whose handshake hangs: the signal ends it at
+/// once, the hung handshake abandoned rather than waited for (`--timeout 60s`) and counted
+/// failed. Its window, which opens once every connection is up, never opened: it is 0 long,
+/// not the 30 s asked for, and what the first connection did is the warm-up's.
+#[test]
+fn a_signal_with_a_handshake_hanging_ends_a_held_load_at_once() {
+    let server = InProcess::start(ServerOptions::loopback(), 1).unwrap();
+    let port = server.local_addr().port();
+    let fwd = common::forward::forward_first(port, None, Duration::ZERO, 1);
+    let target = format!("https://127.0.0.1:{}", fwd.port);
+    let out = tempfile::tempdir().unwrap();
+    let args = [
+        "--proto",
+        "h2",
+        "--target",
+        &target,
+        "--insecure",
+        "--connections",
+        "2",
+        "--duration",
+        "30s",
+        "--timeout",
+        "60s",
+        "--objects",
+        "1KB",
+    ];
+    let child = common::spawn_with_json(&args, &out.path().join("r.json"));
+    wait_for_bytes(&fwd, 1_000_000, "held");
+    let run = interrupt_mid_run(child, out.path(), &["r.json"]);
+    assert_eq!(run["errors"], serde_json::json!({}), "{run}");
+    let load = &run["load"];
+    assert_eq!(
+        (&load["window_us"], &load["sent"]),
+        (&0.into(), &0.into()),
+        "{load}"
+    );
+    assert!(load["warmup_requests"].as_u64().unwrap() > 0, "{load}");
 }

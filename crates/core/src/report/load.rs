@@ -29,7 +29,8 @@ pub enum LoadMode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LoadReport {
     pub mode: LoadMode,
-    /// Measured window: the duration less the warm-up.
+    /// Measured window: the duration less the warm-up, or less where a stop (a signal,
+    /// `--fail-early`) ended the load first: the rates are per second of it.
     pub window_us: u64,
     /// When the measured window began, from the run's start (connecting and the warm-up
     /// come before it): shards' windows are laid on one time line by it.

@@ -20,6 +20,8 @@ pub(crate) struct Stop {
     /// The current run has started requests: a stop then ends it with those in flight,
     /// where one still connecting is dropped (a handshake may wait for its timeout).
     begun: AtomicBool,
+    /// When the stop came: a held load's window ends there.
+    at: OnceLock<tokio::time::Instant>,
 }
 
 impl Stop {
@@ -38,8 +40,14 @@ impl Stop {
     }
 
     pub(crate) fn stop(&self) {
+        let _ = self.at.set(tokio::time::Instant::now());
         self.set.store(true, Ordering::SeqCst);
         self.notify.notify_waiters();
+    }
+
+    /// When `stop` was first called.
+    pub(crate) fn stopped_at(&self) -> Option<tokio::time::Instant> {
+        self.at.get().copied()
     }
 
     pub(crate) fn is_set(&self) -> bool {

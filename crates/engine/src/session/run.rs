@@ -264,7 +264,7 @@ async fn run_all(
             break;
         }
         let interrupted = |sig: i32| Interrupted::new(sig, format!("during run {i}")).to_string();
-        // A held load, and qbench's own run of fixed objects (a page's and a video's too)
+        // A held load, and qbench's own run of fixed objects (a page's and a video's too),
         // once its requests began, stop starting requests at a stopping signal and end with
         // those in flight, so the run so far is reported; any other run (a third-party
         // client's, one still connecting) is dropped at once, as is any run at a second
@@ -277,9 +277,11 @@ async fn run_all(
                     r = &mut fut => break Some(abort_reason(r)),
                     sig = listener.next() => {
                         aborted = Some(interrupted(sig));
-                        let graceful = spec.load.is_some()
-                            || (fixed_stop && stop.have_requests_begun());
-                        if !graceful || stop.is_set() {
+                        let graceful =
+                            stop.have_requests_begun() && (spec.load.is_some() || fixed_stop);
+                        // A second signal may come before the first was heard: both are
+                        // taken at once, and the run is dropped as at a second.
+                        if !graceful || stop.is_set() || signals::received() > 1 {
                             break None;
                         }
                         stopped_by = Some(sig);

@@ -174,6 +174,10 @@ impl Runner {
         // Its handles would keep the recorder and the digests from being taken whole at the end.
         drop(workers);
         while tasks.join_next().await.is_some() {}
+        if let (Some(_), Some(at)) = (&self.plan.load, self.stop.stopped_at()) {
+            let at = at.saturating_duration_since(self.clock.at(Duration::ZERO));
+            lock(&run.rec).stopped_at(at);
+        }
         side_tasks.shutdown().await;
         run.lanes.drain(&run.rec);
         self.wind_down(run.index, &run.rec, progress);
@@ -360,6 +364,10 @@ impl Runner {
         let (Some(l), Some(until)) = (&self.plan.load, &run.until) else {
             return;
         };
+        if l.rate.is_some() {
+            // The open loop starts requests from here on (a closed loop's workers say so).
+            self.stop.requests_began();
+        }
         let clock = self.clock;
         let start = clock.now();
         lock(&run.rec).measure_from(start + l.warmup);
@@ -493,7 +501,17 @@ impl Runner {
             })
             .buffer_unordered(CONNECTING);
         let mut done = Vec::new();
-        while let Some((ci, id, result)) = attempts.next().await {
+        // A stop abandons the handshakes under way: one that hangs would hold the run until
+        // its timeout. Those that completed first are kept.
+        loop {
+            let next = tokio::select! {
+                biased;
+                r = attempts.next() => r,
+                () = self.stop.wait() => None,
+            };
+            let Some((ci, id, result)) = next else {
+                break;
+            };
             match result {
                 Ok(mut c) => {
                     // Requests the server's close leaves unprocessed go again on a new one.

@@ -173,3 +173,26 @@ async fn intervals_add_up_to_the_run() {
         iv.iter().map(|i| (2, i.completed)).collect::<Vec<_>>()
     );
 }
+
+/// Held for 10 s but stopped (a signal, `--fail-early`) 150 ms in: the window ends at the
+/// stop, 90 ms after the warm-up's end (10 ms handshake, 50 ms warm-up), and the rates are
+/// per second of those 90 ms, where the 10 s asked for read a rate 111 times too low.
+#[tokio::test(start_paused = true)]
+async fn a_stopped_load_is_measured_over_what_was_held() {
+    let mut p = plan(4, 1, Some(3), false);
+    p.load = Some(load(10_000, 50, None, 1));
+    let (mut r, _) = runner(Script::default(), p);
+    let stop = r.stopper();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        stop.stop();
+    });
+    let rep = r.run(0, &crate::observe::unobserved()).await;
+    let l = rep.load.as_ref().expect("a held load");
+    assert_eq!(l.window_start_us, us(60));
+    assert_eq!(l.window_us, us(90));
+    // Starts at 60, 85, 110, 135 ms: 4 waves of 3 in the window.
+    assert_eq!(l.sent, 12);
+    let rate = l.sent as f64 / 0.090;
+    assert!((l.achieved_rate - rate).abs() < 1e-6, "{}", l.achieved_rate);
+}
