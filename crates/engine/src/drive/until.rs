@@ -15,13 +15,12 @@ use crate::transport::BoxFuture;
 /// Ends a held load early: no request starts after it.
 #[derive(Default)]
 pub(crate) struct Stop {
-    set: AtomicBool,
     notify: Notify,
     /// The current run has started requests: a stop then ends it with those in flight,
     /// where one still connecting is dropped (a handshake may wait for its timeout).
     begun: AtomicBool,
-    /// When the stop came: a held load's window ends there.
-    at: OnceLock<tokio::time::Instant>,
+    /// When the stop came (set once: it is the stop): a held load's window ends there.
+    at: OnceLock<std::time::Instant>,
 }
 
 impl Stop {
@@ -40,18 +39,17 @@ impl Stop {
     }
 
     pub(crate) fn stop(&self) {
-        let _ = self.at.set(tokio::time::Instant::now());
-        self.set.store(true, Ordering::SeqCst);
+        let _ = self.at.set(tokio::time::Instant::now().into_std());
         self.notify.notify_waiters();
     }
 
     /// When `stop` was first called.
-    pub(crate) fn stopped_at(&self) -> Option<tokio::time::Instant> {
+    pub(crate) fn stopped_at(&self) -> Option<std::time::Instant> {
         self.at.get().copied()
     }
 
     pub(crate) fn is_set(&self) -> bool {
-        self.set.load(Ordering::SeqCst)
+        self.at.get().is_some()
     }
 
     /// Resolves once `stop` was called (at once if it already was).

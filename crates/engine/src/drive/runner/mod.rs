@@ -175,8 +175,7 @@ impl Runner {
         drop(workers);
         while tasks.join_next().await.is_some() {}
         if let (Some(_), Some(at)) = (&self.plan.load, self.stop.stopped_at()) {
-            let at = at.saturating_duration_since(self.clock.at(Duration::ZERO));
-            lock(&run.rec).stopped_at(at);
+            lock(&run.rec).stopped_at(self.clock.offset_of(at));
         }
         side_tasks.shutdown().await;
         run.lanes.drain(&run.rec);
