@@ -7,6 +7,7 @@
 //! stand (`read_chunk`). Client (`qbench`, the proxy's upstream) and server use it alike;
 //! h3's protocol logic is stock.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::{pin, Pin};
 use std::sync::Arc;
@@ -39,6 +40,25 @@ impl Connection {
             opener: OpenStreams::new(conn),
         }
     }
+}
+
+thread_local! {
+    /// A bidirectional stream opened during the poll that `poll_noting_open` watches.
+    static OPENED_BI: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Polls `f` once, saying whether it opened a request (bidirectional) stream on the way. h3
+/// opens the stream and writes the request in one call; a caller that may drop a request still
+/// waiting for the peer's stream credit learns here when it no longer may (the stream is the
+/// peer's to count from then), with no hook in h3 for it.
+pub fn poll_noting_open<F: Future + ?Sized>(
+    f: Pin<&mut F>,
+    cx: &mut Context<'_>,
+) -> (Poll<F::Output>, bool) {
+    let outer = OPENED_BI.replace(false);
+    let polled = f.poll(cx);
+    let opened = OPENED_BI.replace(outer);
+    (polled, opened)
 }
 
 /// Opens streams of one connection (h3's request sender holds one).
@@ -166,6 +186,7 @@ impl quic::OpenStreams<Bytes> for OpenStreams {
         if !self.waiting_bi {
             if let Poll::Ready(opened) = pin!(self.conn.open_bi()).poll(cx) {
                 let (s, r) = opened.map_err(stream_error)?;
+                OPENED_BI.set(true);
                 return Poll::Ready(Ok(BidiStream::new(s, r)));
             }
         }
@@ -177,6 +198,7 @@ impl quic::OpenStreams<Bytes> for OpenStreams {
         let opened = next(s, cx);
         self.waiting_bi = opened.is_pending();
         let (s, r) = ready!(opened).map_err(stream_error)?;
+        OPENED_BI.set(true);
         Poll::Ready(Ok(BidiStream::new(s, r)))
     }
 

@@ -9,8 +9,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use crate::measure::clock::Clock;
-use crate::transport::reopen::RunEnd;
 use crate::transport::BoxFuture;
+use crate::transport::RunEnd;
 
 /// Ends a held load early: no request starts after it.
 #[derive(Default)]
@@ -60,6 +60,21 @@ impl Stop {
         if !self.is_set() {
             n.await;
         }
+    }
+}
+
+/// A run of fixed objects stops starting requests at a stop alone.
+impl RunEnd for Stop {
+    fn over(&self) -> bool {
+        self.is_set()
+    }
+
+    fn reached(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.wait())
+    }
+
+    fn stopping(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.wait())
     }
 }
 

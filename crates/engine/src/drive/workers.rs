@@ -13,6 +13,7 @@ use crate::drive::until::{Stop, Until};
 use crate::measure::clock::Clock;
 use crate::transport::verify::DigestBook;
 use crate::transport::Conn;
+use crate::transport::RunEnd;
 use crate::transport::{fetch, fetch_held, Progress, Watchdog};
 
 /// What a connection's workers share: the run's, the connection, and its next request.
@@ -75,6 +76,11 @@ impl Workers {
                 let mut held = conn.as_slot().map(|slot| (slot, slot.hold()));
                 // One timer for all of the worker's requests, lent to each in turn.
                 let mut dog = std::pin::pin!(Watchdog::new());
+                // When a request still waiting for a stream is dropped instead of sent.
+                let ends: &dyn RunEnd = match &w.until {
+                    Some(u) => u,
+                    None => &*w.stop,
+                };
                 loop {
                     let n = next.fetch_add(1, Ordering::Relaxed);
                     let i = ci.wrapping_add(n.wrapping_mul(k));
@@ -91,12 +97,16 @@ impl Workers {
                     let outcome = match &mut held {
                         Some((slot, held)) => {
                             let dog = Some(dog.as_mut());
-                            let p = Progress::closed_loop(&w.clock, &req);
+                            let p = Progress::closed_loop(&w.clock, &req).unsent_until(ends);
                             fetch_held(slot, held, p, &w.book, dog).await
                         }
-                        None => fetch(conn.as_ref(), &w.clock, &req, &w.book).await,
+                        None => Some(fetch(conn.as_ref(), &w.clock, &req, &w.book).await),
                     };
                     w.lanes.ended();
+                    // Dropped unsent at the run's end: nothing was asked of the server.
+                    let Some(outcome) = outcome else {
+                        break;
+                    };
                     if let Some(l) = &w.log {
                         l.line(ci, &req.uri, &outcome);
                     }

@@ -123,6 +123,9 @@ impl H2Conn {
     /// come, and that is why. One still waiting for a stream (`unsent`) was never handed to
     /// h2, so it goes on the new connection too, whichever request's timer fired first.
     fn fell_silent(&self, e: FetchError, unsent: bool) -> FetchError {
+        if e.cut {
+            return e;
+        }
         if e.kind == ErrorKind::Timeout {
             if !self.silent.swap(true, Ordering::AcqRel) {
                 self.driver.abort();
@@ -165,10 +168,11 @@ impl Exchange for H2Conn {
         let steps = async {
             // A request is handed to h2 only when the server allows another stream, so h2
             // opens it at once and the object's timer starts when its stream does.
+            let until = p.unsent_until();
             let _place = self
                 .on_wire
-                .enter(|| self.send.current_max_send_streams())
-                .await;
+                .enter(|| self.send.current_max_send_streams(), until)
+                .await?;
             phase.set(1);
             // Not ready: the connection ended (a reset, an end of stream without a GOAWAY, or
             // silence: see `fell_silent`) before this request was handed to h2. It goes on a

@@ -14,7 +14,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use super::activity::{Moved, Name, Phase, WhileMoving};
 use super::peer_params::{PeerStreams, Recording};
-use super::streams::{Opened, StreamFacts};
+use super::streams::{open_unless_ended, Opened, StreamFacts};
 use super::{step, BoxFuture, Connected, Endpoint, Exchange, FetchError, Sink, Transport, ZeroRtt};
 use crate::measure::clock::Clock;
 use crate::transport::tls::TicketStore;
@@ -349,7 +349,11 @@ impl Exchange for H3Conn {
         // makes no progress at all. A request that finds its connection closed (that timeout,
         // or the server's) never reached the server whole: it goes on a new connection, as on
         // HTTP/1.1, instead of failing at once, and so every request after it.
-        let mut stream = send.send_request(request).await.map_err(|e| {
+        // Held above the server's stream limit, a request still waiting for credit when the
+        // run stops starting requests is dropped unsent.
+        let until = p.unsent_until();
+        let sending = open_unless_ended(send.send_request(request), until).await?;
+        let mut stream = sending.map_err(|e| {
             let e = FetchError::from_err("sending request", &e);
             match self.conn.close_reason() {
                 Some(_) => e.unsent(),

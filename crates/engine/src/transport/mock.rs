@@ -193,7 +193,7 @@ impl Exchange for MockConn {
             .script
             .max_streams
             .map_or(usize::MAX, |m| usize::try_from(m).unwrap_or(usize::MAX));
-        let _place = self.on_wire.enter(|| limit).await;
+        let _place = self.on_wire.enter(|| limit, sink.unsent_until()).await?;
         sink.sending();
         if self.turned_away.fetch_add(1, Ordering::SeqCst) < self.script.refused_streams {
             self.seen.refused.fetch_add(1, Ordering::SeqCst);

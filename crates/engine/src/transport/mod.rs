@@ -11,6 +11,7 @@ pub(crate) mod mock;
 pub(crate) mod peer_params;
 pub(crate) mod pinned;
 pub(crate) mod prefetch;
+mod progress;
 pub(crate) mod received;
 pub(crate) mod reopen;
 pub(crate) mod streams;
@@ -29,8 +30,9 @@ use http::Uri;
 use qbench_core::{ErrorKind, HandshakeInfo, ObjectOutcome};
 
 use crate::measure::clock::Clock;
-use crate::transport::verify::{Check, DigestBook};
+use crate::transport::verify::DigestBook;
 pub(crate) use activity::{Dog, Watchdog};
+pub(crate) use progress::Progress;
 use streams::StreamFacts;
 
 /// One object to fetch.
@@ -56,6 +58,10 @@ pub(crate) struct FetchError {
     /// Of those, one whose stream alone the server turned away, keeping the connection
     /// (HTTP/2 REFUSED_STREAM, HTTP/3 H3_REQUEST_REJECTED): it may go again on the same one.
     pub refused: bool,
+    /// Never sent: the run stopped starting requests (a held closed loop's end, or a stop)
+    /// while this one waited for a stream. It is dropped, not counted: a request that never
+    /// left the client is one the run did not make, as one it never took up.
+    pub cut: bool,
 }
 
 impl FetchError {
@@ -65,6 +71,18 @@ impl FetchError {
             message: message.into(),
             unprocessed: false,
             refused: false,
+            cut: false,
+        }
+    }
+
+    /// A request dropped unsent as its run stopped starting requests (see `cut`).
+    pub(crate) fn cut() -> Self {
+        Self {
+            cut: true,
+            ..Self::new(
+                ErrorKind::Io,
+                "the run stopped starting requests before this one was sent",
+            )
         }
     }
 
@@ -76,6 +94,7 @@ impl FetchError {
             message: format!("{what}: {}", classify::one_line(e)),
             unprocessed: unprocessed.is_some(),
             refused: unprocessed == Some(classify::Unprocessed::Refused),
+            cut: false,
         }
         .hinted()
     }
@@ -156,6 +175,16 @@ pub(crate) trait Transport: Send + Sync {
     }
 }
 
+/// When a run stops starting requests (a held load's end, or a stop): a slot makes no new
+/// attempt after it, and a request still waiting for a stream gives up there.
+pub(crate) trait RunEnd: Send + Sync {
+    fn over(&self) -> bool;
+    /// Resolves when the run is over.
+    fn reached(&self) -> BoxFuture<'_, ()>;
+    /// Resolves when a signal stopped the run (not at its end).
+    fn stopping(&self) -> BoxFuture<'_, ()>;
+}
+
 /// Receives one response as a transport reads it.
 pub(crate) trait Sink: Send {
     /// The request is about to be sent (after any wait for a stream or the connection).
@@ -179,6 +208,11 @@ pub(crate) trait Sink: Send {
     /// The request goes again on a new connection; what the sink stamped is the first
     /// attempt's, too early for the next one's timers.
     fn again(&mut self) {}
+    /// Until it is sent, a request that waits for a stream gives up when this run ends (it
+    /// stops starting requests) and fails with `FetchError::cut`; `None`: it waits on.
+    fn unsent_until(&self) -> Option<&dyn RunEnd> {
+        None
+    }
 }
 
 /// A connection as the runner holds it (`Arc<dyn Conn>`).
@@ -316,15 +350,19 @@ pub(crate) async fn fetch(
     book: &DigestBook,
 ) -> ObjectOutcome {
     let mut p = Progress::start(clock, req);
-    if let Some(slot) = conn.as_slot() {
-        return fetch_held(slot, &mut slot.hold(), p, book, None).await;
-    }
-    let result = conn.exchange(&req.uri, &mut p, None).await;
+    let result = match conn.as_slot() {
+        Some(slot) => {
+            slot.exchange_held(&mut slot.hold(), &req.uri, &mut p, None)
+                .await
+        }
+        None => conn.exchange(&req.uri, &mut p, None).await,
+    };
     p.end(result, book)
 }
 
 /// As [`fetch`], measured by `p`, on `held`, the connection a closed loop's worker keeps from
-/// `slot`, timed by `dog` where the worker lends its timer. A slot's request is driven as
+/// `slot`, timed by `dog` where the worker lends its timer; `None` where the request was
+/// dropped unsent at its run's end (`Sink::unsent_until`). A slot's request is driven as
 /// part of the caller's future: through `dyn Conn` it would be a box of its own per request.
 pub(crate) async fn fetch_held(
     slot: &reopen::Reopening,
@@ -332,9 +370,12 @@ pub(crate) async fn fetch_held(
     mut p: Progress<'_>,
     book: &DigestBook,
     dog: Dog<'_>,
-) -> ObjectOutcome {
-    let result = slot.exchange_held(held, &p.req.uri, &mut p, dog).await;
-    p.end(result, book)
+) -> Option<ObjectOutcome> {
+    let result = slot.exchange_held(held, p.uri(), &mut p, dog).await;
+    match result {
+        Err(e) if e.cut => None,
+        result => Some(p.end(result, book)),
+    }
 }
 
 /// Collects a small response body (telemetry), refusing more than `limit` bytes.
@@ -404,186 +445,4 @@ where
     E: std::error::Error + 'static,
 {
     activity::step_while_moving(None, what, after, fut).await
-}
-
-/// Accumulates one response; every transport reports through it so checks are identical.
-pub(crate) struct Progress<'a> {
-    clock: &'a Clock,
-    req: &'a ObjectReq,
-    /// When the fetch began: the client took the request up. Read only where a figure uses
-    /// it (an open loop's own lag); a closed loop's request is timed from its sending.
-    began: Option<Duration>,
-    /// When it was first sent; `None` before that.
-    sent: Option<Duration>,
-    /// Sent again on a new connection.
-    again: bool,
-    headers: Option<Duration>,
-    content_length: Option<u64>,
-    bytes: u64,
-    check: Option<Check>,
-    status: Option<u16>,
-    stream: Option<u64>,
-}
-
-impl Sink for Progress<'_> {
-    /// A request sent again on a new connection keeps its first time: the server's close
-    /// and the new handshake are part of what it cost.
-    fn sending(&mut self) {
-        if self.sent.is_none() {
-            self.sent = Some(self.clock.now());
-        }
-    }
-
-    fn stream(&mut self, id: u64) {
-        self.stream = Some(id);
-    }
-
-    /// Response head arrived; a non-2xx status is an error of kind `status`.
-    fn headers(
-        &mut self,
-        status: http::StatusCode,
-        headers: &http::HeaderMap,
-    ) -> Result<(), FetchError> {
-        self.headers = Some(self.clock.now());
-        self.status = Some(status.as_u16());
-        // With the length known from the request, the body is counted against it as it comes
-        // and at its end (a lying content-length fails there, as the same kind): looking the
-        // header up too costs a small object a cache miss or two, as its header map waits in
-        // memory while thousands of other responses are parsed.
-        if self.req.expected_len.is_none() {
-            self.content_length = headers
-                .get(http::header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse().ok());
-        }
-        if !status.is_success() {
-            return Err(FetchError::new(
-                ErrorKind::Status,
-                format!("{} answered {status}", self.req.uri),
-            ));
-        }
-        Ok(())
-    }
-
-    fn stamped(&self) -> Option<tokio::time::Instant> {
-        if self.again {
-            return None;
-        }
-        self.sent.or(self.began).map(|t| self.clock.at(t))
-    }
-
-    fn answered(&self) -> bool {
-        self.headers.is_some() || self.bytes > 0
-    }
-
-    fn again(&mut self) {
-        self.again = true;
-    }
-
-    fn data(&mut self, chunk: &[u8]) -> Result<(), FetchError> {
-        self.bytes += chunk.len() as u64;
-        received::add(chunk.len() as u64);
-        if let Some(c) = &mut self.check {
-            c.update(chunk);
-        }
-        match self.expected() {
-            Some(want) if self.bytes > want => Err(FetchError::new(
-                ErrorKind::LongBody,
-                format!("{}: more than {want} body bytes", self.req.uri),
-            )),
-            _ => Ok(()),
-        }
-    }
-}
-
-impl<'a> Progress<'a> {
-    pub(crate) fn start(clock: &'a Clock, req: &'a ObjectReq) -> Self {
-        Self {
-            began: Some(clock.now()),
-            ..Self::closed_loop(clock, req)
-        }
-    }
-
-    /// As [`Progress::start`] without reading the clock: a closed loop takes its next request
-    /// up as the last one ends, and no figure uses when. One clock read fewer of the four a
-    /// small object made; h2's timer reads its own start where it needs one.
-    pub(crate) fn closed_loop(clock: &'a Clock, req: &'a ObjectReq) -> Self {
-        Progress {
-            clock,
-            req,
-            began: None,
-            sent: None,
-            again: false,
-            headers: None,
-            content_length: None,
-            bytes: 0,
-            status: None,
-            stream: None,
-            check: req.verify.then(|| match req.expected_len {
-                Some(_) => Check::pattern(),
-                None => Check::digest(),
-            }),
-        }
-    }
-
-    fn expected(&self) -> Option<u64> {
-        self.req.expected_len.or(self.content_length)
-    }
-
-    /// The exchange ended with `result`: the outcome.
-    fn end(self, result: Result<(), FetchError>, book: &DigestBook) -> ObjectOutcome {
-        match result {
-            Ok(()) => self.finish(book),
-            Err(e) => self.fail(e),
-        }
-    }
-
-    /// The body ended: checks byte count and content, and produces the outcome.
-    pub(crate) fn finish(mut self, book: &DigestBook) -> ObjectOutcome {
-        let done = self.clock.now();
-        let err = match (self.expected(), self.check.take().map(Check::finish)) {
-            (Some(want), _) if self.bytes < want => Some(FetchError::new(
-                ErrorKind::ShortBody,
-                format!("{}: {} of {want} body bytes", self.req.uri, self.bytes),
-            )),
-            (_, Some(Err(at))) => Some(FetchError::new(
-                ErrorKind::BodyMismatch,
-                format!(
-                    "{}: body differs from the payload at byte {at}",
-                    self.req.uri
-                ),
-            )),
-            (_, Some(Ok(Some(d)))) => book.record(&self.req.uri.to_string(), &d).map(|prev| {
-                FetchError::new(
-                    ErrorKind::BodyMismatch,
-                    format!(
-                        "{}: sha256 {d} differs from an earlier fetch's {prev}",
-                        self.req.uri
-                    ),
-                )
-            }),
-            _ => None,
-        };
-        self.outcome_at(done, err)
-    }
-
-    pub(crate) fn fail(self, e: FetchError) -> ObjectOutcome {
-        let done = self.clock.now();
-        self.outcome_at(done, Some(e))
-    }
-
-    fn outcome_at(&self, done: Duration, err: Option<FetchError>) -> ObjectOutcome {
-        ObjectOutcome {
-            intended: None,
-            began: self.began,
-            // Never sent: it ended where it began, or, unstamped, where it failed.
-            sent: self.sent.or(self.began).unwrap_or(done),
-            headers: self.headers,
-            done,
-            body_bytes: self.bytes,
-            error: err.map(|e| Box::new((e.kind, e.message))),
-            status: self.status,
-            stream: self.stream,
-        }
-    }
 }

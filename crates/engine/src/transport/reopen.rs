@@ -13,7 +13,7 @@ use http::Uri;
 use qbench_core::HandshakeInfo;
 
 use super::streams::StreamFacts;
-use super::{BoxFuture, Conn, Dog, Exchange, FetchError, Sink, Transport, ZeroRtt};
+use super::{Conn, Dog, Exchange, FetchError, RunEnd, Sink, Transport, ZeroRtt};
 use crate::measure::clock::Clock;
 
 /// How often one request is sent again. Each time, the server did not process it (closed its
@@ -29,15 +29,6 @@ pub(crate) const MAX_RETRIES: u32 = 8;
 /// them at once instead: it ends, with each object it could not fetch counted once, where
 /// waiting would stretch 200,000 objects on one connection over two days.
 const FAILED_REOPEN_HOLD: Duration = Duration::from_secs(1);
-
-/// When the run using a slot stops starting requests (a held load's end, or a stop).
-pub(crate) trait RunEnd: Send + Sync {
-    fn over(&self) -> bool;
-    /// Resolves when the run is over.
-    fn reached(&self) -> BoxFuture<'_, ()>;
-    /// Resolves when a signal stopped the run (not at its end).
-    fn stopping(&self) -> BoxFuture<'_, ()>;
-}
 
 /// A connection opened in place of one the server closed.
 pub(crate) struct Reopened {
@@ -532,7 +523,9 @@ mod tests {
                 "nothing to time from before it is sent"
             );
             let book = DigestBook::default();
-            let closed = fetch_held(&slot, &mut slot.hold(), p, &book, None).await;
+            let closed = fetch_held(&slot, &mut slot.hold(), p, &book, None)
+                .await
+                .expect("no end to drop it at");
             let open = fetch(&slot, &slot.clock, &req, &book).await;
             // The open loop's request is taken up as the closed loop's ends.
             let t = closed.done;

@@ -2,10 +2,17 @@
 //! within the server's SETTINGS_MAX_CONCURRENT_STREAMS, so that h2 never queues one
 //! internally and every object's timer starts when its stream is really opened.
 
+use std::future::{poll_fn, Future};
+use std::pin::pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::task::Poll;
+
+use qbench_stack::h3_zero_copy::poll_noting_open;
 
 use tokio::sync::{Semaphore, SemaphorePermit};
+
+use super::{BoxFuture, FetchError, RunEnd};
 
 /// What a connection reports about its streams after a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -69,17 +76,34 @@ impl Default for OnWire {
 }
 
 impl OnWire {
-    /// Waits, in line, until fewer than `limit()` requests are on the wire.
-    pub(crate) async fn enter(&self, limit: impl Fn() -> usize) -> Place<'_> {
+    /// Waits, in line, until fewer than `limit()` requests are on the wire; or, where the
+    /// request may be dropped unsent (`until`), until that run ends: `FetchError::cut`.
+    pub(crate) async fn enter(
+        &self,
+        limit: impl Fn() -> usize,
+        until: Option<&dyn RunEnd>,
+    ) -> Result<Place<'_>, FetchError> {
         // One reading of the limit: h2's takes its connection's lock.
         self.resize(limit());
+        // A free place goes to the first in line, so one found free is this request's turn.
         // The gate is never closed: an error cannot come, and would only let the request by.
-        let permit = self.gate.acquire().await.ok();
-        Place {
+        let permit = match self.gate.try_acquire() {
+            Ok(p) => Some(p),
+            Err(_) => match until {
+                None => self.gate.acquire().await.ok(),
+                Some(u) if u.over() => return Err(FetchError::cut()),
+                Some(u) => tokio::select! {
+                    biased;
+                    p = self.gate.acquire() => p.ok(),
+                    () = u.reached() => return Err(FetchError::cut()),
+                },
+            },
+        };
+        Ok(Place {
             wire: self,
             permit,
             _open: self.on_wire.opened(),
-        }
+        })
     }
 
     /// The limit may have changed (the server's SETTINGS arrived): free places are added or
@@ -118,6 +142,39 @@ impl OnWire {
     pub(crate) fn take_peak(&self) -> u64 {
         self.on_wire.take_peak()
     }
+}
+
+/// Drives `opening`, h3's `send_request` (it opens the request's stream and writes the
+/// request in one call), giving it up with `FetchError::cut` where `until` ends while the
+/// stream is not yet open: the request waits in quinn for the server's stream credit, h3's
+/// line as `OnWire::enter` is h2's, and nothing of it was sent.
+pub(crate) async fn open_unless_ended<F: Future>(
+    opening: F,
+    until: Option<&dyn RunEnd>,
+) -> Result<F::Output, FetchError> {
+    let Some(u) = until else {
+        return Ok(opening.await);
+    };
+    let mut opening = pin!(opening);
+    let mut opened = false;
+    // Made only for a request that waits, where `reached` boxes its future.
+    let mut ended: Option<BoxFuture<'_, ()>> = None;
+    poll_fn(|cx| {
+        let (polled, now) = poll_noting_open(opening.as_mut(), cx);
+        opened |= now;
+        if let Poll::Ready(out) = polled {
+            return Poll::Ready(Ok(out));
+        }
+        if opened {
+            return Poll::Pending;
+        }
+        let end = ended.get_or_insert_with(|| u.reached());
+        match end.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(FetchError::cut())),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await
 }
 
 /// Counts requests whose streams the transport has already opened (h3: quinn waited for the
@@ -185,7 +242,7 @@ mod tests {
             let (gate, limit, inside, release) =
                 (gate.clone(), limit.clone(), inside.clone(), release.clone());
             tasks.push(tokio::spawn(async move {
-                let place = gate.enter(|| limit.load(Ordering::SeqCst)).await;
+                let place = gate.enter(|| limit.load(Ordering::SeqCst), None).await;
                 inside.fetch_add(1, Ordering::SeqCst);
                 release.acquire().await.expect("open").forget();
                 inside.fetch_sub(1, Ordering::SeqCst);
@@ -217,11 +274,11 @@ mod tests {
     #[tokio::test]
     async fn the_first_in_line_gets_the_freed_place() {
         let gate = OnWire::default();
-        let first = gate.enter(|| 1).await;
-        let mut waiting = Box::pin(gate.enter(|| 1));
+        let first = gate.enter(|| 1, None).await;
+        let mut waiting = Box::pin(gate.enter(|| 1, None));
         assert!(waiting.as_mut().now_or_never().is_none());
         drop(first);
-        let mut late = Box::pin(gate.enter(|| 1));
+        let mut late = Box::pin(gate.enter(|| 1, None));
         assert!(
             late.as_mut().now_or_never().is_none(),
             "a newcomer jumped the line"
@@ -240,27 +297,60 @@ mod tests {
         let gate = OnWire::default();
         let mut held: Vec<_> = Vec::new();
         for _ in 0..4 {
-            held.push(gate.enter(|| 4).await);
+            held.push(gate.enter(|| 4, None).await);
         }
         gate.recheck(2);
-        let mut next = Box::pin(gate.enter(|| 2));
+        let mut next = Box::pin(gate.enter(|| 2, None));
         for _ in 0..2 {
             held.pop();
             assert!(next.as_mut().now_or_never().is_none());
         }
         held.pop();
         let in_at_two = next.await;
-        let mut another = Box::pin(gate.enter(|| 2));
+        let mut another = Box::pin(gate.enter(|| 2, None));
         assert!(another.as_mut().now_or_never().is_none());
         gate.recheck(3);
         let in_at_three = another.await;
-        let mut over = Box::pin(gate.enter(|| 3));
+        let mut over = Box::pin(gate.enter(|| 3, None));
         assert!(
             over.as_mut().now_or_never().is_none(),
             "3 on the wire, limit 3"
         );
         drop((in_at_two, in_at_three, held));
         drop(over.await);
+    }
+
+    /// Limit 1, one on the wire: a request that may be dropped unsent waits until the run's
+    /// stop and gives up there, having taken nothing; one let in at once is let in even
+    /// after the stop (it is sent), and one that may not be dropped still gets the place.
+    #[tokio::test]
+    async fn a_waiting_request_gives_up_at_its_runs_end_and_only_a_waiting_one() {
+        let gate = OnWire::default();
+        let stop = crate::drive::until::Stop::default();
+        let first = gate.enter(|| 1, Some(&stop)).await.expect("a free place");
+        let mut droppable = Box::pin(gate.enter(|| 1, Some(&stop)));
+        let mut kept = Box::pin(gate.enter(|| 1, None));
+        assert!(droppable.as_mut().now_or_never().is_none());
+        assert!(kept.as_mut().now_or_never().is_none());
+        stop.stop();
+        let e = droppable.await.err().expect("dropped at the stop");
+        assert!(e.cut && !e.unprocessed);
+        assert!(kept.as_mut().now_or_never().is_none(), "still in line");
+        drop(first);
+        let second = kept.await.expect("no end for it");
+        drop(second);
+        // A free place after the stop: taken, not given up.
+        assert!(gate.enter(|| 1, Some(&stop)).await.is_ok());
+        // None free after the stop: given up at once.
+        let held = gate.enter(|| 1, None).await;
+        let e = gate
+            .enter(|| 1, Some(&stop))
+            .await
+            .err()
+            .expect("over already");
+        assert!(e.cut);
+        drop(held);
+        assert_eq!(gate.take_peak(), 1);
     }
 
     #[test]

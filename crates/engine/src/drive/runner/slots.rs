@@ -9,8 +9,9 @@ use qbench_core::Recorder;
 use super::Open;
 use crate::drive::lock;
 use crate::drive::until::Until;
-use crate::transport::reopen::{Reopens, RunEnd};
+use crate::transport::reopen::Reopens;
 use crate::transport::Conn;
+use crate::transport::RunEnd;
 
 /// A slot that must reopen its connection during the run stops trying at `until`'s end;
 /// `held`: the run is held for a time, so its failed attempts are paced.

@@ -78,7 +78,9 @@ async fn closed_loop(
                 }
                 let r = req();
                 let p = Progress::closed_loop(&clock, &r);
-                let out = crate::transport::fetch_held(&slot, &mut held, p, &book, None).await;
+                let out = crate::transport::fetch_held(&slot, &mut held, p, &book, None)
+                    .await
+                    .expect("no end to drop it at");
                 errors.push(*out.error.expect("nothing answers"));
             }
             errors
@@ -179,7 +181,9 @@ async fn a_stop_ends_a_handshake_under_way_and_it_is_not_counted() {
     let r = req();
     let book = crate::transport::verify::DigestBook::default();
     let p = Progress::closed_loop(&clock, &r);
-    let out = crate::transport::fetch_held(&slot, &mut slot.hold(), p, &book, None).await;
+    let out = crate::transport::fetch_held(&slot, &mut slot.hold(), p, &book, None)
+        .await
+        .expect("no end to drop it at");
     stopping.await.unwrap();
     assert_eq!(clock.now(), Duration::from_millis(100));
     let (kind, message) = *out.error.expect("stopped");
@@ -198,7 +202,9 @@ async fn a_run_of_fixed_objects_fails_them_at_once_while_the_failure_holds() {
     for _ in 0..100 {
         let r = req();
         let p = Progress::closed_loop(&clock, &r);
-        let out = crate::transport::fetch_held(&slot, &mut held, p, &book, None).await;
+        let out = crate::transport::fetch_held(&slot, &mut held, p, &book, None)
+            .await
+            .expect("no end to drop it at");
         assert_eq!(out.error.expect("nothing answers").0, ErrorKind::Refused);
     }
     assert_eq!(gone.0.load(Ordering::SeqCst), 1, "one attempt");

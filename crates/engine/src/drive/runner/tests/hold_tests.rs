@@ -196,3 +196,45 @@ async fn a_stopped_load_is_measured_over_what_was_held() {
     let rate = l.sent as f64 / 0.090;
     assert!((l.achieved_rate - rate).abs() < 1e-6, "{}", l.achieved_rate);
 }
+
+/// 32 workers on one connection whose server allows 2 streams, 25 ms per object, held 1,005
+/// ms from the 10 ms handshake: the 41st pair starts at 1,010 ms and ends at 1,035, and the 28
+/// requests still waiting for a stream at the end (1,015 ms) are dropped unsent. Before, they
+/// were sent after the end and counted: 112 requests, the load 15 pairs longer.
+#[tokio::test(start_paused = true)]
+async fn requests_waiting_for_a_stream_at_the_end_are_dropped_unsent() {
+    let script = Script {
+        max_streams: Some(2),
+        ..Script::default()
+    };
+    let rep = held(script, 4, Some(32), load(1005, 0, None, 1)).await;
+    let l = rep.load.as_ref().expect("a held load");
+    assert_eq!(rep.objects.completed, 82);
+    assert_eq!(rep.objects.failed, 0, "{:?}", rep.first_error);
+    assert_eq!(l.sent, 82);
+    assert_eq!(rep.last_byte_us, Some(us(1035)));
+    assert_eq!(rep.connections[0].peak_streams, 2);
+}
+
+/// The same connection with 200 fixed objects, stopped (a signal) at 100 ms: the pair on the
+/// wire (sent at 85 ms) ends at 110 ms, and the 30 waiting for a stream are not started, as
+/// the rest are, where they were sent after the stop and made it 15 pairs longer.
+#[tokio::test(start_paused = true)]
+async fn a_stop_drops_the_requests_waiting_for_a_stream() {
+    let script = Script {
+        max_streams: Some(2),
+        ..Script::default()
+    };
+    let (mut r, _) = runner(script, plan(200, 1, Some(32), false));
+    let stop = r.stopper();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop.stop();
+    });
+    let rep = r.run(0, &crate::observe::unobserved()).await;
+    assert!(!rep.complete);
+    assert_eq!(rep.objects.completed, 8);
+    assert_eq!(rep.objects.failed, 0, "{:?}", rep.first_error);
+    assert_eq!(rep.objects.not_started, 192);
+    assert_eq!(rep.last_byte_us, Some(us(110)));
+}
