@@ -47,18 +47,19 @@ thread_local! {
     static OPENED_BI: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Polls `f` once, saying whether it opened a request (bidirectional) stream on the way. h3
-/// opens the stream and writes the request in one call; a caller that may drop a request still
-/// waiting for the peer's stream credit learns here when it no longer may (the stream is the
-/// peer's to count from then), with no hook in h3 for it.
+/// Polls `f` once, setting `opened` if it opened a request (bidirectional) stream on the way.
+/// h3 opens the stream and writes the request in one call; a caller that may drop a request
+/// still waiting for the peer's stream credit learns here when it no longer may (the stream
+/// is the peer's to count from then), with no hook in h3 for it.
 pub fn poll_noting_open<F: Future + ?Sized>(
     f: Pin<&mut F>,
     cx: &mut Context<'_>,
-) -> (Poll<F::Output>, bool) {
+    opened: &mut bool,
+) -> Poll<F::Output> {
     let outer = OPENED_BI.replace(false);
     let polled = f.poll(cx);
-    let opened = OPENED_BI.replace(outer);
-    (polled, opened)
+    *opened |= OPENED_BI.replace(outer);
+    polled
 }
 
 /// Opens streams of one connection (h3's request sender holds one).

@@ -352,7 +352,10 @@ impl Exchange for H3Conn {
         // Held above the server's stream limit, a request still waiting for credit when the
         // run stops starting requests is dropped unsent.
         let until = p.unsent_until();
-        let sending = open_unless_ended(send.send_request(request), until).await?;
+        let sending = {
+            let opening = std::pin::pin!(send.send_request(request));
+            open_unless_ended(opening, until).await?
+        };
         let mut stream = sending.map_err(|e| {
             let e = FetchError::from_err("sending request", &e);
             match self.conn.close_reason() {

@@ -3,7 +3,7 @@
 //! internally and every object's timer starts when its stream is really opened.
 
 use std::future::{poll_fn, Future};
-use std::pin::pin;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::task::Poll;
@@ -147,22 +147,20 @@ impl OnWire {
 /// Drives `opening`, h3's `send_request` (it opens the request's stream and writes the
 /// request in one call), giving it up with `FetchError::cut` where `until` ends while the
 /// stream is not yet open: the request waits in quinn for the server's stream credit, h3's
-/// line as `OnWire::enter` is h2's, and nothing of it was sent.
+/// line as `OnWire::enter` is h2's, and nothing of it was sent. The caller pins `opening` in
+/// place: moved in by value, h3's future (over 1 KB) was copied once more per request.
 pub(crate) async fn open_unless_ended<F: Future>(
-    opening: F,
+    mut opening: Pin<&mut F>,
     until: Option<&dyn RunEnd>,
 ) -> Result<F::Output, FetchError> {
     let Some(u) = until else {
         return Ok(opening.await);
     };
-    let mut opening = pin!(opening);
     let mut opened = false;
     // Made only for a request that waits, where `reached` boxes its future.
     let mut ended: Option<BoxFuture<'_, ()>> = None;
     poll_fn(|cx| {
-        let (polled, now) = poll_noting_open(opening.as_mut(), cx);
-        opened |= now;
-        if let Poll::Ready(out) = polled {
+        if let Poll::Ready(out) = poll_noting_open(opening.as_mut(), cx, &mut opened) {
             return Poll::Ready(Ok(out));
         }
         if opened {
