@@ -217,6 +217,11 @@ impl Reopening {
     }
 }
 
+/// A request never sent whose run stopped starting requests: it is not to go now.
+fn unwanted(sink: &dyn Sink) -> bool {
+    sink.unsent_until().is_some_and(|u| u.over())
+}
+
 /// A slot's connection as a caller keeps it between requests.
 pub(crate) struct Held {
     generation: u64,
@@ -253,9 +258,20 @@ impl Reopening {
                 // new connection would meet the same limit before its SETTINGS.
                 self.turned_away(e, retries)?;
             } else {
+                // Never sent (its connection died first), it is dropped once its run stops
+                // starting requests, as one waiting for a stream is: not sent after the end.
+                if unwanted(sink) {
+                    return Err(FetchError::cut());
+                }
+                let droppable = sink.unsent_until().is_some();
                 // Boxed: the rare path's future (a lock's wait and a handshake) would
                 // otherwise size every request's.
-                Box::pin(self.again(e, held.generation, retries)).await?;
+                let moved = Box::pin(self.again(e, held.generation, retries, droppable)).await;
+                match moved {
+                    Err(_) | Ok(()) if unwanted(sink) => return Err(FetchError::cut()),
+                    Err(e) => return Err(e),
+                    Ok(()) => self.retried.fetch_add(1, Ordering::Relaxed),
+                };
             }
             sink.again();
             retries += 1;
@@ -280,8 +296,15 @@ impl Reopening {
     }
 
     /// After the server closed generation `generation`'s connection without processing a
-    /// request sent `retries` times again: a new connection for it to go on, or why not.
-    async fn again(&self, e: FetchError, generation: u64, retries: u32) -> Result<(), FetchError> {
+    /// request sent `retries` times again: a new connection for it to go on, or why not. A
+    /// request never sent (`droppable`) stops waiting for it at the run's end, too.
+    async fn again(
+        &self,
+        e: FetchError,
+        generation: u64,
+        retries: u32,
+        droppable: bool,
+    ) -> Result<(), FetchError> {
         if retries == MAX_RETRIES {
             return self.turned_away(e, retries);
         }
@@ -291,7 +314,7 @@ impl Reopening {
         let reopened = match until {
             Some(u) => tokio::select! {
                 biased;
-                () = u.stopping() => None,
+                () = if droppable { u.reached() } else { u.stopping() } => None,
                 r = self.reopen(generation) => Some(r),
             },
             None => Some(self.reopen(generation).await),
@@ -314,7 +337,6 @@ impl Reopening {
                 ),
             ));
         }
-        self.retried.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 }

@@ -210,3 +210,37 @@ async fn a_run_of_fixed_objects_fails_them_at_once_while_the_failure_holds() {
     assert_eq!(gone.0.load(Ordering::SeqCst), 1, "one attempt");
     assert_eq!(clock.now(), Duration::ZERO, "no wait");
 }
+
+/// A held load whose end comes at 100 ms while a request never sent waits for a handshake
+/// that hangs (its connection died first): the request is dropped at the end, the attempt
+/// abandoned and not counted, and nothing counts as sent again. One whose run was already
+/// over when its connection failed is dropped without an attempt.
+#[tokio::test(start_paused = true)]
+async fn a_request_never_sent_is_dropped_at_the_end_not_sent_on_a_new_connection() {
+    let clock = Clock::paused();
+    let slot = Arc::new(Reopening::new(Arc::new(Mute), clock, Arc::new(Closed)));
+    let until = Until::new(Arc::default(), clock);
+    until.set_end(Duration::from_millis(100));
+    slot.serve_until(Some(Arc::new(until.clone())), true);
+    let r = req();
+    let book = crate::transport::verify::DigestBook::default();
+    let p = Progress::closed_loop(&clock, &r).unsent_until(&until);
+    let mut held = slot.hold();
+    let fetching = crate::transport::fetch_held(&slot, &mut held, p, &book, None);
+    let out = tokio::time::timeout(Duration::from_secs(3600), fetching)
+        .await
+        .expect("still waiting for the handshake an hour on");
+    assert!(out.is_none(), "dropped, not failed: {out:?}");
+    assert_eq!(clock.now(), Duration::from_millis(100));
+    let reopens = Exchange::reopens(slot.as_ref());
+    assert!(reopens.opened.is_empty());
+    assert_eq!(reopens.retried, 0);
+
+    let (gone, slot) = dead_slot(clock);
+    slot.serve_until(Some(Arc::new(until.clone())), true);
+    let p = Progress::closed_loop(&clock, &r).unsent_until(&until);
+    let out = crate::transport::fetch_held(&slot, &mut slot.hold(), p, &book, None).await;
+    assert!(out.is_none(), "dropped, not failed: {out:?}");
+    assert_eq!(gone.0.load(Ordering::SeqCst), 0, "no attempt after the end");
+    assert_eq!(clock.now(), Duration::from_millis(100));
+}
