@@ -52,6 +52,7 @@ mod server_cpu;
 mod servers;
 mod signals;
 mod small_inputs;
+mod stream_limits;
 mod sweep;
 mod third_party;
 mod third_party_clock;

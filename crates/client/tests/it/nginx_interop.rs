@@ -17,18 +17,18 @@ use serde_json::Value;
 const BODY: usize = 20_000;
 
 /// The ports of the servers `nginx` runs.
-struct Ports {
+pub(crate) struct Ports {
     /// `keepalive_requests` as asked.
-    low: u16,
+    pub low: u16,
     /// nginx's defaults: 1,000 requests per connection, 128 streams.
-    default: u16,
+    pub default: u16,
     /// `http2_max_concurrent_streams 2`.
-    narrow: u16,
+    pub narrow: u16,
 }
 
 /// nginx in the foreground, one process, everything under `dir`; `limit` is the first
 /// server's `keepalive_requests`.
-fn nginx(dir: &Path, limit: u32) -> (Peer, Ports) {
+pub(crate) fn nginx(dir: &Path, limit: u32) -> (Peer, Ports) {
     let nginx = which("nginx").unwrap();
     let www = dir.join("www");
     std::fs::create_dir_all(&www).unwrap();
@@ -80,7 +80,7 @@ fn nginx(dir: &Path, limit: u32) -> (Peer, Ports) {
     (peer, ports)
 }
 
-fn run(proto: &str, port: u16, cert: &Path, more: &[&str]) -> common::Run {
+pub(crate) fn run(proto: &str, port: u16, cert: &Path, more: &[&str]) -> common::Run {
     let url = format!("https://localhost:{port}/f.bin");
     let connect = format!("127.0.0.1:{port}");
     let base = [

@@ -92,11 +92,20 @@ impl OnWire {
             Err(_) => match until {
                 None => self.gate.acquire().await.ok(),
                 Some(u) if u.over() => return Err(FetchError::cut()),
-                Some(u) => tokio::select! {
-                    biased;
-                    p = self.gate.acquire() => p.ok(),
-                    () = u.reached() => return Err(FetchError::cut()),
-                },
+                Some(u) => {
+                    let p = tokio::select! {
+                        biased;
+                        p = self.gate.acquire() => p.ok(),
+                        () = u.reached() => return Err(FetchError::cut()),
+                    };
+                    // The end's timer fires at the clock's next tick, up to a millisecond
+                    // late; a place freed in between must not send a request after the end.
+                    // Dropped here, the place goes to the next in line, which does the same.
+                    if u.over() {
+                        return Err(FetchError::cut());
+                    }
+                    p
+                }
             },
         };
         Ok(Place {
@@ -159,7 +168,13 @@ pub(crate) async fn open_unless_ended<F: Future>(
     let mut opened = false;
     // Made only for a request that waits, where `reached` boxes its future.
     let mut ended: Option<BoxFuture<'_, ()>> = None;
+    let mut first = true;
     poll_fn(|cx| {
+        // Woken while not yet open, most likely by stream credit: past the end (its timer
+        // below fires up to a millisecond late), the request must not take it.
+        if !std::mem::take(&mut first) && !opened && u.over() {
+            return Poll::Ready(Err(FetchError::cut()));
+        }
         if let Poll::Ready(out) = poll_noting_open(opening.as_mut(), cx, &mut opened) {
             return Poll::Ready(Ok(out));
         }
@@ -349,6 +364,71 @@ mod tests {
         assert!(e.cut);
         drop(held);
         assert_eq!(gate.take_peak(), 1);
+    }
+
+    /// An end whose timer has not fired yet: over by the clock, `reached` still pending, as
+    /// tokio's timer wheel leaves it for up to a millisecond past the end.
+    #[derive(Default)]
+    struct LateEnd(std::sync::atomic::AtomicBool);
+
+    impl RunEnd for LateEnd {
+        fn over(&self) -> bool {
+            self.0.load(Ordering::SeqCst)
+        }
+        fn reached(&self) -> BoxFuture<'_, ()> {
+            Box::pin(std::future::pending())
+        }
+        fn stopping(&self) -> BoxFuture<'_, ()> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    /// A place freed after the end, before the end's timer fires, is not taken by a request
+    /// waiting in line: each waiter in turn gives up and hands it on, and it is left free.
+    #[tokio::test]
+    async fn a_place_freed_past_the_end_before_its_timer_sends_nothing() {
+        let gate = OnWire::default();
+        let end = LateEnd::default();
+        let first = gate.enter(|| 1, None).await;
+        let mut a = Box::pin(gate.enter(|| 1, Some(&end)));
+        let mut b = Box::pin(gate.enter(|| 1, Some(&end)));
+        assert!(a.as_mut().now_or_never().is_none());
+        assert!(b.as_mut().now_or_never().is_none());
+        end.0.store(true, Ordering::SeqCst);
+        drop(first);
+        assert!(a.await.err().expect("a gave up").cut);
+        assert!(b.await.err().expect("b gave up").cut);
+        let free = gate.enter(|| 1, None).now_or_never();
+        assert!(free.is_some(), "the place was left free");
+        assert_eq!(gate.take_peak(), 1);
+    }
+
+    /// h3's wait for stream credit: woken past the end, before the end's timer, a request
+    /// whose stream is not open gives up without polling its request again.
+    #[tokio::test]
+    async fn a_stream_credit_past_the_end_is_not_taken() {
+        let end = LateEnd::default();
+        let polls = AtomicUsize::new(0);
+        let credit = Arc::new(tokio::sync::Notify::new());
+        let waiting = {
+            let (polls, credit) = (&polls, credit.clone());
+            async move {
+                polls.fetch_add(1, Ordering::SeqCst);
+                credit.notified().await;
+                polls.fetch_add(1, Ordering::SeqCst);
+            }
+        };
+        let opening = std::pin::pin!(waiting);
+        let mut run = Box::pin(open_unless_ended(opening, Some(&end)));
+        assert!(run.as_mut().now_or_never().is_none());
+        end.0.store(true, Ordering::SeqCst);
+        credit.notify_waiters();
+        assert!(run.await.expect_err("gave up").cut);
+        assert_eq!(
+            polls.load(Ordering::SeqCst),
+            1,
+            "polled again after the end"
+        );
     }
 
     #[test]
