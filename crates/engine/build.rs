@@ -6,7 +6,8 @@ const STACKS: &[&str] = &[
     "quinn",
     "quinn-proto",
     "quinn-udp",
-    "h3",
+    // The HTTP/3 stack: h3's implementation as the `http3` crate carries it on.
+    "http3",
     "hyper",
     "h2",
     "rustls",

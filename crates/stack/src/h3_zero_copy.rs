@@ -284,6 +284,13 @@ impl quic::SendStream<Bytes> for BidiStream {
     fn send_id(&self) -> StreamId {
         self.send.send_id()
     }
+
+    fn poll_stopped(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<u64>, StreamErrorIncoming>> {
+        self.send.poll_stopped(cx)
+    }
 }
 
 fn stream_id(id: quinn::StreamId) -> StreamId {
@@ -329,10 +336,16 @@ impl quic::RecvStream for RecvStream {
 /// stream itself rather than in an allocation of each stream's own.
 type Pending = SmallVec<[Bytes; 2]>;
 
+/// quinn's wait for the peer's STOP_SENDING or its acknowledgement of the whole stream.
+type Stopped =
+    Pin<Box<dyn Future<Output = Result<Option<quinn::VarInt>, quinn::StoppedError>> + Send + Sync>>;
+
 /// The sending half: what `send_data` took waits here, as `Bytes`, until quinn has it all.
 pub struct SendStream {
     stream: quinn::SendStream,
     pending: Pending,
+    /// Made at the first `poll_stopped` and kept: it holds its place in quinn's wake-ups.
+    stopped: Option<Stopped>,
 }
 
 impl SendStream {
@@ -340,6 +353,7 @@ impl SendStream {
         Self {
             stream,
             pending: Pending::new(),
+            stopped: None,
         }
     }
 }
@@ -426,6 +440,44 @@ impl quic::SendStream<Bytes> for SendStream {
 
     fn send_id(&self) -> StreamId {
         stream_id(self.stream.id())
+    }
+
+    fn poll_stopped(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<u64>, StreamErrorIncoming>> {
+        let stream = &self.stream;
+        let stopped = self
+            .stopped
+            .get_or_insert_with(|| Box::pin(stream.stopped()));
+        Poll::Ready(match ready!(stopped.as_mut().poll(cx)) {
+            Ok(code) => Ok(code.map(quinn::VarInt::into_inner)),
+            Err(quinn::StoppedError::ConnectionLost(e)) => Err(stream_error(e)),
+            Err(e) => Err(StreamErrorIncoming::Unknown(Box::new(e))),
+        })
+    }
+}
+
+/// Unframed writes: QPACK's encoder and decoder streams (the dynamic table's instructions).
+impl quic::SendStreamUnframed<Bytes> for SendStream {
+    fn poll_send<D: Buf>(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut D,
+    ) -> Poll<Result<usize, StreamErrorIncoming>> {
+        ready!(quic::SendStream::poll_ready(self, cx))?;
+        // `write` is cancel-safe: pending, it wrote nothing, and quinn wakes this task.
+        let written = {
+            let write = pin!(self.stream.write(buf.chunk()));
+            ready!(write.poll(cx))
+        };
+        Poll::Ready(match written {
+            Ok(n) => {
+                buf.advance(n);
+                Ok(n)
+            }
+            Err(e) => Err(write_error(e)),
+        })
     }
 }
 

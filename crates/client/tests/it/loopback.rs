@@ -132,6 +132,15 @@ fn report_carries_environment_and_no_nan() {
             .map(|s| s.starts_with("0.11")),
         Some(true)
     );
+    // The HTTP/3 stack's version, whose QPACK sets h3's cost per small request.
+    assert_eq!(
+        j["environment"]["crates"]["http3"]
+            .as_str()
+            .map(|s| s.starts_with("0.2")),
+        Some(true),
+        "{}",
+        j["environment"]["crates"]
+    );
     assert!(j["environment"]["cores"].as_u64().unwrap() >= 1);
     assert!(j["environment"]["sysctls"]["net.core.rmem_max"].is_string());
     assert!(j["runs"][0]["cpu"]["server"]["user_s"].is_number());

@@ -62,10 +62,8 @@ fn duration_us(s: &str) -> Option<u64> {
         (n, 1.0)
     } else if let Some(n) = s.strip_suffix("ms") {
         (n, 1e3)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1e6)
     } else {
-        return None;
+        (s.strip_suffix('s')?, 1e6)
     };
     let v: f64 = n.parse().ok()?;
     (v.is_finite() && (0.0..1e12).contains(&v)).then(|| (v * scale).round() as u64)

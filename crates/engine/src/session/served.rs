@@ -42,6 +42,10 @@ pub(super) fn cpu(rep: &RunReport) -> Option<qbench_core::CpuTimes> {
 }
 
 /// Starts `program` for run `index`, or the report of the run that could not be.
+#[expect(
+    clippy::result_large_err,
+    reason = "once per run; the failed run's report is what the caller records"
+)]
 pub(super) async fn start(
     program: Option<&ProgramServer>,
     index: u32,

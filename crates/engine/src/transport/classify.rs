@@ -66,7 +66,7 @@ fn h3_conn_kind(e: &h3::error::ConnectionError) -> Option<ErrorKind> {
 fn h3_stream_kind(e: &h3::error::StreamError) -> Option<ErrorKind> {
     use h3::error::StreamError as S;
     match e {
-        S::RemoteTerminate { .. } | S::RemoteClosing => Some(ErrorKind::Reset),
+        S::RemoteTerminate { .. } | S::GoawayRejected { .. } => Some(ErrorKind::Reset),
         S::ConnectionError(c) => h3_conn_kind(c),
         S::HeaderTooBig { .. } | S::StreamError { .. } => Some(ErrorKind::Protocol),
         _ => None,
@@ -162,7 +162,8 @@ pub(super) fn unprocessed(e: &(dyn StdError + 'static)) -> Option<Unprocessed> {
         if let Some(s) = err.downcast_ref::<h3::error::StreamError>() {
             use h3::error::StreamError as S;
             return match s {
-                S::RemoteClosing => Some(Unprocessed::Closing),
+                // The server's GOAWAY guarantees it never processed this request.
+                S::GoawayRejected { .. } => Some(Unprocessed::Closing),
                 S::RemoteTerminate { code } if *code == h3::error::Code::H3_REQUEST_REJECTED => {
                     Some(Unprocessed::Refused)
                 }
@@ -225,7 +226,12 @@ mod tests {
     fn unprocessed_requests() {
         use h3::error::{Code, StreamError};
         let closing = Some(Unprocessed::Closing);
-        assert_eq!(unprocessed(&StreamError::RemoteClosing), closing);
+        let id = |n: u64| h3::quic::StreamId::try_from(n).expect("a stream id");
+        let goaway = || StreamError::GoawayRejected {
+            stream_id: id(8),
+            boundary: id(4),
+        };
+        assert_eq!(unprocessed(&goaway()), closing);
         let rejected = StreamError::RemoteTerminate {
             code: Code::H3_REQUEST_REJECTED,
         };
@@ -242,7 +248,7 @@ mod tests {
         let reset = io::Error::from(io::ErrorKind::ConnectionReset);
         assert_eq!(unprocessed(&reset), None);
         // Found along the source chain, as transports wrap it.
-        let wrapped = io::Error::other(StreamError::RemoteClosing);
+        let wrapped = io::Error::other(goaway());
         assert_eq!(unprocessed(&wrapped), closing);
         let wrapped = io::Error::other(rejected);
         assert_eq!(unprocessed(&wrapped), Some(Unprocessed::Refused));

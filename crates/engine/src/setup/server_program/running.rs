@@ -312,6 +312,10 @@ impl Running {
 
     /// Stops it, and what it did during the run; `Err` with the record when it had ended
     /// before it was stopped (crashed or exited mid-run).
+    #[expect(
+        clippy::result_large_err,
+        reason = "once per run, and both outcomes carry the same record"
+    )]
     pub(crate) async fn stop(mut self) -> Result<ServerRun, ServerRun> {
         let early = !self.alive();
         let pids = match &self.cgroup {
