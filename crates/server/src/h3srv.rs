@@ -207,7 +207,13 @@ async fn serve_connection(
             .map(|t| t as Arc<dyn crate::truth::Sender>),
     );
     let mut builder = h3::server::builder();
-    builder.max_field_section_size(u64::from(opts.max_header_bytes));
+    // The compressed section a conforming encoder sends is no larger than the section it
+    // decodes to; without this bound the stack buffers up to 16 MiB of a HEADERS frame per
+    // stream before decoding it. A frame announcing more is refused at its header.
+    let limit = opts.max_header_bytes;
+    builder
+        .max_field_section_size(u64::from(limit))
+        .max_qpack_decode_buffer_size(usize::try_from(limit).unwrap_or(usize::MAX));
     let build =
         builder.build::<_, Bytes>(qbench_stack::h3_zero_copy::Connection::new(conn.clone()));
     let built = watching(&mut rest, &conn, shared, seen, build).await;

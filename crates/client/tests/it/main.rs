@@ -23,6 +23,7 @@ mod flags;
 mod fleet;
 mod fleet_ssh;
 mod gates;
+mod h3_header_bounds;
 mod hgrm;
 mod html_pages;
 mod inputs;

@@ -1,0 +1,102 @@
+//! A peer announcing an HTTP/3 header section larger than the server takes: `qbench serve`
+//! refuses the stream at the HEADERS frame's header, without waiting for (and buffering) the
+//! rest. The stack's own bound on a HEADERS frame's compressed bytes is 16 MiB; the server's
+//! is `--max-header-bytes`.
+
+use crate::common::h3peer::client_config;
+use crate::common::Served;
+
+use std::time::Duration;
+
+/// One request stream's HEADERS frame announcing `announced` bytes, of which only `sent`
+/// follow. What came back within `wait`: the server's error code on the stream (its
+/// STOP_SENDING, or its reset of the response), or why nothing did.
+fn announce_headers(
+    port: u16,
+    ca: &std::path::Path,
+    announced: u64,
+    sent: usize,
+    wait: Duration,
+) -> Result<u64, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = format!("127.0.0.1:{port}").parse().unwrap();
+        let connecting = ep
+            .connect_with(
+                client_config(ca, quinn::TransportConfig::default()),
+                addr,
+                "localhost",
+            )
+            .map_err(|e| e.to_string())?;
+        let conn = tokio::time::timeout_at(deadline, connecting)
+            .await
+            .map_err(|_| "handshake: nothing within 10 s".to_string())?
+            .map_err(|e| e.to_string())?;
+        let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
+        // HEADERS (type 0x01), the announced length as a QUIC varint, then a field section
+        // prefix (required insert count 0, base 0) and literal bytes.
+        // The length in the varint's four-byte form (below 2^30).
+        assert!(announced < 1 << 30);
+        let mut frame = vec![0x01];
+        frame.extend_from_slice(&(0x8000_0000 | announced as u32).to_be_bytes());
+        frame.extend_from_slice(&[0x00, 0x00]);
+        frame.resize(frame.len() + sent, b'a');
+        send.write_all(&frame).await.map_err(|e| e.to_string())?;
+        let refused = async {
+            tokio::select! {
+                stopped = send.stopped() => match stopped {
+                    Ok(Some(code)) => Ok(code.into_inner()),
+                    Err(quinn::StoppedError::ConnectionLost(e)) => closed_with(e),
+                    other => Err(format!("stopped: {other:?}")),
+                },
+                read = recv.read_to_end(1 << 20) => match read {
+                    Err(quinn::ReadToEndError::Read(quinn::ReadError::Reset(code))) => {
+                        Ok(code.into_inner())
+                    }
+                    Err(quinn::ReadToEndError::Read(quinn::ReadError::ConnectionLost(e))) => {
+                        closed_with(e)
+                    }
+                    other => Err(format!("response: {other:?}")),
+                },
+            }
+        };
+        tokio::time::timeout(wait, refused)
+            .await
+            .map_err(|_| format!("nothing within {wait:?}"))?
+    })
+}
+
+/// The server closed the whole connection: its HTTP/3 error code.
+fn closed_with(e: quinn::ConnectionError) -> Result<u64, String> {
+    match e {
+        quinn::ConnectionError::ApplicationClosed(c) => Ok(c.error_code.into_inner()),
+        other => Err(format!("connection lost: {other}")),
+    }
+}
+
+#[test]
+fn an_h3_header_section_above_the_limit_is_refused_at_its_frame_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let served = Served::start(&["--protocols", "h3", "--max-header-bytes", "4096"], &ca);
+    let port: u16 = served.target.rsplit(':').next().unwrap().parse().unwrap();
+    // 1 MB announced, 1 KB sent: the rest never comes, so only a refusal at the frame's
+    // header answers within the wait (the server's idle timeout is 30 s).
+    let code = announce_headers(port, &ca, 1_000_000, 1000, Duration::from_secs(3))
+        .unwrap_or_else(|e| panic!("a 1 MB header section announced: {e}"));
+    // H3_EXCESSIVE_LOAD, H3_FRAME_ERROR or H3_REQUEST_REJECTED: an HTTP/3 error, not a hang.
+    assert!((0x100..=0x110).contains(&code), "error code {code:#x}");
+    // Within the limit, the same frame is awaited: nothing comes back until it is whole.
+    let waited = announce_headers(port, &ca, 3000, 1000, Duration::from_millis(1500));
+    assert!(
+        waited
+            .as_ref()
+            .is_err_and(|e| e.starts_with("nothing within")),
+        "a 3 KB header section announced: {waited:?}"
+    );
+}
