@@ -450,7 +450,10 @@ impl quic::SendStream<Bytes> for SendStream {
         let stopped = self
             .stopped
             .get_or_insert_with(|| Box::pin(stream.stopped()));
-        Poll::Ready(match ready!(stopped.as_mut().poll(cx)) {
+        let out = ready!(stopped.as_mut().poll(cx));
+        // Done, it must not be polled again; another call asks quinn anew, which answers at once.
+        self.stopped = None;
+        Poll::Ready(match out {
             Ok(code) => Ok(code.map(quinn::VarInt::into_inner)),
             Err(quinn::StoppedError::ConnectionLost(e)) => Err(stream_error(e)),
             Err(e) => Err(StreamErrorIncoming::Unknown(Box::new(e))),

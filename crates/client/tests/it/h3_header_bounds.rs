@@ -100,3 +100,54 @@ fn an_h3_header_section_above_the_limit_is_refused_at_its_frame_header() {
         "a 3 KB header section announced: {waited:?}"
     );
 }
+
+/// qbench's QUIC glue under http3, on the stream the server refuses: its unframed write carries
+/// the frame, and its `poll_stopped` gives the server's answer (it closes the connection with
+/// H3_EXCESSIVE_LOAD), and the same again when asked a second time: quinn's wait is made anew,
+/// not polled past its end.
+#[test]
+fn the_glue_gives_the_servers_refusal_each_time_it_is_asked() {
+    use h3::quic::{BidiStream as _, OpenStreams as _, SendStream as _, SendStreamUnframed as _};
+    use std::future::poll_fn;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let served = Served::start(&["--protocols", "h3", "--max-header-bytes", "4096"], &ca);
+    let port: u16 = served.target.rsplit(':').next().unwrap().parse().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let codes = rt.block_on(async {
+        let ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = format!("127.0.0.1:{port}").parse().unwrap();
+        let t = quinn::TransportConfig::default();
+        let conn = ep
+            .connect_with(client_config(&ca, t), addr, "localhost")
+            .unwrap();
+        let conn = tokio::time::timeout(Duration::from_secs(10), conn)
+            .await
+            .expect("a handshake within 10 s")
+            .unwrap();
+        let mut glue = qbench_stack::h3_zero_copy::Connection::new(conn);
+        let bidi = poll_fn(|cx| glue.poll_open_bidi(cx)).await.unwrap();
+        let (mut send, _recv) = bidi.split();
+        // HEADERS announcing 1 MB, as above, then 100 bytes of it.
+        let mut frame = vec![0x01];
+        frame.extend_from_slice(&(0x8000_0000u32 | 1_000_000).to_be_bytes());
+        frame.extend_from_slice(&[0x00, 0x00]);
+        frame.resize(frame.len() + 100, b'a');
+        let mut buf = bytes::Bytes::from(frame);
+        while bytes::Buf::has_remaining(&buf) {
+            poll_fn(|cx| send.poll_send(cx, &mut buf)).await.unwrap();
+        }
+        let mut codes = Vec::new();
+        for _ in 0..2 {
+            let stopped =
+                tokio::time::timeout(Duration::from_secs(3), poll_fn(|cx| send.poll_stopped(cx)));
+            codes.push(format!("{:?}", stopped.await.expect("stopped within 3 s")));
+        }
+        codes
+    });
+    assert!(codes[0].contains("H3_EXCESSIVE_LOAD"), "{codes:?}");
+    assert_eq!(codes[1], codes[0]);
+}
