@@ -58,10 +58,12 @@ pub async fn run(share: Share<'_>, config: quinn::ClientConfig) -> Result<u64> {
             .connect_with(config.clone(), share.target, "localhost")?
             .await
             .with_context(|| format!("QUIC handshake with {}", share.target))?;
-        let (mut driver, send) = h3::client::builder()
-            .build::<_, _, Bytes>(qbench_stack::h3_zero_copy::Connection::new(conn))
-            .await
-            .context("HTTP/3 connection setup")?;
+        let (mut driver, send) = qbench_stack::h3_zero_copy::client_builder(
+            qbench_core::wire::MAX_RESPONSE_HEADER_BYTES,
+        )
+        .build::<_, _, Bytes>(qbench_stack::h3_zero_copy::Connection::new(conn))
+        .await
+        .context("HTTP/3 connection setup")?;
         tokio::spawn(async move {
             let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
         });

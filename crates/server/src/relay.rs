@@ -147,12 +147,9 @@ impl Upstream {
                 .await?;
                 let quic = conn.clone();
                 let (mut driver, send) = within(self.timeout, async {
-                    // The origin's response heads, bounded as qbench's client bounds them:
-                    // the stack's own bound on a HEADERS frame is 16 MiB.
+                    // The origin's response heads, bounded as qbench's client bounds them.
                     let max = qbench_core::wire::MAX_RESPONSE_HEADER_BYTES;
-                    h3::client::builder()
-                        .max_field_section_size(max)
-                        .max_qpack_decode_buffer_size(usize::try_from(max).unwrap_or(usize::MAX))
+                    qbench_stack::h3_zero_copy::client_builder(max)
                         .build::<_, _, Bytes>(qbench_stack::h3_zero_copy::Connection::new(conn))
                         .await
                         .map_err(|e| e.to_string())

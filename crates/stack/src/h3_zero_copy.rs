@@ -42,6 +42,16 @@ impl Connection {
     }
 }
 
+/// An HTTP/3 client builder that holds at most `max_head` bytes of a response's header
+/// section, decoded (the SETTINGS' field section size) and compressed: http3's own bound on
+/// the compressed bytes of a HEADERS frame is 16 MiB, whatever the decoded bound says.
+pub fn client_builder(max_head: u64) -> h3::client::Builder {
+    let mut b = h3::client::builder();
+    b.max_field_section_size(max_head)
+        .max_qpack_decode_buffer_size(usize::try_from(max_head).unwrap_or(usize::MAX));
+    b
+}
+
 thread_local! {
     /// A bidirectional stream opened during the poll that `poll_noting_open` watches.
     static OPENED_BI: Cell<bool> = const { Cell::new(false) };

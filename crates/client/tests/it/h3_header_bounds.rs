@@ -8,13 +8,42 @@ use crate::common::Served;
 
 use std::time::Duration;
 
+/// A QUIC connection to the server on `port`, made within 10 s.
+async fn connect(port: u16, ca: &std::path::Path) -> Result<quinn::Connection, String> {
+    let ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = format!("127.0.0.1:{port}").parse().unwrap();
+    let connecting = ep
+        .connect_with(
+            client_config(ca, quinn::TransportConfig::default()),
+            addr,
+            "localhost",
+        )
+        .map_err(|e| e.to_string())?;
+    tokio::time::timeout(Duration::from_secs(10), connecting)
+        .await
+        .map_err(|_| "handshake: nothing within 10 s".to_string())?
+        .map_err(|e| e.to_string())
+}
+
+/// A HEADERS frame (type 0x01) announcing `announced` bytes as a QUIC varint in its four-byte
+/// form (below 2^30), then a field section prefix (required insert count 0, base 0) and
+/// `sent` literal bytes.
+fn headers_frame(announced: u32, sent: usize) -> Vec<u8> {
+    assert!(announced < 1 << 30);
+    let mut frame = vec![0x01];
+    frame.extend_from_slice(&(0x8000_0000 | announced).to_be_bytes());
+    frame.extend_from_slice(&[0x00, 0x00]);
+    frame.resize(frame.len() + sent, b'a');
+    frame
+}
+
 /// One request stream's HEADERS frame announcing `announced` bytes, of which only `sent`
 /// follow. What came back within `wait`: the server's error code on the stream (its
 /// STOP_SENDING, or its reset of the response), or why nothing did.
 fn announce_headers(
     port: u16,
     ca: &std::path::Path,
-    announced: u64,
+    announced: u32,
     sent: usize,
     wait: Duration,
 ) -> Result<u64, String> {
@@ -23,29 +52,9 @@ fn announce_headers(
         .build()
         .unwrap();
     rt.block_on(async {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        let ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
-        let addr = format!("127.0.0.1:{port}").parse().unwrap();
-        let connecting = ep
-            .connect_with(
-                client_config(ca, quinn::TransportConfig::default()),
-                addr,
-                "localhost",
-            )
-            .map_err(|e| e.to_string())?;
-        let conn = tokio::time::timeout_at(deadline, connecting)
-            .await
-            .map_err(|_| "handshake: nothing within 10 s".to_string())?
-            .map_err(|e| e.to_string())?;
+        let conn = connect(port, ca).await?;
         let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
-        // HEADERS (type 0x01), the announced length as a QUIC varint, then a field section
-        // prefix (required insert count 0, base 0) and literal bytes.
-        // The length in the varint's four-byte form (below 2^30).
-        assert!(announced < 1 << 30);
-        let mut frame = vec![0x01];
-        frame.extend_from_slice(&(0x8000_0000 | announced as u32).to_be_bytes());
-        frame.extend_from_slice(&[0x00, 0x00]);
-        frame.resize(frame.len() + sent, b'a');
+        let frame = headers_frame(announced, sent);
         send.write_all(&frame).await.map_err(|e| e.to_string())?;
         let refused = async {
             tokio::select! {
@@ -118,25 +127,12 @@ fn the_glue_gives_the_servers_refusal_each_time_it_is_asked() {
         .build()
         .unwrap();
     let codes = rt.block_on(async {
-        let ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
-        let addr = format!("127.0.0.1:{port}").parse().unwrap();
-        let t = quinn::TransportConfig::default();
-        let conn = ep
-            .connect_with(client_config(&ca, t), addr, "localhost")
-            .unwrap();
-        let conn = tokio::time::timeout(Duration::from_secs(10), conn)
-            .await
-            .expect("a handshake within 10 s")
-            .unwrap();
+        let conn = connect(port, &ca).await.unwrap();
         let mut glue = qbench_stack::h3_zero_copy::Connection::new(conn);
         let bidi = poll_fn(|cx| glue.poll_open_bidi(cx)).await.unwrap();
         let (mut send, _recv) = bidi.split();
         // HEADERS announcing 1 MB, as above, then 100 bytes of it.
-        let mut frame = vec![0x01];
-        frame.extend_from_slice(&(0x8000_0000u32 | 1_000_000).to_be_bytes());
-        frame.extend_from_slice(&[0x00, 0x00]);
-        frame.resize(frame.len() + 100, b'a');
-        let mut buf = bytes::Bytes::from(frame);
+        let mut buf = bytes::Bytes::from(headers_frame(1_000_000, 100));
         while bytes::Buf::has_remaining(&buf) {
             poll_fn(|cx| send.poll_send(cx, &mut buf)).await.unwrap();
         }

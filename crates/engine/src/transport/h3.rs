@@ -276,12 +276,7 @@ impl H3 {
         let (mut driver, send) = step(
             "HTTP/3 connection setup",
             timeout,
-            h3::client::builder()
-                .max_field_section_size(MAX_RESPONSE_HEADER_BYTES)
-                // The stack's own bound on a HEADERS frame's compressed bytes is 16 MiB.
-                .max_qpack_decode_buffer_size(
-                    usize::try_from(MAX_RESPONSE_HEADER_BYTES).unwrap_or(usize::MAX),
-                )
+            qbench_stack::h3_zero_copy::client_builder(MAX_RESPONSE_HEADER_BYTES)
                 .build::<_, _, Bytes>(qbench_stack::h3_zero_copy::Connection::new(conn.clone())),
         )
         .await?;
