@@ -7,8 +7,9 @@
 #   N_LIST="1 2 4 8 16" ROUNDS=5 bash scripts/measure/scale.sh
 #   PARTS="small open" ROUNDS=5 bash scripts/measure/scale.sh   # tables 2 and 3 only
 #
-# Prints the machine, then markdown tables (medians of ROUNDS, rounds interleaved so that drift
-# hits every row alike):
+# Prints the machine, then markdown tables (medians of ROUNDS, rounds interleaved, every other
+# one in reverse order in the small-object table, so that drift and what runs just before
+# it hit every row alike):
 #   1. bulk: N x SIZE over N connections (--client-threads N --server-threads N, in-process
 #      server): Gbit/s, client and server CPU-s per GB, client voluntary context switches per
 #      GB, and the ratio of each to N=1; h3 beside N independent single-connection qbench
@@ -153,23 +154,37 @@ for n in $N_LIST; do
   $S --listen 127.0.0.1:0 --threads "$n" --cert-out "$tmp/cert-$n.pem" 2>"$tmp/server-$n.log" &
   pids+=($!)
   addr=$(port_of "$tmp/server-$n.log")
+  # Each round runs the seven clients in turn, and every other round in the reverse order:
+  # what runs just after another (the server's allocator still holding the last run's
+  # memory, a burst of steal time) falls on qbench and on its floors alike.
+  small_run() {
+    case $1 in
+      qbench-*)
+        $Q --proto "${1#qbench-}" --target "https://$addr" --ca "$tmp/cert-$n.pem" \
+          --objects "${SMALL}x1KB" --connections 64 --streams 100 --client-threads "$n" \
+          --no-telemetry --json "$tmp/small-${1#qbench-}-$n-$r.json" >/dev/null
+        figures "$tmp/small-${1#qbench-}-$n-$r.json" >>"$tmp/small-${1#qbench-}-$n.txt"
+        ;;
+      raw-* | pin-*)
+        local pin=()
+        [ "${1%%-*}" = pin ] && pin=(--pin)
+        target/release/raw-requests --proto "${1#*-}" --target "$addr" --ca "$tmp/cert-$n.pem" \
+          --requests "$SMALL" --connections 64 --streams 100 --threads "$n" "${pin[@]}" --runs 1 |
+          sed -n 1p >>"$tmp/$1-$n.txt"
+        ;;
+      h2load)
+        h2load -t "$n" -c 64 -m 100 -n "$SMALL" "https://$addr/bytes/1024" 2>/dev/null |
+          awk '/^finished in/ {gsub(",", "", $4); print $4}' >>"$tmp/h2load-$n.txt"
+        ;;
+    esac
+  }
+  order=(qbench-h2 qbench-h3 raw-h2 pin-h2 raw-h3 pin-h3 h2load)
   for r in $(seq "$ROUNDS"); do
-    for p in h2 h3; do
-      $Q --proto "$p" --target "https://$addr" --ca "$tmp/cert-$n.pem" --objects "${SMALL}x1KB" \
-        --connections 64 --streams 100 --client-threads "$n" --no-telemetry \
-        --json "$tmp/small-$p-$n-$r.json" >/dev/null
-      figures "$tmp/small-$p-$n-$r.json" >>"$tmp/small-$p-$n.txt"
-    done
-    for p in h2 h3; do
-      target/release/raw-requests --proto "$p" --target "$addr" --ca "$tmp/cert-$n.pem" \
-        --requests "$SMALL" --connections 64 --streams 100 --threads "$n" --runs 1 |
-        sed -n 1p >>"$tmp/raw-$p-$n.txt"
-      target/release/raw-requests --proto "$p" --target "$addr" --ca "$tmp/cert-$n.pem" \
-        --requests "$SMALL" --connections 64 --streams 100 --threads "$n" --pin --runs 1 |
-        sed -n 1p >>"$tmp/pin-$p-$n.txt"
-    done
-    h2load -t "$n" -c 64 -m 100 -n "$SMALL" "https://$addr/bytes/1024" 2>/dev/null |
-      awk '/^finished in/ {gsub(",", "", $4); print $4}' >>"$tmp/h2load-$n.txt"
+    if [ $((r % 2)) = 1 ]; then
+      for c in "${order[@]}"; do small_run "$c"; done
+    else
+      for ((i = ${#order[@]} - 1; i >= 0; i--)); do small_run "${order[i]}"; done
+    fi
   done
   kill "${pids[-1]}" 2>/dev/null || true
   wait "${pids[-1]}" 2>/dev/null || true
