@@ -1,10 +1,10 @@
-//! A peer announcing an HTTP/3 header section larger than the server takes: `qbench serve`
+//! A peer announcing an HTTP/3 header section larger than its receiver takes: `qbench serve`
 //! refuses the stream at the HEADERS frame's header, without waiting for (and buffering) the
-//! rest. The stack's own bound on a HEADERS frame's compressed bytes is 16 MiB; the server's
-//! is `--max-header-bytes`.
-
-use crate::common::h3peer::client_config;
-use crate::common::Served;
+//! rest, and qbench's client fails a response head announced so, at once. The stack's own
+//! bound on a HEADERS frame's compressed bytes is 16 MiB; the server's is `--max-header-bytes`,
+//! the client's the 64 KiB response-head bound.
+use crate::common::h3peer::{client_config, quic_server};
+use crate::common::{qbench_within, Served};
 
 use std::time::Duration;
 
@@ -146,4 +146,88 @@ fn the_glue_gives_the_servers_refusal_each_time_it_is_asked() {
     });
     assert!(codes[0].contains("H3_EXCESSIVE_LOAD"), "{codes:?}");
     assert_eq!(codes[1], codes[0]);
+}
+
+/// A QUIC server on 127.0.0.1 that speaks just enough HTTP/3 to lie: its control stream
+/// with empty SETTINGS, then, on every request stream, a HEADERS frame announcing 1 MB of
+/// which it sends 1 KB, and nothing more; the stream stays open. Writes its certificate to
+/// `ca`; stops with its runtime.
+fn announcing_origin(ca: &std::path::Path) -> (u16, tokio::runtime::Runtime) {
+    let (ep, rt) = quic_server(ca);
+    let port = ep.local_addr().unwrap().port();
+    rt.spawn(async move {
+        while let Some(incoming) = ep.accept().await {
+            tokio::spawn(async move {
+                let Ok(conn) = incoming.await else { return };
+                let Ok(mut control) = conn.open_uni().await else {
+                    return;
+                };
+                // Stream type 0x00 (control), then SETTINGS (type 0x04) of length 0.
+                if control.write_all(&[0x00, 0x04, 0x00]).await.is_err() {
+                    return;
+                }
+                // The client's control and QPACK streams, read and kept open.
+                let c = conn.clone();
+                tokio::spawn(async move {
+                    while let Ok(mut uni) = c.accept_uni().await {
+                        tokio::spawn(async move {
+                            while let Ok(Some(_)) = uni.read_chunk(4096, true).await {}
+                        });
+                    }
+                });
+                let mut held = Vec::new();
+                while let Ok((mut send, mut recv)) = conn.accept_bi().await {
+                    if recv.read_to_end(64 * 1024).await.is_err()
+                        || send
+                            .write_all(&headers_frame(1_000_000, 1000))
+                            .await
+                            .is_err()
+                    {
+                        return;
+                    }
+                    held.push((send, recv));
+                }
+                drop(control);
+            });
+        }
+    });
+    (port, rt)
+}
+
+/// An origin announcing a response head far above the client's bound fails the request at
+/// the HEADERS frame's header, as an HTTP/3 error: without the bound qbench waits for the
+/// rest until its own timeout (20 s here) and counts a timeout.
+#[test]
+fn a_response_head_announced_above_the_clients_bound_fails_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("origin.pem");
+    let (port, _origin) = announcing_origin(&ca);
+    let out = qbench_within(
+        &[
+            "--proto",
+            "h3",
+            "--url",
+            &format!("https://localhost:{port}/x"),
+            "--connect-to",
+            &format!("127.0.0.1:{port}"),
+            "--ca",
+            ca.to_str().unwrap(),
+            "--timeout",
+            "20s",
+            "--json",
+            "-",
+        ],
+        60,
+    );
+    assert_eq!(out.code, Some(1), "stderr: {}", out.stderr);
+    let r: serde_json::Value = serde_json::from_str(&out.stdout).expect("the partial report");
+    let errors = r["summary"]["errors"].as_object().expect("errors by kind");
+    // http3's refusal: "encoded field section length 1000000 exceeds local limit 65536".
+    assert_eq!(
+        errors.get("protocol").and_then(|v| v.as_u64()),
+        Some(1),
+        "{errors:?}; stderr: {}",
+        out.stderr
+    );
+    assert_eq!(errors.len(), 1, "{errors:?}");
 }

@@ -41,6 +41,26 @@ pub(crate) fn client_config(ca: &Path, transport: quinn::TransportConfig) -> qui
     cfg
 }
 
+/// A QUIC server endpoint on 127.0.0.1 (ALPN h3, a self-signed certificate written to `ca`)
+/// on a runtime of its own, for a peer to serve on: it stops with the runtime.
+pub(crate) fn quic_server(ca: &Path) -> (quinn::Endpoint, tokio::runtime::Runtime) {
+    let id = qbench_server::Identity::self_signed(&[]).unwrap();
+    std::fs::write(ca, &id.pem).unwrap();
+    let tls = qbench_server::tls::server_config(&id, vec![b"h3".to_vec()], false, None).unwrap();
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).unwrap();
+    let sc = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let endpoint = {
+        let _entered = runtime.enter();
+        quinn::Endpoint::server(sc, "127.0.0.1:0".parse().unwrap()).unwrap()
+    };
+    (endpoint, runtime)
+}
+
 /// An HTTP/3 origin on 127.0.0.1 that answers every GET with what `answer` gives for its
 /// path, whatever the content-length says, then finishes the stream. It stops with its
 /// runtime, when dropped.
@@ -52,21 +72,7 @@ pub(crate) struct H3Origin {
 impl H3Origin {
     /// Writes the origin's certificate to `ca`.
     pub(crate) fn start(ca: &Path, answer: Answer) -> Self {
-        let id = qbench_server::Identity::self_signed(&[]).unwrap();
-        std::fs::write(ca, &id.pem).unwrap();
-        let tls =
-            qbench_server::tls::server_config(&id, vec![b"h3".to_vec()], false, None).unwrap();
-        let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).unwrap();
-        let sc = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let endpoint = {
-            let _entered = runtime.enter();
-            quinn::Endpoint::server(sc, "127.0.0.1:0".parse().unwrap()).unwrap()
-        };
+        let (endpoint, runtime) = quic_server(ca);
         let addr = endpoint.local_addr().unwrap();
         runtime.spawn(async move {
             while let Some(incoming) = endpoint.accept().await {
