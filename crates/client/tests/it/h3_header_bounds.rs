@@ -3,6 +3,7 @@
 //! rest, and qbench's client fails a response head announced so, at once. The stack's own
 //! bound on a HEADERS frame's compressed bytes is 16 MiB; the server's is `--max-header-bytes`,
 //! the client's the 64 KiB response-head bound.
+
 use crate::common::h3peer::{client_config, quic_server};
 use crate::common::{qbench_within, Served};
 
@@ -88,12 +89,19 @@ fn closed_with(e: quinn::ConnectionError) -> Result<u64, String> {
     }
 }
 
-#[test]
-fn an_h3_header_section_above_the_limit_is_refused_at_its_frame_header() {
+/// `qbench serve` on h3 with `--max-header-bytes 4096`: its directory (which holds the CA the
+/// clients trust), the CA's path, the server and its port.
+fn serve_h3_with_4k_heads() -> (tempfile::TempDir, std::path::PathBuf, Served, u16) {
     let dir = tempfile::tempdir().unwrap();
     let ca = dir.path().join("ca.pem");
     let served = Served::start(&["--protocols", "h3", "--max-header-bytes", "4096"], &ca);
     let port: u16 = served.target.rsplit(':').next().unwrap().parse().unwrap();
+    (dir, ca, served, port)
+}
+
+#[test]
+fn an_h3_header_section_above_the_limit_is_refused_at_its_frame_header() {
+    let (_dir, ca, _served, port) = serve_h3_with_4k_heads();
     // 1 MB announced, 1 KB sent: the rest never comes, so only a refusal at the frame's
     // header answers within the wait (the server's idle timeout is 30 s).
     let code = announce_headers(port, &ca, 1_000_000, 1000, Duration::from_secs(3))
@@ -118,10 +126,7 @@ fn an_h3_header_section_above_the_limit_is_refused_at_its_frame_header() {
 fn the_glue_gives_the_servers_refusal_each_time_it_is_asked() {
     use h3::quic::{BidiStream as _, OpenStreams as _, SendStream as _, SendStreamUnframed as _};
     use std::future::poll_fn;
-    let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("ca.pem");
-    let served = Served::start(&["--protocols", "h3", "--max-header-bytes", "4096"], &ca);
-    let port: u16 = served.target.rsplit(':').next().unwrap().parse().unwrap();
+    let (_dir, ca, _served, port) = serve_h3_with_4k_heads();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
