@@ -319,7 +319,8 @@ pub struct RunArgs {
     pub keylog: Option<PathBuf>,
 
     /// Write one line per request to this file (TSV: run, connection, stream, intended start,
-    /// start, TTFB, end, bytes, status, error, URL; times in microseconds from the run's start)
+    /// start, TTFB, end, bytes, status, error, warm-up (1) or measured (0), URL; times in
+    /// microseconds from the run's start)
     #[arg(long, value_name = "FILE")]
     pub log_requests: Option<PathBuf>,
 

@@ -11,7 +11,7 @@ fn lines(path: &std::path::Path) -> Vec<Vec<String>> {
     let mut it = text.lines();
     assert_eq!(
         it.next(),
-        Some("run\tconnection\tstream\tintended_us\tstart_us\tttfb_us\tend_us\tbytes\tstatus\terror\turl")
+        Some("run\tconnection\tstream\tintended_us\tstart_us\tttfb_us\tend_us\tbytes\tstatus\terror\twarmup\turl")
     );
     it.map(|l| l.split('\t').map(String::from).collect())
         .collect()
@@ -41,12 +41,13 @@ fn one_line_per_request_agreeing_with_the_report() {
         let rows = lines(&log);
         assert_eq!(rows.len(), 400, "{proto}");
         for row in &rows {
-            assert_eq!(row.len(), 11, "{proto}: {row:?}");
+            assert_eq!(row.len(), 12, "{proto}: {row:?}");
             let n = |i: usize| row[i].parse::<u64>().unwrap();
             assert!(n(0) < 2 && n(1) < 4, "{proto}: {row:?}");
             assert!(n(4) <= n(6) && n(5) <= n(6) - n(4), "{proto}: {row:?}");
             assert_eq!((n(7), row[8].as_str(), row[9].as_str()), (1000, "200", "-"));
             assert_eq!(row[3], "-", "no intended start in a closed loop");
+            assert_eq!(row[10], "0", "no warm-up without a held load");
             match proto {
                 "h1" => assert_eq!(row[2], "-"),
                 // Client-initiated bidirectional streams: h2 odd ids, h3 multiples of 4.
@@ -61,6 +62,56 @@ fn one_line_per_request_agreeing_with_the_report() {
                 .iter()
                 .all(|r| seen.insert((r[0].clone(), r[1].clone(), r[2].clone()))));
         }
+    }
+}
+
+/// A held load's warm-up requests are marked, as many as the report left out, and all started
+/// (or, in an open loop, were due) before every measured one.
+#[test]
+fn a_held_loads_warm_up_requests_are_marked_as_the_report_counts_them() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, rate) in [("closed", None), ("open", Some("200"))] {
+        let log = dir.path().join(format!("{name}.tsv"));
+        let mut args = vec![
+            "--proto",
+            "h2",
+            "--objects",
+            "1x1KB",
+            "--duration",
+            "1500ms",
+            "--warmup",
+            "500ms",
+            "--log-requests",
+            log.to_str().unwrap(),
+        ];
+        if let Some(rate) = rate {
+            args.extend(["--rate", rate]);
+        }
+        let r = qbench(&args);
+        assert_eq!(r.code, Some(0), "{name}: {}", r.stderr);
+        let run = &r.json.as_ref().unwrap()["runs"][0];
+        let rows = lines(&log);
+        // An open loop's start is when it was due; a closed loop's when it was sent.
+        let start = |row: &Vec<String>| match rate {
+            Some(_) => row[3].parse::<u64>().unwrap(),
+            None => row[4].parse::<u64>().unwrap(),
+        };
+        let (warm, measured): (Vec<_>, Vec<_>) = rows.iter().partition(|row| row[10] == "1");
+        assert!(rows.iter().all(|row| row[10] == "0" || row[10] == "1"));
+        let dropped = run["load"]["dropped"].as_u64().unwrap_or(0);
+        assert_eq!(dropped, 0, "{name}: {run}");
+        assert_eq!(
+            warm.len() as u64,
+            run["load"]["warmup_requests"].as_u64().unwrap(),
+            "{name}"
+        );
+        assert!(!warm.is_empty() && !measured.is_empty(), "{name}");
+        let last_warm = warm.iter().map(|r| start(r)).max().unwrap();
+        let first_measured = measured.iter().map(|r| start(r)).min().unwrap();
+        assert!(
+            last_warm <= first_measured,
+            "{name}: {last_warm} > {first_measured}"
+        );
     }
 }
 
@@ -107,7 +158,7 @@ fn an_open_loop_logs_intended_starts_and_failures_their_kind() {
         (rows[0][8].as_str(), rows[0][9].as_str()),
         ("404", "status")
     );
-    assert_eq!(rows[0][10], missing);
+    assert_eq!(rows[0][11], missing);
     assert!(server.stop());
 
     for (args, flag) in [

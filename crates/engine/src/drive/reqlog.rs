@@ -1,9 +1,10 @@
 //! `--log-requests FILE`: one line per request, as h2load's `--log-file` has it, in TSV
-//! with a header: times in microseconds from the start of the request's run.
+//! with a header: times in microseconds from the start of the request's run, and whether the
+//! request was the warm-up's (left out of the run's figures) or measured.
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use qbench_core::ObjectOutcome;
 use crate::error::{self, ConfigError};
 
 const HEADER: &str =
-    "run\tconnection\tstream\tintended_us\tstart_us\tttfb_us\tend_us\tbytes\tstatus\terror\turl\n";
+    "run\tconnection\tstream\tintended_us\tstart_us\tttfb_us\tend_us\tbytes\tstatus\terror\twarmup\turl\n";
 
 pub(crate) struct RequestLog {
     out: Mutex<BufWriter<Box<dyn Write + Send>>>,
@@ -28,6 +29,10 @@ pub(crate) struct LogTo {
     pub run_start: Duration,
     /// Told once if the log loses a line.
     pub lost: crate::observe::Observing,
+    /// The run's warm-up ends here (nanoseconds on the run's clock): a request started, or
+    /// due, before it is the warm-up's, as the recorder counts it. A held load's is unknown
+    /// (the maximum) until every connection is up; a run without a held load has none (0).
+    pub warm_end: Arc<AtomicU64>,
 }
 
 impl RequestLog {
@@ -64,6 +69,12 @@ fn field(out: &mut impl Write, v: Option<impl std::fmt::Display>) -> std::io::Re
 }
 
 impl LogTo {
+    /// The held load's warm-up ends at `at`, as the recorder is told.
+    pub(crate) fn warm_until(&self, at: Duration) {
+        let ns = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX);
+        self.warm_end.store(ns, Ordering::Release);
+    }
+
     /// The line of one request on connection `conn`, formatted straight into the buffer: the
     /// client's own thread pays for it, so nothing is allocated per line.
     pub(crate) fn line(&self, conn: u64, url: &impl std::fmt::Display, o: &ObjectOutcome) {
@@ -84,7 +95,9 @@ impl LogTo {
             write!(out, "{}\t{}\t", us(o.done), o.body_bytes)?;
             field(out, o.status)?;
             field(out, o.error.as_deref().map(|(k, _)| k))?;
-            writeln!(out, "{url}")
+            let start = o.intended.unwrap_or(o.sent);
+            let warm = start < Duration::from_nanos(self.warm_end.load(Ordering::Acquire));
+            writeln!(out, "{}\t{url}", u8::from(warm))
         })();
         if let Err(e) = written {
             self.log.failed.store(true, Ordering::Relaxed);

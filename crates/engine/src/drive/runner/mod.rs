@@ -1,6 +1,7 @@
 //! Drives a workload over a transport and feeds the recorder: one run at a time, the
 //! connections kept warm between runs with `--reuse`.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -200,6 +201,10 @@ impl Runner {
             run: index,
             run_start: start,
             lost: to.clone(),
+            warm_end: Arc::new(AtomicU64::new(match self.plan.load {
+                Some(_) => u64::MAX,
+                None => 0,
+            })),
         });
         let threads = self.pinned.as_ref().map_or(1, |p| p.threads());
         let counted = self.plan.load.is_none().then(|| to.clone());
@@ -370,6 +375,9 @@ impl Runner {
         let clock = self.clock;
         let start = clock.now();
         lock(&run.rec).measure_from(start + l.warmup);
+        if let Some(log) = &run.log {
+            log.warm_until(start + l.warmup);
+        }
         until.set_end(start + l.duration);
         side_tasks.spawn(show_time(progress.clone(), clock, start));
         if let Some(rate) = l.rate {
