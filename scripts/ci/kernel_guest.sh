@@ -29,4 +29,26 @@ RUSTC_BOOTSTRAP=1 "$bin" --ignored --test-threads=1 --nocapture -Z unstable-opti
 rc=$?
 # What the guest's kernel said, for a failure that is the kernel's and not the test's.
 [ "$rc" = 0 ] || { echo "kernel log (last 40 lines):"; dmesg | tail -40; }
+# The emulated CPU shares 2 host cores with the host's own tests, and a test that times a
+# link in the guest misses when QEMU is starved of them (ci99: an edt probe at 177 ms median
+# on a 30 ms link, its loss 5.8% on 3%). Up to 2 failed tests get one more attempt each, alone:
+# a broken link fails both, and a pass at the second attempt is said, with the first's
+# failure left above it. More failures than that are not the host's slowness.
+if [ "$rc" = 101 ]; then
+  failed=$(awk '/^failures:$/ {f = 1; next} /^test result:/ {f = 0} f && /^    [A-Za-z0-9_:]+$/ {print $1}' \
+    "$out/tests.log" | sort -u)
+  n=$(printf '%s\n' "$failed" | grep -c . || true)
+  if [ "$n" -ge 1 ] && [ "$n" -le 2 ]; then
+    rc=0
+    for t in $failed; do
+      echo "kernel tests: $t failed; its second attempt, alone:"
+      if RUSTC_BOOTSTRAP=1 "$bin" --ignored --test-threads=1 --nocapture -Z unstable-options \
+        --report-time --exact "$t"; then
+        echo "kernel tests: $t passed at its second attempt (its first failure is above)"
+      else
+        rc=101
+      fi
+    done
+  fi
+fi
 echo "$rc" >"$out/rc"
