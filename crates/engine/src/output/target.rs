@@ -2,7 +2,8 @@
 //! path) is replaced atomically; a character device or FIFO (`/dev/null`, a named pipe, a
 //! symbolic link to one) is written through, never replaced by a file, which as root would
 //! take a device node away from the whole system; `/dev/stdout` and `/dev/stderr` are the
-//! process's own streams; a directory, a block device or a socket is refused.
+//! process's own streams; a directory, a block device or a socket is refused, and so is a link
+//! another user left in a shared sticky directory (`/tmp`).
 
 use std::fs::Metadata;
 use std::io::Write;
@@ -18,6 +19,8 @@ pub enum TargetError {
     BlockDevice(PathBuf),
     #[error("{} is a socket: outputs go only to files, character devices and FIFOs", .0.display())]
     Socket(PathBuf),
+    #[error("{} is a symbolic link in a shared sticky directory owned by neither you nor the directory's owner: not followed (the kernel's fs.protected_symlinks rule)", .0.display())]
+    ForeignLink(PathBuf),
     #[error("{}: {source}", .path.display())]
     Io {
         path: PathBuf,
@@ -84,6 +87,24 @@ fn by_type(path: PathBuf, meta: &Metadata) -> Result<Target, TargetError> {
     }
 }
 
+/// Whether the link `p` (its metadata `link`) sits in a sticky, world-writable directory
+/// (`/tmp`) and belongs to neither this process's user nor the directory's owner: another
+/// user could have planted it there to turn a root run's output onto a file of their choice.
+/// The kernel refuses such links itself only where `fs.protected_symlinks` is on, and not in
+/// every container.
+fn planted(p: &Path, link: &Metadata) -> bool {
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let Ok(d) = std::fs::metadata(dir) else {
+        return false;
+    };
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    d.mode() & 0o1002 == 0o1002 && link.uid() != d.uid() && link.uid() != me
+}
+
 /// Decides where writing `path` goes, without writing anything. Links are followed one at a
 /// time, so that a hop through a descriptor table is seen, and so that a link to a path that
 /// does not exist yet names that path (created there, atomically).
@@ -122,6 +143,9 @@ pub fn resolve(path: &Path) -> Result<Target, TargetError> {
                 }
             }
             return by_type(p, &meta);
+        }
+        if planted(&p, &meta) {
+            return Err(TargetError::ForeignLink(p));
         }
         let to = std::fs::read_link(&p).map_err(io)?;
         p = match p.parent() {
@@ -358,6 +382,40 @@ mod tests {
         let sock = dir.path().join("sock");
         let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
         assert!(matches!(resolve(&sock), Err(TargetError::Socket(_))));
+    }
+
+    /// A link another user left in a sticky, world-writable directory is not followed; one of
+    /// this user's own is, and a link anywhere else whoever owns it.
+    #[test]
+    fn a_link_planted_in_a_shared_sticky_directory_is_refused() {
+        use std::os::unix::fs::{lchown, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "mine").unwrap();
+        let shared = dir.path().join("tmp");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let own = shared.join("own.tsv");
+        symlink(&victim, &own).unwrap();
+        assert_eq!(resolve(&own).unwrap(), Target::Replace(victim.clone()));
+        let planted = shared.join("planted.tsv");
+        symlink(&victim, &planted).unwrap();
+        // Another user's link: only root can make one here, and CI runs as root.
+        if lchown(&planted, Some(65534), Some(65534)).is_err() {
+            assert!(std::env::var_os("CI").is_none(), "CI runs as root");
+            return;
+        }
+        assert!(matches!(
+            resolve(&planted),
+            Err(TargetError::ForeignLink(_))
+        ));
+        assert!(open_stream(&planted).is_err());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "mine");
+        // Out of the sticky directory, the same user's link is followed.
+        let plain = dir.path().join("plain.tsv");
+        symlink(&victim, &plain).unwrap();
+        lchown(&plain, Some(65534), Some(65534)).unwrap();
+        assert_eq!(resolve(&plain).unwrap(), Target::Replace(victim));
     }
 
     #[test]
